@@ -1,5 +1,12 @@
 //! lrbc-inspector: attach read-only to a live LRBC shared-memory segment and show
 //! everything in it. See `ARCHITECTURE.md` for the module map.
 
+pub mod attach;
+pub mod cli;
+pub mod clock;
+pub mod discovery;
 pub mod layout;
+pub mod procinfo;
 pub mod segment;
+pub mod snapshot;
+pub mod watch;

@@ -159,7 +159,7 @@ impl Raw {
     fn word<T>(&self, offset: u64) -> Option<*mut T> {
         let size = size_of::<T>();
         let ptr = self.range(offset, size)?;
-        (ptr as usize % size == 0).then_some(ptr.cast())
+        (ptr as usize).is_multiple_of(size).then_some(ptr.cast())
     }
 
     fn load_u64(&self, offset: u64) -> Option<u64> {
@@ -196,6 +196,23 @@ impl Raw {
         std::sync::atomic::fence(Ordering::Acquire);
         true
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of `frame_time_ns`,
+/// `action_time_ns` and `sent_ns` (spec 2.1), shared by every process on the machine.
+pub fn monotonic_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// Bytes read as f32s, native (little-endian) order.

@@ -1,0 +1,258 @@
+//! Attaching to a segment: resolving a target (name, PID or path) to a file, mapping it
+//! read-only, and validating its layout.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::discovery;
+use crate::layout::{self, Geometry, LayoutChoice, LayoutError};
+use crate::segment::{Follow, OpenError, SHM_DIR, Segment};
+
+/// What the user pointed the tool at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A name under `/dev/shm`.
+    Shm(String),
+    /// A process: the engine or client of a segment, or one that maps it.
+    Pid(u32),
+    /// Any file.
+    Path(PathBuf),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Shm(name) => write!(f, "{name}"),
+            Self::Pid(pid) => write!(f, "pid {pid}"),
+            Self::Path(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// Why attaching failed. Each displays as one line; [`AttachError::detail`] adds more.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("no target: give --shm NAME, --pid PID or --path FILE, or set LUCKY_SHM_NAME")]
+    NoTarget,
+    #[error("bad segment name {name:?}: {reason}")]
+    BadName { name: String, reason: &'static str },
+    #[error("no segment named {name:?} in {SHM_DIR}{}", existing_suffix(.existing))]
+    NotFound { name: String, existing: Vec<String> },
+    #[error("no segment found for pid {pid}{}", existing_suffix(.existing))]
+    PidNotFound { pid: u32, existing: Vec<String> },
+    #[error("pid {pid} has {} segments ({}): choose one with --shm", .names.len(), .names.join(", "))]
+    PidAmbiguous { pid: u32, names: Vec<String> },
+    #[error("{0}")]
+    Open(#[from] OpenError),
+    #[error("{}: {source}", .path.display())]
+    Layout {
+        path: PathBuf,
+        #[source]
+        source: LayoutError,
+    },
+    #[error("{}: the file could not be mapped so that a shrinking segment is survivable", .path.display())]
+    Unprotected { path: PathBuf },
+}
+
+fn existing_suffix(existing: &[String]) -> String {
+    if existing.is_empty() {
+        " (there are no LRBC segments on this machine)".into()
+    } else {
+        format!(" (LRBC segments here: {})", existing.join(", "))
+    }
+}
+
+impl AttachError {
+    /// More than the one line: shown with `--verbose`.
+    pub fn detail(&self) -> Option<String> {
+        use std::error::Error as _;
+        let mut lines = Vec::new();
+        let mut source = self.source();
+        while let Some(s) = source {
+            lines.push(format!("caused by: {s}"));
+            source = s.source();
+        }
+        if let Self::Layout { source, .. } = self {
+            lines.push(format!("layout error: {source:?}"));
+        }
+        (!lines.is_empty()).then(|| lines.join("\n"))
+    }
+}
+
+/// Checks that a name stays inside `/dev/shm`: no separators, no `.`/`..`, no NUL.
+pub fn validate_name(name: &str) -> Result<(), AttachError> {
+    let reason = if name.is_empty() {
+        Some("it is empty")
+    } else if name.contains('/') {
+        Some("names must not contain '/'; give the name as it appears in /dev/shm")
+    } else if name == "." || name == ".." {
+        Some("'.' and '..' are not names")
+    } else if name.contains('\0') {
+        Some("it contains a NUL byte")
+    } else if name.len() > 255 {
+        Some("it is longer than 255 bytes")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(AttachError::BadName {
+            name: name.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The path of a validated name.
+pub fn shm_path(name: &str) -> Result<PathBuf, AttachError> {
+    validate_name(name)?;
+    Ok(Path::new(SHM_DIR).join(name))
+}
+
+/// A segment mapped read-only with its validated geometry.
+#[derive(Debug)]
+pub struct Attached {
+    pub segment: Segment,
+    pub geometry: Geometry,
+    /// The name under /dev/shm, when attached by name or PID.
+    pub name: Option<String>,
+    pub choice: LayoutChoice,
+}
+
+impl Attached {
+    /// "NAME" or the path, for titles and status lines.
+    pub fn label(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| self.segment.path().display().to_string())
+    }
+
+    /// Maps and validates the file at `path`.
+    pub fn open_path(
+        path: &Path,
+        follow: Follow,
+        name: Option<String>,
+        choice: LayoutChoice,
+    ) -> Result<Self, AttachError> {
+        let segment = Segment::open(path, follow)?;
+        if !segment.is_shrink_safe() {
+            return Err(AttachError::Unprotected {
+                path: path.to_path_buf(),
+            });
+        }
+        let geometry = layout::inspect(&segment, choice).map_err(|source| AttachError::Layout {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Self {
+            segment,
+            geometry,
+            name,
+            choice,
+        })
+    }
+
+    /// Maps the segment again from its path (after a replacement).
+    pub fn reopen(&self) -> Result<Self, AttachError> {
+        let follow = if self.name.is_some() {
+            Follow::NoSymlinks
+        } else {
+            Follow::Symlinks
+        };
+        Self::open_path(self.segment.path(), follow, self.name.clone(), self.choice)
+    }
+}
+
+/// Resolves a target and attaches to it.
+pub fn attach(target: &Target, choice: LayoutChoice) -> Result<Attached, AttachError> {
+    match target {
+        Target::Path(path) => Attached::open_path(path, Follow::Symlinks, None, choice),
+        Target::Shm(name) => attach_name(name, choice),
+        Target::Pid(pid) => {
+            let name = resolve_pid(*pid)?;
+            attach_name(&name, choice)
+        }
+    }
+}
+
+fn attach_name(name: &str, choice: LayoutChoice) -> Result<Attached, AttachError> {
+    let path = shm_path(name)?;
+    match Attached::open_path(&path, Follow::NoSymlinks, Some(name.to_string()), choice) {
+        Err(AttachError::Open(OpenError::NotFound { .. })) => Err(AttachError::NotFound {
+            name: name.to_string(),
+            existing: discovery::lrbc_names(),
+        }),
+        other => other,
+    }
+}
+
+/// Finds the segment of a process (spec 1): one whose `server_pid` or `client_pid` is
+/// `pid`, one that the process maps, or the default names `LuckyEngine_<pid>` and
+/// `luckyengine_<pid>`. The strongest kind of match wins; two of the same kind are
+/// ambiguous.
+pub fn resolve_pid(pid: u32) -> Result<String, AttachError> {
+    let listing = discovery::list();
+    let ok = || listing.iter().filter_map(|e| e.summary().map(|s| (e, s)));
+    let by_server: Vec<String> = ok()
+        .filter(|(_, s)| s.server.pid == pid)
+        .map(|(e, _)| e.name.clone())
+        .collect();
+    let by_client: Vec<String> = ok()
+        .filter(|(_, s)| s.client.pid == pid)
+        .map(|(e, _)| e.name.clone())
+        .collect();
+    let by_maps: Vec<String> = discovery::mapped_shm_names(pid)
+        .into_iter()
+        .filter(|n| {
+            listing
+                .iter()
+                .any(|e| &e.name == n && e.summary().is_some())
+        })
+        .collect();
+    let by_default: Vec<String> = [format!("LuckyEngine_{pid}"), format!("luckyengine_{pid}")]
+        .into_iter()
+        .filter(|n| Path::new(SHM_DIR).join(n).exists())
+        .collect();
+    for mut names in [by_server, by_client, by_maps, by_default] {
+        names.sort();
+        names.dedup();
+        match names.len() {
+            0 => continue,
+            1 => return Ok(names.remove(0)),
+            _ => return Err(AttachError::PidAmbiguous { pid, names }),
+        }
+    }
+    Err(AttachError::PidNotFound {
+        pid,
+        existing: discovery::lrbc_names(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_never_leave_dev_shm() {
+        for bad in ["", "a/b", "/x", "..", ".", "../etc/passwd", "a\0b"] {
+            assert!(
+                matches!(validate_name(bad), Err(AttachError::BadName { .. })),
+                "{bad:?} accepted"
+            );
+        }
+        assert!(validate_name("LuckyEngine_123").is_ok());
+        assert_eq!(shm_path("x").unwrap(), PathBuf::from("/dev/shm/x"));
+    }
+
+    #[test]
+    fn not_found_names_the_segments_that_exist() {
+        let e = AttachError::NotFound {
+            name: "nope".into(),
+            existing: vec!["a".into(), "b".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "no segment named \"nope\" in /dev/shm (LRBC segments here: a, b)"
+        );
+    }
+}

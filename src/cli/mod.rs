@@ -1,0 +1,203 @@
+//! The command line: arguments, the error printed once, and the subcommands.
+
+mod dump;
+mod list;
+mod watch;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::attach::{AttachError, Target};
+use crate::layout::LayoutChoice;
+
+/// Inspect LRBC shared-memory segments between LuckyEngine and its trainer, read-only.
+#[derive(Debug, Parser)]
+#[command(name = "lrbc-inspector", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Layout of the segment: detect it, or force one.
+    #[arg(long, global = true, value_enum, default_value_t = LayoutChoice::Auto)]
+    pub layout: LayoutChoice,
+    /// Print the details behind an error.
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Which segment: by name in /dev/shm, by process id, or by path.
+#[derive(Debug, Default, Clone, Args)]
+pub struct TargetArgs {
+    /// Segment name in /dev/shm (default: $LUCKY_SHM_NAME).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["pid", "path"])]
+    pub shm: Option<String>,
+    /// A process id: the engine or client of a segment, or a process that maps one.
+    #[arg(long, value_name = "PID", conflicts_with = "path")]
+    pub pid: Option<u32>,
+    /// Any file holding a segment.
+    #[arg(long, value_name = "FILE")]
+    pub path: Option<PathBuf>,
+}
+
+impl TargetArgs {
+    /// The target given, else `LUCKY_SHM_NAME`, else none.
+    pub fn resolve(&self) -> Option<Target> {
+        if let Some(name) = &self.shm {
+            Some(Target::Shm(name.clone()))
+        } else if let Some(pid) = self.pid {
+            Some(Target::Pid(pid))
+        } else if let Some(path) = &self.path {
+            Some(Target::Path(path.clone()))
+        } else {
+            std::env::var("LUCKY_SHM_NAME")
+                .ok()
+                .filter(|n| !n.is_empty())
+                .map(Target::Shm)
+        }
+    }
+
+    pub fn require(&self) -> Result<Target, CliError> {
+        self.resolve()
+            .ok_or(CliError::Attach(AttachError::NoTarget))
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every LRBC segment on this machine.
+    List {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the header, regions, names and a consistent snapshot of a segment.
+    Dump {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Also print this env's observations and actions.
+        #[arg(long, value_name = "I")]
+        env: Option<u32>,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Follow a segment: state, counters, rates and lag, one line per interval.
+    Watch {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Seconds between lines.
+        #[arg(
+            long,
+            value_name = "SECS",
+            default_value_t = 1.0,
+            allow_negative_numbers = true
+        )]
+        interval: f64,
+        /// Stop after this many lines.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// An error for the user: one line, details with `--verbose`.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Attach(#[from] AttachError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CliError {
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            Self::Attach(e) => e.detail(),
+            Self::Usage(_) | Self::Other(_) => None,
+        }
+    }
+
+    /// Exit code: 2 for usage errors (as clap), 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Usage(_) => 2,
+            Self::Attach(_) | Self::Other(_) => 1,
+        }
+    }
+}
+
+/// Set by SIGINT or SIGTERM; long-running commands poll it and exit cleanly.
+pub fn stop_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registration fails only for forbidden signals; these two are allowed.
+        let _ = signal_hook::flag::register(signal, Arc::clone(&flag));
+    }
+    flag
+}
+
+/// Sleeps up to `secs`, waking early when `stop` is set. Returns true if stopped.
+pub fn sleep_unless_stopped(secs: f64, stop: &AtomicBool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    loop {
+        // Relaxed: a flag with no data behind it.
+        if stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep((deadline - now).min(std::time::Duration::from_millis(20)));
+    }
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let verbose = cli.verbose;
+    match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            if verbose && let Some(detail) = e.detail() {
+                eprintln!("{detail}");
+            }
+            e.exit_code()
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Some(Command::List { json }) => list::run(json),
+        Some(Command::Dump { target, env, json }) => {
+            dump::run(&target.require()?, cli.layout, env, json)
+        }
+        Some(Command::Watch {
+            target,
+            interval,
+            count,
+            json,
+        }) => {
+            if !(interval.is_finite() && interval >= 0.01) {
+                return Err(CliError::Usage(format!(
+                    "--interval must be at least 0.01 seconds, not {interval}"
+                )));
+            }
+            watch::run(&target.require()?, cli.layout, interval, count, json)
+        }
+        None => Err(CliError::Usage(
+            "the window is not available in this build yet; use `list`, `dump` or `watch` (see --help)"
+                .into(),
+        )),
+    }
+}

@@ -1,0 +1,206 @@
+//! Finding LRBC segments on the machine: every file in `/dev/shm` whose first bytes are
+//! the LRBC magic, and the shared-memory files a process maps.
+
+use std::path::{Path, PathBuf};
+
+use crate::clock::secs_between;
+use crate::layout::{self, Layout, LayoutChoice, LayoutError};
+use crate::procinfo::{ProcInfo, Processes};
+use crate::segment::{Follow, OpenError, SHM_DIR, Segment, monotonic_now_ns};
+
+/// One segment found in /dev/shm.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ListEntry {
+    pub name: String,
+    pub path: PathBuf,
+    pub size_bytes: Option<u64>,
+    /// The segment's summary, or why it cannot be read.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Outcome {
+    Ok(Summary),
+    Err { error: String },
+}
+
+/// What `list` shows of a readable segment.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Summary {
+    pub layout: Layout,
+    pub num_envs: u32,
+    pub obs_size: u32,
+    pub act_size: u32,
+    pub server: ProcInfo,
+    pub client: ProcInfo,
+    pub frame_seq: u64,
+    /// From `frame_time_ns` (extension block only).
+    pub secs_since_frame: Option<f64>,
+}
+
+impl ListEntry {
+    pub fn summary(&self) -> Option<&Summary> {
+        match &self.outcome {
+            Outcome::Ok(s) => Some(s),
+            Outcome::Err { .. } => None,
+        }
+    }
+}
+
+/// Every LRBC segment in /dev/shm, sorted by name. Files that are not LRBC are skipped;
+/// files that cannot be read are listed with the reason.
+pub fn list() -> Vec<ListEntry> {
+    list_in(Path::new(SHM_DIR))
+}
+
+/// Names of the readable LRBC segments (for "not found" messages).
+pub fn lrbc_names() -> Vec<String> {
+    list()
+        .into_iter()
+        .filter(|e| e.summary().is_some())
+        .map(|e| e.name)
+        .collect()
+}
+
+pub(crate) fn list_in(dir: &Path) -> Vec<ListEntry> {
+    let Ok(read_dir) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut processes = Processes::new();
+    processes.refresh_all();
+    let mut out: Vec<ListEntry> = read_dir
+        .filter_map(Result::ok)
+        .filter(|d| d.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|d| {
+            let name = d.file_name().to_string_lossy().into_owned();
+            entry(&d.path(), name, &processes)
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn entry(path: &Path, name: String, processes: &Processes) -> Option<ListEntry> {
+    let segment = match Segment::open(path, Follow::NoSymlinks) {
+        Ok(s) => s,
+        Err(e @ (OpenError::PermissionDenied { .. } | OpenError::Io { .. })) => {
+            return Some(ListEntry {
+                name,
+                path: path.to_path_buf(),
+                size_bytes: std::fs::symlink_metadata(path).ok().map(|m| m.len()),
+                outcome: Outcome::Err {
+                    error: short_open_error(&e),
+                },
+            });
+        }
+        // Vanished, or not a regular file any more: not a segment.
+        Err(_) => return None,
+    };
+    let size_bytes = Some(segment.len());
+    let geometry = match layout::inspect(&segment, LayoutChoice::Auto) {
+        Ok(g) => g,
+        Err(LayoutError::BadMagic { .. }) => return None,
+        Err(LayoutError::TooSmall { size_bytes, .. }) if size_bytes < 8 => return None,
+        Err(e) => {
+            return Some(ListEntry {
+                name,
+                path: path.to_path_buf(),
+                size_bytes,
+                outcome: Outcome::Err {
+                    error: e.to_string(),
+                },
+            });
+        }
+    };
+    let c = geometry.counters;
+    let server_pid = segment.load_u32(c.server_pid).unwrap_or(0);
+    let client_pid = segment.load_u32(c.client_pid).unwrap_or(0);
+    let secs_since_frame = c.ext.and_then(|e| {
+        let t = segment.load_u64(e.frame_time_ns)?;
+        (t != 0).then(|| secs_between(t, monotonic_now_ns()))
+    });
+    Some(ListEntry {
+        name,
+        path: path.to_path_buf(),
+        size_bytes,
+        outcome: Outcome::Ok(Summary {
+            layout: geometry.layout,
+            num_envs: geometry.num_envs,
+            obs_size: geometry.obs_size,
+            act_size: geometry.act_size,
+            server: processes.info(server_pid),
+            client: processes.info(client_pid),
+            frame_seq: segment.load_u64(c.frame_seq).unwrap_or(0),
+            secs_since_frame,
+        }),
+    })
+}
+
+fn short_open_error(e: &OpenError) -> String {
+    match e {
+        OpenError::PermissionDenied { .. } => "permission denied".into(),
+        OpenError::Io { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Names of files under /dev/shm that `pid` maps (from `/proc/<pid>/maps`).
+pub fn mapped_shm_names(pid: u32) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map(|maps| parse_maps(&maps))
+        .unwrap_or_default()
+}
+
+/// Extracts the /dev/shm file names from the text of a `/proc/<pid>/maps` file.
+pub fn parse_maps(maps: &str) -> Vec<String> {
+    let prefix = format!("{SHM_DIR}/");
+    let mut names: Vec<String> = maps
+        .lines()
+        .filter_map(|line| {
+            let at = line.find(&prefix)?;
+            let rest = &line[at + prefix.len()..];
+            let rest = rest.strip_suffix(" (deleted)").unwrap_or(rest);
+            (!rest.is_empty() && !rest.contains('/')).then(|| rest.to_string())
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_under_dev_shm_give_names() {
+        let maps = "\
+7f00-7f01 r--s 00000000 00:1a 123 /dev/shm/LuckyEngine_42
+7f01-7f02 rw-s 00000000 00:1a 124 /dev/shm/LuckyEngine_42
+7f02-7f03 r--s 00000000 00:1a 125 /dev/shm/old (deleted)
+7f03-7f04 r-xp 00000000 08:01 9 /usr/lib/libc.so.6
+7f04-7f05 rw-p 00000000 00:00 0 [heap]
+";
+        assert_eq!(parse_maps(maps), ["LuckyEngine_42", "old"]);
+    }
+
+    #[test]
+    fn non_lrbc_files_are_skipped_and_bad_lrbc_files_listed() {
+        let dir = std::env::temp_dir().join(format!("lrbc-list-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("not-lrbc"), b"hello world, not a segment").unwrap();
+        std::fs::write(dir.join("tiny"), b"ab").unwrap();
+        let mut bad = vec![0u8; 100];
+        bad[0..4].copy_from_slice(&layout::LRBC_MAGIC.to_le_bytes());
+        std::fs::write(dir.join("short-lrbc"), &bad).unwrap();
+        let entries = list_in(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        assert_eq!(entries[0].name, "short-lrbc");
+        assert!(
+            matches!(&entries[0].outcome, Outcome::Err { error } if error.contains("smaller than"))
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! Consistent copies of the hot data (spec 3.2): the engine may write while we copy,
+//! so every copy is bracketed by sequence counters and kept only if they did not move.
+
+use crate::layout::{Geometry, Layout, RegionKind};
+use crate::segment::{Segment, f32s_from_bytes};
+
+/// How a copy is known to be whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Guard {
+    /// `write_seq` was even and unchanged across the copy.
+    WriteSeq,
+    /// Lock-step: `frame_seq == action_seq`, both unchanged across the copy.
+    LockStep,
+    /// Neither applies (inference mode without `write_seq`): the copy may be torn.
+    Unguarded,
+}
+
+/// Which method applies to this segment right now.
+pub fn guard_for(segment: &Segment, geometry: &Geometry) -> Guard {
+    if let Some(ext) = geometry.counters.ext
+        && segment.load_u64(ext.write_seq).unwrap_or(0) != 0
+    {
+        return Guard::WriteSeq;
+    }
+    let lock_step = match geometry.layout {
+        Layout::LuckyrobotsIpc => true,
+        Layout::LrbcV1 | Layout::LrbcV1Ext => geometry.mode == Some(0),
+    };
+    if lock_step {
+        Guard::LockStep
+    } else {
+        Guard::Unguarded
+    }
+}
+
+/// The result of a guarded copy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Guarded<T> {
+    pub value: T,
+    /// The engine did not write during the copy.
+    pub consistent: bool,
+    pub guard: Guard,
+    /// `frame_seq` as read just before the copy that was kept.
+    pub frame_seq: u64,
+    pub action_seq: u64,
+    /// Copies thrown away because the engine wrote during them.
+    pub torn_attempts: u32,
+}
+
+/// Copies with `copy` until a copy is known to be whole, at most `max_attempts` times.
+/// The last copy is returned with `consistent: false` if none was.
+pub fn guarded_read<T>(
+    segment: &Segment,
+    geometry: &Geometry,
+    max_attempts: u32,
+    mut copy: impl FnMut(&Segment) -> T,
+) -> Guarded<T> {
+    let c = geometry.counters;
+    let guard = guard_for(segment, geometry);
+    let load = |off| segment.load_u64(off).unwrap_or(0);
+    let mut torn_attempts = 0;
+    let attempts = max_attempts.max(1);
+    for attempt in 0..attempts {
+        let last = attempt + 1 == attempts;
+        let (ok, value, frame_seq, action_seq) = match guard {
+            Guard::WriteSeq => {
+                let ws = c.ext.map_or(0, |e| e.write_seq);
+                let s1 = load(ws);
+                if s1 % 2 == 1 && !last {
+                    torn_attempts += 1;
+                    backoff(attempt);
+                    continue;
+                }
+                let (f, a) = (load(c.frame_seq), load(c.action_seq));
+                let value = copy(segment);
+                // The copy ends with an Acquire fence (`Segment::read_at`), so this load
+                // is ordered after it: the seqlock read side of spec 3.2.
+                let s2 = load(ws);
+                (s1 % 2 == 0 && s1 == s2, value, f, a)
+            }
+            Guard::LockStep => {
+                let (f1, a1) = (load(c.frame_seq), load(c.action_seq));
+                if f1 != a1 && !last {
+                    torn_attempts += 1;
+                    backoff(attempt);
+                    continue;
+                }
+                let value = copy(segment);
+                let (f2, a2) = (load(c.frame_seq), load(c.action_seq));
+                (f1 == a1 && f2 == f1 && a2 == a1, value, f1, a1)
+            }
+            Guard::Unguarded => {
+                let (f, a) = (load(c.frame_seq), load(c.action_seq));
+                let value = copy(segment);
+                return Guarded {
+                    value,
+                    consistent: false,
+                    guard,
+                    frame_seq: f,
+                    action_seq: a,
+                    torn_attempts,
+                };
+            }
+        };
+        if ok || last {
+            return Guarded {
+                value,
+                consistent: ok,
+                guard,
+                frame_seq,
+                action_seq,
+                torn_attempts,
+            };
+        }
+        torn_attempts += 1;
+        backoff(attempt);
+    }
+    unreachable!("the last attempt always returns")
+}
+
+fn backoff(attempt: u32) {
+    if attempt < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Per-env hot data of every env.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HotData {
+    pub rewards: Vec<f32>,
+    pub dones: Vec<u8>,
+    /// `None` when the segment has no truncateds (seed-only layouts).
+    pub truncateds: Option<Vec<u8>>,
+    pub resets: Vec<u8>,
+}
+
+/// One env's observations and actions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EnvData {
+    pub index: u32,
+    pub obs: Vec<f32>,
+    pub act: Vec<f32>,
+}
+
+fn region_bytes(segment: &Segment, geometry: &Geometry, kind: RegionKind) -> Option<Vec<u8>> {
+    let r = geometry.region(kind)?;
+    segment.read_vec(r.offset_bytes, usize::try_from(r.length_bytes).ok()?)
+}
+
+/// Copies rewards, dones, truncateds and resets of all envs (not guarded by itself).
+pub fn copy_hot(segment: &Segment, geometry: &Geometry) -> HotData {
+    HotData {
+        rewards: region_bytes(segment, geometry, RegionKind::Rewards)
+            .map(|b| f32s_from_bytes(&b))
+            .unwrap_or_default(),
+        dones: region_bytes(segment, geometry, RegionKind::Dones).unwrap_or_default(),
+        truncateds: region_bytes(segment, geometry, RegionKind::Truncateds),
+        resets: region_bytes(segment, geometry, RegionKind::Resets).unwrap_or_default(),
+    }
+}
+
+/// Copies one env's observations and actions (not guarded by itself).
+pub fn copy_env(segment: &Segment, geometry: &Geometry, index: u32) -> Option<EnvData> {
+    if index >= geometry.num_envs {
+        return None;
+    }
+    let slice = |kind, per_env: u32| -> Option<Vec<f32>> {
+        let r = geometry.region(kind)?;
+        let mut out = vec![0f32; per_env as usize];
+        let offset = r.offset_bytes + u64::from(index) * u64::from(per_env) * 4;
+        segment.read_f32s(offset, &mut out).then_some(out)
+    };
+    Some(EnvData {
+        index,
+        obs: slice(RegionKind::Obs, geometry.obs_size)?,
+        act: slice(RegionKind::Act, geometry.act_size)?,
+    })
+}
+
+/// Attempts a one-shot reader (`dump`) makes before it reports "may be torn".
+pub const DUMP_ATTEMPTS: u32 = 10_000;

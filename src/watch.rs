@@ -1,0 +1,225 @@
+//! Following a segment over time: its state (attached, stale, engine gone, replaced,
+//! truncated, unlinked), counter rates and lag. Re-attaches by itself when the
+//! segment is replaced. The clock is injected.
+
+use crate::attach::Attached;
+use crate::clock::{Clock, secs_between};
+use crate::layout;
+use crate::procinfo::Processes;
+use crate::segment::Health;
+
+/// No new frame for this long means stale.
+pub const STALE_AFTER_NS: u64 = 2_000_000_000;
+
+/// The state of the attachment, as shown everywhere in the tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Attached,
+    /// No new frame for [`STALE_AFTER_NS`].
+    Stale,
+    /// The engine process (server_pid) is dead.
+    EngineGone,
+    /// A new segment took the name; the watcher re-attached to it (or waits for it to
+    /// become valid).
+    Replaced,
+    /// The file shrank under the mapping.
+    Truncated,
+    /// The name is gone and nothing replaced it.
+    Unlinked,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Attached => "attached",
+            Self::Stale => "stale",
+            Self::EngineGone => "engine_gone",
+            Self::Replaced => "replaced",
+            Self::Truncated => "truncated",
+            Self::Unlinked => "unlinked",
+        }
+    }
+}
+
+/// One observation of the segment.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Report {
+    /// Seconds since the watcher started.
+    pub t_secs: f64,
+    pub state: State,
+    pub frame_seq: u64,
+    pub action_seq: u64,
+    /// Frames per second since the previous report; `None` right after (re)attaching.
+    pub frame_hz: Option<f64>,
+    pub action_hz: Option<f64>,
+    /// `action_seq - frame_seq`.
+    pub lag: i64,
+    pub server_pid: u32,
+    pub server_alive: bool,
+    /// What happened, when something did (e.g. "re-attached to …").
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    t_ns: u64,
+    frame_seq: u64,
+    action_seq: u64,
+}
+
+/// Watches one target across replacements.
+#[derive(Debug)]
+pub struct Watcher<C: Clock> {
+    attached: Attached,
+    clock: C,
+    processes: Processes,
+    start_ns: u64,
+    previous: Option<Sample>,
+    last_frame_change_ns: u64,
+    /// Re-attachments so far.
+    pub reattach_count: u32,
+}
+
+impl<C: Clock> Watcher<C> {
+    pub fn new(attached: Attached, clock: C) -> Self {
+        let now = clock.now_ns();
+        let mut w = Self {
+            attached,
+            clock,
+            processes: Processes::new(),
+            start_ns: now,
+            previous: None,
+            last_frame_change_ns: now,
+            reattach_count: 0,
+        };
+        w.previous = Some(w.sample(now));
+        w
+    }
+
+    pub fn attached(&self) -> &Attached {
+        &self.attached
+    }
+
+    fn sample(&self, t_ns: u64) -> Sample {
+        let c = self.attached.geometry.counters;
+        let seg = &self.attached.segment;
+        Sample {
+            t_ns,
+            frame_seq: seg.load_u64(c.frame_seq).unwrap_or(0),
+            action_seq: seg.load_u64(c.action_seq).unwrap_or(0),
+        }
+    }
+
+    /// Tries to map the name again; on success the watcher follows the new segment.
+    fn try_reattach(&mut self, now: u64) -> Result<String, String> {
+        match self.attached.reopen() {
+            Ok(new) => {
+                let note = format!(
+                    "re-attached to the new segment ({}, {} bytes, {} envs, server pid {})",
+                    new.geometry.layout,
+                    new.geometry.size_bytes,
+                    new.geometry.num_envs,
+                    new.geometry.server_pid()
+                );
+                self.attached = new;
+                self.reattach_count += 1;
+                self.previous = Some(self.sample(now));
+                self.last_frame_change_ns = now;
+                Ok(note)
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Looks at the segment now.
+    pub fn tick(&mut self) -> Report {
+        let now = self.clock.now_ns();
+        let health = self.attached.segment.health();
+        let mut rates_valid = true;
+        let (segment_state, note) = match health {
+            Health::Intact => match layout::inspect(&self.attached.segment, self.attached.choice) {
+                Ok(g) if g.same_shape(&self.attached.geometry) => (None, None),
+                _ => match self.try_reattach(now) {
+                    Ok(note) => {
+                        rates_valid = false;
+                        (Some(State::Replaced), Some(note))
+                    }
+                    Err(e) => (
+                        Some(State::Replaced),
+                        Some(format!(
+                            "segment was re-initialised in place; waiting for it to become valid: {e}"
+                        )),
+                    ),
+                },
+            },
+            Health::Truncated { size_bytes } => match self.try_reattach(now) {
+                Ok(note) => {
+                    rates_valid = false;
+                    (Some(State::Replaced), Some(note))
+                }
+                Err(_) => (
+                    Some(State::Truncated),
+                    Some(format!(
+                        "segment shrank from {} to {size_bytes} bytes; reads past the end see zeros",
+                        self.attached.segment.len()
+                    )),
+                ),
+            },
+            Health::Grown { .. } | Health::Replaced => match self.try_reattach(now) {
+                Ok(note) => {
+                    rates_valid = false;
+                    (Some(State::Replaced), Some(note))
+                }
+                Err(e) => (
+                    Some(State::Replaced),
+                    Some(format!("waiting for the new segment to become valid: {e}")),
+                ),
+            },
+            Health::Unlinked => (
+                Some(State::Unlinked),
+                Some("segment was unlinked; showing its last contents".to_string()),
+            ),
+        };
+
+        let s = self.sample(now);
+        let (frame_hz, action_hz) = match self.previous {
+            Some(p) if rates_valid && s.t_ns > p.t_ns => {
+                let secs = secs_between(p.t_ns, s.t_ns);
+                (
+                    Some(s.frame_seq.wrapping_sub(p.frame_seq) as f64 / secs),
+                    Some(s.action_seq.wrapping_sub(p.action_seq) as f64 / secs),
+                )
+            }
+            _ => (None, None),
+        };
+        if self.previous.is_some_and(|p| p.frame_seq != s.frame_seq) {
+            self.last_frame_change_ns = now;
+        }
+        self.previous = Some(s);
+
+        let c = self.attached.geometry.counters;
+        let server_pid = self.attached.segment.load_u32(c.server_pid).unwrap_or(0);
+        let server_alive = server_pid != 0 && self.processes.is_alive(server_pid);
+        let state = segment_state.unwrap_or(if server_pid != 0 && !server_alive {
+            State::EngineGone
+        } else if now.saturating_sub(self.last_frame_change_ns) >= STALE_AFTER_NS {
+            State::Stale
+        } else {
+            State::Attached
+        });
+        Report {
+            t_secs: secs_between(self.start_ns, now),
+            state,
+            frame_seq: s.frame_seq,
+            action_seq: s.action_seq,
+            frame_hz,
+            action_hz,
+            lag: (i128::from(s.action_seq) - i128::from(s.frame_seq))
+                .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+            server_pid,
+            server_alive,
+            note,
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Shared test support: the independent Python segment writer as a child process, the
+//! inspector binary, and line readers with deadlines (a failing test fails, never hangs).
+
+#![allow(
+    dead_code,
+    reason = "each test crate uses a different part of this module"
+)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, bounded};
+use serde_json::Value;
+
+/// How long any single expected event may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub fn unique_name(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "lrbc-test-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn inspector() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lrbc-inspector"))
+}
+
+pub fn writer_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/lrbc_segment.py")
+}
+
+/// Lines of a child's stdout, read on a named thread into a bounded channel.
+pub fn line_channel(out: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = bounded(1024);
+    std::thread::Builder::new()
+        .name("test-line-reader".into())
+        .spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        })
+        .expect("spawn reader thread");
+    rx
+}
+
+pub fn next_line(rx: &Receiver<String>, what: &str) -> String {
+    rx.recv_timeout(DEADLINE)
+        .unwrap_or_else(|_| panic!("no line within {DEADLINE:?} while waiting for {what}"))
+}
+
+/// The Python writer of `tests/py/lrbc_segment.py`, running in its own process.
+pub struct PyWriter {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    pub name: String,
+    /// What the writer says it wrote: the expected `dump --json`, plus `pid`.
+    pub expected: Value,
+}
+
+impl PyWriter {
+    pub fn start(tag: &str, args: &[&str]) -> Self {
+        let name = unique_name(tag);
+        let mut child = Command::new("python3")
+            .arg(writer_script())
+            .arg("--name")
+            .arg(&name)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let stdin = child.stdin.take();
+        let lines = line_channel(child.stdout.take().expect("stdout"));
+        let first = next_line(&lines, "the writer's expectation");
+        let expected: Value = serde_json::from_str(&first).expect("writer prints JSON");
+        Self {
+            child,
+            stdin,
+            lines,
+            name,
+            expected,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a command and returns the writer's answer line.
+    pub fn send(&mut self, command: &str) -> String {
+        let stdin = self.stdin.as_mut().expect("writer stdin");
+        writeln!(stdin, "{command}").expect("writer accepts commands");
+        stdin.flush().expect("flush");
+        next_line(&self.lines, command)
+    }
+
+    /// `replace`: a new segment under the same name; returns the new expectation.
+    pub fn replace(&mut self, envs: u32) -> Value {
+        let line = self.send(&format!("replace {envs}"));
+        self.expected = serde_json::from_str(&line).expect("JSON after replace");
+        self.expected.clone()
+    }
+
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from("/dev/shm").join(&self.name)
+    }
+}
+
+impl Drop for PyWriter {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(self.path());
+    }
+}
+
+/// Runs the inspector to completion with a deadline; returns (exit code, stdout, stderr).
+pub fn run_inspector(args: &[&str]) -> (i32, String, String) {
+    let child = inspector()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("inspector runs");
+    let out = wait_with_deadline(child);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn wait_with_deadline(child: Child) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = bounded(1);
+    std::thread::Builder::new()
+        .name("test-wait".into())
+        .spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        })
+        .expect("spawn waiter");
+    match rx.recv_timeout(DEADLINE) {
+        Ok(out) => out.expect("wait"),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("inspector did not finish within {DEADLINE:?}");
+        }
+    }
+}
+
+/// A child process that has exited and been reaped: its pid names no process.
+pub fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().expect("spawn true");
+    let pid = child.id();
+    child.wait().expect("wait true");
+    pid
+}
+
+/// Sends SIGINT to a process.
+pub fn interrupt(pid: u32) {
+    let status = Command::new("kill")
+        .arg("-INT")
+        .arg(pid.to_string())
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
