@@ -10,3 +10,6 @@ pub mod procinfo;
 pub mod segment;
 pub mod snapshot;
 pub mod watch;
+
+#[cfg(test)]
+pub(crate) mod testutil;

@@ -182,3 +182,104 @@ pub fn copy_env(segment: &Segment, geometry: &Geometry, index: u32) -> Option<En
 
 /// Attempts a one-shot reader (`dump`) makes before it reports "may be torn".
 pub const DUMP_ATTEMPTS: u32 = 10_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::plan::PlanLayout;
+    use crate::testutil::{TestSegment, spec};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The engine writes the same value into every env's reward; a copy that mixes two
+    /// writes has unequal rewards. Consistent copies must never mix.
+    fn hammer(layout: PlanLayout, write_seq: bool) -> (u32, u32) {
+        let mut s = spec(layout, 4096);
+        s.obs_size = 1;
+        s.act_size = 1;
+        let seg = Arc::new(TestSegment::create("torn", &s));
+        let a = seg.attach();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (seg, stop) = (Arc::clone(&seg), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("test-engine".into())
+                .spawn(move || {
+                    let rewards_at = seg.plan.rewards_offset;
+                    let mut step = 0u64;
+                    // Relaxed: a stop flag with no data behind it.
+                    while !stop.load(Ordering::Relaxed) {
+                        step += 1;
+                        let values = vec![step as f32; 4096];
+                        if write_seq {
+                            seg.rw.seqlock_begin(288);
+                        } else {
+                            // Lock-step: the client's action arrives first.
+                            seg.rw.store_u64(40, step);
+                        }
+                        seg.rw.write_f32s(rewards_at, &values);
+                        if write_seq {
+                            seg.rw.fetch_add_u64(288, 1);
+                        }
+                        seg.rw.store_u64(32, step);
+                    }
+                })
+                .unwrap()
+        };
+        let (mut consistent, mut mixed_but_flagged) = (0, 0);
+        for _ in 0..2000 {
+            let g = guarded_read(&a.segment, &a.geometry, 1000, |seg| {
+                copy_hot(seg, &a.geometry)
+            });
+            let first = g.value.rewards[0];
+            let whole = g.value.rewards.iter().all(|&r| r == first);
+            if g.consistent {
+                assert!(whole, "a consistent snapshot mixed two writes");
+                consistent += 1;
+            } else if !whole {
+                mixed_but_flagged += 1;
+            }
+        }
+        // Relaxed: see above.
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        (consistent, mixed_but_flagged)
+    }
+
+    #[test]
+    fn write_seq_snapshots_are_never_torn() {
+        let (consistent, _) = hammer(PlanLayout::Lrbc { ext: true }, true);
+        assert!(consistent > 0, "no consistent snapshot in 2000 tries");
+    }
+
+    #[test]
+    fn lock_step_snapshots_are_never_torn() {
+        let (consistent, _) = hammer(PlanLayout::Lrbc { ext: false }, false);
+        assert!(consistent > 0, "no consistent snapshot in 2000 tries");
+    }
+
+    #[test]
+    fn inference_mode_without_write_seq_is_marked_may_be_torn() {
+        let mut s = spec(PlanLayout::Lrbc { ext: false }, 4);
+        s.mode = 1;
+        let seg = TestSegment::create("unguarded", &s);
+        let a = seg.attach();
+        let g = guarded_read(&a.segment, &a.geometry, 10, |seg| {
+            copy_hot(seg, &a.geometry)
+        });
+        assert_eq!(g.guard, Guard::Unguarded);
+        assert!(!g.consistent);
+    }
+
+    #[test]
+    fn env_slices_come_from_the_env_offsets() {
+        let seg = TestSegment::create("env", &spec(PlanLayout::Lrbc { ext: true }, 3));
+        let obs: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        assert!(seg.rw.write_f32s(seg.plan.obs_offset, &obs));
+        let a = seg.attach();
+        let e = copy_env(&a.segment, &a.geometry, 2).unwrap();
+        assert_eq!(e.obs, vec![8.0, 9.0, 10.0, 11.0]);
+        assert_eq!(e.act.len(), 2);
+        assert!(copy_env(&a.segment, &a.geometry, 3).is_none());
+    }
+}

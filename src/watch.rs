@@ -223,3 +223,74 @@ impl<C: Clock> Watcher<C> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::layout::LrbcHeader;
+    use crate::layout::plan::{PlanLayout, set_field};
+    use crate::testutil::{TestSegment, spec};
+
+    #[test]
+    fn rates_come_from_the_counters_over_the_clock() {
+        let seg = TestSegment::create("rates", &spec(PlanLayout::Lrbc { ext: true }, 4));
+        let clock = ManualClock::new(1_000);
+        let mut w = Watcher::new(seg.attach(), clock.clone());
+        seg.rw.store_u64(40, 250);
+        seg.rw.store_u64(32, 200);
+        clock.advance_secs(0.5);
+        let r = w.tick();
+        assert_eq!(r.state, State::Attached);
+        assert_eq!(r.frame_hz, Some(400.0));
+        assert_eq!(r.action_hz, Some(500.0));
+        assert_eq!(r.lag, 50);
+        assert!(r.server_alive);
+    }
+
+    #[test]
+    fn no_new_frame_for_two_seconds_is_stale() {
+        let seg = TestSegment::create("stale", &spec(PlanLayout::Lrbc { ext: false }, 2));
+        let clock = ManualClock::new(0);
+        let mut w = Watcher::new(seg.attach(), clock.clone());
+        clock.advance_secs(1.9);
+        assert_eq!(w.tick().state, State::Attached);
+        clock.advance_secs(0.2);
+        assert_eq!(w.tick().state, State::Stale);
+        seg.rw.store_u64(32, 1);
+        clock.advance_secs(0.1);
+        assert_eq!(w.tick().state, State::Attached, "a new frame clears stale");
+    }
+
+    #[test]
+    fn a_header_rewritten_in_place_with_a_new_geometry_is_a_replacement() {
+        let seg = TestSegment::create("inplace", &spec(PlanLayout::Lrbc { ext: true }, 4));
+        let clock = ManualClock::new(0);
+        let mut w = Watcher::new(seg.attach(), clock.clone());
+        // Same file, same size, fewer envs: the engine re-initialised it.
+        let mut header = seg.plan.header.clone();
+        set_field(&mut header, LrbcHeader::FIELDS, "num_envs", 3);
+        assert!(seg.rw.write_at(0, &header));
+        clock.advance_secs(0.1);
+        let r = w.tick();
+        assert_eq!(r.state, State::Replaced);
+        assert!(r.note.unwrap().contains("3 envs"));
+        assert_eq!(w.attached().geometry.num_envs, 3);
+        assert_eq!(w.reattach_count, 1);
+        clock.advance_secs(0.1);
+        assert_eq!(w.tick().state, State::Attached);
+    }
+
+    #[test]
+    fn a_dead_server_pid_is_engine_gone() {
+        let mut s = spec(PlanLayout::Lucky, 2);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        s.server_pid = child.id();
+        child.wait().unwrap();
+        let seg = TestSegment::create("gone", &s);
+        let mut w = Watcher::new(seg.attach(), ManualClock::new(0));
+        let r = w.tick();
+        assert_eq!(r.state, State::EngineGone);
+        assert!(!r.server_alive);
+    }
+}
