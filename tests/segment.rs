@@ -1,6 +1,12 @@
 //! Segment access across real processes: an independent Python writer creates segments
 //! in /dev/shm; the inspector binary reads them.
 
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
 mod common;
 
 use std::process::Stdio;
