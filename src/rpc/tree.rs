@@ -1,0 +1,761 @@
+//! Decoding any FlatBuffer of the schema into a generic field tree, driven by the
+//! reflection model: no per-message code, so messages added to the schema later decode
+//! too. Every read is bounds- and alignment-checked, strings are checked for their
+//! terminator and UTF-8, union types must be known: the walk is itself a verifier.
+
+use super::schema::{Base, FieldModel, ObjectModel, SchemaModel, TypeModel};
+use serde_json::{Map, Value};
+
+/// The deepest nesting accepted.
+pub const MAX_DEPTH: u16 = 64;
+/// The most nodes one buffer may decode into (guards against shared sub-objects).
+pub const MAX_NODES: usize = 200_000;
+
+/// A decoded value. Strings and scalar vectors stay in the buffer (ranges into it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NodeValue {
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Enum {
+        value: i64,
+        name: Option<&'static str>,
+    },
+    /// An optional scalar that is absent.
+    Null,
+    Str {
+        start: u32,
+        len: u32,
+    },
+    /// `fields` direct children follow.
+    Table {
+        fields: u32,
+    },
+    Struct {
+        fields: u32,
+    },
+    /// `len` elements follow as children (tables, structs, strings).
+    Vector {
+        len: u32,
+    },
+    /// `len` scalars at `start` in the buffer, not expanded.
+    ScalarVector {
+        base: Base,
+        enum_index: i32,
+        start: u32,
+        len: u32,
+    },
+    /// The member table follows as the single child.
+    Union {
+        type_name: &'static str,
+    },
+}
+
+/// One node of the tree, in preorder.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Node {
+    pub depth: u16,
+    /// Number of descendants (nodes to skip to reach the next sibling).
+    pub subtree: u32,
+    /// Field name; empty for vector elements and the root.
+    pub name: &'static str,
+    /// Type as written in the schema ("ulong", "Vec3", "[float]", "MethodId").
+    pub type_name: &'static str,
+    pub value: NodeValue,
+}
+
+/// A buffer decoded into nodes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FieldTree {
+    pub nodes: Vec<Node>,
+}
+
+/// Why a buffer is not a valid FlatBuffer of the schema.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("{what} at byte {at} is outside the {len}-byte buffer")]
+    OutOfBounds {
+        what: &'static str,
+        at: usize,
+        len: usize,
+    },
+    #[error("{what} at byte {at} is misaligned")]
+    Misaligned { what: &'static str, at: usize },
+    #[error("bad vtable at byte {at}")]
+    BadVtable { at: usize },
+    #[error("string at byte {at} has no NUL terminator")]
+    Unterminated { at: usize },
+    #[error("string at byte {at} is not UTF-8")]
+    NotUtf8 { at: usize },
+    #[error("union {union} has type {value}, unknown to this schema")]
+    UnknownUnionType { union: &'static str, value: u8 },
+    #[error("nesting deeper than {MAX_DEPTH}")]
+    TooDeep,
+    #[error("more than {MAX_NODES} values")]
+    TooManyNodes,
+    #[error("the schema type of {0} is not supported")]
+    Unsupported(&'static str),
+}
+
+struct Walker<'a> {
+    buf: &'a [u8],
+    schema: &'static SchemaModel,
+    nodes: Vec<Node>,
+}
+
+type R<T> = Result<T, DecodeError>;
+
+impl Walker<'_> {
+    fn bytes(&self, at: usize, n: usize, what: &'static str) -> R<&[u8]> {
+        at.checked_add(n)
+            .and_then(|end| self.buf.get(at..end))
+            .ok_or(DecodeError::OutOfBounds {
+                what,
+                at,
+                len: self.buf.len(),
+            })
+    }
+
+    fn aligned(&self, at: usize, align: usize, what: &'static str) -> R<()> {
+        if align > 1 && !at.is_multiple_of(align) {
+            return Err(DecodeError::Misaligned { what, at });
+        }
+        Ok(())
+    }
+
+    fn u16_at(&self, at: usize, what: &'static str) -> R<u16> {
+        let b = self.bytes(at, 2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32_at(&self, at: usize, what: &'static str) -> R<u32> {
+        let b = self.bytes(at, 4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// Follows a uoffset stored at `at`.
+    fn follow(&self, at: usize, what: &'static str) -> R<usize> {
+        self.aligned(at, 4, what)?;
+        let off = self.u32_at(at, what)? as usize;
+        let target = at.checked_add(off).ok_or(DecodeError::OutOfBounds {
+            what,
+            at,
+            len: self.buf.len(),
+        })?;
+        if off == 0 || target >= self.buf.len() {
+            return Err(DecodeError::OutOfBounds {
+                what,
+                at: target,
+                len: self.buf.len(),
+            });
+        }
+        Ok(target)
+    }
+
+    fn push(
+        &mut self,
+        depth: u16,
+        name: &'static str,
+        type_name: &'static str,
+        value: NodeValue,
+    ) -> R<usize> {
+        if self.nodes.len() >= MAX_NODES {
+            return Err(DecodeError::TooManyNodes);
+        }
+        self.nodes.push(Node {
+            depth,
+            subtree: 0,
+            name,
+            type_name,
+            value,
+        });
+        Ok(self.nodes.len() - 1)
+    }
+
+    fn close(&mut self, idx: usize) {
+        self.nodes[idx].subtree = (self.nodes.len() - idx - 1) as u32;
+    }
+
+    fn scalar(&self, at: usize, base: Base, enum_index: i32) -> R<NodeValue> {
+        let size = base.size();
+        self.aligned(at, size, "scalar")?;
+        let b = self.bytes(at, size, "scalar")?;
+        let raw = |n: usize| {
+            let mut v = [0u8; 8];
+            v[..n].copy_from_slice(&b[..n]);
+            u64::from_le_bytes(v)
+        };
+        let v = match base {
+            Base::Bool => NodeValue::Bool(b[0] != 0),
+            Base::Byte => NodeValue::Int(i64::from(b[0] as i8)),
+            Base::Short => NodeValue::Int(i64::from(raw(2) as u16 as i16)),
+            Base::Int => NodeValue::Int(i64::from(raw(4) as u32 as i32)),
+            Base::Long => NodeValue::Int(raw(8) as i64),
+            Base::UType | Base::UByte | Base::UShort | Base::UInt | Base::ULong => {
+                NodeValue::UInt(raw(size))
+            }
+            Base::Float => NodeValue::Float(f64::from(f32::from_bits(raw(4) as u32))),
+            Base::Double => NodeValue::Float(f64::from_bits(raw(8))),
+            _ => return Err(DecodeError::Unsupported("a non-scalar")),
+        };
+        Ok(self.enumify(v, enum_index))
+    }
+
+    fn enumify(&self, v: NodeValue, enum_index: i32) -> NodeValue {
+        if enum_index < 0 {
+            return v;
+        }
+        let value = match v {
+            NodeValue::Int(i) => i,
+            NodeValue::UInt(u) => u as i64,
+            NodeValue::Bool(b) => i64::from(b),
+            other => return other,
+        };
+        let name = self
+            .schema
+            .enums
+            .get(enum_index as usize)
+            .and_then(|e| e.name_of(value));
+        NodeValue::Enum { value, name }
+    }
+
+    fn default_value(&self, f: &'static FieldModel) -> NodeValue {
+        if f.optional {
+            return NodeValue::Null;
+        }
+        let v = match f.ty.base {
+            Base::Bool => NodeValue::Bool(f.default_integer != 0),
+            Base::Float | Base::Double => NodeValue::Float(f.default_real),
+            Base::Byte | Base::Short | Base::Int | Base::Long => NodeValue::Int(f.default_integer),
+            _ => NodeValue::UInt(f.default_integer as u64),
+        };
+        self.enumify(v, f.ty.index)
+    }
+
+    fn string(&mut self, at: usize, depth: u16, name: &'static str) -> R<()> {
+        self.aligned(at, 4, "string")?;
+        let len = self.u32_at(at, "string length")? as usize;
+        let start = at + 4;
+        let bytes = self.bytes(start, len, "string")?;
+        if std::str::from_utf8(bytes).is_err() {
+            return Err(DecodeError::NotUtf8 { at });
+        }
+        if self.buf.get(start + len) != Some(&0) {
+            return Err(DecodeError::Unterminated { at });
+        }
+        self.push(
+            depth,
+            name,
+            "string",
+            NodeValue::Str {
+                start: start as u32,
+                len: len as u32,
+            },
+        )?;
+        Ok(())
+    }
+
+    fn object(&self, index: i32) -> R<&'static ObjectModel> {
+        self.schema
+            .objects
+            .get(usize::try_from(index).map_err(|_| DecodeError::Unsupported("an object"))?)
+            .ok_or(DecodeError::Unsupported("an object"))
+    }
+
+    fn structure(
+        &mut self,
+        at: usize,
+        obj: &'static ObjectModel,
+        depth: u16,
+        name: &'static str,
+    ) -> R<()> {
+        if depth > MAX_DEPTH {
+            return Err(DecodeError::TooDeep);
+        }
+        self.aligned(at, obj.minalign, "struct")?;
+        self.bytes(at, obj.bytesize, "struct")?;
+        let idx = self.push(
+            depth,
+            name,
+            &obj.name,
+            NodeValue::Struct {
+                fields: obj.fields.len() as u32,
+            },
+        )?;
+        for f in &obj.fields {
+            let field_at = at + usize::from(f.offset);
+            match f.ty.base {
+                Base::Obj => {
+                    let inner = self.object(f.ty.index)?;
+                    self.structure(field_at, inner, depth + 1, &f.name)?;
+                }
+                Base::Array => return Err(DecodeError::Unsupported("a fixed-size array")),
+                b => {
+                    let v = self.scalar(field_at, b, f.ty.index)?;
+                    self.push(depth + 1, &f.name, &f.type_name, v)?;
+                }
+            }
+        }
+        self.close(idx);
+        Ok(())
+    }
+
+    fn table(
+        &mut self,
+        at: usize,
+        obj: &'static ObjectModel,
+        depth: u16,
+        name: &'static str,
+    ) -> R<()> {
+        if depth > MAX_DEPTH {
+            return Err(DecodeError::TooDeep);
+        }
+        self.aligned(at, 4, "table")?;
+        let soff = self.u32_at(at, "table")? as i32;
+        let vt = (at as i64 - i64::from(soff)) as usize;
+        if (at as i64 - i64::from(soff)) < 0 {
+            return Err(DecodeError::BadVtable { at });
+        }
+        self.aligned(vt, 2, "vtable")?;
+        let vt_len = usize::from(self.u16_at(vt, "vtable")?);
+        let table_len = usize::from(self.u16_at(vt + 2, "vtable")?);
+        if vt_len < 4 || vt_len % 2 != 0 {
+            return Err(DecodeError::BadVtable { at: vt });
+        }
+        self.bytes(vt, vt_len, "vtable")?;
+        self.bytes(at, table_len.max(4), "table")?;
+        let slot = |walker: &Self, id: u16| -> R<usize> {
+            let pos = 4 + 2 * usize::from(id);
+            if pos + 2 > vt_len {
+                return Ok(0);
+            }
+            Ok(usize::from(walker.u16_at(vt + pos, "vtable")?))
+        };
+        let shown = obj
+            .fields
+            .iter()
+            .filter(|f| !f.deprecated && f.ty.base != Base::UType)
+            .count();
+        let idx = self.push(
+            depth,
+            name,
+            &obj.name,
+            NodeValue::Table {
+                fields: shown as u32,
+            },
+        )?;
+        for f in obj.fields.iter().filter(|f| !f.deprecated) {
+            if f.ty.base == Base::UType {
+                continue;
+            }
+            let off = slot(self, f.id)?;
+            let field_size = match f.ty.base {
+                Base::Obj => match self.object(f.ty.index)? {
+                    o if o.is_struct => o.bytesize,
+                    _ => 4,
+                },
+                b => b.size().max(1),
+            };
+            if off != 0 && off + field_size > table_len {
+                return Err(DecodeError::OutOfBounds {
+                    what: "table field",
+                    at: at + off,
+                    len: at + table_len,
+                });
+            }
+            let field_at = at + off;
+            let (d, n, tn) = (depth + 1, f.name.as_str(), f.type_name.as_str());
+            match f.ty.base {
+                b if b.is_scalar() => {
+                    let v = if off == 0 {
+                        self.default_value(f)
+                    } else {
+                        self.scalar(field_at, b, f.ty.index)?
+                    };
+                    self.push(d, n, tn, v)?;
+                }
+                _ if off == 0 => {
+                    // Absent: nothing to show. Unions and tables too.
+                    if let Some(node) = self.nodes.get_mut(idx)
+                        && let NodeValue::Table { fields } = &mut node.value
+                    {
+                        *fields -= 1;
+                    }
+                }
+                Base::String => {
+                    let target = self.follow(field_at, "string")?;
+                    self.string(target, d, n)?;
+                }
+                Base::Obj => {
+                    let inner = self.object(f.ty.index)?;
+                    if inner.is_struct {
+                        self.structure(field_at, inner, d, n)?;
+                    } else {
+                        let target = self.follow(field_at, "table")?;
+                        self.table(target, inner, d, n)?;
+                    }
+                }
+                Base::Vector => {
+                    let target = self.follow(field_at, "vector")?;
+                    self.vector(target, &f.ty, d, n, tn)?;
+                }
+                Base::Union => {
+                    let utype = obj
+                        .fields
+                        .iter()
+                        .find(|u| u.ty.base == Base::UType && u.id + 1 == f.id)
+                        .ok_or(DecodeError::Unsupported("a union without a type field"))?;
+                    let type_off = slot(self, utype.id)?;
+                    let type_value = if type_off == 0 {
+                        0
+                    } else {
+                        self.bytes(at + type_off, 1, "union type")?[0]
+                    };
+                    let e = self
+                        .schema
+                        .enums
+                        .get(f.ty.index as usize)
+                        .ok_or(DecodeError::Unsupported("a union"))?;
+                    let member = e
+                        .values
+                        .iter()
+                        .find(|(v, _, _)| *v == i64::from(type_value));
+                    let Some((_, member_name, member_obj)) = member else {
+                        return Err(DecodeError::UnknownUnionType {
+                            union: &e.name,
+                            value: type_value,
+                        });
+                    };
+                    if type_value == 0 {
+                        if let Some(node) = self.nodes.get_mut(idx)
+                            && let NodeValue::Table { fields } = &mut node.value
+                        {
+                            *fields -= 1;
+                        }
+                        continue;
+                    }
+                    let u = self.push(
+                        d,
+                        n,
+                        tn,
+                        NodeValue::Union {
+                            type_name: member_name,
+                        },
+                    )?;
+                    let inner = self.object(*member_obj)?;
+                    let target = self.follow(field_at, "union member")?;
+                    self.table(target, inner, d + 1, member_name)?;
+                    self.close(u);
+                }
+                _ => return Err(DecodeError::Unsupported("a field")),
+            }
+        }
+        self.close(idx);
+        Ok(())
+    }
+
+    fn vector(
+        &mut self,
+        at: usize,
+        ty: &'static TypeModel,
+        depth: u16,
+        name: &'static str,
+        type_name: &'static str,
+    ) -> R<()> {
+        self.aligned(at, 4, "vector")?;
+        let len = self.u32_at(at, "vector length")? as usize;
+        let start = at + 4;
+        let elem = ty.element;
+        let elem_obj = if elem == Base::Obj {
+            Some(self.object(ty.index)?)
+        } else {
+            None
+        };
+        let elem_size = match elem_obj {
+            Some(o) if o.is_struct => o.bytesize,
+            _ => elem.size(),
+        };
+        if elem_size == 0 {
+            return Err(DecodeError::Unsupported("a vector element"));
+        }
+        let total = len.checked_mul(elem_size).ok_or(DecodeError::OutOfBounds {
+            what: "vector",
+            at,
+            len: self.buf.len(),
+        })?;
+        self.bytes(start, total, "vector")?;
+        if elem.is_scalar() {
+            self.aligned(start, elem_size, "vector elements")?;
+            self.push(
+                depth,
+                name,
+                type_name,
+                NodeValue::ScalarVector {
+                    base: elem,
+                    enum_index: ty.index,
+                    start: start as u32,
+                    len: len as u32,
+                },
+            )?;
+            return Ok(());
+        }
+        let idx = self.push(
+            depth,
+            name,
+            type_name,
+            NodeValue::Vector { len: len as u32 },
+        )?;
+        for i in 0..len {
+            let at = start + i * elem_size;
+            match (elem, elem_obj) {
+                (Base::String, _) => {
+                    let target = self.follow(at, "string")?;
+                    self.string(target, depth + 1, "")?;
+                }
+                (Base::Obj, Some(o)) if o.is_struct => self.structure(at, o, depth + 1, "")?,
+                (Base::Obj, Some(o)) => {
+                    let target = self.follow(at, "table")?;
+                    self.table(target, o, depth + 1, "")?;
+                }
+                _ => return Err(DecodeError::Unsupported("a vector of unions")),
+            }
+        }
+        self.close(idx);
+        Ok(())
+    }
+}
+
+impl FieldTree {
+    /// Decodes `buf` (a root table of type `object`) into a tree.
+    pub fn decode(
+        buf: &[u8],
+        schema: &'static SchemaModel,
+        object: usize,
+    ) -> Result<Self, DecodeError> {
+        let mut w = Walker {
+            buf,
+            schema,
+            nodes: Vec::with_capacity(32),
+        };
+        let obj = schema
+            .objects
+            .get(object)
+            .ok_or(DecodeError::Unsupported("the root"))?;
+        let root = w.follow(0, "root table")?;
+        w.table(root, obj, 0, "")?;
+        Ok(Self { nodes: w.nodes })
+    }
+
+    /// The direct children of node `idx`, as indices.
+    pub fn children(&self, idx: usize) -> impl Iterator<Item = usize> + '_ {
+        let end = idx + 1 + self.nodes.get(idx).map_or(0, |n| n.subtree as usize);
+        let mut next = idx + 1;
+        std::iter::from_fn(move || {
+            if next >= end {
+                return None;
+            }
+            let current = next;
+            next += 1 + self.nodes[current].subtree as usize;
+            Some(current)
+        })
+    }
+
+    /// The direct child of the root named `name`.
+    pub fn root_field(&self, name: &str) -> Option<&Node> {
+        self.children(0)
+            .map(|i| &self.nodes[i])
+            .find(|n| n.name == name)
+    }
+
+    /// The tree as JSON: tables and structs as objects, unions as `{"Member": {...}}`,
+    /// enums by name (their number when unnamed), `[ubyte]` as a hex string.
+    pub fn to_json(&self, buf: &[u8]) -> Value {
+        if self.nodes.is_empty() {
+            return Value::Null;
+        }
+        self.json_at(buf, 0)
+    }
+
+    fn json_at(&self, buf: &[u8], idx: usize) -> Value {
+        let node = &self.nodes[idx];
+        match node.value {
+            NodeValue::Table { .. } | NodeValue::Struct { .. } => {
+                let mut map = Map::new();
+                for c in self.children(idx) {
+                    map.insert(self.nodes[c].name.to_string(), self.json_at(buf, c));
+                }
+                Value::Object(map)
+            }
+            NodeValue::Vector { .. } => {
+                Value::Array(self.children(idx).map(|c| self.json_at(buf, c)).collect())
+            }
+            NodeValue::Union { type_name } => {
+                let inner = self
+                    .children(idx)
+                    .next()
+                    .map_or(Value::Null, |c| self.json_at(buf, c));
+                let mut map = Map::new();
+                map.insert(type_name.to_string(), inner);
+                Value::Object(map)
+            }
+            v => scalar_json(buf, v),
+        }
+    }
+
+    /// A short one-line rendering of node `idx` for lists.
+    pub fn summary(&self, buf: &[u8], idx: usize, max_chars: usize) -> String {
+        let mut s = String::new();
+        self.summarise(buf, idx, &mut s, max_chars);
+        if s.chars().count() > max_chars {
+            let cut: String = s.chars().take(max_chars.saturating_sub(1)).collect();
+            return cut + "…";
+        }
+        s
+    }
+
+    fn summarise(&self, buf: &[u8], idx: usize, out: &mut String, budget: usize) {
+        if out.len() > budget {
+            return;
+        }
+        let node = &self.nodes[idx];
+        match node.value {
+            NodeValue::Table { .. } | NodeValue::Struct { .. } => {
+                out.push('{');
+                for (i, c) in self.children(idx).enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(self.nodes[c].name);
+                    out.push_str(": ");
+                    self.summarise(buf, c, out, budget);
+                    if out.len() > budget {
+                        break;
+                    }
+                }
+                out.push('}');
+            }
+            NodeValue::Vector { len } => out.push_str(&format!(
+                "[{len} × {}]",
+                node.type_name.trim_matches(['[', ']'])
+            )),
+            NodeValue::Union { type_name } => {
+                out.push_str(type_name);
+                if let Some(c) = self.children(idx).next() {
+                    out.push(' ');
+                    self.summarise(buf, c, out, budget);
+                }
+            }
+            v => out.push_str(&display_scalar(buf, v)),
+        }
+    }
+}
+
+/// A scalar-like value as JSON.
+pub fn scalar_json(buf: &[u8], v: NodeValue) -> Value {
+    match v {
+        NodeValue::Bool(b) => Value::Bool(b),
+        NodeValue::Int(i) => Value::from(i),
+        NodeValue::UInt(u) => Value::from(u),
+        NodeValue::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        NodeValue::Enum { value, name } => name.map_or_else(|| Value::from(value), Value::from),
+        NodeValue::Null => Value::Null,
+        NodeValue::Str { start, len } => Value::from(str_at(buf, start, len)),
+        NodeValue::ScalarVector {
+            base: Base::UByte | Base::Byte,
+            enum_index: -1,
+            start,
+            len,
+        } => Value::from(crate::layout::fields::hex_string(
+            buf.get(start as usize..(start + len) as usize)
+                .unwrap_or_default(),
+        )),
+        NodeValue::ScalarVector {
+            base,
+            enum_index,
+            start,
+            len,
+        } => Value::Array(
+            (0..len as usize)
+                .map(|i| scalar_json(buf, vector_element(buf, base, enum_index, start, i)))
+                .collect(),
+        ),
+        NodeValue::Table { .. }
+        | NodeValue::Struct { .. }
+        | NodeValue::Vector { .. }
+        | NodeValue::Union { .. } => Value::Null,
+    }
+}
+
+fn str_at(buf: &[u8], start: u32, len: u32) -> &str {
+    buf.get(start as usize..(start + len) as usize)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .unwrap_or_default()
+}
+
+/// Element `i` of a scalar vector (validated at decode time).
+pub fn vector_element(buf: &[u8], base: Base, enum_index: i32, start: u32, i: usize) -> NodeValue {
+    let size = base.size();
+    let at = start as usize + i * size;
+    let Some(b) = buf.get(at..at + size) else {
+        return NodeValue::Null;
+    };
+    let mut v = [0u8; 8];
+    v[..size].copy_from_slice(b);
+    let raw = u64::from_le_bytes(v);
+    let value = match base {
+        Base::Bool => NodeValue::Bool(raw != 0),
+        Base::Byte => NodeValue::Int(i64::from(raw as u8 as i8)),
+        Base::Short => NodeValue::Int(i64::from(raw as u16 as i16)),
+        Base::Int => NodeValue::Int(i64::from(raw as u32 as i32)),
+        Base::Long => NodeValue::Int(raw as i64),
+        Base::Float => NodeValue::Float(f64::from(f32::from_bits(raw as u32))),
+        Base::Double => NodeValue::Float(f64::from_bits(raw)),
+        _ => NodeValue::UInt(raw),
+    };
+    if enum_index >= 0 {
+        let value_i = match value {
+            NodeValue::Int(i) => i,
+            NodeValue::UInt(u) => u as i64,
+            _ => return value,
+        };
+        let name = super::schema::schema()
+            .ok()
+            .and_then(|s| s.enums.get(enum_index as usize))
+            .and_then(|e| e.name_of(value_i));
+        return NodeValue::Enum {
+            value: value_i,
+            name,
+        };
+    }
+    value
+}
+
+/// A scalar-like value as display text.
+pub fn display_scalar(buf: &[u8], v: NodeValue) -> String {
+    match v {
+        NodeValue::Bool(b) => b.to_string(),
+        NodeValue::Int(i) => i.to_string(),
+        NodeValue::UInt(u) => u.to_string(),
+        NodeValue::Float(f) => format!("{f}"),
+        NodeValue::Enum { value, name } => name.map_or_else(|| value.to_string(), str::to_string),
+        NodeValue::Null => "null".into(),
+        NodeValue::Str { start, len } => format!("{:?}", str_at(buf, start, len)),
+        NodeValue::ScalarVector {
+            base,
+            start,
+            len,
+            enum_index,
+        } => {
+            let shown: Vec<String> = (0..(len as usize).min(8))
+                .map(|i| display_scalar(buf, vector_element(buf, base, enum_index, start, i)))
+                .collect();
+            let more = if len > 8 { ", …" } else { "" };
+            format!("[{}{more}] ({len})", shown.join(", "))
+        }
+        NodeValue::Table { .. } => "{…}".into(),
+        NodeValue::Struct { .. } => "{…}".into(),
+        NodeValue::Vector { len } => format!("[{len}]"),
+        NodeValue::Union { type_name } => type_name.to_string(),
+    }
+}
