@@ -7,6 +7,7 @@ pub mod clock;
 pub mod discovery;
 pub mod layout;
 pub mod procinfo;
+pub mod rings;
 pub mod rpc;
 pub mod segment;
 pub mod snapshot;

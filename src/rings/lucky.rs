@@ -1,0 +1,411 @@
+//! The luckyrobots ring (spec 8): u64 `head` (producer) at 0, u64 `tail` (consumer) at
+//! 64, the u32 capacity at 128, data at 192. Entries are a 16-byte envelope header
+//! `[correlation_id u32][method_id or status u32][payload_length u32][reserved u32]`,
+//! then the payload; the whole entry is padded to 8 and the padding counts in the
+//! positions. Entries split across the end of the data area.
+
+use super::{LuckyEntryHeader, MAX_RAW_BYTES, RingRead, RingStats, RingWrite, WatchEvent, align8};
+use crate::layout::RingGeometry;
+
+pub const HEAD: u64 = 0;
+pub const TAIL: u64 = 64;
+pub const CAPACITY: u64 = 128;
+pub const DATA: u64 = 192;
+pub const ENTRY_HEADER_BYTES: u64 = 16;
+
+/// Copies `buf.len()` bytes starting at ring position `pos`, splitting at the end.
+fn read_wrapping(mem: &impl RingRead, ring: &RingGeometry, pos: u64, buf: &mut [u8]) -> bool {
+    let cap = u64::from(ring.capacity_bytes);
+    let index = pos & (cap - 1);
+    let first = (cap - index).min(buf.len() as u64) as usize;
+    let base = ring.offset_bytes + DATA;
+    let (a, b) = buf.split_at_mut(first);
+    mem.read_at(base + index, a) && (b.is_empty() || mem.read_at(base, b))
+}
+
+fn write_wrapping(mem: &impl RingWrite, ring: &RingGeometry, pos: u64, bytes: &[u8]) -> bool {
+    let cap = u64::from(ring.capacity_bytes);
+    let index = pos & (cap - 1);
+    let first = (cap - index).min(bytes.len() as u64) as usize;
+    let base = ring.offset_bytes + DATA;
+    mem.write_at(base + index, &bytes[..first])
+        && (first == bytes.len() || mem.write_at(base, &bytes[first..]))
+}
+
+fn entry_size(payload_len: u64) -> u64 {
+    align8(ENTRY_HEADER_BYTES + payload_len)
+}
+
+/// The producer of a luckyrobots ring.
+#[derive(Debug)]
+pub struct Producer {
+    ring: RingGeometry,
+    head: u64,
+}
+
+/// Why an entry could not be written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    #[error("a {len}-byte entry does not fit a ring of {capacity} bytes")]
+    TooLarge { len: usize, capacity: u32 },
+    #[error("the ring is full")]
+    Full,
+    #[error("the ring lies outside the mapping")]
+    OutOfRange,
+}
+
+impl Producer {
+    pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
+        Self {
+            head: mem.load_u64(ring.offset_bytes + HEAD).unwrap_or(0),
+            ring,
+        }
+    }
+
+    pub fn try_push(
+        &mut self,
+        mem: &impl RingWrite,
+        header: LuckyEntryHeader,
+        payload: &[u8],
+    ) -> Result<u64, PushError> {
+        let cap = u64::from(self.ring.capacity_bytes);
+        let size = entry_size(payload.len() as u64);
+        if size > cap {
+            return Err(PushError::TooLarge {
+                len: payload.len(),
+                capacity: self.ring.capacity_bytes,
+            });
+        }
+        // Acquire: pairs with the consumer's Release store of tail.
+        let tail = mem
+            .load_u64(self.ring.offset_bytes + TAIL)
+            .ok_or(PushError::OutOfRange)?;
+        if self.head.wrapping_sub(tail) + size > cap {
+            return Err(PushError::Full);
+        }
+        let mut entry = Vec::with_capacity(size as usize);
+        entry.extend_from_slice(&header.correlation_id.to_le_bytes());
+        entry.extend_from_slice(&header.method_or_status.to_le_bytes());
+        entry.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        entry.extend_from_slice(&0u32.to_le_bytes());
+        entry.extend_from_slice(payload);
+        entry.resize(size as usize, 0);
+        if !write_wrapping(mem, &self.ring, self.head, &entry) {
+            return Err(PushError::OutOfRange);
+        }
+        let at = self.head;
+        self.head += size;
+        // Release: publishes the entry; pairs with the consumer's Acquire load of head.
+        mem.store_u64(self.ring.offset_bytes + HEAD, self.head);
+        Ok(at)
+    }
+}
+
+/// The consumer of a luckyrobots ring.
+#[derive(Debug)]
+pub struct Consumer {
+    ring: RingGeometry,
+    tail: u64,
+}
+
+impl Consumer {
+    pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
+        Self {
+            tail: mem.load_u64(ring.offset_bytes + TAIL).unwrap_or(0),
+            ring,
+        }
+    }
+
+    /// Takes the next entry; `Ok(None)` when empty; a malformed entry skips to head.
+    pub fn try_pop(
+        &mut self,
+        mem: &impl RingWrite,
+        payload: &mut Vec<u8>,
+    ) -> Result<Option<LuckyEntryHeader>, String> {
+        let cap = u64::from(self.ring.capacity_bytes);
+        // Acquire: pairs with the producer's Release store of head.
+        let head = mem
+            .load_u64(self.ring.offset_bytes + HEAD)
+            .ok_or("ring outside the mapping")?;
+        if head == self.tail {
+            return Ok(None);
+        }
+        let mut h = [0u8; 16];
+        let result = if !read_wrapping(mem, &self.ring, self.tail, &mut h) {
+            Err("ring outside the mapping".to_string())
+        } else {
+            let header = parse_header(&h);
+            let size = entry_size(u64::from(header.payload_length));
+            if size > cap || size > head.wrapping_sub(self.tail) {
+                Err(format!(
+                    "payload length {} is impossible",
+                    header.payload_length
+                ))
+            } else {
+                payload.resize(header.payload_length as usize, 0);
+                read_wrapping(mem, &self.ring, self.tail + ENTRY_HEADER_BYTES, payload);
+                self.tail += size;
+                Ok(Some(header))
+            }
+        };
+        if result.is_err() {
+            self.tail = head;
+        }
+        // Release: the bytes read may now be overwritten; pairs with the producer's
+        // Acquire load of tail.
+        mem.store_u64(self.ring.offset_bytes + TAIL, self.tail);
+        result
+    }
+}
+
+fn parse_header(h: &[u8; 16]) -> LuckyEntryHeader {
+    let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    LuckyEntryHeader {
+        correlation_id: word(0),
+        method_or_status: word(4),
+        payload_length: word(8),
+    }
+}
+
+/// Follows a luckyrobots ring without consuming it (the rules of spec 4.1).
+#[derive(Debug)]
+pub struct Watcher {
+    pub ring: RingGeometry,
+    pub cursor: u64,
+    largest_entry: u64,
+    pub stats: RingStats,
+}
+
+impl Watcher {
+    pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
+        Self {
+            cursor: mem.load_u64(ring.offset_bytes + TAIL).unwrap_or(0),
+            ring,
+            largest_entry: 16,
+            stats: RingStats::default(),
+        }
+    }
+
+    pub fn head(&self, mem: &impl RingRead) -> u64 {
+        mem.load_u64(self.ring.offset_bytes + HEAD)
+            .unwrap_or(self.cursor)
+    }
+
+    fn margin(&self) -> u64 {
+        (u64::from(self.ring.capacity_bytes) / 4).max(self.largest_entry)
+    }
+
+    fn intact(&self, mem: &impl RingRead, p: u64) -> bool {
+        let cap = u64::from(self.ring.capacity_bytes);
+        let head = self.head(mem);
+        let tail = mem.load_u64(self.ring.offset_bytes + TAIL).unwrap_or(head);
+        let unread = p >= tail && head.wrapping_sub(p) <= cap;
+        unread || head.wrapping_sub(p) <= cap.saturating_sub(self.margin())
+    }
+
+    fn resync(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>) {
+        let cap = u64::from(self.ring.capacity_bytes);
+        let head = self.head(mem);
+        let tail = mem.load_u64(self.ring.offset_bytes + TAIL).unwrap_or(head);
+        let target = if tail > self.cursor && head.wrapping_sub(tail) <= cap {
+            tail
+        } else {
+            head
+        };
+        let lost = target.wrapping_sub(self.cursor);
+        self.cursor = target;
+        if lost > 0 {
+            let e = WatchEvent::Lost {
+                lost_bytes: lost,
+                lost_entries: None,
+            };
+            self.stats.record(&e);
+            out.push(e);
+        }
+    }
+
+    pub fn poll(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>, max_events: usize) {
+        let cap = u64::from(self.ring.capacity_bytes);
+        // Acquire: pairs with the producer's Release store of head.
+        let head = self.head(mem);
+        if head < self.cursor {
+            let e = WatchEvent::Malformed {
+                position: self.cursor,
+                error: format!(
+                    "head went back from {} to {head}: the ring was re-initialised",
+                    self.cursor
+                ),
+                raw: Vec::new(),
+            };
+            self.stats.record(&e);
+            out.push(e);
+            self.cursor = head;
+            return;
+        }
+        let start = out.len();
+        while self.cursor < head && out.len() - start < max_events {
+            let p = self.cursor;
+            if !self.intact(mem, p) {
+                self.resync(mem, out);
+                break;
+            }
+            let mut h = [0u8; 16];
+            if head - p < ENTRY_HEADER_BYTES || !read_wrapping(mem, &self.ring, p, &mut h) {
+                self.malformed(mem, out, p, "an entry header extends past head".into());
+                break;
+            }
+            let header = parse_header(&h);
+            let size = entry_size(u64::from(header.payload_length));
+            if size > cap || size > head - p {
+                if self.intact(mem, p) {
+                    self.malformed(
+                        mem,
+                        out,
+                        p,
+                        format!(
+                            "payload length {} is beyond {}",
+                            header.payload_length,
+                            if size > cap { "the capacity" } else { "head" }
+                        ),
+                    );
+                } else {
+                    self.resync(mem, out);
+                }
+                break;
+            }
+            let mut payload = vec![0u8; header.payload_length as usize];
+            read_wrapping(mem, &self.ring, p + ENTRY_HEADER_BYTES, &mut payload);
+            if !self.intact(mem, p) {
+                self.resync(mem, out);
+                break;
+            }
+            self.largest_entry = self.largest_entry.max(size);
+            self.stats.bytes += size;
+            self.cursor = p + size;
+            let e = WatchEvent::Entry {
+                position: p,
+                payload,
+                lucky: Some(header),
+            };
+            self.stats.record(&e);
+            out.push(e);
+        }
+    }
+
+    fn malformed(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>, p: u64, error: String) {
+        let mut raw = vec![0u8; MAX_RAW_BYTES.min(self.ring.capacity_bytes as usize)];
+        if !read_wrapping(mem, &self.ring, p, &mut raw) {
+            raw.clear();
+        }
+        let e = WatchEvent::Malformed {
+            position: p,
+            error,
+            raw,
+        };
+        self.stats.record(&e);
+        out.push(e);
+        self.resync(mem, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{RegionKind, RingFormat};
+    use crate::segment::{SHM_DIR, SegmentRw};
+    use crate::testutil::unique_name;
+
+    fn ring(capacity: u32) -> (std::path::PathBuf, SegmentRw, RingGeometry) {
+        let path = std::path::PathBuf::from(SHM_DIR).join(unique_name("lucky-ring"));
+        let mem = SegmentRw::create(&path, 192 + u64::from(capacity), false).unwrap();
+        mem.store_u32(CAPACITY, capacity);
+        let g = RingGeometry {
+            kind: RegionKind::CmdC2s,
+            format: RingFormat::Lucky,
+            offset_bytes: 0,
+            capacity_bytes: capacity,
+        };
+        (path, mem, g)
+    }
+
+    #[test]
+    fn entries_split_across_the_end_and_round_trip() {
+        let (path, mem, g) = ring(128);
+        let mut prod = Producer::new(&mem, g);
+        let mut cons = Consumer::new(&mem, g);
+        let mut watcher = Watcher::new(&mem, g);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        for i in 0..40u32 {
+            let body = format!("{{\"mode\": \"fast\", \"i\": {i}}}");
+            let h = LuckyEntryHeader {
+                correlation_id: i + 1,
+                method_or_status: 2,
+                payload_length: 0,
+            };
+            prod.try_push(&mem, h, body.as_bytes()).unwrap();
+            watcher.poll(&mem, &mut out, usize::MAX);
+            let got = cons.try_pop(&mem, &mut buf).unwrap().unwrap();
+            assert_eq!(got.correlation_id, i + 1);
+            assert_eq!(buf, body.as_bytes());
+        }
+        assert_eq!(watcher.stats.entries, 40);
+        assert_eq!(watcher.stats.lost_bytes, 0);
+        let bodies: Vec<String> = out
+            .iter()
+            .filter_map(|e| match e {
+                WatchEvent::Entry {
+                    payload,
+                    lucky: Some(h),
+                    ..
+                } => {
+                    assert_eq!(h.method_or_status, 2);
+                    Some(String::from_utf8(payload.clone()).unwrap())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(bodies[39], "{\"mode\": \"fast\", \"i\": 39}");
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn lapping_is_counted_to_the_byte() {
+        let (path, mem, g) = ring(256);
+        let mut prod = Producer::new(&mem, g);
+        let mut cons = Consumer::new(&mem, g);
+        let mut watcher = Watcher::new(&mem, g);
+        let (mut buf, mut out) = (Vec::new(), Vec::new());
+        let h = LuckyEntryHeader {
+            correlation_id: 1,
+            method_or_status: 1,
+            payload_length: 0,
+        };
+        for i in 0..1000usize {
+            prod.try_push(&mem, h, &vec![b'x'; 1 + i % 30]).unwrap();
+            cons.try_pop(&mem, &mut buf).unwrap();
+            if i % 50 == 0 {
+                watcher.poll(&mem, &mut out, usize::MAX);
+            }
+        }
+        watcher.poll(&mem, &mut out, usize::MAX);
+        let s = watcher.stats;
+        assert!(s.lost_bytes > 0);
+        assert_eq!(s.bytes + s.lost_bytes, mem.load_u64(HEAD).unwrap());
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn an_impossible_length_is_malformed() {
+        let (path, mem, g) = ring(128);
+        let mut watcher = Watcher::new(&mem, g);
+        let mut h = [0u8; 16];
+        h[8..12].copy_from_slice(&5000u32.to_le_bytes());
+        mem.write_at(DATA, &h);
+        mem.store_u64(HEAD, 16);
+        let mut out = Vec::new();
+        watcher.poll(&mem, &mut out, usize::MAX);
+        assert!(matches!(&out[0], WatchEvent::Malformed { error, .. } if error.contains("5000")));
+        let _ = std::fs::remove_file(path);
+    }
+}
