@@ -4,6 +4,7 @@
 pub mod attach;
 pub mod cli;
 pub mod clock;
+pub mod control;
 pub mod discovery;
 pub mod layout;
 pub mod procinfo;

@@ -7,7 +7,7 @@ pub mod lrbc;
 pub mod lucky;
 
 use crate::layout::RegionKind;
-use crate::segment::{Segment, SegmentRw};
+use crate::segment::{ControlPages, Segment, SegmentRw};
 
 /// Read access to the words and bytes of a ring. Offsets are from the segment start.
 pub trait RingRead {
@@ -66,6 +66,34 @@ impl RingWrite for SegmentRw {
     }
     fn compare_exchange_u32(&self, offset: u64, current: u32, new: u32) -> Option<u32> {
         SegmentRw::compare_exchange_u32(self, offset, current, new)
+    }
+}
+
+impl RingRead for ControlPages {
+    fn load_u32(&self, offset: u64) -> Option<u32> {
+        ControlPages::load_u32(self, offset)
+    }
+    fn load_u64(&self, offset: u64) -> Option<u64> {
+        ControlPages::load_u64(self, offset)
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
+        ControlPages::read_at(self, offset, buf)
+    }
+}
+
+impl RingWrite for ControlPages {
+    fn store_u32(&self, offset: u64, value: u32) -> bool {
+        ControlPages::store_u32(self, offset, value)
+    }
+    fn store_u64(&self, _offset: u64, _value: u64) -> bool {
+        // LRBC control rings have no u64 words.
+        false
+    }
+    fn write_at(&self, offset: u64, bytes: &[u8]) -> bool {
+        ControlPages::write_at(self, offset, bytes)
+    }
+    fn compare_exchange_u32(&self, offset: u64, current: u32, new: u32) -> Option<u32> {
+        ControlPages::compare_exchange_u32(self, offset, current, new)
     }
 }
 

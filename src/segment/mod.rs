@@ -551,6 +551,142 @@ impl Segment {
     }
 }
 
+/// The system page size.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
+/// The pages of the two control rings, mapped writable (spec 7): the only writable
+/// mapping the inspector ever makes, and only while it holds or claims the lease.
+/// Offsets stay absolute (from the segment start); anything outside the rings' pages
+/// is refused.
+#[derive(Debug)]
+pub struct ControlPages {
+    pieces: Vec<(u64, Raw, MmapMut)>,
+    _file: File,
+}
+
+impl ControlPages {
+    /// Maps `ranges` (offset, length) of the file at `path` writable. Each offset must
+    /// be page-aligned; lengths are rounded up to whole pages. The file must still be the
+    /// one with `identity` (not a replacement).
+    pub fn map(
+        path: &Path,
+        follow: Follow,
+        identity: FileIdentity,
+        ranges: &[(u64, u64)],
+    ) -> Result<Self, OpenError> {
+        let file = open_file(path, true, follow)?;
+        let meta = file.metadata().map_err(|e| OpenError::from_io(path, e))?;
+        let other = |msg: String| OpenError::Io {
+            path: path.to_path_buf(),
+            source: io::Error::other(msg),
+        };
+        if FileIdentity::of(&meta) != identity {
+            return Err(other(
+                "the segment was replaced since it was attached".into(),
+            ));
+        }
+        let page = page_size();
+        let mut pieces = Vec::new();
+        for &(offset, len) in ranges {
+            if offset % page != 0 {
+                return Err(other(format!(
+                    "control ring at offset {offset} is not aligned to the {page}-byte page"
+                )));
+            }
+            let mapped_len = len.div_ceil(page) * page;
+            if offset + mapped_len > meta.len() {
+                return Err(other(format!(
+                    "control ring pages [{offset}, {}) lie outside the {}-byte segment",
+                    offset + mapped_len,
+                    meta.len()
+                )));
+            }
+            let mapped = usize::try_from(mapped_len).map_err(|_| other("ring too large".into()))?;
+            // SAFETY: maps only the page-aligned pages of one control ring, shared and
+            // writable; accessed only through atomic words and bounds-checked copies
+            // (below), never references; shrinking is handled by the SIGBUS guard.
+            let mut map = unsafe { MmapOptions::new().offset(offset).len(mapped).map_mut(&file) }
+                .map_err(|e| OpenError::from_io(path, e))?;
+            let raw = Raw::new(map.as_mut_ptr(), mapped);
+            pieces.push((offset, raw, map));
+        }
+        Ok(Self {
+            pieces,
+            _file: file,
+        })
+    }
+
+    /// The piece holding `[offset, offset + len)` and the offset inside it.
+    fn locate(&self, offset: u64, len: usize) -> Option<(&Raw, u64)> {
+        self.pieces.iter().find_map(|(start, raw, _)| {
+            let rel = offset.checked_sub(*start)?;
+            (rel + len as u64 <= raw.len as u64).then_some((raw, rel))
+        })
+    }
+
+    pub fn load_u32(&self, offset: u64) -> Option<u32> {
+        let (raw, rel) = self.locate(offset, 4)?;
+        raw.load_u32(rel)
+    }
+
+    pub fn load_u64(&self, offset: u64) -> Option<u64> {
+        let (raw, rel) = self.locate(offset, 8)?;
+        raw.load_u64(rel)
+    }
+
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
+        self.locate(offset, buf.len())
+            .is_some_and(|(raw, rel)| raw.read_at(rel, buf))
+    }
+
+    pub fn store_u32(&self, offset: u64, value: u32) -> bool {
+        let Some((raw, rel)) = self.locate(offset, 4) else {
+            return false;
+        };
+        let Some(ptr) = raw.word::<u32>(rel) else {
+            return false;
+        };
+        // SAFETY: aligned and inside the writable control-ring mapping; ring words are
+        // only ever accessed atomically.
+        let atomic = unsafe { AtomicU32::from_ptr(ptr) };
+        // Release: pairs with the engine's Acquire loads of ring words (write_pos of
+        // ctl_c2s publishes a request; read_pos of ctl_s2c frees a response's bytes).
+        atomic.store(value, Ordering::Release);
+        true
+    }
+
+    pub fn write_at(&self, offset: u64, bytes: &[u8]) -> bool {
+        let Some((raw, rel)) = self.locate(offset, bytes.len()) else {
+            return false;
+        };
+        let Some(dst) = raw.range(rel, bytes.len()) else {
+            return false;
+        };
+        // SAFETY: inside the writable control-ring mapping, not overlapping `bytes`;
+        // the engine reads these bytes only after the Release store of write_pos.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
+        true
+    }
+
+    pub fn compare_exchange_u32(&self, offset: u64, current: u32, new: u32) -> Option<u32> {
+        let (raw, rel) = self.locate(offset, 4)?;
+        let ptr = raw.word::<u32>(rel)?;
+        // SAFETY: as in `store_u32`.
+        let atomic = unsafe { AtomicU32::from_ptr(ptr) };
+        // AcqRel: the lease word; pairs with the previous holder's Release store of 0
+        // (release) and publishes our claim to later claimants.
+        Some(
+            match atomic.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(v) | Err(v) => v,
+            },
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -252,7 +252,11 @@ fn torn_copies_are_never_delivered_under_a_concurrent_producer() {
                         seq += 1;
                     }
                     // Vary the pace so that the watcher both keeps up and gets lapped.
-                    let pause = if (seq / 1000).is_multiple_of(2) { 2000 } else { 0 };
+                    let pause = if (seq / 1000).is_multiple_of(2) {
+                        2000
+                    } else {
+                        0
+                    };
                     for _ in 0..pause {
                         std::hint::spin_loop();
                     }
