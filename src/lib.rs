@@ -12,6 +12,7 @@ pub mod rings;
 pub mod rpc;
 pub mod segment;
 pub mod snapshot;
+pub mod traffic;
 pub mod watch;
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! The command line: arguments, the error printed once, and the subcommands.
 
+mod control;
 mod dump;
 mod list;
+mod traffic;
 mod watch;
 
 use std::path::PathBuf;
@@ -104,6 +106,62 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Decoded command-ring traffic: what is in the rings now, or as it happens.
+    Traffic {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Keep following new entries (until Ctrl-C, --count or --duration).
+        #[arg(long)]
+        follow: bool,
+        /// Which rings.
+        #[arg(long, value_enum, default_value_t = crate::traffic::RingSelection::All)]
+        ring: crate::traffic::RingSelection,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Stop after this many entries.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        /// Stop after this many seconds.
+        #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+        duration: Option<f64>,
+    },
+    /// Toggle an engine service, or show service status, through the control rings.
+    Control {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// agent, mujoco, telemetry, scene, camera, viewport or debug (any case).
+        #[arg(long, value_name = "NAME")]
+        service: String,
+        #[command(flatten)]
+        action: ControlAction,
+        /// Seconds to wait for the engine's response.
+        #[arg(
+            long,
+            value_name = "SECS",
+            default_value_t = 5.0,
+            allow_negative_numbers = true
+        )]
+        timeout: f64,
+        /// Print the response as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Which part of the service to act on.
+#[derive(Debug, Clone, Copy, Args)]
+#[group(required = true, multiple = false)]
+pub struct ControlAction {
+    /// Enable the service.
+    #[arg(long)]
+    pub enable: bool,
+    /// Disable the service.
+    #[arg(long)]
+    pub disable: bool,
+    /// Show every service's state and counters.
+    #[arg(long)]
+    pub status: bool,
 }
 
 /// An error for the user: one line, details with `--verbose`.
@@ -194,6 +252,61 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 )));
             }
             watch::run(&target.require()?, cli.layout, interval, count, json)
+        }
+        Some(Command::Traffic {
+            target,
+            follow,
+            ring,
+            json,
+            count,
+            duration,
+        }) => {
+            if let Some(d) = duration
+                && !(d.is_finite() && d > 0.0)
+            {
+                return Err(CliError::Usage(format!(
+                    "--duration must be a positive number of seconds, not {d}"
+                )));
+            }
+            traffic::run(
+                &target.require()?,
+                cli.layout,
+                traffic::Options {
+                    follow,
+                    rings: ring,
+                    json,
+                    count,
+                    duration_secs: duration,
+                },
+            )
+        }
+        Some(Command::Control {
+            target,
+            service,
+            action,
+            timeout,
+            json,
+        }) => {
+            if !(timeout.is_finite() && timeout > 0.0) {
+                return Err(CliError::Usage(format!(
+                    "--timeout must be a positive number of seconds, not {timeout}"
+                )));
+            }
+            let action = if action.enable {
+                control::Action::Enable
+            } else if action.disable {
+                control::Action::Disable
+            } else {
+                control::Action::Status
+            };
+            control::run(
+                &target.require()?,
+                cli.layout,
+                &service,
+                action,
+                std::time::Duration::from_secs_f64(timeout),
+                json,
+            )
         }
         None => Err(CliError::Usage(
             "the window is not available in this build yet; use `list`, `dump` or `watch` (see --help)"

@@ -290,9 +290,20 @@ impl Watcher {
     /// Reads every entry published up to the `write_pos` loaded now, at most
     /// `max_events` events.
     pub fn poll(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>, max_events: usize) {
-        let cap = self.ring.capacity_bytes;
         // Acquire: pairs with the producer's Release store of write_pos.
         let w = self.write_pos(mem);
+        self.poll_to(mem, out, max_events, w);
+    }
+
+    /// Like `poll`, but stops at `w`, a `write_pos` loaded earlier.
+    pub fn poll_to(
+        &mut self,
+        mem: &impl RingRead,
+        out: &mut Vec<WatchEvent>,
+        max_events: usize,
+        w: u32,
+    ) {
+        let cap = self.ring.capacity_bytes;
         if (w.wrapping_sub(self.cursor) as i32) < 0 {
             let e = WatchEvent::Malformed {
                 position: u64::from(self.cursor),

@@ -225,9 +225,20 @@ impl Watcher {
     }
 
     pub fn poll(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>, max_events: usize) {
-        let cap = u64::from(self.ring.capacity_bytes);
         // Acquire: pairs with the producer's Release store of head.
         let head = self.head(mem);
+        self.poll_to(mem, out, max_events, head);
+    }
+
+    /// Like `poll`, but stops at `head`, loaded earlier.
+    pub fn poll_to(
+        &mut self,
+        mem: &impl RingRead,
+        out: &mut Vec<WatchEvent>,
+        max_events: usize,
+        head: u64,
+    ) {
+        let cap = u64::from(self.ring.capacity_bytes);
         if head < self.cursor {
             let e = WatchEvent::Malformed {
                 position: self.cursor,

@@ -204,6 +204,20 @@ impl AnyWatcher {
         }
     }
 
+    /// Reads up to `end`, a position from `end_position` loaded earlier.
+    pub fn poll_to(
+        &mut self,
+        mem: &impl RingRead,
+        out: &mut Vec<WatchEvent>,
+        max_events: usize,
+        end: u64,
+    ) {
+        match self {
+            Self::Lrbc(w) => w.poll_to(mem, out, max_events, end as u32),
+            Self::Lucky(w) => w.poll_to(mem, out, max_events, end),
+        }
+    }
+
     pub fn stats(&self) -> RingStats {
         match self {
             Self::Lrbc(w) => w.stats,

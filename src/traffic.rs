@@ -1,0 +1,559 @@
+//! Command-ring traffic: watches the rings (never consuming), decodes every entry
+//! (FlatBuffers envelopes on LRBC rings, JSON on luckyrobots rings), pairs requests
+//! with responses by correlation id, and counts everything: entries, bytes, losses,
+//! malformed entries, unanswered requests and orphan responses.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use serde_json::{Value, json};
+
+use crate::attach::Attached;
+use crate::layout::{RegionKind, RingFormat};
+use crate::rings::{AnyWatcher, LuckyEntryHeader, RingRead, WatchEvent, is_request_ring};
+use crate::rpc::{self, DecodedEnvelope};
+
+/// Which rings to follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RingSelection {
+    /// cmd_c2s and cmd_s2c.
+    Cmd,
+    /// ctl_c2s and ctl_s2c.
+    Ctl,
+    /// Every ring present.
+    #[default]
+    All,
+}
+
+impl RingSelection {
+    pub fn includes(self, kind: RegionKind) -> bool {
+        match self {
+            Self::Cmd => matches!(kind, RegionKind::CmdC2s | RegionKind::CmdS2c),
+            Self::Ctl => matches!(kind, RegionKind::CtlC2s | RegionKind::CtlS2c),
+            Self::All => true,
+        }
+    }
+}
+
+/// What an entry decoded to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decoded {
+    Envelope(DecodedEnvelope),
+    /// A luckyrobots entry: its JSON payload.
+    Json(Value),
+}
+
+/// How a record relates to its partner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pairing {
+    /// A request not (yet) answered.
+    Pending,
+    /// A request whose response was seen.
+    Answered,
+    /// A request flagged unanswered after the timeout.
+    Unanswered,
+    /// A response matched to its request.
+    Response,
+    /// An item of a stream whose request was seen.
+    StreamItem,
+    /// A response with no request seen.
+    Orphan,
+}
+
+/// One decoded ring entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// Sequence number among records (stable id for the UI).
+    pub index: u64,
+    /// When the inspector read it (monotonic ns).
+    pub seen_ns: u64,
+    pub ring: RegionKind,
+    /// Free-running ring position.
+    pub position: u64,
+    pub payload: Vec<u8>,
+    pub lucky: Option<LuckyEntryHeader>,
+    pub decoded: Decoded,
+    pub correlation_id: u64,
+    pub method: String,
+    pub error: Option<String>,
+    pub is_request: bool,
+    /// For responses: request to response.
+    pub latency_ns: Option<u64>,
+    /// The index of the paired record (a response's request, a request's response).
+    pub partner: Option<u64>,
+    pub pairing: Pairing,
+}
+
+impl Record {
+    /// The entry's decoded fields as JSON.
+    pub fn fields_json(&self) -> Value {
+        match &self.decoded {
+            Decoded::Envelope(d) => d.tree.to_json(&self.payload),
+            Decoded::Json(v) => v.clone(),
+        }
+    }
+
+    /// The sender's clock (`sent_ns`), if it set one.
+    pub fn sent_ns(&self) -> Option<u64> {
+        match &self.decoded {
+            Decoded::Envelope(d) if d.sent_ns != 0 => Some(d.sent_ns),
+            _ => None,
+        }
+    }
+
+    /// `traffic --json`'s object for this entry.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "ring": self.ring.as_str(),
+            "position": self.position,
+            "correlation_id": self.correlation_id,
+            "method": self.method,
+            "size": self.payload.len(),
+            "error": self.error,
+            "latency_ns": self.latency_ns,
+            "fields": self.fields_json(),
+        });
+        if self.pairing == Pairing::Orphan
+            && let Some(map) = v.as_object_mut()
+        {
+            map.insert("orphan".into(), Value::Bool(true));
+        }
+        v
+    }
+}
+
+/// Something to show.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TrafficEvent {
+    Record(Box<Record>),
+    /// A response arrived for an earlier request: update that request's row.
+    Answered {
+        request: u64,
+        response: u64,
+    },
+    Lost {
+        ring: RegionKind,
+        lost_bytes: u64,
+        lost_entries: Option<u64>,
+    },
+    Malformed {
+        ring: RegionKind,
+        position: u64,
+        error: String,
+        raw: Vec<u8>,
+    },
+    Unanswered {
+        ring: RegionKind,
+        request: u64,
+        correlation_id: u64,
+        method: String,
+        waited_ns: u64,
+    },
+}
+
+impl TrafficEvent {
+    /// `traffic --json`'s object; `None` for UI-only events.
+    pub fn to_json(&self) -> Option<Value> {
+        Some(match self {
+            Self::Record(r) => r.to_json(),
+            Self::Answered { .. } => return None,
+            Self::Lost {
+                ring,
+                lost_bytes,
+                lost_entries,
+            } => {
+                json!({"ring": ring.as_str(), "lost_bytes": lost_bytes, "lost_entries": lost_entries})
+            }
+            Self::Malformed {
+                ring, error, raw, ..
+            } => json!({
+                "ring": ring.as_str(),
+                "error": error,
+                "raw_hex": crate::layout::fields::hex_string(raw),
+            }),
+            Self::Unanswered {
+                ring,
+                correlation_id,
+                method,
+                waited_ns,
+                ..
+            } => json!({
+                "ring": ring.as_str(),
+                "correlation_id": correlation_id,
+                "method": method,
+                "unanswered_after_ns": waited_ns,
+            }),
+        })
+    }
+}
+
+/// Totals of one ring since the traffic tap started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Totals {
+    pub entries: u64,
+    pub bytes: u64,
+    pub lost_bytes: u64,
+    pub lost_entries: u64,
+    pub loss_events: u64,
+    /// Ring-level and decode-level malformed entries.
+    pub malformed: u64,
+    pub unanswered: u64,
+    pub orphans: u64,
+}
+
+#[derive(Clone, Debug)]
+struct PendingRequest {
+    index: u64,
+    seen_ns: u64,
+    sent_ns: Option<u64>,
+    method: String,
+    ring: RegionKind,
+    flagged: bool,
+}
+
+/// The ring pair a ring belongs to.
+fn pair_of(kind: RegionKind) -> u8 {
+    match kind {
+        RegionKind::CtlC2s | RegionKind::CtlS2c => 1,
+        _ => 0,
+    }
+}
+
+/// Requests waiting for their response are kept at most this many per tap.
+const MAX_PENDING: usize = 65_536;
+
+/// Follows the selected rings of one segment.
+#[derive(Debug)]
+pub struct Traffic {
+    watchers: Vec<AnyWatcher>,
+    pending: HashMap<(u8, u64), PendingRequest>,
+    pending_order: VecDeque<(u8, u64)>,
+    streams: HashSet<(u8, u64)>,
+    next_index: u64,
+    decode_malformed: HashMap<RegionKind, u64>,
+    unanswered: HashMap<RegionKind, u64>,
+    orphans: HashMap<RegionKind, u64>,
+    /// Requests unanswered for this long are flagged.
+    pub timeout_ns: u64,
+    scratch: Vec<WatchEvent>,
+}
+
+impl Traffic {
+    /// Starts following at each ring's `read_pos` (spec 4.1).
+    pub fn new(a: &Attached, selection: RingSelection) -> Self {
+        let watchers = a
+            .geometry
+            .rings
+            .iter()
+            .filter(|r| selection.includes(r.kind))
+            .map(|r| AnyWatcher::new(&a.segment, *r))
+            .collect();
+        Self {
+            watchers,
+            pending: HashMap::new(),
+            pending_order: VecDeque::new(),
+            streams: HashSet::new(),
+            next_index: 0,
+            decode_malformed: HashMap::new(),
+            unanswered: HashMap::new(),
+            orphans: HashMap::new(),
+            timeout_ns: 5_000_000_000,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn rings(&self) -> Vec<RegionKind> {
+        self.watchers.iter().map(|w| w.ring().kind).collect()
+    }
+
+    /// Reads everything published since the last poll, at most `max_per_ring` entries
+    /// of each ring.
+    pub fn poll(
+        &mut self,
+        mem: &impl RingRead,
+        now_ns: u64,
+        max_per_ring: usize,
+        out: &mut Vec<TrafficEvent>,
+    ) {
+        // A response is published after its request. Bound the response rings first,
+        // then read the request rings in full: every response read then has its request
+        // read already, in this poll or an earlier one.
+        let ends: Vec<u64> = self.watchers.iter().map(|w| w.end_position(mem)).collect();
+        let mut order: Vec<usize> = (0..self.watchers.len()).collect();
+        order.sort_by_key(|&i| !is_request_ring(self.watchers[i].ring().kind));
+        for i in order {
+            let mut events = std::mem::take(&mut self.scratch);
+            events.clear();
+            let ring = self.watchers[i].ring();
+            if is_request_ring(ring.kind) {
+                self.watchers[i].poll(mem, &mut events, max_per_ring);
+            } else {
+                self.watchers[i].poll_to(mem, &mut events, max_per_ring, ends[i]);
+            }
+            for e in events.drain(..) {
+                match e {
+                    WatchEvent::Entry {
+                        position,
+                        payload,
+                        lucky,
+                    } => self.entry(
+                        ring.kind,
+                        ring.format,
+                        position,
+                        payload,
+                        lucky,
+                        now_ns,
+                        out,
+                    ),
+                    WatchEvent::Lost {
+                        lost_bytes,
+                        lost_entries,
+                    } => out.push(TrafficEvent::Lost {
+                        ring: ring.kind,
+                        lost_bytes,
+                        lost_entries,
+                    }),
+                    WatchEvent::Malformed {
+                        position,
+                        error,
+                        raw,
+                    } => out.push(TrafficEvent::Malformed {
+                        ring: ring.kind,
+                        position,
+                        error,
+                        raw,
+                    }),
+                }
+            }
+            self.scratch = events;
+        }
+        self.expire(now_ns, out);
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site, the fields of an entry"
+    )]
+    fn entry(
+        &mut self,
+        ring: RegionKind,
+        format: RingFormat,
+        position: u64,
+        payload: Vec<u8>,
+        lucky: Option<LuckyEntryHeader>,
+        now_ns: u64,
+        out: &mut Vec<TrafficEvent>,
+    ) {
+        let is_request = is_request_ring(ring);
+        let (decoded, correlation_id, method_id, method, error) = match format {
+            RingFormat::Lrbc => match rpc::decode_envelope(&payload) {
+                Ok(d) => {
+                    let (c, m, label, err) = (
+                        d.correlation_id,
+                        d.method,
+                        d.method_label(),
+                        d.error.clone(),
+                    );
+                    (Decoded::Envelope(d), c, Some(m), label, err)
+                }
+                Err(e) => {
+                    self.malformed(ring, position, e.to_string(), payload, out);
+                    return;
+                }
+            },
+            RingFormat::Lucky => {
+                let header = lucky.unwrap_or(LuckyEntryHeader {
+                    correlation_id: 0,
+                    method_or_status: 0,
+                    payload_length: 0,
+                });
+                let value = if payload.is_empty() {
+                    Value::Null
+                } else {
+                    match serde_json::from_slice::<Value>(&payload) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            self.malformed(
+                                ring,
+                                position,
+                                format!("payload is not JSON: {e}"),
+                                payload,
+                                out,
+                            );
+                            return;
+                        }
+                    }
+                };
+                let (method, error) = if is_request {
+                    (lucky_method_name(header.method_or_status), None)
+                } else {
+                    let error = (header.method_or_status != 0).then(|| {
+                        value.get("error").and_then(Value::as_str).map_or_else(
+                            || format!("status {}", header.method_or_status),
+                            str::to_string,
+                        )
+                    });
+                    (String::new(), error)
+                };
+                (
+                    Decoded::Json(value),
+                    u64::from(header.correlation_id),
+                    None,
+                    method,
+                    error,
+                )
+            }
+        };
+        let index = self.next_index;
+        self.next_index += 1;
+        let mut record = Record {
+            index,
+            seen_ns: now_ns,
+            ring,
+            position,
+            payload,
+            lucky,
+            decoded,
+            correlation_id,
+            method,
+            error,
+            is_request,
+            latency_ns: None,
+            partner: None,
+            pairing: if is_request {
+                Pairing::Pending
+            } else {
+                Pairing::Orphan
+            },
+        };
+        let key = (pair_of(ring), correlation_id);
+        if is_request {
+            if self.pending.len() >= MAX_PENDING
+                && let Some(old) = self.pending_order.pop_front()
+            {
+                self.pending.remove(&old);
+            }
+            if record.method.ends_with("Stream") {
+                self.streams.insert(key);
+            }
+            self.pending.insert(
+                key,
+                PendingRequest {
+                    index,
+                    seen_ns: now_ns,
+                    sent_ns: record.sent_ns(),
+                    method: record.method.clone(),
+                    ring,
+                    flagged: false,
+                },
+            );
+            self.pending_order.push_back(key);
+        } else if method_id.is_some_and(rpc::is_stream_item) {
+            if self.streams.contains(&key) {
+                record.pairing = Pairing::StreamItem;
+            } else {
+                *self.orphans.entry(ring).or_default() += 1;
+            }
+        } else if let Some(req) = self.pending.remove(&key) {
+            if record.method.is_empty() {
+                record.method = req.method.clone();
+            }
+            record.pairing = Pairing::Response;
+            record.partner = Some(req.index);
+            record.latency_ns = Some(match (req.sent_ns, record.sent_ns()) {
+                (Some(a), Some(b)) => b.saturating_sub(a),
+                _ => now_ns.saturating_sub(req.seen_ns),
+            });
+            out.push(TrafficEvent::Record(Box::new(record)));
+            out.push(TrafficEvent::Answered {
+                request: req.index,
+                response: index,
+            });
+            return;
+        } else {
+            *self.orphans.entry(ring).or_default() += 1;
+        }
+        out.push(TrafficEvent::Record(Box::new(record)));
+    }
+
+    fn malformed(
+        &mut self,
+        ring: RegionKind,
+        position: u64,
+        error: String,
+        mut raw: Vec<u8>,
+        out: &mut Vec<TrafficEvent>,
+    ) {
+        raw.truncate(crate::rings::MAX_RAW_BYTES);
+        *self.decode_malformed.entry(ring).or_default() += 1;
+        out.push(TrafficEvent::Malformed {
+            ring,
+            position,
+            error,
+            raw,
+        });
+    }
+
+    fn expire(&mut self, now_ns: u64, out: &mut Vec<TrafficEvent>) {
+        for (key, req) in &mut self.pending {
+            if !req.flagged
+                && now_ns.saturating_sub(req.seen_ns) > self.timeout_ns
+                && !self.streams.contains(key)
+            {
+                req.flagged = true;
+                *self.unanswered.entry(req.ring).or_default() += 1;
+                out.push(TrafficEvent::Unanswered {
+                    ring: req.ring,
+                    request: req.index,
+                    correlation_id: key.1,
+                    method: req.method.clone(),
+                    waited_ns: now_ns.saturating_sub(req.seen_ns),
+                });
+            }
+        }
+    }
+
+    /// Totals per ring.
+    pub fn totals(&self) -> Vec<(RegionKind, Totals)> {
+        self.watchers
+            .iter()
+            .map(|w| {
+                let kind = w.ring().kind;
+                let s = w.stats();
+                let get = |m: &HashMap<RegionKind, u64>| m.get(&kind).copied().unwrap_or(0);
+                (
+                    kind,
+                    Totals {
+                        entries: s.entries,
+                        bytes: s.bytes,
+                        lost_bytes: s.lost_bytes,
+                        lost_entries: s.lost_entries,
+                        loss_events: s.loss_events,
+                        malformed: s.malformed + get(&self.decode_malformed),
+                        unanswered: get(&self.unanswered),
+                        orphans: get(&self.orphans),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Stops following at the rings' current write positions (for one-shot listings).
+    pub fn caught_up(&self, mem: &impl RingRead) -> bool {
+        self.watchers
+            .iter()
+            .all(|w| w.cursor() == w.end_position(mem))
+    }
+}
+
+/// The luckyrobots method ids (spec 8).
+pub fn lucky_method_name(id: u32) -> String {
+    match id {
+        1 => "ResetAgent".into(),
+        2 => "SetSimulationMode".into(),
+        other => format!("method {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests;
