@@ -22,7 +22,7 @@ fn line(e: &TrafficEvent, start_ns: u64) -> Option<String> {
     Some(match e {
         TrafficEvent::Record(r) => {
             let t_ns = r.sent_ns().unwrap_or(r.seen_ns);
-            let t = (t_ns as i128 - start_ns as i128) as f64 / 1e9;
+            let t = (i128::from(t_ns) - i128::from(start_ns)) as f64 / 1e9;
             let status = match (&r.error, r.pairing) {
                 (Some(err), _) => format!("error: {err}"),
                 (None, crate::traffic::Pairing::Orphan) => "ok (no request seen)".into(),
