@@ -11,6 +11,7 @@ pub mod procinfo;
 pub mod rings;
 pub mod rpc;
 pub mod segment;
+pub mod sim;
 pub mod snapshot;
 pub mod traffic;
 pub mod watch;

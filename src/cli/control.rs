@@ -105,8 +105,8 @@ pub fn run(
                     s["enabled"]
                         .as_bool()
                         .map_or("?", |e| if e { "yes" } else { "no" }),
-                    s["requests"],
-                    s["errors"]
+                    s["requests"].as_u64().unwrap_or(0),
+                    s["errors"].as_u64().unwrap_or(0)
                 );
             }
         }

@@ -1,8 +1,12 @@
 //! The command line: arguments, the error printed once, and the subcommands.
 
+mod bench;
+mod children;
 mod control;
+mod demo;
 mod dump;
 mod list;
+mod sim;
 mod traffic;
 mod watch;
 
@@ -21,9 +25,6 @@ use crate::layout::LayoutChoice;
 pub struct Cli {
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Layout of the segment: detect it, or force one.
-    #[arg(long, global = true, value_enum, default_value_t = LayoutChoice::Auto)]
-    pub layout: LayoutChoice,
     /// Print the details behind an error.
     #[arg(long, short, global = true)]
     pub verbose: bool,
@@ -32,7 +33,7 @@ pub struct Cli {
 }
 
 /// Which segment: by name in /dev/shm, by process id, or by path.
-#[derive(Debug, Default, Clone, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
     /// Segment name in /dev/shm (default: $LUCKY_SHM_NAME).
     #[arg(long, value_name = "NAME", conflicts_with_all = ["pid", "path"])]
@@ -43,6 +44,9 @@ pub struct TargetArgs {
     /// Any file holding a segment.
     #[arg(long, value_name = "FILE")]
     pub path: Option<PathBuf>,
+    /// Layout of the segment: detect it, or force one.
+    #[arg(long, value_enum, default_value_t = LayoutChoice::Auto)]
+    pub layout: LayoutChoice,
 }
 
 impl TargetArgs {
@@ -126,6 +130,11 @@ pub enum Command {
         #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
         duration: Option<f64>,
     },
+    /// The simulated engine and client.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
+    /// A simulated engine and client with the inspector attached.
+    Demo(demo::DemoArgs),
     /// Toggle an engine service, or show service status, through the control rings.
     Control {
         #[command(flatten)]
@@ -238,7 +247,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Some(Command::List { json }) => list::run(json),
         Some(Command::Dump { target, env, json }) => {
-            dump::run(&target.require()?, cli.layout, env, json)
+            dump::run(&target.require()?, target.layout, env, json)
         }
         Some(Command::Watch {
             target,
@@ -251,7 +260,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     "--interval must be at least 0.01 seconds, not {interval}"
                 )));
             }
-            watch::run(&target.require()?, cli.layout, interval, count, json)
+            watch::run(&target.require()?, target.layout, interval, count, json)
         }
         Some(Command::Traffic {
             target,
@@ -270,7 +279,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
             traffic::run(
                 &target.require()?,
-                cli.layout,
+                target.layout,
                 traffic::Options {
                     follow,
                     rings: ring,
@@ -301,13 +310,15 @@ fn run(cli: Cli) -> Result<(), CliError> {
             };
             control::run(
                 &target.require()?,
-                cli.layout,
+                target.layout,
                 &service,
                 action,
                 std::time::Duration::from_secs_f64(timeout),
                 json,
             )
         }
+        Some(Command::Sim(cmd)) => sim::run(cmd),
+        Some(Command::Demo(args)) => demo::run(&args),
         None => Err(CliError::Usage(
             "the window is not available in this build yet; use `list`, `dump` or `watch` (see --help)"
                 .into(),

@@ -423,6 +423,43 @@ impl SegmentRw {
         &self.path
     }
 
+    /// Moves the file to `target` in one step, so that readers see it appear fully
+    /// initialised. Refuses to replace an existing file unless `replace` is set.
+    pub fn publish(&mut self, target: &Path, replace: bool) -> Result<(), OpenError> {
+        use std::os::unix::ffi::OsStrExt as _;
+        let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
+        let (Some(from), Some(to)) = (c(&self.path), c(target)) else {
+            return Err(OpenError::Io {
+                path: target.to_path_buf(),
+                source: io::Error::other("path contains a NUL byte"),
+            });
+        };
+        let flags = if replace { 0 } else { libc::RENAME_NOREPLACE };
+        // SAFETY: both are valid NUL-terminated paths; renameat2 only reads them.
+        let rc = unsafe {
+            libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), flags)
+        };
+        if rc != 0 {
+            return Err(OpenError::from_io(target, io::Error::last_os_error()));
+        }
+        self.path = target.to_path_buf();
+        Ok(())
+    }
+
+    /// Identity of the mapped file.
+    pub fn identity(&self) -> Option<FileIdentity> {
+        self._file.metadata().ok().map(|m| FileIdentity::of(&m))
+    }
+
+    /// Removes the file's name if it still names this file (not a replacement).
+    pub fn unlink_if_ours(&self) -> bool {
+        let ours = self.identity();
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if Some(FileIdentity::of(&m)) == ours => std::fs::remove_file(&self.path).is_ok(),
+            _ => false,
+        }
+    }
+
     pub fn len(&self) -> u64 {
         self.raw.len as u64
     }
@@ -549,6 +586,18 @@ impl Segment {
         use zerocopy::IntoBytes as _;
         self.raw.read_at(offset, out.as_mut_bytes())
     }
+}
+
+/// Sends `signal` to process `pid` (used to stop child processes cleanly).
+pub fn send_signal(pid: u32, signal: i32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill has no memory-safety preconditions; pid is a positive process id.
+    unsafe { libc::kill(pid, signal) == 0 }
 }
 
 /// The system page size.

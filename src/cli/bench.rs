@@ -1,0 +1,158 @@
+//! `sim bench`: lock-step round trips between an engine and a client process, for the
+//! transport alone, with dynamics, and with observers attached.
+
+use std::io::Read as _;
+use std::process::Stdio;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use super::CliError;
+use super::children::{ChildProcess, wait_for_segment};
+use crate::sim::engine::Preset;
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Sizes from the seed's examples.
+    #[arg(long, value_enum, default_value_t = Preset::Train4096)]
+    pub preset: Preset,
+    /// Steps per measurement.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub steps: u64,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One measured configuration.
+struct Variant {
+    label: &'static str,
+    dynamics: bool,
+    observers: bool,
+}
+
+const VARIANTS: [Variant; 3] = [
+    Variant {
+        label: "transport only",
+        dynamics: false,
+        observers: false,
+    },
+    Variant {
+        label: "with dynamics",
+        dynamics: true,
+        observers: false,
+    },
+    Variant {
+        label: "with dynamics, watch + traffic attached",
+        dynamics: true,
+        observers: true,
+    },
+];
+
+fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliError> {
+    let name = format!("lrbc-bench-{}-{index}", std::process::id());
+    let mut engine_args = vec![
+        "sim".to_string(),
+        "engine".into(),
+        "--name".into(),
+        name.clone(),
+        "--preset".into(),
+        args.preset.as_str().into(),
+        "--force".into(),
+    ];
+    if !v.dynamics {
+        engine_args.push("--no-dynamics".into());
+    }
+    let mut engine = ChildProcess::spawn("engine", &engine_args, Stdio::null())?;
+    wait_for_segment(&name, &mut engine, Duration::from_secs(30))?;
+    let mut observers = Vec::new();
+    if v.observers {
+        observers.push(ChildProcess::spawn(
+            "watch",
+            &["watch".into(), "--shm".into(), name.clone(), "--interval".into(), "0.1".into()],
+            Stdio::null(),
+        )?);
+        observers.push(ChildProcess::spawn(
+            "traffic reader",
+            &["traffic".into(), "--shm".into(), name.clone(), "--follow".into()],
+            Stdio::null(),
+        )?);
+        // Let them attach before the clock starts.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let mut client = ChildProcess::spawn(
+        "client",
+        &[
+            "sim".into(),
+            "client".into(),
+            "--shm".into(),
+            name.clone(),
+            "--steps".into(),
+            args.steps.to_string(),
+            "--no-commands".into(),
+            "--json".into(),
+        ],
+        Stdio::piped(),
+    )?;
+    let mut out = String::new();
+    if let Some(stdout) = client.child.stdout.as_mut() {
+        let _ = stdout.read_to_string(&mut out);
+    }
+    let code = client.stop(Duration::from_secs(60));
+    for mut o in observers {
+        o.stop(Duration::from_secs(5));
+    }
+    engine.stop(Duration::from_secs(5));
+    if code != Some(0) {
+        return Err(CliError::Other(format!("the bench client failed ({code:?})")));
+    }
+    let mut result: Value =
+        serde_json::from_str(out.trim()).map_err(|e| CliError::Other(format!("bad client report: {e}: {out}")))?;
+    if let Some(m) = result.as_object_mut() {
+        m.insert("variant".into(), json!(v.label));
+    }
+    Ok(result)
+}
+
+pub fn run(args: &BenchArgs) -> Result<(), CliError> {
+    if args.steps == 0 {
+        return Err(CliError::Usage("--steps must be at least 1".into()));
+    }
+    let (envs, obs, act, _) = args.preset.sizes();
+    if !args.json {
+        println!(
+            "sim bench: preset {} ({envs} envs × obs {obs} × act {act}), {} lock-step steps per row, engine and client in separate processes",
+            args.preset.as_str(),
+            args.steps
+        );
+        println!("{:<42} {:>10} {:>10} {:>10} {:>10}", "", "steps/s", "p50 µs", "p99 µs", "max µs");
+    }
+    let mut rows = Vec::new();
+    for (i, v) in VARIANTS.iter().enumerate() {
+        let r = measure(args, v, i)?;
+        if !args.json {
+            let us = |k: &str| r[k].as_f64().unwrap_or(0.0) / 1000.0;
+            println!(
+                "{:<42} {:>10.0} {:>10.1} {:>10.1} {:>10.1}",
+                v.label,
+                r["steps_per_sec"].as_f64().unwrap_or(0.0),
+                us("p50_ns"),
+                us("p99_ns"),
+                us("max_ns")
+            );
+        }
+        rows.push(r);
+    }
+    let rate = |i: usize| rows[i]["steps_per_sec"].as_f64().unwrap_or(0.0);
+    let ratio = if rate(1) > 0.0 { rate(2) / rate(1) } else { 0.0 };
+    if args.json {
+        println!(
+            "{}",
+            json!({"preset": args.preset.as_str(), "steps": args.steps, "rows": rows, "observer_rate_ratio": ratio})
+        );
+    } else {
+        println!("observers' cost: steps/s with watch + traffic attached = {ratio:.3} × without");
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! Child processes of this binary (engine, client, observers) for `demo` and `sim bench`.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::CliError;
+use crate::attach::{Target, attach};
+use crate::layout::LayoutChoice;
+use crate::segment::send_signal;
+
+/// A child that is interrupted (SIGINT, then SIGKILL after a grace period) when dropped.
+#[derive(Debug)]
+pub struct ChildProcess {
+    pub what: &'static str,
+    pub child: Child,
+}
+
+impl ChildProcess {
+    /// Runs this binary with `args`.
+    pub fn spawn(what: &'static str, args: &[String], stdout: Stdio) -> Result<Self, CliError> {
+        let exe = std::env::current_exe().map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
+        let child = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| CliError::Other(format!("cannot start the {what}: {e}")))?;
+        Ok(Self { what, child })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `Some(code)` once it has exited.
+    pub fn exited(&mut self) -> Option<i32> {
+        self.child.try_wait().ok().flatten().map(|s| s.code().unwrap_or(-1))
+    }
+
+    /// SIGINT, wait up to `grace`, then SIGKILL.
+    pub fn stop(&mut self, grace: Duration) -> Option<i32> {
+        if let Some(code) = self.exited() {
+            return Some(code);
+        }
+        send_signal(self.pid(), libc::SIGINT);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Some(code) = self.exited() {
+                return Some(code);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        self.child.wait().ok().map(|s| s.code().unwrap_or(-1))
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(5));
+    }
+}
+
+/// Waits until the segment `name` can be attached, or the engine exits, or the deadline.
+pub fn wait_for_segment(name: &str, engine: &mut ChildProcess, timeout: Duration) -> Result<(), CliError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if attach(&Target::Shm(name.to_string()), LayoutChoice::Auto).is_ok() {
+            return Ok(());
+        }
+        if let Some(code) = engine.exited() {
+            return Err(CliError::Other(format!("the {} exited (code {code}) before its segment appeared", engine.what)));
+        }
+        if Instant::now() >= deadline {
+            return Err(CliError::Other(format!("segment {name} did not appear within {:.0} s", timeout.as_secs_f64())));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,140 @@
+//! `demo`: a simulated engine and client in separate processes with the inspector
+//! attached. Headless views (watch and traffic) until a window can be shown.
+
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::children::{ChildProcess, wait_for_segment};
+use super::{CliError, stop_flag};
+use crate::attach::{Target, attach};
+use crate::clock::MonotonicClock;
+use crate::layout::LayoutChoice;
+use crate::segment::monotonic_now_ns;
+use crate::sim::engine::Preset;
+use crate::traffic::{RingSelection, Traffic, TrafficEvent};
+use crate::watch::Watcher;
+
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Sizes from the seed's examples.
+    #[arg(long, value_enum, default_value_t = Preset::Cams64)]
+    pub preset: Preset,
+    /// The client's pace, steps per second.
+    #[arg(long, value_name = "F", default_value_t = 500.0, allow_negative_numbers = true)]
+    pub hz: f64,
+    /// Show the headless views even when a display is available.
+    #[arg(long)]
+    pub headless: bool,
+}
+
+pub fn run(args: &DemoArgs) -> Result<(), CliError> {
+    if !(args.hz.is_finite() && args.hz > 0.0) {
+        return Err(CliError::Usage(format!("--hz must be positive, not {}", args.hz)));
+    }
+    let stop = stop_flag();
+    let name = format!("LuckyEngine_{}", std::process::id());
+    let mut engine = ChildProcess::spawn(
+        "engine",
+        &[
+            "sim".into(),
+            "engine".into(),
+            "--name".into(),
+            name.clone(),
+            "--preset".into(),
+            args.preset.as_str().into(),
+        ],
+        Stdio::null(),
+    )?;
+    wait_for_segment(&name, &mut engine, Duration::from_secs(30))?;
+    let mut client = ChildProcess::spawn(
+        "client",
+        &[
+            "sim".into(),
+            "client".into(),
+            "--shm".into(),
+            name.clone(),
+            "--hz".into(),
+            args.hz.to_string(),
+        ],
+        Stdio::null(),
+    )?;
+    let display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if !display {
+        eprintln!("demo: no display (DISPLAY and WAYLAND_DISPLAY are unset): running headless");
+    } else if !args.headless {
+        eprintln!("demo: the window is not part of this build yet: running headless");
+    }
+    eprintln!(
+        "demo: engine pid {}, client pid {} at {} Hz, segment {name}; Ctrl-C stops all three",
+        engine.pid(),
+        client.pid(),
+        args.hz
+    );
+    let result = headless(&name, &stop, &mut engine, &mut client);
+    client.stop(Duration::from_secs(5));
+    engine.stop(Duration::from_secs(5));
+    let gone = !std::path::Path::new(crate::segment::SHM_DIR).join(&name).exists();
+    eprintln!(
+        "demo: stopped; segment {name} {}",
+        if gone { "removed" } else { "still present (the engine did not clean up)" }
+    );
+    result
+}
+
+/// The headless views: a watch line every second, every traffic entry as it happens.
+fn headless(
+    name: &str,
+    stop: &std::sync::atomic::AtomicBool,
+    engine: &mut ChildProcess,
+    client: &mut ChildProcess,
+) -> Result<(), CliError> {
+    let a = attach(&Target::Shm(name.to_string()), LayoutChoice::Auto)?;
+    let mut traffic = Traffic::new(&a, RingSelection::All);
+    let mut watcher = Watcher::new(attach(&Target::Shm(name.to_string()), LayoutChoice::Auto)?, MonotonicClock);
+    let start = monotonic_now_ns();
+    let mut next_watch = Instant::now() + Duration::from_secs(1);
+    let mut events = Vec::new();
+    // Relaxed: a flag with no data behind it.
+    while !stop.load(Ordering::Relaxed) {
+        if let Some(code) = engine.exited() {
+            return Err(CliError::Other(format!("the engine exited unexpectedly (code {code})")));
+        }
+        if let Some(code) = client.exited() {
+            return Err(CliError::Other(format!("the client exited unexpectedly (code {code})")));
+        }
+        events.clear();
+        traffic.poll(&a.segment, monotonic_now_ns(), 4096, &mut events);
+        for e in &events {
+            if let TrafficEvent::Record(r) = e {
+                println!(
+                    "traffic {:+9.3}s {:<8} {:>12} {:<24} {:>7} B {}",
+                    (r.seen_ns.saturating_sub(start)) as f64 / 1e9,
+                    r.ring.as_str(),
+                    r.correlation_id,
+                    r.method,
+                    r.payload.len(),
+                    r.error.as_deref().unwrap_or("ok")
+                );
+            } else if let Some(v) = e.to_json() {
+                println!("traffic {v}");
+            }
+        }
+        if Instant::now() >= next_watch {
+            next_watch += Duration::from_secs(1);
+            let r = watcher.tick();
+            println!(
+                "watch   {:<11} frame_seq={} action_seq={} frame_hz={:.0} lag={}",
+                r.state.as_str(),
+                r.frame_seq,
+                r.action_seq,
+                r.frame_hz.unwrap_or(0.0),
+                r.lag
+            );
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
+}

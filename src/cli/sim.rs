@@ -1,0 +1,259 @@
+//! `sim engine`, `sim client`, `sim bench`: the simulated engine and trainer.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::{CliError, stop_flag};
+use crate::layout::plan::PlanLayout;
+use crate::sim::client::{self, ClientConfig, Policy};
+use crate::sim::engine::{Engine, EngineConfig, Mode, Preset};
+
+/// The layouts the simulated engine can produce.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum SimLayout {
+    #[default]
+    #[value(name = "lrbc-v1")]
+    LrbcV1,
+    #[value(name = "luckyrobots-ipc")]
+    LuckyrobotsIpc,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Create a segment and step simulated envs in it until Ctrl-C.
+    Engine(EngineArgs),
+    /// Attach as the trainer and step the engine.
+    Client(ClientArgs),
+    /// Measure lock-step round trips between an engine and a client process.
+    Bench(super::bench::BenchArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Segment name in /dev/shm (default: LuckyEngine_<pid>).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Sizes from the seed's examples.
+    #[arg(long, value_enum, conflicts_with_all = ["envs", "obs", "act"])]
+    pub preset: Option<Preset>,
+    /// Number of envs (with --obs and --act).
+    #[arg(long, value_name = "N", requires_all = ["obs", "act"])]
+    pub envs: Option<u32>,
+    /// Observations per env.
+    #[arg(long, value_name = "N", requires_all = ["envs", "act"])]
+    pub obs: Option<u32>,
+    /// Actions per env.
+    #[arg(long, value_name = "N", requires_all = ["envs", "obs"])]
+    pub act: Option<u32>,
+    /// Camera image per env, WIDTHxHEIGHTxCHANNELS (e.g. 64x64x3), or "none".
+    #[arg(long, value_name = "WxHxC")]
+    pub image: Option<String>,
+    /// Segment layout.
+    #[arg(long = "layout", value_enum, default_value_t = SimLayout::LrbcV1)]
+    pub sim_layout: SimLayout,
+    /// Leave the extension block zero, as a seed-only engine would.
+    #[arg(long)]
+    pub bare: bool,
+    /// training: lock-step with the client; inference: free-running at --hz.
+    #[arg(long, value_enum, default_value_t = Mode::Training)]
+    pub mode: Mode,
+    /// Steps per second in inference mode.
+    #[arg(long, value_name = "F", default_value_t = 60.0, allow_negative_numbers = true)]
+    pub hz: f64,
+    /// Data capacity of each command ring, a power of two.
+    #[arg(long, value_name = "BYTES", default_value_t = 524_288)]
+    pub ring_size: u32,
+    /// Data capacity of each control ring, a power of two (0: offer no control rings).
+    #[arg(long, value_name = "BYTES", default_value_t = 65_536)]
+    pub ctl_ring_size: u32,
+    /// Camera images per second.
+    #[arg(long, value_name = "F", default_value_t = 30.0)]
+    pub camera_hz: f64,
+    /// Replace a segment of the same name.
+    #[arg(long)]
+    pub force: bool,
+    /// Move the counters only, no dynamics (the transport's own cost).
+    #[arg(long, hide = true)]
+    pub no_dynamics: bool,
+    /// Seed of the dynamics.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// Segment name in /dev/shm (default: $LUCKY_SHM_NAME).
+    #[arg(long, value_name = "NAME")]
+    pub shm: Option<String>,
+    /// Stop after this many steps.
+    #[arg(long, value_name = "N")]
+    pub steps: Option<u64>,
+    /// Steps per second (default: as fast as the engine goes).
+    #[arg(long, value_name = "F", allow_negative_numbers = true)]
+    pub hz: Option<f64>,
+    /// How actions are chosen.
+    #[arg(long, value_enum, default_value_t = Policy::Random)]
+    pub policy: Policy,
+    /// Send no commands, only step.
+    #[arg(long)]
+    pub no_commands: bool,
+    /// Print a JSON summary at exit (steps, latency percentiles).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses "64x64x3" (or "none").
+pub fn parse_image(s: &str) -> Result<Option<(u32, u32, u32)>, CliError> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = s.split(['x', 'X']).collect();
+    let bad = || CliError::Usage(format!("--image {s:?}: expected WIDTHxHEIGHTxCHANNELS, e.g. 64x64x3, or none"));
+    if parts.len() != 3 {
+        return Err(bad());
+    }
+    let n = |p: &str| p.trim().parse::<u32>().map_err(|_| bad());
+    Ok(Some((n(parts[0])?, n(parts[1])?, n(parts[2])?)))
+}
+
+impl EngineArgs {
+    pub fn config(&self) -> Result<EngineConfig, CliError> {
+        let (num_envs, obs_size, act_size, preset_image) = match (self.preset, self.envs, self.obs, self.act) {
+            (Some(p), ..) => p.sizes(),
+            (None, Some(e), Some(o), Some(a)) => (e, o, a, None),
+            _ => Preset::Cams64.sizes(),
+        };
+        let image = match &self.image {
+            Some(s) => parse_image(s)?,
+            None => preset_image,
+        };
+        let layout = match (self.sim_layout, self.bare) {
+            (SimLayout::LuckyrobotsIpc, true) => {
+                return Err(CliError::Usage("--bare applies to the lrbc-v1 layout only".into()));
+            }
+            (SimLayout::LuckyrobotsIpc, false) => PlanLayout::Lucky,
+            (SimLayout::LrbcV1, bare) => PlanLayout::Lrbc { ext: !bare },
+        };
+        let image = if layout == PlanLayout::Lucky && self.image.is_none() {
+            None
+        } else {
+            image
+        };
+        if !(self.camera_hz.is_finite() && self.camera_hz > 0.0) {
+            return Err(CliError::Usage(format!("--camera-hz must be positive, not {}", self.camera_hz)));
+        }
+        Ok(EngineConfig {
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("LuckyEngine_{}", std::process::id())),
+            layout,
+            num_envs,
+            obs_size,
+            act_size,
+            image,
+            mode: self.mode,
+            hz: self.hz,
+            ring_size: self.ring_size,
+            ctl_ring_size: (self.ctl_ring_size != 0).then_some(self.ctl_ring_size),
+            force: self.force,
+            dynamics: !self.no_dynamics,
+            camera_hz: self.camera_hz,
+            seed: self.seed,
+        })
+    }
+}
+
+pub fn run(cmd: SimCommand) -> Result<(), CliError> {
+    match cmd {
+        SimCommand::Engine(args) => run_engine(&args),
+        SimCommand::Client(args) => run_client(&args),
+        SimCommand::Bench(args) => super::bench::run(&args),
+    }
+}
+
+fn run_engine(args: &EngineArgs) -> Result<(), CliError> {
+    let stop = stop_flag();
+    let cfg = args.config()?;
+    let mut engine = Engine::create(cfg.clone()).map_err(|e| CliError::Other(e.to_string()))?;
+    let image = cfg
+        .image
+        .map_or(String::new(), |(w, h, c)| format!(", {w}×{h}×{c} images"));
+    eprintln!(
+        "engine: segment {} ready ({}, {} bytes, {} envs × obs {} × act {}{image}, {:?} mode), pid {}",
+        engine.name(),
+        match cfg.layout {
+            PlanLayout::Lucky => "luckyrobots-ipc",
+            PlanLayout::Lrbc { ext: true } => "lrbc-v1-ext",
+            PlanLayout::Lrbc { ext: false } => "lrbc-v1",
+        },
+        engine.size_bytes(),
+        cfg.num_envs,
+        cfg.obs_size,
+        cfg.act_size,
+        cfg.mode,
+        std::process::id()
+    );
+    eprintln!("engine: attach with LUCKY_SHM_NAME={}; Ctrl-C stops and removes it", engine.name());
+    let stats = engine.run(&stop);
+    eprintln!(
+        "engine: stopped after {} steps, {} requests ({} responses dropped), {} image frames; segment removed",
+        stats.steps, stats.requests, stats.responses_dropped, stats.images
+    );
+    Ok(())
+}
+
+/// Percentile of sorted values (nearest rank).
+pub fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn run_client(args: &ClientArgs) -> Result<(), CliError> {
+    let stop = stop_flag();
+    let name = args
+        .shm
+        .clone()
+        .or_else(|| std::env::var("LUCKY_SHM_NAME").ok().filter(|n| !n.is_empty()))
+        .ok_or_else(|| CliError::Usage("sim client needs --shm NAME (or LUCKY_SHM_NAME)".into()))?;
+    let cfg = ClientConfig {
+        name,
+        steps: args.steps,
+        hz: args.hz,
+        policy: args.policy,
+        commands: !args.no_commands,
+        record_latency: args.json,
+        step_timeout: Duration::from_secs(5),
+    };
+    let mut stats = client::run(&cfg, &stop).map_err(|e| CliError::Other(e.to_string()))?;
+    if args.json {
+        stats.latencies_ns.sort_unstable();
+        let l = &stats.latencies_ns;
+        println!(
+            "{}",
+            serde_json::json!({
+                "steps": stats.steps,
+                "elapsed_secs": stats.elapsed_secs,
+                "steps_per_sec": stats.steps as f64 / stats.elapsed_secs.max(1e-9),
+                "p50_ns": percentile(l, 50.0),
+                "p99_ns": percentile(l, 99.0),
+                "max_ns": l.last().copied().unwrap_or(0),
+                "env_resets": stats.env_resets,
+                "requests": stats.requests,
+                "responses": stats.responses,
+                "error_responses": stats.error_responses,
+                "frame_mismatches": stats.frame_mismatches,
+            })
+        );
+    } else {
+        eprintln!(
+            "client: {} steps in {:.1} s, {} env resets, {} requests, {} responses ({} errors)",
+            stats.steps, stats.elapsed_secs, stats.env_resets, stats.requests, stats.responses, stats.error_responses
+        );
+    }
+    Ok(())
+}

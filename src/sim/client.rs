@@ -1,0 +1,432 @@
+//! The simulated client (trainer): attaches to a segment, writes actions and reset
+//! flags, bumps `action_seq` and waits for `frame_seq` (lock-step), and sends a
+//! realistic mix of commands, consuming the responses.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::wait::Waiter;
+use crate::attach::shm_path;
+use crate::layout::{self, Geometry, Layout, LayoutChoice, RegionKind};
+use crate::rings::{LuckyEntryHeader, lrbc, lucky};
+use crate::rpc::{self, fb};
+use crate::segment::{Follow, SegmentRw, monotonic_now_ns};
+
+/// How actions are chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Policy {
+    /// Uniform in [-1, 1].
+    #[default]
+    Random,
+    /// All zeros.
+    Zero,
+    /// A sine per env, phase-shifted by the env index.
+    Sine,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientConfig {
+    pub name: String,
+    /// Stop after this many steps (else until stopped).
+    pub steps: Option<u64>,
+    /// Steps per second (else as fast as the engine goes).
+    pub hz: Option<f64>,
+    pub policy: Policy,
+    /// Send commands (GetAgentSchema, ResetAgent, streams, debug draws).
+    pub commands: bool,
+    /// Keep every step's round-trip time (for `sim bench`).
+    pub record_latency: bool,
+    /// How long to wait for one frame before giving up.
+    pub step_timeout: Duration,
+}
+
+/// What happened during a run.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ClientStats {
+    pub steps: u64,
+    pub env_resets: u64,
+    pub requests: u64,
+    pub responses: u64,
+    pub error_responses: u64,
+    /// Frames whose `frame_seq` was not exactly the `action_seq` just sent.
+    pub frame_mismatches: u64,
+    pub elapsed_secs: f64,
+    #[serde(skip)]
+    pub latencies_ns: Vec<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Attach(#[from] crate::attach::AttachError),
+    #[error("{0}")]
+    Open(#[from] crate::segment::OpenError),
+    #[error("{0}")]
+    Layout(#[from] layout::LayoutError),
+    #[error("no frame within {secs:.1} s of action_seq {action_seq} (is the engine running in training mode?)")]
+    StepTimeout { action_seq: u64, secs: f64 },
+    #[error("{0}")]
+    Config(String),
+}
+
+enum CmdRings {
+    Lrbc {
+        out: lrbc::Producer,
+        inbound: lrbc::Consumer,
+    },
+    Lucky {
+        out: lucky::Producer,
+        inbound: lucky::Consumer,
+    },
+}
+
+struct Offsets {
+    frame_seq: u64,
+    action_seq: u64,
+    client_pid: u64,
+    action_time_ns: Option<u64>,
+    client_ready: Option<u64>,
+}
+
+fn rng_next(state: &mut u64) -> f32 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    (*state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+}
+
+/// Runs the client until `stop`, `steps`, or an error.
+pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientError> {
+    if let Some(hz) = cfg.hz
+        && !(hz.is_finite() && hz > 0.0)
+    {
+        return Err(ClientError::Config(format!("--hz must be positive, not {hz}")));
+    }
+    let path = shm_path(&cfg.name)?;
+    let seg = SegmentRw::open(&path, Follow::NoSymlinks)?;
+    let g: Geometry = layout::inspect(&seg, LayoutChoice::Auto)?;
+    let lucky_layout = g.layout == Layout::LuckyrobotsIpc;
+    let o = if lucky_layout {
+        Offsets {
+            frame_seq: 32,
+            action_seq: 40,
+            client_pid: 12,
+            action_time_ns: None,
+            client_ready: Some(124),
+        }
+    } else {
+        Offsets {
+            frame_seq: 32,
+            action_seq: 40,
+            client_pid: 12,
+            action_time_ns: g.counters.ext.map(|e| e.action_time_ns),
+            client_ready: None,
+        }
+    };
+    let region = |k| g.region(k).map(|r| r.offset_bytes);
+    let (Some(act_at), Some(resets_at), Some(dones_at)) = (
+        region(RegionKind::Act),
+        region(RegionKind::Resets),
+        region(RegionKind::Dones),
+    ) else {
+        return Err(ClientError::Config("the segment lacks hot regions".into()));
+    };
+    let truncs_at = region(RegionKind::Truncateds);
+    let (Some(c2s), Some(s2c)) = (g.ring(RegionKind::CmdC2s).copied(), g.ring(RegionKind::CmdS2c).copied()) else {
+        return Err(ClientError::Config("the segment has no command rings".into()));
+    };
+    let mut rings = if lucky_layout {
+        CmdRings::Lucky {
+            out: lucky::Producer::new(&seg, c2s),
+            inbound: lucky::Consumer::new(&seg, s2c),
+        }
+    } else {
+        CmdRings::Lrbc {
+            out: lrbc::Producer::new(&seg, c2s),
+            inbound: lrbc::Consumer::new(&seg, s2c),
+        }
+    };
+
+    seg.store_u32(o.client_pid, std::process::id());
+    if let Some(w) = o.client_ready {
+        seg.store_u32(w, 1);
+    }
+    let guard = ClientGuard {
+        seg: &seg,
+        client_pid: o.client_pid,
+        client_ready: o.client_ready,
+    };
+
+    let n = g.num_envs as usize;
+    let act_size = g.act_size as usize;
+    let mut actions = vec![0f32; n * act_size];
+    let mut resets = vec![0u8; n];
+    let mut dones = vec![0u8; n];
+    let mut truncs = vec![0u8; n];
+    let mut stats = ClientStats::default();
+    if cfg.record_latency {
+        stats.latencies_ns.reserve(cfg.steps.unwrap_or(100_000) as usize);
+    }
+    let mut rng = 0x2545_F491_4F6C_DD1D_u64 ^ u64::from(std::process::id());
+    let mut correlation_id = 1u64;
+    let mut send = |rings: &mut CmdRings, stats: &mut ClientStats, method: fb::MethodId, build: &dyn Fn(&mut flatbuffers::FlatBufferBuilder<'_>) -> Option<(fb::Payload, flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>)>| {
+        correlation_id += 1;
+        let ok = match rings {
+            CmdRings::Lrbc { out, .. } => {
+                let bytes = rpc::build_envelope(correlation_id, method, None, monotonic_now_ns(), build);
+                out.try_push(&seg, &bytes).is_ok()
+            }
+            CmdRings::Lucky { out, .. } => {
+                // The luckyrobots layout speaks JSON and only knows ResetAgent and
+                // SetSimulationMode.
+                let (id, body) = match method {
+                    fb::MethodId::ResetAgent => (1, r#"{"agent_name": "cartpole", "simulation_contract": {"joint_position_noise": 0.01}}"#),
+                    fb::MethodId::SetSimulationMode => (2, r#"{"mode": "fast"}"#),
+                    _ => return,
+                };
+                let h = LuckyEntryHeader {
+                    correlation_id: correlation_id as u32,
+                    method_or_status: id,
+                    payload_length: 0,
+                };
+                out.try_push(&seg, h, body.as_bytes()).is_ok()
+            }
+        };
+        if ok {
+            stats.requests += 1;
+        }
+    };
+
+    if cfg.commands {
+        send(&mut rings, &mut stats, fb::MethodId::GetAgentSchema, &|fbb| {
+            let name = fbb.create_string("cartpole");
+            let req = fb::GetAgentSchemaReq::create(fbb, &fb::GetAgentSchemaReqArgs { agent_name: Some(name) });
+            Some((fb::Payload::GetAgentSchemaReq, req.as_union_value()))
+        });
+        send(&mut rings, &mut stats, fb::MethodId::SetSimulationMode, &|fbb| {
+            let req = fb::SetSimulationModeReq::create(
+                fbb,
+                &fb::SetSimulationModeReqArgs {
+                    mode: fb::SimulationMode::SIMULATION_MODE_FAST,
+                },
+            );
+            Some((fb::Payload::SetSimulationModeReq, req.as_union_value()))
+        });
+        send(&mut rings, &mut stats, fb::MethodId::TelemetryStream, &|fbb| {
+            let req = fb::TelemetryStreamReq::create(fbb, &fb::TelemetryStreamReqArgs { target_fps: 10 });
+            Some((fb::Payload::TelemetryStreamReq, req.as_union_value()))
+        });
+        if let Some(img) = g.image {
+            let format = if img.width * img.height > 128 * 128 {
+                fb::ImageFormat::Jpeg
+            } else {
+                fb::ImageFormat::Raw
+            };
+            send(&mut rings, &mut stats, fb::MethodId::CameraStream, &|fbb| {
+                let name = fbb.create_string("env0/camera");
+                let req = fb::CameraStreamReq::create(
+                    fbb,
+                    &fb::CameraStreamReqArgs {
+                        id: Some(&fb::EntityId::new(1000)),
+                        name: Some(name),
+                        target_fps: 5,
+                        width: img.width,
+                        height: img.height,
+                        format,
+                    },
+                );
+                Some((fb::Payload::CameraStreamReq, req.as_union_value()))
+            });
+        }
+    }
+
+    let started = Instant::now();
+    let period = cfg.hz.map(|hz| Duration::from_secs_f64(1.0 / hz));
+    let mut next_tick = Instant::now();
+    let mut last_frame = seg.load_u64(o.frame_seq).unwrap_or(0);
+    let mut buf = Vec::new();
+    let mut waiter = Waiter::new();
+    // Relaxed: a flag with no data behind it.
+    while !stop.load(Ordering::Relaxed) && cfg.steps.is_none_or(|s| stats.steps < s) {
+        // Actions, and reset flags for the envs that ended last frame.
+        let t = stats.steps as f32 * 0.05;
+        for (i, a) in actions.iter_mut().enumerate() {
+            *a = match cfg.policy {
+                Policy::Random => rng_next(&mut rng),
+                Policy::Zero => 0.0,
+                Policy::Sine => (t + (i / act_size.max(1)) as f32 * 0.7).sin(),
+            };
+        }
+        seg.read_at(dones_at, &mut dones);
+        if let Some(at) = truncs_at {
+            seg.read_at(at, &mut truncs);
+        }
+        let mut any_reset = false;
+        for i in 0..n {
+            resets[i] = u8::from(dones[i] != 0 || truncs[i] != 0);
+            any_reset |= resets[i] != 0;
+        }
+        if any_reset {
+            stats.env_resets += resets.iter().filter(|&&r| r != 0).count() as u64;
+        }
+        if cfg.commands && resets.first() == Some(&1) {
+            // A new episode of env 0: a ResetAgent with a simulation contract.
+            send(&mut rings, &mut stats, fb::MethodId::ResetAgent, &|fbb| {
+                let name = fbb.create_string("cartpole");
+                let friction = fbb.create_vector(&[0.8f32, 1.2]);
+                let mass = fbb.create_vector(&[0.9f32, 1.1]);
+                let terrain = fbb.create_string("flat");
+                let contract = fb::SimulationContract::create(
+                    fbb,
+                    &fb::SimulationContractArgs {
+                        joint_position_noise: 0.01,
+                        joint_velocity_noise: 0.02,
+                        friction_range: Some(friction),
+                        mass_scale_range: Some(mass),
+                        terrain_type: Some(terrain),
+                        ..Default::default()
+                    },
+                );
+                let req = fb::ResetAgentReq::create(
+                    fbb,
+                    &fb::ResetAgentReqArgs {
+                        agent_name: Some(name),
+                        simulation_contract: Some(contract),
+                    },
+                );
+                Some((fb::Payload::ResetAgentReq, req.as_union_value()))
+            });
+        }
+        if cfg.commands && stats.steps % 250 == 100 {
+            send(&mut rings, &mut stats, fb::MethodId::DebugDraw, &|fbb| {
+                let line = fb::DebugLine::create(
+                    fbb,
+                    &fb::DebugLineArgs {
+                        start: Some(&fb::Vec3::new(0.0, 0.0, 0.0)),
+                        end: Some(&fb::Vec3::new(0.0, 1.0, 0.0)),
+                        color: Some(&fb::Color::new(1.0, 0.5, 0.0, 1.0)),
+                    },
+                );
+                let lines = fbb.create_vector(&[line]);
+                let req = fb::DebugDrawReq::create(
+                    fbb,
+                    &fb::DebugDrawReqArgs {
+                        lines: Some(lines),
+                        clear_previous: true,
+                        ..Default::default()
+                    },
+                );
+                Some((fb::Payload::DebugDrawReq, req.as_union_value()))
+            });
+        }
+        if cfg.commands && stats.steps % 500 == 250 {
+            send(&mut rings, &mut stats, fb::MethodId::GetJointState, &|fbb| {
+                let name = fbb.create_string("cartpole");
+                let req = fb::GetJointStateReq::create(fbb, &fb::GetJointStateReqArgs { robot_name: Some(name) });
+                Some((fb::Payload::GetJointStateReq, req.as_union_value()))
+            });
+        }
+
+        seg.write_f32s(act_at, &actions);
+        seg.write_at(resets_at, &resets);
+        let t0 = Instant::now();
+        if let Some(w) = o.action_time_ns {
+            seg.store_u64(w, monotonic_now_ns());
+        }
+        // Release (fetch_add AcqRel): publishes the actions and reset flags written
+        // above; pairs with the engine's Acquire load of action_seq.
+        let action_seq = seg.fetch_add_u64(o.action_seq, 1).unwrap_or(0);
+        waiter.reset();
+        let frame = loop {
+            // Acquire: pairs with the engine's Release store of frame_seq.
+            let f = seg.load_u64(o.frame_seq).unwrap_or(0);
+            if f != last_frame {
+                break f;
+            }
+            if waiter.spins() % 1024 == 1023 && t0.elapsed() > cfg.step_timeout {
+                return Err(ClientError::StepTimeout {
+                    action_seq,
+                    secs: cfg.step_timeout.as_secs_f64(),
+                });
+            }
+            // Relaxed: see above.
+            if stop.load(Ordering::Relaxed) {
+                break last_frame;
+            }
+            waiter.wait();
+        };
+        if frame == last_frame {
+            break;
+        }
+        if cfg.record_latency {
+            stats.latencies_ns.push(t0.elapsed().as_nanos() as u64);
+        }
+        if frame != action_seq {
+            stats.frame_mismatches += 1;
+        }
+        last_frame = frame;
+        stats.steps += 1;
+
+        // Responses and stream frames.
+        loop {
+            let got = match &mut rings {
+                CmdRings::Lrbc { inbound, .. } => match inbound.try_pop(&seg, &mut buf) {
+                    Ok(Some(_)) => Some(rpc::decode_envelope(&buf).map(|d| d.error.is_some()).unwrap_or(true)),
+                    _ => None,
+                },
+                CmdRings::Lucky { inbound, .. } => match inbound.try_pop(&seg, &mut buf) {
+                    Ok(Some(h)) => Some(h.method_or_status != 0),
+                    _ => None,
+                },
+            };
+            match got {
+                Some(error) => {
+                    stats.responses += 1;
+                    stats.error_responses += u64::from(error);
+                }
+                None => break,
+            }
+        }
+
+        if let Some(p) = period {
+            next_tick += p;
+            let now = Instant::now();
+            if next_tick > now {
+                sleep_until(next_tick, stop);
+            } else {
+                next_tick = now;
+            }
+        }
+    }
+    stats.elapsed_secs = started.elapsed().as_secs_f64();
+    drop(guard);
+    Ok(stats)
+}
+
+/// Sleeps until `deadline`, in slices, waking early when stopped.
+fn sleep_until(deadline: Instant, stop: &AtomicBool) {
+    loop {
+        let now = Instant::now();
+        // Relaxed: a flag with no data behind it.
+        if now >= deadline || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
+    }
+}
+
+/// Clears `client_pid` (and `client_ready`) however the client ends.
+struct ClientGuard<'a> {
+    seg: &'a SegmentRw,
+    client_pid: u64,
+    client_ready: Option<u64>,
+}
+
+impl Drop for ClientGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(w) = self.client_ready {
+            self.seg.store_u32(w, 0);
+        }
+        self.seg.store_u32(self.client_pid, 0);
+    }
+}

@@ -1,0 +1,538 @@
+//! The simulated engine: creates a segment, steps batched cart-poles in lock-step with
+//! the client (or free-running), keeps every counter of the spec, renders camera
+//! images, and answers every request on the command and control rings.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::dynamics::CartPoles;
+use super::render::render_env;
+use super::services::{Services, World};
+use super::wait::Waiter;
+use crate::attach::shm_path;
+use crate::layout::plan::{Plan, PlanError, PlanLayout, PlanSpec};
+use crate::layout::{Names, RegionKind, RingFormat, RingGeometry};
+use crate::rings::{LuckyEntryHeader, lrbc, lucky};
+use crate::segment::{OpenError, SegmentRw, monotonic_now_ns};
+
+/// Offsets of the LRBC header words the engine writes (spec 2, 2.1).
+mod lrbc_words {
+    pub const FRAME_SEQ: u64 = 32;
+    pub const ACTION_SEQ: u64 = 40;
+    pub const SERVICE_FLAGS: u64 = 284;
+    pub const WRITE_SEQ: u64 = 288;
+    pub const IMAGE_SEQ: u64 = 296;
+    pub const FRAME_TIME_NS: u64 = 304;
+}
+
+/// Offsets of the luckyrobots header words (spec 8).
+mod lucky_words {
+    pub const FRAME_SEQ: u64 = 32;
+    pub const ACTION_SEQ: u64 = 40;
+    pub const ENGINE_READY: u64 = 120;
+}
+
+/// Training is lock-step with the client; inference free-runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    Training,
+    Inference,
+}
+
+/// What the engine should create and how it should run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    pub name: String,
+    pub layout: PlanLayout,
+    pub num_envs: u32,
+    pub obs_size: u32,
+    pub act_size: u32,
+    pub image: Option<(u32, u32, u32)>,
+    pub mode: Mode,
+    /// Steps per second in inference mode.
+    pub hz: f64,
+    pub ring_size: u32,
+    /// Control rings (LRBC with the extension only).
+    pub ctl_ring_size: Option<u32>,
+    pub force: bool,
+    /// `false`: move the counters only (the transport's own cost, for `sim bench`).
+    pub dynamics: bool,
+    /// Camera images per second.
+    pub camera_hz: f64,
+    pub seed: u64,
+}
+
+/// The seed's size examples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// 4096 envs, obs 100, act 12, no images.
+    #[value(name = "train4096")]
+    Train4096,
+    /// 64 envs, obs 32, act 8, 64×64 RGB.
+    #[value(name = "cams64")]
+    Cams64,
+    /// 16 envs, obs 32, act 8, 256×256 RGB.
+    #[value(name = "cams16")]
+    Cams16,
+}
+
+impl Preset {
+    /// `(num_envs, obs_size, act_size, image)`.
+    pub fn sizes(self) -> (u32, u32, u32, Option<(u32, u32, u32)>) {
+        match self {
+            Self::Train4096 => (4096, 100, 12, None),
+            Self::Cams64 => (64, 32, 8, Some((64, 64, 3))),
+            Self::Cams16 => (16, 32, 8, Some((256, 256, 3))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Train4096 => "train4096",
+            Self::Cams64 => "cams64",
+            Self::Cams16 => "cams16",
+        }
+    }
+}
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{0}")]
+    Name(#[from] crate::attach::AttachError),
+    #[error("{0}")]
+    Plan(#[from] PlanError),
+    #[error("segment {name} already exists (use --force to replace it)")]
+    Exists { name: String },
+    #[error("{0}")]
+    Open(#[from] OpenError),
+    #[error("the segment needs {need_bytes} bytes but only {available_bytes} bytes of memory are available")]
+    NoMemory { need_bytes: u64, available_bytes: u64 },
+    #[error("{0}")]
+    Config(String),
+}
+
+/// What happened during a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EngineStats {
+    pub steps: u64,
+    pub requests: u64,
+    pub responses_dropped: u64,
+    pub images: u64,
+}
+
+enum Rings {
+    Lrbc {
+        cmd_in: lrbc::Consumer,
+        cmd_out: lrbc::Producer,
+        ctl: Option<(lrbc::Consumer, lrbc::Producer)>,
+    },
+    Lucky {
+        cmd_in: lucky::Consumer,
+        cmd_out: lucky::Producer,
+    },
+}
+
+/// A running simulated engine. Dropping it removes the segment.
+pub struct Engine {
+    cfg: EngineConfig,
+    seg: SegmentRw,
+    plan: Plan,
+    sim: CartPoles,
+    services: Services,
+    obs_names: Vec<String>,
+    act_names: Vec<String>,
+    obs: Vec<f32>,
+    actions: Vec<f32>,
+    resets: Vec<u8>,
+    images: Vec<u8>,
+    rings: Rings,
+    last_action_seq: u64,
+    frame_seq: u64,
+    step: u64,
+    next_image_ns: u64,
+    stats: EngineStats,
+    scratch: Vec<u8>,
+    frames: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("name", &self.cfg.name)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+fn available_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(u64::MAX, |kib| kib * 1024)
+}
+
+impl EngineConfig {
+    /// The segment this configuration describes, checked before anything is created.
+    pub fn plan(&self) -> Result<(PlanSpec, Plan), EngineError> {
+        crate::attach::validate_name(&self.name)?;
+        if self.layout == PlanLayout::Lucky && self.image.is_some() {
+            return Err(EngineError::Config(
+                "the luckyrobots layout has no image region: drop --image (or use a preset without images)".into(),
+            ));
+        }
+        if !(self.hz.is_finite() && self.hz > 0.0) {
+            return Err(EngineError::Config(format!("--hz must be positive, not {}", self.hz)));
+        }
+        let ext = self.layout == PlanLayout::Lrbc { ext: true };
+        let spec = PlanSpec {
+            layout: self.layout,
+            num_envs: self.num_envs,
+            obs_size: self.obs_size,
+            act_size: self.act_size,
+            image: self.image,
+            cmd_ring_size: self.ring_size,
+            ctl_ring_size: if ext { self.ctl_ring_size } else { None },
+            names: Names {
+                obs: CartPoles::obs_names(self.obs_size as usize),
+                act: CartPoles::act_names(self.act_size as usize),
+            },
+            mode: u8::from(self.mode == Mode::Inference),
+            server_pid: std::process::id(),
+            max_size_bytes: u64::from(u32::MAX) * 16,
+        };
+        let plan = Plan::new(&spec)?;
+        // The engine keeps a private copy of obs, actions and images besides the segment.
+        let need = plan.size_bytes.saturating_mul(2);
+        let available = available_memory_bytes();
+        if need > available {
+            return Err(EngineError::NoMemory {
+                need_bytes: need,
+                available_bytes: available,
+            });
+        }
+        Ok((spec, plan))
+    }
+}
+
+impl Engine {
+    /// Creates the segment (mode 0600), fully initialised before it appears under its
+    /// name.
+    pub fn create(cfg: EngineConfig) -> Result<Self, EngineError> {
+        let (spec, plan) = cfg.plan()?;
+        let path = shm_path(&cfg.name)?;
+        if !cfg.force && path.exists() {
+            return Err(EngineError::Exists { name: cfg.name.clone() });
+        }
+        let tmp: PathBuf = shm_path(&format!(".{}.{}.tmp", cfg.name, std::process::id()))?;
+        let seg = SegmentRw::create(&tmp, plan.size_bytes, true)?;
+        seg.write_at(0, &plan.initial_bytes(&spec));
+        let n = cfg.num_envs as usize;
+        let sim = CartPoles::new(n, cfg.obs_size as usize, cfg.act_size as usize, cfg.seed);
+        let services = Services::default();
+        if spec.layout == (PlanLayout::Lrbc { ext: true }) {
+            seg.store_u32(lrbc_words::SERVICE_FLAGS, services.flags());
+        }
+        let ring = |kind, offset_bytes, capacity_bytes, format| RingGeometry {
+            kind,
+            format,
+            offset_bytes,
+            capacity_bytes,
+        };
+        let rings = match cfg.layout {
+            PlanLayout::Lucky => Rings::Lucky {
+                cmd_in: lucky::Consumer::new(&seg, ring(RegionKind::CmdC2s, plan.cmd_c2s_offset, cfg.ring_size, RingFormat::Lucky)),
+                cmd_out: lucky::Producer::new(&seg, ring(RegionKind::CmdS2c, plan.cmd_s2c_offset, cfg.ring_size, RingFormat::Lucky)),
+            },
+            PlanLayout::Lrbc { .. } => Rings::Lrbc {
+                cmd_in: lrbc::Consumer::new(&seg, ring(RegionKind::CmdC2s, plan.cmd_c2s_offset, cfg.ring_size, RingFormat::Lrbc)),
+                cmd_out: lrbc::Producer::new(&seg, ring(RegionKind::CmdS2c, plan.cmd_s2c_offset, cfg.ring_size, RingFormat::Lrbc)),
+                ctl: spec.ctl_ring_size.map(|cap| {
+                    (
+                        lrbc::Consumer::new(&seg, ring(RegionKind::CtlC2s, plan.ctl_c2s_offset, cap, RingFormat::Lrbc)),
+                        lrbc::Producer::new(&seg, ring(RegionKind::CtlS2c, plan.ctl_s2c_offset, cap, RingFormat::Lrbc)),
+                    )
+                }),
+            },
+        };
+        let mut engine = Self {
+            obs: vec![0.0; n * cfg.obs_size as usize],
+            actions: vec![0.0; n * cfg.act_size as usize],
+            resets: vec![0; n],
+            images: cfg.image.map_or_else(Vec::new, |(w, h, c)| vec![0u8; n * (w * h * c) as usize]),
+            obs_names: spec.names.obs.clone(),
+            act_names: spec.names.act.clone(),
+            cfg,
+            seg,
+            plan,
+            sim,
+            services,
+            rings,
+            last_action_seq: 0,
+            frame_seq: 0,
+            step: 0,
+            next_image_ns: 0,
+            stats: EngineStats::default(),
+            scratch: Vec::new(),
+            frames: Vec::new(),
+        };
+        // The first frame: initial observations and images, before anyone can attach.
+        engine.write_frame(false);
+        engine.seg.publish(&path, engine.cfg.force).map_err(|e| match e {
+            OpenError::Exists { .. } => EngineError::Exists {
+                name: engine.cfg.name.clone(),
+            },
+            other => EngineError::Open(other),
+        })?;
+        if engine.cfg.layout == PlanLayout::Lucky {
+            // Release: the client waits for engine_ready, then reads the header.
+            engine.seg.store_u32(lucky_words::ENGINE_READY, 1);
+        }
+        Ok(engine)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.plan.size_bytes
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    fn is_ext(&self) -> bool {
+        self.cfg.layout == PlanLayout::Lrbc { ext: true }
+    }
+
+    /// Runs until `stop` is set.
+    pub fn run(&mut self, stop: &AtomicBool) -> EngineStats {
+        let action_seq_word = match self.cfg.layout {
+            PlanLayout::Lucky => lucky_words::ACTION_SEQ,
+            PlanLayout::Lrbc { .. } => lrbc_words::ACTION_SEQ,
+        };
+        let mut waiter = Waiter::new();
+        let period = Duration::from_secs_f64(1.0 / self.cfg.hz);
+        let mut next_tick = Instant::now();
+        // Relaxed: a flag with no data behind it.
+        while !stop.load(Ordering::Relaxed) {
+            match self.cfg.mode {
+                Mode::Training => {
+                    // Acquire: pairs with the client's Release store of action_seq, so
+                    // its actions and reset flags are visible.
+                    let a = self.seg.load_u64(action_seq_word).unwrap_or(0);
+                    if a != self.last_action_seq {
+                        self.last_action_seq = a;
+                        self.step_once(Some(a));
+                        self.serve();
+                        waiter.reset();
+                    } else {
+                        if waiter.spins() % 64 == 0 {
+                            self.serve();
+                        }
+                        waiter.wait();
+                    }
+                }
+                Mode::Inference => {
+                    self.step_once(None);
+                    self.serve();
+                    next_tick += period;
+                    let now = Instant::now();
+                    if next_tick > now {
+                        std::thread::sleep(next_tick - now);
+                    } else {
+                        next_tick = now;
+                    }
+                }
+            }
+        }
+        self.stats
+    }
+
+    /// Reads actions and reset flags, steps, writes the frame.
+    pub fn step_once(&mut self, action_seq: Option<u64>) {
+        let act_offset = self.plan.act_offset;
+        let resets_offset = self.plan.resets_offset;
+        self.seg.read_f32s(act_offset, &mut self.actions);
+        self.seg.read_at(resets_offset, &mut self.resets);
+        let had_resets = self.resets.iter().any(|&r| r != 0);
+        if self.cfg.dynamics {
+            self.sim.step(&self.actions, &mut self.resets);
+        } else {
+            self.resets.fill(0);
+        }
+        if had_resets {
+            // Cleared flags go back before the frame is published.
+            self.seg.write_at(resets_offset, &self.resets);
+        }
+        self.step += 1;
+        self.stats.steps += 1;
+        if let Some(a) = action_seq {
+            self.frame_seq = a;
+        } else {
+            self.frame_seq += 1;
+        }
+        self.write_frame(true);
+    }
+
+    /// Writes obs/rewards/dones/truncateds (and images when due) under the seqlock,
+    /// then the frame counters.
+    fn write_frame(&mut self, publish: bool) {
+        let ext = self.is_ext();
+        let now = monotonic_now_ns();
+        let image_due = self.cfg.image.is_some()
+            && self.services.camera_enabled()
+            && now >= self.next_image_ns
+            && self.cfg.dynamics;
+        if ext {
+            self.seg.seqlock_begin(lrbc_words::WRITE_SEQ);
+        }
+        if self.cfg.dynamics {
+            self.sim.observe(&mut self.obs);
+            self.seg.write_f32s(self.plan.obs_offset, &self.obs);
+            self.seg.write_f32s(self.plan.rewards_offset, &self.sim.reward);
+            self.seg.write_at(self.plan.dones_offset, &self.sim.done);
+            if ext {
+                self.seg.write_at(self.plan.truncateds_offset, &self.sim.truncated);
+            }
+        }
+        if image_due && let Some((w, h, c)) = self.cfg.image {
+            let per = (w * h * c) as usize;
+            for (env, img) in self.images.chunks_exact_mut(per).enumerate() {
+                render_env(&self.sim, env, img, w as usize, h as usize, c as usize);
+            }
+            self.seg.write_at(self.plan.image_offset, &self.images);
+            self.next_image_ns = now + (1e9 / self.cfg.camera_hz.max(0.1)) as u64;
+            self.stats.images += 1;
+        }
+        if ext {
+            // Even again: pairs with readers' re-load of write_seq (spec 3.2).
+            self.seg.fetch_add_u64(lrbc_words::WRITE_SEQ, 1);
+            if image_due {
+                // Release (fetch_add AcqRel): the images above are complete.
+                self.seg.fetch_add_u64(lrbc_words::IMAGE_SEQ, 1);
+            }
+            self.seg.store_u64(lrbc_words::FRAME_TIME_NS, now);
+        }
+        if publish {
+            let word = match self.cfg.layout {
+                PlanLayout::Lucky => lucky_words::FRAME_SEQ,
+                PlanLayout::Lrbc { .. } => lrbc_words::FRAME_SEQ,
+            };
+            // Release: publishes the frame written above; pairs with the client's
+            // Acquire load of frame_seq.
+            self.seg.store_u64(word, self.frame_seq);
+        }
+    }
+
+    /// Answers what is waiting on the command and control rings, and sends due frames.
+    pub fn serve(&mut self) {
+        let world = World {
+            sim: &self.sim,
+            obs_names: &self.obs_names,
+            act_names: &self.act_names,
+            actions: &self.actions,
+            image: self.cfg.image,
+            images: &self.images,
+            step: self.step,
+            now_ns: monotonic_now_ns(),
+        };
+        match &mut self.rings {
+            Rings::Lrbc { cmd_in, cmd_out, ctl } => {
+                let mut served = 0;
+                while let Ok(Some(_)) = cmd_in.try_pop(&self.seg, &mut self.scratch) {
+                    served += 1;
+                    if let Some(resp) = self.services.handle(&self.scratch, &world)
+                        && cmd_out.try_push(&self.seg, &resp).is_err()
+                    {
+                        self.stats.responses_dropped += 1;
+                    }
+                }
+                if let Some((ctl_in, ctl_out)) = ctl {
+                    while let Ok(Some(_)) = ctl_in.try_pop(&self.seg, &mut self.scratch) {
+                        served += 1;
+                        if let Some(resp) = self.services.handle(&self.scratch, &world)
+                            && ctl_out.try_push(&self.seg, &resp).is_err()
+                        {
+                            self.stats.responses_dropped += 1;
+                        }
+                    }
+                }
+                self.frames.clear();
+                self.services.stream_frames(&world, &mut self.frames);
+                for f in &self.frames {
+                    if cmd_out.try_push(&self.seg, f).is_err() {
+                        self.stats.responses_dropped += 1;
+                    }
+                }
+                self.stats.requests += served;
+                if served > 0 {
+                    self.seg.store_u32(lrbc_words::SERVICE_FLAGS, self.services.flags());
+                }
+            }
+            Rings::Lucky { cmd_in, cmd_out } => {
+                while let Ok(Some(h)) = cmd_in.try_pop(&self.seg, &mut self.scratch) {
+                    self.stats.requests += 1;
+                    let (status, body) = lucky_response(h.method_or_status, &self.scratch);
+                    let header = LuckyEntryHeader {
+                        correlation_id: h.correlation_id,
+                        method_or_status: status,
+                        payload_length: 0,
+                    };
+                    if cmd_out.try_push(&self.seg, header, body.to_string().as_bytes()).is_err() {
+                        self.stats.responses_dropped += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The luckyrobots JSON commands (spec 8): status 0 and an object on success,
+/// non-zero and `{"error": …}` on failure.
+pub fn lucky_response(method: u32, payload: &[u8]) -> (u32, Value) {
+    let request: Value = match serde_json::from_slice(payload) {
+        Ok(v) => v,
+        Err(e) => return (3, json!({"error": format!("the request is not JSON: {e}")})),
+    };
+    match method {
+        1 => (
+            0,
+            json!({
+                "success": true,
+                "message": format!(
+                    "agent {:?} reset{}",
+                    request.get("agent_name").and_then(Value::as_str).unwrap_or(""),
+                    if request.get("simulation_contract").is_some() { " with its simulation contract" } else { "" }
+                ),
+            }),
+        ),
+        2 => match request.get("mode").and_then(Value::as_str) {
+            Some(m @ ("realtime" | "deterministic" | "fast")) => (0, json!({"success": true, "mode": m})),
+            Some(other) => (1, json!({"error": format!("unknown simulation mode {other:?}; use realtime, deterministic or fast")})),
+            None => (1, json!({"error": "missing \"mode\""})),
+        },
+        other => (2, json!({"error": format!("unknown method {other}")})),
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if self.cfg.layout == PlanLayout::Lucky {
+            self.seg.store_u32(lucky_words::ENGINE_READY, 0);
+        }
+        self.seg.unlink_if_ours();
+    }
+}
+
+#[cfg(test)]
+mod tests;
