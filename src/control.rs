@@ -185,12 +185,7 @@ impl Lease {
     pub fn call(
         &mut self,
         method: fb::MethodId,
-        payload: impl FnOnce(
-            &mut flatbuffers::FlatBufferBuilder<'_>,
-        ) -> Option<(
-            fb::Payload,
-            flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>,
-        )>,
+        payload: impl FnOnce(&mut flatbuffers::FlatBufferBuilder<'_>) -> rpc::BuiltPayload,
         timeout: Duration,
         stop: Option<&AtomicBool>,
     ) -> Result<(DecodedEnvelope, Vec<u8>), ControlError> {

@@ -70,12 +70,23 @@ fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliErro
     if v.observers {
         observers.push(ChildProcess::spawn(
             "watch",
-            &["watch".into(), "--shm".into(), name.clone(), "--interval".into(), "0.1".into()],
+            &[
+                "watch".into(),
+                "--shm".into(),
+                name.clone(),
+                "--interval".into(),
+                "0.1".into(),
+            ],
             Stdio::null(),
         )?);
         observers.push(ChildProcess::spawn(
             "traffic reader",
-            &["traffic".into(), "--shm".into(), name.clone(), "--follow".into()],
+            &[
+                "traffic".into(),
+                "--shm".into(),
+                name.clone(),
+                "--follow".into(),
+            ],
             Stdio::null(),
         )?);
         // Let them attach before the clock starts.
@@ -105,10 +116,12 @@ fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliErro
     }
     engine.stop(Duration::from_secs(5));
     if code != Some(0) {
-        return Err(CliError::Other(format!("the bench client failed ({code:?})")));
+        return Err(CliError::Other(format!(
+            "the bench client failed ({code:?})"
+        )));
     }
-    let mut result: Value =
-        serde_json::from_str(out.trim()).map_err(|e| CliError::Other(format!("bad client report: {e}: {out}")))?;
+    let mut result: Value = serde_json::from_str(out.trim())
+        .map_err(|e| CliError::Other(format!("bad client report: {e}: {out}")))?;
     if let Some(m) = result.as_object_mut() {
         m.insert("variant".into(), json!(v.label));
     }
@@ -126,7 +139,10 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             args.preset.as_str(),
             args.steps
         );
-        println!("{:<42} {:>10} {:>10} {:>10} {:>10}", "", "steps/s", "p50 µs", "p99 µs", "max µs");
+        println!(
+            "{:<42} {:>10} {:>10} {:>10} {:>10}",
+            "", "steps/s", "p50 µs", "p99 µs", "max µs"
+        );
     }
     let mut rows = Vec::new();
     for (i, v) in VARIANTS.iter().enumerate() {
@@ -145,7 +161,11 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         rows.push(r);
     }
     let rate = |i: usize| rows[i]["steps_per_sec"].as_f64().unwrap_or(0.0);
-    let ratio = if rate(1) > 0.0 { rate(2) / rate(1) } else { 0.0 };
+    let ratio = if rate(1) > 0.0 {
+        rate(2) / rate(1)
+    } else {
+        0.0
+    };
     if args.json {
         println!(
             "{}",

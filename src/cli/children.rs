@@ -18,7 +18,8 @@ pub struct ChildProcess {
 impl ChildProcess {
     /// Runs this binary with `args`.
     pub fn spawn(what: &'static str, args: &[String], stdout: Stdio) -> Result<Self, CliError> {
-        let exe = std::env::current_exe().map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
+        let exe = std::env::current_exe()
+            .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
         let child = Command::new(exe)
             .args(args)
             .stdin(Stdio::null())
@@ -35,7 +36,11 @@ impl ChildProcess {
 
     /// `Some(code)` once it has exited.
     pub fn exited(&mut self) -> Option<i32> {
-        self.child.try_wait().ok().flatten().map(|s| s.code().unwrap_or(-1))
+        self.child
+            .try_wait()
+            .ok()
+            .flatten()
+            .map(|s| s.code().unwrap_or(-1))
     }
 
     /// SIGINT, wait up to `grace`, then SIGKILL.
@@ -63,17 +68,27 @@ impl Drop for ChildProcess {
 }
 
 /// Waits until the segment `name` can be attached, or the engine exits, or the deadline.
-pub fn wait_for_segment(name: &str, engine: &mut ChildProcess, timeout: Duration) -> Result<(), CliError> {
+pub fn wait_for_segment(
+    name: &str,
+    engine: &mut ChildProcess,
+    timeout: Duration,
+) -> Result<(), CliError> {
     let deadline = Instant::now() + timeout;
     loop {
         if attach(&Target::Shm(name.to_string()), LayoutChoice::Auto).is_ok() {
             return Ok(());
         }
         if let Some(code) = engine.exited() {
-            return Err(CliError::Other(format!("the {} exited (code {code}) before its segment appeared", engine.what)));
+            return Err(CliError::Other(format!(
+                "the {} exited (code {code}) before its segment appeared",
+                engine.what
+            )));
         }
         if Instant::now() >= deadline {
-            return Err(CliError::Other(format!("segment {name} did not appear within {:.0} s", timeout.as_secs_f64())));
+            return Err(CliError::Other(format!(
+                "segment {name} did not appear within {:.0} s",
+                timeout.as_secs_f64()
+            )));
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -23,7 +23,12 @@ pub struct DemoArgs {
     #[arg(long, value_enum, default_value_t = Preset::Cams64)]
     pub preset: Preset,
     /// The client's pace, steps per second.
-    #[arg(long, value_name = "F", default_value_t = 500.0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "F",
+        default_value_t = 500.0,
+        allow_negative_numbers = true
+    )]
     pub hz: f64,
     /// Show the headless views even when a display is available.
     #[arg(long)]
@@ -32,7 +37,10 @@ pub struct DemoArgs {
 
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     if !(args.hz.is_finite() && args.hz > 0.0) {
-        return Err(CliError::Usage(format!("--hz must be positive, not {}", args.hz)));
+        return Err(CliError::Usage(format!(
+            "--hz must be positive, not {}",
+            args.hz
+        )));
     }
     let stop = stop_flag();
     let name = format!("LuckyEngine_{}", std::process::id());
@@ -61,7 +69,8 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         ],
         Stdio::null(),
     )?;
-    let display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    let display =
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
     if !display {
         eprintln!("demo: no display (DISPLAY and WAYLAND_DISPLAY are unset): running headless");
     } else if !args.headless {
@@ -76,10 +85,16 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     let result = headless(&name, &stop, &mut engine, &mut client);
     client.stop(Duration::from_secs(5));
     engine.stop(Duration::from_secs(5));
-    let gone = !std::path::Path::new(crate::segment::SHM_DIR).join(&name).exists();
+    let gone = !std::path::Path::new(crate::segment::SHM_DIR)
+        .join(&name)
+        .exists();
     eprintln!(
         "demo: stopped; segment {name} {}",
-        if gone { "removed" } else { "still present (the engine did not clean up)" }
+        if gone {
+            "removed"
+        } else {
+            "still present (the engine did not clean up)"
+        }
     );
     result
 }
@@ -93,17 +108,24 @@ fn headless(
 ) -> Result<(), CliError> {
     let a = attach(&Target::Shm(name.to_string()), LayoutChoice::Auto)?;
     let mut traffic = Traffic::new(&a, RingSelection::All);
-    let mut watcher = Watcher::new(attach(&Target::Shm(name.to_string()), LayoutChoice::Auto)?, MonotonicClock);
+    let mut watcher = Watcher::new(
+        attach(&Target::Shm(name.to_string()), LayoutChoice::Auto)?,
+        MonotonicClock,
+    );
     let start = monotonic_now_ns();
     let mut next_watch = Instant::now() + Duration::from_secs(1);
     let mut events = Vec::new();
     // Relaxed: a flag with no data behind it.
     while !stop.load(Ordering::Relaxed) {
         if let Some(code) = engine.exited() {
-            return Err(CliError::Other(format!("the engine exited unexpectedly (code {code})")));
+            return Err(CliError::Other(format!(
+                "the engine exited unexpectedly (code {code})"
+            )));
         }
         if let Some(code) = client.exited() {
-            return Err(CliError::Other(format!("the client exited unexpectedly (code {code})")));
+            return Err(CliError::Other(format!(
+                "the client exited unexpectedly (code {code})"
+            )));
         }
         events.clear();
         traffic.poll(&a.segment, monotonic_now_ns(), 4096, &mut events);

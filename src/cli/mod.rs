@@ -229,6 +229,7 @@ pub fn sleep_unless_stopped(secs: f64, stop: &AtomicBool) -> bool {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
+    crate::segment::default_sigpipe();
     let cli = Cli::parse();
     let verbose = cli.verbose;
     match run(cli) {

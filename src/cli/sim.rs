@@ -59,7 +59,12 @@ pub struct EngineArgs {
     #[arg(long, value_enum, default_value_t = Mode::Training)]
     pub mode: Mode,
     /// Steps per second in inference mode.
-    #[arg(long, value_name = "F", default_value_t = 60.0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "F",
+        default_value_t = 60.0,
+        allow_negative_numbers = true
+    )]
     pub hz: f64,
     /// Data capacity of each command ring, a power of two.
     #[arg(long, value_name = "BYTES", default_value_t = 524_288)]
@@ -109,7 +114,11 @@ pub fn parse_image(s: &str) -> Result<Option<(u32, u32, u32)>, CliError> {
         return Ok(None);
     }
     let parts: Vec<&str> = s.split(['x', 'X']).collect();
-    let bad = || CliError::Usage(format!("--image {s:?}: expected WIDTHxHEIGHTxCHANNELS, e.g. 64x64x3, or none"));
+    let bad = || {
+        CliError::Usage(format!(
+            "--image {s:?}: expected WIDTHxHEIGHTxCHANNELS, e.g. 64x64x3, or none"
+        ))
+    };
     if parts.len() != 3 {
         return Err(bad());
     }
@@ -119,18 +128,21 @@ pub fn parse_image(s: &str) -> Result<Option<(u32, u32, u32)>, CliError> {
 
 impl EngineArgs {
     pub fn config(&self) -> Result<EngineConfig, CliError> {
-        let (num_envs, obs_size, act_size, preset_image) = match (self.preset, self.envs, self.obs, self.act) {
-            (Some(p), ..) => p.sizes(),
-            (None, Some(e), Some(o), Some(a)) => (e, o, a, None),
-            _ => Preset::Cams64.sizes(),
-        };
+        let (num_envs, obs_size, act_size, preset_image) =
+            match (self.preset, self.envs, self.obs, self.act) {
+                (Some(p), ..) => p.sizes(),
+                (None, Some(e), Some(o), Some(a)) => (e, o, a, None),
+                _ => Preset::Cams64.sizes(),
+            };
         let image = match &self.image {
             Some(s) => parse_image(s)?,
             None => preset_image,
         };
         let layout = match (self.sim_layout, self.bare) {
             (SimLayout::LuckyrobotsIpc, true) => {
-                return Err(CliError::Usage("--bare applies to the lrbc-v1 layout only".into()));
+                return Err(CliError::Usage(
+                    "--bare applies to the lrbc-v1 layout only".into(),
+                ));
             }
             (SimLayout::LuckyrobotsIpc, false) => PlanLayout::Lucky,
             (SimLayout::LrbcV1, bare) => PlanLayout::Lrbc { ext: !bare },
@@ -141,7 +153,10 @@ impl EngineArgs {
             image
         };
         if !(self.camera_hz.is_finite() && self.camera_hz > 0.0) {
-            return Err(CliError::Usage(format!("--camera-hz must be positive, not {}", self.camera_hz)));
+            return Err(CliError::Usage(format!(
+                "--camera-hz must be positive, not {}",
+                self.camera_hz
+            )));
         }
         Ok(EngineConfig {
             name: self
@@ -195,7 +210,10 @@ fn run_engine(args: &EngineArgs) -> Result<(), CliError> {
         cfg.mode,
         std::process::id()
     );
-    eprintln!("engine: attach with LUCKY_SHM_NAME={}; Ctrl-C stops and removes it", engine.name());
+    eprintln!(
+        "engine: attach with LUCKY_SHM_NAME={}; Ctrl-C stops and removes it",
+        engine.name()
+    );
     let stats = engine.run(&stop);
     eprintln!(
         "engine: stopped after {} steps, {} requests ({} responses dropped), {} image frames; segment removed",
@@ -218,7 +236,11 @@ fn run_client(args: &ClientArgs) -> Result<(), CliError> {
     let name = args
         .shm
         .clone()
-        .or_else(|| std::env::var("LUCKY_SHM_NAME").ok().filter(|n| !n.is_empty()))
+        .or_else(|| {
+            std::env::var("LUCKY_SHM_NAME")
+                .ok()
+                .filter(|n| !n.is_empty())
+        })
         .ok_or_else(|| CliError::Usage("sim client needs --shm NAME (or LUCKY_SHM_NAME)".into()))?;
     let cfg = ClientConfig {
         name,
@@ -252,7 +274,12 @@ fn run_client(args: &ClientArgs) -> Result<(), CliError> {
     } else {
         eprintln!(
             "client: {} steps in {:.1} s, {} env resets, {} requests, {} responses ({} errors)",
-            stats.steps, stats.elapsed_secs, stats.env_resets, stats.requests, stats.responses, stats.error_responses
+            stats.steps,
+            stats.elapsed_secs,
+            stats.env_resets,
+            stats.requests,
+            stats.responses,
+            stats.error_responses
         );
     }
     Ok(())

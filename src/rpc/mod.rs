@@ -141,18 +141,19 @@ pub fn is_stream_item(method: u16) -> bool {
     method_name(method).is_some_and(|n| n.ends_with("Frame"))
 }
 
+/// A built payload: its union type and offset, or none.
+pub type BuiltPayload = Option<(
+    fb::Payload,
+    flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>,
+)>;
+
 /// Builds one envelope into bytes.
 pub fn build_envelope(
     correlation_id: u64,
     method: fb::MethodId,
     error_message: Option<&str>,
     sent_ns: u64,
-    payload: impl FnOnce(
-        &mut flatbuffers::FlatBufferBuilder<'_>,
-    ) -> Option<(
-        fb::Payload,
-        flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>,
-    )>,
+    payload: impl FnOnce(&mut flatbuffers::FlatBufferBuilder<'_>) -> BuiltPayload,
 ) -> Vec<u8> {
     let mut fbb = flatbuffers::FlatBufferBuilder::with_capacity(256);
     let payload = payload(&mut fbb);

@@ -437,7 +437,13 @@ impl SegmentRw {
         let flags = if replace { 0 } else { libc::RENAME_NOREPLACE };
         // SAFETY: both are valid NUL-terminated paths; renameat2 only reads them.
         let rc = unsafe {
-            libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), flags)
+            libc::renameat2(
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                flags,
+            )
         };
         if rc != 0 {
             return Err(OpenError::from_io(target, io::Error::last_os_error()));
@@ -598,6 +604,14 @@ pub fn send_signal(pid: u32, signal: i32) -> bool {
     }
     // SAFETY: kill has no memory-safety preconditions; pid is a positive process id.
     unsafe { libc::kill(pid, signal) == 0 }
+}
+
+/// Restores the default action of SIGPIPE, so that writing to a closed pipe
+/// (`lrbc-inspector traffic | head`) ends the process quietly, as Unix tools do,
+/// instead of failing every later write.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
 /// The system page size.

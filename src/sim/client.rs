@@ -63,7 +63,9 @@ pub enum ClientError {
     Open(#[from] crate::segment::OpenError),
     #[error("{0}")]
     Layout(#[from] layout::LayoutError),
-    #[error("no frame within {secs:.1} s of action_seq {action_seq} (is the engine running in training mode?)")]
+    #[error(
+        "no frame within {secs:.1} s of action_seq {action_seq} (is the engine running in training mode?)"
+    )]
     StepTimeout { action_seq: u64, secs: f64 },
     #[error("{0}")]
     Config(String),
@@ -100,7 +102,9 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
     if let Some(hz) = cfg.hz
         && !(hz.is_finite() && hz > 0.0)
     {
-        return Err(ClientError::Config(format!("--hz must be positive, not {hz}")));
+        return Err(ClientError::Config(format!(
+            "--hz must be positive, not {hz}"
+        )));
     }
     let path = shm_path(&cfg.name)?;
     let seg = SegmentRw::open(&path, Follow::NoSymlinks)?;
@@ -132,8 +136,13 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
         return Err(ClientError::Config("the segment lacks hot regions".into()));
     };
     let truncs_at = region(RegionKind::Truncateds);
-    let (Some(c2s), Some(s2c)) = (g.ring(RegionKind::CmdC2s).copied(), g.ring(RegionKind::CmdS2c).copied()) else {
-        return Err(ClientError::Config("the segment has no command rings".into()));
+    let (Some(c2s), Some(s2c)) = (
+        g.ring(RegionKind::CmdC2s).copied(),
+        g.ring(RegionKind::CmdS2c).copied(),
+    ) else {
+        return Err(ClientError::Config(
+            "the segment has no command rings".into(),
+        ));
     };
     let mut rings = if lucky_layout {
         CmdRings::Lucky {
@@ -165,22 +174,33 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
     let mut truncs = vec![0u8; n];
     let mut stats = ClientStats::default();
     if cfg.record_latency {
-        stats.latencies_ns.reserve(cfg.steps.unwrap_or(100_000) as usize);
+        stats
+            .latencies_ns
+            .reserve(cfg.steps.unwrap_or(100_000) as usize);
     }
     let mut rng = 0x2545_F491_4F6C_DD1D_u64 ^ u64::from(std::process::id());
     let mut correlation_id = 1u64;
-    let mut send = |rings: &mut CmdRings, stats: &mut ClientStats, method: fb::MethodId, build: &dyn Fn(&mut flatbuffers::FlatBufferBuilder<'_>) -> Option<(fb::Payload, flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>)>| {
+    let mut send = |rings: &mut CmdRings,
+                    stats: &mut ClientStats,
+                    method: fb::MethodId,
+                    build: &dyn Fn(
+        &mut flatbuffers::FlatBufferBuilder<'_>,
+    ) -> rpc::BuiltPayload| {
         correlation_id += 1;
         let ok = match rings {
             CmdRings::Lrbc { out, .. } => {
-                let bytes = rpc::build_envelope(correlation_id, method, None, monotonic_now_ns(), build);
+                let bytes =
+                    rpc::build_envelope(correlation_id, method, None, monotonic_now_ns(), build);
                 out.try_push(&seg, &bytes).is_ok()
             }
             CmdRings::Lucky { out, .. } => {
                 // The luckyrobots layout speaks JSON and only knows ResetAgent and
                 // SetSimulationMode.
                 let (id, body) = match method {
-                    fb::MethodId::ResetAgent => (1, r#"{"agent_name": "cartpole", "simulation_contract": {"joint_position_noise": 0.01}}"#),
+                    fb::MethodId::ResetAgent => (
+                        1,
+                        r#"{"agent_name": "cartpole", "simulation_contract": {"joint_position_noise": 0.01}}"#,
+                    ),
                     fb::MethodId::SetSimulationMode => (2, r#"{"mode": "fast"}"#),
                     _ => return,
                 };
@@ -198,24 +218,47 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
     };
 
     if cfg.commands {
-        send(&mut rings, &mut stats, fb::MethodId::GetAgentSchema, &|fbb| {
-            let name = fbb.create_string("cartpole");
-            let req = fb::GetAgentSchemaReq::create(fbb, &fb::GetAgentSchemaReqArgs { agent_name: Some(name) });
-            Some((fb::Payload::GetAgentSchemaReq, req.as_union_value()))
-        });
-        send(&mut rings, &mut stats, fb::MethodId::SetSimulationMode, &|fbb| {
-            let req = fb::SetSimulationModeReq::create(
-                fbb,
-                &fb::SetSimulationModeReqArgs {
-                    mode: fb::SimulationMode::SIMULATION_MODE_FAST,
-                },
-            );
-            Some((fb::Payload::SetSimulationModeReq, req.as_union_value()))
-        });
-        send(&mut rings, &mut stats, fb::MethodId::TelemetryStream, &|fbb| {
-            let req = fb::TelemetryStreamReq::create(fbb, &fb::TelemetryStreamReqArgs { target_fps: 10 });
-            Some((fb::Payload::TelemetryStreamReq, req.as_union_value()))
-        });
+        send(
+            &mut rings,
+            &mut stats,
+            fb::MethodId::GetAgentSchema,
+            &|fbb| {
+                let name = fbb.create_string("cartpole");
+                let req = fb::GetAgentSchemaReq::create(
+                    fbb,
+                    &fb::GetAgentSchemaReqArgs {
+                        agent_name: Some(name),
+                    },
+                );
+                Some((fb::Payload::GetAgentSchemaReq, req.as_union_value()))
+            },
+        );
+        send(
+            &mut rings,
+            &mut stats,
+            fb::MethodId::SetSimulationMode,
+            &|fbb| {
+                let req = fb::SetSimulationModeReq::create(
+                    fbb,
+                    &fb::SetSimulationModeReqArgs {
+                        mode: fb::SimulationMode::SIMULATION_MODE_FAST,
+                    },
+                );
+                Some((fb::Payload::SetSimulationModeReq, req.as_union_value()))
+            },
+        );
+        send(
+            &mut rings,
+            &mut stats,
+            fb::MethodId::TelemetryStream,
+            &|fbb| {
+                let req = fb::TelemetryStreamReq::create(
+                    fbb,
+                    &fb::TelemetryStreamReqArgs { target_fps: 10 },
+                );
+                Some((fb::Payload::TelemetryStreamReq, req.as_union_value()))
+            },
+        );
         if let Some(img) = g.image {
             let format = if img.width * img.height > 128 * 128 {
                 fb::ImageFormat::Jpeg
@@ -320,11 +363,21 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
             });
         }
         if cfg.commands && stats.steps % 500 == 250 {
-            send(&mut rings, &mut stats, fb::MethodId::GetJointState, &|fbb| {
-                let name = fbb.create_string("cartpole");
-                let req = fb::GetJointStateReq::create(fbb, &fb::GetJointStateReqArgs { robot_name: Some(name) });
-                Some((fb::Payload::GetJointStateReq, req.as_union_value()))
-            });
+            send(
+                &mut rings,
+                &mut stats,
+                fb::MethodId::GetJointState,
+                &|fbb| {
+                    let name = fbb.create_string("cartpole");
+                    let req = fb::GetJointStateReq::create(
+                        fbb,
+                        &fb::GetJointStateReqArgs {
+                            robot_name: Some(name),
+                        },
+                    );
+                    Some((fb::Payload::GetJointStateReq, req.as_union_value()))
+                },
+            );
         }
 
         seg.write_f32s(act_at, &actions);
@@ -371,7 +424,11 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
         loop {
             let got = match &mut rings {
                 CmdRings::Lrbc { inbound, .. } => match inbound.try_pop(&seg, &mut buf) {
-                    Ok(Some(_)) => Some(rpc::decode_envelope(&buf).map(|d| d.error.is_some()).unwrap_or(true)),
+                    Ok(Some(_)) => Some(
+                        rpc::decode_envelope(&buf)
+                            .map(|d| d.error.is_some())
+                            .unwrap_or(true),
+                    ),
                     _ => None,
                 },
                 CmdRings::Lucky { inbound, .. } => match inbound.try_pop(&seg, &mut buf) {

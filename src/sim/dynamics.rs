@@ -126,7 +126,11 @@ impl CartPoles {
                 continue;
             }
             let a = actions.get(i * self.act_size).copied().unwrap_or(0.0);
-            let a = if a.is_finite() { a.clamp(-1.0, 1.0) } else { 0.0 };
+            let a = if a.is_finite() {
+                a.clamp(-1.0, 1.0)
+            } else {
+                0.0
+            };
             if self.act_size > 1 {
                 let shift = actions.get(i * self.act_size + 1).copied().unwrap_or(0.0);
                 if shift.is_finite() {
@@ -136,7 +140,8 @@ impl CartPoles {
             let force = a * FORCE_SCALE;
             let (sin, cos) = self.theta[i].sin_cos();
             let total_mass = CART_MASS + POLE_MASS;
-            let temp = (force + POLE_MASS * POLE_HALF_LENGTH * self.omega[i] * self.omega[i] * sin) / total_mass;
+            let temp = (force + POLE_MASS * POLE_HALF_LENGTH * self.omega[i] * self.omega[i] * sin)
+                / total_mass;
             let theta_acc = (GRAVITY * sin - cos * temp)
                 / (POLE_HALF_LENGTH * (4.0 / 3.0 - POLE_MASS * cos * cos / total_mass));
             let x_acc = temp - POLE_MASS * POLE_HALF_LENGTH * theta_acc * cos / total_mass;

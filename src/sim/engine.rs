@@ -109,8 +109,13 @@ pub enum EngineError {
     Exists { name: String },
     #[error("{0}")]
     Open(#[from] OpenError),
-    #[error("the segment needs {need_bytes} bytes but only {available_bytes} bytes of memory are available")]
-    NoMemory { need_bytes: u64, available_bytes: u64 },
+    #[error(
+        "the segment needs {need_bytes} bytes but only {available_bytes} bytes of memory are available"
+    )]
+    NoMemory {
+        need_bytes: u64,
+        available_bytes: u64,
+    },
     #[error("{0}")]
     Config(String),
 }
@@ -189,10 +194,13 @@ impl EngineConfig {
             ));
         }
         if !(self.hz.is_finite() && self.hz > 0.0) {
-            return Err(EngineError::Config(format!("--hz must be positive, not {}", self.hz)));
+            return Err(EngineError::Config(format!(
+                "--hz must be positive, not {}",
+                self.hz
+            )));
         }
         let ext = self.layout == PlanLayout::Lrbc { ext: true };
-        let spec = PlanSpec {
+        let mut spec = PlanSpec {
             layout: self.layout,
             num_envs: self.num_envs,
             obs_size: self.obs_size,
@@ -200,13 +208,23 @@ impl EngineConfig {
             image: self.image,
             cmd_ring_size: self.ring_size,
             ctl_ring_size: if ext { self.ctl_ring_size } else { None },
-            names: Names {
-                obs: CartPoles::obs_names(self.obs_size as usize),
-                act: CartPoles::act_names(self.act_size as usize),
-            },
+            // Sizes are checked (below) before names are made for them.
+            names: Names::default(),
             mode: u8::from(self.mode == Mode::Inference),
             server_pid: std::process::id(),
-            max_size_bytes: u64::from(u32::MAX) * 16,
+            max_size_bytes: u64::MAX,
+        };
+        Plan::new(&spec)?;
+        let names_bytes = 16 * (u64::from(self.obs_size) + u64::from(self.act_size));
+        if names_bytes > crate::layout::headers::LUCKY_SCHEMA_MAX_BYTES.max(1 << 20) {
+            return Err(EngineError::Config(format!(
+                "obs_size {} and act_size {} are too large for a names region",
+                self.obs_size, self.act_size
+            )));
+        }
+        spec.names = Names {
+            obs: CartPoles::obs_names(self.obs_size as usize),
+            act: CartPoles::act_names(self.act_size as usize),
         };
         let plan = Plan::new(&spec)?;
         // The engine keeps a private copy of obs, actions and images besides the segment.
@@ -229,7 +247,9 @@ impl Engine {
         let (spec, plan) = cfg.plan()?;
         let path = shm_path(&cfg.name)?;
         if !cfg.force && path.exists() {
-            return Err(EngineError::Exists { name: cfg.name.clone() });
+            return Err(EngineError::Exists {
+                name: cfg.name.clone(),
+            });
         }
         let tmp: PathBuf = shm_path(&format!(".{}.{}.tmp", cfg.name, std::process::id()))?;
         let seg = SegmentRw::create(&tmp, plan.size_bytes, true)?;
@@ -248,16 +268,64 @@ impl Engine {
         };
         let rings = match cfg.layout {
             PlanLayout::Lucky => Rings::Lucky {
-                cmd_in: lucky::Consumer::new(&seg, ring(RegionKind::CmdC2s, plan.cmd_c2s_offset, cfg.ring_size, RingFormat::Lucky)),
-                cmd_out: lucky::Producer::new(&seg, ring(RegionKind::CmdS2c, plan.cmd_s2c_offset, cfg.ring_size, RingFormat::Lucky)),
+                cmd_in: lucky::Consumer::new(
+                    &seg,
+                    ring(
+                        RegionKind::CmdC2s,
+                        plan.cmd_c2s_offset,
+                        cfg.ring_size,
+                        RingFormat::Lucky,
+                    ),
+                ),
+                cmd_out: lucky::Producer::new(
+                    &seg,
+                    ring(
+                        RegionKind::CmdS2c,
+                        plan.cmd_s2c_offset,
+                        cfg.ring_size,
+                        RingFormat::Lucky,
+                    ),
+                ),
             },
             PlanLayout::Lrbc { .. } => Rings::Lrbc {
-                cmd_in: lrbc::Consumer::new(&seg, ring(RegionKind::CmdC2s, plan.cmd_c2s_offset, cfg.ring_size, RingFormat::Lrbc)),
-                cmd_out: lrbc::Producer::new(&seg, ring(RegionKind::CmdS2c, plan.cmd_s2c_offset, cfg.ring_size, RingFormat::Lrbc)),
+                cmd_in: lrbc::Consumer::new(
+                    &seg,
+                    ring(
+                        RegionKind::CmdC2s,
+                        plan.cmd_c2s_offset,
+                        cfg.ring_size,
+                        RingFormat::Lrbc,
+                    ),
+                ),
+                cmd_out: lrbc::Producer::new(
+                    &seg,
+                    ring(
+                        RegionKind::CmdS2c,
+                        plan.cmd_s2c_offset,
+                        cfg.ring_size,
+                        RingFormat::Lrbc,
+                    ),
+                ),
                 ctl: spec.ctl_ring_size.map(|cap| {
                     (
-                        lrbc::Consumer::new(&seg, ring(RegionKind::CtlC2s, plan.ctl_c2s_offset, cap, RingFormat::Lrbc)),
-                        lrbc::Producer::new(&seg, ring(RegionKind::CtlS2c, plan.ctl_s2c_offset, cap, RingFormat::Lrbc)),
+                        lrbc::Consumer::new(
+                            &seg,
+                            ring(
+                                RegionKind::CtlC2s,
+                                plan.ctl_c2s_offset,
+                                cap,
+                                RingFormat::Lrbc,
+                            ),
+                        ),
+                        lrbc::Producer::new(
+                            &seg,
+                            ring(
+                                RegionKind::CtlS2c,
+                                plan.ctl_s2c_offset,
+                                cap,
+                                RingFormat::Lrbc,
+                            ),
+                        ),
                     )
                 }),
             },
@@ -266,7 +334,9 @@ impl Engine {
             obs: vec![0.0; n * cfg.obs_size as usize],
             actions: vec![0.0; n * cfg.act_size as usize],
             resets: vec![0; n],
-            images: cfg.image.map_or_else(Vec::new, |(w, h, c)| vec![0u8; n * (w * h * c) as usize]),
+            images: cfg
+                .image
+                .map_or_else(Vec::new, |(w, h, c)| vec![0u8; n * (w * h * c) as usize]),
             obs_names: spec.names.obs.clone(),
             act_names: spec.names.act.clone(),
             cfg,
@@ -285,12 +355,15 @@ impl Engine {
         };
         // The first frame: initial observations and images, before anyone can attach.
         engine.write_frame(false);
-        engine.seg.publish(&path, engine.cfg.force).map_err(|e| match e {
-            OpenError::Exists { .. } => EngineError::Exists {
-                name: engine.cfg.name.clone(),
-            },
-            other => EngineError::Open(other),
-        })?;
+        engine
+            .seg
+            .publish(&path, engine.cfg.force)
+            .map_err(|e| match e {
+                OpenError::Exists { .. } => EngineError::Exists {
+                    name: engine.cfg.name.clone(),
+                },
+                other => EngineError::Open(other),
+            })?;
         if engine.cfg.layout == PlanLayout::Lucky {
             // Release: the client waits for engine_ready, then reads the header.
             engine.seg.store_u32(lucky_words::ENGINE_READY, 1);
@@ -336,7 +409,7 @@ impl Engine {
                         self.serve();
                         waiter.reset();
                     } else {
-                        if waiter.spins() % 64 == 0 {
+                        if waiter.spins().is_multiple_of(64) {
                             self.serve();
                         }
                         waiter.wait();
@@ -399,10 +472,12 @@ impl Engine {
         if self.cfg.dynamics {
             self.sim.observe(&mut self.obs);
             self.seg.write_f32s(self.plan.obs_offset, &self.obs);
-            self.seg.write_f32s(self.plan.rewards_offset, &self.sim.reward);
+            self.seg
+                .write_f32s(self.plan.rewards_offset, &self.sim.reward);
             self.seg.write_at(self.plan.dones_offset, &self.sim.done);
             if ext {
-                self.seg.write_at(self.plan.truncateds_offset, &self.sim.truncated);
+                self.seg
+                    .write_at(self.plan.truncateds_offset, &self.sim.truncated);
             }
         }
         if image_due && let Some((w, h, c)) = self.cfg.image {
@@ -447,7 +522,11 @@ impl Engine {
             now_ns: monotonic_now_ns(),
         };
         match &mut self.rings {
-            Rings::Lrbc { cmd_in, cmd_out, ctl } => {
+            Rings::Lrbc {
+                cmd_in,
+                cmd_out,
+                ctl,
+            } => {
                 let mut served = 0;
                 while let Ok(Some(_)) = cmd_in.try_pop(&self.seg, &mut self.scratch) {
                     served += 1;
@@ -476,7 +555,8 @@ impl Engine {
                 }
                 self.stats.requests += served;
                 if served > 0 {
-                    self.seg.store_u32(lrbc_words::SERVICE_FLAGS, self.services.flags());
+                    self.seg
+                        .store_u32(lrbc_words::SERVICE_FLAGS, self.services.flags());
                 }
             }
             Rings::Lucky { cmd_in, cmd_out } => {
@@ -488,7 +568,10 @@ impl Engine {
                         method_or_status: status,
                         payload_length: 0,
                     };
-                    if cmd_out.try_push(&self.seg, header, body.to_string().as_bytes()).is_err() {
+                    if cmd_out
+                        .try_push(&self.seg, header, body.to_string().as_bytes())
+                        .is_err()
+                    {
                         self.stats.responses_dropped += 1;
                     }
                 }
@@ -517,8 +600,13 @@ pub fn lucky_response(method: u32, payload: &[u8]) -> (u32, Value) {
             }),
         ),
         2 => match request.get("mode").and_then(Value::as_str) {
-            Some(m @ ("realtime" | "deterministic" | "fast")) => (0, json!({"success": true, "mode": m})),
-            Some(other) => (1, json!({"error": format!("unknown simulation mode {other:?}; use realtime, deterministic or fast")})),
+            Some(m @ ("realtime" | "deterministic" | "fast")) => {
+                (0, json!({"success": true, "mode": m}))
+            }
+            Some(other) => (
+                1,
+                json!({"error": format!("unknown simulation mode {other:?}; use realtime, deterministic or fast")}),
+            ),
             None => (1, json!({"error": "missing \"mode\""})),
         },
         other => (2, json!({"error": format!("unknown method {other}")})),

@@ -15,7 +15,11 @@ fn tint(env: usize) -> [u8; 3] {
         4 => (f, 0.0, 1.0),
         _ => (1.0, 0.0, 1.0 - f),
     };
-    [(40.0 + 60.0 * r) as u8, (40.0 + 60.0 * g) as u8, (40.0 + 60.0 * b) as u8]
+    [
+        (40.0 + 60.0 * r) as u8,
+        (40.0 + 60.0 * g) as u8,
+        (40.0 + 60.0 * b) as u8,
+    ]
 }
 
 fn put(img: &mut [u8], w: usize, h: usize, c: usize, x: i32, y: i32, rgb: [u8; 3]) {
@@ -38,7 +42,11 @@ pub fn render_env(s: &CartPoles, env: usize, img: &mut [u8], w: usize, h: usize,
     let bg = tint(env);
     for y in 0..h {
         let shade = (y * 40 / h.max(1)) as u8;
-        let row = [bg[0].saturating_add(shade), bg[1].saturating_add(shade), bg[2].saturating_add(shade)];
+        let row = [
+            bg[0].saturating_add(shade),
+            bg[1].saturating_add(shade),
+            bg[2].saturating_add(shade),
+        ];
         for x in 0..w {
             put(img, w, h, c, x as i32, y as i32, row);
         }
@@ -57,7 +65,11 @@ pub fn render_env(s: &CartPoles, env: usize, img: &mut [u8], w: usize, h: usize,
     // Cart.
     let cx = to_px(s.x[env]);
     let (half_w, cart_h) = ((wf * 0.08).max(2.0) as i32, (hf * 0.06).max(2.0) as i32);
-    let cart_colour = if s.done[env] != 0 { [230, 60, 60] } else { [240, 240, 240] };
+    let cart_colour = if s.done[env] != 0 {
+        [230, 60, 60]
+    } else {
+        [240, 240, 240]
+    };
     for y in ground - cart_h..ground {
         for x in cx - half_w..=cx + half_w {
             put(img, w, h, c, x, y, cart_colour);

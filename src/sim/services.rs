@@ -2,7 +2,7 @@
 //! service toggles are honoured (a disabled service answers with an error), streams
 //! send their frames, and per-service counters feed GetServiceStatus.
 
-use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, WIPOffset};
+use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use super::dynamics::CartPoles;
 use crate::control::service_label;
@@ -70,8 +70,6 @@ pub fn service_of(method: u16) -> Option<u8> {
     }
 }
 
-type Payload = Option<(fb::Payload, WIPOffset<UnionWIPOffset>)>;
-
 fn payload_index(name: &str) -> Option<u8> {
     schema()
         .ok()?
@@ -80,13 +78,20 @@ fn payload_index(name: &str) -> Option<u8> {
         .and_then(|v| u8::try_from(v).ok())
 }
 
-fn strings<'b>(fbb: &mut FlatBufferBuilder<'b>, list: &[String]) -> WIPOffset<flatbuffers::Vector<'b, flatbuffers::ForwardsUOffset<&'b str>>> {
+fn strings<'b>(
+    fbb: &mut FlatBufferBuilder<'b>,
+    list: &[String],
+) -> WIPOffset<flatbuffers::Vector<'b, flatbuffers::ForwardsUOffset<&'b str>>> {
     let offsets: Vec<_> = list.iter().map(|s| fbb.create_string(s)).collect();
     fbb.create_vector(&offsets)
 }
 
 fn field<'t>(d: &'t DecodedEnvelope, name: &str) -> Option<&'t NodeValue> {
-    d.tree.nodes.iter().find(|n| n.name == name).map(|n| &n.value)
+    d.tree
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .map(|n| &n.value)
 }
 
 fn uint_field(d: &DecodedEnvelope, name: &str) -> Option<u64> {
@@ -114,8 +119,19 @@ impl Services {
         self.enabled[4]
     }
 
-    fn respond(d: &DecodedEnvelope, now_ns: u64, error: Option<&str>, payload: impl FnOnce(&mut FlatBufferBuilder<'_>) -> Payload) -> Vec<u8> {
-        rpc::build_envelope(d.correlation_id, fb::MethodId(d.method), error, now_ns, payload)
+    fn respond(
+        d: &DecodedEnvelope,
+        now_ns: u64,
+        error: Option<&str>,
+        payload: impl FnOnce(&mut FlatBufferBuilder<'_>) -> rpc::BuiltPayload,
+    ) -> Vec<u8> {
+        rpc::build_envelope(
+            d.correlation_id,
+            fb::MethodId(d.method),
+            error,
+            now_ns,
+            payload,
+        )
     }
 
     /// Answers one request. `None` when the bytes are not an envelope (nothing to
@@ -149,11 +165,17 @@ impl Services {
                         action_size: w.sim.act_size as u32,
                     },
                 );
-                let resp = fb::GetAgentSchemaResp::create(fbb, &fb::GetAgentSchemaRespArgs { schema: Some(schema) });
+                let resp = fb::GetAgentSchemaResp::create(
+                    fbb,
+                    &fb::GetAgentSchemaRespArgs {
+                        schema: Some(schema),
+                    },
+                );
                 Some((fb::Payload::GetAgentSchemaResp, resp.as_union_value()))
             }),
             "ResetAgent" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let message = fbb.create_string("contract applied; envs reset on their next reset flag");
+                let message =
+                    fbb.create_string("contract applied; envs reset on their next reset flag");
                 let resp = fb::ResetAgentResp::create(
                     fbb,
                     &fb::ResetAgentRespArgs {
@@ -214,7 +236,12 @@ impl Services {
                         nu: 1,
                     },
                 );
-                let resp = fb::TelemetryGetSchemaResp::create(fbb, &fb::TelemetryGetSchemaRespArgs { schema: Some(schema) });
+                let resp = fb::TelemetryGetSchemaResp::create(
+                    fbb,
+                    &fb::TelemetryGetSchemaRespArgs {
+                        schema: Some(schema),
+                    },
+                );
                 Some((fb::Payload::TelemetryGetSchemaResp, resp.as_union_value()))
             }),
             "SceneGetInfo" => Self::respond(&d, w.now_ns, None, |fbb| {
@@ -231,7 +258,12 @@ impl Services {
                 Some((fb::Payload::SceneGetInfoResp, resp.as_union_value()))
             }),
             "GetSimulationMode" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let resp = fb::GetSimulationModeResp::create(fbb, &fb::GetSimulationModeRespArgs { mode: self.simulation_mode });
+                let resp = fb::GetSimulationModeResp::create(
+                    fbb,
+                    &fb::GetSimulationModeRespArgs {
+                        mode: self.simulation_mode,
+                    },
+                );
                 Some((fb::Payload::GetSimulationModeResp, resp.as_union_value()))
             }),
             "SetSimulationMode" => {
@@ -252,7 +284,11 @@ impl Services {
                 })
             }
             "CameraList" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let count = if w.image.is_some() { w.sim.num_envs.min(16) } else { 0 };
+                let count = if w.image.is_some() {
+                    w.sim.num_envs.min(16)
+                } else {
+                    0
+                };
                 let cams: Vec<_> = (0..count)
                     .map(|i| {
                         let name = fbb.create_string(&format!("env{i}/camera"));
@@ -266,11 +302,19 @@ impl Services {
                     })
                     .collect();
                 let cameras = fbb.create_vector(&cams);
-                let resp = fb::CameraListResp::create(fbb, &fb::CameraListRespArgs { cameras: Some(cameras) });
+                let resp = fb::CameraListResp::create(
+                    fbb,
+                    &fb::CameraListRespArgs {
+                        cameras: Some(cameras),
+                    },
+                );
                 Some((fb::Payload::CameraListResp, resp.as_union_value()))
             }),
             "TelemetryStream" | "CameraStream" | "ViewportStream" => {
-                let fps = uint_field(&d, "target_fps").filter(|&f| f > 0).unwrap_or(10).min(60);
+                let fps = uint_field(&d, "target_fps")
+                    .filter(|&f| f > 0)
+                    .unwrap_or(10)
+                    .min(60);
                 let kind = match name {
                     "TelemetryStream" => StreamKind::Telemetry,
                     "CameraStream" => {
@@ -283,7 +327,9 @@ impl Services {
                                 NodeValue::Str { start, len } => request
                                     .get(start as usize..(start + len) as usize)
                                     .and_then(|b| std::str::from_utf8(b).ok())
-                                    .and_then(|s| s.trim_start_matches("env").split('/').next()?.parse().ok()),
+                                    .and_then(|s| {
+                                        s.trim_start_matches("env").split('/').next()?.parse().ok()
+                                    }),
                                 _ => None,
                             })
                             .unwrap_or(0);
@@ -292,8 +338,12 @@ impl Services {
                     }
                     _ => StreamKind::Viewport,
                 };
-                if matches!(kind, StreamKind::Camera { .. } | StreamKind::Viewport) && w.image.is_none() {
-                    Self::respond(&d, w.now_ns, Some("this engine renders no images"), |_| None)
+                if matches!(kind, StreamKind::Camera { .. } | StreamKind::Viewport)
+                    && w.image.is_none()
+                {
+                    Self::respond(&d, w.now_ns, Some("this engine renders no images"), |_| {
+                        None
+                    })
                 } else {
                     self.streams.retain(|s| s.kind != kind);
                     self.streams.push(Stream {
@@ -322,9 +372,11 @@ impl Services {
         let resp_name = d.payload_type.and_then(|req| {
             let base = req.strip_suffix("Req")?;
             let resp = format!("{base}Resp");
-            payload_index(&resp)
-                .map(|_| resp)
-                .or_else(|| payload_index("PolicyOperationAck").filter(|_| base.starts_with(['S', 'C', 'F'])).map(|_| "PolicyOperationAck".to_string()))
+            payload_index(&resp).map(|_| resp).or_else(|| {
+                payload_index("PolicyOperationAck")
+                    .filter(|_| base.starts_with(['S', 'C', 'F']))
+                    .map(|_| "PolicyOperationAck".to_string())
+            })
         });
         Self::respond(d, now_ns, None, |fbb| {
             let index = payload_index(resp_name.as_deref()?)?;
@@ -338,14 +390,21 @@ impl Services {
         let service = uint_field(d, "service").unwrap_or(u64::MAX);
         let enabled = matches!(field(d, "enabled"), Some(NodeValue::Bool(true)));
         let Some(slot) = usize::try_from(service).ok().filter(|&s| s < 7) else {
-            return Self::respond(d, w.now_ns, Some(&format!("unknown service {service}")), |_| None);
+            return Self::respond(
+                d,
+                w.now_ns,
+                Some(&format!("unknown service {service}")),
+                |_| None,
+            );
         };
         self.enabled[slot] = enabled;
         if !enabled {
             self.streams.retain(|s| {
                 !matches!(
                     (slot, s.kind),
-                    (2, StreamKind::Telemetry) | (4, StreamKind::Camera { .. }) | (5, StreamKind::Viewport)
+                    (2, StreamKind::Telemetry)
+                        | (4, StreamKind::Camera { .. })
+                        | (5, StreamKind::Viewport)
                 )
             });
         }
@@ -377,7 +436,12 @@ impl Services {
                 })
                 .collect();
             let services = fbb.create_vector(&statuses);
-            let resp = fb::GetServiceStatusResp::create(fbb, &fb::GetServiceStatusRespArgs { services: Some(services) });
+            let resp = fb::GetServiceStatusResp::create(
+                fbb,
+                &fb::GetServiceStatusRespArgs {
+                    services: Some(services),
+                },
+            );
             Some((fb::Payload::GetServiceStatusResp, resp.as_union_value()))
         })
     }
@@ -392,27 +456,33 @@ impl Services {
             s.frames += 1;
             let (corr, frame) = (s.correlation_id, s.frames);
             let bytes = match s.kind {
-                StreamKind::Telemetry => rpc::build_envelope(corr, fb::MethodId::TelemetryFrame, None, w.now_ns, |fbb| {
-                    let qpos = fbb.create_vector(&[w.sim.x[0], w.sim.theta[0]]);
-                    let act = &w.actions[..w.sim.act_size.min(w.actions.len())];
-                    let ctrl = fbb.create_vector(act);
-                    let f = fb::TelemetryFrame::create(
-                        fbb,
-                        &fb::TelemetryFrameArgs {
-                            timestamp_ms: ms(w.now_ns),
-                            frame_number: frame,
-                            task_index: 0,
-                            observation_qpos: Some(qpos),
-                            action_ctrl: Some(ctrl),
-                        },
-                    );
-                    Some((fb::Payload::TelemetryFrame, f.as_union_value()))
-                }),
+                StreamKind::Telemetry => {
+                    rpc::build_envelope(corr, fb::MethodId::TelemetryFrame, None, w.now_ns, |fbb| {
+                        let qpos = fbb.create_vector(&[w.sim.x[0], w.sim.theta[0]]);
+                        let act = &w.actions[..w.sim.act_size.min(w.actions.len())];
+                        let ctrl = fbb.create_vector(act);
+                        let f = fb::TelemetryFrame::create(
+                            fbb,
+                            &fb::TelemetryFrameArgs {
+                                timestamp_ms: ms(w.now_ns),
+                                frame_number: frame,
+                                task_index: 0,
+                                observation_qpos: Some(qpos),
+                                action_ctrl: Some(ctrl),
+                            },
+                        );
+                        Some((fb::Payload::TelemetryFrame, f.as_union_value()))
+                    })
+                }
                 StreamKind::Camera { env, format } => {
-                    let Some((iw, ih, ic)) = w.image else { continue };
+                    let Some((iw, ih, ic)) = w.image else {
+                        continue;
+                    };
                     let per = (iw * ih * ic) as usize;
                     let env = (env as usize).min(w.sim.num_envs.saturating_sub(1));
-                    let Some(pixels) = w.images.get(env * per..(env + 1) * per) else { continue };
+                    let Some(pixels) = w.images.get(env * per..(env + 1) * per) else {
+                        continue;
+                    };
                     let (data, format) = encode(pixels, iw, ih, ic, format);
                     rpc::build_envelope(corr, fb::MethodId::CameraFrame, None, w.now_ns, |fbb| {
                         let data = fbb.create_vector(&data);
@@ -437,9 +507,13 @@ impl Services {
                     })
                 }
                 StreamKind::Viewport => {
-                    let Some((iw, ih, ic)) = w.image else { continue };
+                    let Some((iw, ih, ic)) = w.image else {
+                        continue;
+                    };
                     let per = (iw * ih * ic) as usize;
-                    let Some(pixels) = w.images.get(..per) else { continue };
+                    let Some(pixels) = w.images.get(..per) else {
+                        continue;
+                    };
                     let (data, format) = encode(pixels, iw, ih, ic, fb::ImageFormat::Png);
                     rpc::build_envelope(corr, fb::MethodId::ViewportFrame, None, w.now_ns, |fbb| {
                         let data = fbb.create_vector(&data);
@@ -468,7 +542,13 @@ impl Services {
 }
 
 /// Encodes pixels as asked; falls back to raw when encoding fails.
-fn encode(pixels: &[u8], w: u32, h: u32, c: u32, format: fb::ImageFormat) -> (Vec<u8>, fb::ImageFormat) {
+fn encode(
+    pixels: &[u8],
+    w: u32,
+    h: u32,
+    c: u32,
+    format: fb::ImageFormat,
+) -> (Vec<u8>, fb::ImageFormat) {
     let color = match c {
         1 => image::ExtendedColorType::L8,
         3 => image::ExtendedColorType::Rgb8,
@@ -479,9 +559,11 @@ fn encode(pixels: &[u8], w: u32, h: u32, c: u32, format: fb::ImageFormat) -> (Ve
         fb::ImageFormat::Png => image::codecs::png::PngEncoder::new(&mut out)
             .write_image(pixels, w, h, color)
             .is_ok(),
-        fb::ImageFormat::Jpeg if c != 4 => image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85)
-            .encode(pixels, w, h, color)
-            .is_ok(),
+        fb::ImageFormat::Jpeg if c != 4 => {
+            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85)
+                .encode(pixels, w, h, color)
+                .is_ok()
+        }
         _ => false,
     };
     if ok {

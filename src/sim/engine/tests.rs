@@ -1,0 +1,98 @@
+use super::*;
+use crate::attach::Target;
+use crate::layout::LayoutChoice;
+use crate::testutil::unique_name;
+
+fn config(layout: PlanLayout) -> EngineConfig {
+    EngineConfig {
+        name: unique_name("engine"),
+        layout,
+        num_envs: 3,
+        obs_size: 10,
+        act_size: 2,
+        image: if layout == PlanLayout::Lucky {
+            None
+        } else {
+            Some((16, 12, 3))
+        },
+        mode: Mode::Training,
+        hz: 60.0,
+        ring_size: 4096,
+        ctl_ring_size: Some(4096),
+        force: false,
+        dynamics: true,
+        camera_hz: 1000.0,
+        seed: 5,
+    }
+}
+
+#[test]
+fn a_created_segment_is_complete_when_it_appears_and_removed_on_drop() {
+    let engine = Engine::create(config(PlanLayout::Lrbc { ext: true })).unwrap();
+    let a =
+        crate::attach::attach(&Target::Shm(engine.name().to_string()), LayoutChoice::Auto).unwrap();
+    assert_eq!(a.geometry.layout, crate::layout::Layout::LrbcV1Ext);
+    assert_eq!(a.geometry.names.obs[0], "cart_x");
+    assert_eq!(a.geometry.names.act[1], "goal_shift");
+    assert_eq!(a.segment.load_u32(lrbc_words::SERVICE_FLAGS), Some(0x7f));
+    assert!(
+        a.segment.load_u64(lrbc_words::IMAGE_SEQ).unwrap() >= 1,
+        "the first images are written before publishing"
+    );
+    assert_eq!(a.segment.load_u64(lrbc_words::WRITE_SEQ).unwrap() % 2, 0);
+    let path = a.segment.path().to_path_buf();
+    drop(engine);
+    assert!(!path.exists());
+}
+
+#[test]
+fn each_step_publishes_one_frame_with_every_counter() {
+    let mut engine = Engine::create(config(PlanLayout::Lrbc { ext: true })).unwrap();
+    let a =
+        crate::attach::attach(&Target::Shm(engine.name().to_string()), LayoutChoice::Auto).unwrap();
+    let ws0 = a.segment.load_u64(lrbc_words::WRITE_SEQ).unwrap();
+    let t0 = a.segment.load_u64(lrbc_words::FRAME_TIME_NS).unwrap();
+    engine.step_once(Some(1));
+    assert_eq!(a.segment.load_u64(lrbc_words::FRAME_SEQ), Some(1));
+    assert_eq!(a.segment.load_u64(lrbc_words::WRITE_SEQ), Some(ws0 + 2));
+    assert!(a.segment.load_u64(lrbc_words::FRAME_TIME_NS).unwrap() >= t0);
+    assert_eq!(engine.stats().steps, 1);
+}
+
+#[test]
+fn the_luckyrobots_engine_sets_engine_ready_and_clears_it() {
+    let engine = Engine::create(config(PlanLayout::Lucky)).unwrap();
+    let a =
+        crate::attach::attach(&Target::Shm(engine.name().to_string()), LayoutChoice::Auto).unwrap();
+    assert_eq!(a.geometry.layout, crate::layout::Layout::LuckyrobotsIpc);
+    assert_eq!(a.segment.load_u32(lucky_words::ENGINE_READY), Some(1));
+    drop(engine);
+    assert_eq!(a.segment.load_u32(lucky_words::ENGINE_READY), Some(0));
+}
+
+#[test]
+fn lucky_commands_answer_as_the_spec_says() {
+    assert_eq!(lucky_response(2, br#"{"mode": "realtime"}"#).0, 0);
+    let (status, body) = lucky_response(2, br#"{"mode": "nope"}"#);
+    assert_eq!(status, 1);
+    assert!(body["error"].as_str().unwrap().contains("nope"));
+    assert_eq!(lucky_response(1, br#"{"agent_name": "a"}"#).0, 0);
+    assert_eq!(lucky_response(7, b"{}").0, 2);
+    assert_eq!(lucky_response(1, b"not json").0, 3);
+}
+
+#[test]
+fn an_existing_name_is_refused_without_force() {
+    let first = Engine::create(config(PlanLayout::Lrbc { ext: false })).unwrap();
+    let mut cfg = config(PlanLayout::Lrbc { ext: false });
+    cfg.name = first.name().to_string();
+    assert!(matches!(
+        Engine::create(cfg.clone()),
+        Err(EngineError::Exists { .. })
+    ));
+    cfg.force = true;
+    let second = Engine::create(cfg).unwrap();
+    drop(first);
+    // The first engine's drop leaves the replacement alone.
+    assert!(shm_path(second.name()).unwrap().exists());
+}
