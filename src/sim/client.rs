@@ -90,11 +90,19 @@ struct Offsets {
     client_ready: Option<u64>,
 }
 
-fn rng_next(state: &mut u64) -> f32 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    (*state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+/// Uniform actions in [-1, 1): twelve 5-bit values from each 64-bit draw (coarse, but a
+/// random policy needs no more, and it keeps the client's share of a step small).
+fn random_actions(actions: &mut [f32], state: &mut u64) {
+    for chunk in actions.chunks_mut(12) {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        let mut bits = *state;
+        for a in chunk {
+            *a = (bits & 31) as f32 * (2.0 / 32.0) - 1.0;
+            bits >>= 5;
+        }
+    }
 }
 
 /// Runs the client until `stop`, `steps`, or an error.
@@ -293,12 +301,14 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
     while !stop.load(Ordering::Relaxed) && cfg.steps.is_none_or(|s| stats.steps < s) {
         // Actions, and reset flags for the envs that ended last frame.
         let t = stats.steps as f32 * 0.05;
-        for (i, a) in actions.iter_mut().enumerate() {
-            *a = match cfg.policy {
-                Policy::Random => rng_next(&mut rng),
-                Policy::Zero => 0.0,
-                Policy::Sine => (t + (i / act_size.max(1)) as f32 * 0.7).sin(),
-            };
+        match cfg.policy {
+            Policy::Random => random_actions(&mut actions, &mut rng),
+            Policy::Zero => actions.fill(0.0),
+            Policy::Sine => {
+                for (i, a) in actions.iter_mut().enumerate() {
+                    *a = (t + (i / act_size.max(1)) as f32 * 0.7).sin();
+                }
+            }
         }
         seg.read_at(dones_at, &mut dones);
         if let Some(at) = truncs_at {

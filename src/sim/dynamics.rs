@@ -28,6 +28,30 @@ pub const THETA_LIMIT: f32 = 0.21;
 /// The cart has left the track past this position.
 pub const X_LIMIT: f32 = 2.4;
 
+/// `(sin x, cos x)`: a short polynomial for the small angles a balanced pole has
+/// (|x| <= 1, error below 1e-7), the library call otherwise.
+#[inline]
+pub fn sin_cos(x: f32) -> (f32, f32) {
+    if x.abs() > 1.0 {
+        return x.sin_cos();
+    }
+    let x2 = x * x;
+    // Horner forms of the Taylor series, with reciprocals (multiplies, not divides).
+    let sin = x
+        * (1.0
+            - x2 * (1.0 / 6.0)
+                * (1.0
+                    - x2 * (1.0 / 20.0) * (1.0 - x2 * (1.0 / 42.0) * (1.0 - x2 * (1.0 / 72.0)))));
+    let cos = 1.0
+        - x2 * 0.5
+            * (1.0
+                - x2 * (1.0 / 12.0)
+                    * (1.0
+                        - x2 * (1.0 / 30.0)
+                            * (1.0 - x2 * (1.0 / 56.0) * (1.0 - x2 * (1.0 / 90.0)))));
+    (sin, cos)
+}
+
 /// All envs' state, structure of arrays.
 #[derive(Clone, Debug)]
 pub struct CartPoles {
@@ -48,8 +72,9 @@ pub struct CartPoles {
     pub truncated: Vec<u8>,
     pub reward: Vec<f32>,
     rng: u64,
-    /// Mixing weights of the extra observation channels.
-    feature_weights: Vec<[f32; 3]>,
+    /// Mixing weights of the extra observation channels (of x, theta and v), one
+    /// vector each so that the per-env loop vectorises.
+    feature_weights: [Vec<f32>; 3],
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -68,9 +93,9 @@ fn uniform(state: &mut u64) -> f32 {
 impl CartPoles {
     pub fn new(num_envs: usize, obs_size: usize, act_size: usize, seed: u64) -> Self {
         let mut rng = seed;
-        let feature_weights = (0..obs_size.saturating_sub(OBS_NAMES.len()))
-            .map(|_| [uniform(&mut rng), uniform(&mut rng), uniform(&mut rng)])
-            .collect();
+        let extra = obs_size.saturating_sub(OBS_NAMES.len());
+        let mut weights = || (0..extra).map(|_| uniform(&mut rng)).collect::<Vec<f32>>();
+        let feature_weights = [weights(), weights(), weights()];
         let mut s = Self {
             num_envs,
             obs_size,
@@ -116,58 +141,107 @@ impl CartPoles {
     /// Applies reset flags (and clears them), then steps every env with `actions`
     /// (`num_envs * act_size`, row-major). Envs that are done and not reset stay put.
     pub fn step(&mut self, actions: &[f32], resets: &mut [u8]) {
-        for i in 0..self.num_envs {
-            if resets.get(i).is_some_and(|&r| r != 0) {
+        // Resets first (rare, branchy), then the physics of all envs in one
+        // branch-free pass that the compiler can vectorise.
+        for i in 0..self.num_envs.min(resets.len()) {
+            if resets[i] != 0 {
                 self.reset(i);
                 resets[i] = 0;
             }
-            if self.done[i] != 0 || self.truncated[i] != 0 {
-                self.reward[i] = 0.0;
-                continue;
-            }
-            let a = actions.get(i * self.act_size).copied().unwrap_or(0.0);
+        }
+        let n = self.num_envs;
+        let act = self.act_size.max(1);
+        let (x, v, theta, omega) = (
+            &mut self.x[..n],
+            &mut self.v[..n],
+            &mut self.theta[..n],
+            &mut self.omega[..n],
+        );
+        let (goal, force_out, steps) = (
+            &mut self.goal[..n],
+            &mut self.force[..n],
+            &mut self.steps[..n],
+        );
+        let (done, truncated, reward) = (
+            &mut self.done[..n],
+            &mut self.truncated[..n],
+            &mut self.reward[..n],
+        );
+        let max_steps = &self.max_steps[..n];
+        const INV_TOTAL_MASS: f32 = 1.0 / (CART_MASS + POLE_MASS);
+        for i in 0..n {
+            let running = done[i] == 0 && truncated[i] == 0;
+            let a = actions.get(i * act).copied().unwrap_or(0.0);
             let a = if a.is_finite() {
                 a.clamp(-1.0, 1.0)
             } else {
                 0.0
             };
-            if self.act_size > 1 {
-                let shift = actions.get(i * self.act_size + 1).copied().unwrap_or(0.0);
-                if shift.is_finite() {
-                    self.goal[i] = (self.goal[i] + 0.01 * shift.clamp(-1.0, 1.0)).clamp(-2.0, 2.0);
-                }
-            }
+            let shift = if self.act_size > 1 {
+                actions.get(i * act + 1).copied().unwrap_or(0.0)
+            } else {
+                0.0
+            };
+            let shift = if shift.is_finite() {
+                shift.clamp(-1.0, 1.0)
+            } else {
+                0.0
+            };
             let force = a * FORCE_SCALE;
-            let (sin, cos) = self.theta[i].sin_cos();
-            let total_mass = CART_MASS + POLE_MASS;
-            let temp = (force + POLE_MASS * POLE_HALF_LENGTH * self.omega[i] * self.omega[i] * sin)
-                / total_mass;
+            let (sin, cos) = sin_cos(theta[i]);
+            let temp =
+                (force + POLE_MASS * POLE_HALF_LENGTH * omega[i] * omega[i] * sin) * INV_TOTAL_MASS;
             let theta_acc = (GRAVITY * sin - cos * temp)
-                / (POLE_HALF_LENGTH * (4.0 / 3.0 - POLE_MASS * cos * cos / total_mass));
-            let x_acc = temp - POLE_MASS * POLE_HALF_LENGTH * theta_acc * cos / total_mass;
-            self.x[i] += DT * self.v[i];
-            self.v[i] += DT * x_acc;
-            self.theta[i] += DT * self.omega[i];
-            self.omega[i] += DT * theta_acc;
-            self.force[i] = force;
-            self.steps[i] += 1;
-            let fell = self.theta[i].abs() > THETA_LIMIT || self.x[i].abs() > X_LIMIT;
-            let distance = (self.x[i] - self.goal[i]).abs();
-            self.reward[i] = if fell {
+                / (POLE_HALF_LENGTH * (4.0 / 3.0 - POLE_MASS * cos * cos * INV_TOTAL_MASS));
+            let x_acc = temp - POLE_MASS * POLE_HALF_LENGTH * theta_acc * cos * INV_TOTAL_MASS;
+            let nx = x[i] + DT * v[i];
+            let nv = v[i] + DT * x_acc;
+            let ntheta = theta[i] + DT * omega[i];
+            let nomega = omega[i] + DT * theta_acc;
+            let ngoal = (goal[i] + 0.01 * shift).clamp(-2.0, 2.0);
+            let nsteps = steps[i] + 1;
+            let fell = ntheta.abs() > THETA_LIMIT || nx.abs() > X_LIMIT;
+            let t = ntheta * (1.0 / THETA_LIMIT);
+            let shaped = 1.0 - 0.5 * t * t - 0.2 * (nx - ngoal).abs().min(2.0);
+            // Ended envs stay put until the client resets them.
+            x[i] = if running { nx } else { x[i] };
+            v[i] = if running { nv } else { v[i] };
+            theta[i] = if running { ntheta } else { theta[i] };
+            omega[i] = if running { nomega } else { omega[i] };
+            goal[i] = if running { ngoal } else { goal[i] };
+            force_out[i] = if running { force } else { force_out[i] };
+            steps[i] = if running { nsteps } else { steps[i] };
+            reward[i] = if !running {
+                0.0
+            } else if fell {
                 -1.0
             } else {
-                1.0 - 0.5 * (self.theta[i] / THETA_LIMIT).powi(2) - 0.2 * distance.min(2.0)
+                shaped
             };
-            self.done[i] = u8::from(fell);
-            self.truncated[i] = u8::from(!fell && self.steps[i] >= self.max_steps[i]);
+            done[i] = if running { u8::from(fell) } else { done[i] };
+            truncated[i] = if running {
+                u8::from(!fell && nsteps >= max_steps[i])
+            } else {
+                truncated[i]
+            };
         }
     }
 
     /// Writes every env's observations into `obs` (`num_envs * obs_size`).
     pub fn observe(&self, obs: &mut [f32]) {
+        self.observe_envs(0, obs);
+    }
+
+    /// Writes the observations of envs `first..` into `obs`, as many whole rows as fit.
+    pub fn observe_envs(&self, first: usize, obs: &mut [f32]) {
         let n = self.obs_size;
-        for (i, row) in obs.chunks_exact_mut(n).enumerate().take(self.num_envs) {
-            let (sin, cos) = self.theta[i].sin_cos();
+        for (i, row) in obs
+            .chunks_exact_mut(n)
+            .enumerate()
+            .map(|(k, row)| (first + k, row))
+            .take_while(|(i, _)| *i < self.num_envs)
+        {
+            let (sin, cos) = sin_cos(self.theta[i]);
             let base = [
                 self.x[i],
                 self.v[i],
@@ -179,9 +253,14 @@ impl CartPoles {
                 self.force[i],
             ];
             let head = n.min(base.len());
-            row[..head].copy_from_slice(&base[..head]);
-            for (j, w) in self.feature_weights.iter().enumerate() {
-                row[head + j] = w[0] * self.x[i] + w[1] * self.theta[i] + w[2] * self.v[i];
+            let (front, features) = row.split_at_mut(head);
+            for (f, b) in front.iter_mut().zip(base) {
+                *f = b;
+            }
+            let (x, theta, v) = (self.x[i], self.theta[i], self.v[i]);
+            let [wx, wt, wv] = &self.feature_weights;
+            for (((f, a), b), c) in features.iter_mut().zip(wx).zip(wt).zip(wv) {
+                *f = a * x + b * theta + c * v;
             }
         }
     }
@@ -211,6 +290,16 @@ impl CartPoles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_polynomial_sine_matches_the_library() {
+        for k in -2000..=2000 {
+            let x = k as f32 / 1000.0;
+            let (s, c) = sin_cos(x);
+            assert!((s - x.sin()).abs() < 1e-6, "sin {x}");
+            assert!((c - x.cos()).abs() < 1e-6, "cos {x}");
+        }
+    }
 
     #[test]
     fn observations_evolve_with_the_actions() {

@@ -35,6 +35,10 @@ mod lucky_words {
     pub const ENGINE_READY: u64 = 120;
 }
 
+/// Observations are computed in chunks of this many floats (64 KiB) and copied into the
+/// segment chunk by chunk, so they never make a round trip through main memory.
+const OBS_CHUNK_FLOATS: usize = 16 * 1024;
+
 /// Training is lock-step with the client; inference free-runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
@@ -331,7 +335,10 @@ impl Engine {
             },
         };
         let mut engine = Self {
-            obs: vec![0.0; n * cfg.obs_size as usize],
+            obs: vec![
+                0.0;
+                (n * cfg.obs_size as usize).min(OBS_CHUNK_FLOATS.max(cfg.obs_size as usize))
+            ],
             actions: vec![0.0; n * cfg.act_size as usize],
             resets: vec![0; n],
             images: cfg
@@ -470,8 +477,18 @@ impl Engine {
             self.seg.seqlock_begin(lrbc_words::WRITE_SEQ);
         }
         if self.cfg.dynamics {
-            self.sim.observe(&mut self.obs);
-            self.seg.write_f32s(self.plan.obs_offset, &self.obs);
+            // Chunks that stay in cache, written straight to the segment.
+            let per_env = self.cfg.obs_size as usize;
+            let envs_per_chunk = (OBS_CHUNK_FLOATS / per_env.max(1)).max(1);
+            let len = (envs_per_chunk * per_env).min(self.obs.len());
+            let chunk = &mut self.obs[..len];
+            for first in (0..self.cfg.num_envs as usize).step_by(envs_per_chunk) {
+                let rows = envs_per_chunk.min(self.cfg.num_envs as usize - first);
+                let part = &mut chunk[..rows * per_env];
+                self.sim.observe_envs(first, part);
+                self.seg
+                    .write_f32s(self.plan.obs_offset + (first * per_env * 4) as u64, part);
+            }
             self.seg
                 .write_f32s(self.plan.rewards_offset, &self.sim.reward);
             self.seg.write_at(self.plan.dones_offset, &self.sim.done);
