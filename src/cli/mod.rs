@@ -1,6 +1,7 @@
 //! The command line: arguments, the error printed once, and the subcommands.
 
 mod bench;
+mod benchmarks;
 mod children;
 mod control;
 mod demo;
@@ -135,6 +136,9 @@ pub enum Command {
     Sim(sim::SimCommand),
     /// A simulated engine and client with the inspector attached.
     Demo(demo::DemoArgs),
+    /// Benchmarks of the command channel (figures for the README).
+    #[command(subcommand)]
+    Bench(benchmarks::BenchCommand),
     /// Toggle an engine service, or show service status, through the control rings.
     Control {
         #[command(flatten)]
@@ -320,6 +324,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
         Some(Command::Sim(cmd)) => sim::run(cmd),
         Some(Command::Demo(args)) => demo::run(&args),
+        Some(Command::Bench(cmd)) => benchmarks::run(&cmd),
         None => Err(CliError::Usage(
             "the window is not available in this build yet; use `list`, `dump` or `watch` (see --help)"
                 .into(),

@@ -69,6 +69,25 @@ impl RingWrite for SegmentRw {
     }
 }
 
+/// Plain bytes as ring memory (tests and fuzzing; single-threaded).
+impl RingRead for Vec<u8> {
+    fn load_u32(&self, offset: u64) -> Option<u32> {
+        let at = usize::try_from(offset).ok()?;
+        Some(u32::from_le_bytes(
+            self.get(at..at.checked_add(4)?)?.try_into().ok()?,
+        ))
+    }
+    fn load_u64(&self, offset: u64) -> Option<u64> {
+        let at = usize::try_from(offset).ok()?;
+        Some(u64::from_le_bytes(
+            self.get(at..at.checked_add(8)?)?.try_into().ok()?,
+        ))
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
+        crate::layout::ByteSource::read_at(self.as_slice(), offset, buf)
+    }
+}
+
 impl RingRead for ControlPages {
     fn load_u32(&self, offset: u64) -> Option<u32> {
         ControlPages::load_u32(self, offset)

@@ -1,0 +1,274 @@
+//! `bench decode`, `bench ring`: the command channel's benchmarks (figures for the
+//! README; never timed tests).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+
+use super::CliError;
+use crate::layout::plan::{Plan, PlanLayout, PlanSpec};
+use crate::layout::{LayoutChoice, Names, RegionKind};
+use crate::rings::lrbc::{Consumer, Producer};
+use crate::rpc::{self, fb};
+use crate::segment::{Follow, SHM_DIR, SegmentRw, monotonic_now_ns};
+use crate::traffic::{RingSelection, Traffic, TrafficEvent};
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum BenchCommand {
+    /// Envelopes verified and decoded into field trees per second, on one core.
+    Decode {
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 2.0)]
+        secs: f64,
+    },
+    /// The highest producer rate a traffic reader follows on a 512 KiB ring without loss.
+    Ring {
+        /// Seconds per rate.
+        #[arg(long, default_value_t = 1.0)]
+        secs: f64,
+    },
+}
+
+/// Small envelopes of the kinds that dominate real traffic.
+pub fn sample_envelopes() -> Vec<(&'static str, Vec<u8>)> {
+    let joint_req = rpc::build_envelope(42, fb::MethodId::GetJointState, None, 123_456, |fbb| {
+        let name = fbb.create_string("robot");
+        let req = fb::GetJointStateReq::create(
+            fbb,
+            &fb::GetJointStateReqArgs {
+                robot_name: Some(name),
+            },
+        );
+        Some((fb::Payload::GetJointStateReq, req.as_union_value()))
+    });
+    let toggle = rpc::build_envelope(7, fb::MethodId::SetServiceEnabled, None, 1, |fbb| {
+        let resp = fb::SetServiceEnabledResp::create(
+            fbb,
+            &fb::SetServiceEnabledRespArgs {
+                service: fb::ServiceId::Camera,
+                enabled: true,
+            },
+        );
+        Some((fb::Payload::SetServiceEnabledResp, resp.as_union_value()))
+    });
+    let telemetry = rpc::build_envelope(9, fb::MethodId::TelemetryFrame, None, 5, |fbb| {
+        let q = fbb.create_vector(&[0.1f32, 0.2, 0.3, 0.4]);
+        let c = fbb.create_vector(&[0.5f32, -0.5]);
+        let f = fb::TelemetryFrame::create(
+            fbb,
+            &fb::TelemetryFrameArgs {
+                timestamp_ms: 1000,
+                frame_number: 12,
+                task_index: 0,
+                observation_qpos: Some(q),
+                action_ctrl: Some(c),
+            },
+        );
+        Some((fb::Payload::TelemetryFrame, f.as_union_value()))
+    });
+    vec![
+        ("GetJointStateReq", joint_req),
+        ("SetServiceEnabledResp", toggle),
+        ("TelemetryFrame", telemetry),
+    ]
+}
+
+fn decode(secs: f64) -> Result<(), CliError> {
+    let samples = sample_envelopes();
+    println!("bench decode: verify + decode into a field tree, one core, {secs} s per row");
+    println!(
+        "{:<24} {:>8} {:>8} {:>16} {:>12}",
+        "envelope", "bytes", "nodes", "envelopes/s", "ns each"
+    );
+    for (name, bytes) in &samples {
+        let mut count = 0u64;
+        let mut nodes = 0;
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs_f64(secs);
+        while Instant::now() < deadline {
+            for _ in 0..1000 {
+                let d = rpc::decode_envelope(std::hint::black_box(bytes))
+                    .map_err(|e| CliError::Other(format!("sample does not decode: {e}")))?;
+                nodes = d.tree.nodes.len();
+                std::hint::black_box(&d);
+            }
+            count += 1000;
+        }
+        let elapsed = start.elapsed().as_secs_f64();
+        println!(
+            "{:<24} {:>8} {:>8} {:>16.0} {:>12.0}",
+            name,
+            bytes.len(),
+            nodes,
+            count as f64 / elapsed,
+            elapsed * 1e9 / count as f64
+        );
+    }
+    Ok(())
+}
+
+/// Runs one producer rate for `secs`; returns (produced, seen, lost bytes, malformed).
+fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
+    let name = format!("lrbc-bench-ring-{}-{}", std::process::id(), rate as u64);
+    let spec = PlanSpec {
+        layout: PlanLayout::Lrbc { ext: true },
+        num_envs: 1,
+        obs_size: 1,
+        act_size: 1,
+        image: None,
+        cmd_ring_size: 512 * 1024,
+        ctl_ring_size: None,
+        names: Names::default(),
+        mode: 0,
+        server_pid: std::process::id(),
+        max_size_bytes: u64::MAX,
+    };
+    let plan = Plan::new(&spec).map_err(|e| CliError::Other(e.to_string()))?;
+    let path = std::path::Path::new(SHM_DIR).join(&name);
+    let rw = Arc::new(
+        SegmentRw::create(&path, plan.size_bytes, true)
+            .map_err(|e| CliError::Other(e.to_string()))?,
+    );
+    rw.write_at(0, &plan.initial_bytes(&spec));
+    let cleanup = Remove(path.clone());
+    let attached = crate::attach::Attached::open_path(
+        &path,
+        Follow::NoSymlinks,
+        Some(name),
+        LayoutChoice::Auto,
+    )?;
+    let ring = *attached
+        .geometry
+        .ring(RegionKind::CmdC2s)
+        .ok_or_else(|| CliError::Other("no ring".into()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let produced = Arc::new(AtomicU64::new(0));
+    let samples = sample_envelopes();
+    let producer = {
+        let (rw, stop, produced) = (Arc::clone(&rw), Arc::clone(&stop), Arc::clone(&produced));
+        std::thread::Builder::new()
+            .name("bench-producer".into())
+            .spawn(move || {
+                let mut prod = Producer::new(&*rw, ring);
+                let mut cons = Consumer::new(&*rw, ring);
+                let mut buf = Vec::new();
+                let start = Instant::now();
+                let mut sent = 0u64;
+                // Relaxed: a flag with no data behind it.
+                while !stop.load(Ordering::Relaxed) {
+                    let due = (start.elapsed().as_secs_f64() * rate) as u64;
+                    while sent < due {
+                        let bytes = &samples[(sent % 3) as usize].1;
+                        if prod.try_push(&*rw, bytes).is_err() {
+                            break;
+                        }
+                        sent += 1;
+                        // The engine's consumer keeps up, as a real one does.
+                        while let Ok(Some(_)) = cons.try_pop(&*rw, &mut buf) {}
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                // Relaxed: read after join.
+                produced.store(sent, Ordering::Relaxed);
+            })
+            .map_err(|e| CliError::Other(e.to_string()))?
+    };
+    let mut traffic = Traffic::new(&attached, RingSelection::Cmd);
+    let mut events = Vec::new();
+    let (mut seen, mut lost, mut malformed) = (0u64, 0u64, 0u64);
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let mut tally = |events: &[TrafficEvent]| {
+        for e in events {
+            match e {
+                TrafficEvent::Record(_) => seen += 1,
+                TrafficEvent::Lost { lost_bytes, .. } => lost += lost_bytes,
+                TrafficEvent::Malformed { .. } => malformed += 1,
+                _ => {}
+            }
+        }
+    };
+    // The reader's loop of `traffic --follow`.
+    let mut idle = 0u32;
+    while Instant::now() < deadline {
+        events.clear();
+        traffic.poll(&attached.segment, monotonic_now_ns(), 4096, &mut events);
+        tally(&events);
+        if events.is_empty() {
+            idle = idle.saturating_add(1);
+            std::thread::sleep(Duration::from_micros(if idle < 100 { 100 } else { 1000 }));
+        } else {
+            idle = 0;
+        }
+    }
+    // Relaxed: a flag with no data behind it.
+    stop.store(true, Ordering::Relaxed);
+    producer
+        .join()
+        .map_err(|_| CliError::Other("the producer thread panicked".into()))?;
+    loop {
+        events.clear();
+        traffic.poll(
+            &attached.segment,
+            monotonic_now_ns(),
+            usize::MAX,
+            &mut events,
+        );
+        if events.is_empty() {
+            break;
+        }
+        tally(&events);
+    }
+    drop(cleanup);
+    // Relaxed: the producer thread has been joined.
+    Ok((produced.load(Ordering::Relaxed), seen, lost, malformed))
+}
+
+struct Remove(std::path::PathBuf);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn ring(secs: f64) -> Result<(), CliError> {
+    println!(
+        "bench ring: a producer (with its consumer keeping up) against a `traffic --follow` reader, 512 KiB ring, {secs} s per rate"
+    );
+    println!(
+        "{:>14} {:>12} {:>12} {:>14} {:>10}",
+        "target/s", "produced", "seen", "lost bytes", "lossless"
+    );
+    let mut best = 0.0;
+    for rate in [
+        10_000.0,
+        50_000.0,
+        100_000.0,
+        200_000.0,
+        400_000.0,
+        800_000.0,
+        1_600_000.0,
+        3_200_000.0,
+    ] {
+        let (produced, seen, lost, malformed) = follow_at(rate, secs)?;
+        let lossless = lost == 0 && malformed == 0 && seen == produced;
+        println!(
+            "{rate:>14.0} {produced:>12} {seen:>12} {lost:>14} {:>10}",
+            if lossless { "yes" } else { "no" }
+        );
+        if lossless {
+            best = (produced as f64 / secs).max(best);
+        }
+    }
+    println!("highest producer rate followed without loss: {best:.0} envelopes/s");
+    Ok(())
+}
+
+pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
+    match cmd {
+        BenchCommand::Decode { secs } => decode(secs.max(0.1)),
+        BenchCommand::Ring { secs } => ring(secs.max(0.1)),
+    }
+}
