@@ -152,6 +152,10 @@ fn an_independent_python_client_steps_in_lock_step_and_reads_what_the_engine_wro
         "lrbc_client.py",
         &["--name", &engine.name, "--steps", "10000"],
     );
+    assert_eq!(
+        r["numpy"], true,
+        "numpy views over the segment, as in the seed's client"
+    );
     assert_eq!(r["frames_missed"], 0);
     assert_eq!(r["frames_repeated"], 0);
     assert_eq!(r["frame_seq"], 10_000);

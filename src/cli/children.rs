@@ -20,7 +20,9 @@ impl ChildProcess {
     pub fn spawn(what: &'static str, args: &[String], stdout: Stdio) -> Result<Self, CliError> {
         let exe = std::env::current_exe()
             .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
-        let child = Command::new(exe)
+        let mut command = Command::new(exe);
+        crate::segment::terminate_with_parent(&mut command);
+        let child = command
             .args(args)
             .stdin(Stdio::null())
             .stdout(stdout)

@@ -1,6 +1,7 @@
 //! `demo`: a simulated engine and client in separate processes with the inspector
 //! attached. Headless views (watch and traffic) until a window can be shown.
 
+use std::io::Write as _;
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -115,6 +116,15 @@ fn headless(
     let start = monotonic_now_ns();
     let mut next_watch = Instant::now() + Duration::from_secs(1);
     let mut events = Vec::new();
+    let mut out = std::io::stdout().lock();
+    // A closed stdout (`demo | head`) ends the demo cleanly, children and segment included.
+    macro_rules! line {
+        ($($arg:tt)*) => {
+            if writeln!(out, $($arg)*).and_then(|()| out.flush()).is_err() {
+                return Ok(());
+            }
+        };
+    }
     // Relaxed: a flag with no data behind it.
     while !stop.load(Ordering::Relaxed) {
         if let Some(code) = engine.exited() {
@@ -131,7 +141,7 @@ fn headless(
         traffic.poll(&a.segment, monotonic_now_ns(), 4096, &mut events);
         for e in &events {
             if let TrafficEvent::Record(r) = e {
-                println!(
+                line!(
                     "traffic {:+9.3}s {:<8} {:>12} {:<24} {:>7} B {}",
                     (r.seen_ns.saturating_sub(start)) as f64 / 1e9,
                     r.ring.as_str(),
@@ -141,13 +151,13 @@ fn headless(
                     r.error.as_deref().unwrap_or("ok")
                 );
             } else if let Some(v) = e.to_json() {
-                println!("traffic {v}");
+                line!("traffic {v}");
             }
         }
         if Instant::now() >= next_watch {
             next_watch += Duration::from_secs(1);
             let r = watcher.tick();
-            println!(
+            line!(
                 "watch   {:<11} frame_seq={} action_seq={} frame_hz={:.0} lag={}",
                 r.state.as_str(),
                 r.frame_seq,

@@ -233,8 +233,13 @@ pub fn sleep_unless_stopped(secs: f64, stop: &AtomicBool) -> bool {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
-    crate::segment::default_sigpipe();
     let cli = Cli::parse();
+    // Reports on stdout end quietly when their reader goes away (`traffic | head`).
+    // Processes that own a segment (sim, demo) keep SIGPIPE ignored, so that a closed
+    // pipe can never stop them before they clean up.
+    if !matches!(cli.command, Some(Command::Sim(_) | Command::Demo(_))) {
+        crate::segment::default_sigpipe();
+    }
     let verbose = cli.verbose;
     match run(cli) {
         Ok(()) => 0,

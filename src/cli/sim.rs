@@ -195,7 +195,7 @@ fn run_engine(args: &EngineArgs) -> Result<(), CliError> {
     let image = cfg
         .image
         .map_or(String::new(), |(w, h, c)| format!(", {w}×{h}×{c} images"));
-    eprintln!(
+    say(&format!(
         "engine: segment {} ready ({}, {} bytes, {} envs × obs {} × act {}{image}, {:?} mode), pid {}",
         engine.name(),
         match cfg.layout {
@@ -209,17 +209,25 @@ fn run_engine(args: &EngineArgs) -> Result<(), CliError> {
         cfg.act_size,
         cfg.mode,
         std::process::id()
-    );
-    eprintln!(
+    ));
+    say(&format!(
         "engine: attach with LUCKY_SHM_NAME={}; Ctrl-C stops and removes it",
         engine.name()
-    );
+    ));
     let stats = engine.run(&stop);
-    eprintln!(
+    // Remove the segment before saying so: nothing after this point can stop that.
+    drop(engine);
+    say(&format!(
         "engine: stopped after {} steps, {} requests ({} responses dropped), {} image frames; segment removed",
         stats.steps, stats.requests, stats.responses_dropped, stats.images
-    );
+    ));
     Ok(())
+}
+
+/// A status line on stderr; a closed stderr is not a reason to stop.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// Percentile of sorted values (nearest rank).

@@ -614,6 +614,23 @@ pub fn default_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// Makes a child process receive SIGTERM when this process dies, however it dies, so
+/// that simulated engines started by `demo` or `sim bench` never outlive it (and their
+/// SIGTERM handling removes their segments).
+pub fn terminate_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
+    // which is async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// The system page size.
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.

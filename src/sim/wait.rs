@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 /// Spin iterations before yielding.
 const SPINS: u32 = 2_000;
-/// Yield for this long before napping.
-const YIELD_FOR: Duration = Duration::from_millis(2);
+/// Yield for this long before napping (yielding on an idle core is a busy loop).
+const YIELD_FOR: Duration = Duration::from_micros(200);
 /// One nap.
 const NAP: Duration = Duration::from_micros(50);
 

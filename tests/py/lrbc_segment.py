@@ -286,7 +286,7 @@ class Writer:
             pass
 
 
-def main():
+def parse_args(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--name", required=True)
     p.add_argument("--layout", choices=["ext", "seed", "lucky"], default="ext")
@@ -302,8 +302,11 @@ def main():
     p.add_argument("--server-pid", type=int, default=None)
     p.add_argument("--no-names", action="store_true")
     p.add_argument("--corrupt", default=None)
-    a = p.parse_args()
+    return p.parse_args(argv)
 
+
+def main():
+    a = parse_args()
     w = Writer(a)
     w.create()
     print(json.dumps(w.expected()), flush=True)
