@@ -35,6 +35,14 @@ fuzz_target!(|data: &[u8]| {
             assert!(payload.len() <= capacity as usize);
         }
     }
+    // A producer position behind the consumer's is a re-initialised ring: the watcher
+    // says so and starts over; no bytes were passed.
+    if out
+        .iter()
+        .any(|e| matches!(e, WatchEvent::Malformed { error, .. } if error.contains("re-initialised")))
+    {
+        return;
+    }
     let moved = if lucky {
         w.cursor().wrapping_sub(start)
     } else {
