@@ -10,6 +10,7 @@ pub mod layout;
 pub mod procinfo;
 pub mod rings;
 pub mod rpc;
+pub mod sampler;
 pub mod segment;
 pub mod sim;
 pub mod snapshot;

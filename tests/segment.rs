@@ -380,3 +380,35 @@ fn watch_text_lines_show_state_counters_rates_and_lag() {
         assert!(line.contains(part), "{part} missing from {line}");
     }
 }
+
+#[test]
+fn watch_json_carries_the_samplers_cumulative_figures() {
+    let mut w = PyWriter::start("sampler", &[]);
+    let mut watch = inspector()
+        .args(["watch", "--shm", &w.name, "--interval", "0.05", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = line_channel(watch.stdout.take().unwrap());
+    let first = wait_for_report(&rx, "a first line", |_| true);
+    for key in [
+        "frames_seen",
+        "frames_sampled",
+        "frames_missed",
+        "frames_torn",
+    ] {
+        assert!(first[key].is_u64(), "{key} missing: {first}");
+    }
+    for _ in 0..5 {
+        assert_eq!(w.send("tick"), "ok");
+    }
+    let r = wait_for_report(&rx, "five frames seen", |r| r["frames_seen"] == 5);
+    let accounted = r["frames_sampled"].as_u64().unwrap()
+        + r["frames_missed"].as_u64().unwrap()
+        + r["frames_torn"].as_u64().unwrap();
+    assert_eq!(accounted, 5, "{r}");
+    assert!(r["frames_sampled"].as_u64().unwrap() >= 1);
+    interrupt(watch.id());
+    assert_eq!(wait_with_deadline(watch).status.code(), Some(0));
+}

@@ -4,29 +4,34 @@ use super::{CliError, sleep_unless_stopped, stop_flag};
 use crate::attach::{Target, attach};
 use crate::clock::MonotonicClock;
 use crate::layout::LayoutChoice;
+use crate::sampler::{Sampler, SamplerSettings, SamplerStats};
 use crate::watch::{Report, Watcher};
 
 fn hz(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
-fn line(r: &Report) -> String {
-    let mut s = format!(
-        "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={}",
+fn line(r: &Report, s: &SamplerStats) -> String {
+    let mut line = format!(
+        "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={} torn={}",
         r.t_secs,
         r.state.as_str(),
         r.frame_seq,
         r.action_seq,
         hz(r.frame_hz),
         hz(r.action_hz),
-        r.lag
+        r.lag,
+        s.frames_sampled,
+        s.frames_seen,
+        s.frames_missed,
+        s.frames_torn
     );
     if let Some(note) = &r.note {
-        s.push_str(" (");
-        s.push_str(note);
-        s.push(')');
+        line.push_str(" (");
+        line.push_str(note);
+        line.push(')');
     }
-    s
+    line
 }
 
 pub fn run(
@@ -41,6 +46,21 @@ pub fn run(
     for w in &attached.geometry.warnings {
         eprintln!("warning: {w}");
     }
+    // The sampler follows every frame on its own mapping; its figures join each line.
+    let sampler = Sampler::start(
+        attach(target, choice)?,
+        SamplerSettings {
+            watched_envs: Vec::new(),
+            history_frames: 1,
+            detail_frames: 1,
+            max_image_hz: 0.1,
+            ..SamplerSettings::default()
+        },
+        MonotonicClock,
+        Box::new(|| {}),
+        10.0,
+    )
+    .map_err(|e| CliError::Other(format!("cannot start the sampler: {e}")))?;
     let mut watcher = Watcher::new(attached, MonotonicClock);
     let mut printed = 0u64;
     while count.is_none_or(|c| printed < c) {
@@ -48,12 +68,19 @@ pub fn run(
             break;
         }
         let report = watcher.tick();
+        let stats = sampler.stats();
         if as_json {
-            let text = serde_json::to_string(&report)
+            let mut v = serde_json::to_value(&report)
                 .map_err(|e| CliError::Other(format!("cannot encode a report: {e}")))?;
-            println!("{text}");
+            if let Some(m) = v.as_object_mut() {
+                m.insert("frames_seen".into(), stats.frames_seen.into());
+                m.insert("frames_sampled".into(), stats.frames_sampled.into());
+                m.insert("frames_missed".into(), stats.frames_missed.into());
+                m.insert("frames_torn".into(), stats.frames_torn.into());
+            }
+            println!("{v}");
         } else {
-            println!("{}", line(&report));
+            println!("{}", line(&report, &stats));
         }
         printed += 1;
     }

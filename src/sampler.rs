@@ -1,0 +1,831 @@
+//! The sampler: a background thread that follows `frame_seq` and takes a consistent
+//! snapshot of every frame it can (spec 3.2): rewards, dones, truncateds and resets of
+//! all envs, the observations and actions of the watched envs, camera images when
+//! `image_seq` moves, and a periodic scan of every env for NaN, Inf and out-of-range
+//! values. History is bounded. Torn snapshots are retried, then counted, never kept.
+//! The UI thread only reads the shared data and never waits on the engine.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::attach::Attached;
+use crate::clock::Clock;
+use crate::layout::{Geometry, RegionKind};
+use crate::segment::{Segment, f32s_from_bytes};
+use crate::snapshot::{self, HotData};
+use crate::watch::{Report, Watcher};
+
+/// `done` in [`EnvPoint::flags`].
+pub const FLAG_DONE: u8 = 1;
+/// `truncated` in [`EnvPoint::flags`].
+pub const FLAG_TRUNCATED: u8 = 2;
+/// The client asked for a reset before this frame.
+pub const FLAG_RESET: u8 = 4;
+
+/// A bounded history: the oldest entries go when it is full.
+#[derive(Clone, Debug)]
+pub struct Ring<T> {
+    items: VecDeque<T>,
+    capacity: usize,
+}
+
+impl<T> Ring<T> {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            items: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    pub fn push(&mut self, item: T) {
+        if self.items.len() == self.capacity {
+            self.items.pop_front();
+        }
+        self.items.push_back(item);
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
+        self.items.iter()
+    }
+
+    pub fn back(&self) -> Option<&T> {
+        self.items.back()
+    }
+
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+}
+
+/// What the sampler keeps of each frame for the all-env overview.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FrameAgg {
+    pub frame_seq: u64,
+    /// When it was sampled (the sampler's clock).
+    pub t_ns: u64,
+    pub reward_min: f32,
+    pub reward_p10: f32,
+    pub reward_p50: f32,
+    pub reward_mean: f32,
+    pub reward_p90: f32,
+    pub reward_max: f32,
+    pub dones: u32,
+    pub truncateds: u32,
+    pub resets: u32,
+    pub nan_rewards: u32,
+    /// `frame_time_ns − action_time_ns` of this frame, when the extension gives both.
+    pub step_latency_ns: Option<u64>,
+}
+
+/// One watched env at one frame.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EnvPoint {
+    pub frame_seq: u64,
+    pub t_ns: u64,
+    pub reward: f32,
+    pub flags: u8,
+}
+
+/// Observations then actions of one watched env at one frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnvDetail {
+    pub frame_seq: u64,
+    pub t_ns: u64,
+    pub values: Box<[f32]>,
+}
+
+/// The history of one watched env.
+#[derive(Clone, Debug)]
+pub struct EnvHistory {
+    pub points: Ring<EnvPoint>,
+    pub detail: Ring<EnvDetail>,
+}
+
+/// Which channel a value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    Obs(u32),
+    Act(u32),
+    Reward,
+}
+
+/// A value that should not be there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BadValue {
+    pub env: u32,
+    pub channel: Channel,
+    pub value: f32,
+    pub frame_seq: u64,
+}
+
+/// The last scan of every env's values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scan {
+    pub frame_seq: u64,
+    pub scans: u64,
+    pub nan: u64,
+    pub inf: u64,
+    pub out_of_range: u64,
+    /// Envs with at least one problem in the last scan.
+    pub envs_affected: u32,
+    /// The first problems found in the last scan (at most 16).
+    pub examples: Vec<BadValue>,
+}
+
+/// A camera frame: every env's image, copied whole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageFrame {
+    pub image_seq: u64,
+    pub frame_seq: u64,
+    pub width: u32,
+    pub height: u32,
+    pub channels: u32,
+    pub num_envs: u32,
+    pub pixels: Arc<Vec<u8>>,
+    pub captured_ns: u64,
+    pub consistent: bool,
+}
+
+/// The live words of the header, loaded atomically.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub frame_seq: u64,
+    pub action_seq: u64,
+    pub write_seq: Option<u64>,
+    pub image_seq: Option<u64>,
+    pub frame_time_ns: Option<u64>,
+    pub action_time_ns: Option<u64>,
+    pub service_flags: Option<u32>,
+    pub server_pid: u32,
+    pub client_pid: u32,
+    pub read_ns: u64,
+}
+
+/// Cumulative since attach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SamplerStats {
+    /// Frames the engine produced while the sampler was attached.
+    pub frames_seen: u64,
+    /// Frames with a consistent snapshot kept.
+    pub frames_sampled: u64,
+    /// Frames that passed between two looks.
+    pub frames_missed: u64,
+    /// Frames whose every copy was torn (discarded).
+    pub frames_torn: u64,
+    pub images_captured: u64,
+    pub images_torn: u64,
+}
+
+/// What the sampler shares with its readers.
+#[derive(Debug)]
+pub struct SamplerData {
+    pub geometry: Arc<Geometry>,
+    /// Bumped when the sampler re-attaches to a replaced segment.
+    pub generation: u64,
+    pub label: String,
+    pub report: Option<Report>,
+    pub stats: SamplerStats,
+    pub counters: Counters,
+    pub frames: Ring<FrameAgg>,
+    pub envs: BTreeMap<u32, EnvHistory>,
+    /// The last consistent snapshot of all envs.
+    pub latest: Option<(u64, HotData)>,
+    pub scan: Scan,
+    pub image: Option<ImageFrame>,
+    /// Image frames per second, from `image_seq`.
+    pub image_fps: f32,
+}
+
+/// What the sampler should do; readers may change it at any time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplerSettings {
+    pub watched_envs: Vec<u32>,
+    /// Frames of overview and reward history kept.
+    pub history_frames: usize,
+    /// Frames of observation/action history kept per watched env.
+    pub detail_frames: usize,
+    /// |obs| above this is out of range.
+    pub obs_limit: f32,
+    /// |act| above this is out of range.
+    pub act_limit: f32,
+    /// Camera images copied at most this often.
+    pub max_image_hz: f32,
+    /// Every env scanned for NaN/Inf/out-of-range this often.
+    pub scan_hz: f32,
+}
+
+impl Default for SamplerSettings {
+    fn default() -> Self {
+        Self {
+            watched_envs: vec![0, 1, 2, 3],
+            history_frames: 180_000,
+            detail_frames: 30_000,
+            obs_limit: 1e4,
+            act_limit: 1.0,
+            max_image_hz: 30.0,
+            scan_hz: 10.0,
+        }
+    }
+}
+
+/// Wakes the reader (the UI's `request_repaint`), at most at the given rate.
+pub type Waker = Box<dyn Fn() + Send>;
+
+/// A running sampler thread.
+#[derive(Debug)]
+pub struct Sampler {
+    data: Arc<Mutex<SamplerData>>,
+    settings: Arc<Mutex<SamplerSettings>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic in another holder leaves the data usable (plain values).
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Sampler {
+    /// Starts sampling `attached` on a named thread.
+    pub fn start<C: Clock + 'static>(
+        attached: Attached,
+        settings: SamplerSettings,
+        clock: C,
+        waker: Waker,
+        repaint_hz: f32,
+    ) -> std::io::Result<Self> {
+        let data = Arc::new(Mutex::new(SamplerData {
+            geometry: Arc::new(attached.geometry.clone()),
+            generation: 0,
+            label: attached.label(),
+            report: None,
+            stats: SamplerStats::default(),
+            counters: Counters::default(),
+            frames: Ring::new(settings.history_frames),
+            envs: BTreeMap::new(),
+            latest: None,
+            scan: Scan::default(),
+            image: None,
+            image_fps: 0.0,
+        }));
+        let settings = Arc::new(Mutex::new(settings));
+        let stop = Arc::new(AtomicBool::new(false));
+        // Frames count from the moment of attach, not from when the thread starts.
+        let frame_at_attach = attached
+            .segment
+            .load_u64(attached.geometry.counters.frame_seq)
+            .unwrap_or(0);
+        let worker = Worker {
+            frame_at_attach,
+            watcher: Watcher::new(attached, clock),
+            data: Arc::clone(&data),
+            settings: Arc::clone(&settings),
+            stop: Arc::clone(&stop),
+            waker,
+            repaint_interval_ns: (1e9 / repaint_hz.max(1.0)) as u64,
+            pending: Pending::default(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("lrbc-sampler".into())
+            .spawn(move || worker.run())?;
+        Ok(Self {
+            data,
+            settings,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The shared data (lock briefly).
+    pub fn data(&self) -> &Arc<Mutex<SamplerData>> {
+        &self.data
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, SamplerData> {
+        lock(&self.data)
+    }
+
+    pub fn settings(&self) -> SamplerSettings {
+        lock(&self.settings).clone()
+    }
+
+    pub fn set_settings(&self, s: SamplerSettings) {
+        *lock(&self.settings) = s;
+    }
+
+    pub fn stats(&self) -> SamplerStats {
+        lock(&self.data).stats
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn stop(&mut self) {
+        // Relaxed: a flag with no data behind it.
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Samples not yet moved into the shared data (the lock was busy).
+#[derive(Default)]
+struct Pending {
+    frames: Vec<FrameAgg>,
+    points: Vec<(u32, EnvPoint)>,
+    details: Vec<(u32, EnvDetail)>,
+    latest: Option<(u64, HotData)>,
+    image: Option<ImageFrame>,
+    image_fps: Option<f32>,
+    scan: Option<Scan>,
+    report: Option<Report>,
+    seen: u64,
+    sampled: u64,
+    missed: u64,
+    torn: u64,
+    images_captured: u64,
+    images_torn: u64,
+}
+
+struct Worker<C: Clock> {
+    frame_at_attach: u64,
+    watcher: Watcher<C>,
+    data: Arc<Mutex<SamplerData>>,
+    settings: Arc<Mutex<SamplerSettings>>,
+    stop: Arc<AtomicBool>,
+    waker: Waker,
+    repaint_interval_ns: u64,
+    pending: Pending,
+}
+
+/// Copies of one frame taken under one guard.
+struct FrameCopy {
+    hot: HotData,
+    watched: Vec<(u32, Vec<f32>)>,
+}
+
+fn load_counters(seg: &Segment, g: &Geometry, now_ns: u64) -> Counters {
+    let c = g.counters;
+    Counters {
+        frame_seq: seg.load_u64(c.frame_seq).unwrap_or(0),
+        action_seq: seg.load_u64(c.action_seq).unwrap_or(0),
+        write_seq: c.ext.and_then(|e| seg.load_u64(e.write_seq)),
+        image_seq: c.ext.and_then(|e| seg.load_u64(e.image_seq)),
+        frame_time_ns: c.ext.and_then(|e| seg.load_u64(e.frame_time_ns)),
+        action_time_ns: c.ext.and_then(|e| seg.load_u64(e.action_time_ns)),
+        service_flags: c.ext.and_then(|e| seg.load_u32(e.service_flags)),
+        server_pid: seg.load_u32(c.server_pid).unwrap_or(0),
+        client_pid: seg.load_u32(c.client_pid).unwrap_or(0),
+        read_ns: now_ns,
+    }
+}
+
+/// Percentiles of a copy of the rewards (NaNs excluded).
+fn aggregate(frame_seq: u64, t_ns: u64, hot: &HotData, latency: Option<u64>) -> FrameAgg {
+    let mut finite: Vec<f32> = hot
+        .rewards
+        .iter()
+        .copied()
+        .filter(|r| r.is_finite())
+        .collect();
+    let nan_rewards = (hot.rewards.len() - finite.len()) as u32;
+    finite.sort_unstable_by(f32::total_cmp);
+    let q = |p: f32| -> f32 {
+        if finite.is_empty() {
+            return f32::NAN;
+        }
+        let i = ((finite.len() - 1) as f32 * p).round() as usize;
+        finite[i.min(finite.len() - 1)]
+    };
+    let mean = if finite.is_empty() {
+        f32::NAN
+    } else {
+        (finite.iter().map(|&r| f64::from(r)).sum::<f64>() / finite.len() as f64) as f32
+    };
+    let count = |v: &[u8]| v.iter().filter(|&&x| x != 0).count() as u32;
+    FrameAgg {
+        frame_seq,
+        t_ns,
+        reward_min: q(0.0),
+        reward_p10: q(0.1),
+        reward_p50: q(0.5),
+        reward_mean: mean,
+        reward_p90: q(0.9),
+        reward_max: q(1.0),
+        dones: count(&hot.dones),
+        truncateds: hot.truncateds.as_deref().map_or(0, count),
+        resets: count(&hot.resets),
+        nan_rewards,
+        step_latency_ns: latency,
+    }
+}
+
+/// Scans every env's observations and actions (and rewards) for NaN, Inf and values
+/// beyond the limits.
+pub fn scan_values(
+    g: &Geometry,
+    obs: &[f32],
+    act: &[f32],
+    rewards: &[f32],
+    limits: (f32, f32),
+    frame_seq: u64,
+) -> Scan {
+    let mut s = Scan {
+        frame_seq,
+        ..Scan::default()
+    };
+    let mut affected = vec![false; g.num_envs as usize];
+    let mut check = |env: usize, channel: Channel, v: f32, limit: f32, s: &mut Scan| {
+        let bad = if v.is_nan() {
+            s.nan += 1;
+            true
+        } else if v.is_infinite() {
+            s.inf += 1;
+            true
+        } else if v.abs() > limit {
+            s.out_of_range += 1;
+            true
+        } else {
+            false
+        };
+        if bad {
+            if let Some(a) = affected.get_mut(env) {
+                *a = true;
+            }
+            if s.examples.len() < 16 {
+                s.examples.push(BadValue {
+                    env: env as u32,
+                    channel,
+                    value: v,
+                    frame_seq,
+                });
+            }
+        }
+    };
+    let (o, a) = (g.obs_size as usize, g.act_size as usize);
+    for (i, &v) in obs.iter().enumerate() {
+        check(
+            i / o.max(1),
+            Channel::Obs((i % o.max(1)) as u32),
+            v,
+            limits.0,
+            &mut s,
+        );
+    }
+    for (i, &v) in act.iter().enumerate() {
+        check(
+            i / a.max(1),
+            Channel::Act((i % a.max(1)) as u32),
+            v,
+            limits.1,
+            &mut s,
+        );
+    }
+    for (env, &v) in rewards.iter().enumerate() {
+        check(env, Channel::Reward, v, f32::INFINITY, &mut s);
+    }
+    s.envs_affected = affected.iter().filter(|&&a| a).count() as u32;
+    s
+}
+
+impl<C: Clock> Worker<C> {
+    fn run(mut self) {
+        let mut settings = lock(&self.settings).clone();
+        let mut last_frame = self.frame_at_attach;
+        let mut last_tick_ns = 0;
+        let mut last_wake_ns = 0;
+        let mut last_image_ns = 0;
+        let mut last_scan_ns = 0;
+        let mut last_image_seq = None;
+        let mut fps_window: (u64, u64) = (0, 0);
+        let mut generation = 0;
+        self.watcher_tick(&mut last_frame, &mut generation);
+        // Relaxed: a flag with no data behind it.
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = self.watcher_clock_ns();
+            if let Ok(s) = self.settings.try_lock() {
+                settings.clone_from(&s);
+            }
+            if now.saturating_sub(last_tick_ns) >= 250_000_000 {
+                last_tick_ns = now;
+                self.watcher_tick(&mut last_frame, &mut generation);
+            }
+            let f = self.frame_seq();
+            let mut sampled_now = false;
+            if f != last_frame {
+                let delta = f.wrapping_sub(last_frame);
+                // A frame_seq that went back means a new run: count nothing.
+                if delta < 1 << 40 {
+                    self.pending.seen += delta;
+                    self.sample(&settings, now, delta);
+                }
+                last_frame = f;
+                sampled_now = true;
+            }
+            let image_due =
+                now.saturating_sub(last_image_ns) as f32 >= 1e9 / settings.max_image_hz.max(0.1);
+            if image_due {
+                if let Some((seq, took)) = self.capture_image(now, last_image_seq) {
+                    if took {
+                        fps_window.1 += 1;
+                    }
+                    last_image_seq = Some(seq);
+                }
+                last_image_ns = now;
+            }
+            if now.saturating_sub(fps_window.0) >= 1_000_000_000 {
+                let secs = now.saturating_sub(fps_window.0) as f32 / 1e9;
+                self.pending.image_fps = Some(fps_window.1 as f32 / secs);
+                fps_window = (now, 0);
+            }
+            if now.saturating_sub(last_scan_ns) as f32 >= 1e9 / settings.scan_hz.max(0.1) {
+                last_scan_ns = now;
+                self.scan(&settings);
+            }
+            self.flush(&settings, now);
+            if now.saturating_sub(last_wake_ns) >= self.repaint_interval_ns {
+                last_wake_ns = now;
+                (self.waker)();
+            }
+            if !sampled_now {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+    }
+
+    fn watcher_clock_ns(&self) -> u64 {
+        crate::segment::monotonic_now_ns()
+    }
+
+    fn seg(&self) -> &Segment {
+        &self.watcher.attached().segment
+    }
+
+    fn geometry(&self) -> &Geometry {
+        &self.watcher.attached().geometry
+    }
+
+    fn frame_seq(&self) -> u64 {
+        self.seg()
+            .load_u64(self.geometry().counters.frame_seq)
+            .unwrap_or(0)
+    }
+
+    fn watcher_tick(&mut self, last_frame: &mut u64, generation: &mut u64) {
+        let report = self.watcher.tick();
+        if u64::from(self.watcher.reattach_count) != *generation {
+            // A new segment: start the histories over (rare; worth the wait for the lock).
+            *generation = u64::from(self.watcher.reattach_count);
+            let mut d = lock(&self.data);
+            let a = self.watcher.attached();
+            d.geometry = Arc::new(a.geometry.clone());
+            d.generation = *generation;
+            d.label = a.label();
+            d.frames.clear();
+            d.envs.clear();
+            d.latest = None;
+            d.image = None;
+            d.scan = Scan::default();
+            drop(d);
+            self.pending = Pending::default();
+            *last_frame = self.frame_seq();
+        }
+        self.pending.report = Some(report);
+    }
+
+    /// Copies the frame just published (and records the frames that went by).
+    fn sample(&mut self, settings: &SamplerSettings, now: u64, delta: u64) {
+        let g = self.watcher.attached().geometry.clone();
+        let seg = &self.watcher.attached().segment;
+        let watched: Vec<u32> = settings
+            .watched_envs
+            .iter()
+            .copied()
+            .filter(|&e| e < g.num_envs)
+            .collect();
+        let copy = snapshot::guarded_read(seg, &g, 64, |s| FrameCopy {
+            hot: snapshot::copy_hot(s, &g),
+            watched: watched
+                .iter()
+                .filter_map(|&e| {
+                    let d = snapshot::copy_env(s, &g, e)?;
+                    let mut v = d.obs;
+                    v.extend_from_slice(&d.act);
+                    Some((e, v))
+                })
+                .collect(),
+        });
+        if !copy.consistent {
+            self.pending.torn += 1;
+            self.pending.missed += delta - 1;
+            return;
+        }
+        self.pending.sampled += 1;
+        self.pending.missed += delta - 1;
+        let frame_seq = copy.frame_seq;
+        let counters = load_counters(seg, &g, now);
+        let latency = match (counters.frame_time_ns, counters.action_time_ns) {
+            (Some(f), Some(a)) if f >= a && a != 0 => Some(f - a),
+            _ => None,
+        };
+        let hot = copy.value.hot;
+        self.pending
+            .frames
+            .push(aggregate(frame_seq, now, &hot, latency));
+        for &e in &watched {
+            let i = e as usize;
+            let flag = |v: &[u8], bit: u8| {
+                if v.get(i).is_some_and(|&x| x != 0) {
+                    bit
+                } else {
+                    0
+                }
+            };
+            let flags = flag(&hot.dones, FLAG_DONE)
+                | hot
+                    .truncateds
+                    .as_deref()
+                    .map_or(0, |t| flag(t, FLAG_TRUNCATED))
+                | flag(&hot.resets, FLAG_RESET);
+            self.pending.points.push((
+                e,
+                EnvPoint {
+                    frame_seq,
+                    t_ns: now,
+                    reward: hot.rewards.get(i).copied().unwrap_or(f32::NAN),
+                    flags,
+                },
+            ));
+        }
+        for (e, values) in copy.value.watched {
+            self.pending.details.push((
+                e,
+                EnvDetail {
+                    frame_seq,
+                    t_ns: now,
+                    values: values.into_boxed_slice(),
+                },
+            ));
+        }
+        self.pending.latest = Some((frame_seq, hot));
+    }
+
+    /// Copies the image region when `image_seq` moved. Returns (image_seq, copied).
+    fn capture_image(&mut self, now: u64, last: Option<u64>) -> Option<(u64, bool)> {
+        let g = self.geometry().clone();
+        let img = g.image?;
+        let seg = self.seg();
+        let seq = g
+            .counters
+            .ext
+            .and_then(|e| seg.load_u64(e.image_seq))
+            .unwrap_or(0);
+        if Some(seq) == last {
+            return Some((seq, false));
+        }
+        let region = g.region(RegionKind::Image)?;
+        let len = usize::try_from(region.length_bytes).ok()?;
+        let copy = snapshot::guarded_read(seg, &g, 16, |s| {
+            s.read_vec(region.offset_bytes, len).unwrap_or_default()
+        });
+        if copy.consistent || copy.guard == snapshot::Guard::Unguarded {
+            self.pending.images_captured += 1;
+            self.pending.image = Some(ImageFrame {
+                image_seq: seq,
+                frame_seq: copy.frame_seq,
+                width: img.width,
+                height: img.height,
+                channels: img.channels,
+                num_envs: g.num_envs,
+                pixels: Arc::new(copy.value),
+                captured_ns: now,
+                consistent: copy.consistent,
+            });
+            Some((seq, true))
+        } else {
+            self.pending.images_torn += 1;
+            None
+        }
+    }
+
+    fn scan(&mut self, settings: &SamplerSettings) {
+        let g = self.geometry().clone();
+        let seg = self.seg();
+        let read = |kind| -> Vec<f32> {
+            g.region(kind)
+                .and_then(|r| seg.read_vec(r.offset_bytes, usize::try_from(r.length_bytes).ok()?))
+                .map(|b| f32s_from_bytes(&b))
+                .unwrap_or_default()
+        };
+        let copy = snapshot::guarded_read(seg, &g, 16, |_| {
+            (
+                read(RegionKind::Obs),
+                read(RegionKind::Act),
+                read(RegionKind::Rewards),
+            )
+        });
+        if !copy.consistent && copy.guard != snapshot::Guard::Unguarded {
+            return;
+        }
+        let (obs, act, rewards) = copy.value;
+        self.pending.scan = Some(scan_values(
+            &g,
+            &obs,
+            &act,
+            &rewards,
+            (settings.obs_limit, settings.act_limit),
+            copy.frame_seq,
+        ));
+    }
+
+    /// Moves pending samples into the shared data if the lock is free (readers never
+    /// make the sampler wait).
+    fn flush(&mut self, settings: &SamplerSettings, now: u64) {
+        let data = Arc::clone(&self.data);
+        let Ok(mut d) = data.try_lock() else {
+            // Unless it has piled up: then wait (bounded memory beats a skipped flush).
+            if self.pending.frames.len() < 100_000 {
+                return;
+            }
+            self.flush_locked(&mut lock(&data), settings, now);
+            return;
+        };
+        self.flush_locked(&mut d, settings, now);
+    }
+
+    fn flush_locked(&mut self, d: &mut SamplerData, settings: &SamplerSettings, now: u64) {
+        let p = std::mem::take(&mut self.pending);
+        d.stats.frames_seen += p.seen;
+        d.stats.frames_sampled += p.sampled;
+        d.stats.frames_missed += p.missed;
+        d.stats.frames_torn += p.torn;
+        if d.frames.capacity() != settings.history_frames.max(1) {
+            let mut resized = Ring::new(settings.history_frames);
+            for f in d.frames.iter() {
+                resized.push(*f);
+            }
+            d.frames = resized;
+        }
+        for f in p.frames {
+            d.frames.push(f);
+        }
+        d.envs.retain(|e, _| settings.watched_envs.contains(e));
+        for (e, point) in p.points {
+            d.envs
+                .entry(e)
+                .or_insert_with(|| EnvHistory {
+                    points: Ring::new(settings.history_frames),
+                    detail: Ring::new(settings.detail_frames),
+                })
+                .points
+                .push(point);
+        }
+        for (e, detail) in p.details {
+            if let Some(h) = d.envs.get_mut(&e) {
+                h.detail.push(detail);
+            }
+        }
+        if p.latest.is_some() {
+            d.latest = p.latest;
+        }
+        d.stats.images_captured += p.images_captured;
+        d.stats.images_torn += p.images_torn;
+        if p.image.is_some() {
+            d.image = p.image;
+        }
+        if let Some(fps) = p.image_fps {
+            d.image_fps = fps;
+        }
+        if let Some(mut scan) = p.scan {
+            scan.scans = d.scan.scans + 1;
+            d.scan = scan;
+        }
+        if p.report.is_some() {
+            d.report = p.report;
+        }
+        let g = self.watcher.attached();
+        d.counters = load_counters(&g.segment, &g.geometry, now);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,221 @@
+use super::*;
+use crate::clock::MonotonicClock;
+use crate::layout::plan::PlanLayout;
+use crate::testutil::{TestSegment, spec};
+use std::time::Instant;
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn the_ring_keeps_the_newest_entries() {
+    let mut r = Ring::new(3);
+    for i in 0..5 {
+        r.push(i);
+    }
+    assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![2, 3, 4]);
+}
+
+#[test]
+fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
+    let mut s = spec(PlanLayout::Lrbc { ext: true }, 8);
+    s.obs_size = 3;
+    s.act_size = 1;
+    let seg = TestSegment::create("sampler", &s);
+    let settings = SamplerSettings {
+        watched_envs: vec![2, 7],
+        ..SamplerSettings::default()
+    };
+    let mut sampler = Sampler::start(
+        seg.attach(),
+        settings,
+        MonotonicClock,
+        Box::new(|| {}),
+        60.0,
+    )
+    .unwrap();
+    // An engine publishing 200 frames, each rewarding env i with frame + i, waiting for
+    // the sampler to have seen each one (a client at the sampler's pace).
+    for frame in 1..=200u64 {
+        let rewards: Vec<f32> = (0..8).map(|i| frame as f32 + i as f32).collect();
+        let obs: Vec<f32> = (0..24).map(|i| frame as f32 * 10.0 + i as f32).collect();
+        seg.rw.seqlock_begin(288);
+        seg.rw.write_f32s(seg.plan.rewards_offset, &rewards);
+        seg.rw.write_f32s(seg.plan.obs_offset, &obs);
+        seg.rw.write_at(
+            seg.plan.dones_offset,
+            &[0, 0, u8::from(frame % 50 == 0), 0, 0, 0, 0, 0],
+        );
+        seg.rw.fetch_add_u64(288, 1);
+        seg.rw.store_u64(40, frame);
+        seg.rw.store_u64(32, frame);
+        wait_until(
+            &format!("frame {frame} to be sampled ({:?})", sampler.stats()),
+            || {
+                let d = sampler.lock();
+                d.stats.frames_sampled + d.stats.frames_missed + d.stats.frames_torn >= frame
+            },
+        );
+    }
+    sampler.stop();
+    let d = sampler.lock();
+    assert_eq!(d.stats.frames_seen, 200);
+    assert_eq!(d.stats.frames_sampled, 200, "{:?}", d.stats);
+    assert_eq!(d.stats.frames_missed, 0);
+    assert_eq!(d.stats.frames_torn, 0);
+    let last = d.frames.back().unwrap();
+    assert_eq!(last.frame_seq, 200);
+    assert_eq!(last.reward_min, 200.0);
+    assert_eq!(last.reward_max, 207.0);
+    let env2 = &d.envs[&2];
+    assert_eq!(env2.points.len(), 200);
+    assert!(
+        env2.points
+            .iter()
+            .all(|p| p.reward == p.frame_seq as f32 + 2.0)
+    );
+    assert_eq!(
+        env2.points
+            .iter()
+            .filter(|p| p.flags & FLAG_DONE != 0)
+            .count(),
+        4
+    );
+    let detail = env2.detail.back().unwrap();
+    assert_eq!(detail.values[0], 2000.0 + 6.0, "obs of env 2 at frame 200");
+    assert_eq!(detail.values.len(), 4, "3 obs + 1 act");
+    assert!(!d.envs.contains_key(&0), "only watched envs keep histories");
+}
+
+#[test]
+fn frames_that_pass_unseen_are_counted_missed() {
+    let seg = TestSegment::create("missed", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let mut sampler = Sampler::start(
+        seg.attach(),
+        SamplerSettings::default(),
+        MonotonicClock,
+        Box::new(|| {}),
+        60.0,
+    )
+    .unwrap();
+    // Ten frames published at once: the sampler sees only the last one.
+    seg.rw.store_u64(40, 10);
+    seg.rw.store_u64(32, 10);
+    wait_until("the sampler", || sampler.stats().frames_seen == 10);
+    sampler.stop();
+    let s = sampler.stats();
+    assert_eq!(s.frames_sampled, 1);
+    assert_eq!(s.frames_missed, 9);
+}
+
+#[test]
+fn torn_frames_are_discarded_and_counted() {
+    let seg = TestSegment::create("torn", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let mut sampler = Sampler::start(
+        seg.attach(),
+        SamplerSettings::default(),
+        MonotonicClock,
+        Box::new(|| {}),
+        60.0,
+    )
+    .unwrap();
+    // The engine "writes" forever: write_seq stays odd, so no copy can be trusted.
+    seg.rw.seqlock_begin(288);
+    seg.rw.store_u64(40, 1);
+    seg.rw.store_u64(32, 1);
+    wait_until("the torn frame", || sampler.stats().frames_torn == 1);
+    sampler.stop();
+    let d = sampler.lock();
+    assert_eq!(d.stats.frames_sampled, 0);
+    assert!(d.latest.is_none(), "a torn snapshot is never shown");
+}
+
+#[test]
+fn the_scan_points_at_the_offending_env_and_channel() {
+    let seg = TestSegment::create("scan", &spec(PlanLayout::Lrbc { ext: true }, 4));
+    let mut obs = vec![0.5f32; 16];
+    obs[2 * 4 + 3] = f32::NAN;
+    obs[3 * 4 + 1] = 1e9;
+    seg.rw.write_f32s(seg.plan.obs_offset, &obs);
+    seg.rw.write_f32s(
+        seg.plan.act_offset,
+        &[0.0, 0.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0],
+    );
+    let mut sampler = Sampler::start(
+        seg.attach(),
+        SamplerSettings::default(),
+        MonotonicClock,
+        Box::new(|| {}),
+        60.0,
+    )
+    .unwrap();
+    wait_until("a scan", || sampler.lock().scan.scans >= 1);
+    sampler.stop();
+    let scan = sampler.lock().scan.clone();
+    assert_eq!((scan.nan, scan.out_of_range), (1, 2));
+    assert_eq!(
+        scan.envs_affected, 2,
+        "envs 2 (NaN obs, act 5.0) and 3 (1e9 obs)"
+    );
+    assert!(
+        scan.examples.contains(&BadValue {
+            env: 2,
+            channel: Channel::Obs(3),
+            value: f32::NAN,
+            frame_seq: 0
+        }) || scan
+            .examples
+            .iter()
+            .any(|b| b.env == 2 && b.channel == Channel::Obs(3) && b.value.is_nan())
+    );
+    assert!(
+        scan.examples
+            .iter()
+            .any(|b| b.env == 3 && b.channel == Channel::Obs(1))
+    );
+    assert!(
+        scan.examples
+            .iter()
+            .any(|b| b.env == 2 && b.channel == Channel::Act(0) && b.value == 5.0)
+    );
+}
+
+#[test]
+fn camera_images_are_copied_when_image_seq_moves() {
+    let mut s = spec(PlanLayout::Lrbc { ext: true }, 2);
+    s.image = Some((4, 2, 3));
+    let seg = TestSegment::create("images", &s);
+    let mut sampler = Sampler::start(
+        seg.attach(),
+        SamplerSettings::default(),
+        MonotonicClock,
+        Box::new(|| {}),
+        60.0,
+    )
+    .unwrap();
+    let pixels: Vec<u8> = (0..48).collect();
+    seg.rw.seqlock_begin(288);
+    seg.rw.write_at(seg.plan.image_offset, &pixels);
+    seg.rw.fetch_add_u64(288, 1);
+    seg.rw.fetch_add_u64(296, 1);
+    wait_until("an image", || {
+        sampler
+            .lock()
+            .image
+            .as_ref()
+            .is_some_and(|i| i.image_seq == 1)
+    });
+    sampler.stop();
+    let d = sampler.lock();
+    let img = d.image.as_ref().unwrap();
+    assert_eq!(img.pixels.as_slice(), pixels.as_slice());
+    assert_eq!(
+        (img.width, img.height, img.channels, img.num_envs),
+        (4, 2, 3, 2)
+    );
+}
