@@ -152,6 +152,35 @@ impl Attached {
         })
     }
 
+    /// The header's fields by spec name, padding excluded; atomic words are loaded live,
+    /// the rest come from the copy taken at attach.
+    pub fn header_values(&self) -> Vec<(&'static layout::FieldSpec, layout::FieldValue)> {
+        use layout::{FieldKind, FieldValue};
+        self.geometry
+            .fields()
+            .filter_map(|f| {
+                let copy = f.decode(&self.geometry.header)?;
+                if !f.atomic {
+                    return Some((f, copy));
+                }
+                let off = f.offset_bytes as u64;
+                let live = match (f.kind, f.size_bytes) {
+                    (FieldKind::I64, 8) => self
+                        .segment
+                        .load_u64(off)
+                        .map(|v| FieldValue::Signed(v as i64)),
+                    (_, 8) => self.segment.load_u64(off).map(FieldValue::Unsigned),
+                    (_, 4) => self
+                        .segment
+                        .load_u32(off)
+                        .map(|v| FieldValue::Unsigned(u64::from(v))),
+                    _ => None,
+                };
+                Some((f, live.unwrap_or(copy)))
+            })
+            .collect()
+    }
+
     /// Maps the segment again from its path (after a replacement).
     pub fn reopen(&self) -> Result<Self, AttachError> {
         let follow = if self.name.is_some() {

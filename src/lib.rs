@@ -15,6 +15,7 @@ pub mod segment;
 pub mod sim;
 pub mod snapshot;
 pub mod traffic;
+pub mod ui;
 pub mod watch;
 
 #[cfg(test)]

@@ -61,11 +61,11 @@ impl Processes {
 
     /// Re-reads the given processes (dead ones are forgotten).
     pub fn refresh(&mut self, pids: &[u32]) {
-        let pids: Vec<Pid> = pids
-            .iter()
-            .filter(|&&p| p != 0)
-            .map(|&p| Pid::from_u32(p))
-            .collect();
+        // Duplicates confuse sysinfo's dead-process removal: pass each pid once.
+        let mut unique: Vec<u32> = pids.iter().copied().filter(|&p| p != 0).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        let pids: Vec<Pid> = unique.into_iter().map(Pid::from_u32).collect();
         if let Some(sys) = &mut self.sys
             && !pids.is_empty()
         {
@@ -132,5 +132,22 @@ mod tests {
         let mut p = Processes::new();
         assert!(!p.is_alive(pid));
         assert_eq!(p.info(0).describe(), "-");
+    }
+}
+
+#[cfg(test)]
+mod refresh_tests {
+    use super::*;
+
+    #[test]
+    fn refreshing_with_repeated_pids_keeps_a_live_process_alive() {
+        let mut p = Processes::new();
+        let me = std::process::id();
+        p.refresh(&[me, 0]);
+        assert!(p.info(me).alive, "first: {:?}", p.info(me));
+        p.refresh(&[me]);
+        assert!(p.info(me).alive, "second: {:?}", p.info(me));
+        p.refresh(&[me, me]);
+        assert!(p.info(me).alive, "third: {:?}", p.info(me));
     }
 }

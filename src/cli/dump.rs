@@ -4,37 +4,8 @@ use serde_json::{Map, Value, json};
 
 use super::CliError;
 use crate::attach::{Attached, Target, attach};
-use crate::layout::{FieldKind, FieldValue, Geometry, LayoutChoice};
+use crate::layout::{FieldValue, Geometry, LayoutChoice};
 use crate::snapshot::{self, EnvData, Guarded, HotData};
-
-/// The header's fields by spec name; atomic words are loaded live.
-pub fn header_values(a: &Attached) -> Vec<(&'static crate::layout::FieldSpec, FieldValue)> {
-    a.geometry
-        .fields()
-        .filter_map(|f| {
-            let copy = f.decode(&a.geometry.header)?;
-            let value = if f.atomic {
-                let off = f.offset_bytes as u64;
-                match (f.kind, f.size_bytes) {
-                    (FieldKind::I64, 8) => a
-                        .segment
-                        .load_u64(off)
-                        .map(|v| FieldValue::Signed(v as i64)),
-                    (_, 8) => a.segment.load_u64(off).map(FieldValue::Unsigned),
-                    (_, 4) => a
-                        .segment
-                        .load_u32(off)
-                        .map(|v| FieldValue::Unsigned(u64::from(v))),
-                    _ => None,
-                }
-                .unwrap_or(copy)
-            } else {
-                copy
-            };
-            Some((f, value))
-        })
-        .collect()
-}
 
 fn floats(values: &[f32]) -> Value {
     Value::Array(values.iter().map(|&v| json!(f64::from(v))).collect())
@@ -79,7 +50,8 @@ pub fn run(
 /// The `dump --json` object, with exactly the documented keys.
 pub fn to_json(a: &Attached, snap: &Guarded<(HotData, Option<EnvData>)>) -> Value {
     let g = &a.geometry;
-    let header: Map<String, Value> = header_values(a)
+    let header: Map<String, Value> = a
+        .header_values()
         .into_iter()
         .map(|(f, v)| (f.name.to_string(), v.to_json()))
         .collect();
@@ -185,7 +157,7 @@ fn print_text(a: &Attached, snap: &Guarded<(HotData, Option<EnvData>)>) {
         "  {:>5}  {:>4}  {:<20} {:<22} hex",
         "off", "size", "field", "value"
     );
-    for (f, v) in header_values(a) {
+    for (f, v) in a.header_values() {
         let value = v.display();
         let value = if value.len() > 22 {
             format!("{}…", &value[..21])

@@ -7,6 +7,7 @@ mod control;
 mod demo;
 mod dump;
 mod list;
+pub mod screenshots;
 mod sim;
 mod traffic;
 mod watch;
@@ -136,6 +137,12 @@ pub enum Command {
     Sim(sim::SimCommand),
     /// A simulated engine and client with the inspector attached.
     Demo(demo::DemoArgs),
+    /// Render the README's screenshots of the window headlessly, from a simulated run.
+    Screenshots {
+        /// Folder for the PNG files.
+        #[arg(long, value_name = "DIR", default_value = "screenshots")]
+        out: PathBuf,
+    },
     /// Benchmarks of the command channel (figures for the README).
     #[command(subcommand)]
     Bench(benchmarks::BenchCommand),
@@ -330,9 +337,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Sim(cmd)) => sim::run(cmd),
         Some(Command::Demo(args)) => demo::run(&args),
         Some(Command::Bench(cmd)) => benchmarks::run(&cmd),
-        None => Err(CliError::Usage(
-            "the window is not available in this build yet; use `list`, `dump` or `watch` (see --help)"
-                .into(),
-        )),
+        Some(Command::Screenshots { out }) => screenshots::run(&out),
+        None => {
+            let target = cli.target.resolve();
+            crate::ui::run_window(target, cli.target.layout).map_err(CliError::Other)
+        }
     }
 }

@@ -1,0 +1,191 @@
+//! The cameras panel: every env's image in a grid (textures updated in place when
+//! `image_seq` moves), FPS and frame overlay, zoom with the pixel under the cursor, and
+//! screenshots (save dialog, or quick-save without one).
+
+use crate::sampler::{ImageFrame, SamplerData};
+use crate::ui::panels::traffic::raw_to_color_image;
+use crate::ui::screenshot::Shot;
+use crate::ui::widgets::WARN;
+
+/// The panel's state.
+#[derive(Default)]
+pub struct CamerasView {
+    textures: Vec<egui::TextureHandle>,
+    shown_image_seq: Option<u64>,
+    pub selected: u32,
+    pub zoom: bool,
+    pub cell: f32,
+}
+
+impl std::fmt::Debug for CamerasView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CamerasView")
+            .field("selected", &self.selected)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A screenshot the user asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShotRequest {
+    Quick(Shot),
+    Dialog(Shot),
+}
+
+impl CamerasView {
+    /// Uploads new images into the textures (in place when they exist).
+    fn update(&mut self, ctx: &egui::Context, f: &ImageFrame) {
+        if self.shown_image_seq == Some(f.image_seq) && self.textures.len() == f.num_envs as usize {
+            return;
+        }
+        let (w, h, c) = (f.width as usize, f.height as usize, f.channels as usize);
+        let per = w * h * c;
+        if self.textures.len() != f.num_envs as usize {
+            self.textures.clear();
+        }
+        for env in 0..f.num_envs as usize {
+            let Some(px) = f.pixels.get(env * per..(env + 1) * per) else {
+                break;
+            };
+            let Some(img) = raw_to_color_image(px, w, h, c) else {
+                break;
+            };
+            match self.textures.get_mut(env) {
+                Some(t) => t.set(img, egui::TextureOptions::NEAREST),
+                None => self.textures.push(ctx.load_texture(
+                    format!("env_image_{env}"),
+                    img,
+                    egui::TextureOptions::NEAREST,
+                )),
+            }
+        }
+        self.shown_image_seq = Some(f.image_seq);
+    }
+}
+
+pub fn ui(ui: &mut egui::Ui, d: &SamplerData, view: &mut CamerasView) -> Option<ShotRequest> {
+    let mut request = None;
+    let Some(f) = d.image.clone() else {
+        if d.geometry.image.is_none() {
+            ui.weak("This segment has no image region.");
+        } else {
+            ui.weak("Waiting for the first complete image set (image_seq)…");
+        }
+        return None;
+    };
+    view.update(ui.ctx(), &f);
+    view.selected = view.selected.min(f.num_envs.saturating_sub(1));
+    if view.cell <= 0.0 {
+        view.cell = 96.0;
+    }
+    ui.horizontal_wrapped(|ui| {
+        ui.label(format!(
+            "{:.1} FPS · frame {} · image_seq {} · {}×{}×{}",
+            d.image_fps, f.frame_seq, f.image_seq, f.width, f.height, f.channels
+        ));
+        if !f.consistent {
+            ui.colored_label(WARN, "may be torn (no write_seq)");
+        }
+        ui.separator();
+        ui.label("Size");
+        ui.add(egui::Slider::new(&mut view.cell, 32.0..=384.0).show_value(false));
+        ui.toggle_value(&mut view.zoom, "Zoom selected");
+    });
+    ui.horizontal_wrapped(|ui| {
+        ui.label(format!("Screenshot (env {}):", view.selected));
+        if ui
+            .button("Quick save env")
+            .on_hover_text("PNG of the selected env into the screenshot folder (F12)")
+            .clicked()
+        {
+            request = Some(ShotRequest::Quick(Shot::Env(view.selected)));
+        }
+        if ui.button("Quick save all envs").clicked() {
+            request = Some(ShotRequest::Quick(Shot::AllEnvs));
+        }
+        if ui.button("Quick save grid").clicked() {
+            request = Some(ShotRequest::Quick(Shot::Grid));
+        }
+        if ui.button("Save env…").clicked() {
+            request = Some(ShotRequest::Dialog(Shot::Env(view.selected)));
+        }
+        if ui.button("Save all…").clicked() {
+            request = Some(ShotRequest::Dialog(Shot::AllEnvs));
+        }
+        if ui.button("Save grid…").clicked() {
+            request = Some(ShotRequest::Dialog(Shot::Grid));
+        }
+    });
+    ui.separator();
+    if view.zoom {
+        zoomed(ui, &f, view);
+        return request;
+    }
+    egui::ScrollArea::vertical()
+        .id_salt("camera_grid")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            ui.horizontal_wrapped(|ui| {
+                let aspect = f.height as f32 / f.width.max(1) as f32;
+                let size = egui::vec2(view.cell, view.cell * aspect);
+                for (env, tex) in view.textures.iter().enumerate() {
+                    let selected = env as u32 == view.selected;
+                    let r = ui.add(
+                        egui::Image::from_texture((tex.id(), size)).sense(egui::Sense::click()),
+                    );
+                    ui.painter().text(
+                        r.rect.left_top() + egui::vec2(3.0, 2.0),
+                        egui::Align2::LEFT_TOP,
+                        env.to_string(),
+                        egui::FontId::monospace(11.0),
+                        egui::Color32::WHITE,
+                    );
+                    if selected {
+                        ui.painter().rect_stroke(
+                            r.rect,
+                            0.0,
+                            egui::Stroke::new(2.0, egui::Color32::YELLOW),
+                            egui::StrokeKind::Outside,
+                        );
+                    }
+                    if r.clicked() {
+                        view.selected = env as u32;
+                    }
+                    if r.double_clicked() {
+                        view.zoom = true;
+                    }
+                }
+            });
+        });
+    request
+}
+
+fn zoomed(ui: &mut egui::Ui, f: &ImageFrame, view: &CamerasView) {
+    let Some(tex) = view.textures.get(view.selected as usize) else {
+        return;
+    };
+    let avail = ui.available_size() - egui::vec2(0.0, 24.0);
+    let scale = (avail.x / f.width.max(1) as f32)
+        .min(avail.y / f.height.max(1) as f32)
+        .max(1.0);
+    let size = egui::vec2(f.width as f32 * scale, f.height as f32 * scale);
+    let r = ui.add(egui::Image::from_texture((tex.id(), size)).sense(egui::Sense::hover()));
+    let text = match r.hover_pos() {
+        Some(p) => {
+            let x = ((p.x - r.rect.left()) / scale) as u32;
+            let y = ((p.y - r.rect.top()) / scale) as u32;
+            let c = f.channels as usize;
+            let at = (view.selected as usize * (f.width * f.height) as usize
+                + (y * f.width + x) as usize)
+                * c;
+            match f.pixels.get(at..at + c) {
+                Some(px) if x < f.width && y < f.height => {
+                    format!("env {} · pixel ({x}, {y}) = {px:?}", view.selected)
+                }
+                _ => format!("env {}", view.selected),
+            }
+        }
+        None => format!("env {} · hover for pixel values", view.selected),
+    };
+    ui.monospace(text);
+}

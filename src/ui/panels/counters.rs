@@ -1,0 +1,184 @@
+//! The counters panel: frame_seq and action_seq live, rates, lag, stalls, the sampler's
+//! figures, step latency (histogram and percentiles) and sparklines.
+
+use egui_plot::{Bar, BarChart, Line, Plot, PlotPoints};
+
+use super::super::widgets::{BAD, WARN, duration_ns, hz, state_color, state_text};
+use crate::attach::Attached;
+use crate::sampler::SamplerData;
+
+/// Latency percentiles over the last `n` frames that carried both times.
+pub fn latency_stats(d: &SamplerData, n: usize) -> Option<(Vec<u64>, [u64; 4])> {
+    let mut l: Vec<u64> = d
+        .frames
+        .iter()
+        .rev()
+        .take(n)
+        .filter_map(|f| f.step_latency_ns)
+        .collect();
+    if l.is_empty() {
+        return None;
+    }
+    l.sort_unstable();
+    let p = |q: f64| l[((l.len() - 1) as f64 * q).round() as usize];
+    let stats = [p(0.5), p(0.9), p(0.99), *l.last().unwrap_or(&0)];
+    Some((l, stats))
+}
+
+/// Frames per second in buckets over the last `secs` seconds (for the sparkline).
+pub fn rate_series(d: &SamplerData, secs: f64, buckets: usize) -> Vec<[f64; 2]> {
+    let Some(last) = d.frames.back() else {
+        return Vec::new();
+    };
+    let end = last.t_ns as f64 / 1e9;
+    let start = end - secs;
+    let width = secs / buckets as f64;
+    let mut counts = vec![0u64; buckets];
+    let mut prev: Option<u64> = None;
+    for f in d.frames.iter().rev() {
+        let t = f.t_ns as f64 / 1e9;
+        if t < start {
+            break;
+        }
+        let b = (((t - start) / width) as usize).min(buckets - 1);
+        // Frames between samples count too (missed ones included).
+        let frames = prev.map_or(1, |p| p.saturating_sub(f.frame_seq).max(1));
+        counts[b] += frames;
+        prev = Some(f.frame_seq);
+    }
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| [-secs + (i as f64 + 0.5) * width, c as f64 / width])
+        .collect()
+}
+
+pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData) {
+    let c = a.geometry.counters;
+    let frame_seq = a.segment.load_u64(c.frame_seq).unwrap_or(0);
+    let action_seq = a.segment.load_u64(c.action_seq).unwrap_or(0);
+    let big = |ui: &mut egui::Ui, label: &str, value: String| {
+        ui.vertical(|ui| {
+            ui.weak(label);
+            ui.label(egui::RichText::new(value).size(22.0).monospace());
+        });
+    };
+    ui.horizontal(|ui| {
+        big(ui, "frame_seq", frame_seq.to_string());
+        ui.add_space(16.0);
+        big(ui, "action_seq", action_seq.to_string());
+        ui.add_space(16.0);
+        big(
+            ui,
+            "lag",
+            (i128::from(action_seq) - i128::from(frame_seq)).to_string(),
+        );
+        if let Some(r) = &d.report {
+            ui.add_space(16.0);
+            big(ui, "frame rate", r.frame_hz.map_or("-".into(), hz));
+            ui.add_space(16.0);
+            big(ui, "action rate", r.action_hz.map_or("-".into(), hz));
+        }
+    });
+    if let Some(r) = &d.report {
+        ui.horizontal(|ui| {
+            ui.label("state:");
+            ui.colored_label(state_color(r.state), state_text(r.state));
+            if r.state == crate::watch::State::Stale {
+                ui.colored_label(WARN, "stalled: no new frame for 2 s or more");
+            }
+            if let Some(n) = &r.note {
+                ui.weak(n);
+            }
+        });
+    }
+    let s = d.stats;
+    ui.horizontal(|ui| {
+        ui.label(format!(
+            "sampler: {} of {} frames sampled, {} missed, {} torn",
+            s.frames_sampled, s.frames_seen, s.frames_missed, s.frames_torn
+        ));
+        if s.frames_seen > 0 && s.frames_sampled < s.frames_seen {
+            let share = 100.0 * s.frames_sampled as f64 / s.frames_seen as f64;
+            ui.colored_label(
+                if share < 99.0 {
+                    WARN
+                } else {
+                    ui.visuals().text_color()
+                },
+                format!("({share:.1} %)"),
+            );
+        }
+    });
+    ui.separator();
+    ui.strong("Step latency (frame_time_ns − action_time_ns)");
+    match latency_stats(d, 20_000) {
+        None => {
+            ui.weak(if c.ext.is_some() {
+                "no frame with both times yet"
+            } else {
+                "unavailable: the segment has no extension block (frame_time_ns, action_time_ns)"
+            });
+        }
+        Some((sorted, [p50, p90, p99, max])) => {
+            ui.label(format!(
+                "p50 {}   p90 {}   p99 {}   max {}   ({} frames)",
+                duration_ns(p50),
+                duration_ns(p90),
+                duration_ns(p99),
+                duration_ns(max),
+                sorted.len()
+            ));
+            let hi = p99.max(1) as f64 * 1.2;
+            let bins = 40usize;
+            let mut counts = vec![0u64; bins];
+            for &v in &sorted {
+                let b = ((v as f64 / hi) * bins as f64) as usize;
+                counts[b.min(bins - 1)] += 1;
+            }
+            let width_us = hi / bins as f64 / 1e3;
+            let bars: Vec<Bar> = counts
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| {
+                    Bar::new((i as f64 + 0.5) * width_us, n as f64).width(width_us * 0.9)
+                })
+                .collect();
+            Plot::new("latency_hist")
+                .height(110.0)
+                .allow_scroll(false)
+                .allow_drag(false)
+                .x_axis_label("µs")
+                .show(ui, |p| p.bar_chart(BarChart::new("step latency", bars)));
+        }
+    }
+    ui.separator();
+    ui.strong("Frame rate, last 30 s");
+    let rate = rate_series(d, 30.0, 60);
+    Plot::new("rate_spark")
+        .height(70.0)
+        .allow_scroll(false)
+        .allow_drag(false)
+        .show_axes([false, true])
+        .show(ui, |p| {
+            p.line(Line::new("frames/s", PlotPoints::from(rate)))
+        });
+    let lag: Vec<[f64; 2]> = d
+        .frames
+        .iter()
+        .rev()
+        .take(2000)
+        .map(|f| [f.t_ns as f64 / 1e9, f64::from(f.dones)])
+        .collect();
+    ui.strong("Dones per frame, last 2000 frames");
+    let end = lag.first().map_or(0.0, |p| p[0]);
+    let pts: Vec<[f64; 2]> = lag.iter().rev().map(|p| [p[0] - end, p[1]]).collect();
+    Plot::new("dones_spark")
+        .height(70.0)
+        .allow_scroll(false)
+        .allow_drag(false)
+        .show_axes([false, true])
+        .show(ui, |p| {
+            p.line(Line::new("dones", PlotPoints::from(pts)).color(BAD))
+        });
+}

@@ -1,0 +1,10 @@
+//! The window's panels. Each draws from data gathered elsewhere and returns what the
+//! user asked for; none of them waits on the engine.
+
+pub mod attach;
+pub mod cameras;
+pub mod counters;
+pub mod envs;
+pub mod header;
+pub mod rpc;
+pub mod traffic;

@@ -1,0 +1,139 @@
+//! Settings kept across runs (eframe storage), apart from runtime data.
+
+use std::path::PathBuf;
+
+/// The panels of the window, as tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Pane {
+    Header,
+    Counters,
+    Envs,
+    Traffic,
+    Cameras,
+    Rpc,
+}
+
+impl Pane {
+    pub const ALL: [Self; 6] = [
+        Self::Counters,
+        Self::Envs,
+        Self::Traffic,
+        Self::Cameras,
+        Self::Header,
+        Self::Rpc,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Header => "Header",
+            Self::Counters => "Counters",
+            Self::Envs => "Envs",
+            Self::Traffic => "Traffic",
+            Self::Cameras => "Cameras",
+            Self::Rpc => "RPC",
+        }
+    }
+}
+
+/// The default arrangement: counters and envs on the left, traffic and cameras on the
+/// right, header and RPC as tabs.
+pub fn default_tree() -> egui_tiles::Tree<Pane> {
+    let mut tiles = egui_tiles::Tiles::default();
+    let counters = tiles.insert_pane(Pane::Counters);
+    let envs = tiles.insert_pane(Pane::Envs);
+    let header = tiles.insert_pane(Pane::Header);
+    let traffic = tiles.insert_pane(Pane::Traffic);
+    let cameras = tiles.insert_pane(Pane::Cameras);
+    let rpc = tiles.insert_pane(Pane::Rpc);
+    let left_tabs = tiles.insert_tab_tile(vec![envs, counters, header]);
+    let right_top = tiles.insert_tab_tile(vec![traffic, rpc]);
+    let right_bottom = tiles.insert_tab_tile(vec![cameras]);
+    let right = tiles.insert_vertical_tile(vec![right_top, right_bottom]);
+    let root = tiles.insert_horizontal_tile(vec![left_tabs, right]);
+    egui_tiles::Tree::new(egui::Id::unique("lrbc_tiles"), root, tiles)
+}
+
+/// Every panel visible at once (a grid): what the UI benchmark and screenshots use.
+pub fn grid_tree() -> egui_tiles::Tree<Pane> {
+    egui_tiles::Tree::new_grid(egui::Id::unique("lrbc_tiles_grid"), Pane::ALL.to_vec())
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Theme {
+    #[default]
+    Dark,
+    Light,
+}
+
+/// What the user set, kept across runs.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    pub theme: Theme,
+    /// Most recent first.
+    pub recent_targets: Vec<String>,
+    pub watched_envs: Vec<u32>,
+    pub history_frames: usize,
+    pub detail_frames: usize,
+    /// Seconds of history the env plots show (0: all).
+    pub plot_window_secs: f32,
+    /// Observation channels plotted.
+    pub obs_channels: Vec<u32>,
+    /// Action channels plotted.
+    pub act_channels: Vec<u32>,
+    pub obs_limit: f32,
+    pub act_limit: f32,
+    pub screenshot_dir: PathBuf,
+    pub traffic_filter: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let s = crate::sampler::SamplerSettings::default();
+        Self {
+            theme: Theme::Dark,
+            recent_targets: Vec::new(),
+            watched_envs: s.watched_envs,
+            history_frames: s.history_frames,
+            detail_frames: s.detail_frames,
+            plot_window_secs: 20.0,
+            obs_channels: vec![0, 2],
+            act_channels: vec![0],
+            obs_limit: s.obs_limit,
+            act_limit: s.act_limit,
+            screenshot_dir: default_screenshot_dir(),
+            traffic_filter: String::new(),
+        }
+    }
+}
+
+/// `$XDG_PICTURES_DIR/lrbc-inspector`, else `~/Pictures/lrbc-inspector`, else
+/// `./lrbc-inspector-screenshots`.
+pub fn default_screenshot_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("XDG_PICTURES_DIR") {
+        return PathBuf::from(p).join("lrbc-inspector");
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        return PathBuf::from(home).join("Pictures").join("lrbc-inspector");
+    }
+    PathBuf::from("lrbc-inspector-screenshots")
+}
+
+impl Settings {
+    pub fn sampler(&self) -> crate::sampler::SamplerSettings {
+        crate::sampler::SamplerSettings {
+            watched_envs: self.watched_envs.clone(),
+            history_frames: self.history_frames.clamp(1_000, 10_000_000),
+            detail_frames: self.detail_frames.clamp(100, 1_000_000),
+            obs_limit: self.obs_limit,
+            act_limit: self.act_limit,
+            ..crate::sampler::SamplerSettings::default()
+        }
+    }
+
+    pub fn remember(&mut self, target: &str) {
+        self.recent_targets.retain(|t| t != target);
+        self.recent_targets.insert(0, target.to_string());
+        self.recent_targets.truncate(10);
+    }
+}
