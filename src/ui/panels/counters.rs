@@ -161,7 +161,7 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData) {
         .allow_drag(false)
         .show_axes([false, true])
         .show(ui, |p| {
-            p.line(Line::new("frames/s", PlotPoints::from(rate)))
+            p.line(Line::new("frames/s", PlotPoints::from(rate)));
         });
     let lag: Vec<[f64; 2]> = d
         .frames
@@ -179,6 +179,6 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData) {
         .allow_drag(false)
         .show_axes([false, true])
         .show(ui, |p| {
-            p.line(Line::new("dones", PlotPoints::from(pts)).color(BAD))
+            p.line(Line::new("dones", PlotPoints::from(pts)).color(BAD));
         });
 }
