@@ -3,6 +3,7 @@
 
 use std::io::Write as _;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -72,18 +73,35 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     )?;
     let display =
         std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
-    if !display {
-        eprintln!("demo: no display (DISPLAY and WAYLAND_DISPLAY are unset): running headless");
-    } else if !args.headless {
-        eprintln!("demo: the window is not part of this build yet: running headless");
-    }
     eprintln!(
         "demo: engine pid {}, client pid {} at {} Hz, segment {name}; Ctrl-C stops all three",
         engine.pid(),
         client.pid(),
         args.hz
     );
-    let result = headless(&name, &stop, &mut engine, &mut client);
+    let result = if display && !args.headless {
+        eprintln!(
+            "demo: opening the inspector window on {name} (close it or press Ctrl-C to stop)"
+        );
+        match crate::ui::run_window_until(
+            Some(Target::Shm(name.clone())),
+            LayoutChoice::Auto,
+            Some(Arc::clone(&stop)),
+        ) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                eprintln!("demo: {e}; showing the headless views instead");
+                headless(&name, &stop, &mut engine, &mut client)
+            }
+        }
+    } else {
+        if !display {
+            eprintln!(
+                "demo: no display (DISPLAY and WAYLAND_DISPLAY are unset): showing the headless views"
+            );
+        }
+        headless(&name, &stop, &mut engine, &mut client)
+    };
     client.stop(Duration::from_secs(5));
     engine.stop(Duration::from_secs(5));
     let gone = !std::path::Path::new(crate::segment::SHM_DIR)

@@ -2,110 +2,15 @@
 //! simulated run (engine and client threads in this process), with the CPU rasteriser.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::CliError;
-use crate::attach::Target;
 use crate::layout::LayoutChoice;
-use crate::sim::client::{self, ClientConfig, Policy};
-use crate::sim::engine::{Engine, EngineConfig, Preset};
+use crate::sim::engine::Preset;
+use crate::sim::inprocess::SimRun;
 use crate::ui::InspectorApp;
 use crate::ui::raster::HeadlessRenderer;
 use crate::ui::settings::{Pane, Settings};
-
-/// A simulated engine and client running on threads of this process.
-pub struct SimRun {
-    pub name: String,
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl std::fmt::Debug for SimRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimRun")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SimRun {
-    /// Starts an engine with `preset` and a client paced at `hz` (commands on).
-    pub fn start(preset: Preset, hz: Option<f64>) -> Result<Self, CliError> {
-        let name = format!(
-            "lrbc-sim-{}-{}",
-            std::process::id(),
-            crate::segment::monotonic_now_ns() % 1_000_000
-        );
-        let (num_envs, obs_size, act_size, image) = preset.sizes();
-        let cfg = EngineConfig {
-            name: name.clone(),
-            layout: crate::layout::plan::PlanLayout::Lrbc { ext: true },
-            num_envs,
-            obs_size,
-            act_size,
-            image,
-            mode: crate::sim::engine::Mode::Training,
-            hz: 60.0,
-            ring_size: 512 * 1024,
-            ctl_ring_size: Some(64 * 1024),
-            force: false,
-            dynamics: true,
-            camera_hz: 30.0,
-            seed: 7,
-        };
-        let mut engine = Engine::create(cfg).map_err(|e| CliError::Other(e.to_string()))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
-        let s = Arc::clone(&stop);
-        threads.push(
-            std::thread::Builder::new()
-                .name("sim-engine".into())
-                .spawn(move || {
-                    engine.run(&s);
-                })
-                .map_err(|e| CliError::Other(e.to_string()))?,
-        );
-        let s = Arc::clone(&stop);
-        let client_cfg = ClientConfig {
-            name: name.clone(),
-            steps: None,
-            hz,
-            policy: Policy::Sine,
-            commands: true,
-            record_latency: false,
-            step_timeout: Duration::from_secs(5),
-        };
-        threads.push(
-            std::thread::Builder::new()
-                .name("sim-client".into())
-                .spawn(move || {
-                    let _ = client::run(&client_cfg, &s);
-                })
-                .map_err(|e| CliError::Other(e.to_string()))?,
-        );
-        Ok(Self {
-            name,
-            stop,
-            threads,
-        })
-    }
-
-    pub fn target(&self) -> Target {
-        Target::Shm(self.name.clone())
-    }
-}
-
-impl Drop for SimRun {
-    fn drop(&mut self) {
-        // Relaxed: a flag with no data behind it.
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
 
 fn save(img: &image::RgbaImage, dir: &Path, name: &str) -> Result<PathBuf, CliError> {
     let path = dir.join(name);
@@ -128,7 +33,7 @@ pub fn render_app(
 pub fn run(out: &Path) -> Result<(), CliError> {
     std::fs::create_dir_all(out)
         .map_err(|e| CliError::Other(format!("cannot create {}: {e}", out.display())))?;
-    let sim = SimRun::start(Preset::Cams64, Some(500.0))?;
+    let sim = SimRun::start(Preset::Cams64, Some(500.0)).map_err(CliError::Other)?;
     // Let the run build some history.
     std::thread::sleep(Duration::from_millis(300));
     let ctx = egui::Context::default();

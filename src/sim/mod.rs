@@ -5,6 +5,7 @@
 pub mod client;
 pub mod dynamics;
 pub mod engine;
+pub mod inprocess;
 pub mod render;
 pub mod services;
 pub mod wait;

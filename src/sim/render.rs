@@ -37,16 +37,22 @@ fn put(img: &mut [u8], w: usize, h: usize, c: usize, x: i32, y: i32, rgb: [u8; 3
     }
 }
 
+/// The background colour of row `y` of env `env`'s image (`h` rows): the cart and pole
+/// never reach the top rows, so these pixels identify an env's image.
+pub fn background(env: usize, y: usize, h: usize) -> [u8; 3] {
+    let bg = tint(env);
+    let shade = (y * 40 / h.max(1)) as u8;
+    [
+        bg[0].saturating_add(shade),
+        bg[1].saturating_add(shade),
+        bg[2].saturating_add(shade),
+    ]
+}
+
 /// Draws env `env` into `img` (`w * h * c` bytes, HWC, top row first).
 pub fn render_env(s: &CartPoles, env: usize, img: &mut [u8], w: usize, h: usize, c: usize) {
-    let bg = tint(env);
     for y in 0..h {
-        let shade = (y * 40 / h.max(1)) as u8;
-        let row = [
-            bg[0].saturating_add(shade),
-            bg[1].saturating_add(shade),
-            bg[2].saturating_add(shade),
-        ];
+        let row = background(env, y, h);
         for x in 0..w {
             put(img, w, h, c, x as i32, y as i32, row);
         }

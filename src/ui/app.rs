@@ -65,6 +65,8 @@ pub struct InspectorApp {
     dialog_rx: Receiver<Result<Vec<std::path::PathBuf>, String>>,
     shown_title: String,
     t0_ns: u64,
+    /// The window closes itself when this is set.
+    pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl std::fmt::Debug for InspectorApp {
@@ -117,6 +119,7 @@ impl InspectorApp {
             dialog_rx,
             shown_title: String::new(),
             t0_ns: monotonic_now_ns(),
+            close_when: None,
         };
         if let Some(t) = target {
             app.attach(t);
@@ -270,6 +273,14 @@ impl InspectorApp {
     /// The whole window.
     pub fn ui(&mut self, ui: &mut egui::Ui) {
         self.logic();
+        if let Some(stop) = &self.close_when {
+            // Relaxed: a flag with no data behind it.
+            if stop.load(Ordering::Relaxed) {
+                ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+            }
+            // Look again soon even when nothing else wakes the window.
+            ui.ctx().request_repaint_after(Duration::from_millis(250));
+        }
         self.shortcuts(ui);
         let title = self.title();
         if title != self.shown_title {

@@ -17,6 +17,15 @@ use crate::layout::LayoutChoice;
 
 /// Opens the window (blocks until it is closed).
 pub fn run_window(target: Option<Target>, choice: LayoutChoice) -> Result<(), String> {
+    run_window_until(target, choice, None)
+}
+
+/// Opens the window; it closes itself when `stop` is set (Ctrl-C in `demo`).
+pub fn run_window_until(
+    target: Option<Target>,
+    choice: LayoutChoice,
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> Result<(), String> {
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("lrbc-inspector")
@@ -34,13 +43,9 @@ pub fn run_window(target: Option<Target>, choice: LayoutChoice) -> Result<(), St
                 .and_then(|s| eframe::get_value(s, app::SETTINGS_KEY))
                 .unwrap_or_default();
             let tree = cc.storage.and_then(|s| eframe::get_value(s, app::TREE_KEY));
-            Ok(Box::new(InspectorApp::new(
-                &cc.egui_ctx,
-                settings,
-                tree,
-                target,
-                choice,
-            )))
+            let mut app = InspectorApp::new(&cc.egui_ctx, settings, tree, target, choice);
+            app.close_when = stop;
+            Ok(Box::new(app))
         }),
     )
     .map_err(|e| format!("cannot open the window: {e}"))

@@ -141,23 +141,26 @@ pub fn ui(
         ui.add_space(4.0);
     }
     ui.horizontal(|ui| {
-        ui.label("Name");
-        let r = ui.add(
-            egui::TextEdit::singleline(&mut form.name)
-                .hint_text("LuckyEngine_1234")
-                .desired_width(220.0),
-        );
+        let label = ui.label("Name");
+        let r = ui
+            .add(
+                egui::TextEdit::singleline(&mut form.name)
+                    .hint_text("LuckyEngine_1234")
+                    .desired_width(220.0),
+            )
+            .labelled_by(label.id);
         let enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
         if (ui.button("Attach by name").clicked() || enter) && !form.name.trim().is_empty() {
             chosen = Some(Target::Shm(form.name.trim().to_string()));
         }
         ui.separator();
-        ui.label("PID");
+        let label = ui.label("PID");
         ui.add(
             egui::TextEdit::singleline(&mut form.pid)
                 .hint_text("4242")
                 .desired_width(80.0),
-        );
+        )
+        .labelled_by(label.id);
         if ui.button("Attach by PID").clicked() {
             match form.pid.trim().parse::<u32>() {
                 Ok(pid) => chosen = Some(Target::Pid(pid)),

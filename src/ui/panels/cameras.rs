@@ -87,8 +87,9 @@ pub fn ui(ui: &mut egui::Ui, d: &SamplerData, view: &mut CamerasView) -> Option<
             ui.colored_label(WARN, "may be torn (no write_seq)");
         }
         ui.separator();
-        ui.label("Size");
-        ui.add(egui::Slider::new(&mut view.cell, 32.0..=384.0).show_value(false));
+        let size_label = ui.label("Size");
+        ui.add(egui::Slider::new(&mut view.cell, 32.0..=384.0).show_value(false))
+            .labelled_by(size_label.id);
         ui.toggle_value(&mut view.zoom, "Zoom selected");
     });
     ui.horizontal_wrapped(|ui| {

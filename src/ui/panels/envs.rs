@@ -81,19 +81,19 @@ pub fn ui(ui: &mut egui::Ui, d: &SamplerData, settings: &mut Settings) -> EnvsAc
                         .collect()
                 };
                 p.points(
-                    Points::new(format!("env {env} done"), mark(FLAG_DONE))
+                    Points::new(format!("env {env}"), mark(FLAG_DONE))
                         .shape(MarkerShape::Down)
                         .radius(4.0)
                         .color(BAD),
                 );
                 p.points(
-                    Points::new(format!("env {env} truncated"), mark(FLAG_TRUNCATED))
+                    Points::new(format!("env {env}"), mark(FLAG_TRUNCATED))
                         .shape(MarkerShape::Diamond)
                         .radius(4.0)
                         .color(WARN),
                 );
                 p.points(
-                    Points::new(format!("env {env} reset"), mark(FLAG_RESET))
+                    Points::new(format!("env {env}"), mark(FLAG_RESET))
                         .shape(MarkerShape::Circle)
                         .radius(3.0)
                         .color(color),
@@ -246,11 +246,13 @@ fn controls(ui: &mut egui::Ui, g: &Geometry, settings: &mut Settings, actions: &
         }
         let id = ui.scope_id().with("add_env");
         let mut next: u32 = ui.data(|data| data.get_temp(id)).unwrap_or(0);
+        let add_label = ui.label("Add");
         ui.add(
             egui::DragValue::new(&mut next)
                 .range(0..=g.num_envs.saturating_sub(1))
                 .prefix("env "),
-        );
+        )
+        .labelled_by(add_label.id);
         ui.data_mut(|data| data.insert_temp(id, next));
         if ui
             .button("Watch")
@@ -295,13 +297,14 @@ fn controls(ui: &mut egui::Ui, g: &Geometry, settings: &mut Settings, actions: &
             |i| g.names.act_label(i),
         );
         ui.separator();
-        ui.label("Window");
+        let window_label = ui.label("Window");
         ui.add(
             egui::DragValue::new(&mut settings.plot_window_secs)
                 .range(0.0..=3600.0)
                 .suffix(" s")
                 .speed(0.5),
         )
+        .labelled_by(window_label.id)
         .on_hover_text("seconds of history shown; 0 shows everything kept");
     });
 }

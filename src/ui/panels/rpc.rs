@@ -69,21 +69,20 @@ pub fn ui(ui: &mut egui::Ui, info: &RpcInfo<'_>) -> Option<ControlRequest> {
     ui.add_enabled_ui(info.unavailable.is_none() && !busy, |ui| {
         egui::Grid::new("rpc_services")
             .striped(true)
-            .num_columns(4)
+            .num_columns(3)
             .show(ui, |ui| {
-                for h in ["service", "enabled", "requests", "errors"] {
+                for h in ["service", "requests", "errors"] {
                     ui.strong(h);
                 }
                 ui.end_row();
                 for (i, _) in SERVICES.iter().enumerate() {
                     let mut on = info.service_flags.map(|f| f & (1 << i) != 0);
                     let label = service_label(i as u8);
-                    ui.label(label);
                     match &mut on {
                         Some(on) => {
                             let before = *on;
                             if ui
-                                .checkbox(on, if *on { "on" } else { "off" })
+                                .checkbox(on, label)
                                 .on_hover_text(format!("SetServiceEnabled {label}"))
                                 .changed()
                             {
@@ -94,7 +93,7 @@ pub fn ui(ui: &mut egui::Ui, info: &RpcInfo<'_>) -> Option<ControlRequest> {
                             }
                         }
                         None => {
-                            ui.weak("unknown (no service_flags)");
+                            ui.weak(format!("{label}: unknown (no service_flags)"));
                         }
                     }
                     let status = info.control.as_ref().and_then(|c| {

@@ -131,12 +131,13 @@ pub fn ui(
         {
             view.toggle_pause(store);
         }
-        ui.label("Filter");
+        let filter_label = ui.label("Filter");
         ui.add(
             egui::TextEdit::singleline(filter)
                 .hint_text("method, ring, id, error…")
                 .desired_width(180.0),
-        );
+        )
+        .labelled_by(filter_label.id);
         if view.is_paused() {
             let new = store
                 .total_rows()

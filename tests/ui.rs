@@ -1,0 +1,385 @@
+//! The window, driven headlessly with egui_kittest against a simulated engine and
+//! client running in this test process.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable as _;
+use lrbc_inspector::attach::Target;
+use lrbc_inspector::layout::LayoutChoice;
+use lrbc_inspector::sim::engine::Preset;
+use lrbc_inspector::sim::inprocess::SimRun;
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::settings::{Pane, Settings};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn settings(shots: &std::path::Path) -> Settings {
+    Settings {
+        screenshot_dir: shots.to_path_buf(),
+        ..Settings::default()
+    }
+}
+
+fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
+    Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .build_ui_state(|ui, app: &mut InspectorApp| app.ui(ui), app)
+}
+
+/// Steps the UI (real time passes for the background threads) until `done`.
+fn step_until(
+    h: &mut Harness<'static, InspectorApp>,
+    what: &str,
+    mut done: impl FnMut(&InspectorApp) -> bool,
+) {
+    let deadline = Instant::now() + DEADLINE;
+    while !done(h.state()) {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Focuses the labelled field and types into it.
+fn type_into(h: &mut Harness<'static, InspectorApp>, label: &str, text: &str) {
+    h.get_by_label(label).click();
+    h.run_steps(2);
+    h.get_by_label(label).type_text(text);
+    h.run_steps(2);
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("lrbc-ui-{tag}-{}", std::process::id()))
+}
+
+fn only_pane(app: &mut InspectorApp, pane: Pane) {
+    app.tree = egui_tiles::Tree::new_tabs(egui::Id::unique(("test", pane.title())), vec![pane]);
+}
+
+#[test]
+fn attaching_by_typed_name_opens_the_panels_and_names_the_target() {
+    let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(
+        &ctx,
+        settings(&temp_dir("attach")),
+        None,
+        None,
+        LayoutChoice::Auto,
+    );
+    let mut h = harness(app);
+    h.step();
+    assert!(h.state().session.is_none());
+    assert!(h.state().title().starts_with("lrbc-inspector"));
+    // An unknown name gives an error on the attach view.
+    type_into(&mut h, "Name", "no-such-segment-here");
+    h.get_by_label("Attach by name").click();
+    h.run_steps(2);
+    assert!(h.state().session.is_none());
+    assert!(
+        h.state()
+            .form
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no segment named")
+    );
+    // The real name attaches.
+    h.state_mut().form.name.clear();
+    h.step();
+    type_into(&mut h, "Name", &sim.name);
+    h.get_by_label("Attach by name").click();
+    step_until(&mut h, "the session", |a| a.session.is_some());
+    let title = h.state().title();
+    assert!(
+        title.starts_with("lrbc-inspector") && title.contains(&sim.name),
+        "{title}"
+    );
+    step_until(&mut h, "sampled frames", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.stats().frames_sampled > 10)
+    });
+    // The status bar names the target and its state.
+    h.step();
+    assert!(
+        !h.query_all_by_label(&sim.name)
+            .collect::<Vec<_>>()
+            .is_empty()
+    );
+    assert!(h.query_by_label("attached").is_some());
+    assert!(
+        h.state().settings.recent_targets.contains(&sim.name),
+        "recent targets remembered"
+    );
+}
+
+#[test]
+fn panels_switch_envs_change_and_the_traffic_list_pauses() {
+    let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(
+        &ctx,
+        settings(&temp_dir("panels")),
+        None,
+        Some(sim.target()),
+        LayoutChoice::Auto,
+    );
+    let mut h = harness(app);
+    step_until(&mut h, "traffic", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.traffic.lock().total_rows() > 5)
+    });
+    // Default layout: Envs, Counters and Header are tabs; switch to Counters.
+    h.get_by_label("Counters").click();
+    h.run_steps(3);
+    assert!(
+        h.query_by_label("frame_seq").is_some(),
+        "the counters panel shows"
+    );
+    h.get_by_label("Header").click();
+    h.run_steps(3);
+    assert!(
+        h.query_by_label("cmd_ring_size").is_some(),
+        "the header panel shows"
+    );
+    h.get_by_label("Envs").click();
+    h.run_steps(3);
+    let before = h.state().settings.watched_envs.clone();
+    h.get_by_label("Next >").click();
+    h.step();
+    let after = h.state().settings.watched_envs.clone();
+    assert_eq!(after, before.iter().map(|e| e + 1).collect::<Vec<_>>());
+    assert_eq!(
+        h.state()
+            .session
+            .as_ref()
+            .unwrap()
+            .sampler
+            .settings()
+            .watched_envs,
+        after,
+        "the sampler follows the selection"
+    );
+    step_until(&mut h, "the new env's history", |a| {
+        let s = a.session.as_ref().unwrap();
+        let d = s.sampler.lock();
+        after
+            .iter()
+            .all(|e| d.envs.get(e).is_some_and(|hist| hist.points.len() > 3))
+    });
+    // Traffic: pause freezes the list while capture goes on.
+    h.get_by_label("Traffic").click();
+    h.run_steps(3);
+    h.get_by_label("Pause").click();
+    h.run_steps(2);
+    assert!(h.state().traffic_view.is_paused());
+    assert!(h.query_by_label("Resume").is_some());
+    std::thread::sleep(Duration::from_millis(300));
+    h.step();
+    assert!(
+        h.query_by_label_contains("new rows").is_some(),
+        "capture went on while paused"
+    );
+    h.get_by_label("Resume").click();
+    h.run_steps(2);
+    assert!(!h.state().traffic_view.is_paused());
+}
+
+#[test]
+fn a_service_toggle_goes_through_the_control_ring_and_flips_service_flags() {
+    let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
+    let ctx = egui::Context::default();
+    let mut app = InspectorApp::new(
+        &ctx,
+        settings(&temp_dir("toggle")),
+        None,
+        Some(sim.target()),
+        LayoutChoice::Auto,
+    );
+    only_pane(&mut app, Pane::Rpc);
+    let mut h = harness(app);
+    let flags = |a: &InspectorApp| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.sampler.lock().counters.service_flags)
+    };
+    step_until(&mut h, "service_flags", |a| flags(a) == Some(0x7f));
+    h.get_by_label("Camera").click();
+    step_until(&mut h, "the camera bit to clear", |a| {
+        flags(a) == Some(0x7f & !(1 << 4))
+    });
+    step_until(&mut h, "the response", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.control.as_ref())
+            .is_some_and(|c| c.state().last.is_some())
+    });
+    h.step();
+    assert!(
+        h.query_by_label_contains("Camera is now disabled")
+            .is_some()
+    );
+    assert!(
+        h.query_by_label_contains("held by this inspector")
+            .is_some(),
+        "the lease holder is shown"
+    );
+    h.get_by_label("Refresh counters (GetServiceStatus)")
+        .click();
+    step_until(&mut h, "status counters", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.control.as_ref())
+            .is_some_and(|c| !c.state().statuses.is_empty())
+    });
+    let statuses = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .control
+        .as_ref()
+        .unwrap()
+        .state()
+        .statuses;
+    assert!(statuses.iter().any(|s| s.service == "Camera" && !s.enabled));
+    // Detaching releases the lease.
+    h.state_mut().detach();
+    h.step();
+    let a = lrbc_inspector::attach::attach(&sim.target(), LayoutChoice::Auto).unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while lrbc_inspector::control::lease_holder(&a).is_some() {
+        assert!(Instant::now() < deadline, "the lease was not released");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn quick_save_writes_the_selected_env_image_as_png() {
+    let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
+    let dir = temp_dir("shots");
+    let _ = std::fs::remove_dir_all(&dir);
+    let ctx = egui::Context::default();
+    let mut app = InspectorApp::new(
+        &ctx,
+        settings(&dir),
+        None,
+        Some(Target::Shm(sim.name.clone())),
+        LayoutChoice::Auto,
+    );
+    only_pane(&mut app, Pane::Cameras);
+    let mut h = harness(app);
+    step_until(&mut h, "camera images", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.lock().image.is_some())
+    });
+    h.step();
+    h.state_mut().cameras_view.selected = 5;
+    h.get_by_label("Quick save env").click();
+    h.step();
+    let message = h.state().status_message().unwrap_or_default().to_string();
+    assert!(message.starts_with("screenshot saved to "), "{message}");
+    let path = std::path::PathBuf::from(message.trim_start_matches("screenshot saved to "));
+    assert!(path.starts_with(&dir));
+    let png = image::open(&path).unwrap().to_rgba8();
+    assert_eq!(png.dimensions(), (64, 64));
+    let [r, g, b] = lrbc_inspector::sim::render::background(5, 0, 64);
+    assert_eq!(
+        png.get_pixel(0, 0).0,
+        [r, g, b, 255],
+        "the top-left pixel is env 5's background"
+    );
+    let distinct: std::collections::HashSet<[u8; 4]> = png.pixels().map(|p| p.0).collect();
+    assert!(distinct.len() > 5, "a cart-pole, not a blank image");
+    // F12 saves too; the grid is one image of every env.
+    h.key_press(egui::Key::F12);
+    h.step();
+    assert!(
+        h.state()
+            .status_message()
+            .unwrap_or_default()
+            .starts_with("screenshot saved to")
+    );
+    h.get_by_label("Quick save grid").click();
+    h.step();
+    let grid_msg = h.state().status_message().unwrap_or_default().to_string();
+    let grid = image::open(grid_msg.trim_start_matches("screenshot saved to "))
+        .unwrap()
+        .to_rgba8();
+    assert_eq!(
+        grid.dimensions(),
+        (8 * 66 + 2, 8 * 66 + 2),
+        "8 × 8 envs of 64 px with 2 px gaps"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn engine_death_and_replacement_never_freeze_the_window() {
+    let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
+    let name = sim.name.clone();
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(
+        &ctx,
+        settings(&temp_dir("gone")),
+        None,
+        Some(sim.target()),
+        LayoutChoice::Auto,
+    );
+    let mut h = harness(app);
+    step_until(&mut h, "frames", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.stats().frames_sampled > 5)
+    });
+    // The simulated run stops and removes its segment; the window keeps drawing.
+    drop(sim);
+    let started = Instant::now();
+    step_until(&mut h, "the unlinked state", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.sampler.lock().report.clone())
+            .is_some_and(|r| r.state == lrbc_inspector::watch::State::Unlinked)
+    });
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // A new run under the same name: the window follows it.
+    let cfg = lrbc_inspector::sim::engine::EngineConfig {
+        name: name.clone(),
+        layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
+        num_envs: 9,
+        obs_size: 4,
+        act_size: 1,
+        image: None,
+        mode: lrbc_inspector::sim::engine::Mode::Training,
+        hz: 60.0,
+        ring_size: 4096,
+        ctl_ring_size: None,
+        force: true,
+        dynamics: true,
+        camera_hz: 30.0,
+        seed: 1,
+    };
+    let engine = lrbc_inspector::sim::engine::Engine::create(cfg).unwrap();
+    step_until(&mut h, "the replacement", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.attached.geometry.num_envs == 9)
+    });
+    assert!(
+        h.state()
+            .status_message()
+            .unwrap_or_default()
+            .contains("re-attached")
+    );
+    drop(engine);
+}
