@@ -68,6 +68,8 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
             name.clone(),
             "--hz".into(),
             args.hz.to_string(),
+            "--policy".into(),
+            "balance".into(),
         ],
         Stdio::null(),
     )?;

@@ -22,6 +22,9 @@ pub enum Policy {
     Zero,
     /// A sine per env, phase-shifted by the env index.
     Sine,
+    /// A noisy balancing controller reading each env's observations (cart-pole
+    /// channels 0..4): episodes last long, as in a policy that has learned something.
+    Balance,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -144,6 +147,12 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
         return Err(ClientError::Config("the segment lacks hot regions".into()));
     };
     let truncs_at = region(RegionKind::Truncateds);
+    let obs_at = region(RegionKind::Obs);
+    let mut obs = if cfg.policy == Policy::Balance {
+        vec![0f32; g.num_envs as usize * g.obs_size as usize]
+    } else {
+        Vec::new()
+    };
     let (Some(c2s), Some(s2c)) = (
         g.ring(RegionKind::CmdC2s).copied(),
         g.ring(RegionKind::CmdS2c).copied(),
@@ -307,6 +316,26 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
             Policy::Sine => {
                 for (i, a) in actions.iter_mut().enumerate() {
                     *a = (t + (i / act_size.max(1)) as f32 * 0.7).sin();
+                }
+            }
+            Policy::Balance => {
+                random_actions(&mut actions, &mut rng);
+                if let Some(at) = obs_at {
+                    seg.read_f32s(at, &mut obs);
+                    let per = g.obs_size as usize;
+                    for env in 0..n {
+                        let o = &obs[env * per..(env + 1) * per];
+                        let (x, v, theta, omega) = (o.first(), o.get(1), o.get(2), o.get(3));
+                        let u = match (x, v, theta, omega) {
+                            (Some(x), Some(v), Some(th), Some(om)) => {
+                                1.2 * th + 0.35 * om + 0.02 * x + 0.06 * v
+                            }
+                            _ => 0.0,
+                        };
+                        let row = &mut actions[env * act_size..(env + 1) * act_size];
+                        // 0.1 of the random draw as noise on the force; other channels stay random.
+                        row[0] = (u * 1.0 + 0.1 * row[0]).clamp(-1.0, 1.0);
+                    }
                 }
             }
         }

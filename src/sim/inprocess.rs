@@ -66,7 +66,7 @@ impl SimRun {
             name: name.clone(),
             steps: None,
             hz,
-            policy: Policy::Sine,
+            policy: Policy::Balance,
             commands: true,
             record_latency: false,
             step_timeout: Duration::from_secs(5),
