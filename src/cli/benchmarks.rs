@@ -29,6 +29,24 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1.0)]
         secs: f64,
     },
+    /// UI frame CPU time at train4096 with every panel open.
+    Ui {
+        /// Frames measured.
+        #[arg(long, default_value_t = 600)]
+        frames: usize,
+        /// Only this panel (header, counters, envs, traffic, cameras, rpc) instead of all.
+        #[arg(long)]
+        pane: Option<String>,
+    },
+    /// The sampler's share of frames, and the engine's rate with watch or the window attached.
+    Sampler {
+        /// Seconds per pace.
+        #[arg(long, default_value_t = 5.0)]
+        secs: f64,
+        /// Unpaced steps per engine-rate measurement.
+        #[arg(long, default_value_t = 20_000)]
+        steps: u64,
+    },
 }
 
 /// Small envelopes of the kinds that dominate real traffic.
@@ -270,5 +288,9 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Decode { secs } => decode(secs.max(0.1)),
         BenchCommand::Ring { secs } => ring(secs.max(0.1)),
+        BenchCommand::Ui { frames, pane } => super::uibench::ui((*frames).max(10), pane.as_deref()),
+        BenchCommand::Sampler { secs, steps } => {
+            super::uibench::sampler(secs.max(0.5), (*steps).max(100))
+        }
     }
 }

@@ -10,6 +10,7 @@ mod list;
 pub mod screenshots;
 mod sim;
 mod traffic;
+mod uibench;
 mod watch;
 
 use std::path::PathBuf;

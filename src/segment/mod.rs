@@ -215,6 +215,22 @@ pub fn monotonic_now_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// CPU time used by the calling thread, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
 /// Bytes read as f32s, native (little-endian) order.
 pub fn f32s_from_bytes(bytes: &[u8]) -> Vec<f32> {
     bytes

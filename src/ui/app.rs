@@ -54,6 +54,8 @@ pub struct InspectorApp {
     pub form: AttachForm,
     pub traffic_view: TrafficView,
     pub cameras_view: CamerasView,
+    plot_cache: super::decimate::SeriesCache,
+    counters_cache: counters::CountersCache,
     discovery: Discovery,
     message: Option<Message>,
     waker: Arc<dyn Fn() + Send + Sync>,
@@ -109,6 +111,8 @@ impl InspectorApp {
             form: AttachForm::default(),
             traffic_view: TrafficView::default(),
             cameras_view: CamerasView::default(),
+            plot_cache: super::decimate::SeriesCache::default(),
+            counters_cache: counters::CountersCache::default(),
             message: None,
             waker,
             processes: Processes::new(),
@@ -309,6 +313,8 @@ impl InspectorApp {
                 settings,
                 traffic_view,
                 cameras_view,
+                plot_cache,
+                counters_cache,
                 server,
                 client,
                 t0_ns,
@@ -322,6 +328,8 @@ impl InspectorApp {
                 settings,
                 traffic_view,
                 cameras_view,
+                plot_cache,
+                counters_cache,
                 server,
                 client,
                 t0_ns: *t0_ns,
@@ -531,6 +539,8 @@ struct Panes<'a> {
     settings: &'a mut Settings,
     traffic_view: &'a mut TrafficView,
     cameras_view: &'a mut CamerasView,
+    plot_cache: &'a mut super::decimate::SeriesCache,
+    counters_cache: &'a mut counters::CountersCache,
     server: &'a ProcInfo,
     client: &'a ProcInfo,
     t0_ns: u64,
@@ -557,14 +567,16 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     let d = self.session.sampler.lock();
                     egui::ScrollArea::vertical()
                         .id_salt("counters")
-                        .show(ui, |ui| counters::ui(ui, &self.session.attached, &d));
+                        .show(ui, |ui| {
+                            counters::ui(ui, &self.session.attached, &d, self.counters_cache)
+                        });
                 }
                 Pane::Envs => {
                     let actions = {
                         let d = self.session.sampler.lock();
                         egui::ScrollArea::vertical()
                             .id_salt("envs")
-                            .show(ui, |ui| envs::ui(ui, &d, self.settings))
+                            .show(ui, |ui| envs::ui(ui, &d, self.settings, self.plot_cache))
                             .inner
                     };
                     if actions.watched_changed {

@@ -53,7 +53,51 @@ pub fn rate_series(d: &SamplerData, secs: f64, buckets: usize) -> Vec<[f64; 2]> 
         .collect()
 }
 
-pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData) {
+/// What the counters panel derives from the history, recomputed a few times a second
+/// rather than every frame.
+#[derive(Debug, Default)]
+pub struct CountersCache {
+    at_ns: u64,
+    generation: u64,
+    latency: Option<(usize, [u64; 4], Vec<u64>)>,
+    rate: Vec<[f64; 2]>,
+    dones: Vec<[f64; 2]>,
+}
+
+impl CountersCache {
+    fn refresh(&mut self, d: &SamplerData) {
+        let now = d.counters.read_ns;
+        if now.saturating_sub(self.at_ns) < 200_000_000
+            && self.generation == d.generation
+            && self.at_ns != 0
+        {
+            return;
+        }
+        self.at_ns = now.max(1);
+        self.generation = d.generation;
+        self.latency = latency_stats(d, 20_000).map(|(sorted, stats)| {
+            let hi = stats[2].max(1) as f64 * 1.2;
+            let mut counts = vec![0u64; 40];
+            for &v in &sorted {
+                counts[(((v as f64 / hi) * 40.0) as usize).min(39)] += 1;
+            }
+            (sorted.len(), stats, counts)
+        });
+        self.rate = rate_series(d, 30.0, 60);
+        let recent: Vec<[f64; 2]> = d
+            .frames
+            .iter()
+            .rev()
+            .take(2000)
+            .map(|f| [f.t_ns as f64 / 1e9, f64::from(f.dones)])
+            .collect();
+        let end = recent.first().map_or(0.0, |p| p[0]);
+        self.dones = recent.iter().rev().map(|p| [p[0] - end, p[1]]).collect();
+    }
+}
+
+pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData, cache: &mut CountersCache) {
+    cache.refresh(d);
     let c = a.geometry.counters;
     let frame_seq = a.segment.load_u64(c.frame_seq).unwrap_or(0);
     let action_seq = a.segment.load_u64(c.action_seq).unwrap_or(0);
@@ -112,7 +156,7 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData) {
     });
     ui.separator();
     ui.strong("Step latency (frame_time_ns − action_time_ns)");
-    match latency_stats(d, 20_000) {
+    match &cache.latency {
         None => {
             ui.weak(if c.ext.is_some() {
                 "no frame with both times yet"
@@ -120,23 +164,15 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData) {
                 "unavailable: the segment has no extension block (frame_time_ns, action_time_ns)"
             });
         }
-        Some((sorted, [p50, p90, p99, max])) => {
+        Some((count, [p50, p90, p99, max], counts)) => {
             ui.label(format!(
-                "p50 {}   p90 {}   p99 {}   max {}   ({} frames)",
-                duration_ns(p50),
-                duration_ns(p90),
-                duration_ns(p99),
-                duration_ns(max),
-                sorted.len()
+                "p50 {}   p90 {}   p99 {}   max {}   ({count} frames)",
+                duration_ns(*p50),
+                duration_ns(*p90),
+                duration_ns(*p99),
+                duration_ns(*max),
             ));
-            let hi = p99.max(1) as f64 * 1.2;
-            let bins = 40usize;
-            let mut counts = vec![0u64; bins];
-            for &v in &sorted {
-                let b = ((v as f64 / hi) * bins as f64) as usize;
-                counts[b.min(bins - 1)] += 1;
-            }
-            let width_us = hi / bins as f64 / 1e3;
+            let width_us = (*p99).max(1) as f64 * 1.2 / counts.len() as f64 / 1e3;
             let bars: Vec<Bar> = counts
                 .iter()
                 .enumerate()
@@ -154,7 +190,7 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData) {
     }
     ui.separator();
     ui.strong("Frame rate, last 30 s");
-    let rate = rate_series(d, 30.0, 60);
+    let rate = cache.rate.clone();
     Plot::new("rate_spark")
         .height(70.0)
         .allow_scroll(false)
@@ -163,16 +199,8 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData) {
         .show(ui, |p| {
             p.line(Line::new("frames/s", PlotPoints::from(rate)));
         });
-    let lag: Vec<[f64; 2]> = d
-        .frames
-        .iter()
-        .rev()
-        .take(2000)
-        .map(|f| [f.t_ns as f64 / 1e9, f64::from(f.dones)])
-        .collect();
     ui.strong("Dones per frame, last 2000 frames");
-    let end = lag.first().map_or(0.0, |p| p[0]);
-    let pts: Vec<[f64; 2]> = lag.iter().rev().map(|p| [p[0] - end, p[1]]).collect();
+    let pts = cache.dones.clone();
     Plot::new("dones_spark")
         .height(70.0)
         .allow_scroll(false)

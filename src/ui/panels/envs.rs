@@ -5,11 +5,11 @@
 
 use egui_plot::{Legend, Line, MarkerShape, Plot, PlotPoints, Points};
 
-use super::super::decimate::min_max;
+use super::super::decimate::SeriesCache;
 use super::super::settings::Settings;
 use super::super::widgets::{BAD, WARN, series_color};
 use crate::layout::Geometry;
-use crate::sampler::{Channel, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, SamplerData};
+use crate::sampler::{Channel, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, Ring, SamplerData};
 
 /// What the envs panel asks of the app.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -39,14 +39,40 @@ fn channel_label(g: &Geometry, c: Channel) -> String {
     }
 }
 
-pub fn ui(ui: &mut egui::Ui, d: &SamplerData, settings: &mut Settings) -> EnvsActions {
+/// Items of a time-ordered ring newer than `after_ns` and not older than `from_ns`, in
+/// time order (scanned from the newest end, so the cost is what is new).
+fn newer<'a, T>(
+    ring: &'a Ring<T>,
+    after_ns: u64,
+    from_ns: u64,
+    t: impl Fn(&T) -> u64,
+) -> Vec<&'a T> {
+    let mut v: Vec<&T> = ring
+        .iter()
+        .rev()
+        .take_while(|item| t(item) > after_ns && t(item) >= from_ns)
+        .collect();
+    v.reverse();
+    v
+}
+
+pub fn ui(
+    ui: &mut egui::Ui,
+    d: &SamplerData,
+    settings: &mut Settings,
+    cache: &mut SeriesCache,
+) -> EnvsActions {
     let g = d.geometry.clone();
+    let generation = d.generation;
     let mut actions = EnvsActions::default();
     controls(ui, &g, settings, &mut actions);
     let (newest, window) = time_range(d, settings.plot_window_secs);
-    let x = |t_ns: u64| (t_ns as f64 - newest as f64) / 1e9;
-    let columns = ui.available_width().max(50.0) as usize;
+    let window_ns = (window * 1e9) as u64;
+    let from_ns = newest.saturating_sub(window_ns);
+    let columns = ui.available_width().max(50.0) as u64;
+    let width_ns = (window_ns / columns).max(1);
     let plot_height = ((ui.available_height() - 40.0) / 4.0).clamp(90.0, 260.0);
+    let mut keys: Vec<String> = Vec::new();
 
     ui.strong("Rewards of the watched envs (markers: triangle done, diamond truncated, dot reset)");
     Plot::new("env_rewards")
@@ -57,47 +83,54 @@ pub fn ui(ui: &mut egui::Ui, d: &SamplerData, settings: &mut Settings) -> EnvsAc
         .x_axis_label("seconds before the newest frame")
         .show(ui, |p| {
             for (i, (env, h)) in d.envs.iter().enumerate() {
-                let visible = h.points.iter().rev().take_while(|pt| x(pt.t_ns) >= -window);
-                let mut pts: Vec<[f64; 2]> = visible
-                    .map(|pt| [x(pt.t_ns), f64::from(pt.reward)])
-                    .collect();
-                pts.reverse();
+                let key = format!("reward/{env}");
+                let series = cache.get(&key, generation);
+                let fresh = newer(&h.points, series.last_t_ns(), from_ns, |pt| pt.t_ns);
+                series.update(
+                    width_ns,
+                    from_ns,
+                    fresh.iter().map(|pt| (pt.t_ns, pt.reward)),
+                );
                 let color = series_color(i);
                 p.line(
                     Line::new(
                         format!("env {env}"),
-                        PlotPoints::from(min_max(pts, -window, 0.0, columns)),
+                        PlotPoints::from(series.points(newest)),
                     )
                     .color(color),
                 );
-                let mark = |flag: u8| -> Vec<[f64; 2]> {
-                    h.points
-                        .iter()
-                        .rev()
-                        .take_while(|pt| x(pt.t_ns) >= -window)
-                        .filter(|pt| pt.flags & flag != 0)
-                        .take(2000)
-                        .map(|pt| [x(pt.t_ns), f64::from(pt.reward)])
-                        .collect()
-                };
-                p.points(
-                    Points::new(format!("env {env}"), mark(FLAG_DONE))
-                        .shape(MarkerShape::Down)
-                        .radius(4.0)
-                        .color(BAD),
-                );
-                p.points(
-                    Points::new(format!("env {env}"), mark(FLAG_TRUNCATED))
-                        .shape(MarkerShape::Diamond)
-                        .radius(4.0)
-                        .color(WARN),
-                );
-                p.points(
-                    Points::new(format!("env {env}"), mark(FLAG_RESET))
-                        .shape(MarkerShape::Circle)
-                        .radius(3.0)
-                        .color(color),
-                );
+                keys.push(key);
+                for (flag, shape, radius, c) in [
+                    (FLAG_DONE, MarkerShape::Down, 4.0, BAD),
+                    (FLAG_TRUNCATED, MarkerShape::Diamond, 4.0, WARN),
+                    (FLAG_RESET, MarkerShape::Circle, 3.0, color),
+                ] {
+                    let key = format!("mark/{env}/{flag}");
+                    let marks = cache.get(&key, generation);
+                    let fresh = newer(&h.points, marks.last_t_ns(), from_ns, |pt| pt.t_ns);
+                    // Markers are sparse: one bucket per pixel keeps every one that shows.
+                    marks.update(
+                        width_ns,
+                        from_ns,
+                        fresh.iter().map(|pt| {
+                            (
+                                pt.t_ns,
+                                if pt.flags & flag != 0 {
+                                    pt.reward
+                                } else {
+                                    f32::NAN
+                                },
+                            )
+                        }),
+                    );
+                    p.points(
+                        Points::new(format!("env {env}"), PlotPoints::from(marks.points(newest)))
+                            .shape(shape)
+                            .radius(radius)
+                            .color(c),
+                    );
+                    keys.push(key);
+                }
             }
         });
 
@@ -117,7 +150,7 @@ pub fn ui(ui: &mut egui::Ui, d: &SamplerData, settings: &mut Settings) -> EnvsAc
             .include_x(-window)
             .include_x(0.0)
             .show(ui, |p| {
-                let mut series = 0;
+                let mut n = 0;
                 for (env, h) in &d.envs {
                     for &ch in &channels {
                         let (limit, offset) = if is_obs {
@@ -128,16 +161,16 @@ pub fn ui(ui: &mut egui::Ui, d: &SamplerData, settings: &mut Settings) -> EnvsAc
                         if ch >= limit {
                             continue;
                         }
-                        let mut pts: Vec<[f64; 2]> = h
-                            .detail
-                            .iter()
-                            .rev()
-                            .take_while(|dt| x(dt.t_ns) >= -window)
-                            .filter_map(|dt| {
-                                dt.values.get(offset).map(|&v| [x(dt.t_ns), f64::from(v)])
-                            })
-                            .collect();
-                        pts.reverse();
+                        let key = format!("{id}/{env}/{ch}");
+                        let series = cache.get(&key, generation);
+                        let fresh = newer(&h.detail, series.last_t_ns(), from_ns, |dt| dt.t_ns);
+                        series.update(
+                            width_ns,
+                            from_ns,
+                            fresh.iter().map(|dt| {
+                                (dt.t_ns, dt.values.get(offset).copied().unwrap_or(f32::NAN))
+                            }),
+                        );
                         let channel = if is_obs {
                             Channel::Obs(ch)
                         } else {
@@ -146,11 +179,12 @@ pub fn ui(ui: &mut egui::Ui, d: &SamplerData, settings: &mut Settings) -> EnvsAc
                         p.line(
                             Line::new(
                                 format!("env {env} {}", channel_label(&g, channel)),
-                                PlotPoints::from(min_max(pts, -window, 0.0, columns)),
+                                PlotPoints::from(series.points(newest)),
                             )
-                            .color(series_color(series)),
+                            .color(series_color(n)),
                         );
-                        series += 1;
+                        keys.push(key);
+                        n += 1;
                     }
                 }
             });
@@ -166,61 +200,40 @@ pub fn ui(ui: &mut egui::Ui, d: &SamplerData, settings: &mut Settings) -> EnvsAc
         .include_x(-window)
         .include_x(0.0)
         .show(ui, |p| {
-            let frames: Vec<_> = {
-                let mut v: Vec<_> = d
-                    .frames
-                    .iter()
-                    .rev()
-                    .take_while(|f| x(f.t_ns) >= -window)
-                    .collect();
-                v.reverse();
-                v
-            };
-            let series = |get: &dyn Fn(&crate::sampler::FrameAgg) -> f32| -> Vec<[f64; 2]> {
-                min_max(
-                    frames.iter().map(|f| [x(f.t_ns), f64::from(get(f))]),
-                    -window,
-                    0.0,
-                    columns,
-                )
-            };
-            p.line(
-                Line::new("reward max", PlotPoints::from(series(&|f| f.reward_max)))
-                    .color(egui::Color32::from_gray(140)),
-            );
-            p.line(
-                Line::new("reward p90", PlotPoints::from(series(&|f| f.reward_p90)))
-                    .color(series_color(0)),
-            );
-            p.line(
-                Line::new("reward median", PlotPoints::from(series(&|f| f.reward_p50)))
-                    .color(series_color(2))
-                    .width(2.0),
-            );
-            p.line(
-                Line::new("reward p10", PlotPoints::from(series(&|f| f.reward_p10)))
-                    .color(series_color(0)),
-            );
-            p.line(
-                Line::new("reward min", PlotPoints::from(series(&|f| f.reward_min)))
-                    .color(egui::Color32::from_gray(140)),
-            );
             let n = g.num_envs.max(1) as f32;
-            p.line(
-                Line::new(
-                    "done share",
-                    PlotPoints::from(series(&|f| f.dones as f32 / n)),
-                )
-                .color(BAD),
-            );
-            p.line(
-                Line::new(
-                    "truncated share",
-                    PlotPoints::from(series(&|f| f.truncateds as f32 / n)),
-                )
-                .color(WARN),
-            );
+            let stats: [(&str, fn(&FrameAgg, f32) -> f32, egui::Color32, f32); 7] = [
+                (
+                    "reward max",
+                    |f, _| f.reward_max,
+                    egui::Color32::from_gray(140),
+                    1.0,
+                ),
+                ("reward p90", |f, _| f.reward_p90, series_color(0), 1.0),
+                ("reward median", |f, _| f.reward_p50, series_color(2), 2.0),
+                ("reward p10", |f, _| f.reward_p10, series_color(0), 1.0),
+                (
+                    "reward min",
+                    |f, _| f.reward_min,
+                    egui::Color32::from_gray(140),
+                    1.0,
+                ),
+                ("done share", |f, n| f.dones as f32 / n, BAD, 1.0),
+                ("truncated share", |f, n| f.truncateds as f32 / n, WARN, 1.0),
+            ];
+            for (name, get, color, width) in stats {
+                let key = format!("agg/{name}");
+                let series = cache.get(&key, generation);
+                let fresh = newer(&d.frames, series.last_t_ns(), from_ns, |f| f.t_ns);
+                series.update(width_ns, from_ns, fresh.iter().map(|f| (f.t_ns, get(f, n))));
+                p.line(
+                    Line::new(name, PlotPoints::from(series.points(newest)))
+                        .color(color)
+                        .width(width),
+                );
+                keys.push(key);
+            }
         });
+    cache.retain(|k| keys.iter().any(|x| x == k));
     values_report(ui, d, &g, settings, &mut actions);
     actions
 }

@@ -1,0 +1,409 @@
+//! `bench ui` and `bench sampler`: the window's and the sampler's costs, measured
+//! against an engine and a client in separate processes (figures for the README).
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::CliError;
+use super::children::{ChildProcess, wait_for_segment};
+use crate::attach::{Target, attach};
+use crate::clock::MonotonicClock;
+use crate::layout::LayoutChoice;
+use crate::sampler::{Sampler, SamplerSettings};
+use crate::sim::engine::Preset;
+use crate::ui::InspectorApp;
+use crate::ui::raster::HeadlessRenderer;
+use crate::ui::settings::{Settings, grid_tree};
+
+/// An engine and (optionally) a client as child processes.
+struct Run {
+    name: String,
+    engine: ChildProcess,
+    client: Option<ChildProcess>,
+}
+
+fn start(
+    preset: Preset,
+    client_hz: Option<f64>,
+    client_steps: Option<u64>,
+    tag: &str,
+) -> Result<Run, CliError> {
+    let name = format!("lrbc-uibench-{}-{tag}", std::process::id());
+    let mut engine = ChildProcess::spawn(
+        "engine",
+        &[
+            "sim".into(),
+            "engine".into(),
+            "--name".into(),
+            name.clone(),
+            "--preset".into(),
+            preset.as_str().into(),
+            "--force".into(),
+        ],
+        Stdio::null(),
+    )?;
+    wait_for_segment(&name, &mut engine, Duration::from_secs(30))?;
+    let client = match (client_hz, client_steps) {
+        (None, None) => None,
+        _ => {
+            let mut args = vec![
+                "sim".to_string(),
+                "client".into(),
+                "--shm".into(),
+                name.clone(),
+                "--policy".into(),
+                "balance".into(),
+            ];
+            if let Some(hz) = client_hz {
+                args.extend(["--hz".into(), hz.to_string()]);
+            }
+            if let Some(steps) = client_steps {
+                args.extend([
+                    "--steps".into(),
+                    steps.to_string(),
+                    "--no-commands".into(),
+                    "--json".into(),
+                ]);
+            }
+            let stdout = if client_steps.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            };
+            Some(ChildProcess::spawn("client", &args, stdout)?)
+        }
+    };
+    Ok(Run {
+        name,
+        engine,
+        client,
+    })
+}
+
+/// CPU seconds used so far by a process (utime + stime).
+fn cpu_secs(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let after = s.rsplit(')').next()?;
+            let f: Vec<&str> = after.split_whitespace().collect();
+            let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// CPU seconds of this process's threads, by thread name.
+fn thread_cpu() -> Vec<(String, f64)> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for t in dir.filter_map(Result::ok) {
+        let path = t.path();
+        let name = std::fs::read_to_string(path.join("comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let secs = std::fs::read_to_string(path.join("stat"))
+            .ok()
+            .and_then(|s| {
+                let after = s.rsplit(')').next()?.to_string();
+                let f: Vec<&str> = after.split_whitespace().collect();
+                Some(
+                    (f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?) as f64
+                        / 100.0,
+                )
+            })
+            .unwrap_or(0.0);
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, s)) => *s += secs,
+            None => out.push((name, secs)),
+        }
+    }
+    out
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
+}
+
+/// UI frame CPU time (layout and tessellation) at train4096 with every panel open.
+pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
+    let tree = match pane {
+        None => grid_tree(),
+        Some(name) => {
+            let p = crate::ui::settings::Pane::ALL
+                .into_iter()
+                .find(|p| p.title().eq_ignore_ascii_case(name))
+                .ok_or_else(|| CliError::Usage(format!("unknown panel {name:?}")))?;
+            egui_tiles::Tree::new_tabs(egui::Id::unique("bench_one"), vec![p])
+        }
+    };
+    let run = start(Preset::Train4096, Some(1000.0), None, "ui")?;
+    std::thread::sleep(Duration::from_secs(2));
+    let ctx = egui::Context::default();
+    let mut app = InspectorApp::new(
+        &ctx,
+        Settings::default(),
+        Some(tree),
+        Some(Target::Shm(run.name.clone())),
+        LayoutChoice::Auto,
+    );
+    if app.session.is_none() {
+        return Err(CliError::Other("could not attach".into()));
+    }
+    let mut renderer = HeadlessRenderer::new();
+    let size = egui::vec2(1600.0, 1000.0);
+    // Warm up (fonts, textures) and let a few seconds of history build.
+    let warm = Instant::now();
+    while warm.elapsed() < Duration::from_secs(5) {
+        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.ui(ui));
+        std::thread::sleep(Duration::from_millis(16));
+    }
+    let mut times = Vec::with_capacity(frames);
+    let mut walls = Vec::with_capacity(frames);
+    for _ in 0..frames {
+        let (t, cpu) = (Instant::now(), crate::segment::thread_cpu_ns());
+        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.ui(ui));
+        times.push((crate::segment::thread_cpu_ns() - cpu) as f64 / 1e6);
+        walls.push(t.elapsed().as_secs_f64() * 1e3);
+        // Display rate: leave the rest of the frame to the other processes.
+        std::thread::sleep(Duration::from_millis(16).saturating_sub(t.elapsed()));
+    }
+    walls.sort_by(f64::total_cmp);
+    let history = app
+        .session
+        .as_ref()
+        .map_or(0, |s| s.sampler.lock().frames.len());
+    drop(app);
+    drop(run);
+    times.sort_by(f64::total_cmp);
+    println!(
+        "bench ui: train4096 (4096 envs × obs 100 × act 12), engine and client (1 kHz) in separate processes,"
+    );
+    println!(
+        "every panel open at 1600×1000, {frames} frames at display rate, {history} frames of history held"
+    );
+    println!(
+        "UI frame CPU time of the UI thread (egui layout + tessellation, no rasterisation): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        percentile(&times, 0.5),
+        percentile(&times, 0.99),
+        times.last().copied().unwrap_or(0.0)
+    );
+    println!(
+        "the same frames in wall time (preemption by the engine and client included): p50 {:.2} ms, p99 {:.2} ms",
+        percentile(&walls, 0.5),
+        percentile(&walls, 0.99)
+    );
+    Ok(())
+}
+
+/// Sampler share at a pace, for `secs` seconds: (seen, sampled, missed, torn).
+fn sampler_share(
+    preset: Preset,
+    hz: Option<f64>,
+    secs: f64,
+    tag: &str,
+) -> Result<(u64, u64, u64, u64), CliError> {
+    let run = start(preset, hz, None, tag)?;
+    let a = attach(&Target::Shm(run.name.clone()), LayoutChoice::Auto)?;
+    let mut sampler = Sampler::start(
+        a,
+        SamplerSettings::default(),
+        MonotonicClock,
+        Box::new(|| {}),
+        60.0,
+    )
+    .map_err(|e| CliError::Other(e.to_string()))?;
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    sampler.stop();
+    let s = sampler.stats();
+    drop(run);
+    Ok((
+        s.frames_seen,
+        s.frames_sampled,
+        s.frames_missed,
+        s.frames_torn,
+    ))
+}
+
+/// Steps/s of an unpaced client for `steps` steps, optionally with an observer.
+fn engine_rate(
+    preset: Preset,
+    steps: u64,
+    observer: Observer,
+    tag: &str,
+) -> Result<(f64, Vec<(String, f64)>), CliError> {
+    let mut run = start(preset, None, None, tag)?;
+    let mut watch = None;
+    let mut app = None;
+    let ctx = egui::Context::default();
+    match observer {
+        Observer::None => {}
+        Observer::Watch => {
+            watch = Some(ChildProcess::spawn(
+                "watch",
+                &[
+                    "watch".into(),
+                    "--shm".into(),
+                    run.name.clone(),
+                    "--interval".into(),
+                    "1".into(),
+                ],
+                Stdio::null(),
+            )?);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Observer::Window => {
+            let a = InspectorApp::new(
+                &ctx,
+                Settings::default(),
+                Some(grid_tree()),
+                Some(Target::Shm(run.name.clone())),
+                LayoutChoice::Auto,
+            );
+            app = Some(a);
+        }
+    }
+    let engine_pid = run.engine.pid();
+    let cpu_before = (cpu_secs(engine_pid), thread_cpu());
+    let mut client = ChildProcess::spawn(
+        "client",
+        &[
+            "sim".into(),
+            "client".into(),
+            "--shm".into(),
+            run.name.clone(),
+            "--steps".into(),
+            steps.to_string(),
+            "--no-commands".into(),
+            "--json".into(),
+        ],
+        Stdio::piped(),
+    )?;
+    let client_pid = client.pid();
+    let mut renderer = HeadlessRenderer::new();
+    let size = egui::vec2(1600.0, 1000.0);
+    let mut client_cpu = 0.0;
+    // Drive the window at display rate while the client runs.
+    while client.exited().is_none() {
+        client_cpu = cpu_secs(client_pid).max(client_cpu);
+        if let Some(a) = &mut app {
+            let t = Instant::now();
+            let _ = renderer.pass(&ctx, size, 1.0, |ui| a.ui(ui));
+            std::thread::sleep(Duration::from_millis(16).saturating_sub(t.elapsed()));
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let mut out = String::new();
+    if let Some(stdout) = client.child.stdout.as_mut() {
+        use std::io::Read as _;
+        let _ = stdout.read_to_string(&mut out);
+    }
+    let engine_cpu = cpu_secs(engine_pid) - cpu_before.0;
+    let after = thread_cpu();
+    let mut cpu = vec![
+        ("engine process".to_string(), engine_cpu),
+        ("client process".to_string(), client_cpu),
+    ];
+    if let Some(w) = &watch {
+        cpu.push(("watch process".into(), cpu_secs(w.pid())));
+    }
+    if app.is_some() {
+        for (name, secs) in after {
+            let before = cpu_before
+                .1
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0.0, |(_, s)| *s);
+            if secs - before > 0.005 {
+                cpu.push((format!("inspector thread {name}"), secs - before));
+            }
+        }
+    }
+    drop(watch);
+    drop(app);
+    run.client = None;
+    drop(run);
+    let v: serde_json::Value = serde_json::from_str(out.trim())
+        .map_err(|e| CliError::Other(format!("bad client report: {e}")))?;
+    Ok((v["steps_per_sec"].as_f64().unwrap_or(0.0), cpu))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Observer {
+    None,
+    Watch,
+    Window,
+}
+
+/// The sampler's share of frames and the engine's rate with observers attached.
+pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
+    println!(
+        "bench sampler: engine and client in separate processes; the sampler runs in this process"
+    );
+    println!(
+        "{:<10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9}",
+        "preset", "pace", "seen", "sampled", "missed", "torn", "share"
+    );
+    for preset in [Preset::Cams64, Preset::Train4096] {
+        let mut best: Option<f64> = None;
+        for (i, hz) in [Some(1000.0), Some(2000.0), Some(4000.0), Some(8000.0), None]
+            .into_iter()
+            .enumerate()
+        {
+            let (seen, sampled, missed, torn) = sampler_share(preset, hz, secs, &format!("s{i}"))?;
+            let share = if seen > 0 {
+                100.0 * sampled as f64 / seen as f64
+            } else {
+                0.0
+            };
+            let pace = hz.map_or("unpaced".to_string(), |h| format!("{h:.0} Hz"));
+            println!(
+                "{:<10} {:>10} {seen:>10} {sampled:>10} {missed:>8} {torn:>8} {share:>8.2}%",
+                preset.as_str(),
+                pace
+            );
+            if sampled == seen && seen > 0 {
+                let rate = seen as f64 / secs;
+                best = Some(best.map_or(rate, |b: f64| b.max(rate)));
+            }
+        }
+        println!(
+            "{:<10} highest pace sampled at 100 %: {}",
+            preset.as_str(),
+            best.map_or("none measured".into(), |b| format!("{b:.0} frames/s"))
+        );
+    }
+    println!();
+    println!(
+        "engine's unpaced lock-step rate, train4096, {steps} steps, with and without observers:"
+    );
+    let (base, base_cpu) = engine_rate(Preset::Train4096, steps, Observer::None, "r0")?;
+    let (with_watch, _) = engine_rate(Preset::Train4096, steps, Observer::Watch, "r1")?;
+    let (with_window, window_cpu) = engine_rate(Preset::Train4096, steps, Observer::Window, "r2")?;
+    println!("  without observers:              {base:>8.0} steps/s");
+    println!(
+        "  with `watch` (sampler running): {with_watch:>8.0} steps/s  ratio {:.3}",
+        with_watch / base
+    );
+    println!(
+        "  with the window (headless, every panel, 60 fps): {with_window:>8.0} steps/s  ratio {:.3}",
+        with_window / base
+    );
+    println!("  CPU seconds without observers: {}", fmt_cpu(&base_cpu));
+    println!("  CPU seconds with the window:   {}", fmt_cpu(&window_cpu));
+    Ok(())
+}
+
+fn fmt_cpu(cpu: &[(String, f64)]) -> String {
+    cpu.iter()
+        .map(|(n, s)| format!("{n} {s:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
