@@ -568,7 +568,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     egui::ScrollArea::vertical()
                         .id_salt("counters")
                         .show(ui, |ui| {
-                            counters::ui(ui, &self.session.attached, &d, self.counters_cache)
+                            counters::ui(ui, &self.session.attached, &d, self.counters_cache);
                         });
                 }
                 Pane::Envs => {

@@ -39,14 +39,12 @@ fn channel_label(g: &Geometry, c: Channel) -> String {
     }
 }
 
+/// An overview line: name, value of a frame (given the env count), colour, width.
+type OverviewSeries = (&'static str, fn(&FrameAgg, f32) -> f32, egui::Color32, f32);
+
 /// Items of a time-ordered ring newer than `after_ns` and not older than `from_ns`, in
 /// time order (scanned from the newest end, so the cost is what is new).
-fn newer<'a, T>(
-    ring: &'a Ring<T>,
-    after_ns: u64,
-    from_ns: u64,
-    t: impl Fn(&T) -> u64,
-) -> Vec<&'a T> {
+fn newer<T>(ring: &Ring<T>, after_ns: u64, from_ns: u64, t: impl Fn(&T) -> u64) -> Vec<&T> {
     let mut v: Vec<&T> = ring
         .iter()
         .rev()
@@ -201,7 +199,7 @@ pub fn ui(
         .include_x(0.0)
         .show(ui, |p| {
             let n = g.num_envs.max(1) as f32;
-            let stats: [(&str, fn(&FrameAgg, f32) -> f32, egui::Color32, f32); 7] = [
+            let stats: [OverviewSeries; 7] = [
                 (
                     "reward max",
                     |f, _| f.reward_max,
