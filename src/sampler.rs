@@ -17,6 +17,15 @@ use crate::segment::{Segment, f32s_from_bytes};
 use crate::snapshot::{self, HotData};
 use crate::watch::{Report, Watcher};
 
+/// Reward percentiles are taken over at most this many envs per frame.
+const PERCENTILE_SAMPLE: usize = 512;
+
+/// The sampler's threads run at this nice value: observing must not slow the run.
+const SAMPLER_NICE: i32 = 0;
+
+/// How long the sampler naps when no new frame is there.
+const SAMPLER_NAP_US: u64 = 20;
+
 /// `done` in [`EnvPoint::flags`].
 pub const FLAG_DONE: u8 = 1;
 /// `truncated` in [`EnvPoint::flags`].
@@ -251,7 +260,7 @@ pub struct Sampler {
     data: Arc<Mutex<SamplerData>>,
     settings: Arc<Mutex<SamplerSettings>>,
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -289,24 +298,45 @@ impl Sampler {
             .segment
             .load_u64(attached.geometry.counters.frame_seq)
             .unwrap_or(0);
-        let worker = Worker {
-            frame_at_attach,
+        // The frame thread has a mapping of its own; the auxiliary thread keeps the
+        // watcher (state, re-attachment), the images and the value scans, so that the
+        // frame thread's loop stays tight enough to catch frames that come in bursts.
+        let frames_attached = attached
+            .reopen()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let frames = FrameWorker {
+            attached: frames_attached,
+            scratch: Vec::new(),
+            hot: HotData::default(),
+            last_good: HotData::default(),
+            last_good_frame: 0,
+            watched_buf: Vec::new(),
+            generation: 0,
+            last_frame: frame_at_attach,
+            data: Arc::clone(&data),
+            settings: Arc::clone(&settings),
+            stop: Arc::clone(&stop),
+            pending: Pending::default(),
+        };
+        let aux = AuxWorker {
             watcher: Watcher::new(attached, clock),
             data: Arc::clone(&data),
             settings: Arc::clone(&settings),
             stop: Arc::clone(&stop),
             waker,
             repaint_interval_ns: (1e9 / repaint_hz.max(1.0)) as u64,
-            pending: Pending::default(),
         };
-        let thread = std::thread::Builder::new()
+        let frame_thread = std::thread::Builder::new()
             .name("lrbc-sampler".into())
-            .spawn(move || worker.run())?;
+            .spawn(move || frames.run())?;
+        let aux_thread = std::thread::Builder::new()
+            .name("lrbc-sampler-aux".into())
+            .spawn(move || aux.run())?;
         Ok(Self {
             data,
             settings,
             stop,
-            thread: Some(thread),
+            threads: vec![frame_thread, aux_thread],
         })
     }
 
@@ -335,7 +365,7 @@ impl Sampler {
     pub fn stop(&mut self) {
         // Relaxed: a flag with no data behind it.
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -353,34 +383,38 @@ struct Pending {
     frames: Vec<FrameAgg>,
     points: Vec<(u32, EnvPoint)>,
     details: Vec<(u32, EnvDetail)>,
-    latest: Option<(u64, HotData)>,
-    image: Option<ImageFrame>,
-    image_fps: Option<f32>,
-    scan: Option<Scan>,
-    report: Option<Report>,
     seen: u64,
     sampled: u64,
     missed: u64,
     torn: u64,
-    images_captured: u64,
-    images_torn: u64,
 }
 
-struct Worker<C: Clock> {
-    frame_at_attach: u64,
+/// Follows frame_seq and copies every frame it can.
+struct FrameWorker {
+    attached: Attached,
+    scratch: Vec<f32>,
+    /// The copy being taken, and the newest consistent one (swapped, never reallocated).
+    hot: HotData,
+    last_good: HotData,
+    last_good_frame: u64,
+    watched_buf: Vec<f32>,
+    generation: u64,
+    last_frame: u64,
+    data: Arc<Mutex<SamplerData>>,
+    settings: Arc<Mutex<SamplerSettings>>,
+    stop: Arc<AtomicBool>,
+    pending: Pending,
+}
+
+/// Watches the segment's state, re-attaches, copies images, scans values, wakes the
+/// reader.
+struct AuxWorker<C: Clock> {
     watcher: Watcher<C>,
     data: Arc<Mutex<SamplerData>>,
     settings: Arc<Mutex<SamplerSettings>>,
     stop: Arc<AtomicBool>,
     waker: Waker,
     repaint_interval_ns: u64,
-    pending: Pending,
-}
-
-/// Copies of one frame taken under one guard.
-struct FrameCopy {
-    hot: HotData,
-    watched: Vec<(u32, Vec<f32>)>,
 }
 
 fn load_counters(seg: &Segment, g: &Geometry, now_ns: u64) -> Counters {
@@ -399,38 +433,59 @@ fn load_counters(seg: &Segment, g: &Geometry, now_ns: u64) -> Counters {
     }
 }
 
-/// Percentiles of a copy of the rewards (NaNs excluded).
-fn aggregate(frame_seq: u64, t_ns: u64, hot: &HotData, latency: Option<u64>) -> FrameAgg {
-    let mut finite: Vec<f32> = hot
-        .rewards
-        .iter()
-        .copied()
-        .filter(|r| r.is_finite())
-        .collect();
-    let nan_rewards = (hot.rewards.len() - finite.len()) as u32;
-    finite.sort_unstable_by(f32::total_cmp);
-    let q = |p: f32| -> f32 {
-        if finite.is_empty() {
+/// Percentiles of a copy of the rewards (NaNs excluded), in linear time: `scratch`
+/// is reused between frames.
+fn aggregate(
+    frame_seq: u64,
+    t_ns: u64,
+    hot: &HotData,
+    latency: Option<u64>,
+    scratch: &mut Vec<f32>,
+) -> FrameAgg {
+    // Exact minimum, maximum, mean and counts over every env; the percentiles over at
+    // most PERCENTILE_SAMPLE envs spread evenly (exact below that many envs).
+    let (mut min, mut max, mut sum, mut finite) = (f32::INFINITY, f32::NEG_INFINITY, 0f64, 0usize);
+    for &r in &hot.rewards {
+        if r.is_finite() {
+            min = min.min(r);
+            max = max.max(r);
+            sum += f64::from(r);
+            finite += 1;
+        }
+    }
+    let nan_rewards = (hot.rewards.len() - finite) as u32;
+    let stride = hot.rewards.len().div_ceil(PERCENTILE_SAMPLE).max(1);
+    scratch.clear();
+    scratch.extend(
+        hot.rewards
+            .iter()
+            .step_by(stride)
+            .copied()
+            .filter(|r| r.is_finite()),
+    );
+    let len = scratch.len();
+    let mut q = |p: f32| -> f32 {
+        if len == 0 {
             return f32::NAN;
         }
-        let i = ((finite.len() - 1) as f32 * p).round() as usize;
-        finite[i.min(finite.len() - 1)]
+        let i = (((len - 1) as f32 * p).round() as usize).min(len - 1);
+        *scratch.select_nth_unstable_by(i, f32::total_cmp).1
     };
-    let mean = if finite.is_empty() {
-        f32::NAN
-    } else {
-        (finite.iter().map(|&r| f64::from(r)).sum::<f64>() / finite.len() as f64) as f32
-    };
+    let (p10, p50, p90) = (q(0.1), q(0.5), q(0.9));
     let count = |v: &[u8]| v.iter().filter(|&&x| x != 0).count() as u32;
     FrameAgg {
         frame_seq,
         t_ns,
-        reward_min: q(0.0),
-        reward_p10: q(0.1),
-        reward_p50: q(0.5),
-        reward_mean: mean,
-        reward_p90: q(0.9),
-        reward_max: q(1.0),
+        reward_min: if finite == 0 { f32::NAN } else { min },
+        reward_p10: p10,
+        reward_p50: p50,
+        reward_mean: if finite == 0 {
+            f32::NAN
+        } else {
+            (sum / finite as f64) as f32
+        },
+        reward_p90: p90,
+        reward_max: if finite == 0 { f32::NAN } else { max },
         dones: count(&hot.dones),
         truncateds: hot.truncateds.as_deref().map_or(0, count),
         resets: count(&hot.resets),
@@ -507,151 +562,125 @@ pub fn scan_values(
     s
 }
 
-impl<C: Clock> Worker<C> {
+impl FrameWorker {
     fn run(mut self) {
+        // Naps of a few tens of microseconds must not turn into a hundred; and the
+        // sampler takes only the time the engine and trainer leave over.
+        crate::segment::set_timer_slack_ns(1_000);
+        crate::segment::lower_thread_priority(SAMPLER_NICE);
         let mut settings = lock(&self.settings).clone();
-        let mut last_frame = self.frame_at_attach;
-        let mut last_tick_ns = 0;
-        let mut last_wake_ns = 0;
-        let mut last_image_ns = 0;
-        let mut last_scan_ns = 0;
-        let mut last_image_seq = None;
-        let mut fps_window: (u64, u64) = (0, 0);
-        let mut generation = 0;
-        self.watcher_tick(&mut last_frame, &mut generation);
+        let mut idle = 0u32;
+        let mut housekeeping_ns = 0u64;
         // Relaxed: a flag with no data behind it.
         while !self.stop.load(Ordering::Relaxed) {
-            let now = self.watcher_clock_ns();
-            if let Ok(s) = self.settings.try_lock() {
-                settings.clone_from(&s);
-            }
-            if now.saturating_sub(last_tick_ns) >= 250_000_000 {
-                last_tick_ns = now;
-                self.watcher_tick(&mut last_frame, &mut generation);
-            }
             let f = self.frame_seq();
-            let mut sampled_now = false;
-            if f != last_frame {
-                let delta = f.wrapping_sub(last_frame);
+            let now = crate::segment::monotonic_now_ns();
+            let new_frame = f != self.last_frame;
+            if new_frame {
+                let delta = f.wrapping_sub(self.last_frame);
                 // A frame_seq that went back means a new run: count nothing.
                 if delta < 1 << 40 {
                     self.pending.seen += delta;
                     self.sample(&settings, now, delta);
                 }
-                last_frame = f;
-                sampled_now = true;
+                self.last_frame = f;
+                idle = 0;
+            } else {
+                idle = idle.saturating_add(1);
             }
-            let image_due =
-                now.saturating_sub(last_image_ns) as f32 >= 1e9 / settings.max_image_hz.max(0.1);
-            if image_due {
-                if let Some((seq, took)) = self.capture_image(now, last_image_seq) {
-                    if took {
-                        fps_window.1 += 1;
-                    }
-                    last_image_seq = Some(seq);
+            // The rest is done every few milliseconds, not on every look at frame_seq.
+            if now.saturating_sub(housekeeping_ns) >= 5_000_000 {
+                housekeeping_ns = now;
+                if let Ok(s) = self.settings.try_lock() {
+                    settings.clone_from(&s);
                 }
-                last_image_ns = now;
+                self.follow_generation();
+                self.flush(&settings, true);
+            } else if new_frame {
+                self.flush(&settings, false);
             }
-            if now.saturating_sub(fps_window.0) >= 1_000_000_000 {
-                let secs = now.saturating_sub(fps_window.0) as f32 / 1e9;
-                self.pending.image_fps = Some(fps_window.1 as f32 / secs);
-                fps_window = (now, 0);
-            }
-            if now.saturating_sub(last_scan_ns) as f32 >= 1e9 / settings.scan_hz.max(0.1) {
-                last_scan_ns = now;
-                self.scan(&settings);
-            }
-            self.flush(&settings, now);
-            if now.saturating_sub(last_wake_ns) >= self.repaint_interval_ns {
-                last_wake_ns = now;
-                (self.waker)();
-            }
-            if !sampled_now {
-                std::thread::sleep(Duration::from_micros(100));
+            if !new_frame {
+                // A short nap while frames come often; longer once it has been quiet.
+                let nap = if idle < 20_000 { SAMPLER_NAP_US } else { 2_000 };
+                std::thread::sleep(Duration::from_micros(nap));
             }
         }
     }
 
-    fn watcher_clock_ns(&self) -> u64 {
-        crate::segment::monotonic_now_ns()
-    }
-
-    fn seg(&self) -> &Segment {
-        &self.watcher.attached().segment
-    }
-
-    fn geometry(&self) -> &Geometry {
-        &self.watcher.attached().geometry
+    /// Maps the new segment when the auxiliary thread re-attached.
+    fn follow_generation(&mut self) {
+        let generation = match self.data.try_lock() {
+            Ok(d) => d.generation,
+            Err(_) => return,
+        };
+        if generation == self.generation {
+            return;
+        }
+        if let Ok(a) = self.attached.reopen() {
+            self.attached = a;
+            self.generation = generation;
+            self.pending = Pending::default();
+            self.last_frame = self.frame_seq();
+        }
     }
 
     fn frame_seq(&self) -> u64 {
-        self.seg()
-            .load_u64(self.geometry().counters.frame_seq)
+        self.attached
+            .segment
+            .load_u64(self.attached.geometry.counters.frame_seq)
             .unwrap_or(0)
-    }
-
-    fn watcher_tick(&mut self, last_frame: &mut u64, generation: &mut u64) {
-        let report = self.watcher.tick();
-        if u64::from(self.watcher.reattach_count) != *generation {
-            // A new segment: start the histories over (rare; worth the wait for the lock).
-            *generation = u64::from(self.watcher.reattach_count);
-            let mut d = lock(&self.data);
-            let a = self.watcher.attached();
-            d.geometry = Arc::new(a.geometry.clone());
-            d.generation = *generation;
-            d.label = a.label();
-            d.frames.clear();
-            d.envs.clear();
-            d.latest = None;
-            d.image = None;
-            d.scan = Scan::default();
-            drop(d);
-            self.pending = Pending::default();
-            *last_frame = self.frame_seq();
-        }
-        self.pending.report = Some(report);
     }
 
     /// Copies the frame just published (and records the frames that went by).
     fn sample(&mut self, settings: &SamplerSettings, now: u64, delta: u64) {
-        let g = self.watcher.attached().geometry.clone();
-        let seg = &self.watcher.attached().segment;
+        let Self {
+            attached,
+            hot,
+            watched_buf,
+            ..
+        } = self;
+        let (g, seg) = (&attached.geometry, &attached.segment);
         let watched: Vec<u32> = settings
             .watched_envs
             .iter()
             .copied()
             .filter(|&e| e < g.num_envs)
             .collect();
-        let copy = snapshot::guarded_read(seg, &g, 64, |s| FrameCopy {
-            hot: snapshot::copy_hot(s, &g),
-            watched: watched
-                .iter()
-                .filter_map(|&e| {
-                    let d = snapshot::copy_env(s, &g, e)?;
-                    let mut v = d.obs;
-                    v.extend_from_slice(&d.act);
-                    Some((e, v))
-                })
-                .collect(),
+        let (o, a) = (g.obs_size as usize, g.act_size as usize);
+        watched_buf.resize(watched.len() * (o + a), 0.0);
+        let copy = snapshot::guarded_read(seg, g, 64, |s| {
+            snapshot::copy_hot_into(s, g, hot);
+            for (k, &e) in watched.iter().enumerate() {
+                let row = &mut watched_buf[k * (o + a)..(k + 1) * (o + a)];
+                let (obs, act) = row.split_at_mut(o);
+                if let Some(r) = g.region(RegionKind::Obs) {
+                    s.read_f32s(r.offset_bytes + u64::from(e) * o as u64 * 4, obs);
+                }
+                if let Some(r) = g.region(RegionKind::Act) {
+                    s.read_f32s(r.offset_bytes + u64::from(e) * a as u64 * 4, act);
+                }
+            }
         });
+        self.pending.missed += delta - 1;
         if !copy.consistent {
             self.pending.torn += 1;
-            self.pending.missed += delta - 1;
             return;
         }
         self.pending.sampled += 1;
-        self.pending.missed += delta - 1;
+        // The newest consistent copy is kept; the other buffer takes the next copy.
+        std::mem::swap(&mut self.hot, &mut self.last_good);
+        self.last_good_frame = copy.frame_seq;
         let frame_seq = copy.frame_seq;
-        let counters = load_counters(seg, &g, now);
-        let latency = match (counters.frame_time_ns, counters.action_time_ns) {
-            (Some(f), Some(a)) if f >= a && a != 0 => Some(f - a),
-            _ => None,
-        };
-        let hot = copy.value.hot;
-        self.pending
-            .frames
-            .push(aggregate(frame_seq, now, &hot, latency));
-        for &e in &watched {
+        let c = g.counters;
+        let latency = c.ext.and_then(|e| {
+            let f = seg.load_u64(e.frame_time_ns)?;
+            let a = seg.load_u64(e.action_time_ns)?;
+            (f >= a && a != 0).then(|| f - a)
+        });
+        let hot = &self.last_good;
+        let agg = aggregate(frame_seq, now, hot, latency, &mut self.scratch);
+        self.pending.frames.push(agg);
+        for (k, &e) in watched.iter().enumerate() {
             let i = e as usize;
             let flag = |v: &[u8], bit: u8| {
                 if v.get(i).is_some_and(|&x| x != 0) {
@@ -675,104 +704,37 @@ impl<C: Clock> Worker<C> {
                     flags,
                 },
             ));
-        }
-        for (e, values) in copy.value.watched {
             self.pending.details.push((
                 e,
                 EnvDetail {
                     frame_seq,
                     t_ns: now,
-                    values: values.into_boxed_slice(),
+                    values: self.watched_buf[k * (o + a)..(k + 1) * (o + a)].into(),
                 },
             ));
         }
-        self.pending.latest = Some((frame_seq, hot));
-    }
-
-    /// Copies the image region when `image_seq` moved. Returns (image_seq, copied).
-    fn capture_image(&mut self, now: u64, last: Option<u64>) -> Option<(u64, bool)> {
-        let g = self.geometry().clone();
-        let img = g.image?;
-        let seg = self.seg();
-        let seq = g
-            .counters
-            .ext
-            .and_then(|e| seg.load_u64(e.image_seq))
-            .unwrap_or(0);
-        if Some(seq) == last {
-            return Some((seq, false));
-        }
-        let region = g.region(RegionKind::Image)?;
-        let len = usize::try_from(region.length_bytes).ok()?;
-        let copy = snapshot::guarded_read(seg, &g, 16, |s| {
-            s.read_vec(region.offset_bytes, len).unwrap_or_default()
-        });
-        if copy.consistent || copy.guard == snapshot::Guard::Unguarded {
-            self.pending.images_captured += 1;
-            self.pending.image = Some(ImageFrame {
-                image_seq: seq,
-                frame_seq: copy.frame_seq,
-                width: img.width,
-                height: img.height,
-                channels: img.channels,
-                num_envs: g.num_envs,
-                pixels: Arc::new(copy.value),
-                captured_ns: now,
-                consistent: copy.consistent,
-            });
-            Some((seq, true))
-        } else {
-            self.pending.images_torn += 1;
-            None
-        }
-    }
-
-    fn scan(&mut self, settings: &SamplerSettings) {
-        let g = self.geometry().clone();
-        let seg = self.seg();
-        let read = |kind| -> Vec<f32> {
-            g.region(kind)
-                .and_then(|r| seg.read_vec(r.offset_bytes, usize::try_from(r.length_bytes).ok()?))
-                .map(|b| f32s_from_bytes(&b))
-                .unwrap_or_default()
-        };
-        let copy = snapshot::guarded_read(seg, &g, 16, |_| {
-            (
-                read(RegionKind::Obs),
-                read(RegionKind::Act),
-                read(RegionKind::Rewards),
-            )
-        });
-        if !copy.consistent && copy.guard != snapshot::Guard::Unguarded {
-            return;
-        }
-        let (obs, act, rewards) = copy.value;
-        self.pending.scan = Some(scan_values(
-            &g,
-            &obs,
-            &act,
-            &rewards,
-            (settings.obs_limit, settings.act_limit),
-            copy.frame_seq,
-        ));
     }
 
     /// Moves pending samples into the shared data if the lock is free (readers never
-    /// make the sampler wait).
-    fn flush(&mut self, settings: &SamplerSettings, now: u64) {
+    /// make the sampler wait), or when they have piled up.
+    fn flush(&mut self, settings: &SamplerSettings, counters: bool) {
         let data = Arc::clone(&self.data);
         let Ok(mut d) = data.try_lock() else {
-            // Unless it has piled up: then wait (bounded memory beats a skipped flush).
             if self.pending.frames.len() < 100_000 {
                 return;
             }
-            self.flush_locked(&mut lock(&data), settings, now);
+            self.flush_locked(&mut lock(&data), settings, counters);
             return;
         };
-        self.flush_locked(&mut d, settings, now);
+        self.flush_locked(&mut d, settings, counters);
     }
 
-    fn flush_locked(&mut self, d: &mut SamplerData, settings: &SamplerSettings, now: u64) {
+    fn flush_locked(&mut self, d: &mut SamplerData, settings: &SamplerSettings, counters: bool) {
+        if d.generation != self.generation {
+            // The samples belong to the segment that was replaced.
+            self.pending = Pending::default();
+            return;
+        }
         let p = std::mem::take(&mut self.pending);
         d.stats.frames_seen += p.seen;
         d.stats.frames_sampled += p.sampled;
@@ -804,26 +766,163 @@ impl<C: Clock> Worker<C> {
                 h.detail.push(detail);
             }
         }
-        if p.latest.is_some() {
-            d.latest = p.latest;
+        if counters {
+            if self.last_good_frame != 0
+                && d.latest
+                    .as_ref()
+                    .is_none_or(|(f, _)| *f != self.last_good_frame)
+            {
+                d.latest = Some((self.last_good_frame, self.last_good.clone()));
+            }
+            d.counters = load_counters(
+                &self.attached.segment,
+                &self.attached.geometry,
+                crate::segment::monotonic_now_ns(),
+            );
         }
-        d.stats.images_captured += p.images_captured;
-        d.stats.images_torn += p.images_torn;
-        if p.image.is_some() {
-            d.image = p.image;
+    }
+}
+
+impl<C: Clock> AuxWorker<C> {
+    fn run(mut self) {
+        crate::segment::lower_thread_priority(SAMPLER_NICE);
+        let mut settings = lock(&self.settings).clone();
+        let (mut last_tick, mut last_wake, mut last_image, mut last_scan) =
+            (0u64, 0u64, 0u64, 0u64);
+        let mut last_image_seq = None;
+        let mut fps_window: (u64, u64) = (0, 0);
+        self.tick();
+        // Relaxed: a flag with no data behind it.
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = crate::segment::monotonic_now_ns();
+            if let Ok(s) = self.settings.try_lock() {
+                settings.clone_from(&s);
+            }
+            if now.saturating_sub(last_tick) >= 250_000_000 {
+                last_tick = now;
+                self.tick();
+            }
+            if now.saturating_sub(last_image) as f32 >= 1e9 / settings.max_image_hz.max(0.1) {
+                last_image = now;
+                if let Some((seq, took)) = self.capture_image(now, last_image_seq) {
+                    fps_window.1 += u64::from(took);
+                    last_image_seq = Some(seq);
+                }
+            }
+            if now.saturating_sub(fps_window.0) >= 1_000_000_000 {
+                let secs = now.saturating_sub(fps_window.0) as f32 / 1e9;
+                lock(&self.data).image_fps = fps_window.1 as f32 / secs;
+                fps_window = (now, 0);
+            }
+            if now.saturating_sub(last_scan) as f32 >= 1e9 / settings.scan_hz.max(0.1) {
+                last_scan = now;
+                self.scan(&settings);
+            }
+            if now.saturating_sub(last_wake) >= self.repaint_interval_ns {
+                last_wake = now;
+                (self.waker)();
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        if let Some(fps) = p.image_fps {
-            d.image_fps = fps;
+    }
+
+    fn seg(&self) -> &Segment {
+        &self.watcher.attached().segment
+    }
+
+    fn geometry(&self) -> &Geometry {
+        &self.watcher.attached().geometry
+    }
+
+    fn tick(&mut self) {
+        let before = self.watcher.reattach_count;
+        let report = self.watcher.tick();
+        let mut d = lock(&self.data);
+        if self.watcher.reattach_count != before {
+            // A new segment: start the histories over.
+            let a = self.watcher.attached();
+            d.geometry = Arc::new(a.geometry.clone());
+            d.generation = u64::from(self.watcher.reattach_count);
+            d.label = a.label();
+            d.frames.clear();
+            d.envs.clear();
+            d.latest = None;
+            d.image = None;
+            d.scan = Scan::default();
         }
-        if let Some(mut scan) = p.scan {
-            scan.scans = d.scan.scans + 1;
-            d.scan = scan;
+        d.report = Some(report);
+    }
+
+    /// Copies the image region when `image_seq` moved. Returns (image_seq, copied).
+    fn capture_image(&mut self, now: u64, last: Option<u64>) -> Option<(u64, bool)> {
+        let g = self.geometry().clone();
+        let img = g.image?;
+        let seg = self.seg();
+        let seq = g
+            .counters
+            .ext
+            .and_then(|e| seg.load_u64(e.image_seq))
+            .unwrap_or(0);
+        if Some(seq) == last {
+            return Some((seq, false));
         }
-        if p.report.is_some() {
-            d.report = p.report;
+        let region = g.region(RegionKind::Image)?;
+        let len = usize::try_from(region.length_bytes).ok()?;
+        let copy = snapshot::guarded_read(seg, &g, 16, |s| {
+            s.read_vec(region.offset_bytes, len).unwrap_or_default()
+        });
+        let mut d = lock(&self.data);
+        if copy.consistent || copy.guard == snapshot::Guard::Unguarded {
+            d.stats.images_captured += 1;
+            d.image = Some(ImageFrame {
+                image_seq: seq,
+                frame_seq: copy.frame_seq,
+                width: img.width,
+                height: img.height,
+                channels: img.channels,
+                num_envs: g.num_envs,
+                pixels: Arc::new(copy.value),
+                captured_ns: now,
+                consistent: copy.consistent,
+            });
+            Some((seq, true))
+        } else {
+            d.stats.images_torn += 1;
+            None
         }
-        let g = self.watcher.attached();
-        d.counters = load_counters(&g.segment, &g.geometry, now);
+    }
+
+    fn scan(&mut self, settings: &SamplerSettings) {
+        let g = self.geometry().clone();
+        let seg = self.seg();
+        let read = |kind| -> Vec<f32> {
+            g.region(kind)
+                .and_then(|r| seg.read_vec(r.offset_bytes, usize::try_from(r.length_bytes).ok()?))
+                .map(|b| f32s_from_bytes(&b))
+                .unwrap_or_default()
+        };
+        let copy = snapshot::guarded_read(seg, &g, 16, |_| {
+            (
+                read(RegionKind::Obs),
+                read(RegionKind::Act),
+                read(RegionKind::Rewards),
+            )
+        });
+        if !copy.consistent && copy.guard != snapshot::Guard::Unguarded {
+            return;
+        }
+        let (obs, act, rewards) = copy.value;
+        let mut scan = scan_values(
+            &g,
+            &obs,
+            &act,
+            &rewards,
+            (settings.obs_limit, settings.act_limit),
+            copy.frame_seq,
+        );
+        let mut d = lock(&self.data);
+        scan.scans = d.scan.scans + 1;
+        d.scan = scan;
     }
 }
 

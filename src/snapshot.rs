@@ -162,6 +162,37 @@ pub fn copy_hot(segment: &Segment, geometry: &Geometry) -> HotData {
     }
 }
 
+/// Like [`copy_hot`], into buffers reused between calls (no allocation once sized).
+pub fn copy_hot_into(segment: &Segment, geometry: &Geometry, out: &mut HotData) {
+    let n = geometry.num_envs as usize;
+    let region = |kind| geometry.region(kind).map(|r| r.offset_bytes);
+    out.rewards.resize(n, 0.0);
+    match region(RegionKind::Rewards) {
+        Some(at) if segment.read_f32s(at, &mut out.rewards) => {}
+        _ => out.rewards.clear(),
+    }
+    for (kind, buf) in [
+        (RegionKind::Dones, &mut out.dones),
+        (RegionKind::Resets, &mut out.resets),
+    ] {
+        buf.resize(n, 0);
+        match region(kind) {
+            Some(at) if segment.read_at(at, buf) => {}
+            _ => buf.clear(),
+        }
+    }
+    match region(RegionKind::Truncateds) {
+        Some(at) => {
+            let t = out.truncateds.get_or_insert_with(Vec::new);
+            t.resize(n, 0);
+            if !segment.read_at(at, t) {
+                out.truncateds = None;
+            }
+        }
+        None => out.truncateds = None,
+    }
+}
+
 /// Copies one env's observations and actions (not guarded by itself).
 pub fn copy_env(segment: &Segment, geometry: &Geometry, index: u32) -> Option<EnvData> {
     if index >= geometry.num_envs {

@@ -215,6 +215,22 @@ pub fn monotonic_now_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// Sets the calling thread's timer slack (how late the kernel may wake it from a sleep,
+/// 50 µs by default), so that short naps of pollers stay short.
+pub fn set_timer_slack_ns(slack_ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and affects only this thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0) };
+}
+
+/// Lowers the calling thread's scheduling priority (nice value), so that it runs in the
+/// time the engine and the trainer leave over and never delays them.
+pub fn lower_thread_priority(nice: i32) {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: setpriority on this thread's own id changes only this thread's nice value.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+}
+
 /// CPU time used by the calling thread, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
 pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -428,7 +428,6 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
         // Release (fetch_add AcqRel): publishes the actions and reset flags written
         // above; pairs with the engine's Acquire load of action_seq.
         let action_seq = seg.fetch_add_u64(o.action_seq, 1).unwrap_or(0);
-        waiter.reset();
         let frame = loop {
             // Acquire: pairs with the engine's Release store of frame_seq.
             let f = seg.load_u64(o.frame_seq).unwrap_or(0);
@@ -447,6 +446,8 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
             }
             waiter.wait();
         };
+        // The wait is over: its length tunes the next one.
+        waiter.reset();
         if frame == last_frame {
             break;
         }
@@ -489,9 +490,11 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
             let now = Instant::now();
             if next_tick > now {
                 sleep_until(next_tick, stop);
-            } else {
+            } else if now - next_tick > p * 10 {
+                // Far behind (a stall): start the schedule over rather than burst.
                 next_tick = now;
             }
+            // Slightly behind: go on at once and catch up, keeping the average rate.
         }
     }
     stats.elapsed_secs = started.elapsed().as_secs_f64();
@@ -499,15 +502,23 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
     Ok(stats)
 }
 
-/// Sleeps until `deadline`, in slices, waking early when stopped.
+/// Waits until `deadline`: sleeps while far from it (timers here overshoot by a few
+/// hundred microseconds), then yields until it, so paced steps stay evenly spaced.
+/// Wakes early when stopped.
 fn sleep_until(deadline: Instant, stop: &AtomicBool) {
+    const SPIN_WINDOW: Duration = Duration::from_micros(120);
     loop {
         let now = Instant::now();
         // Relaxed: a flag with no data behind it.
         if now >= deadline || stop.load(Ordering::Relaxed) {
             return;
         }
-        std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
+        let left = deadline - now;
+        if left > SPIN_WINDOW {
+            std::thread::sleep((left - SPIN_WINDOW).min(Duration::from_millis(20)));
+        } else {
+            std::thread::yield_now();
+        }
     }
 }
 

@@ -147,6 +147,8 @@ impl TrafficTap {
         let thread = std::thread::Builder::new()
             .name("lrbc-traffic".into())
             .spawn(move || {
+                // An observer: it runs in the time the engine and trainer leave over.
+                crate::segment::lower_thread_priority(19);
                 let a = match attach(&target, choice) {
                     Ok(a) => a,
                     Err(e) => {
