@@ -92,6 +92,7 @@ fn python(script: &str, args: &[&str]) -> Value {
                     .join(script),
             )
             .args(args)
+            .env("PYTHONPATH", python_path())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

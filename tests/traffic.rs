@@ -17,18 +17,6 @@ use std::process::Stdio;
 use common::*;
 use serde_json::Value;
 
-/// PYTHONPATH with the flatbuffers runtime and the generated code, which the test
-/// command (`.ci/test`) installs under target/.
-fn python_path() -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
-    let (deps, gen_dir) = (root.join("pydeps"), root.join("pygen"));
-    assert!(
-        deps.join("flatbuffers").exists() && gen_dir.join("hazel").exists(),
-        "run the test command (bash .ci/test), which installs the Python flatbuffers runtime into target/pydeps and generates target/pygen"
-    );
-    format!("{}:{}", deps.display(), gen_dir.display())
-}
-
 fn compare(expected: &Value, got: &Value, path: &str) {
     match expected {
         Value::Object(map) => {

@@ -183,3 +183,15 @@ pub fn interrupt(pid: u32) {
         .expect("kill runs");
     assert!(status.success());
 }
+
+/// PYTHONPATH with the flatbuffers runtime and the generated code, which the test
+/// command (`.ci/test`) installs under target/.
+pub fn python_path() -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target");
+    let (deps, gen_dir) = (root.join("pydeps"), root.join("pygen"));
+    assert!(
+        deps.join("flatbuffers").exists() && gen_dir.join("hazel").exists(),
+        "run the test command (bash .ci/test), which installs the Python flatbuffers runtime into target/pydeps and generates target/pygen"
+    );
+    format!("{}:{}", deps.display(), gen_dir.display())
+}
