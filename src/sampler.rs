@@ -21,7 +21,7 @@ use crate::watch::{Report, Watcher};
 const PERCENTILE_SAMPLE: usize = 512;
 
 /// The sampler's threads run at this nice value: observing must not slow the run.
-const SAMPLER_NICE: i32 = 0;
+const SAMPLER_NICE: i32 = 10;
 
 /// How long the sampler naps when no new frame is there.
 const SAMPLER_NAP_US: u64 = 20;
@@ -648,7 +648,9 @@ impl FrameWorker {
             .collect();
         let (o, a) = (g.obs_size as usize, g.act_size as usize);
         watched_buf.resize(watched.len() * (o + a), 0.0);
-        let copy = snapshot::guarded_read(seg, g, 64, |s| {
+        // Few attempts: when the engine is already writing the next frame, this one is
+        // gone; retrying would only take CPU from the engine.
+        let copy = snapshot::guarded_read(seg, g, 3, |s| {
             snapshot::copy_hot_into(s, g, hot);
             for (k, &e) in watched.iter().enumerate() {
                 let row = &mut watched_buf[k * (o + a)..(k + 1) * (o + a)];

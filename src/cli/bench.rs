@@ -18,8 +18,11 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Preset::Train4096)]
     pub preset: Preset,
     /// Steps per measurement.
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub steps: u64,
+    /// Rounds; each measures every row once.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub rounds: usize,
     /// One JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -128,39 +131,59 @@ fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliErro
     Ok(result)
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
-    if args.steps == 0 {
-        return Err(CliError::Usage("--steps must be at least 1".into()));
+    if args.steps == 0 || args.rounds == 0 {
+        return Err(CliError::Usage(
+            "--steps and --rounds must be at least 1".into(),
+        ));
     }
     let (envs, obs, act, _) = args.preset.sizes();
     if !args.json {
         println!(
-            "sim bench: preset {} ({envs} envs × obs {obs} × act {act}), {} lock-step steps per row, engine and client in separate processes",
+            "sim bench: preset {} ({envs} envs × obs {obs} × act {act}), {} lock-step steps per measurement, engine and client in separate processes",
             args.preset.as_str(),
             args.steps
+        );
+        println!(
+            "{} rounds, the rows measured in turn within each round (the machine is shared: medians over rounds)",
+            args.rounds
         );
         println!(
             "{:<42} {:>10} {:>10} {:>10} {:>10}",
             "", "steps/s", "p50 µs", "p99 µs", "max µs"
         );
     }
-    let mut rows = Vec::new();
+    // Every round measures every variant, so that noise falls on all of them alike.
+    let mut all: Vec<Vec<Value>> = vec![Vec::new(); VARIANTS.len()];
+    for round in 0..args.rounds {
+        for (i, v) in VARIANTS.iter().enumerate() {
+            all[i].push(measure(args, v, round * VARIANTS.len() + i)?);
+        }
+    }
+    let field = |rows: &[Value], k: &str| -> Vec<f64> {
+        rows.iter().map(|r| r[k].as_f64().unwrap_or(0.0)).collect()
+    };
+    let mut summary = Vec::new();
     for (i, v) in VARIANTS.iter().enumerate() {
-        let r = measure(args, v, i)?;
+        let rows = &all[i];
+        let rate = median(field(rows, "steps_per_sec"));
+        let p50 = median(field(rows, "p50_ns")) / 1000.0;
+        let p99 = median(field(rows, "p99_ns")) / 1000.0;
+        let max = field(rows, "max_ns").into_iter().fold(0.0, f64::max) / 1000.0;
         if !args.json {
-            let us = |k: &str| r[k].as_f64().unwrap_or(0.0) / 1000.0;
             println!(
-                "{:<42} {:>10.0} {:>10.1} {:>10.1} {:>10.1}",
-                v.label,
-                r["steps_per_sec"].as_f64().unwrap_or(0.0),
-                us("p50_ns"),
-                us("p99_ns"),
-                us("max_ns")
+                "{:<42} {rate:>10.0} {p50:>10.1} {p99:>10.1} {max:>10.1}",
+                v.label
             );
         }
-        rows.push(r);
+        summary.push(json!({"variant": v.label, "steps_per_sec": rate, "p50_us": p50, "p99_us": p99, "max_us": max, "runs": rows}));
     }
-    let rate = |i: usize| rows[i]["steps_per_sec"].as_f64().unwrap_or(0.0);
+    let rate = |i: usize| summary[i]["steps_per_sec"].as_f64().unwrap_or(0.0);
     let ratio = if rate(1) > 0.0 {
         rate(2) / rate(1)
     } else {
@@ -169,10 +192,12 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     if args.json {
         println!(
             "{}",
-            json!({"preset": args.preset.as_str(), "steps": args.steps, "rows": rows, "observer_rate_ratio": ratio})
+            json!({"preset": args.preset.as_str(), "steps": args.steps, "rounds": args.rounds, "rows": summary, "observer_rate_ratio": ratio})
         );
     } else {
-        println!("observers' cost: steps/s with watch + traffic attached = {ratio:.3} × without");
+        println!(
+            "observers' cost: median steps/s with watch + traffic attached = {ratio:.3} × without"
+        );
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 const SPINS: u32 = 1_000;
 /// The least and the most time spent yielding before napping.
 const YIELD_MIN: Duration = Duration::from_micros(30);
-const YIELD_MAX: Duration = Duration::from_micros(400);
+const YIELD_MAX: Duration = Duration::from_micros(1_000);
 
 /// Naps grow the longer nothing happens (the timer slack is lowered so that short ones
 /// stay short): 20 µs for the first half millisecond, 100 µs up to 5 ms, then 1 ms.
