@@ -209,7 +209,9 @@ fn sampler_share(
     secs: f64,
     tag: &str,
 ) -> Result<(u64, u64, u64, u64), CliError> {
-    let run = start(preset, hz, None, tag)?;
+    // Unpaced: the client runs as fast as the engine answers (until the run is dropped).
+    let steps = hz.is_none().then_some(1_000_000_000);
+    let run = start(preset, hz, steps, tag)?;
     let a = attach(&Target::Shm(run.name.clone()), LayoutChoice::Auto)?;
     let mut sampler = Sampler::start(
         a,
@@ -384,21 +386,56 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
     println!(
         "engine's unpaced lock-step rate, train4096, {steps} steps, with and without observers:"
     );
-    let (base, base_cpu) = engine_rate(Preset::Train4096, steps, Observer::None, "r0")?;
-    let (with_watch, _) = engine_rate(Preset::Train4096, steps, Observer::Watch, "r1")?;
-    let (with_window, window_cpu) = engine_rate(Preset::Train4096, steps, Observer::Window, "r2")?;
-    println!("  without observers:              {base:>8.0} steps/s");
+    // Interleaved rounds: the machine is shared and noisy, so every configuration is
+    // measured once per round and the medians are compared.
+    const ROUNDS: usize = 3;
+    let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+    let (mut base_cpu, mut window_cpu) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        for (k, observer) in [Observer::None, Observer::Watch, Observer::Window]
+            .into_iter()
+            .enumerate()
+        {
+            let (rate, cpu) =
+                engine_rate(Preset::Train4096, steps, observer, &format!("r{round}{k}"))?;
+            rates[k].push(rate);
+            match observer {
+                Observer::None => base_cpu = cpu,
+                Observer::Window => window_cpu = cpu,
+                Observer::Watch => {}
+            }
+        }
+    }
+    let fmt_runs = |v: &[f64]| {
+        v.iter()
+            .map(|r| format!("{r:.0}"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    let [base, with_watch, with_window] = rates.clone().map(median);
     println!(
-        "  with `watch` (sampler running): {with_watch:>8.0} steps/s  ratio {:.3}",
-        with_watch / base
+        "  without observers:              {base:>8.0} steps/s (rounds {})",
+        fmt_runs(&rates[0])
     );
     println!(
-        "  with the window (headless, every panel, 60 fps): {with_window:>8.0} steps/s  ratio {:.3}",
-        with_window / base
+        "  with `watch` (sampler running): {with_watch:>8.0} steps/s  ratio {:.3} (rounds {})",
+        with_watch / base,
+        fmt_runs(&rates[1])
     );
+    println!(
+        "  with the window (headless, every panel, 60 fps): {with_window:>8.0} steps/s  ratio {:.3} (rounds {})",
+        with_window / base,
+        fmt_runs(&rates[2])
+    );
+    println!("  (CPU seconds below: the last round)");
     println!("  CPU seconds without observers: {}", fmt_cpu(&base_cpu));
     println!("  CPU seconds with the window:   {}", fmt_cpu(&window_cpu));
     Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn fmt_cpu(cpu: &[(String, f64)]) -> String {
