@@ -23,8 +23,14 @@ const PERCENTILE_SAMPLE: usize = 512;
 /// The sampler's threads run at this nice value: observing must not slow the run.
 const SAMPLER_NICE: i32 = 10;
 
-/// How long the sampler naps when no new frame is there.
-const SAMPLER_NAP_US: u64 = 20;
+/// The shortest and longest nap of the frame thread while frames come: an eighth of
+/// the measured frame interval within these bounds, so that a frame is caught early in
+/// the time it stays stable without waking dozens of times per frame.
+const SAMPLER_NAP_MIN_NS: u64 = 20_000;
+const SAMPLER_NAP_MAX_NS: u64 = 200_000;
+/// The nap once no frame has come for this long (a paused or stopped run).
+const SAMPLER_QUIET_NS: u64 = 500_000_000;
+const SAMPLER_QUIET_NAP_NS: u64 = 2_000_000;
 
 /// `done` in [`EnvPoint::flags`].
 pub const FLAG_DONE: u8 = 1;
@@ -569,8 +575,10 @@ impl FrameWorker {
         crate::segment::set_timer_slack_ns(1_000);
         crate::segment::lower_thread_priority(SAMPLER_NICE);
         let mut settings = lock(&self.settings).clone();
-        let mut idle = 0u32;
         let mut housekeeping_ns = 0u64;
+        // The frame interval, smoothed, and when the last new frame was seen.
+        let mut interval_ns = 1_000_000u64;
+        let mut last_new_ns = crate::segment::monotonic_now_ns();
         // Relaxed: a flag with no data behind it.
         while !self.stop.load(Ordering::Relaxed) {
             let f = self.frame_seq();
@@ -584,9 +592,9 @@ impl FrameWorker {
                     self.sample(&settings, now, delta);
                 }
                 self.last_frame = f;
-                idle = 0;
-            } else {
-                idle = idle.saturating_add(1);
+                let per_frame = now.saturating_sub(last_new_ns) / delta.clamp(1, 1 << 20);
+                interval_ns = (interval_ns * 7 + per_frame.min(SAMPLER_QUIET_NS)) / 8;
+                last_new_ns = now;
             }
             // The rest is done every few milliseconds, not on every look at frame_seq.
             if now.saturating_sub(housekeeping_ns) >= 5_000_000 {
@@ -600,9 +608,13 @@ impl FrameWorker {
                 self.flush(&settings, false);
             }
             if !new_frame {
-                // A short nap while frames come often; longer once it has been quiet.
-                let nap = if idle < 20_000 { SAMPLER_NAP_US } else { 2_000 };
-                std::thread::sleep(Duration::from_micros(nap));
+                // Naps scale with the frame interval; long ones once it has been quiet.
+                let nap = if now.saturating_sub(last_new_ns) > SAMPLER_QUIET_NS {
+                    SAMPLER_QUIET_NAP_NS
+                } else {
+                    (interval_ns / 8).clamp(SAMPLER_NAP_MIN_NS, SAMPLER_NAP_MAX_NS)
+                };
+                std::thread::sleep(Duration::from_nanos(nap));
             }
         }
     }
