@@ -81,7 +81,13 @@ pub fn run(out: &Path) -> Result<(), CliError> {
         )?);
     }
     app.show_attach = true;
-    std::thread::sleep(Duration::from_millis(2500));
+    // The attach view asks the discovery thread for a fresh list when it shows; keep
+    // drawing until that list has come in.
+    let shown = Instant::now();
+    while shown.elapsed() < Duration::from_millis(2500) {
+        let _ = render_app(&mut renderer, &mut app, &ctx, egui::vec2(1200.0, 700.0), 1);
+        std::thread::sleep(Duration::from_millis(100));
+    }
     written.push(save(
         &render_app(&mut renderer, &mut app, &ctx, egui::vec2(1200.0, 700.0), 3),
         out,

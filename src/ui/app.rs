@@ -294,8 +294,10 @@ impl InspectorApp {
         }
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
         egui::Panel::bottom("status_bar").show(ui, |ui| self.status_bar(ui));
+        let attach_shows = self.session.is_none() || self.show_attach;
+        self.discovery.set_active(attach_shows);
         egui::CentralPanel::default().show(ui, |ui| {
-            if self.session.is_none() || self.show_attach {
+            if attach_shows {
                 let listing = self.discovery.snapshot();
                 let recent = self.settings.recent_targets.clone();
                 egui::ScrollArea::vertical()

@@ -171,8 +171,16 @@ impl Series {
         }
     }
 
-    /// The time of the newest point added.
-    pub fn last_t_ns(&self) -> u64 {
+    /// The time of the newest point added with buckets `width_ns` wide, or 0 when the
+    /// width changed (the plot was resized): the caller then feeds the whole history
+    /// again, so that a resize never loses what was plotted.
+    pub fn resume_from(&mut self, width_ns: u64) -> u64 {
+        let width_ns = width_ns.max(1);
+        if width_ns != self.width_ns {
+            self.width_ns = width_ns;
+            self.last_t_ns = 0;
+            self.buckets.clear();
+        }
         self.last_t_ns
     }
 
@@ -239,5 +247,21 @@ mod series_tests {
         assert!(out.windows(2).all(|w| w[0][0] <= w[1][0]));
         s.update(10_000_000, 900_000_000, std::iter::empty());
         assert!(s.points(1_000_000_000).iter().all(|p| p[0] >= -0.11));
+    }
+
+    #[test]
+    fn a_new_width_asks_for_the_whole_history_again() {
+        let mut s = Series::default();
+        let pts: Vec<(u64, f32)> = (1..=100u64).map(|i| (i * 1_000_000, i as f32)).collect();
+        assert_eq!(s.resume_from(10_000_000), 0);
+        s.update(10_000_000, 0, pts.iter().copied());
+        assert_eq!(s.resume_from(10_000_000), 100_000_000);
+        // The plot got narrower: everything is fed again and nothing is lost.
+        let from = s.resume_from(20_000_000);
+        assert_eq!(from, 0);
+        s.update(20_000_000, 0, pts.iter().copied().filter(|p| p.0 > from));
+        let out = s.points(100_000_000);
+        assert_eq!(out.first().map(|p| p[1]), Some(1.0));
+        assert_eq!(out.last().map(|p| p[1]), Some(100.0));
     }
 }

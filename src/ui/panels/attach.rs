@@ -30,8 +30,9 @@ pub struct Discovery {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-fn mappers() -> BTreeMap<String, Vec<ProcInfo>> {
-    let mut processes = Processes::new();
+/// The processes that map each segment. `processes` lives as long as the discovery
+/// thread: CPU use is measured between two refreshes.
+fn mappers(processes: &mut Processes) -> BTreeMap<String, Vec<ProcInfo>> {
     processes.refresh_all();
     let mut out: BTreeMap<String, Vec<ProcInfo>> = BTreeMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -67,11 +68,12 @@ impl Discovery {
         let thread = std::thread::Builder::new()
             .name("lrbc-discovery".into())
             .spawn(move || {
+                let mut processes = Processes::new();
                 // Relaxed: flags with no data behind them.
                 while !s.load(Ordering::Relaxed) {
                     if a.load(Ordering::Relaxed) {
                         let segments = discovery::list();
-                        let mappers = mappers();
+                        let mappers = mappers(&mut processes);
                         if let Ok(mut g) = l.lock() {
                             g.segments = segments;
                             g.mappers = mappers;
@@ -97,6 +99,14 @@ impl Discovery {
             refresh_now,
             stop,
             thread,
+        }
+    }
+
+    /// Lists only while the attach view shows; showing it again lists at once.
+    pub fn set_active(&self, on: bool) {
+        // Relaxed: flags with no data behind them.
+        if self.active.swap(on, Ordering::Relaxed) != on && on {
+            self.refresh_now.store(true, Ordering::Relaxed);
         }
     }
 

@@ -83,7 +83,9 @@ pub fn ui(
             for (i, (env, h)) in d.envs.iter().enumerate() {
                 let key = format!("reward/{env}");
                 let series = cache.get(&key, generation);
-                let fresh = newer(&h.points, series.last_t_ns(), from_ns, |pt| pt.t_ns);
+                let fresh = newer(&h.points, series.resume_from(width_ns), from_ns, |pt| {
+                    pt.t_ns
+                });
                 series.update(
                     width_ns,
                     from_ns,
@@ -105,7 +107,9 @@ pub fn ui(
                 ] {
                     let key = format!("mark/{env}/{flag}");
                     let marks = cache.get(&key, generation);
-                    let fresh = newer(&h.points, marks.last_t_ns(), from_ns, |pt| pt.t_ns);
+                    let fresh = newer(&h.points, marks.resume_from(width_ns), from_ns, |pt| {
+                        pt.t_ns
+                    });
                     // Markers are sparse: one bucket per pixel keeps every one that shows.
                     marks.update(
                         width_ns,
@@ -161,7 +165,9 @@ pub fn ui(
                         }
                         let key = format!("{id}/{env}/{ch}");
                         let series = cache.get(&key, generation);
-                        let fresh = newer(&h.detail, series.last_t_ns(), from_ns, |dt| dt.t_ns);
+                        let fresh = newer(&h.detail, series.resume_from(width_ns), from_ns, |dt| {
+                            dt.t_ns
+                        });
                         series.update(
                             width_ns,
                             from_ns,
@@ -221,7 +227,7 @@ pub fn ui(
             for (name, get, color, width) in stats {
                 let key = format!("agg/{name}");
                 let series = cache.get(&key, generation);
-                let fresh = newer(&d.frames, series.last_t_ns(), from_ns, |f| f.t_ns);
+                let fresh = newer(&d.frames, series.resume_from(width_ns), from_ns, |f| f.t_ns);
                 series.update(width_ns, from_ns, fresh.iter().map(|f| (f.t_ns, get(f, n))));
                 p.line(
                     Line::new(name, PlotPoints::from(series.points(newest)))

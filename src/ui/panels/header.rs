@@ -47,8 +47,8 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached) {
                             if f.atomic { " (atomic, live)" } else { "" }
                         ));
                         let value = v.display();
-                        let shown = if value.len() > 24 {
-                            format!("{}…", &value[..23])
+                        let shown = if value.chars().count() > 24 {
+                            format!("{}…", value.chars().take(23).collect::<String>())
                         } else {
                             value.clone()
                         };
