@@ -192,6 +192,11 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
     h.get_by_label("Resume").click();
     h.run_steps(2);
     assert!(!h.state().traffic_view.is_paused());
+    // The history size is a setting the user can reach.
+    h.get_by_label("Settings").click();
+    h.run_steps(2);
+    assert!(h.query_by_label("History (frames)").is_some());
+    assert!(h.query_by_label("Quick-save folder").is_some());
 }
 
 #[test]

@@ -445,8 +445,58 @@ impl InspectorApp {
                     }
                 }
             });
+            ui.menu_button("Settings", |ui| self.settings_menu(ui));
             ui.weak("Space pause traffic · F12 screenshot · [ ] previous/next env");
         });
+    }
+
+    /// The sampler's history sizes, the value limits of the scans and the quick-save
+    /// folder; changes apply at once and are kept across runs.
+    fn settings_menu(&mut self, ui: &mut egui::Ui) {
+        let mut changed = false;
+        egui::Grid::new("settings_grid")
+            .num_columns(2)
+            .show(ui, |ui| {
+                ui.label("History (frames)")
+                    .on_hover_text("per-frame aggregates and watched-env points kept; 180 000 is three minutes at 1 kHz");
+                changed |= ui
+                    .add(
+                        egui::DragValue::new(&mut self.settings.history_frames)
+                            .range(1_000..=10_000_000)
+                            .speed(1_000),
+                    )
+                    .changed();
+                ui.end_row();
+                ui.label("Observation history (frames)")
+                    .on_hover_text("full observation and action rows of the watched envs");
+                changed |= ui
+                    .add(
+                        egui::DragValue::new(&mut self.settings.detail_frames)
+                            .range(100..=1_000_000)
+                            .speed(100),
+                    )
+                    .changed();
+                ui.end_row();
+                ui.label("Out of range: |obs| >");
+                changed |= ui
+                    .add(egui::DragValue::new(&mut self.settings.obs_limit).range(0.0..=f32::MAX))
+                    .changed();
+                ui.end_row();
+                ui.label("Out of range: |act| >");
+                changed |= ui
+                    .add(egui::DragValue::new(&mut self.settings.act_limit).range(0.0..=f32::MAX))
+                    .changed();
+                ui.end_row();
+                ui.label("Quick-save folder");
+                let mut dir = self.settings.screenshot_dir.display().to_string();
+                if ui.text_edit_singleline(&mut dir).changed() {
+                    self.settings.screenshot_dir = dir.into();
+                }
+                ui.end_row();
+            });
+        if changed && let Some(s) = &self.session {
+            s.sampler.set_settings(self.settings.sampler());
+        }
     }
 
     fn status_bar(&mut self, ui: &mut egui::Ui) {
