@@ -95,7 +95,12 @@ fn cpu_secs(pid: u32) -> f64 {
 
 /// CPU seconds of this process's threads, by thread name.
 fn thread_cpu() -> Vec<(String, f64)> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+    threads_cpu("self")
+}
+
+/// CPU seconds of the threads of process `pid` ("self" for this one), by thread name.
+fn threads_cpu(pid: &str) -> Vec<(String, f64)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
     let mut out: Vec<(String, f64)> = Vec::new();
@@ -242,6 +247,7 @@ fn engine_rate(
 ) -> Result<(f64, Vec<(String, f64)>), CliError> {
     let mut run = start(preset, None, None, tag)?;
     let mut watch = None;
+    let mut window = None;
     let mut app = None;
     let ctx = egui::Context::default();
     match observer {
@@ -260,6 +266,16 @@ fn engine_rate(
             )?);
             std::thread::sleep(Duration::from_millis(300));
         }
+        Observer::RealWindow => {
+            // The binary with no subcommand opens the window on $DISPLAY.
+            window = Some(ChildProcess::spawn(
+                "window",
+                &["--shm".into(), run.name.clone()],
+                Stdio::null(),
+            )?);
+            // Let it open, attach and draw its first frames.
+            std::thread::sleep(Duration::from_secs(3));
+        }
         Observer::Window => {
             let a = InspectorApp::new(
                 &ctx,
@@ -272,7 +288,12 @@ fn engine_rate(
         }
     }
     let engine_pid = run.engine.pid();
-    let cpu_before = (cpu_secs(engine_pid), thread_cpu());
+    let window_pid = window.as_ref().map(|w| w.pid().to_string());
+    let observer_threads = || match &window_pid {
+        Some(pid) => threads_cpu(pid),
+        None => thread_cpu(),
+    };
+    let cpu_before = (cpu_secs(engine_pid), observer_threads());
     let mut client = ChildProcess::spawn(
         "client",
         &[
@@ -308,7 +329,7 @@ fn engine_rate(
         let _ = stdout.read_to_string(&mut out);
     }
     let engine_cpu = cpu_secs(engine_pid) - cpu_before.0;
-    let after = thread_cpu();
+    let after = observer_threads();
     let mut cpu = vec![
         ("engine process".to_string(), engine_cpu),
         ("client process".to_string(), client_cpu),
@@ -316,7 +337,12 @@ fn engine_rate(
     if let Some(w) = &watch {
         cpu.push(("watch process".into(), cpu_secs(w.pid())));
     }
-    if app.is_some() {
+    if app.is_some() || window.is_some() {
+        let whose = if window.is_some() {
+            "window"
+        } else {
+            "inspector"
+        };
         for (name, secs) in after {
             let before = cpu_before
                 .1
@@ -324,11 +350,12 @@ fn engine_rate(
                 .find(|(n, _)| *n == name)
                 .map_or(0.0, |(_, s)| *s);
             if secs - before > 0.005 {
-                cpu.push((format!("inspector thread {name}"), secs - before));
+                cpu.push((format!("{whose} thread {name}"), secs - before));
             }
         }
     }
     drop(watch);
+    drop(window);
     drop(app);
     run.client = None;
     drop(run);
@@ -341,7 +368,10 @@ fn engine_rate(
 enum Observer {
     None,
     Watch,
+    /// The app driven headlessly in this process (layout and tessellation, no raster).
     Window,
+    /// The real window, a separate process on $DISPLAY (rasterised by the GL driver).
+    RealWindow,
 }
 
 /// The sampler's share of frames and the engine's rate with observers attached.
@@ -389,21 +419,19 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
     // Interleaved rounds: the machine is shared and noisy, so every configuration is
     // measured once per round and the medians are compared.
     const ROUNDS: usize = 3;
-    let mut rates = [Vec::new(), Vec::new(), Vec::new()];
-    let (mut base_cpu, mut window_cpu) = (Vec::new(), Vec::new());
+    let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
+    let mut observers = vec![Observer::None, Observer::Watch, Observer::Window];
+    if display {
+        observers.push(Observer::RealWindow);
+    }
+    let mut rates = vec![Vec::new(); observers.len()];
+    let mut cpus = vec![Vec::new(); observers.len()];
     for round in 0..ROUNDS {
-        for (k, observer) in [Observer::None, Observer::Watch, Observer::Window]
-            .into_iter()
-            .enumerate()
-        {
+        for (k, &observer) in observers.iter().enumerate() {
             let (rate, cpu) =
                 engine_rate(Preset::Train4096, steps, observer, &format!("r{round}{k}"))?;
             rates[k].push(rate);
-            match observer {
-                Observer::None => base_cpu = cpu,
-                Observer::Window => window_cpu = cpu,
-                Observer::Watch => {}
-            }
+            cpus[k] = cpu;
         }
     }
     let fmt_runs = |v: &[f64]| {
@@ -412,24 +440,35 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
             .collect::<Vec<_>>()
             .join(" / ")
     };
-    let [base, with_watch, with_window] = rates.clone().map(median);
-    println!(
-        "  without observers:              {base:>8.0} steps/s (rounds {})",
-        fmt_runs(&rates[0])
-    );
-    println!(
-        "  with `watch` (sampler running): {with_watch:>8.0} steps/s  ratio {:.3} (rounds {})",
-        with_watch / base,
-        fmt_runs(&rates[1])
-    );
-    println!(
-        "  with the window (headless, every panel, 60 fps): {with_window:>8.0} steps/s  ratio {:.3} (rounds {})",
-        with_window / base,
-        fmt_runs(&rates[2])
-    );
+    let medians: Vec<f64> = rates.iter().map(|r| median(r.clone())).collect();
+    let base = medians[0];
+    for (k, observer) in observers.iter().enumerate() {
+        let label = match observer {
+            Observer::None => "without observers",
+            Observer::Watch => "with `watch` (sampler running)",
+            Observer::Window => "with the app headless (every panel, 60 fps, no raster)",
+            Observer::RealWindow => "with the window on $DISPLAY (every panel)",
+        };
+        let ratio = if k == 0 || base <= 0.0 {
+            String::new()
+        } else {
+            format!("  ratio {:.3}", medians[k] / base)
+        };
+        println!(
+            "  {label:<56} {:>8.0} steps/s{ratio} (rounds {})",
+            medians[k],
+            fmt_runs(&rates[k])
+        );
+    }
+    if !display {
+        println!(
+            "  (no $DISPLAY: the real window was not measured; run under X or Xvfb for that row)"
+        );
+    }
     println!("  (CPU seconds below: the last round)");
-    println!("  CPU seconds without observers: {}", fmt_cpu(&base_cpu));
-    println!("  CPU seconds with the window:   {}", fmt_cpu(&window_cpu));
+    for (observer, cpu) in observers.iter().zip(&cpus) {
+        println!("  CPU seconds, {observer:?}: {}", fmt_cpu(cpu));
+    }
     Ok(())
 }
 
