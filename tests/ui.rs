@@ -326,6 +326,22 @@ fn quick_save_writes_the_selected_env_image_as_png() {
         (8 * 66 + 2, 8 * 66 + 2),
         "8 × 8 envs of 64 px with 2 px gaps"
     );
+    // The client streams camera frames through the command rings: the panel shows them.
+    step_until(&mut h, "a camera stream in traffic", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| !s.traffic.lock().streams.is_empty())
+    });
+    h.run_steps(2);
+    assert!(h.query_by_label_contains("Streamed in traffic").is_some());
+    assert!(
+        h.query_by_label_contains("frames seen").is_some(),
+        "a stream is listed"
+    );
+    assert!(
+        h.query_by_label_contains("cannot show").is_none(),
+        "and its image decodes"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

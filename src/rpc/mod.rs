@@ -2,6 +2,7 @@
 //! (generated code, checked in; `schema/generate` regenerates it with the pinned flatc),
 //! and a generic decoder into field trees driven by the binary schema.
 
+pub mod image;
 pub mod schema;
 pub mod tree;
 

@@ -646,8 +646,10 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     );
                 }
                 Pane::Cameras => {
+                    // The traffic lock is held only to copy the newest frame per stream.
+                    let streams = self.session.traffic.lock().streams.clone();
                     let d = self.session.sampler.lock();
-                    if let Some(r) = cameras::ui(ui, &d, self.cameras_view) {
+                    if let Some(r) = cameras::ui(ui, &d, &streams, self.cameras_view) {
                         self.shot = Some(r);
                     }
                 }

@@ -72,6 +72,8 @@ impl TrafficRow {
 #[derive(Debug, Default)]
 pub struct TrafficStore {
     pub rows: VecDeque<TrafficRow>,
+    /// The newest image frame of each stream seen in traffic (camera, viewport).
+    pub streams: std::collections::BTreeMap<String, StreamedImage>,
     /// Absolute index of `rows[0]` (rows dropped from the front so far).
     pub first_index: u64,
     pub totals: Vec<(RegionKind, Totals)>,
@@ -108,6 +110,17 @@ impl TrafficStore {
                 .map(|p| self.first_index + p as u64),
         }
     }
+}
+
+/// The newest frame of one image stream seen in the command rings.
+#[derive(Clone, Debug)]
+pub struct StreamedImage {
+    /// The record that carried it.
+    pub record_index: u64,
+    /// Frames of this stream seen since attach.
+    pub frames: u64,
+    /// The whole envelope (decoded by the window when it shows the image).
+    pub envelope: Arc<[u8]>,
 }
 
 /// Limits of what the traffic list keeps.
@@ -180,7 +193,24 @@ impl TrafficTap {
                     let mut store = lock(&s);
                     for e in events.drain(..) {
                         let row = match e {
-                            TrafficEvent::Record(r) => TrafficRow::Record(r),
+                            TrafficEvent::Record(r) => {
+                                if r.method.ends_with("Frame")
+                                    && let Some(source) =
+                                        crate::rpc::image::image_source(&r.payload)
+                                {
+                                    let s = store.streams.entry(source).or_insert_with(|| {
+                                        StreamedImage {
+                                            record_index: r.index,
+                                            frames: 0,
+                                            envelope: Arc::from(&[][..]),
+                                        }
+                                    });
+                                    s.record_index = r.index;
+                                    s.frames += 1;
+                                    s.envelope = Arc::from(&r.payload[..]);
+                                }
+                                TrafficRow::Record(r)
+                            }
                             TrafficEvent::Answered { request, response } => {
                                 let first = store.first_index;
                                 if let Some(i) = store.find_record(request)

@@ -2,9 +2,13 @@
 //! `image_seq` moves), FPS and frame overlay, zoom with the pixel under the cursor, and
 //! screenshots (save dialog, or quick-save without one).
 
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
 use crate::sampler::{ImageFrame, SamplerData};
-use crate::ui::panels::traffic::raw_to_color_image;
+use crate::ui::panels::traffic::{Shown, raw_to_color_image, rgba_to_color_image};
 use crate::ui::screenshot::Shot;
+use crate::ui::session::StreamedImage;
 use crate::ui::widgets::WARN;
 
 /// The panel's state.
@@ -15,7 +19,12 @@ pub struct CamerasView {
     pub selected: u32,
     pub zoom: bool,
     pub cell: f32,
+    /// Image streams seen in traffic: the record shown, when it was decoded, the result.
+    streams: BTreeMap<String, (u64, Instant, Shown)>,
 }
+
+/// Streamed images are decoded at most this often per stream (JPEG costs the UI thread).
+const STREAM_DECODE_EVERY: Duration = Duration::from_millis(100);
 
 impl std::fmt::Debug for CamerasView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,8 +72,87 @@ impl CamerasView {
     }
 }
 
-pub fn ui(ui: &mut egui::Ui, d: &SamplerData, view: &mut CamerasView) -> Option<ShotRequest> {
+/// The newest image of every camera and viewport stream seen in the command rings.
+fn streamed(ui: &mut egui::Ui, streams: &BTreeMap<String, StreamedImage>, view: &mut CamerasView) {
+    let now = Instant::now();
+    view.streams.retain(|k, _| streams.contains_key(k));
+    for (source, s) in streams {
+        let stale = view.streams.get(source).is_none_or(|(index, at, _)| {
+            *index != s.record_index && now.duration_since(*at) >= STREAM_DECODE_EVERY
+        });
+        if stale {
+            let shown = match crate::rpc::image::image_of(&s.envelope) {
+                Some(Ok(img)) => {
+                    let label = format!(
+                        "{} · frame {} · {}×{}",
+                        img.format,
+                        img.frame_number,
+                        img.rgba.width(),
+                        img.rgba.height()
+                    );
+                    let color = rgba_to_color_image(&img.rgba);
+                    match view.streams.remove(source) {
+                        Some((_, _, Ok((mut tex, _)))) => {
+                            tex.set(color, egui::TextureOptions::NEAREST);
+                            Ok((tex, label))
+                        }
+                        _ => Ok((
+                            ui.ctx().load_texture(
+                                format!("stream_{source}"),
+                                color,
+                                egui::TextureOptions::NEAREST,
+                            ),
+                            label,
+                        )),
+                    }
+                }
+                Some(Err(e)) => Err(e),
+                None => Err("not an image frame".into()),
+            };
+            view.streams
+                .insert(source.clone(), (s.record_index, now, shown));
+        }
+    }
+    ui.horizontal_wrapped(|ui| {
+        for (source, s) in streams {
+            let Some((_, _, shown)) = view.streams.get(source) else {
+                continue;
+            };
+            ui.vertical(|ui| {
+                ui.label(format!("{source} · {} frames seen", s.frames));
+                match shown {
+                    Ok((tex, label)) => {
+                        let size = tex.size_vec2();
+                        let scale = (view.cell * 2.0 / size.x.max(size.y)).max(1.0);
+                        ui.image((tex.id(), size * scale));
+                        ui.weak(label);
+                    }
+                    Err(e) => {
+                        ui.colored_label(WARN, format!("cannot show: {e}"));
+                    }
+                }
+            });
+        }
+    });
+}
+
+pub fn ui(
+    ui: &mut egui::Ui,
+    d: &SamplerData,
+    streams: &BTreeMap<String, StreamedImage>,
+    view: &mut CamerasView,
+) -> Option<ShotRequest> {
     let mut request = None;
+    if view.cell <= 0.0 {
+        view.cell = 96.0;
+    }
+    if !streams.is_empty() {
+        egui::CollapsingHeader::new(format!("Streamed in traffic ({})", streams.len()))
+            .id_salt("streamed_images")
+            .default_open(true)
+            .show(ui, |ui| streamed(ui, streams, view));
+        ui.separator();
+    }
     let Some(f) = d.image.clone() else {
         if d.geometry.image.is_none() {
             ui.weak("This segment has no image region.");
@@ -75,9 +163,6 @@ pub fn ui(ui: &mut egui::Ui, d: &SamplerData, view: &mut CamerasView) -> Option<
     };
     view.update(ui.ctx(), &f);
     view.selected = view.selected.min(f.num_envs.saturating_sub(1));
-    if view.cell <= 0.0 {
-        view.cell = 96.0;
-    }
     ui.horizontal_wrapped(|ui| {
         ui.label(format!(
             "{:.1} FPS · frame {} · image_seq {} · {}×{}×{}",

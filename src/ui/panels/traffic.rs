@@ -19,8 +19,12 @@ pub struct TrafficView {
     filtered_upto: u64,
     filtered_for: String,
     filtered_first: u64,
-    image: Option<(u64, egui::TextureHandle, String)>,
+    /// The selected entry's image (record index, texture and label, or why not).
+    image: Option<(u64, Shown)>,
 }
+
+/// A decoded image as a texture with its label, or why it could not be shown.
+pub type Shown = Result<(egui::TextureHandle, String), String>;
 
 impl std::fmt::Debug for TrafficView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -247,7 +251,7 @@ fn details(ui: &mut egui::Ui, store: &TrafficStore, view: &mut TrafficView) {
             ui.label(format!("position {} · {} payload bytes · {:?}", r.position, r.payload.len(), r.pairing));
             match &r.decoded {
                 Decoded::Envelope(d) => {
-                    image_preview(ui, view, r, &d.tree);
+                    image_preview(ui, view, r);
                     tree_ui(ui, &d.tree, &r.payload, 0, r.index);
                 }
                 Decoded::Json(v) => {
@@ -342,60 +346,52 @@ fn hex_pane(ui: &mut egui::Ui, bytes: &[u8]) {
     ui.monospace(text);
 }
 
-/// Shows the image of a CameraImageFrame or ViewportImageFrame payload (raw, JPEG, PNG).
-fn image_preview(ui: &mut egui::Ui, view: &mut TrafficView, r: &Record, tree: &FieldTree) {
-    let find = |name: &str| tree.nodes.iter().find(|n| n.name == name).map(|n| n.value);
-    let (
-        Some(NodeValue::ScalarVector { start, len, .. }),
-        Some(NodeValue::UInt(w)),
-        Some(NodeValue::UInt(h)),
-    ) = (find("data"), find("width"), find("height"))
-    else {
-        return;
-    };
-    let channels = match find("channels") {
-        Some(NodeValue::UInt(c)) => c,
-        _ => 3,
-    };
-    let format = match find("format") {
-        Some(NodeValue::Enum { name: Some(n), .. }) => n,
-        _ => "Raw",
-    };
-    if view.image.as_ref().is_none_or(|(i, _, _)| *i != r.index) {
-        let Some(data) = r.payload.get(start as usize..(start + len) as usize) else {
+/// Shows the image of a CameraImageFrame or ViewportImageFrame payload (raw, JPEG, PNG,
+/// depth), decoded once per selected entry.
+fn image_preview(ui: &mut egui::Ui, view: &mut TrafficView, r: &Record) {
+    if view.image.as_ref().is_none_or(|(i, _)| *i != r.index) {
+        let Some(decoded) = crate::rpc::image::image_of(&r.payload) else {
+            view.image = None;
             return;
         };
-        let decoded = match format {
-            "Raw" => raw_to_color_image(data, w as usize, h as usize, channels as usize),
-            _ => image::load_from_memory(data).ok().map(|img| {
-                let rgba = img.to_rgba8();
-                egui::ColorImage::from_rgba_unmultiplied(
-                    [rgba.width() as usize, rgba.height() as usize],
-                    rgba.as_raw(),
-                )
-            }),
-        };
-        match decoded {
-            Some(img) => {
-                let tex = ui.ctx().load_texture(
-                    format!("traffic_image_{}", r.index),
-                    img,
-                    egui::TextureOptions::NEAREST,
-                );
-                view.image = Some((r.index, tex, format!("{w}×{h}×{channels} {format}")));
-            }
-            None => {
-                ui.colored_label(BAD, format!("the {format} image data does not decode"));
-                return;
-            }
+        let shown = decoded.map(|img| {
+            let label = format!(
+                "{} · {} · frame {} · {}×{}",
+                img.source,
+                img.format,
+                img.frame_number,
+                img.rgba.width(),
+                img.rgba.height()
+            );
+            let tex = ui.ctx().load_texture(
+                format!("traffic_image_{}", r.index),
+                rgba_to_color_image(&img.rgba),
+                egui::TextureOptions::NEAREST,
+            );
+            (tex, label)
+        });
+        view.image = Some((r.index, shown));
+    }
+    match view.image.as_ref().map(|(_, s)| s) {
+        Some(Ok((tex, label))) => {
+            ui.label(format!("image: {label}"));
+            let size = tex.size_vec2();
+            let scale = (256.0 / size.x.max(size.y)).max(1.0);
+            ui.image((tex.id(), size * scale));
         }
+        Some(Err(e)) => {
+            ui.colored_label(BAD, format!("the image does not decode: {e}"));
+        }
+        None => {}
     }
-    if let Some((_, tex, label)) = &view.image {
-        ui.label(format!("image: {label}"));
-        let size = tex.size_vec2();
-        let scale = (256.0 / size.x.max(size.y)).max(1.0);
-        ui.image((tex.id(), size * scale));
-    }
+}
+
+/// An RGBA image as an egui image.
+pub fn rgba_to_color_image(img: &image::RgbaImage) -> egui::ColorImage {
+    egui::ColorImage::from_rgba_unmultiplied(
+        [img.width() as usize, img.height() as usize],
+        img.as_raw(),
+    )
 }
 
 /// HWC u8 pixels with 1, 3 or 4 channels as an egui image.
