@@ -242,6 +242,16 @@ pub fn sleep_unless_stopped(secs: f64, stop: &AtomicBool) -> bool {
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    // The window under Mesa's software rasteriser on a small machine: one rasterising
+    // thread (the window's own, niced) instead of one per core, so that drawing never
+    // takes every core from the engine, the trainer and the sampler.
+    if matches!(cli.command, None | Some(Command::Demo(_)))
+        && std::env::var_os("LP_NUM_THREADS").is_none()
+        && crate::ui::app::software_rendering_likely()
+        && std::thread::available_parallelism().map_or(1, usize::from) <= 4
+    {
+        crate::segment::set_env_at_startup("LP_NUM_THREADS", "0");
+    }
     // Reports on stdout end quietly when their reader goes away (`traffic | head`).
     // Processes that own a segment (sim, demo) keep SIGPIPE ignored, so that a closed
     // pipe can never stop them before they clean up.

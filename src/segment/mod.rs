@@ -222,6 +222,14 @@ pub fn set_timer_slack_ns(slack_ns: u64) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Sets an environment variable for this process and the libraries it loads. Only for
+/// the start of `main`, before any thread exists (the environment is not thread-safe).
+pub fn set_env_at_startup(key: &str, value: &str) {
+    // SAFETY: called from `cli::main` before it starts any thread, so nothing reads or
+    // writes the environment concurrently.
+    unsafe { std::env::set_var(key, value) };
+}
+
 /// Lowers the calling thread's scheduling priority (nice value), so that it runs in the
 /// time the engine and the trainer leave over and never delays them.
 pub fn lower_thread_priority(nice: i32) {

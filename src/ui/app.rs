@@ -20,20 +20,47 @@ use crate::layout::LayoutChoice;
 use crate::procinfo::{ProcInfo, Processes};
 use crate::segment::monotonic_now_ns;
 
-/// Wakes the UI from other threads, at most `hz` times a second.
-pub fn throttled_waker(ctx: &egui::Context, hz: f64) -> Arc<dyn Fn() + Send + Sync> {
+/// Wakes the UI from other threads, at most once per `interval_ns` (read at each call,
+/// so that the rate can change while the threads run).
+pub fn throttled_waker(
+    ctx: &egui::Context,
+    interval_ns: Arc<AtomicU64>,
+) -> Arc<dyn Fn() + Send + Sync> {
     let ctx = ctx.clone();
     let last = AtomicU64::new(0);
-    let interval = (1e9 / hz.max(1.0)) as u64;
     Arc::new(move || {
         let now = monotonic_now_ns();
         // Relaxed: a rate limit; a lost race costs one extra repaint at most.
+        let interval = interval_ns.load(Ordering::Relaxed);
         let prev = last.load(Ordering::Relaxed);
         if now.saturating_sub(prev) >= interval {
             last.store(now, Ordering::Relaxed);
             ctx.request_repaint();
         }
     })
+}
+
+/// Whether OpenGL here is most likely Mesa's software rasteriser: no GPU render node, or
+/// software rendering asked for. Redrawing then costs whole cores, so the window redraws
+/// less often by default.
+pub fn software_rendering_likely() -> bool {
+    if std::env::var_os("LIBGL_ALWAYS_SOFTWARE").is_some_and(|v| v != "0") {
+        return true;
+    }
+    let has_render_node = std::fs::read_dir("/dev/dri").is_ok_and(|d| {
+        d.filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().starts_with("renderD"))
+    });
+    !has_render_node
+}
+
+/// Redraws per second: the setting, else 60, or 20 under software rendering.
+pub fn redraw_rate(setting: u32, software: bool) -> u32 {
+    match (setting, software) {
+        (0, true) => 20,
+        (0, false) => 60,
+        (n, _) => n.clamp(5, 240),
+    }
 }
 
 /// A message in the status bar.
@@ -59,6 +86,13 @@ pub struct InspectorApp {
     discovery: Discovery,
     message: Option<Message>,
     waker: Arc<dyn Fn() + Send + Sync>,
+    /// How often the background threads may wake the window.
+    repaint_interval_ns: Arc<AtomicU64>,
+    /// Set by the window when OpenGL is most likely a software rasteriser.
+    pub software_rendering: bool,
+    /// Start of the current second and redraws in it; the last full second's rate.
+    redraws: (u64, u32),
+    pub redraws_per_sec: f32,
     processes: Processes,
     processes_at_ns: u64,
     client: ProcInfo,
@@ -98,7 +132,8 @@ impl InspectorApp {
         target: Option<Target>,
         choice: LayoutChoice,
     ) -> Self {
-        let waker = throttled_waker(ctx, 60.0);
+        let repaint_interval_ns = Arc::new(AtomicU64::new(1_000_000_000 / 60));
+        let waker = throttled_waker(ctx, Arc::clone(&repaint_interval_ns));
         let (dialog_tx, dialog_rx) = bounded(8);
         apply_theme(ctx, settings.theme);
         let mut app = Self {
@@ -115,6 +150,10 @@ impl InspectorApp {
             counters_cache: counters::CountersCache::default(),
             message: None,
             waker,
+            repaint_interval_ns,
+            software_rendering: false,
+            redraws: (0, 0),
+            redraws_per_sec: 0.0,
             processes: Processes::new(),
             processes_at_ns: 0,
             client: empty_proc(),
@@ -276,6 +315,7 @@ impl InspectorApp {
 
     /// The whole window.
     pub fn ui(&mut self, ui: &mut egui::Ui) {
+        self.count_redraw();
         self.logic();
         if let Some(stop) = &self.close_when {
             // Relaxed: a flag with no data behind it.
@@ -294,6 +334,10 @@ impl InspectorApp {
         }
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
         egui::Panel::bottom("status_bar").show(ui, |ui| self.status_bar(ui));
+        let hz = redraw_rate(self.settings.max_fps, self.software_rendering);
+        // Relaxed: a rate the waker reads; no data behind it.
+        self.repaint_interval_ns
+            .store(1_000_000_000 / u64::from(hz), Ordering::Relaxed);
         let attach_shows = self.session.is_none() || self.show_attach;
         self.discovery.set_active(attach_shows);
         egui::CentralPanel::default().show(ui, |ui| {
@@ -450,6 +494,21 @@ impl InspectorApp {
         });
     }
 
+    /// Counts redraws per second (shown in the Settings menu).
+    fn count_redraw(&mut self) {
+        let now = monotonic_now_ns();
+        self.redraws.1 += 1;
+        if now.saturating_sub(self.redraws.0) >= 1_000_000_000 {
+            let secs = now.saturating_sub(self.redraws.0) as f32 / 1e9;
+            self.redraws_per_sec = if self.redraws.0 == 0 {
+                0.0
+            } else {
+                self.redraws.1 as f32 / secs
+            };
+            self.redraws = (now, 0);
+        }
+    }
+
     /// The sampler's history sizes, the value limits of the scans and the quick-save
     /// folder; changes apply at once and are kept across runs.
     fn settings_menu(&mut self, ui: &mut egui::Ui) {
@@ -486,6 +545,18 @@ impl InspectorApp {
                 changed |= ui
                     .add(egui::DragValue::new(&mut self.settings.act_limit).range(0.0..=f32::MAX))
                     .changed();
+                ui.end_row();
+                ui.label("Redraws per second").on_hover_text(
+                    "0: automatic (60, or 20 when OpenGL is a software rasteriser, which costs whole cores)",
+                );
+                ui.horizontal(|ui| {
+                    ui.add(egui::DragValue::new(&mut self.settings.max_fps).range(0..=240));
+                    ui.weak(format!(
+                        "at most {}, drawing {:.0}/s",
+                        redraw_rate(self.settings.max_fps, self.software_rendering),
+                        self.redraws_per_sec
+                    ));
+                });
                 ui.end_row();
                 ui.label("Quick-save folder");
                 let mut dir = self.settings.screenshot_dir.display().to_string();

@@ -15,6 +15,9 @@ pub use app::InspectorApp;
 use crate::attach::Target;
 use crate::layout::LayoutChoice;
 
+/// The nice value of the window's thread (and of the threads the GL driver starts).
+const WINDOW_NICE: i32 = 10;
+
 /// Opens the window (blocks until it is closed).
 pub fn run_window(target: Option<Target>, choice: LayoutChoice) -> Result<(), String> {
     run_window_until(target, choice, None)
@@ -34,6 +37,9 @@ pub fn run_window_until(
         persist_window: true,
         ..Default::default()
     };
+    // Drawing yields to the engine, the trainer and the sampler: the window thread and
+    // every thread it starts from here on (a software rasteriser's among them) run niced.
+    crate::segment::lower_thread_priority(WINDOW_NICE);
     eframe::run_native(
         "lrbc-inspector",
         options,
@@ -45,6 +51,7 @@ pub fn run_window_until(
             let tree = cc.storage.and_then(|s| eframe::get_value(s, app::TREE_KEY));
             let mut app = InspectorApp::new(&cc.egui_ctx, settings, tree, target, choice);
             app.close_when = stop;
+            app.software_rendering = app::software_rendering_likely();
             Ok(Box::new(app))
         }),
     )

@@ -85,6 +85,8 @@ pub struct Settings {
     pub act_limit: f32,
     pub screenshot_dir: PathBuf,
     pub traffic_filter: String,
+    /// Redraws per second at most; 0 chooses (60, or 20 under software rendering).
+    pub max_fps: u32,
 }
 
 impl Default for Settings {
@@ -103,6 +105,7 @@ impl Default for Settings {
             act_limit: s.act_limit,
             screenshot_dir: default_screenshot_dir(),
             traffic_filter: String::new(),
+            max_fps: 0,
         }
     }
 }
