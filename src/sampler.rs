@@ -21,7 +21,7 @@ use crate::watch::{Report, Watcher};
 const PERCENTILE_SAMPLE: usize = 512;
 
 /// The sampler's threads run at this nice value: observing must not slow the run.
-const SAMPLER_NICE: i32 = 5;
+const SAMPLER_NICE: i32 = 10;
 
 /// The shortest and longest nap of the frame thread while frames come: an eighth of
 /// the measured frame interval within these bounds, so that a frame is caught early in

@@ -16,7 +16,7 @@ use crate::attach::Target;
 use crate::layout::LayoutChoice;
 
 /// The nice value of the window's thread (and of the threads the GL driver starts).
-const WINDOW_NICE: i32 = 10;
+const WINDOW_NICE: i32 = 15;
 
 /// Opens the window (blocks until it is closed).
 pub fn run_window(target: Option<Target>, choice: LayoutChoice) -> Result<(), String> {
