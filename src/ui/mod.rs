@@ -37,6 +37,15 @@ pub fn run_window_until(
         persist_window: true,
         ..Default::default()
     };
+    let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    if !set("DISPLAY") && !set("WAYLAND_DISPLAY") && !set("WAYLAND_SOCKET") {
+        return Err(
+            "no display to open the window on (DISPLAY and WAYLAND_DISPLAY are unset); \
+             the command-line views work without one (`lrbc-inspector --help`), or run under X \
+             or Xvfb"
+                .into(),
+        );
+    }
     // Drawing yields to the engine, the trainer and the sampler: the window thread and
     // every thread it starts from here on (a software rasteriser's among them) run niced.
     crate::segment::lower_thread_priority(WINDOW_NICE);
