@@ -412,3 +412,20 @@ fn watch_json_carries_the_samplers_cumulative_figures() {
     interrupt(watch.id());
     assert_eq!(wait_with_deadline(watch).status.code(), Some(0));
 }
+
+#[test]
+fn the_window_without_a_display_is_one_clear_line() {
+    let child = inspector()
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("WAYLAND_SOCKET")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("inspector runs");
+    let out = wait_with_deadline(child);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: no display to open the window on"), "{err}");
+}
