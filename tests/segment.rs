@@ -427,5 +427,8 @@ fn the_window_without_a_display_is_one_clear_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("error: no display to open the window on"), "{err}");
+    assert!(
+        err.starts_with("error: no display to open the window on"),
+        "{err}"
+    );
 }
