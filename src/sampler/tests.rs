@@ -219,3 +219,28 @@ fn camera_images_are_copied_when_image_seq_moves() {
         (4, 2, 3, 2)
     );
 }
+
+proptest::proptest! {
+    #[test]
+    fn reward_stats_match_a_plain_loop(
+        values in proptest::collection::vec(
+            proptest::prop_oneof![
+                8 => -1e6f32..1e6f32,
+                1 => proptest::prop_oneof![
+                    proptest::strategy::Just(f32::NAN),
+                    proptest::strategy::Just(f32::INFINITY),
+                    proptest::strategy::Just(f32::NEG_INFINITY),
+                ],
+            ],
+            0..100,
+        )
+    ) {
+        let s = reward_stats(&values);
+        let finite: Vec<f32> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        proptest::prop_assert_eq!(s.finite, finite.len());
+        proptest::prop_assert_eq!(s.min, finite.iter().copied().fold(f32::INFINITY, f32::min));
+        proptest::prop_assert_eq!(s.max, finite.iter().copied().fold(f32::NEG_INFINITY, f32::max));
+        let plain: f64 = finite.iter().map(|&v| f64::from(v)).sum();
+        proptest::prop_assert!((s.sum - plain).abs() <= 1e-6 * (1.0 + plain.abs()), "{} vs {}", s.sum, plain);
+    }
+}
