@@ -291,7 +291,11 @@ fn quick_save_writes_the_selected_env_image_as_png() {
     h.step();
     h.state_mut().cameras_view.selected = 5;
     h.get_by_label("Quick save env").click();
-    h.step();
+    // The PNG is written off the UI thread; the status bar says when it is done.
+    step_until(&mut h, "env 5 saved", |a| {
+        a.status_message()
+            .is_some_and(|m| m.ends_with("_env0005.png"))
+    });
     let message = h.state().status_message().unwrap_or_default().to_string();
     assert!(message.starts_with("screenshot saved to "), "{message}");
     let path = std::path::PathBuf::from(message.trim_start_matches("screenshot saved to "));
@@ -306,17 +310,17 @@ fn quick_save_writes_the_selected_env_image_as_png() {
     );
     let distinct: std::collections::HashSet<[u8; 4]> = png.pixels().map(|p| p.0).collect();
     assert!(distinct.len() > 5, "a cart-pole, not a blank image");
-    // F12 saves too; the grid is one image of every env.
+    // F12 saves the selected env too; the grid is one image of every env.
+    h.state_mut().cameras_view.selected = 6;
     h.key_press(egui::Key::F12);
-    h.step();
-    assert!(
-        h.state()
-            .status_message()
-            .unwrap_or_default()
-            .starts_with("screenshot saved to")
-    );
+    step_until(&mut h, "F12 saves env 6", |a| {
+        a.status_message()
+            .is_some_and(|m| m.starts_with("screenshot saved to") && m.ends_with("_env0006.png"))
+    });
     h.get_by_label("Quick save grid").click();
-    h.step();
+    step_until(&mut h, "the grid saved", |a| {
+        a.status_message().is_some_and(|m| m.ends_with("_grid.png"))
+    });
     let grid_msg = h.state().status_message().unwrap_or_default().to_string();
     let grid = image::open(grid_msg.trim_start_matches("screenshot saved to "))
         .unwrap()

@@ -112,6 +112,10 @@ impl TrafficStore {
     }
 }
 
+/// The image streams kept (their newest frame each); frames of further streams stay in
+/// the traffic list only.
+const MAX_STREAMS: usize = 64;
+
 /// The newest frame of one image stream seen in the command rings.
 #[derive(Clone, Debug)]
 pub struct StreamedImage {
@@ -197,6 +201,8 @@ impl TrafficTap {
                                 if r.method.ends_with("Frame")
                                     && let Some(source) =
                                         crate::rpc::image::image_source(&r.payload)
+                                    && (store.streams.len() < MAX_STREAMS
+                                        || store.streams.contains_key(&source))
                                 {
                                     let s = store.streams.entry(source).or_insert_with(|| {
                                         StreamedImage {

@@ -146,14 +146,18 @@ pub fn ui(
     if view.cell <= 0.0 {
         view.cell = 96.0;
     }
-    if !streams.is_empty() {
-        egui::CollapsingHeader::new(format!("Streamed in traffic ({})", streams.len()))
-            .id_salt("streamed_images")
-            .default_open(true)
-            .show(ui, |ui| streamed(ui, streams, view));
-        ui.separator();
-    }
+    // Below the toolbar, so that a stream appearing never moves the buttons.
+    let show_streams = |ui: &mut egui::Ui, view: &mut CamerasView| {
+        if !streams.is_empty() {
+            egui::CollapsingHeader::new(format!("Streamed in traffic ({})", streams.len()))
+                .id_salt("streamed_images")
+                .default_open(true)
+                .show(ui, |ui| streamed(ui, streams, view));
+            ui.separator();
+        }
+    };
     let Some(f) = d.image.clone() else {
+        show_streams(ui, view);
         if d.geometry.image.is_none() {
             ui.weak("This segment has no image region.");
         } else {
@@ -203,6 +207,7 @@ pub fn ui(
         }
     });
     ui.separator();
+    show_streams(ui, view);
     if view.zoom {
         zoomed(ui, &f, view);
         return request;
