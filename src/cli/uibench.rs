@@ -384,11 +384,20 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
         "preset", "pace", "seen", "sampled", "missed", "torn", "share"
     );
     for preset in [Preset::Cams64, Preset::Train4096] {
+        // Paces from slow to fast: the highest pace at which the share stays at 100 %
+        // is the last one before the first pace with a frame missed or torn.
         let mut best: Option<f64> = None;
-        for (i, hz) in [Some(1000.0), Some(2000.0), Some(4000.0), Some(8000.0), None]
-            .into_iter()
-            .enumerate()
-        {
+        let mut all_so_far = true;
+        let paces = [
+            Some(250.0),
+            Some(500.0),
+            Some(1000.0),
+            Some(2000.0),
+            Some(4000.0),
+            Some(8000.0),
+            None,
+        ];
+        for (i, hz) in paces.into_iter().enumerate() {
             let (seen, sampled, missed, torn) = sampler_share(preset, hz, secs, &format!("s{i}"))?;
             let share = if seen > 0 {
                 100.0 * sampled as f64 / seen as f64
@@ -401,9 +410,9 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
                 preset.as_str(),
                 pace
             );
-            if sampled == seen && seen > 0 {
-                let rate = seen as f64 / secs;
-                best = Some(best.map_or(rate, |b: f64| b.max(rate)));
+            all_so_far &= sampled == seen && seen > 0;
+            if all_so_far {
+                best = Some(seen as f64 / secs);
             }
         }
         println!(

@@ -47,13 +47,15 @@ pub fn run(
         eprintln!("warning: {w}");
     }
     // The sampler follows every frame on its own mapping; its figures join each line.
+    // Images and value scans are not shown here, so they are not taken.
     let sampler = Sampler::start(
         attach(target, choice)?,
         SamplerSettings {
             watched_envs: Vec::new(),
             history_frames: 1,
             detail_frames: 1,
-            max_image_hz: 0.1,
+            max_image_hz: 0.0,
+            scan_hz: 0.0,
             ..SamplerSettings::default()
         },
         MonotonicClock,

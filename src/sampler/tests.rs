@@ -232,7 +232,7 @@ proptest::proptest! {
                     proptest::strategy::Just(f32::NEG_INFINITY),
                 ],
             ],
-            0..100,
+            0..2_000,
         )
     ) {
         let s = reward_stats(&values);
@@ -242,5 +242,29 @@ proptest::proptest! {
         proptest::prop_assert_eq!(s.max, finite.iter().copied().fold(f32::NEG_INFINITY, f32::max));
         let plain: f64 = finite.iter().map(|&v| f64::from(v)).sum();
         proptest::prop_assert!((s.sum - plain).abs() <= 1e-6 * (1.0 + plain.abs()), "{} vs {}", s.sum, plain);
+    }
+
+    #[test]
+    fn nonzero_bytes_are_counted_as_a_plain_loop_does(
+        bytes in proptest::collection::vec(proptest::prop_oneof![3 => proptest::strategy::Just(0u8), 1 => 0u8..=255], 0..40_000)
+    ) {
+        let plain = bytes.iter().filter(|&&b| b != 0).count() as u32;
+        proptest::prop_assert_eq!(count_nonzero(&bytes), plain);
+    }
+
+    #[test]
+    fn percentiles_are_the_nearest_ranks_of_the_sorted_values(
+        values in proptest::collection::vec(-1e3f32..1e3f32, 0..600)
+    ) {
+        let mut sorted = values.clone();
+        sorted.sort_by(f32::total_cmp);
+        let rank = |p: f32| sorted[(((sorted.len() - 1) as f32 * p).round() as usize).min(sorted.len() - 1)];
+        let mut work = values.clone();
+        let got = percentiles(&mut work);
+        if sorted.is_empty() {
+            proptest::prop_assert!(got.0.is_nan() && got.1.is_nan() && got.2.is_nan());
+        } else {
+            proptest::prop_assert_eq!(got, (rank(0.1), rank(0.5), rank(0.9)));
+        }
     }
 }

@@ -488,13 +488,15 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
         if let Some(p) = period {
             next_tick += p;
             let now = Instant::now();
-            if next_tick > now {
-                sleep_until(next_tick, stop);
-            } else if now - next_tick > p * 10 {
+            if now > next_tick && now - next_tick > p * 10 {
                 // Far behind (a stall): start the schedule over rather than burst.
                 next_tick = now;
             }
-            // Slightly behind: go on at once and catch up, keeping the average rate.
+            // Behind after a late step (a slow frame, a descheduled thread): catch up
+            // over the next steps, never sending two actions less than half a period
+            // apart, so the average rate stays at the pace without a burst of frames
+            // that live only microseconds.
+            sleep_until(next_tick.max(t0 + p / 2), stop);
         }
     }
     stats.elapsed_secs = started.elapsed().as_secs_f64();

@@ -22,18 +22,42 @@ fn tint(env: usize) -> [u8; 3] {
     ]
 }
 
+/// The bytes of one pixel of `c` channels (1: grey, 3: RGB, 4: RGBA, opaque).
+fn pixel(c: usize, rgb: [u8; 3]) -> [u8; 4] {
+    match c {
+        1 => [
+            ((u16::from(rgb[0]) + u16::from(rgb[1]) + u16::from(rgb[2])) / 3) as u8,
+            0,
+            0,
+            0,
+        ],
+        _ => [rgb[0], rgb[1], rgb[2], 255],
+    }
+}
+
+/// Fills `row` with copies of `px`: the first written, then the filled part copied
+/// after itself until the row is full (a few block copies instead of one per pixel).
+fn fill_row(row: &mut [u8], px: &[u8]) {
+    let c = px.len();
+    if c == 0 || row.len() < c {
+        return;
+    }
+    row[..c].copy_from_slice(px);
+    let mut filled = c;
+    while filled < row.len() {
+        let n = filled.min(row.len() - filled);
+        row.copy_within(..n, filled);
+        filled += n;
+    }
+}
+
 fn put(img: &mut [u8], w: usize, h: usize, c: usize, x: i32, y: i32, rgb: [u8; 3]) {
     if x < 0 || y < 0 || x as usize >= w || y as usize >= h {
         return;
     }
     let at = (y as usize * w + x as usize) * c;
-    match c {
-        1 => img[at] = ((u16::from(rgb[0]) + u16::from(rgb[1]) + u16::from(rgb[2])) / 3) as u8,
-        3 => img[at..at + 3].copy_from_slice(&rgb),
-        _ => {
-            img[at..at + 3].copy_from_slice(&rgb);
-            img[at + 3] = 255;
-        }
+    if let Some(px) = img.get_mut(at..at + c) {
+        px.copy_from_slice(&pixel(c, rgb)[..c]);
     }
 }
 
@@ -51,11 +75,11 @@ pub fn background(env: usize, y: usize, h: usize) -> [u8; 3] {
 
 /// Draws env `env` into `img` (`w * h * c` bytes, HWC, top row first).
 pub fn render_env(s: &CartPoles, env: usize, img: &mut [u8], w: usize, h: usize, c: usize) {
-    for y in 0..h {
-        let row = background(env, y, h);
-        for x in 0..w {
-            put(img, w, h, c, x as i32, y as i32, row);
-        }
+    // The background a row at a time: one pixel's bytes copied across it (rendering
+    // happens inside the engine's step, so it has to be quick).
+    for (y, row) in img.chunks_exact_mut(w * c).take(h).enumerate() {
+        let px = pixel(c, background(env, y, h));
+        fill_row(row, &px[..c.min(4)]);
     }
     let (wf, hf) = (w as f32, h as f32);
     let to_px = |x: f32| ((x / X_LIMIT * 0.45 + 0.5) * wf) as i32;
@@ -112,5 +136,25 @@ mod tests {
         s.x[0] += 1.0;
         render_env(&s, 0, &mut a, w, h, c);
         assert_ne!(a, before, "the image moves with the cart");
+    }
+
+    #[test]
+    fn every_pixel_of_the_top_row_is_the_background_in_every_channel_count() {
+        let s = CartPoles::new(3, 8, 1, 1);
+        let (w, h) = (37, 20);
+        for c in [1usize, 3, 4] {
+            let mut img = vec![0u8; w * h * c];
+            render_env(&s, 2, &mut img, w, h, c);
+            let want = pixel(c, background(2, 0, h));
+            for x in 0..w {
+                assert_eq!(img[x * c..(x + 1) * c], want[..c], "channels {c}, x {x}");
+            }
+            let last_row = &img[(h - 1) * w * c..];
+            let bottom = pixel(c, background(2, h - 1, h));
+            assert!(
+                last_row.chunks_exact(c).all(|p| p == &bottom[..c]),
+                "channels {c}"
+            );
+        }
     }
 }
