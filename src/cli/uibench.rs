@@ -24,10 +24,11 @@ struct Run {
 
 fn start(
     preset: Preset,
-    client_hz: Option<f64>,
+    client: (Option<f64>, &str),
     client_steps: Option<u64>,
     tag: &str,
 ) -> Result<Run, CliError> {
+    let (client_hz, policy) = client;
     let name = format!("lrbc-uibench-{}-{tag}", std::process::id());
     let mut engine = ChildProcess::spawn(
         "engine",
@@ -52,7 +53,7 @@ fn start(
                 "--shm".into(),
                 name.clone(),
                 "--policy".into(),
-                "balance".into(),
+                policy.into(),
             ];
             if let Some(hz) = client_hz {
                 args.extend(["--hz".into(), hz.to_string()]);
@@ -148,7 +149,7 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
             egui_tiles::Tree::new_tabs(egui::Id::unique("bench_one"), vec![p])
         }
     };
-    let run = start(Preset::Train4096, Some(1000.0), None, "ui")?;
+    let run = start(Preset::Train4096, (Some(1000.0), "balance"), None, "ui")?;
     std::thread::sleep(Duration::from_secs(2));
     let ctx = egui::Context::default();
     let mut app = InspectorApp::new(
@@ -215,8 +216,9 @@ fn sampler_share(
     tag: &str,
 ) -> Result<(u64, u64, u64, u64), CliError> {
     // Unpaced: the client runs as fast as the engine answers (until the run is dropped).
+    // Random actions: a client whose own work is small, so that the pace is kept.
     let steps = hz.is_none().then_some(1_000_000_000);
-    let run = start(preset, hz, steps, tag)?;
+    let run = start(preset, (hz, "random"), steps, tag)?;
     let a = attach(&Target::Shm(run.name.clone()), LayoutChoice::Auto)?;
     let mut sampler = Sampler::start(
         a,
@@ -245,7 +247,7 @@ fn engine_rate(
     observer: Observer,
     tag: &str,
 ) -> Result<(f64, Vec<(String, f64)>), CliError> {
-    let mut run = start(preset, None, None, tag)?;
+    let mut run = start(preset, (None, "random"), None, tag)?;
     let mut watch = None;
     let mut window = None;
     let mut app = None;
@@ -380,8 +382,8 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
         "bench sampler: engine and client in separate processes; the sampler runs in this process"
     );
     println!(
-        "{:<10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9}",
-        "preset", "pace", "seen", "sampled", "missed", "torn", "share"
+        "{:<10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9}",
+        "preset", "pace", "frames/s", "seen", "sampled", "missed", "torn", "share"
     );
     for preset in [Preset::Cams64, Preset::Train4096] {
         // Paces from slow to fast: the highest pace at which the share stays at 100 %
@@ -406,9 +408,10 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
             };
             let pace = hz.map_or("unpaced".to_string(), |h| format!("{h:.0} Hz"));
             println!(
-                "{:<10} {:>10} {seen:>10} {sampled:>10} {missed:>8} {torn:>8} {share:>8.2}%",
+                "{:<10} {:>10} {:>10.0} {seen:>10} {sampled:>10} {missed:>8} {torn:>8} {share:>8.2}%",
                 preset.as_str(),
-                pace
+                pace,
+                seen as f64 / secs
             );
             all_so_far &= sampled == seen && seen > 0;
             if all_so_far {
