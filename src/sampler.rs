@@ -17,6 +17,9 @@ use crate::segment::{Segment, f32s_from_bytes};
 use crate::snapshot::{self, HotData};
 use crate::watch::{Report, Watcher};
 
+mod budget;
+use budget::{Budget, CpuTimes};
+
 /// Reward percentiles are taken over at most this many envs per frame.
 const PERCENTILE_SAMPLE: usize = 512;
 
@@ -31,6 +34,9 @@ const SAMPLER_NAP_MAX_NS: u64 = 200_000;
 /// The nap once no frame has come for this long (a paused or stopped run).
 const SAMPLER_QUIET_NS: u64 = 500_000_000;
 const SAMPLER_QUIET_NAP_NS: u64 = 2_000_000;
+
+/// The frame thread's share of one core on a busy machine, by default (percent).
+pub const DEFAULT_BUSY_BUDGET_PERCENT: f32 = 1.0;
 
 /// `done` in [`EnvPoint::flags`].
 pub const FLAG_DONE: u8 = 1;
@@ -201,6 +207,9 @@ pub struct SamplerStats {
     pub frames_missed: u64,
     /// Frames whose every copy was torn (discarded).
     pub frames_torn: u64,
+    /// Frames let pass on purpose while the machine was busy (see
+    /// [`SamplerSettings::busy_budget_percent`]).
+    pub frames_skipped: u64,
     pub images_captured: u64,
     pub images_torn: u64,
 }
@@ -223,6 +232,8 @@ pub struct SamplerData {
     pub image: Option<ImageFrame>,
     /// Image frames per second, from `image_seq`.
     pub image_fps: f32,
+    /// The machine is busy and the frame thread keeps within its budget.
+    pub yielding: bool,
 }
 
 /// What the sampler should do; readers may change it at any time.
@@ -241,6 +252,10 @@ pub struct SamplerSettings {
     pub max_image_hz: f32,
     /// Every env scanned for NaN/Inf/out-of-range this often; 0 scans never.
     pub scan_hz: f32,
+    /// While the machine has no spare CPU, the frame thread uses at most this share of
+    /// one core (percent), skipping frames to stay within it; None (or 0) follows every
+    /// frame whatever it costs the run.
+    pub busy_budget_percent: Option<f32>,
 }
 
 impl Default for SamplerSettings {
@@ -253,6 +268,7 @@ impl Default for SamplerSettings {
             act_limit: 1.0,
             max_image_hz: 30.0,
             scan_hz: 10.0,
+            busy_budget_percent: Some(DEFAULT_BUSY_BUDGET_PERCENT),
         }
     }
 }
@@ -283,6 +299,25 @@ impl Sampler {
         waker: Waker,
         repaint_hz: f32,
     ) -> std::io::Result<Self> {
+        Self::start_with_load(
+            attached,
+            settings,
+            clock,
+            waker,
+            repaint_hz,
+            budget::read_cpu_times,
+        )
+    }
+
+    /// [`Sampler::start`] with the machine's load read by `read_load` (tests inject one).
+    fn start_with_load<C: Clock + 'static>(
+        attached: Attached,
+        settings: SamplerSettings,
+        clock: C,
+        waker: Waker,
+        repaint_hz: f32,
+        read_load: fn() -> Option<CpuTimes>,
+    ) -> std::io::Result<Self> {
         let data = Arc::new(Mutex::new(SamplerData {
             geometry: Arc::new(attached.geometry.clone()),
             generation: 0,
@@ -296,7 +331,9 @@ impl Sampler {
             scan: Scan::default(),
             image: None,
             image_fps: 0.0,
+            yielding: false,
         }));
+        let budget = Budget::new(settings.busy_budget_percent);
         let settings = Arc::new(Mutex::new(settings));
         let stop = Arc::new(AtomicBool::new(false));
         // Frames count from the moment of attach, not from when the thread starts.
@@ -323,6 +360,9 @@ impl Sampler {
             settings: Arc::clone(&settings),
             stop: Arc::clone(&stop),
             pending: Pending::default(),
+            budget,
+            held: false,
+            read_load,
         };
         let aux = AuxWorker {
             watcher: Watcher::new(attached, clock),
@@ -393,6 +433,7 @@ struct Pending {
     sampled: u64,
     missed: u64,
     torn: u64,
+    skipped: u64,
 }
 
 /// Follows frame_seq and copies every frame it can.
@@ -410,6 +451,10 @@ struct FrameWorker {
     settings: Arc<Mutex<SamplerSettings>>,
     stop: Arc<AtomicBool>,
     pending: Pending,
+    budget: Budget,
+    /// The thread held off (yielding) since it last saw a new frame.
+    held: bool,
+    read_load: fn() -> Option<CpuTimes>,
 }
 
 /// Watches the segment's state, re-attaches, copies images, scans values, wakes the
@@ -667,15 +712,33 @@ impl FrameWorker {
         let mut last_new_ns = crate::segment::monotonic_now_ns();
         // Relaxed: a flag with no data behind it.
         while !self.stop.load(Ordering::Relaxed) {
-            let f = self.frame_seq();
             let now = crate::segment::monotonic_now_ns();
+            // On a busy machine, no look before the budget allows one.
+            if let Some(hold) = self.budget.hold_ns(now) {
+                self.held = true;
+                std::thread::sleep(Duration::from_nanos(hold));
+                continue;
+            }
+            let f = self.frame_seq();
             let new_frame = f != self.last_frame;
             if new_frame {
                 let delta = f.wrapping_sub(self.last_frame);
                 // A frame_seq that went back means a new run: count nothing.
                 if delta < 1 << 40 {
                     self.pending.seen += delta;
-                    self.sample(&settings, now, delta);
+                    let (seg, g) = (&self.attached.segment, &self.attached.geometry);
+                    if self.held && !snapshot::settled_now(seg, g) {
+                        // Back from holding off, the engine is already writing the next
+                        // frame: wait for that one rather than copy a torn one.
+                        self.pending.skipped += delta;
+                    } else {
+                        self.sample(&settings, now, delta);
+                        self.budget.sampled(
+                            crate::segment::monotonic_now_ns(),
+                            crate::segment::thread_cpu_ns(),
+                        );
+                        self.held = false;
+                    }
                 }
                 self.last_frame = f;
                 let per_frame = now.saturating_sub(last_new_ns) / delta.clamp(1, 1 << 20);
@@ -687,6 +750,10 @@ impl FrameWorker {
                 housekeeping_ns = now;
                 if let Ok(s) = self.settings.try_lock() {
                     settings.clone_from(&s);
+                }
+                self.budget.set_percent(settings.busy_budget_percent);
+                if self.budget.check_due(now) {
+                    self.budget.observe(now, (self.read_load)());
                 }
                 self.follow_generation();
                 self.flush(&settings, true);
@@ -761,7 +828,12 @@ impl FrameWorker {
                 }
             }
         });
-        self.pending.missed += delta - 1;
+        // Frames that went by while the thread held off on purpose were skipped.
+        if self.held {
+            self.pending.skipped += delta - 1;
+        } else {
+            self.pending.missed += delta - 1;
+        }
         if !copy.consistent {
             self.pending.torn += 1;
             return;
@@ -840,6 +912,8 @@ impl FrameWorker {
         d.stats.frames_sampled += p.sampled;
         d.stats.frames_missed += p.missed;
         d.stats.frames_torn += p.torn;
+        d.stats.frames_skipped += p.skipped;
+        d.yielding = self.budget.yielding();
         if d.frames.capacity() != settings.history_frames.max(1) {
             let mut resized = Ring::new(settings.history_frames);
             for f in d.frames.iter() {

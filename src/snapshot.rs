@@ -34,6 +34,18 @@ pub fn guard_for(segment: &Segment, geometry: &Geometry) -> Guard {
     }
 }
 
+/// Whether a copy started now would find the hot arrays settled (no write under way),
+/// by the guard [`guarded_read`] uses: a cheap look before deciding to copy.
+pub fn settled_now(segment: &Segment, geometry: &Geometry) -> bool {
+    let c = geometry.counters;
+    let load = |off| segment.load_u64(off).unwrap_or(0);
+    match guard_for(segment, geometry) {
+        Guard::WriteSeq => c.ext.is_none_or(|e| load(e.write_seq) % 2 == 0),
+        Guard::LockStep => load(c.frame_seq) == load(c.action_seq),
+        Guard::Unguarded => true,
+    }
+}
+
 /// The result of a guarded copy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Guarded<T> {

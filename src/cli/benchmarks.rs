@@ -46,7 +46,20 @@ pub enum BenchCommand {
         /// Unpaced steps per engine-rate measurement.
         #[arg(long, default_value_t = 20_000)]
         steps: u64,
+        /// Interleaved rounds of engine-rate measurements (medians are compared).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Only the share of frames, or only the engine's rate.
+        #[arg(long, value_enum)]
+        only: Option<SamplerPart>,
     },
+}
+
+/// One half of `bench sampler`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SamplerPart {
+    Share,
+    Rate,
 }
 
 /// Small envelopes of the kinds that dominate real traffic.
@@ -289,8 +302,11 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
         BenchCommand::Decode { secs } => decode(secs.max(0.1)),
         BenchCommand::Ring { secs } => ring(secs.max(0.1)),
         BenchCommand::Ui { frames, pane } => super::uibench::ui((*frames).max(10), pane.as_deref()),
-        BenchCommand::Sampler { secs, steps } => {
-            super::uibench::sampler(secs.max(0.5), (*steps).max(100))
-        }
+        BenchCommand::Sampler {
+            secs,
+            steps,
+            rounds,
+            only,
+        } => super::uibench::sampler(secs.max(0.5), (*steps).max(100), (*rounds).max(1), *only),
     }
 }

@@ -112,6 +112,10 @@ pub enum Command {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        /// While the machine has no spare CPU, the sampler uses at most this percent of
+        /// one core and skips frames to stay within it; 0 follows every frame.
+        #[arg(long, value_name = "PCT", default_value_t = crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true)]
+        busy_budget: f32,
     },
     /// Decoded command-ring traffic: what is in the rings now, or as it happens.
     Traffic {
@@ -282,13 +286,27 @@ fn run(cli: Cli) -> Result<(), CliError> {
             interval,
             count,
             json,
+            busy_budget,
         }) => {
             if !(interval.is_finite() && interval >= 0.01) {
                 return Err(CliError::Usage(format!(
                     "--interval must be at least 0.01 seconds, not {interval}"
                 )));
             }
-            watch::run(&target.require()?, target.layout, interval, count, json)
+            if !(busy_budget.is_finite() && (0.0..=100.0).contains(&busy_budget)) {
+                return Err(CliError::Usage(format!(
+                    "--busy-budget must be a percent of one core from 0 to 100, not {busy_budget}"
+                )));
+            }
+            let budget = (busy_budget > 0.0).then_some(busy_budget);
+            watch::run(
+                &target.require()?,
+                target.layout,
+                interval,
+                count,
+                json,
+                budget,
+            )
         }
         Some(Command::Traffic {
             target,

@@ -5,11 +5,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::CliError;
+use super::benchmarks::SamplerPart;
 use super::children::{ChildProcess, wait_for_segment};
 use crate::attach::{Target, attach};
 use crate::clock::MonotonicClock;
 use crate::layout::LayoutChoice;
-use crate::sampler::{Sampler, SamplerSettings};
+use crate::sampler::{Sampler, SamplerSettings, SamplerStats};
 use crate::sim::engine::Preset;
 use crate::ui::InspectorApp;
 use crate::ui::raster::HeadlessRenderer;
@@ -208,13 +209,13 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Sampler share at a pace, for `secs` seconds: (seen, sampled, missed, torn).
+/// Sampler share at a pace, for `secs` seconds.
 fn sampler_share(
     preset: Preset,
     hz: Option<f64>,
     secs: f64,
     tag: &str,
-) -> Result<(u64, u64, u64, u64), CliError> {
+) -> Result<SamplerStats, CliError> {
     // Unpaced: the client runs as fast as the engine answers (until the run is dropped).
     // Random actions: a client whose own work is small, so that the pace is kept.
     let steps = hz.is_none().then_some(1_000_000_000);
@@ -232,12 +233,7 @@ fn sampler_share(
     sampler.stop();
     let s = sampler.stats();
     drop(run);
-    Ok((
-        s.frames_seen,
-        s.frames_sampled,
-        s.frames_missed,
-        s.frames_torn,
-    ))
+    Ok(s)
 }
 
 /// Steps/s of an unpaced client for `steps` steps, optionally with an observer.
@@ -254,7 +250,12 @@ fn engine_rate(
     let ctx = egui::Context::default();
     match observer {
         Observer::None => {}
-        Observer::Watch => {
+        Observer::Watch | Observer::WatchEveryFrame => {
+            let budget = if observer == Observer::Watch {
+                crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT
+            } else {
+                0.0
+            };
             watch = Some(ChildProcess::spawn(
                 "watch",
                 &[
@@ -263,6 +264,8 @@ fn engine_rate(
                     run.name.clone(),
                     "--interval".into(),
                     "1".into(),
+                    "--busy-budget".into(),
+                    budget.to_string(),
                 ],
                 Stdio::null(),
             )?);
@@ -370,6 +373,8 @@ fn engine_rate(
 enum Observer {
     None,
     Watch,
+    /// `watch --busy-budget 0`: the sampler follows every frame, busy machine or not.
+    WatchEveryFrame,
     /// The app driven headlessly in this process (layout and tessellation, no raster).
     Window,
     /// The real window, a separate process on $DISPLAY (rasterised by the GL driver).
@@ -377,13 +382,29 @@ enum Observer {
 }
 
 /// The sampler's share of frames and the engine's rate with observers attached.
-pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
+pub fn sampler(
+    secs: f64,
+    steps: u64,
+    rounds: usize,
+    only: Option<SamplerPart>,
+) -> Result<(), CliError> {
     println!(
         "bench sampler: engine and client in separate processes; the sampler runs in this process"
     );
+    if only != Some(SamplerPart::Rate) {
+        share_table(secs)?;
+    }
+    if only != Some(SamplerPart::Share) {
+        rate_table(steps, rounds)?;
+    }
+    Ok(())
+}
+
+/// The sampler's share of frames at each pace, for both presets.
+fn share_table(secs: f64) -> Result<(), CliError> {
     println!(
-        "{:<10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9}",
-        "preset", "pace", "frames/s", "seen", "sampled", "missed", "torn", "share"
+        "{:<10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9}",
+        "preset", "pace", "frames/s", "seen", "sampled", "missed", "torn", "skipped", "share"
     );
     for preset in [Preset::Cams64, Preset::Train4096] {
         // Paces from slow to fast: the highest pace at which the share stays at 100 %
@@ -400,7 +421,14 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
             None,
         ];
         for (i, hz) in paces.into_iter().enumerate() {
-            let (seen, sampled, missed, torn) = sampler_share(preset, hz, secs, &format!("s{i}"))?;
+            let SamplerStats {
+                frames_seen: seen,
+                frames_sampled: sampled,
+                frames_missed: missed,
+                frames_torn: torn,
+                frames_skipped: skipped,
+                ..
+            } = sampler_share(preset, hz, secs, &format!("s{i}"))?;
             let share = if seen > 0 {
                 100.0 * sampled as f64 / seen as f64
             } else {
@@ -408,7 +436,7 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
             };
             let pace = hz.map_or("unpaced".to_string(), |h| format!("{h:.0} Hz"));
             println!(
-                "{:<10} {:>10} {:>10.0} {seen:>10} {sampled:>10} {missed:>8} {torn:>8} {share:>8.2}%",
+                "{:<10} {:>10} {:>10.0} {seen:>10} {sampled:>10} {missed:>8} {torn:>8} {skipped:>8} {share:>8.2}%",
                 preset.as_str(),
                 pace,
                 seen as f64 / secs
@@ -425,20 +453,30 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
         );
     }
     println!();
+    Ok(())
+}
+
+/// The engine's unpaced rate with and without observers, in interleaved rounds.
+fn rate_table(steps: u64, rounds: usize) -> Result<(), CliError> {
     println!(
         "engine's unpaced lock-step rate, train4096, {steps} steps, with and without observers:"
     );
-    // Interleaved rounds: the machine is shared and noisy, so every configuration is
-    // measured once per round and the medians are compared.
-    const ROUNDS: usize = 3;
+    // Interleaved rounds: the machine is shared and noisy (its speed drifts by tens of
+    // percent between minutes), so every configuration is measured once per round, and
+    // each observer's rate is compared with the rate without observers of its own round.
     let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
-    let mut observers = vec![Observer::None, Observer::Watch, Observer::Window];
+    let mut observers = vec![
+        Observer::None,
+        Observer::Watch,
+        Observer::WatchEveryFrame,
+        Observer::Window,
+    ];
     if display {
         observers.push(Observer::RealWindow);
     }
     let mut rates = vec![Vec::new(); observers.len()];
     let mut cpus = vec![Vec::new(); observers.len()];
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         for (k, &observer) in observers.iter().enumerate() {
             let (rate, cpu) =
                 engine_rate(Preset::Train4096, steps, observer, &format!("r{round}{k}"))?;
@@ -453,18 +491,30 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
             .join(" / ")
     };
     let medians: Vec<f64> = rates.iter().map(|r| median(r.clone())).collect();
-    let base = medians[0];
+    let paired: Vec<f64> = rates
+        .iter()
+        .map(|r| {
+            median(
+                r.iter()
+                    .zip(&rates[0])
+                    .filter(|(_, b)| **b > 0.0)
+                    .map(|(a, b)| a / b)
+                    .collect(),
+            )
+        })
+        .collect();
     for (k, observer) in observers.iter().enumerate() {
         let label = match observer {
             Observer::None => "without observers",
             Observer::Watch => "with `watch` (sampler running)",
+            Observer::WatchEveryFrame => "with `watch --busy-budget 0` (every frame)",
             Observer::Window => "with the app headless (every panel, 60 fps, no raster)",
             Observer::RealWindow => "with the window on $DISPLAY (every panel)",
         };
-        let ratio = if k == 0 || base <= 0.0 {
+        let ratio = if k == 0 {
             String::new()
         } else {
-            format!("  ratio {:.3}", medians[k] / base)
+            format!("  ratio {:.3}", paired[k])
         };
         println!(
             "  {label:<56} {:>8.0} steps/s{ratio} (rounds {})",
@@ -477,6 +527,9 @@ pub fn sampler(secs: f64, steps: u64) -> Result<(), CliError> {
             "  (no $DISPLAY: the real window was not measured; run under X or Xvfb for that row)"
         );
     }
+    println!(
+        "  (ratio: the median over rounds of the rate with the observer / without, same round)"
+    );
     println!("  (CPU seconds below: the last round)");
     for (observer, cpu) in observers.iter().zip(&cpus) {
         println!("  CPU seconds, {observer:?}: {}", fmt_cpu(cpu));

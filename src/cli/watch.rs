@@ -11,9 +11,9 @@ fn hz(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
-fn line(r: &Report, s: &SamplerStats) -> String {
+fn line(r: &Report, s: &SamplerStats, yielding: bool) -> String {
     let mut line = format!(
-        "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={} torn={}",
+        "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={} torn={} skipped={}",
         r.t_secs,
         r.state.as_str(),
         r.frame_seq,
@@ -24,8 +24,12 @@ fn line(r: &Report, s: &SamplerStats) -> String {
         s.frames_sampled,
         s.frames_seen,
         s.frames_missed,
-        s.frames_torn
+        s.frames_torn,
+        s.frames_skipped
     );
+    if yielding {
+        line.push_str(" (machine busy: the sampler skips frames to stay within its budget)");
+    }
     if let Some(note) = &r.note {
         line.push_str(" (");
         line.push_str(note);
@@ -40,6 +44,7 @@ pub fn run(
     interval_secs: f64,
     count: Option<u64>,
     as_json: bool,
+    busy_budget_percent: Option<f32>,
 ) -> Result<(), CliError> {
     let stop = stop_flag();
     let attached = attach(target, choice)?;
@@ -56,6 +61,7 @@ pub fn run(
             detail_frames: 1,
             max_image_hz: 0.0,
             scan_hz: 0.0,
+            busy_budget_percent,
             ..SamplerSettings::default()
         },
         MonotonicClock,
@@ -70,7 +76,10 @@ pub fn run(
             break;
         }
         let report = watcher.tick();
-        let stats = sampler.stats();
+        let (stats, yielding) = {
+            let d = sampler.lock();
+            (d.stats, d.yielding)
+        };
         if as_json {
             let mut v = serde_json::to_value(&report)
                 .map_err(|e| CliError::Other(format!("cannot encode a report: {e}")))?;
@@ -79,10 +88,12 @@ pub fn run(
                 m.insert("frames_sampled".into(), stats.frames_sampled.into());
                 m.insert("frames_missed".into(), stats.frames_missed.into());
                 m.insert("frames_torn".into(), stats.frames_torn.into());
+                m.insert("frames_skipped".into(), stats.frames_skipped.into());
+                m.insert("sampler_yielding".into(), yielding.into());
             }
             println!("{v}");
         } else {
-            println!("{}", line(&report, &stats));
+            println!("{}", line(&report, &stats, yielding));
         }
         printed += 1;
     }

@@ -29,6 +29,7 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
     let seg = TestSegment::create("sampler", &s);
     let settings = SamplerSettings {
         watched_envs: vec![2, 7],
+        busy_budget_percent: None,
         ..SamplerSettings::default()
     };
     let mut sampler = Sampler::start(
@@ -111,6 +112,135 @@ fn frames_that_pass_unseen_are_counted_missed() {
     let s = sampler.stats();
     assert_eq!(s.frames_sampled, 1);
     assert_eq!(s.frames_missed, 9);
+}
+
+/// A machine whose every core is busy: no idle tick between two readings.
+fn busy_machine() -> Option<CpuTimes> {
+    static TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // Relaxed: a counter with no data behind it.
+    let total = TICKS.fetch_add(100, Ordering::Relaxed) + 100;
+    Some(CpuTimes {
+        idle: 0,
+        total,
+        cores: 2,
+    })
+}
+
+/// A machine with every core idle.
+fn idle_machine() -> Option<CpuTimes> {
+    static TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // Relaxed: a counter with no data behind it.
+    let total = TICKS.fetch_add(100, Ordering::Relaxed) + 100;
+    Some(CpuTimes {
+        idle: total,
+        total,
+        cores: 2,
+    })
+}
+
+/// Publishes frames as fast as it can (with the seqlock) until `until` says stop;
+/// returns how many.
+fn publish_until(seg: &TestSegment, mut until: impl FnMut() -> bool) -> u64 {
+    let mut frame = 0u64;
+    while !until() {
+        for _ in 0..100 {
+            frame += 1;
+            seg.rw.seqlock_begin(288);
+            seg.rw
+                .write_f32s(seg.plan.rewards_offset, &[frame as f32, frame as f32]);
+            seg.rw.fetch_add_u64(288, 1);
+            seg.rw.store_u64(40, frame);
+            seg.rw.store_u64(32, frame);
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+    frame
+}
+
+#[test]
+fn on_a_busy_machine_the_sampler_keeps_to_its_budget_and_counts_the_frames_it_skips() {
+    let seg = TestSegment::create("busy", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let mut sampler = Sampler::start_with_load(
+        seg.attach(),
+        SamplerSettings::default(),
+        MonotonicClock,
+        Box::new(|| {}),
+        60.0,
+        busy_machine,
+    )
+    .unwrap();
+    // Frames keep coming until the sampler has yielded and skipped a good many.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut at_yield: Option<SamplerStats> = None;
+    let published = publish_until(&seg, || {
+        assert!(Instant::now() < deadline, "{:?}", sampler.stats());
+        let d = sampler.lock();
+        if d.yielding && at_yield.is_none() {
+            at_yield = Some(d.stats);
+        }
+        at_yield.is_some_and(|s0| d.stats.frames_skipped >= s0.frames_skipped + 1_000)
+    });
+    wait_until("every frame to be accounted for", || {
+        sampler.stats().frames_seen == published
+    });
+    sampler.stop();
+    let d = sampler.lock();
+    let s = d.stats;
+    assert!(d.yielding);
+    assert_eq!(
+        s.frames_sampled + s.frames_missed + s.frames_torn + s.frames_skipped,
+        s.frames_seen,
+        "{s:?}"
+    );
+    assert!(s.frames_sampled >= 1, "{s:?}");
+    let s0 = at_yield.unwrap_or_default();
+    assert!(
+        s.frames_skipped - s0.frames_skipped > 10 * (s.frames_missed - s0.frames_missed),
+        "frames that pass while holding off are skipped, not missed: {s0:?} then {s:?}"
+    );
+    assert!(
+        s.frames_sampled - s0.frames_sampled < s.frames_skipped - s0.frames_skipped,
+        "while yielding, most frames pass: {s0:?} then {s:?}"
+    );
+}
+
+#[test]
+fn with_spare_cpu_or_without_a_budget_no_frame_is_skipped() {
+    for (settings, load) in [
+        (
+            SamplerSettings::default(),
+            idle_machine as fn() -> Option<CpuTimes>,
+        ),
+        (
+            SamplerSettings {
+                busy_budget_percent: None,
+                ..SamplerSettings::default()
+            },
+            busy_machine,
+        ),
+    ] {
+        let seg = TestSegment::create("spare", &spec(PlanLayout::Lrbc { ext: true }, 2));
+        let mut sampler = Sampler::start_with_load(
+            seg.attach(),
+            settings,
+            MonotonicClock,
+            Box::new(|| {}),
+            60.0,
+            load,
+        )
+        .unwrap();
+        // Past two readings of the load, so that the sampler has judged the machine.
+        let until = Instant::now() + Duration::from_millis(700);
+        let published = publish_until(&seg, || Instant::now() >= until);
+        wait_until("every frame to be accounted for", || {
+            sampler.stats().frames_seen == published
+        });
+        sampler.stop();
+        let d = sampler.lock();
+        assert!(!d.yielding);
+        assert_eq!(d.stats.frames_skipped, 0, "{:?}", d.stats);
+        assert!(d.stats.frames_sampled >= 1);
+    }
 }
 
 #[test]

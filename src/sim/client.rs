@@ -448,6 +448,7 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
         };
         // The wait is over: its length tunes the next one.
         waiter.reset();
+        let arrived = Instant::now();
         if frame == last_frame {
             break;
         }
@@ -495,8 +496,11 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
             // Behind after a late step (a slow frame, a descheduled thread): catch up
             // over the next steps, never sending two actions less than half a period
             // apart, so the average rate stays at the pace without a burst of frames
-            // that live only microseconds.
-            sleep_until(next_tick.max(t0 + p / 2), stop);
+            // that live only microseconds. And like a trainer whose policy takes time
+            // on each observation, never answering a frame less than a quarter period
+            // after it came: a frame answered at once is overwritten before anyone else
+            // can read it.
+            sleep_until(next_tick.max(t0 + p / 2).max(arrived + p / 4), stop);
         }
     }
     stats.elapsed_secs = started.elapsed().as_secs_f64();

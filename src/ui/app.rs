@@ -546,6 +546,17 @@ impl InspectorApp {
                     .add(egui::DragValue::new(&mut self.settings.act_limit).range(0.0..=f32::MAX))
                     .changed();
                 ui.end_row();
+                ui.label("Sampler on a busy machine (% of a core)").on_hover_text(
+                    "while the machine has no spare CPU, the sampler uses at most this share of one core and skips frames (counted) so as not to slow the run; 0 follows every frame",
+                );
+                changed |= ui
+                    .add(
+                        egui::DragValue::new(&mut self.settings.busy_budget_percent)
+                            .range(0.0..=100.0)
+                            .speed(0.1),
+                    )
+                    .changed();
+                ui.end_row();
                 ui.label("Redraws per second").on_hover_text(
                     "0: automatic (60, or 20 when OpenGL is a software rasteriser, which costs whole cores)",
                 );
@@ -606,6 +617,11 @@ impl InspectorApp {
                             WARN,
                             format!("missed {} torn {}", st.frames_missed, st.frames_torn),
                         );
+                    }
+                    if st.frames_skipped > 0 {
+                        let busy = if d.yielding { " (machine busy)" } else { "" };
+                        ui.label(format!("skipped {}{busy}", st.frames_skipped))
+                            .on_hover_text("frames let pass on purpose while the machine had no spare CPU, so as not to slow the run (Settings → Sampler on a busy machine)");
                     }
                     drop(d);
                     let lost: u64 = s

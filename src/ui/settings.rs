@@ -87,6 +87,9 @@ pub struct Settings {
     pub traffic_filter: String,
     /// Redraws per second at most; 0 chooses (60, or 20 under software rendering).
     pub max_fps: u32,
+    /// The sampler's share of one core while the machine is busy (percent); 0 follows
+    /// every frame whatever it costs the run.
+    pub busy_budget_percent: f32,
 }
 
 impl Default for Settings {
@@ -106,6 +109,7 @@ impl Default for Settings {
             screenshot_dir: default_screenshot_dir(),
             traffic_filter: String::new(),
             max_fps: 0,
+            busy_budget_percent: crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT,
         }
     }
 }
@@ -130,6 +134,9 @@ impl Settings {
             detail_frames: self.detail_frames.clamp(100, 1_000_000),
             obs_limit: self.obs_limit,
             act_limit: self.act_limit,
+            busy_budget_percent: (self.busy_budget_percent.is_finite()
+                && self.busy_budget_percent > 0.0)
+                .then(|| self.busy_budget_percent.min(100.0)),
             ..crate::sampler::SamplerSettings::default()
         }
     }

@@ -139,13 +139,15 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData, cache: &mut Counters
     let s = d.stats;
     ui.horizontal(|ui| {
         ui.label(format!(
-            "sampler: {} of {} frames sampled, {} missed, {} torn",
-            s.frames_sampled, s.frames_seen, s.frames_missed, s.frames_torn
+            "sampler: {} of {} frames sampled, {} missed, {} torn, {} skipped",
+            s.frames_sampled, s.frames_seen, s.frames_missed, s.frames_torn, s.frames_skipped
         ));
         if s.frames_seen > 0 && s.frames_sampled < s.frames_seen {
             let share = 100.0 * s.frames_sampled as f64 / s.frames_seen as f64;
+            // Frames skipped on purpose are no fault; lost ones are.
+            let lost = 100.0 * (s.frames_missed + s.frames_torn) as f64 / s.frames_seen as f64;
             ui.colored_label(
-                if share < 99.0 {
+                if lost > 1.0 {
                     WARN
                 } else {
                     ui.visuals().text_color()
@@ -154,6 +156,12 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData, cache: &mut Counters
             );
         }
     });
+    if d.yielding {
+        ui.label(
+            "the machine has no spare CPU: the sampler keeps within its budget and skips frames \
+             (Settings → Sampler on a busy machine; 0 follows every frame)",
+        );
+    }
     ui.separator();
     ui.strong("Step latency (frame_time_ns − action_time_ns)");
     match &cache.latency {

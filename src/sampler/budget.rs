@@ -1,0 +1,266 @@
+//! Yielding to a busy machine. An observer that takes CPU from a saturated machine
+//! slows the run it observes: on two cores with engine and trainer busy-waiting, every
+//! wakeup of the sampler is paid for by the run. So while the machine has no spare CPU,
+//! the frame thread keeps its own CPU time within a budget (a share of one core) by
+//! sleeping between samples; the frames that pass meanwhile are counted as skipped.
+//! With spare CPU it follows every frame.
+
+/// Spare CPU (in cores, averaged over a check) below which the machine is busy.
+const BUSY_BELOW_CORES: f64 = 0.25;
+/// Spare CPU above which a busy machine is no longer busy (hysteresis).
+const IDLE_ABOVE_CORES: f64 = 0.5;
+/// How often the machine's load is read.
+pub const CHECK_INTERVAL_NS: u64 = 250_000_000;
+/// The longest hold between two samples.
+const MAX_HOLD_NS: u64 = 100_000_000;
+
+/// The machine's CPU time, all cores together, from the first line of `/proc/stat`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// idle + iowait, in clock ticks.
+    pub idle: u64,
+    /// Every state, in clock ticks (guest time is already inside user and nice).
+    pub total: u64,
+    /// The `cpuN` lines: the cores these times are shared by.
+    pub cores: usize,
+}
+
+/// The `cpu` line of `/proc/stat`: user nice system idle iowait irq softirq steal ….
+pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 5 {
+        return None;
+    }
+    let cores = text
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count();
+    Some(CpuTimes {
+        idle: v[3] + v[4],
+        total: v.iter().sum(),
+        cores: cores.max(1),
+    })
+}
+
+/// Reads `/proc/stat` (None where it does not exist or cannot be parsed).
+pub fn read_cpu_times() -> Option<CpuTimes> {
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// Spare cores between two readings, or None when no time passed.
+pub fn spare_cores(prev: CpuTimes, cur: CpuTimes) -> Option<f64> {
+    let total = cur.total.checked_sub(prev.total)?;
+    let idle = cur.idle.checked_sub(prev.idle)?;
+    (total > 0).then(|| idle.min(total) as f64 / total as f64 * cur.cores as f64)
+}
+
+/// Whether the machine is busy, and how long the frame thread holds off between samples
+/// while it is.
+#[derive(Debug)]
+pub struct Budget {
+    /// Share of one core the frame thread may use on a busy machine; None: no limit.
+    share: Option<f64>,
+    busy: bool,
+    last_times: Option<CpuTimes>,
+    last_check_ns: Option<u64>,
+    /// The thread's CPU time at the last sample.
+    cpu_at_sample: Option<u64>,
+    /// No sample before this time (while busy).
+    hold_until_ns: u64,
+}
+
+impl Budget {
+    /// `percent_of_a_core`: None never yields.
+    pub fn new(percent_of_a_core: Option<f32>) -> Self {
+        let mut b = Self {
+            share: None,
+            busy: false,
+            last_times: None,
+            last_check_ns: None,
+            cpu_at_sample: None,
+            hold_until_ns: 0,
+        };
+        b.set_percent(percent_of_a_core);
+        b
+    }
+
+    pub fn set_percent(&mut self, percent_of_a_core: Option<f32>) {
+        self.share = percent_of_a_core
+            .filter(|p| p.is_finite() && *p > 0.0)
+            .map(|p| f64::from(p.min(100.0)) / 100.0);
+        if self.share.is_none() {
+            self.hold_until_ns = 0;
+        }
+    }
+
+    /// True while the machine is busy and a budget is set: the thread is yielding.
+    pub fn yielding(&self) -> bool {
+        self.busy && self.share.is_some()
+    }
+
+    /// Whether it is time to read the machine's load again.
+    pub fn check_due(&self, now_ns: u64) -> bool {
+        self.last_check_ns
+            .is_none_or(|t| now_ns.saturating_sub(t) >= CHECK_INTERVAL_NS)
+    }
+
+    /// A reading of the machine's CPU times, taken at `now_ns`.
+    pub fn observe(&mut self, now_ns: u64, times: Option<CpuTimes>) {
+        self.last_check_ns = Some(now_ns);
+        let Some(cur) = times else {
+            // No /proc/stat: never busy.
+            self.busy = false;
+            return;
+        };
+        if let Some(spare) = self.last_times.and_then(|prev| spare_cores(prev, cur)) {
+            if self.busy && spare > IDLE_ABOVE_CORES {
+                self.busy = false;
+                self.hold_until_ns = 0;
+            } else if !self.busy && spare < BUSY_BELOW_CORES {
+                self.busy = true;
+            }
+        }
+        self.last_times = Some(cur);
+    }
+
+    /// A sample was taken at `now_ns`, the thread's CPU time being `thread_cpu_ns`: while
+    /// yielding, the next one waits until the CPU used since the last sample (the sample
+    /// and the looks before it) is within the budget.
+    pub fn sampled(&mut self, now_ns: u64, thread_cpu_ns: u64) {
+        let used = self
+            .cpu_at_sample
+            .map_or(0, |c| thread_cpu_ns.saturating_sub(c));
+        self.cpu_at_sample = Some(thread_cpu_ns);
+        self.hold_until_ns = match self.share {
+            Some(share) if self.busy => now_ns + ((used as f64 / share) as u64).min(MAX_HOLD_NS),
+            _ => 0,
+        };
+    }
+
+    /// How long to wait before looking at the segment again, when yielding.
+    pub fn hold_ns(&self, now_ns: u64) -> Option<u64> {
+        if !self.yielding() {
+            return None;
+        }
+        let left = self.hold_until_ns.saturating_sub(now_ns);
+        (left > 0).then_some(left)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  709770 11874 120869 1571559 2358 0 1062 2028 0 0\n\
+                        cpu0 354885 5937 60434 785779 1179 0 531 1014 0 0\n";
+
+    #[test]
+    fn the_cpu_line_gives_idle_with_iowait_and_the_total_of_every_state() {
+        let t = parse_proc_stat(STAT).unwrap();
+        assert_eq!(t.idle, 1_571_559 + 2_358);
+        assert_eq!(
+            t.total,
+            709_770 + 11_874 + 120_869 + 1_571_559 + 2_358 + 1_062 + 2_028
+        );
+        assert_eq!(t.cores, 1, "one cpuN line");
+        assert_eq!(
+            parse_proc_stat("cpu0 1 2 3 4 5\n"),
+            None,
+            "no aggregate line"
+        );
+        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None, "too few fields");
+    }
+
+    #[test]
+    fn spare_cores_is_the_idle_share_of_every_core() {
+        let a = CpuTimes {
+            idle: 0,
+            total: 0,
+            cores: 2,
+        };
+        let b = CpuTimes {
+            idle: 50,
+            total: 200,
+            cores: 2,
+        };
+        assert_eq!(spare_cores(a, b), Some(0.5));
+        assert_eq!(spare_cores(b, b), None, "no time passed");
+        assert_eq!(spare_cores(b, a), None, "counters went back");
+    }
+
+    fn reading(idle: u64, total: u64) -> Option<CpuTimes> {
+        Some(CpuTimes {
+            idle,
+            total,
+            cores: 2,
+        })
+    }
+
+    #[test]
+    fn a_busy_machine_holds_samples_apart_by_the_cpu_they_cost() {
+        // 1 % of a core.
+        let mut b = Budget::new(Some(1.0));
+        b.observe(0, reading(0, 0));
+        assert!(!b.yielding(), "one reading says nothing yet");
+        // 100 ticks of 2 cores, 5 idle: 0.1 core spare.
+        b.observe(250_000_000, reading(5, 100));
+        assert!(b.yielding());
+        b.sampled(300_000_000, 1_000_000);
+        // 40 µs of CPU since the last sample: 4 ms at 1 % of a core.
+        b.sampled(300_000_000, 1_040_000);
+        assert_eq!(b.hold_ns(300_000_000), Some(4_000_000));
+        assert_eq!(b.hold_ns(303_000_000), Some(1_000_000));
+        assert_eq!(b.hold_ns(304_000_000), None);
+        // A hold never exceeds the maximum, however much a sample cost.
+        b.sampled(400_000_000, 1_040_000 + 10_000_000);
+        assert_eq!(b.hold_ns(400_000_000), Some(MAX_HOLD_NS));
+    }
+
+    #[test]
+    fn spare_cpu_ends_the_yielding_with_hysteresis() {
+        let mut b = Budget::new(Some(1.0));
+        b.observe(0, reading(0, 0));
+        b.observe(1, reading(10, 100)); // 0.2 core spare: busy
+        assert!(b.yielding());
+        b.observe(2, reading(30, 200)); // 0.4 spare: still busy
+        assert!(b.yielding());
+        b.sampled(3, 0);
+        b.sampled(3, 100_000);
+        assert!(b.hold_ns(3).is_some());
+        b.observe(4, reading(60, 300)); // 0.6 spare: not busy
+        assert!(!b.yielding());
+        assert_eq!(b.hold_ns(4), None, "no hold once the machine has spare CPU");
+        b.observe(5, reading(75, 400)); // 0.3 spare: not busy yet
+        assert!(!b.yielding());
+    }
+
+    #[test]
+    fn without_a_budget_or_without_proc_stat_it_never_yields() {
+        let mut b = Budget::new(None);
+        b.observe(0, reading(0, 0));
+        b.observe(1, reading(0, 100));
+        assert!(!b.yielding());
+        b.sampled(2, 0);
+        b.sampled(2, 1_000_000);
+        assert_eq!(b.hold_ns(2), None);
+        let mut b = Budget::new(Some(0.0));
+        b.observe(0, reading(0, 0));
+        b.observe(1, reading(0, 100));
+        assert!(!b.yielding(), "0 % is no budget, not no samples");
+        let mut b = Budget::new(Some(1.0));
+        b.observe(0, reading(0, 0));
+        b.observe(1, reading(0, 100));
+        assert!(b.yielding());
+        b.observe(2, None);
+        assert!(!b.yielding());
+        assert!(b.check_due(2 + CHECK_INTERVAL_NS));
+        assert!(!b.check_due(3));
+    }
+}
