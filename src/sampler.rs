@@ -6,7 +6,7 @@
 //! The UI thread only reads the shared data and never waits on the engine.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -283,6 +283,8 @@ pub struct Sampler {
     settings: Arc<Mutex<SamplerSettings>>,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    #[cfg(test)]
+    handover: Arc<Handover>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -344,6 +346,9 @@ impl Sampler {
         // The frame thread has a mapping of its own; the auxiliary thread keeps the
         // watcher (state, re-attachment), the images and the value scans, so that the
         // frame thread's loop stays tight enough to catch frames that come in bursts.
+        let handover = Arc::new(Handover::default());
+        // Relaxed: a hint for the spotter, with no data behind it.
+        handover.taken.store(frame_at_attach, Ordering::Relaxed);
         let frames_attached = attached
             .reopen()
             .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -363,6 +368,20 @@ impl Sampler {
             budget,
             held: false,
             read_load,
+            handover: Arc::clone(&handover),
+        };
+        #[cfg(test)]
+        let test_handover = Arc::clone(&handover);
+        let spotter = Spotter {
+            attached: attached
+                .reopen()
+                .map_err(|e| std::io::Error::other(e.to_string()))?,
+            start_frame: frame_at_attach,
+            generation: 0,
+            handover,
+            data: Arc::clone(&data),
+            settings: Arc::clone(&settings),
+            stop: Arc::clone(&stop),
         };
         let aux = AuxWorker {
             watcher: Watcher::new(attached, clock),
@@ -375,6 +394,9 @@ impl Sampler {
         let frame_thread = std::thread::Builder::new()
             .name("lrbc-sampler".into())
             .spawn(move || frames.run())?;
+        let spotter_thread = std::thread::Builder::new()
+            .name("lrbc-spotter".into())
+            .spawn(move || spotter.run())?;
         let aux_thread = std::thread::Builder::new()
             .name("lrbc-sampler-aux".into())
             .spawn(move || aux.run())?;
@@ -382,7 +404,9 @@ impl Sampler {
             data,
             settings,
             stop,
-            threads: vec![frame_thread, aux_thread],
+            threads: vec![frame_thread, aux_thread, spotter_thread],
+            #[cfg(test)]
+            handover: test_handover,
         })
     }
 
@@ -455,6 +479,7 @@ struct FrameWorker {
     /// The thread held off (yielding) since it last saw a new frame.
     held: bool,
     read_load: fn() -> Option<CpuTimes>,
+    handover: Arc<Handover>,
 }
 
 /// Watches the segment's state, re-attaches, copies images, scans values, wakes the
@@ -699,12 +724,203 @@ pub fn scan_values(
     s
 }
 
+/// What one guarded copy of a frame gave.
+struct Taken {
+    consistent: bool,
+    frame_seq: u64,
+    latency: Option<u64>,
+    /// The watched envs that exist, in the order of the rows copied.
+    watched: Vec<u32>,
+}
+
+/// Copies the hot arrays of every env and the observation and action rows of the
+/// watched envs into `hot` and `watched_buf`, under the guard of spec 3.2.
+fn copy_frame(
+    attached: &Attached,
+    watched_envs: &[u32],
+    hot: &mut HotData,
+    watched_buf: &mut Vec<f32>,
+) -> Taken {
+    let (g, seg) = (&attached.geometry, &attached.segment);
+    let watched: Vec<u32> = watched_envs
+        .iter()
+        .copied()
+        .filter(|&e| e < g.num_envs)
+        .collect();
+    let (o, a) = (g.obs_size as usize, g.act_size as usize);
+    watched_buf.resize(watched.len() * (o + a), 0.0);
+    // Few attempts: when the engine is already writing the next frame, this one is
+    // gone; retrying would only take CPU from the engine.
+    let copy = snapshot::guarded_read(seg, g, 3, |s| {
+        snapshot::copy_hot_into(s, g, hot);
+        for (k, &e) in watched.iter().enumerate() {
+            let row = &mut watched_buf[k * (o + a)..(k + 1) * (o + a)];
+            let (obs, act) = row.split_at_mut(o);
+            if let Some(r) = g.region(RegionKind::Obs) {
+                s.read_f32s(r.offset_bytes + u64::from(e) * o as u64 * 4, obs);
+            }
+            if let Some(r) = g.region(RegionKind::Act) {
+                s.read_f32s(r.offset_bytes + u64::from(e) * a as u64 * 4, act);
+            }
+        }
+    });
+    let latency = g.counters.ext.and_then(|e| {
+        let f = seg.load_u64(e.frame_time_ns)?;
+        let a = seg.load_u64(e.action_time_ns)?;
+        (f >= a && a != 0).then(|| f - a)
+    });
+    Taken {
+        consistent: copy.consistent,
+        frame_seq: copy.frame_seq,
+        latency,
+        watched,
+    }
+}
+
+/// A consistent copy the spotter took of a frame the frame thread had not taken.
+#[derive(Debug)]
+struct SpotCopy {
+    generation: u64,
+    frame_seq: u64,
+    t_ns: u64,
+    latency: Option<u64>,
+    watched: Vec<u32>,
+    hot: HotData,
+    watched_buf: Vec<f32>,
+}
+
+/// Shared by the frame thread and the spotter.
+#[derive(Debug, Default)]
+struct Handover {
+    /// The newest frame the frame thread has taken.
+    taken: AtomicU64,
+    /// The frame thread is yielding to a busy machine: the spotter rests too.
+    yielding: AtomicBool,
+    copies: Mutex<VecDeque<SpotCopy>>,
+    /// Tests: the frame thread takes only what the spotter hands over.
+    #[cfg(test)]
+    blind: AtomicBool,
+}
+
+/// Copies handed over but not yet taken, at most (the oldest go first).
+const SPOT_QUEUE: usize = 16;
+
+/// A second pair of eyes on `frame_seq`. On this kind of machine a thread's nap of a
+/// hundred microseconds now and then lasts milliseconds; when the frame thread has not
+/// taken a frame some time after it appeared, the spotter copies it and hands it over,
+/// so that one thread's late wakeup does not lose the frame.
+struct Spotter {
+    attached: Attached,
+    start_frame: u64,
+    generation: u64,
+    handover: Arc<Handover>,
+    data: Arc<Mutex<SamplerData>>,
+    settings: Arc<Mutex<SamplerSettings>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Spotter {
+    fn run(mut self) {
+        crate::segment::set_timer_slack_ns(1_000);
+        crate::segment::lower_thread_priority(SAMPLER_NICE);
+        // Never on the frame thread's cores: a stall of one core must not blind both.
+        if let Some(cores) = crate::segment::CoreSet::of_this_thread() {
+            cores.keep_to(Some(1));
+        }
+        let mut watched_envs = lock(&self.settings).watched_envs.clone();
+        let mut housekeeping_ns = 0u64;
+        let mut interval_ns = 1_000_000u64;
+        let seg_frame = |a: &Attached| a.segment.load_u64(a.geometry.counters.frame_seq);
+        // From the frame at attach, as the frame thread, however late this thread starts.
+        let mut last = self.start_frame;
+        let mut tried = last;
+        let mut last_new_ns = crate::segment::monotonic_now_ns();
+        // Relaxed: a flag with no data behind it.
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = crate::segment::monotonic_now_ns();
+            if now.saturating_sub(housekeeping_ns) >= 5_000_000 {
+                housekeeping_ns = now;
+                if let Ok(s) = self.settings.try_lock() {
+                    watched_envs.clone_from(&s.watched_envs);
+                }
+                let generation = self.data.try_lock().map(|d| d.generation).ok();
+                if let Some(generation) = generation.filter(|g| *g != self.generation)
+                    && let Ok(a) = self.attached.reopen()
+                {
+                    self.attached = a;
+                    self.generation = generation;
+                    last = seg_frame(&self.attached).unwrap_or(0);
+                    tried = last;
+                }
+            }
+            // Relaxed: a flag with no data behind it.
+            if self.handover.yielding.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            let f = seg_frame(&self.attached).unwrap_or(0);
+            if f != last {
+                let delta = f.wrapping_sub(last).clamp(1, 1 << 20);
+                let per_frame = now.saturating_sub(last_new_ns) / delta;
+                interval_ns = (interval_ns * 7 + per_frame.min(SAMPLER_QUIET_NS)) / 8;
+                last = f;
+                last_new_ns = now;
+            }
+            // Relaxed: a hint, with no data behind it.
+            let taken = self.handover.taken.load(Ordering::Relaxed);
+            let behind = f.wrapping_sub(taken);
+            // A frame the frame thread has not taken an eighth of an interval after it
+            // appeared: it is late, copy the frame for it.
+            let grace = (interval_ns / 8).clamp(SAMPLER_NAP_MIN_NS, SAMPLER_NAP_MAX_NS);
+            if f != tried
+                && behind > 0
+                && behind < 1 << 40
+                && now.saturating_sub(last_new_ns) >= grace
+            {
+                let mut hot = HotData::default();
+                let mut watched_buf = Vec::new();
+                let t = copy_frame(&self.attached, &watched_envs, &mut hot, &mut watched_buf);
+                let still_behind = t
+                    .frame_seq
+                    .wrapping_sub(self.handover.taken.load(Ordering::Relaxed));
+                if t.consistent && still_behind > 0 && still_behind < 1 << 40 {
+                    let mut q = lock(&self.handover.copies);
+                    if q.len() >= SPOT_QUEUE {
+                        q.pop_front();
+                    }
+                    q.push_back(SpotCopy {
+                        generation: self.generation,
+                        frame_seq: t.frame_seq,
+                        t_ns: now,
+                        latency: t.latency,
+                        watched: t.watched,
+                        hot,
+                        watched_buf,
+                    });
+                }
+                // One try per frame.
+                tried = f;
+            }
+            let nap = if now.saturating_sub(last_new_ns) > SAMPLER_QUIET_NS {
+                SAMPLER_QUIET_NAP_NS
+            } else {
+                (interval_ns / 8).clamp(SAMPLER_NAP_MIN_NS, SAMPLER_NAP_MAX_NS)
+            };
+            std::thread::sleep(Duration::from_nanos(nap));
+        }
+    }
+}
+
 impl FrameWorker {
     fn run(mut self) {
         // Naps of a few tens of microseconds must not turn into a hundred; and the
         // sampler takes only the time the engine and trainer leave over.
         crate::segment::set_timer_slack_ns(1_000);
         crate::segment::lower_thread_priority(SAMPLER_NICE);
+        // The spotter keeps to the other half (see `Spotter`), except while yielding to a
+        // busy machine: then the spotter rests, and any core may do.
+        let cores = crate::segment::CoreSet::of_this_thread();
+        let mut kept_to_half = cores.is_some_and(|c| c.keep_to(Some(0)));
         let mut settings = lock(&self.settings).clone();
         let mut housekeeping_ns = 0u64;
         // The frame interval, smoothed, and when the last new frame was seen.
@@ -719,7 +935,29 @@ impl FrameWorker {
                 std::thread::sleep(Duration::from_nanos(hold));
                 continue;
             }
+            let yielding = self.budget.yielding();
+            // Relaxed: a flag with no data behind it.
+            self.handover.yielding.store(yielding, Ordering::Relaxed);
+            if let Some(c) = &cores
+                && kept_to_half == yielding
+            {
+                c.keep_to((!yielding).then_some(0));
+                kept_to_half = !yielding;
+            }
+            // Frames the spotter copied while this thread was late.
+            if let Some(passed) = self.take_handed_over() {
+                let per_frame = now.saturating_sub(last_new_ns) / passed.clamp(1, 1 << 20);
+                interval_ns = (interval_ns * 7 + per_frame.min(SAMPLER_QUIET_NS)) / 8;
+                last_new_ns = now;
+            }
             let f = self.frame_seq();
+            // Tests: a frame thread that never sees a new frame itself.
+            #[cfg(test)]
+            let f = if self.handover.blind.load(Ordering::Relaxed) {
+                self.last_frame
+            } else {
+                f
+            };
             let new_frame = f != self.last_frame;
             if new_frame {
                 let delta = f.wrapping_sub(self.last_frame);
@@ -741,6 +979,8 @@ impl FrameWorker {
                     }
                 }
                 self.last_frame = f;
+                // Relaxed: a hint for the spotter, with no data behind it.
+                self.handover.taken.store(f, Ordering::Relaxed);
                 let per_frame = now.saturating_sub(last_new_ns) / delta.clamp(1, 1 << 20);
                 interval_ns = (interval_ns * 7 + per_frame.min(SAMPLER_QUIET_NS)) / 8;
                 last_new_ns = now;
@@ -786,6 +1026,10 @@ impl FrameWorker {
             self.generation = generation;
             self.pending = Pending::default();
             self.last_frame = self.frame_seq();
+            // Relaxed: a hint for the spotter, with no data behind it.
+            self.handover
+                .taken
+                .store(self.last_frame, Ordering::Relaxed);
         }
     }
 
@@ -798,57 +1042,65 @@ impl FrameWorker {
 
     /// Copies the frame just published (and records the frames that went by).
     fn sample(&mut self, settings: &SamplerSettings, now: u64, delta: u64) {
-        let Self {
-            attached,
-            hot,
-            watched_buf,
-            ..
-        } = self;
-        let (g, seg) = (&attached.geometry, &attached.segment);
-        let watched: Vec<u32> = settings
-            .watched_envs
-            .iter()
-            .copied()
-            .filter(|&e| e < g.num_envs)
-            .collect();
-        let (o, a) = (g.obs_size as usize, g.act_size as usize);
-        watched_buf.resize(watched.len() * (o + a), 0.0);
-        // Few attempts: when the engine is already writing the next frame, this one is
-        // gone; retrying would only take CPU from the engine.
-        let copy = snapshot::guarded_read(seg, g, 3, |s| {
-            snapshot::copy_hot_into(s, g, hot);
-            for (k, &e) in watched.iter().enumerate() {
-                let row = &mut watched_buf[k * (o + a)..(k + 1) * (o + a)];
-                let (obs, act) = row.split_at_mut(o);
-                if let Some(r) = g.region(RegionKind::Obs) {
-                    s.read_f32s(r.offset_bytes + u64::from(e) * o as u64 * 4, obs);
-                }
-                if let Some(r) = g.region(RegionKind::Act) {
-                    s.read_f32s(r.offset_bytes + u64::from(e) * a as u64 * 4, act);
-                }
-            }
-        });
-        // Frames that went by while the thread held off on purpose were skipped.
+        let taken = copy_frame(
+            &self.attached,
+            &settings.watched_envs,
+            &mut self.hot,
+            &mut self.watched_buf,
+        );
+        self.count_passed(delta);
+        if !taken.consistent {
+            self.pending.torn += 1;
+            return;
+        }
+        self.record(taken.frame_seq, now, taken.latency, &taken.watched);
+    }
+
+    /// Frames that went by unseen: skipped while the thread held off on purpose, else
+    /// missed.
+    fn count_passed(&mut self, delta: u64) {
         if self.held {
             self.pending.skipped += delta - 1;
         } else {
             self.pending.missed += delta - 1;
         }
-        if !copy.consistent {
-            self.pending.torn += 1;
-            return;
+    }
+
+    /// Takes the copies the spotter made of frames this thread had not seen (it was not
+    /// scheduled in time). Returns how many frames went by, if any copy was taken.
+    fn take_handed_over(&mut self) -> Option<u64> {
+        let copies: Vec<SpotCopy> = match self.handover.copies.try_lock() {
+            Ok(mut q) if !q.is_empty() => q.drain(..).collect(),
+            _ => return None,
+        };
+        let mut passed = None;
+        for c in copies {
+            let delta = c.frame_seq.wrapping_sub(self.last_frame);
+            if c.generation != self.generation || delta == 0 || delta >= 1 << 40 {
+                continue;
+            }
+            self.pending.seen += delta;
+            self.count_passed(delta);
+            self.held = false;
+            self.hot = c.hot;
+            self.watched_buf = c.watched_buf;
+            self.record(c.frame_seq, c.t_ns, c.latency, &c.watched);
+            self.last_frame = c.frame_seq;
+            // Relaxed: a hint for the spotter, with no data behind it.
+            self.handover.taken.store(c.frame_seq, Ordering::Relaxed);
+            *passed.get_or_insert(0) += delta;
         }
+        passed
+    }
+
+    /// Keeps a consistent copy now in `self.hot` and `self.watched_buf`.
+    fn record(&mut self, frame_seq: u64, now: u64, latency: Option<u64>, watched: &[u32]) {
+        let g = &self.attached.geometry;
+        let (o, a) = (g.obs_size as usize, g.act_size as usize);
         self.pending.sampled += 1;
         // The newest consistent copy is kept; the other buffer takes the next copy.
         std::mem::swap(&mut self.hot, &mut self.last_good);
-        self.last_good_frame = copy.frame_seq;
-        let frame_seq = copy.frame_seq;
-        let c = g.counters;
-        let latency = c.ext.and_then(|e| {
-            let f = seg.load_u64(e.frame_time_ns)?;
-            let a = seg.load_u64(e.action_time_ns)?;
-            (f >= a && a != 0).then(|| f - a)
-        });
+        self.last_good_frame = frame_seq;
         let hot = &self.last_good;
         let agg = aggregate(frame_seq, now, hot, latency, &mut self.scratch);
         self.pending.frames.push(agg);
@@ -876,12 +1128,15 @@ impl FrameWorker {
                     flags,
                 },
             ));
+            let Some(values) = self.watched_buf.get(k * (o + a)..(k + 1) * (o + a)) else {
+                continue;
+            };
             self.pending.details.push((
                 e,
                 EnvDetail {
                     frame_seq,
                     t_ns: now,
-                    values: self.watched_buf[k * (o + a)..(k + 1) * (o + a)].into(),
+                    values: values.into(),
                 },
             ));
         }

@@ -94,6 +94,49 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
 }
 
 #[test]
+fn frames_the_frame_thread_does_not_look_at_are_taken_by_the_spotter() {
+    let seg = TestSegment::create("spotter", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let mut sampler = Sampler::start(
+        seg.attach(),
+        SamplerSettings {
+            watched_envs: vec![1],
+            busy_budget_percent: None,
+            ..SamplerSettings::default()
+        },
+        MonotonicClock,
+        Box::new(|| {}),
+        60.0,
+    )
+    .unwrap();
+    // The frame thread stops looking at frame_seq (as when it is not scheduled).
+    sampler.handover.blind.store(true, Ordering::Relaxed);
+    for frame in 1..=50u64 {
+        seg.rw.seqlock_begin(288);
+        seg.rw
+            .write_f32s(seg.plan.rewards_offset, &[0.0, frame as f32 * 2.0]);
+        seg.rw.fetch_add_u64(288, 1);
+        seg.rw.store_u64(40, frame);
+        seg.rw.store_u64(32, frame);
+        wait_until(&format!("frame {frame} ({:?})", sampler.stats()), || {
+            sampler.stats().frames_seen >= frame
+        });
+    }
+    sampler.stop();
+    let d = sampler.lock();
+    assert_eq!(d.stats.frames_seen, 50);
+    assert_eq!(d.stats.frames_sampled, 50, "{:?}", d.stats);
+    assert_eq!(d.stats.frames_missed, 0);
+    let env1 = &d.envs[&1];
+    assert_eq!(env1.points.len(), 50);
+    assert!(
+        env1.points
+            .iter()
+            .all(|p| p.reward == p.frame_seq as f32 * 2.0),
+        "each handed-over copy is the frame it says"
+    );
+}
+
+#[test]
 fn frames_that_pass_unseen_are_counted_missed() {
     let seg = TestSegment::create("missed", &spec(PlanLayout::Lrbc { ext: true }, 2));
     let mut sampler = Sampler::start(
@@ -116,7 +159,7 @@ fn frames_that_pass_unseen_are_counted_missed() {
 
 /// A machine whose every core is busy: no idle tick between two readings.
 fn busy_machine() -> Option<CpuTimes> {
-    static TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static TICKS: AtomicU64 = AtomicU64::new(0);
     // Relaxed: a counter with no data behind it.
     let total = TICKS.fetch_add(100, Ordering::Relaxed) + 100;
     Some(CpuTimes {
@@ -128,7 +171,7 @@ fn busy_machine() -> Option<CpuTimes> {
 
 /// A machine with every core idle.
 fn idle_machine() -> Option<CpuTimes> {
-    static TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static TICKS: AtomicU64 = AtomicU64::new(0);
     // Relaxed: a counter with no data behind it.
     let total = TICKS.fetch_add(100, Ordering::Relaxed) + 100;
     Some(CpuTimes {

@@ -230,6 +230,58 @@ pub fn set_env_at_startup(key: &str, value: &str) {
     unsafe { std::env::set_var(key, value) };
 }
 
+/// The cores the calling thread may run on, captured once, so that it can be kept to
+/// every other one of them and let go again.
+#[derive(Clone, Copy)]
+pub struct CoreSet {
+    allowed: libc::cpu_set_t,
+    count: usize,
+}
+
+impl std::fmt::Debug for CoreSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CoreSet({} cores)", self.count)
+    }
+}
+
+impl CoreSet {
+    /// The calling thread's cores now (None where the kernel does not say).
+    pub fn of_this_thread() -> Option<Self> {
+        // SAFETY: cpu_set_t is plain bits; all zeroes is the empty set.
+        let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: pid 0 is the calling thread; `allowed` is a cpu_set_t of that size.
+        let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut allowed) };
+        // SAFETY: `allowed` is a valid cpu_set_t.
+        let count = usize::try_from(unsafe { libc::CPU_COUNT(&allowed) }).unwrap_or(0);
+        (rc == 0 && count > 0).then_some(Self { allowed, count })
+    }
+
+    /// Keeps the calling thread to every other of these cores: the first, third, …
+    /// (`Some(0)`) or the second, fourth, … (`Some(1)`), so that two threads that back
+    /// each other up never wait on the same core; `None` lets it run on all of them.
+    /// Does nothing with fewer than two cores. Returns whether the kernel took it.
+    pub fn keep_to(&self, half: Option<usize>) -> bool {
+        let set = match half {
+            Some(h) if self.count >= 2 => {
+                // SAFETY: as above.
+                let mut mine: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                let cores = (0..libc::CPU_SETSIZE as usize)
+                    // SAFETY: `c` is below CPU_SETSIZE, within the set.
+                    .filter(|&c| unsafe { libc::CPU_ISSET(c, &self.allowed) });
+                for c in cores.skip(h % 2).step_by(2) {
+                    // SAFETY: `c` came from the set, so it is below CPU_SETSIZE.
+                    unsafe { libc::CPU_SET(c, &mut mine) };
+                }
+                mine
+            }
+            Some(_) => return false,
+            None => self.allowed,
+        };
+        // SAFETY: pid 0 is the calling thread; `set` is a valid, non-empty cpu_set_t.
+        unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) == 0 }
+    }
+}
+
 /// Lowers the calling thread's scheduling priority (nice value), so that it runs in the
 /// time the engine and the trainer leave over and never delays them.
 pub fn lower_thread_priority(nice: i32) {
