@@ -724,6 +724,55 @@ pub fn scan_values(
     s
 }
 
+/// How far `newer` is ahead of `older` in frames, when it is (a frame_seq that went back
+/// is a new run, not 2^64 frames).
+fn frames_ahead(newer: u64, older: u64) -> Option<u64> {
+    let delta = newer.wrapping_sub(older);
+    (delta > 0 && delta < 1 << 40).then_some(delta)
+}
+
+/// The pace of frames as one polling thread sees it: the frame interval, smoothed, and
+/// when a new frame was last seen; its naps follow from them.
+struct FramePace {
+    interval_ns: u64,
+    last_new_ns: u64,
+}
+
+impl FramePace {
+    fn new(now: u64) -> Self {
+        Self {
+            interval_ns: 1_000_000,
+            last_new_ns: now,
+        }
+    }
+
+    /// `delta` new frames were seen at `now`.
+    fn saw(&mut self, now: u64, delta: u64) {
+        let per_frame = now.saturating_sub(self.last_new_ns) / delta.clamp(1, 1 << 20);
+        self.interval_ns = (self.interval_ns * 7 + per_frame.min(SAMPLER_QUIET_NS)) / 8;
+        self.last_new_ns = now;
+    }
+
+    /// An eighth of the frame interval, within bounds: a frame is caught early in the
+    /// time it stays stable without waking dozens of times per frame.
+    fn eighth_ns(&self) -> u64 {
+        (self.interval_ns / 8).clamp(SAMPLER_NAP_MIN_NS, SAMPLER_NAP_MAX_NS)
+    }
+
+    /// The next nap: an eighth of the interval, long ones once it has been quiet.
+    fn nap(&self, now: u64) -> Duration {
+        Duration::from_nanos(if now.saturating_sub(self.last_new_ns) > SAMPLER_QUIET_NS {
+            SAMPLER_QUIET_NAP_NS
+        } else {
+            self.eighth_ns()
+        })
+    }
+
+    fn since_new_ns(&self, now: u64) -> u64 {
+        now.saturating_sub(self.last_new_ns)
+    }
+}
+
 /// What one guarded copy of a frame gave.
 struct Taken {
     consistent: bool,
@@ -829,12 +878,11 @@ impl Spotter {
         }
         let mut watched_envs = lock(&self.settings).watched_envs.clone();
         let mut housekeeping_ns = 0u64;
-        let mut interval_ns = 1_000_000u64;
         let seg_frame = |a: &Attached| a.segment.load_u64(a.geometry.counters.frame_seq);
         // From the frame at attach, as the frame thread, however late this thread starts.
         let mut last = self.start_frame;
         let mut tried = last;
-        let mut last_new_ns = crate::segment::monotonic_now_ns();
+        let mut pace = FramePace::new(crate::segment::monotonic_now_ns());
         // Relaxed: a flag with no data behind it.
         while !self.stop.load(Ordering::Relaxed) {
             let now = crate::segment::monotonic_now_ns();
@@ -860,30 +908,23 @@ impl Spotter {
             }
             let f = seg_frame(&self.attached).unwrap_or(0);
             if f != last {
-                let delta = f.wrapping_sub(last).clamp(1, 1 << 20);
-                let per_frame = now.saturating_sub(last_new_ns) / delta;
-                interval_ns = (interval_ns * 7 + per_frame.min(SAMPLER_QUIET_NS)) / 8;
+                pace.saw(now, f.wrapping_sub(last));
                 last = f;
-                last_new_ns = now;
             }
             // Relaxed: a hint, with no data behind it.
             let taken = self.handover.taken.load(Ordering::Relaxed);
-            let behind = f.wrapping_sub(taken);
             // A frame the frame thread has not taken an eighth of an interval after it
             // appeared: it is late, copy the frame for it.
-            let grace = (interval_ns / 8).clamp(SAMPLER_NAP_MIN_NS, SAMPLER_NAP_MAX_NS);
             if f != tried
-                && behind > 0
-                && behind < 1 << 40
-                && now.saturating_sub(last_new_ns) >= grace
+                && frames_ahead(f, taken).is_some()
+                && pace.since_new_ns(now) >= pace.eighth_ns()
             {
                 let mut hot = HotData::default();
                 let mut watched_buf = Vec::new();
                 let t = copy_frame(&self.attached, &watched_envs, &mut hot, &mut watched_buf);
-                let still_behind = t
-                    .frame_seq
-                    .wrapping_sub(self.handover.taken.load(Ordering::Relaxed));
-                if t.consistent && still_behind > 0 && still_behind < 1 << 40 {
+                // Relaxed: as above.
+                let taken = self.handover.taken.load(Ordering::Relaxed);
+                if t.consistent && frames_ahead(t.frame_seq, taken).is_some() {
                     let mut q = lock(&self.handover.copies);
                     if q.len() >= SPOT_QUEUE {
                         q.pop_front();
@@ -901,12 +942,7 @@ impl Spotter {
                 // One try per frame.
                 tried = f;
             }
-            let nap = if now.saturating_sub(last_new_ns) > SAMPLER_QUIET_NS {
-                SAMPLER_QUIET_NAP_NS
-            } else {
-                (interval_ns / 8).clamp(SAMPLER_NAP_MIN_NS, SAMPLER_NAP_MAX_NS)
-            };
-            std::thread::sleep(Duration::from_nanos(nap));
+            std::thread::sleep(pace.nap(now));
         }
     }
 }
@@ -923,9 +959,7 @@ impl FrameWorker {
         let mut kept_to_half = cores.is_some_and(|c| c.keep_to(Some(0)));
         let mut settings = lock(&self.settings).clone();
         let mut housekeeping_ns = 0u64;
-        // The frame interval, smoothed, and when the last new frame was seen.
-        let mut interval_ns = 1_000_000u64;
-        let mut last_new_ns = crate::segment::monotonic_now_ns();
+        let mut pace = FramePace::new(crate::segment::monotonic_now_ns());
         // Relaxed: a flag with no data behind it.
         while !self.stop.load(Ordering::Relaxed) {
             let now = crate::segment::monotonic_now_ns();
@@ -946,9 +980,7 @@ impl FrameWorker {
             }
             // Frames the spotter copied while this thread was late.
             if let Some(passed) = self.take_handed_over() {
-                let per_frame = now.saturating_sub(last_new_ns) / passed.clamp(1, 1 << 20);
-                interval_ns = (interval_ns * 7 + per_frame.min(SAMPLER_QUIET_NS)) / 8;
-                last_new_ns = now;
+                pace.saw(now, passed);
             }
             let f = self.frame_seq();
             // Tests: a frame thread that never sees a new frame itself.
@@ -962,7 +994,7 @@ impl FrameWorker {
             if new_frame {
                 let delta = f.wrapping_sub(self.last_frame);
                 // A frame_seq that went back means a new run: count nothing.
-                if delta < 1 << 40 {
+                if frames_ahead(f, self.last_frame).is_some() {
                     self.pending.seen += delta;
                     let (seg, g) = (&self.attached.segment, &self.attached.geometry);
                     if self.held && !snapshot::settled_now(seg, g) {
@@ -981,9 +1013,7 @@ impl FrameWorker {
                 self.last_frame = f;
                 // Relaxed: a hint for the spotter, with no data behind it.
                 self.handover.taken.store(f, Ordering::Relaxed);
-                let per_frame = now.saturating_sub(last_new_ns) / delta.clamp(1, 1 << 20);
-                interval_ns = (interval_ns * 7 + per_frame.min(SAMPLER_QUIET_NS)) / 8;
-                last_new_ns = now;
+                pace.saw(now, delta);
             }
             // The rest is done every few milliseconds, not on every look at frame_seq.
             if now.saturating_sub(housekeeping_ns) >= 5_000_000 {
@@ -1001,13 +1031,7 @@ impl FrameWorker {
                 self.flush(&settings, false);
             }
             if !new_frame {
-                // Naps scale with the frame interval; long ones once it has been quiet.
-                let nap = if now.saturating_sub(last_new_ns) > SAMPLER_QUIET_NS {
-                    SAMPLER_QUIET_NAP_NS
-                } else {
-                    (interval_ns / 8).clamp(SAMPLER_NAP_MIN_NS, SAMPLER_NAP_MAX_NS)
-                };
-                std::thread::sleep(Duration::from_nanos(nap));
+                std::thread::sleep(pace.nap(now));
             }
         }
     }
@@ -1075,10 +1099,11 @@ impl FrameWorker {
         };
         let mut passed = None;
         for c in copies {
-            let delta = c.frame_seq.wrapping_sub(self.last_frame);
-            if c.generation != self.generation || delta == 0 || delta >= 1 << 40 {
+            let Some(delta) = frames_ahead(c.frame_seq, self.last_frame)
+                .filter(|_| c.generation == self.generation)
+            else {
                 continue;
-            }
+            };
             self.pending.seen += delta;
             self.count_passed(delta);
             self.held = false;

@@ -12,6 +12,28 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// A sampler on `seg`, the machine's load read from /proc/stat.
+fn start_sampler(seg: &TestSegment, settings: SamplerSettings) -> Sampler {
+    start_sampler_with_load(seg, settings, budget::read_cpu_times)
+}
+
+/// A sampler on `seg`, the machine's load read by `load`.
+fn start_sampler_with_load(
+    seg: &TestSegment,
+    settings: SamplerSettings,
+    load: fn() -> Option<CpuTimes>,
+) -> Sampler {
+    Sampler::start_with_load(
+        seg.attach(),
+        settings,
+        MonotonicClock,
+        Box::new(|| {}),
+        60.0,
+        load,
+    )
+    .unwrap()
+}
+
 #[test]
 fn the_ring_keeps_the_newest_entries() {
     let mut r = Ring::new(3);
@@ -32,14 +54,7 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
         busy_budget_percent: None,
         ..SamplerSettings::default()
     };
-    let mut sampler = Sampler::start(
-        seg.attach(),
-        settings,
-        MonotonicClock,
-        Box::new(|| {}),
-        60.0,
-    )
-    .unwrap();
+    let mut sampler = start_sampler(&seg, settings);
     // An engine publishing 200 frames, each rewarding env i with frame + i, waiting for
     // the sampler to have seen each one (a client at the sampler's pace).
     for frame in 1..=200u64 {
@@ -96,18 +111,14 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
 #[test]
 fn frames_the_frame_thread_does_not_look_at_are_taken_by_the_spotter() {
     let seg = TestSegment::create("spotter", &spec(PlanLayout::Lrbc { ext: true }, 2));
-    let mut sampler = Sampler::start(
-        seg.attach(),
+    let mut sampler = start_sampler(
+        &seg,
         SamplerSettings {
             watched_envs: vec![1],
             busy_budget_percent: None,
             ..SamplerSettings::default()
         },
-        MonotonicClock,
-        Box::new(|| {}),
-        60.0,
-    )
-    .unwrap();
+    );
     // The frame thread stops looking at frame_seq (as when it is not scheduled).
     sampler.handover.blind.store(true, Ordering::Relaxed);
     for frame in 1..=50u64 {
@@ -139,14 +150,7 @@ fn frames_the_frame_thread_does_not_look_at_are_taken_by_the_spotter() {
 #[test]
 fn frames_that_pass_unseen_are_counted_missed() {
     let seg = TestSegment::create("missed", &spec(PlanLayout::Lrbc { ext: true }, 2));
-    let mut sampler = Sampler::start(
-        seg.attach(),
-        SamplerSettings::default(),
-        MonotonicClock,
-        Box::new(|| {}),
-        60.0,
-    )
-    .unwrap();
+    let mut sampler = start_sampler(&seg, SamplerSettings::default());
     // Ten frames published at once: the sampler sees only the last one.
     seg.rw.store_u64(40, 10);
     seg.rw.store_u64(32, 10);
@@ -203,15 +207,7 @@ fn publish_until(seg: &TestSegment, mut until: impl FnMut() -> bool) -> u64 {
 #[test]
 fn on_a_busy_machine_the_sampler_keeps_to_its_budget_and_counts_the_frames_it_skips() {
     let seg = TestSegment::create("busy", &spec(PlanLayout::Lrbc { ext: true }, 2));
-    let mut sampler = Sampler::start_with_load(
-        seg.attach(),
-        SamplerSettings::default(),
-        MonotonicClock,
-        Box::new(|| {}),
-        60.0,
-        busy_machine,
-    )
-    .unwrap();
+    let mut sampler = start_sampler_with_load(&seg, SamplerSettings::default(), busy_machine);
     // Frames keep coming until the sampler has yielded and skipped a good many.
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut at_yield: Option<SamplerStats> = None;
@@ -263,15 +259,7 @@ fn with_spare_cpu_or_without_a_budget_no_frame_is_skipped() {
         ),
     ] {
         let seg = TestSegment::create("spare", &spec(PlanLayout::Lrbc { ext: true }, 2));
-        let mut sampler = Sampler::start_with_load(
-            seg.attach(),
-            settings,
-            MonotonicClock,
-            Box::new(|| {}),
-            60.0,
-            load,
-        )
-        .unwrap();
+        let mut sampler = start_sampler_with_load(&seg, settings, load);
         // Past two readings of the load, so that the sampler has judged the machine.
         let until = Instant::now() + Duration::from_millis(700);
         let published = publish_until(&seg, || Instant::now() >= until);
@@ -289,14 +277,7 @@ fn with_spare_cpu_or_without_a_budget_no_frame_is_skipped() {
 #[test]
 fn torn_frames_are_discarded_and_counted() {
     let seg = TestSegment::create("torn", &spec(PlanLayout::Lrbc { ext: true }, 2));
-    let mut sampler = Sampler::start(
-        seg.attach(),
-        SamplerSettings::default(),
-        MonotonicClock,
-        Box::new(|| {}),
-        60.0,
-    )
-    .unwrap();
+    let mut sampler = start_sampler(&seg, SamplerSettings::default());
     // The engine "writes" forever: write_seq stays odd, so no copy can be trusted.
     seg.rw.seqlock_begin(288);
     seg.rw.store_u64(40, 1);
@@ -319,14 +300,7 @@ fn the_scan_points_at_the_offending_env_and_channel() {
         seg.plan.act_offset,
         &[0.0, 0.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0],
     );
-    let mut sampler = Sampler::start(
-        seg.attach(),
-        SamplerSettings::default(),
-        MonotonicClock,
-        Box::new(|| {}),
-        60.0,
-    )
-    .unwrap();
+    let mut sampler = start_sampler(&seg, SamplerSettings::default());
     wait_until("a scan", || sampler.lock().scan.scans >= 1);
     sampler.stop();
     let scan = sampler.lock().scan.clone();
@@ -363,14 +337,7 @@ fn camera_images_are_copied_when_image_seq_moves() {
     let mut s = spec(PlanLayout::Lrbc { ext: true }, 2);
     s.image = Some((4, 2, 3));
     let seg = TestSegment::create("images", &s);
-    let mut sampler = Sampler::start(
-        seg.attach(),
-        SamplerSettings::default(),
-        MonotonicClock,
-        Box::new(|| {}),
-        60.0,
-    )
-    .unwrap();
+    let mut sampler = start_sampler(&seg, SamplerSettings::default());
     let pixels: Vec<u8> = (0..48).collect();
     seg.rw.seqlock_begin(288);
     seg.rw.write_at(seg.plan.image_offset, &pixels);
