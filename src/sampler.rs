@@ -34,6 +34,10 @@ const SAMPLER_NAP_MAX_NS: u64 = 200_000;
 /// The nap once no frame has come for this long (a paused or stopped run).
 const SAMPLER_QUIET_NS: u64 = 500_000_000;
 const SAMPLER_QUIET_NAP_NS: u64 = 2_000_000;
+/// How often the auxiliary thread looks at the segment's state (liveness, re-attach).
+const AUX_TICK_NS: u64 = 250_000_000;
+/// The auxiliary thread's longest sleep: a change of settings is taken up within it.
+const AUX_MAX_SLEEP_NS: u64 = 50_000_000;
 
 /// The frame thread's share of one core on a busy machine, by default (percent).
 pub const DEFAULT_BUSY_BUDGET_PERCENT: f32 = 1.0;
@@ -293,7 +297,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Sampler {
-    /// Starts sampling `attached` on a named thread.
+    /// Starts sampling `attached` on named threads. The reader repaints at `repaint_hz`:
+    /// `waker` is called at that rate, and while yielding to a busy machine the sampler
+    /// takes no more than one frame per repaint.
     pub fn start<C: Clock + 'static>(
         attached: Attached,
         settings: SamplerSettings,
@@ -335,7 +341,8 @@ impl Sampler {
             image_fps: 0.0,
             yielding: false,
         }));
-        let budget = Budget::new(settings.busy_budget_percent);
+        let repaint_interval_ns = (1e9 / repaint_hz.max(1.0)) as u64;
+        let budget = Budget::new(settings.busy_budget_percent, repaint_interval_ns);
         let settings = Arc::new(Mutex::new(settings));
         let stop = Arc::new(AtomicBool::new(false));
         // Frames count from the moment of attach, not from when the thread starts.
@@ -352,7 +359,7 @@ impl Sampler {
         let frames_attached = attached
             .reopen()
             .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let frames = FrameWorker {
+        let mut frames = FrameWorker {
             attached: frames_attached,
             scratch: Vec::new(),
             hot: HotData::default(),
@@ -369,6 +376,7 @@ impl Sampler {
             held: false,
             read_load,
             handover: Arc::clone(&handover),
+            spotter: None,
         };
         #[cfg(test)]
         let test_handover = Arc::clone(&handover);
@@ -389,14 +397,15 @@ impl Sampler {
             settings: Arc::clone(&settings),
             stop: Arc::clone(&stop),
             waker,
-            repaint_interval_ns: (1e9 / repaint_hz.max(1.0)) as u64,
+            repaint_interval_ns,
         };
-        let frame_thread = std::thread::Builder::new()
-            .name("lrbc-sampler".into())
-            .spawn(move || frames.run())?;
         let spotter_thread = std::thread::Builder::new()
             .name("lrbc-spotter".into())
             .spawn(move || spotter.run())?;
+        frames.spotter = Some(spotter_thread.thread().clone());
+        let frame_thread = std::thread::Builder::new()
+            .name("lrbc-sampler".into())
+            .spawn(move || frames.run())?;
         let aux_thread = std::thread::Builder::new()
             .name("lrbc-sampler-aux".into())
             .spawn(move || aux.run())?;
@@ -436,6 +445,8 @@ impl Sampler {
         // Relaxed: a flag with no data behind it.
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
+            // A resting thread wakes now rather than at the end of its rest.
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -480,6 +491,8 @@ struct FrameWorker {
     held: bool,
     read_load: fn() -> Option<CpuTimes>,
     handover: Arc<Handover>,
+    /// Woken when the yielding ends.
+    spotter: Option<std::thread::Thread>,
 }
 
 /// Watches the segment's state, re-attaches, copies images, scans values, wakes the
@@ -903,7 +916,9 @@ impl Spotter {
             }
             // Relaxed: a flag with no data behind it.
             if self.handover.yielding.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
+                // Rests without waking the busy machine; the frame thread unparks it when
+                // the yielding ends (the timeout is for the housekeeping above).
+                std::thread::park_timeout(Duration::from_millis(250));
                 continue;
             }
             let f = seg_frame(&self.attached).unwrap_or(0);
@@ -970,8 +985,15 @@ impl FrameWorker {
                 continue;
             }
             let yielding = self.budget.yielding();
-            // Relaxed: a flag with no data behind it.
-            self.handover.yielding.store(yielding, Ordering::Relaxed);
+            // Relaxed: a flag with no data behind it; the unpark below wakes the spotter
+            // to read it.
+            let was_yielding = self.handover.yielding.swap(yielding, Ordering::Relaxed);
+            if was_yielding
+                && !yielding
+                && let Some(spotter) = &self.spotter
+            {
+                spotter.unpark();
+            }
             if let Some(c) = &cores
                 && kept_to_half == yielding
             {
@@ -1252,7 +1274,7 @@ impl<C: Clock> AuxWorker<C> {
             if let Ok(s) = self.settings.try_lock() {
                 settings.clone_from(&s);
             }
-            if now.saturating_sub(last_tick) >= 250_000_000 {
+            if now.saturating_sub(last_tick) >= AUX_TICK_NS {
                 last_tick = now;
                 self.tick();
             }
@@ -1280,7 +1302,22 @@ impl<C: Clock> AuxWorker<C> {
                 last_wake = now;
                 (self.waker)();
             }
-            std::thread::sleep(Duration::from_millis(5));
+            // Asleep until the next thing is due: a wakeup costs a busy machine a context
+            // switch. Settings are read again within AUX_MAX_SLEEP_NS.
+            let period = |hz: f32| (hz > 0.0).then(|| (1e9 / hz) as u64);
+            let due = [
+                Some(last_tick + AUX_TICK_NS),
+                Some(fps_window.0 + 1_000_000_000),
+                Some(last_wake + self.repaint_interval_ns),
+                period(settings.max_image_hz).map(|p| last_image + p),
+                period(settings.scan_hz).map(|p| last_scan + p),
+            ];
+            let next = due.into_iter().flatten().min().unwrap_or(now);
+            let after = crate::segment::monotonic_now_ns();
+            std::thread::sleep(Duration::from_nanos(
+                next.saturating_sub(after)
+                    .clamp(1_000_000, AUX_MAX_SLEEP_NS),
+            ));
         }
     }
 

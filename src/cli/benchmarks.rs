@@ -43,15 +43,21 @@ pub enum BenchCommand {
         /// Seconds per pace.
         #[arg(long, default_value_t = 5.0)]
         secs: f64,
-        /// Unpaced steps per engine-rate measurement.
-        #[arg(long, default_value_t = 20_000)]
-        steps: u64,
-        /// Interleaved rounds of engine-rate measurements (medians are compared).
-        #[arg(long, default_value_t = 5)]
-        rounds: usize,
+        /// Seconds of one run per observer for the engine's rate (switched off and on).
+        #[arg(long, default_value_t = 90.0)]
+        rate_secs: f64,
         /// Only the share of frames, or only the engine's rate.
         #[arg(long, value_enum)]
         only: Option<SamplerPart>,
+    },
+    /// The app with every panel, driven without a window as eframe would drive it (a
+    /// pass whenever a repaint is asked for; no raster), until Ctrl-C: an observer for
+    /// `bench sampler`.
+    #[command(hide = true)]
+    HeadlessApp {
+        /// Segment name in /dev/shm.
+        #[arg(long)]
+        shm: String,
     },
 }
 
@@ -304,9 +310,9 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
         BenchCommand::Ui { frames, pane } => super::uibench::ui((*frames).max(10), pane.as_deref()),
         BenchCommand::Sampler {
             secs,
-            steps,
-            rounds,
+            rate_secs,
             only,
-        } => super::uibench::sampler(secs.max(0.5), (*steps).max(100), (*rounds).max(1), *only),
+        } => super::uibench::sampler(secs.max(0.5), rate_secs.max(2.0), *only),
+        BenchCommand::HeadlessApp { shm } => super::uibench::headless_app(shm),
     }
 }

@@ -2,6 +2,7 @@
 //! against an engine and a client in separate processes (figures for the README).
 
 use std::process::Stdio;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::CliError;
@@ -82,25 +83,8 @@ fn start(
     })
 }
 
-/// CPU seconds used so far by a process (utime + stime).
-fn cpu_secs(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            let after = s.rsplit(')').next()?;
-            let f: Vec<&str> = after.split_whitespace().collect();
-            let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-            Some(ticks as f64 / 100.0)
-        })
-        .unwrap_or(0.0)
-}
-
-/// CPU seconds of this process's threads, by thread name.
-fn thread_cpu() -> Vec<(String, f64)> {
-    threads_cpu("self")
-}
-
-/// CPU seconds of the threads of process `pid` ("self" for this one), by thread name.
+/// CPU seconds of the threads of process `pid` ("self" for this one), by thread name,
+/// to the nanosecond (the scheduler's run time, `/proc/<pid>/task/<tid>/schedstat`).
 fn threads_cpu(pid: &str) -> Vec<(String, f64)> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
@@ -112,23 +96,21 @@ fn threads_cpu(pid: &str) -> Vec<(String, f64)> {
             .unwrap_or_default()
             .trim()
             .to_string();
-        let secs = std::fs::read_to_string(path.join("stat"))
+        let secs = std::fs::read_to_string(path.join("schedstat"))
             .ok()
-            .and_then(|s| {
-                let after = s.rsplit(')').next()?.to_string();
-                let f: Vec<&str> = after.split_whitespace().collect();
-                Some(
-                    (f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?) as f64
-                        / 100.0,
-                )
-            })
-            .unwrap_or(0.0);
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or(0.0, |ns| ns as f64 / 1e9);
         match out.iter_mut().find(|(n, _)| *n == name) {
             Some((_, s)) => *s += secs,
             None => out.push((name, secs)),
         }
     }
     out
+}
+
+/// CPU seconds used so far by the live threads of a process.
+fn cpu_secs(pid: u32) -> f64 {
+    threads_cpu(&pid.to_string()).iter().map(|(_, s)| s).sum()
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -236,158 +218,265 @@ fn sampler_share(
     Ok(s)
 }
 
-/// Steps/s of an unpaced client for `steps` steps, optionally with an observer.
-fn engine_rate(
-    preset: Preset,
-    steps: u64,
-    observer: Observer,
-    tag: &str,
-) -> Result<(f64, Vec<(String, f64)>), CliError> {
-    let mut run = start(preset, (None, "random"), None, tag)?;
-    let mut watch = None;
-    let mut window = None;
-    let mut app = None;
-    let ctx = egui::Context::default();
-    match observer {
-        Observer::None => {}
-        Observer::Watch | Observer::WatchEveryFrame => {
-            let budget = if observer == Observer::Watch {
-                crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT
-            } else {
-                0.0
-            };
-            watch = Some(ChildProcess::spawn(
-                "watch",
-                &[
-                    "watch".into(),
-                    "--shm".into(),
-                    run.name.clone(),
-                    "--interval".into(),
-                    "1".into(),
-                    "--busy-budget".into(),
-                    budget.to_string(),
-                ],
-                Stdio::null(),
-            )?);
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        Observer::RealWindow => {
-            // The binary with no subcommand opens the window on $DISPLAY.
-            window = Some(ChildProcess::spawn(
-                "window",
-                &["--shm".into(), run.name.clone()],
-                Stdio::null(),
-            )?);
-            // Let it open, attach and draw its first frames.
-            std::thread::sleep(Duration::from_secs(3));
-        }
-        Observer::Window => {
-            let a = InspectorApp::new(
-                &ctx,
-                Settings::default(),
-                Some(grid_tree()),
-                Some(Target::Shm(run.name.clone())),
-                LayoutChoice::Auto,
-            );
-            app = Some(a);
-        }
-    }
-    let engine_pid = run.engine.pid();
-    let window_pid = window.as_ref().map(|w| w.pid().to_string());
-    let observer_threads = || match &window_pid {
-        Some(pid) => threads_cpu(pid),
-        None => thread_cpu(),
-    };
-    let cpu_before = (cpu_secs(engine_pid), observer_threads());
-    let mut client = ChildProcess::spawn(
-        "client",
-        &[
-            "sim".into(),
-            "client".into(),
-            "--shm".into(),
-            run.name.clone(),
-            "--steps".into(),
-            steps.to_string(),
-            "--no-commands".into(),
-            "--json".into(),
-        ],
-        Stdio::piped(),
-    )?;
-    let client_pid = client.pid();
-    let mut renderer = HeadlessRenderer::new();
-    let size = egui::vec2(1600.0, 1000.0);
-    let mut client_cpu = 0.0;
-    // Drive the window at display rate while the client runs.
-    while client.exited().is_none() {
-        client_cpu = cpu_secs(client_pid).max(client_cpu);
-        if let Some(a) = &mut app {
-            let t = Instant::now();
-            let _ = renderer.pass(&ctx, size, 1.0, |ui| a.ui(ui));
-            std::thread::sleep(Duration::from_millis(16).saturating_sub(t.elapsed()));
-        } else {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    let mut out = String::new();
-    if let Some(stdout) = client.child.stdout.as_mut() {
-        use std::io::Read as _;
-        let _ = stdout.read_to_string(&mut out);
-    }
-    let engine_cpu = cpu_secs(engine_pid) - cpu_before.0;
-    let after = observer_threads();
-    let mut cpu = vec![
-        ("engine process".to_string(), engine_cpu),
-        ("client process".to_string(), client_cpu),
-    ];
-    if let Some(w) = &watch {
-        cpu.push(("watch process".into(), cpu_secs(w.pid())));
-    }
-    if app.is_some() || window.is_some() {
-        let whose = if window.is_some() {
-            "window"
-        } else {
-            "inspector"
-        };
-        for (name, secs) in after {
-            let before = cpu_before
-                .1
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map_or(0.0, |(_, s)| *s);
-            if secs - before > 0.005 {
-                cpu.push((format!("{whose} thread {name}"), secs - before));
-            }
-        }
-    }
-    drop(watch);
-    drop(window);
-    drop(app);
-    run.client = None;
-    drop(run);
-    let v: serde_json::Value = serde_json::from_str(out.trim())
-        .map_err(|e| CliError::Other(format!("bad client report: {e}")))?;
-    Ok((v["steps_per_sec"].as_f64().unwrap_or(0.0), cpu))
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Observer {
-    None,
+    /// `watch` with its defaults (the sampler yields to a busy machine).
     Watch,
     /// `watch --busy-budget 0`: the sampler follows every frame, busy machine or not.
     WatchEveryFrame,
-    /// The app driven headlessly in this process (layout and tessellation, no raster).
+    /// The app driven without a window (`bench headless-app`: layout and tessellation,
+    /// no raster).
+    HeadlessApp,
+    /// The real window on $DISPLAY (rasterised by the GL driver).
     Window,
-    /// The real window, a separate process on $DISPLAY (rasterised by the GL driver).
-    RealWindow,
+}
+
+impl Observer {
+    fn label(self) -> &'static str {
+        match self {
+            Observer::Watch => "`watch` (sampler running)",
+            Observer::WatchEveryFrame => "`watch --busy-budget 0` (every frame)",
+            Observer::HeadlessApp => "the app, every panel, no window (no raster)",
+            Observer::Window => "the window on $DISPLAY (every panel)",
+        }
+    }
+
+    fn args(self, name: &str) -> Vec<String> {
+        let shm = ["--shm".to_string(), name.to_string()];
+        let mut args: Vec<String> = match self {
+            Observer::Watch => vec!["watch".into()],
+            Observer::WatchEveryFrame => vec!["watch".into(), "--busy-budget".into(), "0".into()],
+            Observer::HeadlessApp => vec!["bench".into(), "headless-app".into()],
+            // The binary with no subcommand opens the window on $DISPLAY.
+            Observer::Window => Vec::new(),
+        };
+        args.extend(shm);
+        args
+    }
+}
+
+/// An observer process that is switched off (SIGSTOP: it takes no CPU and has no
+/// wakeups, as if it were not there) and on (SIGCONT) while the run goes on.
+struct Switched {
+    process: ChildProcess,
+    on: bool,
+}
+
+impl Switched {
+    fn start(observer: Observer, name: &str) -> Result<Self, CliError> {
+        let process = ChildProcess::spawn("observer", &observer.args(name), Stdio::null())?;
+        // Let it attach (a window: open and draw its first frames).
+        std::thread::sleep(if observer == Observer::Window {
+            Duration::from_secs(3)
+        } else {
+            Duration::from_millis(500)
+        });
+        Ok(Self { process, on: true })
+    }
+
+    fn set(&mut self, on: bool) {
+        if on != self.on {
+            self.on = on;
+            let signal = if on { libc::SIGCONT } else { libc::SIGSTOP };
+            crate::segment::send_signal(self.process.pid(), signal);
+        }
+    }
+
+    /// CPU seconds so far, by thread.
+    fn cpu(&self) -> Vec<(String, f64)> {
+        threads_cpu(&self.process.pid().to_string())
+    }
+}
+
+impl Drop for Switched {
+    fn drop(&mut self) {
+        // A stopped process would not act on the interrupt that ends it.
+        self.set(true);
+    }
+}
+
+/// `bench headless-app`: the app attached to `shm` with every panel open, a pass each
+/// time it asks for a repaint (as eframe schedules them), until SIGINT or SIGTERM.
+pub fn headless_app(shm: &str) -> Result<(), CliError> {
+    let stop = super::stop_flag();
+    let ctx = egui::Context::default();
+    // A full channel already holds requests enough to repaint.
+    let (tx, rx) = crossbeam_channel::bounded::<Duration>(64);
+    ctx.set_request_repaint_callback(move |info| {
+        let _ = tx.try_send(info.delay);
+    });
+    let mut app = InspectorApp::new(
+        &ctx,
+        Settings::default(),
+        Some(grid_tree()),
+        Some(Target::Shm(shm.to_string())),
+        LayoutChoice::Auto,
+    );
+    let mut renderer = HeadlessRenderer::new();
+    let size = egui::vec2(1600.0, 1000.0);
+    let mut due = Some(Instant::now());
+    // Relaxed: a flag with no data behind it.
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        match due {
+            Some(at) if at <= now => {
+                due = None;
+                let _ = renderer.pass(&ctx, size, 1.0, |ui| app.ui(ui));
+            }
+            _ => {
+                // Asleep until the next repaint is due or asked for (or a tenth of a
+                // second, to see the stop flag).
+                let wait = due.map_or(Duration::from_millis(100), |at| at - now);
+                if let Ok(delay) = rx.recv_timeout(wait.min(Duration::from_millis(100))) {
+                    let at = Instant::now().checked_add(delay);
+                    due = match (due, at) {
+                        (Some(d), Some(a)) => Some(d.min(a)),
+                        (d, a) => d.or(a),
+                    };
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The geometric mean of per-block ratios and its 95 % confidence interval (normal
+/// approximation on the logarithms; a single block gives no interval).
+fn ratio_summary(blocks: &[f64]) -> (f64, f64, f64) {
+    let logs: Vec<f64> = blocks
+        .iter()
+        .filter(|r| **r > 0.0)
+        .map(|r| r.ln())
+        .collect();
+    let n = logs.len() as f64;
+    if logs.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    let mean = logs.iter().sum::<f64>() / n;
+    let half = if logs.len() > 1 {
+        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        1.96 * (var / n).sqrt()
+    } else {
+        0.0
+    };
+    (mean.exp(), (mean - half).exp(), (mean + half).exp())
+}
+
+/// What switching one observer on and off gave.
+struct Cost {
+    /// Rate with ÷ without, per ABBA block.
+    blocks: Vec<f64>,
+    /// Median steps/s with and without.
+    rate_on: f64,
+    rate_off: f64,
+    /// Share of a core while on, by process and thread.
+    cpu_on: Vec<(String, f64)>,
+    /// The engine's and the client's share of a core, with and without.
+    pair_on: (f64, f64),
+    pair_off: (f64, f64),
+}
+
+/// The engine's unpaced lock-step rate with `observer` switched on and off in short
+/// windows, in blocks of off-on-on-off (the drift of a shared machine cancels within a
+/// block), for about `secs` seconds of one run.
+fn observer_cost(observer: Observer, secs: f64, tag: &str) -> Result<Cost, CliError> {
+    // Short windows: more blocks in the same time, and the machine's drift cancels
+    // better within each. A process stops or goes on at once.
+    let (settle, window) = (Duration::from_millis(20), Duration::from_millis(100));
+    // Unpaced, until the run is dropped.
+    let mut run = start(
+        Preset::Train4096,
+        (None, "random"),
+        Some(1_000_000_000),
+        tag,
+    )?;
+    let a = attach(&Target::Shm(run.name.clone()), LayoutChoice::Auto)?;
+    let frame_seq = || {
+        a.segment
+            .load_u64(a.geometry.counters.frame_seq)
+            .unwrap_or(0)
+    };
+    let (engine_pid, client_pid) = (
+        run.engine.pid(),
+        run.client.as_ref().map_or(0, ChildProcess::pid),
+    );
+    let mut sw = Switched::start(observer, &run.name)?;
+    let (mut on_rates, mut off_rates, mut blocks) = (Vec::new(), Vec::new(), Vec::new());
+    let mut cpu_on: Vec<(String, f64)> = Vec::new();
+    let (mut on_secs, mut off_secs) = (0.0, 0.0);
+    let (mut pair_on, mut pair_off) = ((0.0, 0.0), (0.0, 0.0));
+    let t0 = Instant::now();
+    while t0.elapsed().as_secs_f64() < secs || blocks.is_empty() {
+        let mut sums = [0.0; 2];
+        for on in [false, true, true, false] {
+            sw.set(on);
+            std::thread::sleep(settle);
+            let before = (sw.cpu(), cpu_secs(engine_pid), cpu_secs(client_pid));
+            let (f0, t) = (frame_seq(), Instant::now());
+            std::thread::sleep(window);
+            let (f1, secs_taken) = (frame_seq(), t.elapsed().as_secs_f64());
+            let after = (sw.cpu(), cpu_secs(engine_pid), cpu_secs(client_pid));
+            let rate = f1.wrapping_sub(f0) as f64 / secs_taken;
+            sums[usize::from(on)] += rate;
+            let pair = (after.1 - before.1, after.2 - before.2);
+            if on {
+                on_rates.push(rate);
+                on_secs += secs_taken;
+                pair_on = (pair_on.0 + pair.0, pair_on.1 + pair.1);
+                for (name, s) in &after.0 {
+                    let was = before
+                        .0
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map_or(0.0, |(_, s)| *s);
+                    match cpu_on.iter_mut().find(|(n, _)| n == name) {
+                        Some((_, c)) => *c += s - was,
+                        None => cpu_on.push((name.clone(), s - was)),
+                    }
+                }
+            } else {
+                off_rates.push(rate);
+                off_secs += secs_taken;
+                pair_off = (pair_off.0 + pair.0, pair_off.1 + pair.1);
+            }
+        }
+        if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
+            return Err(CliError::Other(format!(
+                "the client exited ({code}) during the measurement"
+            )));
+        }
+        if sums[0] > 0.0 {
+            blocks.push(sums[1] / sums[0]);
+        }
+    }
+    drop(sw);
+    drop(run);
+    let whose = match observer {
+        Observer::Watch | Observer::WatchEveryFrame => "watch",
+        Observer::HeadlessApp => "app",
+        Observer::Window => "window",
+    };
+    let mut cpu_on: Vec<(String, f64)> = cpu_on
+        .into_iter()
+        .filter(|(_, s)| *s > 0.0)
+        .map(|(n, s)| (format!("{whose} {n}"), s / on_secs.max(1e-9)))
+        .collect();
+    cpu_on.sort_by(|a, b| b.1.total_cmp(&a.1));
+    Ok(Cost {
+        blocks,
+        rate_on: median(on_rates),
+        rate_off: median(off_rates),
+        cpu_on,
+        pair_on: (pair_on.0 / on_secs.max(1e-9), pair_on.1 / on_secs.max(1e-9)),
+        pair_off: (
+            pair_off.0 / off_secs.max(1e-9),
+            pair_off.1 / off_secs.max(1e-9),
+        ),
+    })
 }
 
 /// The sampler's share of frames and the engine's rate with observers attached.
-pub fn sampler(
-    secs: f64,
-    steps: u64,
-    rounds: usize,
-    only: Option<SamplerPart>,
-) -> Result<(), CliError> {
+pub fn sampler(secs: f64, rate_secs: f64, only: Option<SamplerPart>) -> Result<(), CliError> {
     println!(
         "bench sampler: engine and client in separate processes; the sampler runs in this process"
     );
@@ -395,7 +484,7 @@ pub fn sampler(
         share_table(secs)?;
     }
     if only != Some(SamplerPart::Share) {
-        rate_table(steps, rounds)?;
+        rate_table(rate_secs)?;
     }
     Ok(())
 }
@@ -449,78 +538,40 @@ fn share_table(secs: f64) -> Result<(), CliError> {
         println!(
             "{:<10} highest pace sampled at 100 %: {}",
             preset.as_str(),
-            best.map_or("none measured".into(), |b| format!("{b:.0} frames/s"))
+            best.map_or("none measured".into(), |b| format!("{b:.0} frames/s")),
         );
     }
     println!();
     Ok(())
 }
 
-/// The engine's unpaced rate with and without observers, in interleaved rounds.
-fn rate_table(steps: u64, rounds: usize) -> Result<(), CliError> {
+/// The engine's unpaced rate with each observer switched on and off within one run.
+fn rate_table(secs: f64) -> Result<(), CliError> {
     println!(
-        "engine's unpaced lock-step rate, train4096, {steps} steps, with and without observers:"
+        "engine's unpaced lock-step rate, train4096, each observer switched off and on in \
+         windows of 0.1 s, blocks of off-on-on-off, {secs:.0} s of one run each:"
     );
-    // Interleaved rounds: the machine is shared and noisy (its speed drifts by tens of
-    // percent between minutes), so every configuration is measured once per round, and
-    // each observer's rate is compared with the rate without observers of its own round.
     let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
     let mut observers = vec![
-        Observer::None,
         Observer::Watch,
         Observer::WatchEveryFrame,
-        Observer::Window,
+        Observer::HeadlessApp,
     ];
     if display {
-        observers.push(Observer::RealWindow);
+        observers.push(Observer::Window);
     }
-    let mut rates = vec![Vec::new(); observers.len()];
-    let mut cpus = vec![Vec::new(); observers.len()];
-    for round in 0..rounds {
-        for (k, &observer) in observers.iter().enumerate() {
-            let (rate, cpu) =
-                engine_rate(Preset::Train4096, steps, observer, &format!("r{round}{k}"))?;
-            rates[k].push(rate);
-            cpus[k] = cpu;
-        }
-    }
-    let fmt_runs = |v: &[f64]| {
-        v.iter()
-            .map(|r| format!("{r:.0}"))
-            .collect::<Vec<_>>()
-            .join(" / ")
-    };
-    let medians: Vec<f64> = rates.iter().map(|r| median(r.clone())).collect();
-    let paired: Vec<f64> = rates
-        .iter()
-        .map(|r| {
-            median(
-                r.iter()
-                    .zip(&rates[0])
-                    .filter(|(_, b)| **b > 0.0)
-                    .map(|(a, b)| a / b)
-                    .collect(),
-            )
-        })
-        .collect();
-    for (k, observer) in observers.iter().enumerate() {
-        let label = match observer {
-            Observer::None => "without observers",
-            Observer::Watch => "with `watch` (sampler running)",
-            Observer::WatchEveryFrame => "with `watch --busy-budget 0` (every frame)",
-            Observer::Window => "with the app headless (every panel, 60 fps, no raster)",
-            Observer::RealWindow => "with the window on $DISPLAY (every panel)",
-        };
-        let ratio = if k == 0 {
-            String::new()
-        } else {
-            format!("  ratio {:.3}", paired[k])
-        };
+    let mut costs = Vec::new();
+    for (k, &observer) in observers.iter().enumerate() {
+        let c = observer_cost(observer, secs, &format!("r{k}"))?;
+        let (ratio, lo, hi) = ratio_summary(&c.blocks);
         println!(
-            "  {label:<56} {:>8.0} steps/s{ratio} (rounds {})",
-            medians[k],
-            fmt_runs(&rates[k])
+            "  with {:<52} ratio {ratio:.3} (95 % CI {lo:.3}–{hi:.3}, {} blocks; {:.0} vs {:.0} steps/s)",
+            observer.label(),
+            c.blocks.len(),
+            c.rate_on,
+            c.rate_off,
         );
+        costs.push((observer, c));
     }
     if !display {
         println!(
@@ -528,11 +579,19 @@ fn rate_table(steps: u64, rounds: usize) -> Result<(), CliError> {
         );
     }
     println!(
-        "  (ratio: the median over rounds of the rate with the observer / without, same round)"
+        "  (ratio: the geometric mean over blocks of the rate with the observer on / off; \
+         off = the observer's process stopped with SIGSTOP)"
     );
-    println!("  (CPU seconds below: the last round)");
-    for (observer, cpu) in observers.iter().zip(&cpus) {
-        println!("  CPU seconds, {observer:?}: {}", fmt_cpu(cpu));
+    println!("  where the CPU goes while the observer is on (share of one core):");
+    for (observer, c) in &costs {
+        println!(
+            "    {observer:?}: engine {:.1} % (off {:.1} %), client {:.1} % (off {:.1} %); {}",
+            100.0 * c.pair_on.0,
+            100.0 * c.pair_off.0,
+            100.0 * c.pair_on.1,
+            100.0 * c.pair_off.1,
+            fmt_cpu(&c.cpu_on)
+        );
     }
     Ok(())
 }
@@ -544,7 +603,29 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn fmt_cpu(cpu: &[(String, f64)]) -> String {
     cpu.iter()
-        .map(|(n, s)| format!("{n} {s:.2}"))
+        .map(|(n, s)| format!("{n} {:.2} %", 100.0 * s))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ratio_summary;
+
+    #[test]
+    fn the_ratio_is_the_geometric_mean_of_the_blocks_with_its_interval() {
+        let (r, lo, hi) = ratio_summary(&[0.5, 2.0]);
+        assert!((r - 1.0).abs() < 1e-12, "{r}");
+        assert!(lo < 0.5 && hi > 2.0, "{lo} {hi}");
+        let (r, lo, hi) = ratio_summary(&[0.98; 10]);
+        assert!((r - 0.98).abs() < 1e-12 && (lo - 0.98).abs() < 1e-12 && (hi - 0.98).abs() < 1e-12);
+        // More blocks of the same spread: a narrower interval around the same ratio.
+        let few: Vec<f64> = [0.9, 1.1].repeat(4);
+        let many: Vec<f64> = [0.9, 1.1].repeat(100);
+        let (a, b) = (ratio_summary(&few), ratio_summary(&many));
+        assert!((a.0 - b.0).abs() < 1e-12);
+        assert!(b.2 - b.1 < (a.2 - a.1) / 4.0, "{a:?} {b:?}");
+        assert_eq!(ratio_summary(&[]), (0.0, 0.0, 0.0));
+        assert_eq!(ratio_summary(&[1.5]), (1.5, 1.5, 1.5));
+    }
 }

@@ -66,6 +66,8 @@ pub fn run(
         },
         MonotonicClock,
         Box::new(|| {}),
+        // Nothing to repaint: on a busy machine, ten samples a second are plenty for
+        // lines printed once per interval.
         10.0,
     )
     .map_err(|e| CliError::Other(format!("cannot start the sampler: {e}")))?;

@@ -2,17 +2,25 @@
 //! slows the run it observes: on two cores with engine and trainer busy-waiting, every
 //! wakeup of the sampler is paid for by the run. So while the machine has no spare CPU,
 //! the frame thread keeps its own CPU time within a budget (a share of one core) by
-//! sleeping between samples; the frames that pass meanwhile are counted as skipped.
-//! With spare CPU it follows every frame.
+//! sleeping between samples, and takes at most one sample per repaint of its reader (a
+//! wakeup costs the run a context switch whatever the thread then does, and in lock-step
+//! a stalled engine or trainer stalls the other too); the frames that pass meanwhile are
+//! counted as skipped. With spare CPU it follows every frame.
 
 /// Spare CPU (in cores, averaged over a check) below which the machine is busy.
 const BUSY_BELOW_CORES: f64 = 0.25;
-/// Spare CPU above which a busy machine is no longer busy (hysteresis).
+/// Spare CPU above which a busy machine is no longer busy (hysteresis)...
 const IDLE_ABOVE_CORES: f64 = 0.5;
+/// ...in this many readings in a row (a second): an engine and trainer that wait on each
+/// other nap when the machine stalls them, and that idle time is no spare CPU.
+const IDLE_READINGS: u32 = 4;
 /// How often the machine's load is read.
 pub const CHECK_INTERVAL_NS: u64 = 250_000_000;
 /// The longest hold between two samples.
 const MAX_HOLD_NS: u64 = 100_000_000;
+/// The shortest hold between two samples while yielding, whatever the reader's rate:
+/// 100 samples a second at most.
+pub const MIN_HOLD_NS: u64 = 10_000_000;
 
 /// The machine's CPU time, all cores together, from the first line of `/proc/stat`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,8 +75,12 @@ pub struct Budget {
     /// Share of one core the frame thread may use on a busy machine; None: no limit.
     share: Option<f64>,
     busy: bool,
+    /// Readings in a row with spare CPU while busy.
+    idle_readings: u32,
     last_times: Option<CpuTimes>,
     last_check_ns: Option<u64>,
+    /// The shortest hold between samples while yielding.
+    min_hold_ns: u64,
     /// The thread's CPU time at the last sample.
     cpu_at_sample: Option<u64>,
     /// No sample before this time (while busy).
@@ -76,11 +88,15 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// `percent_of_a_core`: None never yields.
-    pub fn new(percent_of_a_core: Option<f32>) -> Self {
+    /// `percent_of_a_core`: None never yields. `min_hold_ns`: the reader's repaint
+    /// interval (no more than one sample per repaint while yielding), at least
+    /// [`MIN_HOLD_NS`] and at most the longest hold.
+    pub fn new(percent_of_a_core: Option<f32>, min_hold_ns: u64) -> Self {
         let mut b = Self {
             share: None,
+            min_hold_ns: min_hold_ns.clamp(MIN_HOLD_NS, MAX_HOLD_NS),
             busy: false,
+            idle_readings: 0,
             last_times: None,
             last_check_ns: None,
             cpu_at_sample: None,
@@ -119,11 +135,19 @@ impl Budget {
             return;
         };
         if let Some(spare) = self.last_times.and_then(|prev| spare_cores(prev, cur)) {
-            if self.busy && spare > IDLE_ABOVE_CORES {
-                self.busy = false;
-                self.hold_until_ns = 0;
-            } else if !self.busy && spare < BUSY_BELOW_CORES {
+            if self.busy {
+                self.idle_readings = if spare > IDLE_ABOVE_CORES {
+                    self.idle_readings + 1
+                } else {
+                    0
+                };
+                if self.idle_readings >= IDLE_READINGS {
+                    self.busy = false;
+                    self.hold_until_ns = 0;
+                }
+            } else if spare < BUSY_BELOW_CORES {
                 self.busy = true;
+                self.idle_readings = 0;
             }
         }
         self.last_times = Some(cur);
@@ -138,7 +162,9 @@ impl Budget {
             .map_or(0, |c| thread_cpu_ns.saturating_sub(c));
         self.cpu_at_sample = Some(thread_cpu_ns);
         self.hold_until_ns = match self.share {
-            Some(share) if self.busy => now_ns + ((used as f64 / share) as u64).min(MAX_HOLD_NS),
+            Some(share) if self.busy => {
+                now_ns + ((used as f64 / share) as u64).clamp(self.min_hold_ns, MAX_HOLD_NS)
+            }
             _ => 0,
         };
     }
@@ -206,26 +232,38 @@ mod tests {
     #[test]
     fn a_busy_machine_holds_samples_apart_by_the_cpu_they_cost() {
         // 1 % of a core.
-        let mut b = Budget::new(Some(1.0));
+        let mut b = Budget::new(Some(1.0), MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         assert!(!b.yielding(), "one reading says nothing yet");
         // 100 ticks of 2 cores, 5 idle: 0.1 core spare.
         b.observe(250_000_000, reading(5, 100));
         assert!(b.yielding());
         b.sampled(300_000_000, 1_000_000);
-        // 40 µs of CPU since the last sample: 4 ms at 1 % of a core.
-        b.sampled(300_000_000, 1_040_000);
-        assert_eq!(b.hold_ns(300_000_000), Some(4_000_000));
-        assert_eq!(b.hold_ns(303_000_000), Some(1_000_000));
-        assert_eq!(b.hold_ns(304_000_000), None);
+        // 400 µs of CPU since the last sample: 40 ms at 1 % of a core.
+        b.sampled(300_000_000, 1_400_000);
+        assert_eq!(b.hold_ns(300_000_000), Some(40_000_000));
+        assert_eq!(b.hold_ns(330_000_000), Some(10_000_000));
+        assert_eq!(b.hold_ns(340_000_000), None);
+        // A cheap sample still holds the next one off for the shortest hold: wakeups cost
+        // the run more than the thread's own CPU time shows.
+        b.sampled(340_000_000, 1_410_000);
+        assert_eq!(b.hold_ns(340_000_000), Some(MIN_HOLD_NS));
         // A hold never exceeds the maximum, however much a sample cost.
-        b.sampled(400_000_000, 1_040_000 + 10_000_000);
+        b.sampled(400_000_000, 1_410_000 + 10_000_000);
         assert_eq!(b.hold_ns(400_000_000), Some(MAX_HOLD_NS));
+        // A reader that repaints ten times a second needs no more samples than that.
+        let mut b = Budget::new(Some(1.0), 100_000_000);
+        b.observe(0, reading(0, 0));
+        b.observe(250_000_000, reading(5, 100));
+        b.sampled(300_000_000, 1_000_000);
+        b.sampled(300_000_000, 1_400_000);
+        assert_eq!(b.hold_ns(300_000_000), Some(100_000_000));
+        assert_eq!(Budget::new(Some(1.0), 0).min_hold_ns, MIN_HOLD_NS);
     }
 
     #[test]
     fn spare_cpu_ends_the_yielding_with_hysteresis() {
-        let mut b = Budget::new(Some(1.0));
+        let mut b = Budget::new(Some(1.0), MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         b.observe(1, reading(10, 100)); // 0.2 core spare: busy
         assert!(b.yielding());
@@ -234,27 +272,40 @@ mod tests {
         b.sampled(3, 0);
         b.sampled(3, 100_000);
         assert!(b.hold_ns(3).is_some());
-        b.observe(4, reading(60, 300)); // 0.6 spare: not busy
+        // 0.6 spare: busy until it has lasted IDLE_READINGS readings in a row.
+        b.observe(4, reading(60, 300));
+        b.observe(5, reading(90, 400));
+        b.observe(6, reading(100, 500)); // 0.2 spare: starts over
+        let mut idle = 100;
+        for k in 0..IDLE_READINGS {
+            assert!(b.yielding(), "after {k} readings with spare CPU");
+            idle += 30;
+            b.observe(7 + u64::from(k), reading(idle, 600 + 100 * u64::from(k)));
+        }
         assert!(!b.yielding());
-        assert_eq!(b.hold_ns(4), None, "no hold once the machine has spare CPU");
-        b.observe(5, reading(75, 400)); // 0.3 spare: not busy yet
+        assert_eq!(
+            b.hold_ns(20),
+            None,
+            "no hold once the machine has spare CPU"
+        );
+        b.observe(21, reading(idle + 15, 1000)); // 0.3 spare: not busy yet
         assert!(!b.yielding());
     }
 
     #[test]
     fn without_a_budget_or_without_proc_stat_it_never_yields() {
-        let mut b = Budget::new(None);
+        let mut b = Budget::new(None, MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         b.observe(1, reading(0, 100));
         assert!(!b.yielding());
         b.sampled(2, 0);
         b.sampled(2, 1_000_000);
         assert_eq!(b.hold_ns(2), None);
-        let mut b = Budget::new(Some(0.0));
+        let mut b = Budget::new(Some(0.0), MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         b.observe(1, reading(0, 100));
         assert!(!b.yielding(), "0 % is no budget, not no samples");
-        let mut b = Budget::new(Some(1.0));
+        let mut b = Budget::new(Some(1.0), MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         b.observe(1, reading(0, 100));
         assert!(b.yielding());

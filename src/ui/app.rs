@@ -35,7 +35,9 @@ pub fn throttled_waker(
         let prev = last.load(Ordering::Relaxed);
         if now.saturating_sub(prev) >= interval {
             last.store(now, Ordering::Relaxed);
-            ctx.request_repaint();
+            // Not `request_repaint`: egui answers each of those with two passes, which
+            // would double the rate; a request with a delay gets one.
+            ctx.request_repaint_after(Duration::from_millis(1));
         }
     })
 }
@@ -54,9 +56,15 @@ pub fn software_rendering_likely() -> bool {
     !has_render_node
 }
 
-/// Redraws per second: the setting, else 60, or 20 under software rendering.
-pub fn redraw_rate(setting: u32, software: bool) -> u32 {
+/// Redraws per second while the machine has no spare CPU (the sampler is yielding) and
+/// the rate is automatic: a redraw is the window's largest cost, and the run pays it.
+pub const BUSY_REDRAW_HZ: u32 = 10;
+
+/// Redraws per second: the setting, else 60, or 20 under software rendering, and at
+/// most [`BUSY_REDRAW_HZ`] while the machine is `busy`. Input redraws at once anyway.
+pub fn redraw_rate(setting: u32, software: bool, busy: bool) -> u32 {
     match (setting, software) {
+        (0, _) if busy => BUSY_REDRAW_HZ,
         (0, true) => 20,
         (0, false) => 60,
         (n, _) => n.clamp(5, 240),
@@ -334,7 +342,11 @@ impl InspectorApp {
         }
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
         egui::Panel::bottom("status_bar").show(ui, |ui| self.status_bar(ui));
-        let hz = redraw_rate(self.settings.max_fps, self.software_rendering);
+        let hz = redraw_rate(
+            self.settings.max_fps,
+            self.software_rendering,
+            self.machine_busy(),
+        );
         // Relaxed: a rate the waker reads; no data behind it.
         self.repaint_interval_ns
             .store(1_000_000_000 / u64::from(hz), Ordering::Relaxed);
@@ -495,6 +507,13 @@ impl InspectorApp {
     }
 
     /// Counts redraws per second (shown in the Settings menu).
+    /// The machine has no spare CPU: the sampler is yielding to it.
+    fn machine_busy(&self) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.lock().yielding)
+    }
+
     fn count_redraw(&mut self) {
         let now = monotonic_now_ns();
         self.redraws.1 += 1;
@@ -558,13 +577,17 @@ impl InspectorApp {
                     .changed();
                 ui.end_row();
                 ui.label("Redraws per second").on_hover_text(
-                    "0: automatic (60, or 20 when OpenGL is a software rasteriser, which costs whole cores)",
+                    "0: automatic (60; 20 when OpenGL is a software rasteriser, which costs whole cores; 10 while the machine has no spare CPU and the sampler yields)",
                 );
                 ui.horizontal(|ui| {
                     ui.add(egui::DragValue::new(&mut self.settings.max_fps).range(0..=240));
                     ui.weak(format!(
                         "at most {}, drawing {:.0}/s",
-                        redraw_rate(self.settings.max_fps, self.software_rendering),
+                        redraw_rate(
+                            self.settings.max_fps,
+                            self.software_rendering,
+                            self.machine_busy()
+                        ),
                         self.redraws_per_sec
                     ));
                 });
@@ -804,3 +827,50 @@ impl eframe::App for InspectorApp {
 
 pub const SETTINGS_KEY: &str = "lrbc_inspector_settings";
 pub const TREE_KEY: &str = "lrbc_inspector_tiles";
+
+#[cfg(test)]
+mod tests {
+    use super::{BUSY_REDRAW_HZ, redraw_rate, throttled_waker};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn a_wake_from_another_thread_asks_for_one_pass_and_wakes_are_throttled() {
+        let ctx = egui::Context::default();
+        let pass = |ctx: &egui::Context| {
+            let mut out = ctx.run_ui(egui::RawInput::default(), |_| {});
+            // Nothing paints here: the font atlas is let go on purpose.
+            out.textures_delta.clear();
+        };
+        // A new context asks for a few passes of its own first.
+        for _ in 0..4 {
+            pass(&ctx);
+        }
+        assert!(!ctx.has_requested_repaint());
+        let waker = throttled_waker(&ctx, Arc::new(AtomicU64::new(1_000_000_000)));
+        waker();
+        assert!(
+            ctx.has_requested_repaint(),
+            "the first wake asks for a pass"
+        );
+        pass(&ctx);
+        assert!(
+            !ctx.has_requested_repaint(),
+            "one pass answers it (a plain request_repaint asks for two)"
+        );
+        waker();
+        assert!(!ctx.has_requested_repaint(), "within the interval: no pass");
+    }
+
+    #[test]
+    fn the_automatic_redraw_rate_gives_way_to_software_raster_and_to_a_busy_machine() {
+        assert_eq!(redraw_rate(0, false, false), 60);
+        assert_eq!(redraw_rate(0, true, false), 20);
+        assert_eq!(redraw_rate(0, false, true), BUSY_REDRAW_HZ);
+        assert_eq!(redraw_rate(0, true, true), BUSY_REDRAW_HZ);
+        // A rate the user set is kept, busy machine or not, within bounds.
+        assert_eq!(redraw_rate(30, true, true), 30);
+        assert_eq!(redraw_rate(1, false, false), 5);
+        assert_eq!(redraw_rate(1000, false, false), 240);
+    }
+}
