@@ -862,6 +862,10 @@ struct Handover {
     /// Tests: the frame thread takes only what the spotter hands over.
     #[cfg(test)]
     blind: AtomicBool,
+    /// Tests: the frame thread does not take handed-over copies before it looks at
+    /// `frame_seq` (as when the spotter hands one over just after it checked).
+    #[cfg(test)]
+    late: AtomicBool,
 }
 
 /// Copies handed over but not yet taken, at most (the oldest go first).
@@ -1001,7 +1005,11 @@ impl FrameWorker {
                 kept_to_half = !yielding;
             }
             // Frames the spotter copied while this thread was late.
-            if let Some(passed) = self.take_handed_over() {
+            #[cfg(test)]
+            let drain_first = !self.handover.late.load(Ordering::Relaxed);
+            #[cfg(not(test))]
+            let drain_first = true;
+            if drain_first && let Some(passed) = self.take_handed_over(false) {
                 pace.saw(now, passed);
             }
             let f = self.frame_seq();
@@ -1012,6 +1020,14 @@ impl FrameWorker {
             } else {
                 f
             };
+            // More than one new frame: the spotter may have handed over the ones between
+            // since the look above. Take them first (in order), or they would be counted
+            // missed while their copies wait.
+            if frames_ahead(f, self.last_frame).is_some_and(|d| d > 1)
+                && let Some(passed) = self.take_handed_over(true)
+            {
+                pace.saw(now, passed);
+            }
             let new_frame = f != self.last_frame;
             if new_frame {
                 let delta = f.wrapping_sub(self.last_frame);
@@ -1113,12 +1129,20 @@ impl FrameWorker {
     }
 
     /// Takes the copies the spotter made of frames this thread had not seen (it was not
-    /// scheduled in time). Returns how many frames went by, if any copy was taken.
-    fn take_handed_over(&mut self) -> Option<u64> {
-        let copies: Vec<SpotCopy> = match self.handover.copies.try_lock() {
-            Ok(mut q) if !q.is_empty() => q.drain(..).collect(),
-            _ => return None,
+    /// scheduled in time); `wait`: even if the spotter is handing one over right now.
+    /// Returns how many frames went by, if any copy was taken.
+    fn take_handed_over(&mut self, wait: bool) -> Option<u64> {
+        let copies: Vec<SpotCopy> = if wait {
+            lock(&self.handover.copies).drain(..).collect()
+        } else {
+            match self.handover.copies.try_lock() {
+                Ok(mut q) => q.drain(..).collect(),
+                Err(_) => return None,
+            }
         };
+        if copies.is_empty() {
+            return None;
+        }
         let mut passed = None;
         for c in copies {
             let Some(delta) = frames_ahead(c.frame_seq, self.last_frame)

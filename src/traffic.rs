@@ -12,6 +12,37 @@ use crate::layout::{RegionKind, RingFormat};
 use crate::rings::{AnyWatcher, LuckyEntryHeader, RingRead, WatchEvent, is_request_ring};
 use crate::rpc::{self, DecodedEnvelope};
 
+/// How long a ring reader naps between polls: not at all right after entries came (a
+/// burst is drained at once), then doubling from [`FollowPace::MIN`] while the rings
+/// stay quiet, up to [`FollowPace::MAX`]: few wakeups of a busy machine while little
+/// happens. At the longest nap, a 512 KiB ring is lapped only by more than 250 MB/s.
+#[derive(Debug)]
+pub struct FollowPace {
+    nap: std::time::Duration,
+}
+
+impl Default for FollowPace {
+    fn default() -> Self {
+        Self { nap: Self::MIN }
+    }
+}
+
+impl FollowPace {
+    pub const MIN: std::time::Duration = std::time::Duration::from_micros(100);
+    pub const MAX: std::time::Duration = std::time::Duration::from_millis(2);
+
+    /// The nap after a poll that found entries or not (zero: poll again at once).
+    pub fn after_poll(&mut self, had_events: bool) -> std::time::Duration {
+        if had_events {
+            self.nap = Self::MIN;
+            return std::time::Duration::ZERO;
+        }
+        let nap = self.nap;
+        self.nap = (nap * 2).min(Self::MAX);
+        nap
+    }
+}
+
 /// Which rings to follow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum RingSelection {

@@ -13,7 +13,7 @@ use crate::layout::{LayoutChoice, Names, RegionKind};
 use crate::rings::lrbc::{Consumer, Producer};
 use crate::rpc::{self, fb};
 use crate::segment::{Follow, SHM_DIR, SegmentRw, monotonic_now_ns};
-use crate::traffic::{RingSelection, Traffic, TrafficEvent};
+use crate::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum BenchCommand {
@@ -226,18 +226,13 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
             }
         }
     };
-    // The reader's loop of `traffic --follow`.
-    let mut idle = 0u32;
+    // The reader's loop of `traffic --follow`, with its pace.
+    let mut pace = FollowPace::default();
     while Instant::now() < deadline {
         events.clear();
         traffic.poll(&attached.segment, monotonic_now_ns(), 4096, &mut events);
         tally(&events);
-        if events.is_empty() {
-            idle = idle.saturating_add(1);
-            std::thread::sleep(Duration::from_micros(if idle < 100 { 100 } else { 1000 }));
-        } else {
-            idle = 0;
-        }
+        std::thread::sleep(pace.after_poll(!events.is_empty()));
     }
     // Relaxed: a flag with no data behind it.
     stop.store(true, Ordering::Relaxed);

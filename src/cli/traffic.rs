@@ -6,7 +6,7 @@ use super::{CliError, stop_flag};
 use crate::attach::{Target, attach};
 use crate::layout::LayoutChoice;
 use crate::segment::monotonic_now_ns;
-use crate::traffic::{RingSelection, Traffic, TrafficEvent};
+use crate::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 
 /// Options of `traffic`.
 #[derive(Clone, Copy, Debug)]
@@ -94,7 +94,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         .map(|s| started + Duration::from_secs_f64(s));
     let mut printed = 0u64;
     let mut events = Vec::new();
-    let mut idle_polls = 0u32;
+    let mut pace = FollowPace::default();
     'outer: loop {
         events.clear();
         traffic.poll(&a.segment, monotonic_now_ns(), 4096, &mut events);
@@ -124,14 +124,8 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         if !o.follow && !had_events && traffic.caught_up(&a.segment) {
             break;
         }
-        if had_events {
-            idle_polls = 0;
-        } else {
-            idle_polls = idle_polls.saturating_add(1);
-            // Poll often enough not to be lapped, without burning a core when idle.
-            let pause = if idle_polls < 100 { 100 } else { 1000 };
-            std::thread::sleep(Duration::from_micros(pause));
-        }
+        // Often enough not to be lapped, without waking a busy machine when idle.
+        std::thread::sleep(pace.after_poll(had_events));
     }
     let totals = traffic.totals();
     if o.json {

@@ -148,6 +148,45 @@ fn frames_the_frame_thread_does_not_look_at_are_taken_by_the_spotter() {
 }
 
 #[test]
+fn a_frame_handed_over_just_after_the_frame_thread_checked_is_not_counted_missed() {
+    let seg = TestSegment::create("late", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let mut sampler = start_sampler(
+        &seg,
+        SamplerSettings {
+            busy_budget_percent: None,
+            ..SamplerSettings::default()
+        },
+    );
+    // The frame thread looks away, and takes no copy before it looks at frame_seq.
+    sampler.handover.late.store(true, Ordering::Relaxed);
+    sampler.handover.blind.store(true, Ordering::Relaxed);
+    let publish = |frame: u64| {
+        seg.rw.seqlock_begin(288);
+        seg.rw
+            .write_f32s(seg.plan.rewards_offset, &[0.0, frame as f32 * 2.0]);
+        seg.rw.fetch_add_u64(288, 1);
+        seg.rw.store_u64(40, frame);
+        seg.rw.store_u64(32, frame);
+    };
+    publish(1);
+    wait_until("the spotter to hand frame 1 over", || {
+        lock(&sampler.handover.copies)
+            .iter()
+            .any(|c| c.frame_seq == 1)
+    });
+    // Frame 2 comes before the frame thread looks again: it sees two new frames, one of
+    // them waiting in the handover.
+    publish(2);
+    sampler.handover.blind.store(false, Ordering::Relaxed);
+    wait_until("both frames", || sampler.stats().frames_seen >= 2);
+    sampler.stop();
+    let d = sampler.lock();
+    assert_eq!(d.stats.frames_seen, 2, "{:?}", d.stats);
+    assert_eq!(d.stats.frames_missed, 0, "{:?}", d.stats);
+    assert_eq!(d.stats.frames_sampled, 2, "{:?}", d.stats);
+}
+
+#[test]
 fn frames_that_pass_unseen_are_counted_missed() {
     let seg = TestSegment::create("missed", &spec(PlanLayout::Lrbc { ext: true }, 2));
     let mut sampler = start_sampler(&seg, SamplerSettings::default());

@@ -170,3 +170,17 @@ fn luckyrobots_entries_show_their_json() {
     assert_eq!(r[1].error.as_deref(), Some("unknown mode warp"));
     assert_eq!(r[1].pairing, Pairing::Response);
 }
+
+#[test]
+fn a_reader_polls_again_at_once_after_entries_and_naps_longer_while_quiet() {
+    use std::time::Duration;
+    let mut pace = FollowPace::default();
+    assert_eq!(pace.after_poll(true), Duration::ZERO);
+    let naps: Vec<Duration> = (0..8).map(|_| pace.after_poll(false)).collect();
+    assert_eq!(naps[0], FollowPace::MIN);
+    assert!(naps.windows(2).all(|w| w[1] >= w[0]), "{naps:?}");
+    assert_eq!(naps[7], FollowPace::MAX, "{naps:?}");
+    // Entries again: at once, then the shortest nap.
+    assert_eq!(pace.after_poll(true), Duration::ZERO);
+    assert_eq!(pace.after_poll(false), FollowPace::MIN);
+}

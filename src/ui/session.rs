@@ -16,7 +16,7 @@ use crate::layout::{LayoutChoice, RegionKind};
 use crate::rpc::tree::NodeValue;
 use crate::sampler::{Sampler, SamplerSettings};
 use crate::segment::monotonic_now_ns;
-use crate::traffic::{Record, RingSelection, Totals, Traffic, TrafficEvent};
+use crate::traffic::{FollowPace, Record, RingSelection, Totals, Traffic, TrafficEvent};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -176,6 +176,7 @@ impl TrafficTap {
                 let mut traffic = Traffic::new(&a, RingSelection::All);
                 let mut events = Vec::new();
                 let mut idle = 0u32;
+                let mut pace = FollowPace::default();
                 // Relaxed: a flag with no data behind it.
                 while !st.load(Ordering::Relaxed) {
                     events.clear();
@@ -183,17 +184,15 @@ impl TrafficTap {
                     traffic.poll(&a.segment, now, 4096, &mut events);
                     if events.is_empty() {
                         idle = idle.saturating_add(1);
-                        std::thread::sleep(Duration::from_micros(if idle < 50 {
-                            200
-                        } else {
-                            2000
-                        }));
+                        std::thread::sleep(pace.after_poll(false));
                         if idle.is_multiple_of(100) {
                             lock(&s).totals = traffic.totals();
                         }
                         continue;
                     }
                     idle = 0;
+                    // Entries came: poll again at once, and nap short once quiet.
+                    let _ = pace.after_poll(true);
                     let mut store = lock(&s);
                     for e in events.drain(..) {
                         let row = match e {
