@@ -34,6 +34,10 @@ const SAMPLER_NAP_MAX_NS: u64 = 200_000;
 /// The nap once no frame has come for this long (a paused or stopped run).
 const SAMPLER_QUIET_NS: u64 = 500_000_000;
 const SAMPLER_QUIET_NAP_NS: u64 = 2_000_000;
+/// The spotter's nap while quiet: the first frame after a pause (a run that starts, or
+/// resumes) is stable for as little as a quarter of a millisecond, and the frame thread
+/// naps 2 ms; the spotter copies it as soon as it sees it.
+const SPOTTER_QUIET_NAP_NS: u64 = 200_000;
 /// How often the auxiliary thread looks at the segment's state (liveness, re-attach).
 const AUX_TICK_NS: u64 = 250_000_000;
 /// The auxiliary thread's longest sleep: a change of settings is taken up within it.
@@ -772,13 +776,18 @@ impl FramePace {
         (self.interval_ns / 8).clamp(SAMPLER_NAP_MIN_NS, SAMPLER_NAP_MAX_NS)
     }
 
-    /// The next nap: an eighth of the interval, long ones once it has been quiet.
-    fn nap(&self, now: u64) -> Duration {
-        Duration::from_nanos(if now.saturating_sub(self.last_new_ns) > SAMPLER_QUIET_NS {
-            SAMPLER_QUIET_NAP_NS
+    /// The next nap: an eighth of the interval, or `quiet_nap_ns` once it has been quiet.
+    fn nap(&self, now: u64, quiet_nap_ns: u64) -> Duration {
+        Duration::from_nanos(if self.quiet(now) {
+            quiet_nap_ns
         } else {
             self.eighth_ns()
         })
+    }
+
+    /// No new frame for a while (a paused or stopped run).
+    fn quiet(&self, now: u64) -> bool {
+        now.saturating_sub(self.last_new_ns) > SAMPLER_QUIET_NS
     }
 
     fn since_new_ns(&self, now: u64) -> u64 {
@@ -926,6 +935,8 @@ impl Spotter {
                 continue;
             }
             let f = seg_frame(&self.attached).unwrap_or(0);
+            // The first frame after a pause: the frame thread naps long, take it now.
+            let after_pause = f != last && pace.quiet(now);
             if f != last {
                 pace.saw(now, f.wrapping_sub(last));
                 last = f;
@@ -936,7 +947,7 @@ impl Spotter {
             // appeared: it is late, copy the frame for it.
             if f != tried
                 && frames_ahead(f, taken).is_some()
-                && pace.since_new_ns(now) >= pace.eighth_ns()
+                && (after_pause || pace.since_new_ns(now) >= pace.eighth_ns())
             {
                 let mut hot = HotData::default();
                 let mut watched_buf = Vec::new();
@@ -961,7 +972,7 @@ impl Spotter {
                 // One try per frame.
                 tried = f;
             }
-            std::thread::sleep(pace.nap(now));
+            std::thread::sleep(pace.nap(now, SPOTTER_QUIET_NAP_NS));
         }
     }
 }
@@ -1069,7 +1080,7 @@ impl FrameWorker {
                 self.flush(&settings, false);
             }
             if !new_frame {
-                std::thread::sleep(pace.nap(now));
+                std::thread::sleep(pace.nap(now, SAMPLER_QUIET_NAP_NS));
             }
         }
     }
