@@ -108,6 +108,16 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
     assert!(!d.envs.contains_key(&0), "only watched envs keep histories");
 }
 
+/// Publishes `frame` as the engine does: env 1's reward is twice the frame number.
+fn publish_frame(seg: &TestSegment, frame: u64) {
+    seg.rw.seqlock_begin(288);
+    seg.rw
+        .write_f32s(seg.plan.rewards_offset, &[0.0, frame as f32 * 2.0]);
+    seg.rw.fetch_add_u64(288, 1);
+    seg.rw.store_u64(40, frame);
+    seg.rw.store_u64(32, frame);
+}
+
 #[test]
 fn frames_the_frame_thread_does_not_look_at_are_taken_by_the_spotter() {
     let seg = TestSegment::create("spotter", &spec(PlanLayout::Lrbc { ext: true }, 2));
@@ -122,12 +132,7 @@ fn frames_the_frame_thread_does_not_look_at_are_taken_by_the_spotter() {
     // The frame thread stops looking at frame_seq (as when it is not scheduled).
     sampler.handover.blind.store(true, Ordering::Relaxed);
     for frame in 1..=50u64 {
-        seg.rw.seqlock_begin(288);
-        seg.rw
-            .write_f32s(seg.plan.rewards_offset, &[0.0, frame as f32 * 2.0]);
-        seg.rw.fetch_add_u64(288, 1);
-        seg.rw.store_u64(40, frame);
-        seg.rw.store_u64(32, frame);
+        publish_frame(&seg, frame);
         wait_until(&format!("frame {frame} ({:?})", sampler.stats()), || {
             sampler.stats().frames_seen >= frame
         });
@@ -160,15 +165,7 @@ fn a_frame_handed_over_just_after_the_frame_thread_checked_is_not_counted_missed
     // The frame thread looks away, and takes no copy before it looks at frame_seq.
     sampler.handover.late.store(true, Ordering::Relaxed);
     sampler.handover.blind.store(true, Ordering::Relaxed);
-    let publish = |frame: u64| {
-        seg.rw.seqlock_begin(288);
-        seg.rw
-            .write_f32s(seg.plan.rewards_offset, &[0.0, frame as f32 * 2.0]);
-        seg.rw.fetch_add_u64(288, 1);
-        seg.rw.store_u64(40, frame);
-        seg.rw.store_u64(32, frame);
-    };
-    publish(1);
+    publish_frame(&seg, 1);
     wait_until("the spotter to hand frame 1 over", || {
         lock(&sampler.handover.copies)
             .iter()
@@ -176,7 +173,7 @@ fn a_frame_handed_over_just_after_the_frame_thread_checked_is_not_counted_missed
     });
     // Frame 2 comes before the frame thread looks again: it sees two new frames, one of
     // them waiting in the handover.
-    publish(2);
+    publish_frame(&seg, 2);
     sampler.handover.blind.store(false, Ordering::Relaxed);
     wait_until("both frames", || sampler.stats().frames_seen >= 2);
     sampler.stop();
