@@ -787,7 +787,7 @@ impl FramePace {
 
     /// No new frame for a while (a paused or stopped run).
     fn quiet(&self, now: u64) -> bool {
-        now.saturating_sub(self.last_new_ns) > SAMPLER_QUIET_NS
+        self.since_new_ns(now) > SAMPLER_QUIET_NS
     }
 
     fn since_new_ns(&self, now: u64) -> u64 {
@@ -845,6 +845,30 @@ fn copy_frame(
         frame_seq: copy.frame_seq,
         latency,
         watched,
+    }
+}
+
+/// Maps the new segment when the auxiliary thread has re-attached (the shared data's
+/// generation moved on): true when `attached` and `generation` now follow it. Never
+/// waits for the data's lock; a busy lock is tried again at the next look.
+fn reopen_if_reattached(
+    data: &Mutex<SamplerData>,
+    attached: &mut Attached,
+    generation: &mut u64,
+) -> bool {
+    let Ok(current) = data.try_lock().map(|d| d.generation) else {
+        return false;
+    };
+    if current == *generation {
+        return false;
+    }
+    match attached.reopen() {
+        Ok(a) => {
+            *attached = a;
+            *generation = current;
+            true
+        }
+        Err(_) => false,
     }
 }
 
@@ -917,12 +941,7 @@ impl Spotter {
                 if let Ok(s) = self.settings.try_lock() {
                     watched_envs.clone_from(&s.watched_envs);
                 }
-                let generation = self.data.try_lock().map(|d| d.generation).ok();
-                if let Some(generation) = generation.filter(|g| *g != self.generation)
-                    && let Ok(a) = self.attached.reopen()
-                {
-                    self.attached = a;
-                    self.generation = generation;
+                if reopen_if_reattached(&self.data, &mut self.attached, &mut self.generation) {
                     last = seg_frame(&self.attached).unwrap_or(0);
                     tried = last;
                 }
@@ -1087,16 +1106,7 @@ impl FrameWorker {
 
     /// Maps the new segment when the auxiliary thread re-attached.
     fn follow_generation(&mut self) {
-        let generation = match self.data.try_lock() {
-            Ok(d) => d.generation,
-            Err(_) => return,
-        };
-        if generation == self.generation {
-            return;
-        }
-        if let Ok(a) = self.attached.reopen() {
-            self.attached = a;
-            self.generation = generation;
+        if reopen_if_reattached(&self.data, &mut self.attached, &mut self.generation) {
             self.pending = Pending::default();
             self.last_frame = self.frame_seq();
             // Relaxed: a hint for the spotter, with no data behind it.
@@ -1309,13 +1319,14 @@ impl<C: Clock> AuxWorker<C> {
             if let Ok(s) = self.settings.try_lock() {
                 settings.clone_from(&s);
             }
+            let period = |hz: f32| (hz > 0.0).then(|| (1e9 / hz) as u64);
+            let (image_period, scan_period) =
+                (period(settings.max_image_hz), period(settings.scan_hz));
             if now.saturating_sub(last_tick) >= AUX_TICK_NS {
                 last_tick = now;
                 self.tick();
             }
-            if settings.max_image_hz > 0.0
-                && now.saturating_sub(last_image) as f32 >= 1e9 / settings.max_image_hz
-            {
+            if image_period.is_some_and(|p| now.saturating_sub(last_image) >= p) {
                 last_image = now;
                 if let Some((seq, took)) = self.capture_image(now, last_image_seq) {
                     fps_window.1 += u64::from(took);
@@ -1327,9 +1338,7 @@ impl<C: Clock> AuxWorker<C> {
                 lock(&self.data).image_fps = fps_window.1 as f32 / secs;
                 fps_window = (now, 0);
             }
-            if settings.scan_hz > 0.0
-                && now.saturating_sub(last_scan) as f32 >= 1e9 / settings.scan_hz
-            {
+            if scan_period.is_some_and(|p| now.saturating_sub(last_scan) >= p) {
                 last_scan = now;
                 self.scan(&settings);
             }
@@ -1339,13 +1348,12 @@ impl<C: Clock> AuxWorker<C> {
             }
             // Asleep until the next thing is due: a wakeup costs a busy machine a context
             // switch. Settings are read again within AUX_MAX_SLEEP_NS.
-            let period = |hz: f32| (hz > 0.0).then(|| (1e9 / hz) as u64);
             let due = [
                 Some(last_tick + AUX_TICK_NS),
                 Some(fps_window.0 + 1_000_000_000),
                 Some(last_wake + self.repaint_interval_ns),
-                period(settings.max_image_hz).map(|p| last_image + p),
-                period(settings.scan_hz).map(|p| last_scan + p),
+                image_period.map(|p| last_image + p),
+                scan_period.map(|p| last_scan + p),
             ];
             let next = due.into_iter().flatten().min().unwrap_or(now);
             let after = crate::segment::monotonic_now_ns();

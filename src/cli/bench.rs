@@ -131,7 +131,8 @@ fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliErro
     Ok(result)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The middle value (the upper one of an even count); 0 for none.
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::CliError;
+use super::bench::median;
 use super::benchmarks::SamplerPart;
 use super::children::{ChildProcess, wait_for_segment};
 use crate::attach::{Target, attach};
@@ -100,12 +101,17 @@ fn threads_cpu(pid: &str) -> Vec<(String, f64)> {
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
             .map_or(0.0, |ns| ns as f64 / 1e9);
-        match out.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, s)) => *s += secs,
-            None => out.push((name, secs)),
-        }
+        add_by_name(&mut out, &name, secs);
     }
     out
+}
+
+/// Adds `secs` to the entry named `name`, or appends one.
+fn add_by_name(list: &mut Vec<(String, f64)>, name: &str, secs: f64) {
+    match list.iter_mut().find(|(n, _)| n == name) {
+        Some((_, s)) => *s += secs,
+        None => list.push((name.to_string(), secs)),
+    }
 }
 
 /// CPU seconds used so far by the live threads of a process.
@@ -429,10 +435,7 @@ fn observer_cost(observer: Observer, secs: f64, tag: &str) -> Result<Cost, CliEr
                         .iter()
                         .find(|(n, _)| n == name)
                         .map_or(0.0, |(_, s)| *s);
-                    match cpu_on.iter_mut().find(|(n, _)| n == name) {
-                        Some((_, c)) => *c += s - was,
-                        None => cpu_on.push((name.clone(), s - was)),
-                    }
+                    add_by_name(&mut cpu_on, name, s - was);
                 }
             } else {
                 off_rates.push(rate);
@@ -594,11 +597,6 @@ fn rate_table(secs: f64) -> Result<(), CliError> {
         );
     }
     Ok(())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn fmt_cpu(cpu: &[(String, f64)]) -> String {

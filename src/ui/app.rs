@@ -506,7 +506,6 @@ impl InspectorApp {
         });
     }
 
-    /// Counts redraws per second (shown in the Settings menu).
     /// The machine has no spare CPU: the sampler is yielding to it.
     fn machine_busy(&self) -> bool {
         self.session
@@ -514,6 +513,7 @@ impl InspectorApp {
             .is_some_and(|s| s.sampler.lock().yielding)
     }
 
+    /// Counts redraws per second (shown in the Settings menu).
     fn count_redraw(&mut self) {
         let now = monotonic_now_ns();
         self.redraws.1 += 1;
