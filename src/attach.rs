@@ -38,6 +38,8 @@ pub enum AttachError {
     BadName { name: String, reason: &'static str },
     #[error("no segment named {name:?} in {SHM_DIR}{}", existing_suffix(.existing))]
     NotFound { name: String, existing: Vec<String> },
+    #[error("pid 0 is not a process (in a segment's header 0 means \"none\")")]
+    ZeroPid,
     #[error("no segment found for pid {pid}{}", existing_suffix(.existing))]
     PidNotFound { pid: u32, existing: Vec<String> },
     #[error("pid {pid} has {} segments ({}): choose one with --shm", .names.len(), .names.join(", "))]
@@ -220,6 +222,10 @@ fn attach_name(name: &str, choice: LayoutChoice) -> Result<Attached, AttachError
 /// `luckyengine_<pid>`. The strongest kind of match wins; two of the same kind are
 /// ambiguous.
 pub fn resolve_pid(pid: u32) -> Result<String, AttachError> {
+    // A pid field of 0 means "no process": pid 0 must never match one.
+    if pid == 0 {
+        return Err(AttachError::ZeroPid);
+    }
     let listing = discovery::list();
     let ok = || listing.iter().filter_map(|e| e.summary().map(|s| (e, s)));
     let by_server: Vec<String> = ok()
@@ -271,6 +277,27 @@ mod tests {
         }
         assert!(validate_name("LuckyEngine_123").is_ok());
         assert_eq!(shm_path("x").unwrap(), PathBuf::from("/dev/shm/x"));
+    }
+
+    #[test]
+    fn pid_0_never_matches_a_segment_without_a_client() {
+        // A segment whose client_pid is 0 ("no client"), as an engine leaves it before
+        // a trainer attaches: it is listed, so a pid-0 match would find it.
+        use crate::layout::plan::PlanLayout;
+        let seg = crate::testutil::TestSegment::create(
+            "pid0",
+            &crate::testutil::spec(PlanLayout::Lrbc { ext: true }, 2),
+        );
+        assert!(
+            discovery::list()
+                .iter()
+                .any(|e| e.name == seg.name && e.summary().is_some_and(|s| s.client.pid == 0))
+        );
+        assert!(matches!(resolve_pid(0), Err(AttachError::ZeroPid)));
+        assert!(matches!(
+            attach(&Target::Pid(0), LayoutChoice::Auto),
+            Err(AttachError::ZeroPid)
+        ));
     }
 
     #[test]

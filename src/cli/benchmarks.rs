@@ -20,13 +20,13 @@ pub enum BenchCommand {
     /// Envelopes verified and decoded into field trees per second, on one core.
     Decode {
         /// Seconds per measurement.
-        #[arg(long, default_value_t = 2.0)]
+        #[arg(long, default_value = "2", value_parser = super::args::seconds_f64)]
         secs: f64,
     },
     /// The highest producer rate a traffic reader follows on a 512 KiB ring without loss.
     Ring {
         /// Seconds per rate.
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value = "1", value_parser = super::args::seconds_f64)]
         secs: f64,
     },
     /// UI frame CPU time at train4096 with every panel open.
@@ -41,10 +41,10 @@ pub enum BenchCommand {
     /// The sampler's share of frames, and the engine's rate with watch or the window attached.
     Sampler {
         /// Seconds per pace.
-        #[arg(long, default_value_t = 5.0)]
+        #[arg(long, default_value = "5", value_parser = super::args::seconds_f64)]
         secs: f64,
         /// Seconds of one run per observer for the engine's rate (switched off and on).
-        #[arg(long, default_value_t = 90.0)]
+        #[arg(long, default_value = "90", value_parser = super::args::seconds_f64)]
         rate_secs: f64,
         /// Only the share of frames, or only the engine's rate.
         #[arg(long, value_enum)]

@@ -28,8 +28,9 @@ pub struct DemoArgs {
     #[arg(
         long,
         value_name = "F",
-        default_value_t = 500.0,
-        allow_negative_numbers = true
+        default_value = "500",
+        allow_negative_numbers = true,
+        value_parser = super::args::parse_hz
     )]
     pub hz: f64,
     /// Show the headless views even when a display is available.
@@ -38,12 +39,6 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
-    if !(args.hz.is_finite() && args.hz > 0.0) {
-        return Err(CliError::Usage(format!(
-            "--hz must be positive, not {}",
-            args.hz
-        )));
-    }
     let stop = stop_flag();
     let name = format!("LuckyEngine_{}", std::process::id());
     let mut engine = ChildProcess::spawn(

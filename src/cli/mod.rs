@@ -1,5 +1,6 @@
 //! The command line: arguments, the error printed once, and the subcommands.
 
+mod args;
 mod bench;
 mod benchmarks;
 mod children;
@@ -16,6 +17,7 @@ mod watch;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -42,7 +44,7 @@ pub struct TargetArgs {
     #[arg(long, value_name = "NAME", conflicts_with_all = ["pid", "path"])]
     pub shm: Option<String>,
     /// A process id: the engine or client of a segment, or a process that maps one.
-    #[arg(long, value_name = "PID", conflicts_with = "path")]
+    #[arg(long, value_name = "PID", conflicts_with = "path", value_parser = args::parse_pid)]
     pub pid: Option<u32>,
     /// Any file holding a segment.
     #[arg(long, value_name = "FILE")]
@@ -98,16 +100,17 @@ pub enum Command {
     Watch {
         #[command(flatten)]
         target: TargetArgs,
-        /// Seconds between lines.
+        /// Seconds between lines (at least 0.01; units ms, s, min, h allowed).
         #[arg(
             long,
             value_name = "SECS",
-            default_value_t = 1.0,
-            allow_negative_numbers = true
+            default_value = "1",
+            allow_negative_numbers = true,
+            value_parser = args::seconds(0.01)
         )]
-        interval: f64,
-        /// Stop after this many lines.
-        #[arg(long, value_name = "N")]
+        interval: Duration,
+        /// Stop after this many lines (at least 1).
+        #[arg(long, value_name = "N", value_parser = args::parse_count)]
         count: Option<u64>,
         /// One JSON object per line.
         #[arg(long)]
@@ -130,12 +133,12 @@ pub enum Command {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
-        /// Stop after this many entries.
-        #[arg(long, value_name = "N")]
+        /// Stop after this many entries (at least 1).
+        #[arg(long, value_name = "N", value_parser = args::parse_count)]
         count: Option<u64>,
-        /// Stop after this many seconds.
-        #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
-        duration: Option<f64>,
+        /// Stop after this many seconds (units ms, s, min, h allowed).
+        #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = args::positive_seconds)]
+        duration: Option<Duration>,
     },
     /// The simulated engine and client.
     #[command(subcommand)]
@@ -160,14 +163,15 @@ pub enum Command {
         service: String,
         #[command(flatten)]
         action: ControlAction,
-        /// Seconds to wait for the engine's response.
+        /// Seconds to wait for the engine's response (units ms, s, min, h allowed).
         #[arg(
             long,
             value_name = "SECS",
-            default_value_t = 5.0,
-            allow_negative_numbers = true
+            default_value = "5",
+            allow_negative_numbers = true,
+            value_parser = args::positive_seconds
         )]
-        timeout: f64,
+        timeout: Duration,
         /// Print the response as JSON.
         #[arg(long)]
         json: bool,
@@ -227,26 +231,35 @@ pub fn stop_flag() -> Arc<AtomicBool> {
     flag
 }
 
-/// Sleeps up to `secs`, waking early when `stop` is set. Returns true if stopped.
-pub fn sleep_unless_stopped(secs: f64, stop: &AtomicBool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+/// `now + d`, or the farthest instant representable for a span too long to add.
+pub fn deadline_after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(args::MAX_SECONDS as u64))
+}
+
+/// Sleeps up to `d`, waking early when `stop` is set. Returns true if stopped.
+pub fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
+    let deadline = deadline_after(Instant::now(), d);
     loop {
         // Relaxed: a flag with no data behind it.
         if stop.load(Ordering::Relaxed) {
             return true;
         }
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         if now >= deadline {
             return false;
         }
         // A tenth of a second: prompt enough for Ctrl-C, and few wakeups of a busy machine.
-        std::thread::sleep((deadline - now).min(std::time::Duration::from_millis(100)));
+        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
     }
 }
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     // The window under Mesa's software rasteriser on a small machine: one rasterising
     // thread (the window's own, niced) instead of one per core, so that drawing never
     // takes every core from the engine, the trainer and the sampler.
@@ -276,6 +289,34 @@ pub fn main() -> i32 {
     }
 }
 
+/// Help and version as clap prints them; any other argument error as one line on
+/// stderr ("error: …", with clap's tip if it has one), exit code 2.
+fn usage_error(e: &clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return e.exit_code();
+    }
+    eprintln!("{}", one_line(&e.render().to_string()));
+    2
+}
+
+/// Clap's message up to its usage section, on one line.
+fn one_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Some(Command::List { json }) => list::run(json),
@@ -289,11 +330,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
             json,
             busy_budget,
         }) => {
-            if !(interval.is_finite() && interval >= 0.01) {
-                return Err(CliError::Usage(format!(
-                    "--interval must be at least 0.01 seconds, not {interval}"
-                )));
-            }
             if !(busy_budget.is_finite() && (0.0..=100.0).contains(&busy_budget)) {
                 return Err(CliError::Usage(format!(
                     "--busy-budget must be a percent of one core from 0 to 100, not {busy_budget}"
@@ -316,26 +352,17 @@ fn run(cli: Cli) -> Result<(), CliError> {
             json,
             count,
             duration,
-        }) => {
-            if let Some(d) = duration
-                && !(d.is_finite() && d > 0.0)
-            {
-                return Err(CliError::Usage(format!(
-                    "--duration must be a positive number of seconds, not {d}"
-                )));
-            }
-            traffic::run(
-                &target.require()?,
-                target.layout,
-                traffic::Options {
-                    follow,
-                    rings: ring,
-                    json,
-                    count,
-                    duration_secs: duration,
-                },
-            )
-        }
+        }) => traffic::run(
+            &target.require()?,
+            target.layout,
+            traffic::Options {
+                follow,
+                rings: ring,
+                json,
+                count,
+                duration,
+            },
+        ),
         Some(Command::Control {
             target,
             service,
@@ -343,11 +370,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
             timeout,
             json,
         }) => {
-            if !(timeout.is_finite() && timeout > 0.0) {
-                return Err(CliError::Usage(format!(
-                    "--timeout must be a positive number of seconds, not {timeout}"
-                )));
-            }
             let action = if action.enable {
                 control::Action::Enable
             } else if action.disable {
@@ -360,7 +382,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 target.layout,
                 &service,
                 action,
-                std::time::Duration::from_secs_f64(timeout),
+                timeout,
                 json,
             )
         }

@@ -62,8 +62,9 @@ pub struct EngineArgs {
     #[arg(
         long,
         value_name = "F",
-        default_value_t = 60.0,
-        allow_negative_numbers = true
+        default_value = "60",
+        allow_negative_numbers = true,
+        value_parser = super::args::parse_hz
     )]
     pub hz: f64,
     /// Data capacity of each command ring, a power of two.
@@ -73,7 +74,7 @@ pub struct EngineArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 65_536)]
     pub ctl_ring_size: u32,
     /// Camera images per second.
-    #[arg(long, value_name = "F", default_value_t = 30.0)]
+    #[arg(long, value_name = "F", default_value = "30", allow_negative_numbers = true, value_parser = super::args::parse_hz)]
     pub camera_hz: f64,
     /// Replace a segment of the same name.
     #[arg(long)]
@@ -91,11 +92,11 @@ pub struct ClientArgs {
     /// Segment name in /dev/shm (default: $LUCKY_SHM_NAME).
     #[arg(long, value_name = "NAME")]
     pub shm: Option<String>,
-    /// Stop after this many steps.
-    #[arg(long, value_name = "N")]
+    /// Stop after this many steps (at least 1).
+    #[arg(long, value_name = "N", value_parser = super::args::parse_count)]
     pub steps: Option<u64>,
     /// Steps per second (default: as fast as the engine goes).
-    #[arg(long, value_name = "F", allow_negative_numbers = true)]
+    #[arg(long, value_name = "F", allow_negative_numbers = true, value_parser = super::args::parse_hz)]
     pub hz: Option<f64>,
     /// How actions are chosen.
     #[arg(long, value_enum, default_value_t = Policy::Random)]
@@ -152,12 +153,6 @@ impl EngineArgs {
         } else {
             image
         };
-        if !(self.camera_hz.is_finite() && self.camera_hz > 0.0) {
-            return Err(CliError::Usage(format!(
-                "--camera-hz must be positive, not {}",
-                self.camera_hz
-            )));
-        }
         Ok(EngineConfig {
             name: self
                 .name

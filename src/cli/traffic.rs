@@ -15,7 +15,7 @@ pub struct Options {
     pub rings: RingSelection,
     pub json: bool,
     pub count: Option<u64>,
-    pub duration_secs: Option<f64>,
+    pub duration: Option<Duration>,
 }
 
 fn line(e: &TrafficEvent, start_ns: u64) -> Option<String> {
@@ -89,9 +89,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     }
     let start_ns = monotonic_now_ns();
     let started = Instant::now();
-    let deadline = o
-        .duration_secs
-        .map(|s| started + Duration::from_secs_f64(s));
+    let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut printed = 0u64;
     let mut events = Vec::new();
     let mut pace = FollowPace::default();

@@ -41,7 +41,7 @@ fn line(r: &Report, s: &SamplerStats, yielding: bool) -> String {
 pub fn run(
     target: &Target,
     choice: LayoutChoice,
-    interval_secs: f64,
+    interval: std::time::Duration,
     count: Option<u64>,
     as_json: bool,
     busy_budget_percent: Option<f32>,
@@ -74,7 +74,7 @@ pub fn run(
     let mut watcher = Watcher::new(attached, MonotonicClock);
     let mut printed = 0u64;
     while count.is_none_or(|c| printed < c) {
-        if sleep_unless_stopped(interval_secs, &stop) {
+        if sleep_unless_stopped(interval, &stop) {
             break;
         }
         let report = watcher.tick();

@@ -68,8 +68,8 @@ pub enum OpenError {
     PermissionDenied { path: PathBuf },
     #[error("{path}: is a symbolic link; names in {SHM_DIR} are never followed")]
     Symlink { path: PathBuf },
-    #[error("{path}: not a regular file")]
-    NotRegular { path: PathBuf },
+    #[error("{path}: not a regular file but {kind}; a segment is a regular file")]
+    NotRegular { path: PathBuf, kind: &'static str },
     #[error("{path}: already exists (use --force to replace it)")]
     Exists { path: PathBuf },
     #[error("{path}: {source}")]
@@ -100,8 +100,49 @@ pub enum Follow {
     NoSymlinks,
 }
 
+/// What a file that is not a regular file is, for the error that refuses it.
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a file"
+    }
+}
+
+/// Opens a regular file. Anything else (FIFO, socket, device, directory) is refused
+/// before it is opened, since opening a FIFO for reading blocks until a writer comes and
+/// opening a device may act on it; the open itself is non-blocking, so a file swapped
+/// for a FIFO between the check and the open cannot block either.
 fn open_file(path: &Path, write: bool, follow: Follow) -> Result<File, OpenError> {
-    let mut flags = libc::O_CLOEXEC;
+    let before = match follow {
+        Follow::Symlinks => std::fs::metadata(path),
+        Follow::NoSymlinks => std::fs::symlink_metadata(path),
+    }
+    .map_err(|e| OpenError::from_io(path, e))?;
+    let not_regular = |t: std::fs::FileType| OpenError::NotRegular {
+        path: path.to_path_buf(),
+        kind: file_kind(t),
+    };
+    if before.file_type().is_symlink() {
+        return Err(OpenError::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
+    if !before.file_type().is_file() {
+        return Err(not_regular(before.file_type()));
+    }
+    let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
     if follow == Follow::NoSymlinks {
         flags |= libc::O_NOFOLLOW;
     }
@@ -113,9 +154,7 @@ fn open_file(path: &Path, write: bool, follow: Follow) -> Result<File, OpenError
         .map_err(|e| OpenError::from_io(path, e))?;
     let meta = file.metadata().map_err(|e| OpenError::from_io(path, e))?;
     if !meta.file_type().is_file() {
-        return Err(OpenError::NotRegular {
-            path: path.to_path_buf(),
-        });
+        return Err(not_regular(meta.file_type()));
     }
     Ok(file)
 }
@@ -937,6 +976,52 @@ mod tests {
         let _new = SegmentRw::create(&path, 4096, false).unwrap();
         assert_eq!(ro.health(), Health::Replaced);
         drop(rw);
+    }
+
+    #[test]
+    fn fifos_sockets_devices_and_directories_are_refused_without_blocking() {
+        let fifo = temp_shm("fifo");
+        let _rm = Remove(fifo.clone());
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let sock = temp_shm("sock");
+        let _rm2 = Remove(sock.clone());
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        // Opening a FIFO for reading with no writer blocks forever: run the opens on a
+        // thread and wait for their answer with a deadline instead of hanging the test.
+        let (tx, rx) = std::sync::mpsc::sync_channel(8);
+        let paths = [
+            (fifo.clone(), "a FIFO"),
+            (sock.clone(), "a socket"),
+            (PathBuf::from("/dev/null"), "a character device"),
+            (PathBuf::from(SHM_DIR), "a directory"),
+        ];
+        let opener = std::thread::Builder::new().name("test-open".into());
+        let _ = opener.spawn(move || {
+            for (path, kind) in paths {
+                for follow in [Follow::Symlinks, Follow::NoSymlinks] {
+                    let ro = Segment::open(&path, follow).map(|_| ());
+                    let rw = SegmentRw::open(&path, follow).map(|_| ());
+                    let _ = tx.send((path.clone(), kind, ro, rw));
+                }
+            }
+        });
+        for _ in 0..8 {
+            let (path, kind, ro, rw) = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("opening a non-regular file blocked");
+            for r in [ro, rw] {
+                match r {
+                    Err(e @ OpenError::NotRegular { .. }) => {
+                        let line = e.to_string();
+                        assert!(line.contains(kind), "{line}");
+                        assert!(!line.contains('\n'));
+                    }
+                    other => panic!("{} gave {other:?}", path.display()),
+                }
+            }
+        }
     }
 
     #[test]

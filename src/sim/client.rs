@@ -110,13 +110,18 @@ fn random_actions(actions: &mut [f32], state: &mut u64) {
 
 /// Runs the client until `stop`, `steps`, or an error.
 pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientError> {
-    if let Some(hz) = cfg.hz
-        && !(hz.is_finite() && hz > 0.0)
-    {
-        return Err(ClientError::Config(format!(
-            "--hz must be positive, not {hz}"
-        )));
-    }
+    let period = match cfg.hz {
+        None => None,
+        Some(hz) if hz.is_finite() && hz > 0.0 => Some(
+            Duration::try_from_secs_f64(1.0 / hz)
+                .map_err(|_| ClientError::Config(format!("--hz {hz} is too slow a pace")))?,
+        ),
+        Some(hz) => {
+            return Err(ClientError::Config(format!(
+                "--hz must be positive, not {hz}"
+            )));
+        }
+    };
     let path = shm_path(&cfg.name)?;
     let seg = SegmentRw::open(&path, Follow::NoSymlinks)?;
     let g: Geometry = layout::inspect(&seg, LayoutChoice::Auto)?;
@@ -301,7 +306,6 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
     }
 
     let started = Instant::now();
-    let period = cfg.hz.map(|hz| Duration::from_secs_f64(1.0 / hz));
     let mut next_tick = Instant::now();
     let mut last_frame = seg.load_u64(o.frame_seq).unwrap_or(0);
     let mut buf = Vec::new();

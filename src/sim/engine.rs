@@ -197,9 +197,11 @@ impl EngineConfig {
                 "the luckyrobots layout has no image region: drop --image (or use a preset without images)".into(),
             ));
         }
-        if !(self.hz.is_finite() && self.hz > 0.0) {
+        if !(self.hz.is_finite() && self.hz > 0.0)
+            || Duration::try_from_secs_f64(1.0 / self.hz).is_err()
+        {
             return Err(EngineError::Config(format!(
-                "--hz must be positive, not {}",
+                "--hz must be a positive rate whose period fits a duration, not {}",
                 self.hz
             )));
         }
@@ -401,7 +403,8 @@ impl Engine {
             PlanLayout::Lrbc { .. } => lrbc_words::ACTION_SEQ,
         };
         let mut waiter = Waiter::new();
-        let period = Duration::from_secs_f64(1.0 / self.cfg.hz);
+        // The pace was checked when the engine was created.
+        let period = Duration::try_from_secs_f64(1.0 / self.cfg.hz).unwrap_or(Duration::MAX);
         let mut next_tick = Instant::now();
         // Relaxed: a flag with no data behind it.
         while !stop.load(Ordering::Relaxed) {
