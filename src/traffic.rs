@@ -3,7 +3,7 @@
 //! with responses by correlation id, and counts everything: entries, bytes, losses,
 //! malformed entries, unanswered requests and orphan responses.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use serde_json::{Value, json};
 
@@ -252,14 +252,62 @@ fn pair_of(kind: RegionKind) -> u8 {
 
 /// Requests waiting for their response are kept at most this many per tap.
 const MAX_PENDING: usize = 65_536;
+/// Stream subscriptions remembered (to tell their items from orphans), at most.
+const MAX_STREAMS: usize = 4_096;
+
+/// A request's key (ring pair, correlation id).
+type Key = (u8, u64);
+
+/// Keys in arrival order, each with the record index it was queued for. An entry whose
+/// request has since been answered, replaced or evicted is stale: it is skipped when it
+/// reaches the front, and all stale entries are dropped once they outnumber the live
+/// ones, so the queue never holds more than about twice what it tracks.
+#[derive(Debug, Default)]
+struct KeyQueue {
+    items: VecDeque<(Key, u64)>,
+}
+
+impl KeyQueue {
+    fn push(&mut self, key: Key, index: u64, live: usize, is_live: impl Fn(&(Key, u64)) -> bool) {
+        self.items.push_back((key, index));
+        if self.items.len() > 2 * live + 64 {
+            self.items.retain(is_live);
+        }
+    }
+
+    /// The oldest live entry, after dropping the stale ones in front of it.
+    fn front(&mut self, is_live: impl Fn(&(Key, u64)) -> bool) -> Option<(Key, u64)> {
+        while let Some(&front) = self.items.front() {
+            if is_live(&front) {
+                return Some(front);
+            }
+            self.items.pop_front();
+        }
+        None
+    }
+
+    fn pop_front(&mut self) {
+        self.items.pop_front();
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
 
 /// Follows the selected rings of one segment.
 #[derive(Debug)]
 pub struct Traffic {
     watchers: Vec<AnyWatcher>,
-    pending: HashMap<(u8, u64), PendingRequest>,
-    pending_order: VecDeque<(u8, u64)>,
-    streams: HashSet<(u8, u64)>,
+    pending: HashMap<Key, PendingRequest>,
+    /// Pending requests, oldest first: the one evicted when `MAX_PENDING` are pending.
+    pending_order: KeyQueue,
+    /// Pending requests not yet flagged unanswered, oldest first (arrival times grow
+    /// along it), so that flagging looks only at those due.
+    expiry: KeyQueue,
+    /// Stream subscriptions: key to the request's record index.
+    streams: HashMap<Key, u64>,
+    streams_order: KeyQueue,
     next_index: u64,
     decode_malformed: HashMap<RegionKind, u64>,
     unanswered: HashMap<RegionKind, u64>,
@@ -282,8 +330,10 @@ impl Traffic {
         Self {
             watchers,
             pending: HashMap::new(),
-            pending_order: VecDeque::new(),
-            streams: HashSet::new(),
+            pending_order: KeyQueue::default(),
+            expiry: KeyQueue::default(),
+            streams: HashMap::new(),
+            streams_order: KeyQueue::default(),
             next_index: 0,
             decode_malformed: HashMap::new(),
             unanswered: HashMap::new(),
@@ -459,28 +509,9 @@ impl Traffic {
         };
         let key = (pair_of(ring), correlation_id);
         if is_request {
-            if self.pending.len() >= MAX_PENDING
-                && let Some(old) = self.pending_order.pop_front()
-            {
-                self.pending.remove(&old);
-            }
-            if record.method.ends_with("Stream") {
-                self.streams.insert(key);
-            }
-            self.pending.insert(
-                key,
-                PendingRequest {
-                    index,
-                    seen_ns: now_ns,
-                    sent_ns: record.sent_ns(),
-                    method: record.method.clone(),
-                    ring,
-                    flagged: false,
-                },
-            );
-            self.pending_order.push_back(key);
+            self.track_request(key, &record, ring, now_ns);
         } else if method_id.is_some_and(rpc::is_stream_item) {
-            if self.streams.contains(&key) {
+            if self.streams.contains_key(&key) {
                 record.pairing = Pairing::StreamItem;
             } else {
                 *self.orphans.entry(ring).or_default() += 1;
@@ -525,23 +556,97 @@ impl Traffic {
         });
     }
 
-    fn expire(&mut self, now_ns: u64, out: &mut Vec<TrafficEvent>) {
-        for (key, req) in &mut self.pending {
-            if !req.flagged
-                && now_ns.saturating_sub(req.seen_ns) > self.timeout_ns
-                && !self.streams.contains(key)
+    /// Remembers a request until its response comes, it is flagged and evicted, or a
+    /// newer request takes its key. Everything kept is bounded: at most `MAX_PENDING`
+    /// requests, `MAX_STREAMS` subscriptions, and queues of about twice those.
+    fn track_request(&mut self, key: Key, record: &Record, ring: RegionKind, now_ns: u64) {
+        let index = record.index;
+        if self.pending.len() >= MAX_PENDING && !self.pending.contains_key(&key) {
+            let pending = &self.pending;
+            if let Some((old, _)) = self
+                .pending_order
+                .front(|(k, i)| pending.get(k).is_some_and(|p| p.index == *i))
             {
-                req.flagged = true;
-                *self.unanswered.entry(req.ring).or_default() += 1;
-                out.push(TrafficEvent::Unanswered {
-                    ring: req.ring,
-                    request: req.index,
-                    correlation_id: key.1,
-                    method: req.method.clone(),
-                    waited_ns: now_ns.saturating_sub(req.seen_ns),
-                });
+                self.pending.remove(&old);
+                self.pending_order.pop_front();
             }
         }
+        if record.method.ends_with("Stream") {
+            if self.streams.len() >= MAX_STREAMS && !self.streams.contains_key(&key) {
+                let streams = &self.streams;
+                if let Some((old, _)) = self.streams_order.front(|(k, i)| streams.get(k) == Some(i))
+                {
+                    self.streams.remove(&old);
+                    self.streams_order.pop_front();
+                }
+            }
+            self.streams.insert(key, index);
+            let streams = &self.streams;
+            self.streams_order
+                .push(key, index, streams.len(), |(k, i)| {
+                    streams.get(k) == Some(i)
+                });
+        }
+        self.pending.insert(
+            key,
+            PendingRequest {
+                index,
+                seen_ns: now_ns,
+                sent_ns: record.sent_ns(),
+                method: record.method.clone(),
+                ring,
+                flagged: false,
+            },
+        );
+        let pending = &self.pending;
+        let live = |(k, i): &(Key, u64)| pending.get(k).is_some_and(|p| p.index == *i);
+        self.pending_order.push(key, index, pending.len(), live);
+        let unflagged =
+            |(k, i): &(Key, u64)| pending.get(k).is_some_and(|p| p.index == *i && !p.flagged);
+        self.expiry.push(key, index, pending.len(), unflagged);
+    }
+
+    /// Flags the requests that waited longer than the timeout, oldest first; stream
+    /// subscriptions are never flagged.
+    fn expire(&mut self, now_ns: u64, out: &mut Vec<TrafficEvent>) {
+        loop {
+            let pending = &self.pending;
+            let Some((key, _)) = self
+                .expiry
+                .front(|(k, i)| pending.get(k).is_some_and(|p| p.index == *i && !p.flagged))
+            else {
+                break;
+            };
+            let Some(req) = self.pending.get_mut(&key) else {
+                break;
+            };
+            if now_ns.saturating_sub(req.seen_ns) <= self.timeout_ns {
+                break;
+            }
+            self.expiry.pop_front();
+            if self.streams.contains_key(&key) {
+                continue;
+            }
+            req.flagged = true;
+            *self.unanswered.entry(req.ring).or_default() += 1;
+            out.push(TrafficEvent::Unanswered {
+                ring: req.ring,
+                request: req.index,
+                correlation_id: key.1,
+                method: req.method.clone(),
+                waited_ns: now_ns.saturating_sub(req.seen_ns),
+            });
+        }
+    }
+
+    /// Entries of the pairing bookkeeping: requests pending, stream subscriptions, and
+    /// their queues. Bounded however long the tap runs.
+    pub fn bookkeeping_len(&self) -> usize {
+        self.pending.len()
+            + self.streams.len()
+            + self.pending_order.len()
+            + self.expiry.len()
+            + self.streams_order.len()
     }
 
     /// Totals per ring.

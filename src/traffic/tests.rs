@@ -184,3 +184,137 @@ fn a_reader_polls_again_at_once_after_entries_and_naps_longer_while_quiet() {
     assert_eq!(pace.after_poll(true), Duration::ZERO);
     assert_eq!(pace.after_poll(false), FollowPace::MIN);
 }
+
+/// Requests and responses through real rings, consumed as an engine and client would.
+struct Exchange {
+    seg: TestSegment,
+    client: Producer,
+    engine: Producer,
+    c2s_reader: crate::rings::lrbc::Consumer,
+    s2c_reader: crate::rings::lrbc::Consumer,
+    buf: Vec<u8>,
+}
+
+impl Exchange {
+    fn new(tag: &str) -> (Self, Attached) {
+        let seg = TestSegment::create(tag, &spec(PlanLayout::Lrbc { ext: true }, 2));
+        let a = seg.attach();
+        let c2s = *a.geometry.ring(RegionKind::CmdC2s).unwrap();
+        let s2c = *a.geometry.ring(RegionKind::CmdS2c).unwrap();
+        let x = Self {
+            client: Producer::new(&seg.rw, c2s),
+            engine: Producer::new(&seg.rw, s2c),
+            c2s_reader: crate::rings::lrbc::Consumer::new(&seg.rw, c2s),
+            s2c_reader: crate::rings::lrbc::Consumer::new(&seg.rw, s2c),
+            seg,
+            buf: Vec::new(),
+        };
+        (x, a)
+    }
+
+    /// One request (and its response, if any), read by the tap, then consumed.
+    fn step(
+        &mut self,
+        t: &mut Traffic,
+        mem: &Segment,
+        request: &[u8],
+        response: Option<&[u8]>,
+        now_ns: u64,
+        out: &mut Vec<TrafficEvent>,
+    ) {
+        self.client.try_push(&self.seg.rw, request).unwrap();
+        if let Some(r) = response {
+            self.engine.try_push(&self.seg.rw, r).unwrap();
+        }
+        t.poll(mem, now_ns, usize::MAX, out);
+        while self
+            .c2s_reader
+            .try_pop(&self.seg.rw, &mut self.buf)
+            .unwrap()
+            .is_some()
+        {}
+        while self
+            .s2c_reader
+            .try_pop(&self.seg.rw, &mut self.buf)
+            .unwrap()
+            .is_some()
+        {}
+    }
+}
+
+use crate::segment::Segment;
+
+#[test]
+fn answered_requests_leave_nothing_behind_however_many_there_are() {
+    let (mut x, a) = Exchange::new("leak");
+    let mut t = Traffic::new(&a, RingSelection::Cmd);
+    let mut out = Vec::new();
+    let mut peak = 0;
+    for i in 0..40_000u64 {
+        out.clear();
+        let (req, resp) = (request(i, 1), response(i, 2, None));
+        x.step(&mut t, &a.segment, &req, Some(&resp), i * 1_000, &mut out);
+        assert_eq!(records(&out).len(), 2, "request {i} and its response");
+        peak = peak.max(t.bookkeeping_len());
+    }
+    // Every request was answered: the pairing keeps (almost) nothing, and never did.
+    assert!(t.pending.is_empty());
+    assert!(peak <= 80, "peak bookkeeping {peak} entries");
+}
+
+#[test]
+fn unanswered_requests_are_flagged_once_and_their_bookkeeping_is_capped() {
+    let (mut x, a) = Exchange::new("unanswered");
+    let mut t = Traffic::new(&a, RingSelection::Cmd);
+    t.timeout_ns = 1_000_000;
+    let mut out = Vec::new();
+    let mut flagged = 0u64;
+    let n = MAX_PENDING as u64 + 5_000;
+    for i in 0..n {
+        out.clear();
+        // Time moves 10 µs per request: each is flagged 100 requests after it came.
+        x.step(
+            &mut t,
+            &a.segment,
+            &request(i, 1),
+            None,
+            i * 10_000,
+            &mut out,
+        );
+        flagged += out
+            .iter()
+            .filter(|e| matches!(e, TrafficEvent::Unanswered { .. }))
+            .count() as u64;
+    }
+    assert!(
+        flagged >= n - 101 && flagged < n,
+        "{flagged} of {n} flagged"
+    );
+    assert!(
+        t.bookkeeping_len() <= 3 * MAX_PENDING + 200,
+        "{} entries",
+        t.bookkeeping_len()
+    );
+    assert_eq!(t.pending.len(), MAX_PENDING, "the oldest are let go");
+    // A late response to a request still remembered pairs; one too old is an orphan.
+    out.clear();
+    x.step(
+        &mut t,
+        &a.segment,
+        &request(n, 1),
+        Some(&response(n - 10, 3, None)),
+        n * 10_000,
+        &mut out,
+    );
+    assert!(records(&out).iter().any(|r| r.pairing == Pairing::Response));
+    out.clear();
+    x.step(
+        &mut t,
+        &a.segment,
+        &request(n + 1, 1),
+        Some(&response(0, 3, None)),
+        n * 10_000,
+        &mut out,
+    );
+    assert!(records(&out).iter().any(|r| r.pairing == Pairing::Orphan));
+}
