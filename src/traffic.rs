@@ -250,6 +250,20 @@ fn pair_of(kind: RegionKind) -> u8 {
     }
 }
 
+/// Checkpoints kept per response ring (one per poll while requests wait to be
+/// confirmed, which lasts at most `rings::confirm::GIVE_UP_NS`).
+const MAX_CHECKPOINTS: usize = 1024;
+
+/// An entry as a watcher kept it.
+struct Copied {
+    ring: RegionKind,
+    format: RingFormat,
+    position: u64,
+    payload: Vec<u8>,
+    lucky: Option<LuckyEntryHeader>,
+    at_risk: bool,
+}
+
 /// Requests waiting for their response are kept at most this many per tap.
 const MAX_PENDING: usize = 65_536;
 /// Stream subscriptions remembered (to tell their items from orphans), at most.
@@ -310,6 +324,11 @@ pub struct Traffic {
     streams_order: KeyQueue,
     next_index: u64,
     decode_malformed: HashMap<RegionKind, u64>,
+    /// Entries kept at risk of lapping that failed verification: (bytes, entries).
+    verify_lost: HashMap<RegionKind, (u64, u64)>,
+    /// Per response ring: (its producer's position, the request ring's) loaded
+    /// together, oldest first; see `poll`.
+    checkpoints: Vec<VecDeque<(u64, Option<u64>)>>,
     unanswered: HashMap<RegionKind, u64>,
     orphans: HashMap<RegionKind, u64>,
     /// Requests unanswered for this long are flagged.
@@ -320,14 +339,16 @@ pub struct Traffic {
 impl Traffic {
     /// Starts following at each ring's `read_pos` (spec 4.1).
     pub fn new(a: &Attached, selection: RingSelection) -> Self {
-        let watchers = a
+        let watchers: Vec<AnyWatcher> = a
             .geometry
             .rings
             .iter()
             .filter(|r| selection.includes(r.kind))
             .map(|r| AnyWatcher::new(&a.segment, *r))
             .collect();
+        let checkpoints = watchers.iter().map(|_| VecDeque::new()).collect();
         Self {
+            checkpoints,
             watchers,
             pending: HashMap::new(),
             pending_order: KeyQueue::default(),
@@ -336,11 +357,20 @@ impl Traffic {
             streams_order: KeyQueue::default(),
             next_index: 0,
             decode_malformed: HashMap::new(),
+            verify_lost: HashMap::new(),
             unanswered: HashMap::new(),
             orphans: HashMap::new(),
             timeout_ns: 5_000_000_000,
             scratch: Vec::new(),
         }
+    }
+
+    /// The watcher of the request ring paired with a response ring.
+    fn request_of(&self, response: RegionKind) -> Option<usize> {
+        let pair = pair_of(response);
+        self.watchers
+            .iter()
+            .position(|w| is_request_ring(w.ring().kind) && pair_of(w.ring().kind) == pair)
     }
 
     pub fn rings(&self) -> Vec<RegionKind> {
@@ -356,10 +386,26 @@ impl Traffic {
         max_per_ring: usize,
         out: &mut Vec<TrafficEvent>,
     ) {
-        // A response is published after its request. Bound the response rings first,
-        // then read the request rings in full: every response read then has its request
-        // read already, in this poll or an earlier one.
-        let ends: Vec<u64> = self.watchers.iter().map(|w| w.end_position(mem)).collect();
+        // A response is published after its request. For each response ring, load its
+        // producer's position E, then the position W of the request ring of its pair:
+        // every response before E answers a request published before W. Responses up
+        // to E are read once every request before W has been reported (read, or counted
+        // lost), so no response is shown before its request, even while the newest
+        // requests wait to be confirmed (`rings::confirm`).
+        for i in 0..self.watchers.len() {
+            let kind = self.watchers[i].ring().kind;
+            if is_request_ring(kind) {
+                continue;
+            }
+            let e = self.watchers[i].end_position(mem);
+            let w = self
+                .request_of(kind)
+                .map(|j| self.watchers[j].end_position(mem));
+            let queue = &mut self.checkpoints[i];
+            if queue.len() < MAX_CHECKPOINTS {
+                queue.push_back((e, w));
+            }
+        }
         let mut order: Vec<usize> = (0..self.watchers.len()).collect();
         order.sort_by_key(|&i| !is_request_ring(self.watchers[i].ring().kind));
         for i in order {
@@ -367,9 +413,24 @@ impl Traffic {
             events.clear();
             let ring = self.watchers[i].ring();
             if is_request_ring(ring.kind) {
-                self.watchers[i].poll(mem, &mut events, max_per_ring);
+                self.watchers[i].poll(mem, &mut events, max_per_ring, now_ns);
             } else {
-                self.watchers[i].poll_to(mem, &mut events, max_per_ring, ends[i]);
+                let request = self.request_of(ring.kind);
+                let mut end = None;
+                while let Some(&(e, w)) = self.checkpoints[i].front() {
+                    let ready = match (request, w) {
+                        (Some(j), Some(w)) => self.watchers[j].settled_past(w),
+                        _ => true,
+                    };
+                    if !ready {
+                        break;
+                    }
+                    end = Some(e);
+                    self.checkpoints[i].pop_front();
+                }
+                if let Some(end) = end {
+                    self.watchers[i].poll_to(mem, &mut events, max_per_ring, end, now_ns);
+                }
             }
             for e in events.drain(..) {
                 match e {
@@ -377,12 +438,16 @@ impl Traffic {
                         position,
                         payload,
                         lucky,
+                        at_risk,
                     } => self.entry(
-                        ring.kind,
-                        ring.format,
-                        position,
-                        payload,
-                        lucky,
+                        Copied {
+                            ring: ring.kind,
+                            format: ring.format,
+                            position,
+                            payload,
+                            lucky,
+                            at_risk,
+                        },
                         now_ns,
                         out,
                     ),
@@ -411,20 +476,24 @@ impl Traffic {
         self.expire(now_ns, out);
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one call site, the fields of an entry"
-    )]
-    fn entry(
-        &mut self,
-        ring: RegionKind,
-        format: RingFormat,
-        position: u64,
-        payload: Vec<u8>,
-        lucky: Option<LuckyEntryHeader>,
-        now_ns: u64,
-        out: &mut Vec<TrafficEvent>,
-    ) {
+    fn entry(&mut self, copied: Copied, now_ns: u64, out: &mut Vec<TrafficEvent>) {
+        let Copied {
+            ring,
+            format,
+            position,
+            payload,
+            lucky,
+            at_risk,
+        } = copied;
+        // The entry's bytes in the ring, should it be counted lost.
+        let ring_bytes = crate::rings::align8(
+            payload.len() as u64
+                + match format {
+                    RingFormat::Lrbc => 4,
+                    RingFormat::Lucky => crate::rings::lucky::ENTRY_HEADER_BYTES,
+                },
+        );
+        let at_risk = at_risk.then_some(ring_bytes);
         let is_request = is_request_ring(ring);
         let (decoded, correlation_id, method_id, method, error) = match format {
             RingFormat::Lrbc => match rpc::decode_envelope(&payload) {
@@ -438,7 +507,7 @@ impl Traffic {
                     (Decoded::Envelope(d), c, Some(m), label, err)
                 }
                 Err(e) => {
-                    self.malformed(ring, position, e.to_string(), payload, out);
+                    self.malformed(ring, position, e.to_string(), payload, at_risk, out);
                     return;
                 }
             },
@@ -459,6 +528,7 @@ impl Traffic {
                                 position,
                                 format!("payload is not JSON: {e}"),
                                 payload,
+                                at_risk,
                                 out,
                             );
                             return;
@@ -538,14 +608,29 @@ impl Traffic {
         out.push(TrafficEvent::Record(Box::new(record)));
     }
 
+    /// An entry that is not a valid payload. Kept while the producer was within one
+    /// margin of lapping it (`at_risk`: its bytes in the ring), it may hold bytes of a
+    /// newer entry: counted lost (lapping), not malformed.
     fn malformed(
         &mut self,
         ring: RegionKind,
         position: u64,
         error: String,
         mut raw: Vec<u8>,
+        at_risk: Option<u64>,
         out: &mut Vec<TrafficEvent>,
     ) {
+        if let Some(lost_bytes) = at_risk {
+            let t = self.verify_lost.entry(ring).or_default();
+            t.0 += lost_bytes;
+            t.1 += 1;
+            out.push(TrafficEvent::Lost {
+                ring,
+                lost_bytes,
+                lost_entries: Some(1),
+            });
+            return;
+        }
         raw.truncate(crate::rings::MAX_RAW_BYTES);
         *self.decode_malformed.entry(ring).or_default() += 1;
         out.push(TrafficEvent::Malformed {
@@ -657,14 +742,15 @@ impl Traffic {
                 let kind = w.ring().kind;
                 let s = w.stats();
                 let get = |m: &HashMap<RegionKind, u64>| m.get(&kind).copied().unwrap_or(0);
+                let (vl_bytes, vl_entries) = self.verify_lost.get(&kind).copied().unwrap_or((0, 0));
                 (
                     kind,
                     Totals {
-                        entries: s.entries,
-                        bytes: s.bytes,
-                        lost_bytes: s.lost_bytes,
-                        lost_entries: s.lost_entries,
-                        loss_events: s.loss_events,
+                        entries: s.entries.saturating_sub(vl_entries),
+                        bytes: s.bytes.saturating_sub(vl_bytes),
+                        lost_bytes: s.lost_bytes + vl_bytes,
+                        lost_entries: s.lost_entries + vl_entries,
+                        loss_events: s.loss_events + vl_entries,
                         malformed: s.malformed + get(&self.decode_malformed),
                         unanswered: get(&self.unanswered),
                         orphans: get(&self.orphans),
@@ -674,11 +760,12 @@ impl Traffic {
             .collect()
     }
 
-    /// Stops following at the rings' current write positions (for one-shot listings).
+    /// Everything published so far has been reported (for one-shot listings).
     pub fn caught_up(&self, mem: &impl RingRead) -> bool {
         self.watchers
             .iter()
-            .all(|w| w.cursor() == w.end_position(mem))
+            .all(|w| w.held() == 0 && w.cursor() == w.end_position(mem))
+            && self.checkpoints.iter().all(VecDeque::is_empty)
     }
 }
 

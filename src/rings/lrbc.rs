@@ -3,7 +3,9 @@
 //! multiples of 8 and never wrap: a `0xFFFFFFFF` length marks the rest of the data area
 //! as skipped. Positions are free-running u32 counters.
 
-use super::{MAX_RAW_BYTES, RingRead, RingStats, RingWrite, WatchEvent, align8};
+use super::confirm::{Item, Positions};
+use super::follow::{Follower, Format, Parsed};
+use super::{MAX_RAW_BYTES, RingRead, RingWrite, align8};
 use crate::layout::RingGeometry;
 
 pub const WRITE_POS: u64 = 0;
@@ -202,204 +204,113 @@ impl Consumer {
     }
 }
 
-/// Follows a ring without consuming it (spec 4.1): its own cursor, copies checked
-/// against `write_pos` after the copy, losses counted.
+/// The LRBC ring format for a [`Follower`].
 #[derive(Debug)]
-pub struct Watcher {
-    pub ring: RingGeometry,
-    pub cursor: u32,
-    largest_entry: u32,
-    pub stats: RingStats,
-}
+pub struct Lrbc;
 
-impl Watcher {
-    /// Starts at the consumer's `read_pos` (entries before it have unknown boundaries).
-    pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
-        Self {
-            cursor: mem.load_u32(ring.offset_bytes + READ_POS).unwrap_or(0),
-            ring,
-            largest_entry: 8,
-            stats: RingStats::default(),
+/// Follows an LRBC ring without consuming it (spec 4.1).
+pub type Watcher = Follower<Lrbc>;
+
+impl Format for Lrbc {
+    fn positions(ring: &RingGeometry) -> Positions {
+        Positions {
+            mask: u64::from(u32::MAX),
+            capacity: u64::from(ring.capacity_bytes),
         }
     }
 
-    pub fn write_pos(&self, mem: &impl RingRead) -> u32 {
-        mem.load_u32(self.ring.offset_bytes + WRITE_POS)
-            .unwrap_or(self.cursor)
-    }
-
-    /// Bytes the producer may be writing beyond `write_pos`: a quarter of the ring, or
-    /// twice the largest entry seen (an entry plus the skip before it), if larger.
-    pub fn margin(&self) -> u32 {
-        (self.ring.capacity_bytes / 4).max(self.largest_entry.saturating_mul(2))
-    }
-
-    /// True if the bytes at `p` cannot have been overwritten: either the producer is not
-    /// within `margin` of lapping it, or the consumer has not read it yet (the producer
-    /// never overwrites unread bytes).
-    fn intact(&self, mem: &impl RingRead, p: u32) -> bool {
-        let cap = self.ring.capacity_bytes;
-        let w = self.write_pos(mem);
-        let r = mem.load_u32(self.ring.offset_bytes + READ_POS).unwrap_or(w);
-        let unread = (p.wrapping_sub(r) as i32) >= 0 && w.wrapping_sub(p) <= cap;
-        let behind = w.wrapping_sub(p);
-        unread || behind <= cap.saturating_sub(self.margin())
-    }
-
-    /// Skips to the consumer's `read_pos` if it is ahead, else to `write_pos`, and
-    /// reports the bytes skipped as lost.
-    fn resync(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>) {
-        let w = self.write_pos(mem);
-        let r = mem.load_u32(self.ring.offset_bytes + READ_POS).unwrap_or(w);
-        let r_ahead = (r.wrapping_sub(self.cursor) as i32) > 0
-            && w.wrapping_sub(r) <= self.ring.capacity_bytes;
-        let target = if r_ahead { r } else { w };
-        let lost = target.wrapping_sub(self.cursor);
-        self.cursor = target;
-        if lost > 0 {
-            let e = WatchEvent::Lost {
-                lost_bytes: u64::from(lost),
-                lost_entries: None,
-            };
-            self.stats.record(&e);
-            out.push(e);
-        }
-    }
-
-    fn malformed(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>, p: u32, error: String) {
-        let mut raw = vec![
-            0u8;
-            MAX_RAW_BYTES.min(
-                self.ring.capacity_bytes as usize - (p & (self.ring.capacity_bytes - 1)) as usize
-            )
-        ];
-        if !mem.read_at(data_at(&self.ring, p), &mut raw) {
-            raw.clear();
-        }
-        let e = WatchEvent::Malformed {
-            position: u64::from(p),
-            error,
-            raw,
-        };
-        self.stats.record(&e);
-        out.push(e);
-        // The entry's size is unknown: what follows it up to write_pos is lost.
-        self.resync(mem, out);
-    }
-
-    /// Reads every entry published up to the `write_pos` loaded now, at most
-    /// `max_events` events.
-    pub fn poll(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>, max_events: usize) {
+    fn load_write(mem: &impl RingRead, ring: &RingGeometry) -> Option<u64> {
         // Acquire: pairs with the producer's Release store of write_pos.
-        let w = self.write_pos(mem);
-        self.poll_to(mem, out, max_events, w);
+        mem.load_u32(ring.offset_bytes + WRITE_POS).map(u64::from)
     }
 
-    /// Like `poll`, but stops at `w`, a `write_pos` loaded earlier.
-    pub fn poll_to(
-        &mut self,
-        mem: &impl RingRead,
-        out: &mut Vec<WatchEvent>,
-        max_events: usize,
-        w: u32,
-    ) {
-        let cap = self.ring.capacity_bytes;
-        if (w.wrapping_sub(self.cursor) as i32) < 0 {
-            let e = WatchEvent::Malformed {
-                position: u64::from(self.cursor),
-                error: format!(
-                    "write_pos went back from {} to {w}: the ring was re-initialised",
-                    self.cursor
-                ),
-                raw: Vec::new(),
-            };
-            self.stats.record(&e);
-            out.push(e);
-            self.cursor = w;
-            return;
+    fn load_read(mem: &impl RingRead, ring: &RingGeometry) -> Option<u64> {
+        // Acquire: pairs with the consumer's Release store of read_pos.
+        mem.load_u32(ring.offset_bytes + READ_POS).map(u64::from)
+    }
+
+    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> Parsed {
+        let cap = ring.capacity_bytes;
+        let p32 = p as u32;
+        let index = p32 & (cap - 1);
+        let mut word = [0u8; 4];
+        if !mem.read_at(data_at(ring, p32), &mut word) {
+            return Parsed::Unreadable;
         }
-        let start = out.len();
-        while self.cursor != w && out.len() - start < max_events {
-            let p = self.cursor;
-            if !self.intact(mem, p) {
-                self.resync(mem, out);
-                break;
+        let len = u32::from_le_bytes(word);
+        let available = (end as u32).wrapping_sub(p32);
+        let malformed = |error: String| {
+            let mut raw = vec![0u8; MAX_RAW_BYTES.min((cap - index) as usize)];
+            if !mem.read_at(data_at(ring, p32), &mut raw) || raw.get(..4) != Some(&word[..]) {
+                raw = word.to_vec();
             }
-            let index = p & (cap - 1);
-            let mut word = [0u8; 4];
-            if !mem.read_at(data_at(&self.ring, p), &mut word) {
-                break;
+            Parsed::Copied {
+                end: p,
+                bytes: raw,
+                item: Item::Malformed { error },
             }
-            let len = u32::from_le_bytes(word);
-            let available = w.wrapping_sub(p);
-            if len == WRAP_MARKER {
-                if !self.intact(mem, p) {
-                    self.resync(mem, out);
-                    break;
-                }
-                if index == 0 {
-                    self.malformed(
-                        mem,
-                        out,
-                        p,
-                        "wrap marker at the start of the data area, where no wrap is possible"
-                            .into(),
-                    );
-                    break;
-                }
-                if available < cap - index {
-                    self.malformed(mem, out, p, "wrap marker beyond write_pos".into());
-                    break;
-                }
-                self.stats.bytes += u64::from(cap - index);
-                self.cursor = p.wrapping_add(cap - index);
-                continue;
+        };
+        if len == WRAP_MARKER {
+            if index == 0 {
+                return malformed(
+                    "wrap marker at the start of the data area, where no wrap is possible".into(),
+                );
             }
-            let problem = if len == 0 {
-                Some("length 0".to_string())
-            } else if len > cap - 4 {
-                Some(format!("length {len} exceeds the capacity of {cap} bytes"))
-            } else {
-                let size = align8(4 + u64::from(len)) as u32;
-                if size > cap - index {
-                    Some(format!(
-                        "a {len}-byte entry crosses the end of the data area"
-                    ))
-                } else if size > available {
-                    Some(format!("a {len}-byte entry extends past write_pos"))
-                } else {
-                    None
-                }
+            if available < cap - index {
+                return malformed("wrap marker beyond write_pos".into());
+            }
+            return Parsed::Copied {
+                end: u64::from(p32.wrapping_add(cap - index)),
+                bytes: word.to_vec(),
+                item: Item::Skip,
             };
-            if let Some(error) = problem {
-                if self.intact(mem, p) {
-                    self.malformed(mem, out, p, error);
-                } else {
-                    self.resync(mem, out);
-                }
-                break;
-            }
-            let size = align8(4 + u64::from(len)) as u32;
-            let mut payload = vec![0u8; len as usize];
-            if !mem.read_at(data_at(&self.ring, p) + 4, &mut payload) {
-                break;
-            }
-            // The copy ended with an Acquire fence; re-check that the producer did not
-            // reach these bytes while we copied them.
-            if !self.intact(mem, p) {
-                self.resync(mem, out);
-                break;
-            }
-            self.largest_entry = self.largest_entry.max(size);
-            self.stats.bytes += u64::from(size);
-            self.cursor = p.wrapping_add(size);
-            let e = WatchEvent::Entry {
-                position: u64::from(p),
-                payload,
+        }
+        if len == 0 {
+            return malformed("length 0".into());
+        }
+        if len > cap - 4 {
+            return malformed(format!("length {len} exceeds the capacity of {cap} bytes"));
+        }
+        let size = align8(4 + u64::from(len)) as u32;
+        if size > cap - index {
+            return malformed(format!(
+                "a {len}-byte entry crosses the end of the data area"
+            ));
+        }
+        if size > available {
+            return malformed(format!("a {len}-byte entry extends past write_pos"));
+        }
+        let mut bytes = vec![0u8; 4 + len as usize];
+        if !mem.read_at(data_at(ring, p32), &mut bytes) {
+            return Parsed::Unreadable;
+        }
+        if bytes[..4] != word {
+            return Parsed::Torn;
+        }
+        Parsed::Copied {
+            end: u64::from(p32.wrapping_add(size)),
+            bytes,
+            item: Item::Entry {
+                header: 4,
                 lucky: None,
-            };
-            self.stats.record(&e);
-            out.push(e);
+            },
+        }
+    }
+
+    fn recopy(mem: &impl RingRead, ring: &RingGeometry, p: u64, buf: &mut [u8]) -> bool {
+        mem.read_at(data_at(ring, p as u32), buf)
+    }
+
+    fn margin(ring: &RingGeometry, w: u64, largest_entry: u64) -> u64 {
+        let cap = u64::from(ring.capacity_bytes);
+        let entry = (cap / 4).max(largest_entry).min(cap);
+        // The next entry starts at w unless it does not fit before the end of the data
+        // area; then the producer writes a wrap marker at w and skips to the start.
+        let contiguous = cap - (w & (cap - 1));
+        if contiguous < entry {
+            (contiguous + entry).min(cap)
+        } else {
+            entry
         }
     }
 }

@@ -4,7 +4,9 @@
 //! then the payload; the whole entry is padded to 8 and the padding counts in the
 //! positions. Entries split across the end of the data area.
 
-use super::{LuckyEntryHeader, MAX_RAW_BYTES, RingRead, RingStats, RingWrite, WatchEvent, align8};
+use super::confirm::{Item, Positions};
+use super::follow::{Follower, Format, Parsed};
+use super::{LuckyEntryHeader, MAX_RAW_BYTES, RingRead, RingWrite, align8};
 use crate::layout::RingGeometry;
 
 pub const HEAD: u64 = 0;
@@ -167,155 +169,86 @@ fn parse_header(h: &[u8; 16]) -> LuckyEntryHeader {
     }
 }
 
-/// Follows a luckyrobots ring without consuming it (the rules of spec 4.1).
+/// The luckyrobots ring format for a [`Follower`].
 #[derive(Debug)]
-pub struct Watcher {
-    pub ring: RingGeometry,
-    pub cursor: u64,
-    largest_entry: u64,
-    pub stats: RingStats,
-}
+pub struct Lucky;
 
-impl Watcher {
-    pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
-        Self {
-            cursor: mem.load_u64(ring.offset_bytes + TAIL).unwrap_or(0),
-            ring,
-            largest_entry: 16,
-            stats: RingStats::default(),
+/// Follows a luckyrobots ring without consuming it (the rules of spec 4.1).
+pub type Watcher = Follower<Lucky>;
+
+impl Format for Lucky {
+    fn positions(ring: &RingGeometry) -> Positions {
+        Positions {
+            mask: u64::MAX,
+            capacity: u64::from(ring.capacity_bytes),
         }
     }
 
-    pub fn head(&self, mem: &impl RingRead) -> u64 {
-        mem.load_u64(self.ring.offset_bytes + HEAD)
-            .unwrap_or(self.cursor)
-    }
-
-    fn margin(&self) -> u64 {
-        (u64::from(self.ring.capacity_bytes) / 4).max(self.largest_entry)
-    }
-
-    fn intact(&self, mem: &impl RingRead, p: u64) -> bool {
-        let cap = u64::from(self.ring.capacity_bytes);
-        let head = self.head(mem);
-        let tail = mem.load_u64(self.ring.offset_bytes + TAIL).unwrap_or(head);
-        let unread = p >= tail && head.wrapping_sub(p) <= cap;
-        unread || head.wrapping_sub(p) <= cap.saturating_sub(self.margin())
-    }
-
-    fn resync(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>) {
-        let cap = u64::from(self.ring.capacity_bytes);
-        let head = self.head(mem);
-        let tail = mem.load_u64(self.ring.offset_bytes + TAIL).unwrap_or(head);
-        let target = if tail > self.cursor && head.wrapping_sub(tail) <= cap {
-            tail
-        } else {
-            head
-        };
-        let lost = target.wrapping_sub(self.cursor);
-        self.cursor = target;
-        if lost > 0 {
-            let e = WatchEvent::Lost {
-                lost_bytes: lost,
-                lost_entries: None,
-            };
-            self.stats.record(&e);
-            out.push(e);
-        }
-    }
-
-    pub fn poll(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>, max_events: usize) {
+    fn load_write(mem: &impl RingRead, ring: &RingGeometry) -> Option<u64> {
         // Acquire: pairs with the producer's Release store of head.
-        let head = self.head(mem);
-        self.poll_to(mem, out, max_events, head);
+        mem.load_u64(ring.offset_bytes + HEAD)
     }
 
-    /// Like `poll`, but stops at `head`, loaded earlier.
-    pub fn poll_to(
-        &mut self,
-        mem: &impl RingRead,
-        out: &mut Vec<WatchEvent>,
-        max_events: usize,
-        head: u64,
-    ) {
-        let cap = u64::from(self.ring.capacity_bytes);
-        if head < self.cursor {
-            let e = WatchEvent::Malformed {
-                position: self.cursor,
-                error: format!(
-                    "head went back from {} to {head}: the ring was re-initialised",
-                    self.cursor
-                ),
-                raw: Vec::new(),
-            };
-            self.stats.record(&e);
-            out.push(e);
-            self.cursor = head;
-            return;
-        }
-        let start = out.len();
-        while self.cursor < head && out.len() - start < max_events {
-            let p = self.cursor;
-            if !self.intact(mem, p) {
-                self.resync(mem, out);
-                break;
-            }
-            let mut h = [0u8; 16];
-            if head - p < ENTRY_HEADER_BYTES || !read_wrapping(mem, &self.ring, p, &mut h) {
-                self.malformed(mem, out, p, "an entry header extends past head".into());
-                break;
-            }
-            let header = parse_header(&h);
-            let size = entry_size(u64::from(header.payload_length));
-            if size > cap || size > head - p {
-                if self.intact(mem, p) {
-                    self.malformed(
-                        mem,
-                        out,
-                        p,
-                        format!(
-                            "payload length {} is beyond {}",
-                            header.payload_length,
-                            if size > cap { "the capacity" } else { "head" }
-                        ),
-                    );
-                } else {
-                    self.resync(mem, out);
-                }
-                break;
-            }
-            let mut payload = vec![0u8; header.payload_length as usize];
-            read_wrapping(mem, &self.ring, p + ENTRY_HEADER_BYTES, &mut payload);
-            if !self.intact(mem, p) {
-                self.resync(mem, out);
-                break;
-            }
-            self.largest_entry = self.largest_entry.max(size);
-            self.stats.bytes += size;
-            self.cursor = p + size;
-            let e = WatchEvent::Entry {
-                position: p,
-                payload,
-                lucky: Some(header),
-            };
-            self.stats.record(&e);
-            out.push(e);
-        }
+    fn load_read(mem: &impl RingRead, ring: &RingGeometry) -> Option<u64> {
+        // Acquire: pairs with the consumer's Release store of tail.
+        mem.load_u64(ring.offset_bytes + TAIL)
     }
 
-    fn malformed(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>, p: u64, error: String) {
-        let mut raw = vec![0u8; MAX_RAW_BYTES.min(self.ring.capacity_bytes as usize)];
-        if !read_wrapping(mem, &self.ring, p, &mut raw) {
-            raw.clear();
-        }
-        let e = WatchEvent::Malformed {
-            position: p,
-            error,
-            raw,
+    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> Parsed {
+        let cap = u64::from(ring.capacity_bytes);
+        let available = end.wrapping_sub(p);
+        let malformed = |error: String| {
+            let mut raw = vec![0u8; MAX_RAW_BYTES.min(ring.capacity_bytes as usize)];
+            if !read_wrapping(mem, ring, p, &mut raw) {
+                raw.clear();
+            }
+            Parsed::Copied {
+                end: p,
+                bytes: raw,
+                item: Item::Malformed { error },
+            }
         };
-        self.stats.record(&e);
-        out.push(e);
-        self.resync(mem, out);
+        let mut h = [0u8; 16];
+        if available < ENTRY_HEADER_BYTES {
+            return malformed("an entry header extends past head".into());
+        }
+        if !read_wrapping(mem, ring, p, &mut h) {
+            return Parsed::Unreadable;
+        }
+        let header = parse_header(&h);
+        let size = entry_size(u64::from(header.payload_length));
+        if size > cap || size > available {
+            return malformed(format!(
+                "payload length {} is beyond {}",
+                header.payload_length,
+                if size > cap { "the capacity" } else { "head" }
+            ));
+        }
+        let mut bytes = vec![0u8; ENTRY_HEADER_BYTES as usize + header.payload_length as usize];
+        if !read_wrapping(mem, ring, p, &mut bytes) {
+            return Parsed::Unreadable;
+        }
+        if bytes[..16] != h {
+            return Parsed::Torn;
+        }
+        Parsed::Copied {
+            end: p.wrapping_add(size),
+            bytes,
+            item: Item::Entry {
+                header: ENTRY_HEADER_BYTES as usize,
+                lucky: Some(header),
+            },
+        }
+    }
+
+    fn recopy(mem: &impl RingRead, ring: &RingGeometry, p: u64, buf: &mut [u8]) -> bool {
+        read_wrapping(mem, ring, p, buf)
+    }
+
+    fn margin(ring: &RingGeometry, _w: u64, largest_entry: u64) -> u64 {
+        // Entries split at the end of the data area: no skip.
+        let cap = u64::from(ring.capacity_bytes);
+        (cap / 4).max(largest_entry).min(cap)
     }
 }
 
@@ -323,6 +256,7 @@ impl Watcher {
 mod tests {
     use super::*;
     use crate::layout::{RegionKind, RingFormat};
+    use crate::rings::WatchEvent;
     use crate::segment::{SHM_DIR, SegmentRw};
     use crate::testutil::unique_name;
 
@@ -355,7 +289,7 @@ mod tests {
                 payload_length: 0,
             };
             prod.try_push(&mem, h, body.as_bytes()).unwrap();
-            watcher.poll(&mem, &mut out, usize::MAX);
+            watcher.poll(&mem, &mut out, usize::MAX, 0);
             let got = cons.try_pop(&mem, &mut buf).unwrap().unwrap();
             assert_eq!(got.correlation_id, i + 1);
             assert_eq!(buf, body.as_bytes());
@@ -396,10 +330,18 @@ mod tests {
             prod.try_push(&mem, h, &vec![b'x'; 1 + i % 30]).unwrap();
             cons.try_pop(&mem, &mut buf).unwrap();
             if i % 50 == 0 {
-                watcher.poll(&mem, &mut out, usize::MAX);
+                watcher.poll(&mem, &mut out, usize::MAX, 0);
             }
         }
-        watcher.poll(&mem, &mut out, usize::MAX);
+        // Consumed entries wait for the producer to publish again; a quiet ring settles
+        // them after a while.
+        watcher.poll(
+            &mem,
+            &mut out,
+            usize::MAX,
+            crate::rings::confirm::GIVE_UP_NS,
+        );
+        assert_eq!(watcher.held_len(), 0);
         let s = watcher.stats;
         assert!(s.lost_bytes > 0);
         assert_eq!(s.bytes + s.lost_bytes, mem.load_u64(HEAD).unwrap());
@@ -415,7 +357,7 @@ mod tests {
         mem.write_at(DATA, &h);
         mem.store_u64(HEAD, 16);
         let mut out = Vec::new();
-        watcher.poll(&mem, &mut out, usize::MAX);
+        watcher.poll(&mem, &mut out, usize::MAX, 0);
         assert!(matches!(&out[0], WatchEvent::Malformed { error, .. } if error.contains("5000")));
         let _ = std::fs::remove_file(path);
     }

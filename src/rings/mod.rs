@@ -3,6 +3,8 @@
 //! consuming it (spec 4.1), counting every loss. `lrbc` is the LRBC format, `lucky` the
 //! luckyrobots one (spec 8).
 
+pub mod confirm;
+pub mod follow;
 pub mod lrbc;
 pub mod lucky;
 
@@ -126,6 +128,9 @@ pub enum WatchEvent {
         payload: Vec<u8>,
         /// The luckyrobots envelope header; `None` for LRBC rings.
         lucky: Option<LuckyEntryHeader>,
+        /// The producer was within one margin of lapping it when it was kept: bytes that
+        /// then fail verification are counted lost (lapping), not malformed.
+        at_risk: bool,
     },
     /// Entries the watcher could not read: overwritten (lapped) or consumed before it got
     /// to them. Bytes are exact; entries are `None` when their count cannot be known.
@@ -200,6 +205,10 @@ pub fn is_request_ring(kind: RegionKind) -> bool {
     matches!(kind, RegionKind::CmdC2s | RegionKind::CtlC2s)
 }
 
+fn follow_positions<F: follow::Format>(w: &follow::Follower<F>) -> confirm::Positions {
+    F::positions(&w.ring)
+}
+
 /// A ring watcher of either format.
 #[derive(Debug)]
 pub enum AnyWatcher {
@@ -216,10 +225,16 @@ impl AnyWatcher {
     }
 
     /// Reads what was published since the last poll (at most `max_events` events).
-    pub fn poll(&mut self, mem: &impl RingRead, out: &mut Vec<WatchEvent>, max_events: usize) {
+    pub fn poll(
+        &mut self,
+        mem: &impl RingRead,
+        out: &mut Vec<WatchEvent>,
+        max_events: usize,
+        now_ns: u64,
+    ) {
         match self {
-            Self::Lrbc(w) => w.poll(mem, out, max_events),
-            Self::Lucky(w) => w.poll(mem, out, max_events),
+            Self::Lrbc(w) => w.poll(mem, out, max_events, now_ns),
+            Self::Lucky(w) => w.poll(mem, out, max_events, now_ns),
         }
     }
 
@@ -230,10 +245,28 @@ impl AnyWatcher {
         out: &mut Vec<WatchEvent>,
         max_events: usize,
         end: u64,
+        now_ns: u64,
     ) {
         match self {
-            Self::Lrbc(w) => w.poll_to(mem, out, max_events, end as u32),
-            Self::Lucky(w) => w.poll_to(mem, out, max_events, end),
+            Self::Lrbc(w) => w.poll_to(mem, out, max_events, end, now_ns),
+            Self::Lucky(w) => w.poll_to(mem, out, max_events, end, now_ns),
+        }
+    }
+
+    /// True if every entry before `position` has been reported (seen or lost): none
+    /// waits to be confirmed and the cursor has passed it.
+    pub fn settled_past(&self, position: u64) -> bool {
+        match self {
+            Self::Lrbc(w) => follow_positions(w).at_or_after(w.settled(), position),
+            Self::Lucky(w) => follow_positions(w).at_or_after(w.settled(), position),
+        }
+    }
+
+    /// Copies waiting to be confirmed.
+    pub fn held(&self) -> usize {
+        match self {
+            Self::Lrbc(w) => w.held_len(),
+            Self::Lucky(w) => w.held_len(),
         }
     }
 
@@ -251,19 +284,19 @@ impl AnyWatcher {
         }
     }
 
-    /// The producer's position when last polled.
+    /// Where the next entry will be read.
     pub fn cursor(&self) -> u64 {
         match self {
-            Self::Lrbc(w) => u64::from(w.cursor),
+            Self::Lrbc(w) => w.cursor,
             Self::Lucky(w) => w.cursor,
         }
     }
 
-    /// Stop following at the producer's current position (for one-shot listings).
+    /// The producer's current position (where a one-shot listing stops).
     pub fn end_position(&self, mem: &impl RingRead) -> u64 {
         match self {
-            Self::Lrbc(w) => u64::from(w.write_pos(mem)),
-            Self::Lucky(w) => w.head(mem),
+            Self::Lrbc(w) => w.write_pos(mem),
+            Self::Lucky(w) => w.write_pos(mem),
         }
     }
 }

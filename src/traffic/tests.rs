@@ -318,3 +318,47 @@ fn unanswered_requests_are_flagged_once_and_their_bookkeeping_is_capped() {
     );
     assert!(records(&out).iter().any(|r| r.pairing == Pairing::Orphan));
 }
+
+#[test]
+fn a_response_waits_for_its_request_while_the_request_is_being_confirmed() {
+    let (mut x, a) = Exchange::new("gate");
+    let mut t = Traffic::new(&a, RingSelection::Cmd);
+    // The engine takes the request before the tap looks, and answers it: the tap's copy
+    // of the consumed request must wait for the client's next publication (or a quiet
+    // while), and the response must not be shown before it, as an orphan.
+    x.client.try_push(&x.seg.rw, &request(7, 1)).unwrap();
+    while x
+        .c2s_reader
+        .try_pop(&x.seg.rw, &mut x.buf)
+        .unwrap()
+        .is_some()
+    {}
+    x.engine.try_push(&x.seg.rw, &response(7, 2, None)).unwrap();
+    let mut out = Vec::new();
+    t.poll(&a.segment, 0, usize::MAX, &mut out);
+    assert!(records(&out).is_empty(), "nothing shown yet: {out:?}");
+    assert!(!t.caught_up(&a.segment));
+    // The client publishes its next request: the first is confirmed, then its response.
+    x.client.try_push(&x.seg.rw, &request(8, 3)).unwrap();
+    t.poll(&a.segment, 1_000, usize::MAX, &mut out);
+    let r = records(&out);
+    assert_eq!(r.len(), 3, "{out:?}");
+    assert_eq!((r[0].correlation_id, r[0].is_request), (7, true));
+    let resp = r.iter().find(|r| !r.is_request).unwrap();
+    assert_eq!(resp.pairing, Pairing::Response, "paired, not an orphan");
+    assert_eq!(resp.partner, Some(r[0].index));
+    // The second request was not consumed: kept at once. A quiet ring settles.
+    t.poll(
+        &a.segment,
+        1_000 + crate::rings::confirm::GIVE_UP_NS,
+        usize::MAX,
+        &mut out,
+    );
+    assert!(t.caught_up(&a.segment));
+    let totals = t.totals();
+    assert!(
+        totals
+            .iter()
+            .all(|(_, t)| t.orphans == 0 && t.lost_bytes == 0)
+    );
+}
