@@ -396,7 +396,7 @@ fn stress(entries: u64) -> StressCount {
                 let mut record = 64usize;
                 // Relaxed: a stop flag with no data behind it.
                 while !stop.load(Ordering::Relaxed) && seq < entries {
-                    let len = if seq % 613 == 0 {
+                    let len = if seq.is_multiple_of(613) {
                         // Larger than any before, up to 3 KiB, then from small again.
                         record = if record >= 3000 { 64 } else { record + 97 };
                         record
@@ -408,7 +408,7 @@ fn stress(entries: u64) -> StressCount {
                         seq += 1;
                     }
                     // Vary the pace so that the watcher both keeps up and gets lapped.
-                    if (seq / 4096) % 3 == 0 {
+                    if (seq / 4096).is_multiple_of(3) {
                         for _ in 0..300 {
                             std::hint::spin_loop();
                         }
