@@ -6,6 +6,8 @@ pub mod cli;
 pub mod clock;
 pub mod control;
 pub mod discovery;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod layout;
 pub mod procinfo;
 pub mod rings;

@@ -289,6 +289,58 @@ pub fn main() -> i32 {
     }
 }
 
+/// Parses a command line (without the program name) as `main` would, and checks what
+/// every parsed value promises; runs nothing. For the `cli_args` fuzz target.
+///
+/// # Panics
+/// If a value that parsed breaks its bounds (a fuzzing failure).
+pub fn check_arguments(args: &[&str]) {
+    let argv = std::iter::once("lrbc-inspector").chain(args.iter().copied());
+    let Ok(cli) = Cli::try_parse_from(argv) else {
+        return;
+    };
+    let max = Duration::from_secs(args::MAX_SECONDS as u64);
+    let target_ok = |t: &TargetArgs| t.pid != Some(0);
+    let hz_ok = |hz: f64| hz.is_finite() && Duration::try_from_secs_f64(1.0 / hz).is_ok();
+    assert!(target_ok(&cli.target));
+    match cli.command {
+        Some(Command::Watch {
+            target,
+            interval,
+            count,
+            ..
+        }) => {
+            assert!(target_ok(&target) && count != Some(0));
+            assert!(interval >= Duration::from_millis(10) && interval <= max);
+            assert!(deadline_after(Instant::now(), interval) > Instant::now());
+        }
+        Some(Command::Traffic {
+            target,
+            count,
+            duration,
+            ..
+        }) => {
+            assert!(target_ok(&target) && count != Some(0));
+            assert!(duration.is_none_or(|d| !d.is_zero() && d <= max));
+        }
+        Some(Command::Control {
+            target, timeout, ..
+        }) => {
+            assert!(target_ok(&target) && !timeout.is_zero() && timeout <= max);
+        }
+        Some(Command::Dump { target, .. }) => assert!(target_ok(&target)),
+        Some(Command::Sim(sim::SimCommand::Engine(e))) => {
+            assert!(hz_ok(e.hz) && hz_ok(e.camera_hz));
+            let _ = e.config();
+        }
+        Some(Command::Sim(sim::SimCommand::Client(c))) => {
+            assert!(c.hz.is_none_or(hz_ok) && c.steps != Some(0));
+        }
+        Some(Command::Demo(d)) => assert!(hz_ok(d.hz)),
+        _ => {}
+    }
+}
+
 /// Help and version as clap prints them; any other argument error as one line on
 /// stderr ("error: …", with clap's tip if it has one), exit code 2.
 fn usage_error(e: &clap::Error) -> i32 {
