@@ -16,7 +16,10 @@ use lrbc_inspector::layout::Names;
 use lrbc_inspector::layout::plan::{Plan, PlanLayout, PlanSpec};
 use lrbc_inspector::rpc::{self, fb};
 
-const TARGETS: [(&str, fn(&[u8])); 5] = [
+/// A fuzz target's body.
+type Body = fn(&[u8]);
+
+const TARGETS: [(&str, Body); 5] = [
     ("envelope_decode", fuzzing::envelope_decode),
     ("layout_inspect", fuzzing::layout_inspect),
     ("names_parse", fuzzing::names_parse),
@@ -407,7 +410,7 @@ fn the_seeds_reach_past_the_first_checks() {
             // Either way: they probe the verifier's edges.
             continue;
         }
-        let ok = lrbc_inspector::rpc::decode_envelope(&data).is_ok();
+        let ok = rpc::decode_envelope(&data).is_ok();
         let good = ["seed-request", "seed-refused", "seed-telemetry-nan"].contains(&name.as_str());
         assert_eq!(ok, good, "{name}");
     }
