@@ -9,6 +9,7 @@ pub mod discovery;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod layout;
+pub mod memory;
 pub mod procinfo;
 pub mod rings;
 pub mod rpc;

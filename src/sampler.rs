@@ -69,10 +69,32 @@ impl<T> Ring<T> {
     }
 
     pub fn push(&mut self, item: T) {
-        if self.items.len() == self.capacity {
+        if self.items.len() >= self.capacity {
             self.items.pop_front();
+        } else if self.items.len() == self.items.capacity() {
+            // Grow by doubling, but never past the capacity: a full ring's allocation
+            // is exactly what the budget gave it.
+            let want = (self.items.len() * 2).clamp(64, self.capacity);
+            self.items.reserve_exact(want - self.items.len());
         }
         self.items.push_back(item);
+    }
+
+    /// Keeps the newest `capacity` items at most, and frees what it no longer needs.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        let capacity = capacity.max(1);
+        if capacity == self.capacity {
+            return;
+        }
+        self.capacity = capacity;
+        let excess = self.items.len().saturating_sub(capacity);
+        self.items.drain(..excess);
+        self.items.shrink_to(capacity);
+    }
+
+    /// Bytes of the ring's allocation (the items' own heap data not included).
+    pub fn heap_bytes(&self) -> usize {
+        crate::memory::heap(self.items.capacity() * size_of::<T>())
     }
 
     pub fn len(&self) -> usize {
@@ -242,6 +264,52 @@ pub struct SamplerData {
     pub image_fps: f32,
     /// The machine is busy and the frame thread keeps within its budget.
     pub yielding: bool,
+    /// Why camera images are not copied, when they are not.
+    pub image_note: Option<String>,
+}
+
+/// The frames of history and of observation rows that `history_bytes` holds, each at
+/// most what the settings ask: up to half for the overview and the watched envs'
+/// points, the rest for their rows of `values` floats.
+pub fn history_capacities(s: &SamplerSettings, watched: usize, values: usize) -> (usize, usize) {
+    let budget = s.history_bytes;
+    let per_frame = size_of::<FrameAgg>() + watched * size_of::<EnvPoint>();
+    let detail_each = size_of::<EnvDetail>() + crate::memory::heap(values * 4);
+    let overview = if watched == 0 { budget } else { budget / 2 };
+    let frames = (overview / per_frame).clamp(1, s.history_frames.max(1));
+    // The rows take the rest, what the overview leaves of its half included.
+    let rows = budget.saturating_sub(frames * per_frame);
+    let detail = (rows / (watched * detail_each).max(1)).clamp(1, s.detail_frames.max(1));
+    (frames, detail)
+}
+
+impl SamplerData {
+    /// Bytes of the histories and of the image copy.
+    pub fn memory(&self) -> (usize, usize) {
+        let envs: usize = self
+            .envs
+            .values()
+            .map(|h| {
+                h.points.heap_bytes()
+                    + h.detail.heap_bytes()
+                    + h.detail
+                        .iter()
+                        .map(|d| crate::memory::heap(d.values.len() * 4))
+                        .sum::<usize>()
+            })
+            .sum();
+        let latest = self.latest.as_ref().map_or(0, |(_, h)| {
+            crate::memory::vec_bytes(&h.rewards)
+                + crate::memory::vec_bytes(&h.dones)
+                + h.truncateds.as_ref().map_or(0, crate::memory::vec_bytes)
+                + crate::memory::vec_bytes(&h.resets)
+        });
+        let image = self
+            .image
+            .as_ref()
+            .map_or(0, |i| crate::memory::vec_bytes(&i.pixels));
+        (self.frames.heap_bytes() + envs + latest, image)
+    }
 }
 
 /// What the sampler should do; readers may change it at any time.
@@ -256,6 +324,12 @@ pub struct SamplerSettings {
     pub obs_limit: f32,
     /// |act| above this is out of range.
     pub act_limit: f32,
+    /// Bytes the histories may hold (overview, watched envs' points and rows): the
+    /// frames kept are the fewer of `history_frames` and what fits.
+    pub history_bytes: usize,
+    /// Bytes a copy of the image region and its textures may take; a larger region
+    /// is not copied (and the reason is shown).
+    pub image_bytes: usize,
     /// Camera images copied at most this often; 0 copies none.
     pub max_image_hz: f32,
     /// Every env scanned for NaN/Inf/out-of-range this often; 0 scans never.
@@ -272,6 +346,8 @@ impl Default for SamplerSettings {
             watched_envs: vec![0, 1, 2, 3],
             history_frames: 180_000,
             detail_frames: 30_000,
+            history_bytes: crate::memory::MemoryBudget::default().histories(),
+            image_bytes: crate::memory::MemoryBudget::default().camera_images(),
             obs_limit: 1e4,
             act_limit: 1.0,
             max_image_hz: 30.0,
@@ -344,6 +420,7 @@ impl Sampler {
             image: None,
             image_fps: 0.0,
             yielding: false,
+            image_note: None,
         }));
         let repaint_interval_ns = (1e9 / repaint_hz.max(1.0)) as u64;
         let budget = Budget::new(settings.busy_budget_percent, repaint_interval_ns);
@@ -1261,23 +1338,29 @@ impl FrameWorker {
         d.stats.frames_torn += p.torn;
         d.stats.frames_skipped += p.skipped;
         d.yielding = self.budget.yielding();
-        if d.frames.capacity() != settings.history_frames.max(1) {
-            let mut resized = Ring::new(settings.history_frames);
-            for f in d.frames.iter() {
-                resized.push(*f);
-            }
-            d.frames = resized;
-        }
+        let g = &self.attached.geometry;
+        let watched = settings
+            .watched_envs
+            .iter()
+            .filter(|&&e| e < g.num_envs)
+            .count();
+        let values = (g.obs_size as usize).saturating_add(g.act_size as usize);
+        let (frames_cap, detail_cap) = history_capacities(settings, watched, values);
+        d.frames.set_capacity(frames_cap);
         for f in p.frames {
             d.frames.push(f);
         }
         d.envs.retain(|e, _| settings.watched_envs.contains(e));
+        for h in d.envs.values_mut() {
+            h.points.set_capacity(frames_cap);
+            h.detail.set_capacity(detail_cap);
+        }
         for (e, point) in p.points {
             d.envs
                 .entry(e)
                 .or_insert_with(|| EnvHistory {
-                    points: Ring::new(settings.history_frames),
-                    detail: Ring::new(settings.detail_frames),
+                    points: Ring::new(frames_cap),
+                    detail: Ring::new(detail_cap),
                 })
                 .points
                 .push(point);
@@ -1328,7 +1411,9 @@ impl<C: Clock> AuxWorker<C> {
             }
             if image_period.is_some_and(|p| now.saturating_sub(last_image) >= p) {
                 last_image = now;
-                if let Some((seq, took)) = self.capture_image(now, last_image_seq) {
+                if let Some((seq, took)) =
+                    self.capture_image(now, last_image_seq, settings.image_bytes)
+                {
                     fps_window.1 += u64::from(took);
                     last_image_seq = Some(seq);
                 }
@@ -1392,9 +1477,24 @@ impl<C: Clock> AuxWorker<C> {
     }
 
     /// Copies the image region when `image_seq` moved. Returns (image_seq, copied).
-    fn capture_image(&mut self, now: u64, last: Option<u64>) -> Option<(u64, bool)> {
+    fn capture_image(&mut self, now: u64, last: Option<u64>, budget: usize) -> Option<(u64, bool)> {
         let g = self.geometry().clone();
         let img = g.image?;
+        // The copy, and the window's RGBA textures of it.
+        let pixels = u64::from(g.num_envs) * u64::from(img.width) * u64::from(img.height);
+        let cost = pixels.saturating_mul(u64::from(img.channels) + 4);
+        if cost > budget as u64 {
+            let mut d = lock(&self.data);
+            d.image = None;
+            if d.image_note.is_none() {
+                d.image_note = Some(format!(
+                    "camera images are not copied: {:.1} MiB with their textures, over the {:.1} MiB the memory budget gives them (Settings)",
+                    cost as f64 / 1048576.0,
+                    budget as f64 / 1048576.0
+                ));
+            }
+            return None;
+        }
         let seg = self.seg();
         let seq = g
             .counters
@@ -1410,6 +1510,7 @@ impl<C: Clock> AuxWorker<C> {
             s.read_vec(region.offset_bytes, len).unwrap_or_default()
         });
         let mut d = lock(&self.data);
+        d.image_note = None;
         if copy.consistent || copy.guard == snapshot::Guard::Unguarded {
             d.stats.images_captured += 1;
             d.image = Some(ImageFrame {

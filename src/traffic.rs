@@ -116,6 +116,30 @@ pub struct Record {
 }
 
 impl Record {
+    /// Bytes the record holds on the heap, its box included.
+    pub fn heap_bytes(&self) -> usize {
+        use crate::memory::{heap, vec_bytes};
+        let decoded = match &self.decoded {
+            Decoded::Envelope(d) => {
+                vec_bytes(&d.tree.nodes) + d.error.as_ref().map_or(0, |e| heap(e.capacity()))
+            }
+            Decoded::Json(v) => json_bytes(v),
+        };
+        heap(size_of::<Self>())
+            + vec_bytes(&self.payload)
+            + heap(self.method.capacity())
+            + self.error.as_ref().map_or(0, |e| heap(e.capacity()))
+            + decoded
+    }
+
+    /// Gives back the spare capacity of its vectors (before it is kept for long).
+    pub fn shrink(&mut self) {
+        self.payload.shrink_to_fit();
+        if let Decoded::Envelope(d) = &mut self.decoded {
+            d.tree.nodes.shrink_to_fit();
+        }
+    }
+
     /// The entry's decoded fields as JSON.
     pub fn fields_json(&self) -> Value {
         match &self.decoded {
@@ -766,6 +790,22 @@ impl Traffic {
             .iter()
             .all(|w| w.held() == 0 && w.cursor() == w.end_position(mem))
             && self.checkpoints.iter().all(VecDeque::is_empty)
+    }
+}
+
+/// Heap bytes of a JSON value (its children's; the value itself lives in its parent).
+fn json_bytes(v: &Value) -> usize {
+    use crate::memory::heap;
+    match v {
+        Value::String(s) => heap(s.capacity()),
+        Value::Array(a) => {
+            heap(a.capacity() * size_of::<Value>()) + a.iter().map(json_bytes).sum::<usize>()
+        }
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| heap(k.capacity()) + size_of::<Value>() + 2 * 8 + json_bytes(v))
+            .sum(),
+        _ => 0,
     }
 }
 

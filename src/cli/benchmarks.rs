@@ -50,6 +50,9 @@ pub enum BenchCommand {
         #[arg(long, value_enum)]
         only: Option<SamplerPart>,
     },
+    /// Resident memory of `traffic`, the app and (with $DISPLAY) the window over a long
+    /// run with command traffic: flat once their memory budgets are full.
+    Soak(super::soak::SoakArgs),
     /// The app with every panel, driven without a window as eframe would drive it (a
     /// pass whenever a repaint is asked for; no raster), until Ctrl-C: an observer for
     /// `bench sampler`.
@@ -309,5 +312,6 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
             only,
         } => super::uibench::sampler(secs.max(0.5), rate_secs.max(2.0), *only),
         BenchCommand::HeadlessApp { shm } => super::uibench::headless_app(shm),
+        BenchCommand::Soak(args) => super::soak::run(args),
     }
 }

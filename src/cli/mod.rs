@@ -10,6 +10,7 @@ mod dump;
 mod list;
 pub mod screenshots;
 mod sim;
+mod soak;
 mod traffic;
 mod uibench;
 mod watch;

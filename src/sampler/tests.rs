@@ -396,6 +396,85 @@ fn camera_images_are_copied_when_image_seq_moves() {
     );
 }
 
+#[test]
+fn an_image_region_over_its_budget_is_not_copied_and_the_window_says_why() {
+    let mut s = spec(PlanLayout::Lrbc { ext: true }, 2);
+    s.image = Some((64, 64, 3));
+    let seg = TestSegment::create("bigimages", &s);
+    // Two envs of 64×64×3, with RGBA textures: 56 KiB; the budget gives 40.
+    let mut sampler = start_sampler(
+        &seg,
+        SamplerSettings {
+            image_bytes: 40 << 10,
+            ..SamplerSettings::default()
+        },
+    );
+    seg.rw.fetch_add_u64(296, 1);
+    wait_until("the note", || sampler.lock().image_note.is_some());
+    sampler.stop();
+    let d = sampler.lock();
+    assert!(d.image.is_none());
+    let note = d.image_note.as_deref().unwrap_or_default();
+    assert!(
+        note.contains("not copied") && note.contains("Settings"),
+        "{note}"
+    );
+    assert_eq!(d.memory().1, 0);
+}
+
+#[test]
+fn a_full_ring_holds_exactly_its_capacity_and_gives_back_what_a_smaller_one_frees() {
+    let mut r: Ring<u64> = Ring::new(1_000);
+    for i in 0..10_000 {
+        r.push(i);
+    }
+    assert_eq!(r.len(), 1_000);
+    assert_eq!(r.heap_bytes(), crate::memory::heap(1_000 * 8));
+    r.set_capacity(100);
+    assert_eq!(
+        r.iter().copied().collect::<Vec<_>>(),
+        (9_900..10_000).collect::<Vec<_>>()
+    );
+    assert!(r.heap_bytes() <= crate::memory::heap(100 * 8));
+}
+
+#[test]
+fn histories_are_sized_to_their_bytes_or_to_the_frames_asked_for() {
+    let per_frame = size_of::<FrameAgg>() + 4 * size_of::<EnvPoint>();
+    let per_row = size_of::<EnvDetail>() + crate::memory::heap(112 * 4);
+    // The default budget holds train4096's (112 values per env, four envs watched)
+    // three minutes of overview at 1 kHz, and rows for the rest of the budget.
+    let s = SamplerSettings::default();
+    let (frames, detail) = history_capacities(&s, 4, 112);
+    assert_eq!(frames, s.history_frames);
+    assert!(detail > 10_000 && detail <= s.detail_frames, "{detail}");
+    assert!(frames * per_frame + 4 * detail * per_row <= s.history_bytes);
+    // A small segment gets all it asks for.
+    assert_eq!(
+        history_capacities(&s, 4, 6),
+        (s.history_frames, s.detail_frames)
+    );
+    // A tight budget: the overview takes at most half, the rows the rest.
+    let tight = SamplerSettings {
+        history_bytes: 4 << 20,
+        ..SamplerSettings::default()
+    };
+    let (frames, detail) = history_capacities(&tight, 4, 112);
+    assert!(frames < tight.history_frames && detail < tight.detail_frames);
+    assert!(frames * per_frame <= tight.history_bytes / 2);
+    let used = frames * per_frame + 4 * detail * per_row;
+    assert!(used <= tight.history_bytes);
+    assert!(
+        used + 4 * per_row > tight.history_bytes,
+        "{frames} {detail}"
+    );
+    // No env watched: the overview takes it all.
+    assert_eq!(
+        history_capacities(&tight, 0, 112).0,
+        tight.history_bytes / size_of::<FrameAgg>()
+    );
+}
+
 proptest::proptest! {
     #[test]
     fn reward_stats_match_a_plain_loop(

@@ -185,6 +185,7 @@ impl InspectorApp {
             target.clone(),
             self.choice,
             self.settings.sampler(),
+            self.settings.traffic_limits(),
             Arc::clone(&self.waker),
         ) {
             Ok(s) => {
@@ -532,6 +533,7 @@ impl InspectorApp {
     /// folder; changes apply at once and are kept across runs.
     fn settings_menu(&mut self, ui: &mut egui::Ui) {
         let mut changed = false;
+        let mut memory_changed = false;
         egui::Grid::new("settings_grid")
             .num_columns(2)
             .show(ui, |ui| {
@@ -592,6 +594,52 @@ impl InspectorApp {
                     ));
                 });
                 ui.end_row();
+                ui.label("Memory budget (MiB)").on_hover_text(
+                    "what the window keeps of the run: histories half, the traffic list three tenths, camera images an eighth, streamed frames the rest; the oldest go first when a part is full",
+                );
+                ui.horizontal(|ui| {
+                    if ui
+                        .add(
+                            egui::DragValue::new(&mut self.settings.memory_budget_mib)
+                                .range(crate::memory::MIN_BUDGET_MIB..=crate::memory::MAX_BUDGET_MIB)
+                                .speed(4),
+                        )
+                        .changed()
+                    {
+                        memory_changed = true;
+                    }
+                    if let Some(s) = &self.session {
+                        let used = s.memory().total() + self.cameras_view.texture_bytes();
+                        ui.weak(format!("{} in use", mib(used)));
+                    }
+                });
+                ui.end_row();
+                if let Some(s) = &self.session {
+                    let b = self.settings.memory_budget();
+                    let m = s.memory();
+                    let (tex, stream_tex) = self.cameras_view.texture_bytes_split();
+                    let rows = s.traffic.lock().rows.len();
+                    for (label, used, share, extra) in [
+                        ("  histories", m.histories, b.histories(), String::new()),
+                        (
+                            "  traffic list",
+                            m.traffic,
+                            b.traffic(),
+                            format!(", {rows} rows"),
+                        ),
+                        ("  camera images", m.camera_images + tex, b.camera_images(), String::new()),
+                        (
+                            "  streamed frames",
+                            m.streamed_frames + stream_tex,
+                            b.streamed_frames(),
+                            String::new(),
+                        ),
+                    ] {
+                        ui.weak(label);
+                        ui.weak(format!("{} of {}{extra}", mib(used), mib(share)));
+                        ui.end_row();
+                    }
+                }
                 ui.label("Quick-save folder");
                 let mut dir = self.settings.screenshot_dir.display().to_string();
                 if ui.text_edit_singleline(&mut dir).changed() {
@@ -599,7 +647,9 @@ impl InspectorApp {
                 }
                 ui.end_row();
             });
-        if changed && let Some(s) = &self.session {
+        if memory_changed && let Some(s) = &self.session {
+            s.set_limits(self.settings.sampler(), self.settings.traffic_limits());
+        } else if changed && let Some(s) = &self.session {
             s.sampler.set_settings(self.settings.sampler());
         }
     }
@@ -827,6 +877,11 @@ impl eframe::App for InspectorApp {
 
 pub const SETTINGS_KEY: &str = "lrbc_inspector_settings";
 pub const TREE_KEY: &str = "lrbc_inspector_tiles";
+
+/// Bytes as MiB with one decimal.
+fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / 1048576.0)
+}
 
 #[cfg(test)]
 mod tests {

@@ -90,6 +90,9 @@ pub struct Settings {
     /// The sampler's share of one core while the machine is busy (percent); 0 follows
     /// every frame whatever it costs the run.
     pub busy_budget_percent: f32,
+    /// What the window's data may take (histories, traffic list, images, streamed
+    /// frames), in MiB.
+    pub memory_budget_mib: u32,
 }
 
 impl Default for Settings {
@@ -110,6 +113,7 @@ impl Default for Settings {
             traffic_filter: String::new(),
             max_fps: 0,
             busy_budget_percent: crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT,
+            memory_budget_mib: crate::memory::DEFAULT_BUDGET_MIB,
         }
     }
 }
@@ -127,8 +131,21 @@ pub fn default_screenshot_dir() -> PathBuf {
 }
 
 impl Settings {
+    /// The memory budget, within its bounds.
+    pub fn memory_budget(&self) -> crate::memory::MemoryBudget {
+        crate::memory::MemoryBudget::from_mib(self.memory_budget_mib)
+    }
+
+    /// What the traffic list may keep.
+    pub fn traffic_limits(&self) -> crate::ui::session::TrafficLimits {
+        crate::ui::session::TrafficLimits::of(self.memory_budget())
+    }
+
     pub fn sampler(&self) -> crate::sampler::SamplerSettings {
+        let budget = self.memory_budget();
         crate::sampler::SamplerSettings {
+            history_bytes: budget.histories(),
+            image_bytes: budget.camera_images(),
             watched_envs: self.watched_envs.clone(),
             history_frames: self.history_frames.clamp(1_000, 10_000_000),
             detail_frames: self.detail_frames.clamp(100, 1_000_000),

@@ -41,7 +41,30 @@ pub enum ShotRequest {
     Dialog(Shot),
 }
 
+fn texture_size_bytes(t: &egui::TextureHandle) -> usize {
+    let [w, h] = t.size();
+    w * h * 4
+}
+
 impl CamerasView {
+    /// Bytes of the textures: the env images', and the streamed frames'.
+    pub fn texture_bytes_split(&self) -> (usize, usize) {
+        let env: usize = self.textures.iter().map(texture_size_bytes).sum();
+        let streams: usize = self
+            .streams
+            .values()
+            .filter_map(|(_, _, shown)| shown.as_ref().ok())
+            .map(|(t, _)| texture_size_bytes(t))
+            .sum();
+        (env, streams)
+    }
+
+    /// Bytes of every texture the panel holds.
+    pub fn texture_bytes(&self) -> usize {
+        let (a, b) = self.texture_bytes_split();
+        a + b
+    }
+
     /// Uploads new images into the textures (in place when they exist).
     fn update(&mut self, ctx: &egui::Context, f: &ImageFrame) {
         if self.shown_image_seq == Some(f.image_seq) && self.textures.len() == f.num_envs as usize {
@@ -82,6 +105,10 @@ fn streamed(ui: &mut egui::Ui, streams: &BTreeMap<String, StreamedImage>, view: 
         });
         if stale {
             let shown = match crate::rpc::image::image_of(&s.envelope) {
+                _ if s.not_kept.is_some() => Err(format!(
+                    "a frame of {:.1} MiB was not kept: over the memory budget for streamed frames (Settings)",
+                    s.not_kept.unwrap_or(0) as f64 / 1048576.0
+                )),
                 Some(Ok(img)) => {
                     let label = format!(
                         "{} · frame {} · {}×{}",
@@ -158,7 +185,10 @@ pub fn ui(
     };
     let Some(f) = d.image.clone() else {
         show_streams(ui, view);
-        if d.geometry.image.is_none() {
+        view.textures.clear();
+        if let Some(note) = &d.image_note {
+            ui.colored_label(WARN, note);
+        } else if d.geometry.image.is_none() {
             ui.weak("This segment has no image region.");
         } else {
             ui.weak("Waiting for the first complete image set (image_seq)…");
