@@ -197,6 +197,24 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
     h.run_steps(2);
     assert!(h.query_by_label("History (frames)").is_some());
     assert!(h.query_by_label("Quick-save folder").is_some());
+    // The memory budget, with what each part of the window's data uses of it.
+    assert!(h.query_by_label("Memory budget (MiB)").is_some());
+    for part in [
+        "histories",
+        "traffic list",
+        "camera images",
+        "streamed frames",
+    ] {
+        assert!(
+            h.query_by_label_contains(part).is_some(),
+            "Settings shows what {part} use"
+        );
+    }
+    assert!(h.query_by_label_contains("MiB in use").is_some());
+    assert!(
+        h.query_by_label_contains("of 64.0 MiB").is_some(),
+        "histories' share"
+    );
 }
 
 #[test]

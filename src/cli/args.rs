@@ -71,6 +71,16 @@ pub fn parse_hz(text: &str) -> Result<f64, String> {
     Ok(hz)
 }
 
+/// Parses a percent of one core, from 0 to 100.
+pub fn parse_percent(text: &str) -> Result<f32, String> {
+    match text.trim().parse::<f32>() {
+        Ok(p) if p.is_finite() && (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "must be a percent of one core from 0 to 100, not {text}"
+        )),
+    }
+}
+
 /// Parses a count of at least one ("stop after N"): zero would mean "stop before the
 /// first", which no command does.
 pub fn parse_count(text: &str) -> Result<u64, String> {

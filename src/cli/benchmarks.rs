@@ -61,6 +61,12 @@ pub enum BenchCommand {
         /// Segment name in /dev/shm.
         #[arg(long)]
         shm: String,
+        #[command(flatten)]
+        window: super::WindowArgs,
+        /// Print "memory BYTES" (what the window's data uses of its budget) on stdout
+        /// this often.
+        #[arg(long, value_name = "SECS", value_parser = super::args::seconds_f64)]
+        report_memory: Option<f64>,
     },
 }
 
@@ -311,7 +317,11 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
             rate_secs,
             only,
         } => super::uibench::sampler(secs.max(0.5), rate_secs.max(2.0), *only),
-        BenchCommand::HeadlessApp { shm } => super::uibench::headless_app(shm),
+        BenchCommand::HeadlessApp {
+            shm,
+            window,
+            report_memory,
+        } => super::uibench::headless_app(shm, window.overrides(), *report_memory),
         BenchCommand::Soak(args) => super::soak::run(args),
     }
 }

@@ -84,6 +84,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
             Some(Target::Shm(name.clone())),
             LayoutChoice::Auto,
             Some(Arc::clone(&stop)),
+            crate::ui::settings::Overrides::default(),
         ) {
             Ok(()) => Ok(()),
             Err(e) => {

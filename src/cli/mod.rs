@@ -34,8 +34,31 @@ pub struct Cli {
     /// Print the details behind an error.
     #[arg(long, short, global = true)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub window: WindowArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// Settings of the window for this run (kept, as changes made in the window are).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct WindowArgs {
+    /// The window's memory budget in MiB (16 to 65536; default: as last set, 128).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(16..=65536))]
+    pub memory_budget: Option<u32>,
+    /// The window's sampler on a busy machine, percent of one core (0 follows every
+    /// frame; default: as last set, 1).
+    #[arg(long, value_name = "PCT", value_parser = args::parse_percent)]
+    pub busy_budget: Option<f32>,
+}
+
+impl WindowArgs {
+    pub fn overrides(self) -> crate::ui::settings::Overrides {
+        crate::ui::settings::Overrides {
+            memory_budget_mib: self.memory_budget,
+            busy_budget_percent: self.busy_budget,
+        }
+    }
 }
 
 /// Which segment: by name in /dev/shm, by process id, or by path.
@@ -118,7 +141,7 @@ pub enum Command {
         json: bool,
         /// While the machine has no spare CPU, the sampler uses at most this percent of
         /// one core and skips frames to stay within it; 0 follows every frame.
-        #[arg(long, value_name = "PCT", default_value_t = crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true)]
+        #[arg(long, value_name = "PCT", default_value_t = crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
         busy_budget: f32,
     },
     /// Decoded command-ring traffic: what is in the rings now, or as it happens.
@@ -383,11 +406,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
             json,
             busy_budget,
         }) => {
-            if !(busy_budget.is_finite() && (0.0..=100.0).contains(&busy_budget)) {
-                return Err(CliError::Usage(format!(
-                    "--busy-budget must be a percent of one core from 0 to 100, not {busy_budget}"
-                )));
-            }
             let budget = (busy_budget > 0.0).then_some(busy_budget);
             watch::run(
                 &target.require()?,
@@ -445,7 +463,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Screenshots { out }) => screenshots::run(&out),
         None => {
             let target = cli.target.resolve();
-            crate::ui::run_window(target, cli.target.layout).map_err(CliError::Other)
+            crate::ui::run_window(target, cli.target.layout, cli.window.overrides())
+                .map_err(CliError::Other)
         }
     }
 }

@@ -2,6 +2,8 @@
 //! with command traffic), to show that it levels off once the memory budget is full.
 
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -24,6 +26,14 @@ pub struct SoakArgs {
     /// The client's pace, steps per second (it sends commands too).
     #[arg(long, value_name = "F", default_value = "1000", value_parser = super::args::parse_hz)]
     pub hz: f64,
+    /// The memory budget of the app and the window, MiB.
+    #[arg(long, value_name = "MIB", default_value_t = crate::memory::DEFAULT_BUDGET_MIB, value_parser = clap::value_parser!(u32).range(16..=65536))]
+    pub memory_budget: u32,
+    /// The app's and the window's sampler on a busy machine, percent of one core. 0 (the
+    /// default here) takes every frame, so that their histories fill at the engine's
+    /// pace rather than at a few dozen frames a second.
+    #[arg(long, value_name = "PCT", default_value = "0", value_parser = super::args::parse_percent)]
+    pub busy_budget: f32,
 }
 
 /// An observer measured.
@@ -88,6 +98,17 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         ],
         Stdio::null(),
     )?;
+    let window = |mut a: Vec<String>| {
+        a.extend([
+            "--shm".into(),
+            name.clone(),
+            "--memory-budget".into(),
+            args.memory_budget.to_string(),
+            "--busy-budget".into(),
+            args.busy_budget.to_string(),
+        ]);
+        a
+    };
     let shm = |mut a: Vec<String>| {
         a.extend(["--shm".into(), name.clone()]);
         a
@@ -106,26 +127,52 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             label: "the app, every panel, no window",
             process: ChildProcess::spawn(
                 "observer",
-                &shm(vec!["bench".into(), "headless-app".into()]),
-                Stdio::null(),
+                &window(vec![
+                    "bench".into(),
+                    "headless-app".into(),
+                    "--report-memory".into(),
+                    "1".into(),
+                ]),
+                Stdio::piped(),
             )?,
             samples: Vec::new(),
         },
     ];
+    // What the app's data uses of its budget, as it reports it.
+    let app_data = Arc::new(AtomicU64::new(0));
+    if let Some(out) = observers[1].process.child.stdout.take() {
+        let latest = Arc::clone(&app_data);
+        std::thread::Builder::new()
+            .name("soak-report".into())
+            .spawn(move || {
+                use std::io::BufRead as _;
+                for line in std::io::BufReader::new(out).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(v) = line.strip_prefix("memory ").and_then(|v| v.parse().ok()) {
+                        // Relaxed: a figure for display, ordered with nothing.
+                        latest.store(v, Ordering::Relaxed);
+                    }
+                }
+            })
+            .map_err(|e| CliError::Other(e.to_string()))?;
+    }
+    let mut data_samples: Vec<(f64, u64)> = Vec::new();
     let display =
         std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
     if display {
         observers.push(Observed {
             label: "the window on $DISPLAY, every panel",
-            process: ChildProcess::spawn("observer", &shm(Vec::new()), Stdio::null())?,
+            process: ChildProcess::spawn("observer", &window(Vec::new()), Stdio::null())?,
             samples: Vec::new(),
         });
     }
     println!(
-        "bench soak: {} at {} Hz with command traffic, {:.1} min, resident memory (MiB) every {:.0} s{}",
+        "bench soak: {} at {} Hz with command traffic, {:.1} min, memory budget {} MiB, busy budget {} %; resident memory (MiB) every {:.0} s{}",
         args.preset.as_str(),
         args.hz,
         args.duration / 60.0,
+        args.memory_budget,
+        args.busy_budget,
         args.every,
         if display {
             ""
@@ -137,7 +184,13 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         .iter()
         .map(|o| format!("{:>12}", short(o.label)))
         .collect();
-    println!("{:>8} {:>10} {}", "minute", "frames/s", header.join(" "));
+    println!(
+        "{:>8} {:>10} {:>10} {}",
+        "minute",
+        "frames/s",
+        "app data",
+        header.join(" ")
+    );
     let start = Instant::now();
     let frames = |a: &crate::attach::Attached| {
         a.segment
@@ -173,7 +226,16 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             o.samples.push((t, kib));
             cells.push(format!("{:>12.1}", kib as f64 / 1024.0));
         }
-        println!("{:>8.1} {:>10.0} {}", t / 60.0, rate, cells.join(" "));
+        // Relaxed: see the reader above.
+        let data = app_data.load(Ordering::Relaxed);
+        data_samples.push((t, data));
+        println!(
+            "{:>8.1} {:>10.0} {:>10.1} {}",
+            t / 60.0,
+            rate,
+            data as f64 / 1048576.0,
+            cells.join(" ")
+        );
         if let Some(code) = client.exited() {
             return Err(CliError::Other(format!(
                 "the client exited (code {code}) during the soak"
@@ -184,24 +246,43 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         }
         next += args.every;
     }
+    // The budget is full once the app's data stays within 2 % of its largest size.
+    let top = data_samples.iter().map(|s| s.1).max().unwrap_or(0);
+    let full_at = data_samples
+        .iter()
+        .position(|s| s.1 as f64 >= top as f64 * 0.98)
+        .unwrap_or(0);
+    let full_t = data_samples.get(full_at).map_or(0.0, |s| s.0);
     println!();
     println!(
-        "{:<40} {:>10} {:>10} {:>10} {:>22}",
-        "observer", "MiB first", "MiB peak", "MiB last", "KiB/min, second half"
+        "The app's data reached {:.1} MiB (98 % of its largest size) at minute {:.1}.",
+        data_samples.get(full_at).map_or(0, |s| s.1) as f64 / 1048576.0,
+        full_t / 60.0
+    );
+    println!(
+        "{:<40} {:>10} {:>10} {:>10} {:>12} {:>22}",
+        "observer", "MiB first", "MiB full", "MiB last", "MiB peak", "KiB/min once full"
     );
     for o in &observers {
         let (Some(first), Some(last)) = (o.samples.first(), o.samples.last()) else {
             continue;
         };
         let peak = o.samples.iter().map(|s| s.1).max().unwrap_or(0);
-        let half = &o.samples[o.samples.len() / 2..];
+        let after: Vec<(f64, u64)> = o
+            .samples
+            .iter()
+            .copied()
+            .filter(|s| s.0 >= full_t)
+            .collect();
+        let at_full = after.first().map_or(0, |s| s.1);
         println!(
-            "{:<40} {:>10.1} {:>10.1} {:>10.1} {:>22.1}",
+            "{:<40} {:>10.1} {:>10.1} {:>10.1} {:>12.1} {:>22.1}",
             o.label,
             first.1 as f64 / 1024.0,
-            peak as f64 / 1024.0,
+            at_full as f64 / 1024.0,
             last.1 as f64 / 1024.0,
-            slope_kib_per_min(half)
+            peak as f64 / 1024.0,
+            slope_kib_per_min(&after)
         );
     }
     drop(observers);

@@ -303,7 +303,11 @@ impl Drop for Switched {
 
 /// `bench headless-app`: the app attached to `shm` with every panel open, a pass each
 /// time it asks for a repaint (as eframe schedules them), until SIGINT or SIGTERM.
-pub fn headless_app(shm: &str) -> Result<(), CliError> {
+pub fn headless_app(
+    shm: &str,
+    overrides: crate::ui::settings::Overrides,
+    report_memory: Option<f64>,
+) -> Result<(), CliError> {
     let stop = super::stop_flag();
     let ctx = egui::Context::default();
     // A full channel already holds requests enough to repaint.
@@ -313,7 +317,7 @@ pub fn headless_app(shm: &str) -> Result<(), CliError> {
     });
     let mut app = InspectorApp::new(
         &ctx,
-        Settings::default(),
+        Settings::default().with(overrides),
         Some(grid_tree()),
         Some(Target::Shm(shm.to_string())),
         LayoutChoice::Auto,
@@ -321,9 +325,18 @@ pub fn headless_app(shm: &str) -> Result<(), CliError> {
     let mut renderer = HeadlessRenderer::new();
     let size = egui::vec2(1600.0, 1000.0);
     let mut due = Some(Instant::now());
+    let mut reported = Instant::now();
     // Relaxed: a flag with no data behind it.
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
+        if let Some(every) = report_memory
+            && now.duration_since(reported).as_secs_f64() >= every
+        {
+            reported = now;
+            let used = app.session.as_ref().map_or(0, |s| s.memory().total())
+                + app.cameras_view.texture_bytes();
+            println!("memory {used}");
+        }
         match due {
             Some(at) if at <= now => {
                 due = None;

@@ -534,28 +534,44 @@ impl InspectorApp {
     fn settings_menu(&mut self, ui: &mut egui::Ui) {
         let mut changed = false;
         let mut memory_changed = false;
+        // What the budget holds now, next to what is asked for.
+        let held = self.session.as_ref().map(|s| {
+            let d = s.sampler.lock();
+            let detail = d.envs.values().map(|h| h.detail.capacity()).max();
+            (d.frames.capacity(), detail)
+        });
         egui::Grid::new("settings_grid")
             .num_columns(2)
             .show(ui, |ui| {
                 ui.label("History (frames)")
-                    .on_hover_text("per-frame aggregates and watched-env points kept; 180 000 is three minutes at 1 kHz");
-                changed |= ui
-                    .add(
-                        egui::DragValue::new(&mut self.settings.history_frames)
-                            .range(1_000..=10_000_000)
-                            .speed(1_000),
-                    )
-                    .changed();
+                    .on_hover_text("per-frame aggregates and watched-env points kept, at most (the memory budget may hold fewer); 180 000 is three minutes at 1 kHz");
+                ui.horizontal(|ui| {
+                    changed |= ui
+                        .add(
+                            egui::DragValue::new(&mut self.settings.history_frames)
+                                .range(1_000..=10_000_000)
+                                .speed(1_000),
+                        )
+                        .changed();
+                    if let Some((frames, _)) = held {
+                        ui.weak(format!("holding {frames}"));
+                    }
+                });
                 ui.end_row();
                 ui.label("Observation history (frames)")
-                    .on_hover_text("full observation and action rows of the watched envs");
-                changed |= ui
-                    .add(
-                        egui::DragValue::new(&mut self.settings.detail_frames)
-                            .range(100..=1_000_000)
-                            .speed(100),
-                    )
-                    .changed();
+                    .on_hover_text("full observation and action rows of the watched envs, at most (the memory budget may hold fewer)");
+                ui.horizontal(|ui| {
+                    changed |= ui
+                        .add(
+                            egui::DragValue::new(&mut self.settings.detail_frames)
+                                .range(100..=1_000_000)
+                                .speed(100),
+                        )
+                        .changed();
+                    if let Some((_, Some(rows))) = held {
+                        ui.weak(format!("holding {rows}"));
+                    }
+                });
                 ui.end_row();
                 ui.label("Out of range: |obs| >");
                 changed |= ui

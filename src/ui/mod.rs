@@ -19,8 +19,12 @@ use crate::layout::LayoutChoice;
 const WINDOW_NICE: i32 = 15;
 
 /// Opens the window (blocks until it is closed).
-pub fn run_window(target: Option<Target>, choice: LayoutChoice) -> Result<(), String> {
-    run_window_until(target, choice, None)
+pub fn run_window(
+    target: Option<Target>,
+    choice: LayoutChoice,
+    overrides: settings::Overrides,
+) -> Result<(), String> {
+    run_window_until(target, choice, None, overrides)
 }
 
 /// Opens the window; it closes itself when `stop` is set (Ctrl-C in `demo`).
@@ -28,6 +32,7 @@ pub fn run_window_until(
     target: Option<Target>,
     choice: LayoutChoice,
     stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    overrides: settings::Overrides,
 ) -> Result<(), String> {
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
@@ -55,8 +60,9 @@ pub fn run_window_until(
         Box::new(move |cc| {
             let settings = cc
                 .storage
-                .and_then(|s| eframe::get_value(s, app::SETTINGS_KEY))
-                .unwrap_or_default();
+                .and_then(|s| eframe::get_value::<settings::Settings>(s, app::SETTINGS_KEY))
+                .unwrap_or_default()
+                .with(overrides);
             let tree = cc.storage.and_then(|s| eframe::get_value(s, app::TREE_KEY));
             let mut app = InspectorApp::new(&cc.egui_ctx, settings, tree, target, choice);
             app.close_when = stop;

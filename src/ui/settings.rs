@@ -130,7 +130,26 @@ pub fn default_screenshot_dir() -> PathBuf {
     PathBuf::from("lrbc-inspector-screenshots")
 }
 
+/// Settings given on the command line for one run (they are kept like any change made
+/// in the window).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Overrides {
+    pub memory_budget_mib: Option<u32>,
+    pub busy_budget_percent: Option<f32>,
+}
+
 impl Settings {
+    /// These settings with the command line's overrides.
+    pub fn with(mut self, o: Overrides) -> Self {
+        if let Some(mib) = o.memory_budget_mib {
+            self.memory_budget_mib = mib;
+        }
+        if let Some(pct) = o.busy_budget_percent {
+            self.busy_budget_percent = pct;
+        }
+        self
+    }
+
     /// The memory budget, within its bounds.
     pub fn memory_budget(&self) -> crate::memory::MemoryBudget {
         crate::memory::MemoryBudget::from_mib(self.memory_budget_mib)
