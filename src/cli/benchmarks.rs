@@ -248,7 +248,10 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
     producer
         .join()
         .map_err(|_| CliError::Other("the producer thread panicked".into()))?;
-    loop {
+    // Everything published is reported once the ring has been quiet a moment (the last
+    // consumed entries wait for that, see docs/rings.md).
+    let drain_until = Instant::now() + Duration::from_secs(5);
+    while !traffic.caught_up(&attached.segment) && Instant::now() < drain_until {
         events.clear();
         traffic.poll(
             &attached.segment,
@@ -256,10 +259,8 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
             usize::MAX,
             &mut events,
         );
-        if events.is_empty() {
-            break;
-        }
         tally(&events);
+        std::thread::sleep(Duration::from_millis(1));
     }
     drop(cleanup);
     // Relaxed: the producer thread has been joined.

@@ -260,8 +260,14 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         full_t / 60.0
     );
     println!(
-        "{:<40} {:>10} {:>10} {:>10} {:>12} {:>22}",
-        "observer", "MiB first", "MiB full", "MiB last", "MiB peak", "KiB/min once full"
+        "{:<40} {:>9} {:>9} {:>9} {:>9} {:>18} {:>18}",
+        "observer",
+        "MiB first",
+        "MiB full",
+        "MiB last",
+        "MiB peak",
+        "KiB/min once full",
+        "KiB/min last half"
     );
     for o in &observers {
         let (Some(first), Some(last)) = (o.samples.first(), o.samples.last()) else {
@@ -276,13 +282,14 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             .collect();
         let at_full = after.first().map_or(0, |s| s.1);
         println!(
-            "{:<40} {:>10.1} {:>10.1} {:>10.1} {:>12.1} {:>22.1}",
+            "{:<40} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>18.1} {:>18.1}",
             o.label,
             first.1 as f64 / 1024.0,
             at_full as f64 / 1024.0,
             last.1 as f64 / 1024.0,
             peak as f64 / 1024.0,
-            slope_kib_per_min(&after)
+            slope_kib_per_min(&after),
+            slope_kib_per_min(&o.samples[o.samples.len() / 2..])
         );
     }
     drop(observers);
