@@ -74,7 +74,7 @@ impl<T> Ring<T> {
         } else if self.items.len() == self.items.capacity() {
             // Grow by doubling, but never past the capacity: a full ring's allocation
             // is exactly what the budget gave it.
-            let want = (self.items.len() * 2).clamp(64, self.capacity);
+            let want = (self.items.len() * 2).max(64).min(self.capacity);
             self.items.reserve_exact(want - self.items.len());
         }
         self.items.push_back(item);
@@ -522,6 +522,20 @@ impl Sampler {
     }
 
     /// Stops the thread and waits for it.
+    /// The names of the sampler's threads that ended while it runs (a thread only ends
+    /// early by panicking): their work stopped, which the caller must show.
+    pub fn ended_threads(&self) -> Vec<String> {
+        // Relaxed: a flag with no data behind it.
+        if self.stop.load(Ordering::Relaxed) {
+            return Vec::new();
+        }
+        self.threads
+            .iter()
+            .filter(|t| t.is_finished())
+            .map(|t| t.thread().name().unwrap_or("sampler").to_string())
+            .collect()
+    }
+
     pub fn stop(&mut self) {
         // Relaxed: a flag with no data behind it.
         self.stop.store(true, Ordering::Relaxed);

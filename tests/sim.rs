@@ -517,3 +517,45 @@ fn traffic_follows_a_live_engine_and_client_with_paired_responses() {
         "{totals}"
     );
 }
+
+#[test]
+fn watch_samples_the_frames_of_a_live_engine_and_client() {
+    let engine = Engine::start("watchsampler", &["--preset", "cams64"]);
+    let mut watch = inspector()
+        .args([
+            "watch",
+            "--shm",
+            &engine.name,
+            "--json",
+            "--interval",
+            "0.2",
+            "--busy-budget",
+            "0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = line_channel(watch.stdout.take().unwrap());
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "500"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The sampler thread takes frames as they come, every line says how many.
+    let deadline = Instant::now() + DEADLINE;
+    let sampled = loop {
+        assert!(Instant::now() < deadline, "watch sampled no frame");
+        let v: Value = serde_json::from_str(&next_line(&rx, "watch lines")).unwrap();
+        let sampled = v["frames_sampled"].as_u64().unwrap_or(0);
+        if sampled >= 200 {
+            break sampled;
+        }
+    };
+    interrupt(client.id());
+    let _ = client.wait();
+    interrupt(watch.id());
+    let out = wait_with_deadline(watch);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(sampled >= 200);
+}

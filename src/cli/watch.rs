@@ -77,6 +77,13 @@ pub fn run(
         if sleep_unless_stopped(interval, &stop) {
             break;
         }
+        let ended = sampler.ended_threads();
+        if !ended.is_empty() {
+            return Err(CliError::Other(format!(
+                "the sampler's thread {} stopped unexpectedly; its figures would be stale",
+                ended.join(", ")
+            )));
+        }
         let report = watcher.tick();
         let (stats, yielding) = {
             let d = sampler.lock();

@@ -423,6 +423,19 @@ fn an_image_region_over_its_budget_is_not_copied_and_the_window_says_why() {
 }
 
 #[test]
+fn rings_smaller_than_their_first_allocation_work() {
+    for capacity in [1, 2, 63, 64, 65] {
+        let mut r: Ring<u64> = Ring::new(capacity);
+        for i in 0..200 {
+            r.push(i);
+        }
+        assert_eq!(r.len(), capacity);
+        assert_eq!(r.back(), Some(&199));
+        assert!(r.heap_bytes() <= crate::memory::heap(capacity.max(64) * 8));
+    }
+}
+
+#[test]
 fn a_full_ring_holds_exactly_its_capacity_and_gives_back_what_a_smaller_one_frees() {
     let mut r: Ring<u64> = Ring::new(1_000);
     for i in 0..10_000 {

@@ -677,6 +677,16 @@ impl InspectorApp {
                     ui.label("not attached");
                 }
                 Some(s) => {
+                    let ended = s.sampler.ended_threads();
+                    if !ended.is_empty() {
+                        ui.colored_label(
+                            BAD,
+                            format!(
+                                "sampler thread {} stopped: figures are stale, re-attach",
+                                ended.join(", ")
+                            ),
+                        );
+                    }
                     let d = s.sampler.lock();
                     ui.monospace(s.attached.label());
                     ui.label(d.geometry.layout.as_str());
