@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod fuzzing;
 pub mod layout;
 pub mod memory;
+pub mod platform;
 pub mod procinfo;
 pub mod rings;
 pub mod rpc;

@@ -1011,10 +1011,10 @@ struct Spotter {
 
 impl Spotter {
     fn run(mut self) {
-        crate::segment::set_timer_slack_ns(1_000);
-        crate::segment::lower_thread_priority(SAMPLER_NICE);
+        crate::platform::set_timer_slack_ns(1_000);
+        crate::platform::lower_thread_priority(SAMPLER_NICE);
         // Never on the frame thread's cores: a stall of one core must not blind both.
-        if let Some(cores) = crate::segment::CoreSet::of_this_thread() {
+        if let Some(cores) = crate::platform::CoreSet::of_this_thread() {
             cores.keep_to(Some(1));
         }
         let mut watched_envs = lock(&self.settings).watched_envs.clone();
@@ -1091,11 +1091,11 @@ impl FrameWorker {
     fn run(mut self) {
         // Naps of a few tens of microseconds must not turn into a hundred; and the
         // sampler takes only the time the engine and trainer leave over.
-        crate::segment::set_timer_slack_ns(1_000);
-        crate::segment::lower_thread_priority(SAMPLER_NICE);
+        crate::platform::set_timer_slack_ns(1_000);
+        crate::platform::lower_thread_priority(SAMPLER_NICE);
         // The spotter keeps to the other half (see `Spotter`), except while yielding to a
         // busy machine: then the spotter rests, and any core may do.
-        let cores = crate::segment::CoreSet::of_this_thread();
+        let cores = crate::platform::CoreSet::of_this_thread();
         let mut kept_to_half = cores.is_some_and(|c| c.keep_to(Some(0)));
         let mut settings = lock(&self.settings).clone();
         let mut housekeeping_ns = 0u64;
@@ -1164,7 +1164,7 @@ impl FrameWorker {
                         self.sample(&settings, now, delta);
                         self.budget.sampled(
                             crate::segment::monotonic_now_ns(),
-                            crate::segment::thread_cpu_ns(),
+                            crate::platform::thread_cpu_ns(),
                         );
                         self.held = false;
                     }
@@ -1403,7 +1403,7 @@ impl FrameWorker {
 
 impl<C: Clock> AuxWorker<C> {
     fn run(mut self) {
-        crate::segment::lower_thread_priority(SAMPLER_NICE);
+        crate::platform::lower_thread_priority(SAMPLER_NICE);
         let mut settings = lock(&self.settings).clone();
         let (mut last_tick, mut last_wake, mut last_image, mut last_scan) =
             (0u64, 0u64, 0u64, 0u64);

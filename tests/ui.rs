@@ -45,6 +45,9 @@ fn step_until(
         h.step();
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The sampler's threads update the state between frames: draw it once more so
+    // that what the condition saw is on screen before the test looks for it.
+    h.step();
 }
 
 /// Focuses the labelled field and types into it.

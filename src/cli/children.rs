@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::CliError;
 use crate::attach::{Target, attach};
 use crate::layout::LayoutChoice;
-use crate::segment::send_signal;
+use crate::platform::{Signal, send_signal};
 
 /// A child that is interrupted (SIGINT, then SIGKILL after a grace period) when dropped.
 #[derive(Debug)]
@@ -21,7 +21,7 @@ impl ChildProcess {
         let exe = std::env::current_exe()
             .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
         let mut command = Command::new(exe);
-        crate::segment::terminate_with_parent(&mut command);
+        crate::platform::terminate_with_parent(&mut command);
         let child = command
             .args(args)
             .stdin(Stdio::null())
@@ -50,7 +50,7 @@ impl ChildProcess {
         if let Some(code) = self.exited() {
             return Some(code);
         }
-        send_signal(self.pid(), libc::SIGINT);
+        send_signal(self.pid(), Signal::Interrupt);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Some(code) = self.exited() {

@@ -292,13 +292,13 @@ pub fn main() -> i32 {
         && crate::ui::app::software_rendering_likely()
         && std::thread::available_parallelism().map_or(1, usize::from) <= 4
     {
-        crate::segment::set_env_at_startup("LP_NUM_THREADS", "0");
+        crate::platform::set_env_at_startup("LP_NUM_THREADS", "0");
     }
     // Reports on stdout end quietly when their reader goes away (`traffic | head`).
     // Processes that own a segment (sim, demo) keep SIGPIPE ignored, so that a closed
     // pipe can never stop them before they clean up.
     if !matches!(cli.command, Some(Command::Sim(_) | Command::Demo(_))) {
-        crate::segment::default_sigpipe();
+        crate::platform::default_sigpipe();
     }
     let verbose = cli.verbose;
     match run(cli) {

@@ -44,17 +44,7 @@ struct Observed {
     samples: Vec<(f64, u64)>,
 }
 
-/// Resident memory of a process, KiB (`VmRSS` of `/proc/<pid>/status`).
-pub fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
+pub use crate::platform::resident_kib as rss_kib;
 
 /// The least-squares slope of `samples` (KiB per minute).
 pub fn slope_kib_per_min(samples: &[(f64, u64)]) -> f64 {

@@ -79,7 +79,7 @@ fn line(e: &TrafficEvent, start_ns: u64) -> Option<String> {
 pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
     let stop = stop_flag();
     // An observer: it runs in the time the engine and trainer leave over.
-    crate::segment::lower_thread_priority(19);
+    crate::platform::lower_thread_priority(19);
     let a = attach(target, choice)?;
     let mut traffic = Traffic::new(&a, o.rings);
     if traffic.rings().is_empty() {

@@ -84,28 +84,6 @@ fn start(
     })
 }
 
-/// CPU seconds of the threads of process `pid` ("self" for this one), by thread name,
-/// to the nanosecond (the scheduler's run time, `/proc/<pid>/task/<tid>/schedstat`).
-fn threads_cpu(pid: &str) -> Vec<(String, f64)> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    let mut out: Vec<(String, f64)> = Vec::new();
-    for t in dir.filter_map(Result::ok) {
-        let path = t.path();
-        let name = std::fs::read_to_string(path.join("comm"))
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        let secs = std::fs::read_to_string(path.join("schedstat"))
-            .ok()
-            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0.0, |ns| ns as f64 / 1e9);
-        add_by_name(&mut out, &name, secs);
-    }
-    out
-}
-
 /// Adds `secs` to the entry named `name`, or appends one.
 fn add_by_name(list: &mut Vec<(String, f64)>, name: &str, secs: f64) {
     match list.iter_mut().find(|(n, _)| n == name) {
@@ -116,7 +94,10 @@ fn add_by_name(list: &mut Vec<(String, f64)>, name: &str, secs: f64) {
 
 /// CPU seconds used so far by the live threads of a process.
 fn cpu_secs(pid: u32) -> f64 {
-    threads_cpu(&pid.to_string()).iter().map(|(_, s)| s).sum()
+    crate::platform::threads_cpu_secs(pid)
+        .iter()
+        .map(|(_, s)| s)
+        .sum()
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -162,9 +143,9 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     let mut times = Vec::with_capacity(frames);
     let mut walls = Vec::with_capacity(frames);
     for _ in 0..frames {
-        let (t, cpu) = (Instant::now(), crate::segment::thread_cpu_ns());
+        let (t, cpu) = (Instant::now(), crate::platform::thread_cpu_ns());
         let _ = renderer.pass(&ctx, size, 1.0, |ui| app.ui(ui));
-        times.push((crate::segment::thread_cpu_ns() - cpu) as f64 / 1e6);
+        times.push((crate::platform::thread_cpu_ns() - cpu) as f64 / 1e6);
         walls.push(t.elapsed().as_secs_f64() * 1e3);
         // Display rate: leave the rest of the frame to the other processes.
         std::thread::sleep(Duration::from_millis(16).saturating_sub(t.elapsed()));
@@ -283,14 +264,18 @@ impl Switched {
     fn set(&mut self, on: bool) {
         if on != self.on {
             self.on = on;
-            let signal = if on { libc::SIGCONT } else { libc::SIGSTOP };
-            crate::segment::send_signal(self.process.pid(), signal);
+            let signal = if on {
+                crate::platform::Signal::Resume
+            } else {
+                crate::platform::Signal::Pause
+            };
+            crate::platform::send_signal(self.process.pid(), signal);
         }
     }
 
     /// CPU seconds so far, by thread.
     fn cpu(&self) -> Vec<(String, f64)> {
-        threads_cpu(&self.process.pid().to_string())
+        crate::platform::threads_cpu_secs(self.process.pid())
     }
 }
 

@@ -22,43 +22,11 @@ const MAX_HOLD_NS: u64 = 100_000_000;
 /// 100 samples a second at most.
 pub const MIN_HOLD_NS: u64 = 10_000_000;
 
-/// The machine's CPU time, all cores together, from the first line of `/proc/stat`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CpuTimes {
-    /// idle + iowait, in clock ticks.
-    pub idle: u64,
-    /// Every state, in clock ticks (guest time is already inside user and nice).
-    pub total: u64,
-    /// The `cpuN` lines: the cores these times are shared by.
-    pub cores: usize,
-}
+pub use crate::platform::CpuTimes;
 
-/// The `cpu` line of `/proc/stat`: user nice system idle iowait irq softirq steal ….
-pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    if v.len() < 5 {
-        return None;
-    }
-    let cores = text
-        .lines()
-        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
-        .count();
-    Some(CpuTimes {
-        idle: v[3] + v[4],
-        total: v.iter().sum(),
-        cores: cores.max(1),
-    })
-}
-
-/// Reads `/proc/stat` (None where it does not exist or cannot be parsed).
+/// The machine's CPU time now (None where the platform does not say).
 pub fn read_cpu_times() -> Option<CpuTimes> {
-    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+    crate::platform::cpu_times()
 }
 
 /// Spare cores between two readings, or None when no time passed.
@@ -182,27 +150,6 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const STAT: &str = "cpu  709770 11874 120869 1571559 2358 0 1062 2028 0 0\n\
-                        cpu0 354885 5937 60434 785779 1179 0 531 1014 0 0\n";
-
-    #[test]
-    fn the_cpu_line_gives_idle_with_iowait_and_the_total_of_every_state() {
-        let t = parse_proc_stat(STAT).unwrap();
-        assert_eq!(t.idle, 1_571_559 + 2_358);
-        assert_eq!(
-            t.total,
-            709_770 + 11_874 + 120_869 + 1_571_559 + 2_358 + 1_062 + 2_028
-        );
-        assert_eq!(t.cores, 1, "one cpuN line");
-        assert_eq!(
-            parse_proc_stat("cpu0 1 2 3 4 5\n"),
-            None,
-            "no aggregate line"
-        );
-        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5\n"), None);
-        assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None, "too few fields");
-    }
 
     #[test]
     fn spare_cores_is_the_idle_share_of_every_core() {

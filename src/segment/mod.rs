@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::layout::ByteSource;
+pub use crate::platform::monotonic_now_ns;
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("LRBC is little-endian and this tool copies words natively");
@@ -235,115 +236,6 @@ impl Raw {
         std::sync::atomic::fence(Ordering::Acquire);
         true
     }
-}
-
-/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of `frame_time_ns`,
-/// `action_time_ns` and `sent_ns` (spec 2.1), shared by every process on the machine.
-pub fn monotonic_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
-
-/// Sets the calling thread's timer slack (how late the kernel may wake it from a sleep,
-/// 50 µs by default), so that short naps of pollers stay short.
-pub fn set_timer_slack_ns(slack_ns: u64) {
-    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and affects only this thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0) };
-}
-
-/// Sets an environment variable for this process and the libraries it loads. Only for
-/// the start of `main`, before any thread exists (the environment is not thread-safe).
-pub fn set_env_at_startup(key: &str, value: &str) {
-    // SAFETY: called from `cli::main` before it starts any thread, so nothing reads or
-    // writes the environment concurrently.
-    unsafe { std::env::set_var(key, value) };
-}
-
-/// The cores the calling thread may run on, captured once, so that it can be kept to
-/// every other one of them and let go again.
-#[derive(Clone, Copy)]
-pub struct CoreSet {
-    allowed: libc::cpu_set_t,
-    count: usize,
-}
-
-impl std::fmt::Debug for CoreSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CoreSet({} cores)", self.count)
-    }
-}
-
-impl CoreSet {
-    /// The calling thread's cores now (None where the kernel does not say).
-    pub fn of_this_thread() -> Option<Self> {
-        // SAFETY: cpu_set_t is plain bits; all zeroes is the empty set.
-        let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: pid 0 is the calling thread; `allowed` is a cpu_set_t of that size.
-        let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut allowed) };
-        // SAFETY: `allowed` is a valid cpu_set_t.
-        let count = usize::try_from(unsafe { libc::CPU_COUNT(&allowed) }).unwrap_or(0);
-        (rc == 0 && count > 0).then_some(Self { allowed, count })
-    }
-
-    /// Keeps the calling thread to every other of these cores: the first, third, …
-    /// (`Some(0)`) or the second, fourth, … (`Some(1)`), so that two threads that back
-    /// each other up never wait on the same core; `None` lets it run on all of them.
-    /// Does nothing with fewer than two cores. Returns whether the kernel took it.
-    pub fn keep_to(&self, half: Option<usize>) -> bool {
-        let set = match half {
-            Some(h) if self.count >= 2 => {
-                // SAFETY: as above.
-                let mut mine: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-                let cores = (0..libc::CPU_SETSIZE as usize)
-                    // SAFETY: `c` is below CPU_SETSIZE, within the set.
-                    .filter(|&c| unsafe { libc::CPU_ISSET(c, &self.allowed) });
-                for c in cores.skip(h % 2).step_by(2) {
-                    // SAFETY: `c` came from the set, so it is below CPU_SETSIZE.
-                    unsafe { libc::CPU_SET(c, &mut mine) };
-                }
-                mine
-            }
-            Some(_) => return false,
-            None => self.allowed,
-        };
-        // SAFETY: pid 0 is the calling thread; `set` is a valid, non-empty cpu_set_t.
-        unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) == 0 }
-    }
-}
-
-/// Lowers the calling thread's scheduling priority (nice value), so that it runs in the
-/// time the engine and the trainer leave over and never delays them.
-pub fn lower_thread_priority(nice: i32) {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
-    // SAFETY: setpriority on this thread's own id changes only this thread's nice value.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
-}
-
-/// CPU time used by the calling thread, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock exists on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// Bytes read as f32s, native (little-endian) order.
@@ -725,50 +617,6 @@ impl Segment {
     }
 }
 
-/// Sends `signal` to process `pid` (used to stop child processes cleanly).
-pub fn send_signal(pid: u32, signal: i32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill has no memory-safety preconditions; pid is a positive process id.
-    unsafe { libc::kill(pid, signal) == 0 }
-}
-
-/// Restores the default action of SIGPIPE, so that writing to a closed pipe
-/// (`lrbc-inspector traffic | head`) ends the process quietly, as Unix tools do,
-/// instead of failing every later write.
-pub fn default_sigpipe() {
-    // SAFETY: setting a signal's disposition to SIG_DFL has no preconditions.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-}
-
-/// Makes a child process receive SIGTERM when this process dies, however it dies, so
-/// that simulated engines started by `demo` or `sim bench` never outlive it (and their
-/// SIGTERM handling removes their segments).
-pub fn terminate_with_parent(command: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt as _;
-    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
-    // which is async-signal-safe; it touches no memory of the parent.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// The system page size.
-pub fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096)
-}
-
 /// The pages of the two control rings, mapped writable (spec 7): the only writable
 /// mapping the inspector ever makes, and only while it holds or claims the lease.
 /// Offsets stay absolute (from the segment start); anything outside the rings' pages
@@ -800,7 +648,7 @@ impl ControlPages {
                 "the segment was replaced since it was attached".into(),
             ));
         }
-        let page = page_size();
+        let page = crate::platform::page_size();
         let mut pieces = Vec::new();
         for &(offset, len) in ranges {
             if offset % page != 0 {

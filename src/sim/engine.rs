@@ -177,17 +177,6 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-fn available_memory_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(u64::MAX, |kib| kib * 1024)
-}
-
 impl EngineConfig {
     /// The segment this configuration describes, checked before anything is created.
     pub fn plan(&self) -> Result<(PlanSpec, Plan), EngineError> {
@@ -235,7 +224,7 @@ impl EngineConfig {
         let plan = Plan::new(&spec)?;
         // The engine keeps a private copy of obs, actions and images besides the segment.
         let need = plan.size_bytes.saturating_mul(2);
-        let available = available_memory_bytes();
+        let available = crate::platform::available_memory_bytes().unwrap_or(u64::MAX);
         if need > available {
             return Err(EngineError::NoMemory {
                 need_bytes: need,

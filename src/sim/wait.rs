@@ -43,7 +43,7 @@ impl Default for Waiter {
 impl Waiter {
     pub fn new() -> Self {
         // Naps of tens of microseconds must stay that short.
-        crate::segment::set_timer_slack_ns(1_000);
+        crate::platform::set_timer_slack_ns(1_000);
         Self {
             spins: 0,
             started: None,

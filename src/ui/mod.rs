@@ -53,7 +53,7 @@ pub fn run_window_until(
     }
     // Drawing yields to the engine, the trainer and the sampler: the window thread and
     // every thread it starts from here on (a software rasteriser's among them) run niced.
-    crate::segment::lower_thread_priority(WINDOW_NICE);
+    crate::platform::lower_thread_priority(WINDOW_NICE);
     eframe::run_native(
         "lrbc-inspector",
         options,

@@ -276,7 +276,7 @@ impl TrafficTap {
             .name("lrbc-traffic".into())
             .spawn(move || {
                 // An observer: it runs in the time the engine and trainer leave over.
-                crate::segment::lower_thread_priority(19);
+                crate::platform::lower_thread_priority(19);
                 let a = match attach(&target, choice) {
                     Ok(a) => a,
                     Err(e) => {

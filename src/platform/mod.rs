@@ -1,0 +1,89 @@
+//! Every call into the operating system apart from mapping segments (`segment`), with a
+//! backend per platform: the monotonic clock, thread priority, affinity and CPU time,
+//! the machine's idle time and memory, process signals and resident memory, page size
+//! and allocation granularity. Each backend offers the same functions; `unsafe` stays
+//! in the backends (and `segment`), each block with its `// SAFETY:` line.
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+pub use unix::*;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use windows::*;
+
+/// What to ask of another process (`send_signal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Stop cleanly (Ctrl-C; SIGINT). On Windows a process is ended at once.
+    Interrupt,
+    /// End now (SIGKILL; TerminateProcess).
+    Kill,
+    /// Pause (SIGSTOP); Unix only.
+    Pause,
+    /// Resume after a pause (SIGCONT); Unix only.
+    Resume,
+}
+
+/// The machine's CPU time, all cores together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// Idle time (Linux: idle + iowait), in the platform's ticks.
+    pub idle: u64,
+    /// Every state, in the same ticks.
+    pub total: u64,
+    /// The cores these times are shared by.
+    pub cores: usize,
+}
+
+/// The `cpu` line of Linux's `/proc/stat`: user nice system idle iowait irq softirq
+/// steal …; the `cpuN` lines count the cores.
+pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 5 {
+        return None;
+    }
+    let cores = text
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count();
+    Some(CpuTimes {
+        idle: v[3] + v[4],
+        total: v.iter().sum(),
+        cores: cores.max(1),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  709770 11874 120869 1571559 2358 0 1062 2028 0 0\n\
+                        cpu0 354885 5937 60434 785779 1179 0 531 1014 0 0\n";
+
+    #[test]
+    fn the_cpu_line_gives_idle_with_iowait_and_the_total_of_every_state() {
+        let t = parse_proc_stat(STAT).unwrap();
+        assert_eq!(t.idle, 1_571_559 + 2_358);
+        assert_eq!(
+            t.total,
+            709_770 + 11_874 + 120_869 + 1_571_559 + 2_358 + 1_062 + 2_028
+        );
+        assert_eq!(t.cores, 1, "one cpuN line");
+        assert_eq!(
+            parse_proc_stat("cpu0 1 2 3 4 5\n"),
+            None,
+            "no aggregate line"
+        );
+        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None, "too few fields");
+    }
+}

@@ -1,0 +1,268 @@
+//! The Windows backend of `platform` (through `windows-sys`).
+
+use std::sync::OnceLock;
+
+use windows_sys::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
+use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
+use windows_sys::Win32::System::ProcessStatus::{GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
+use windows_sys::Win32::System::SystemInformation::{
+    GetSystemInfo, GlobalMemoryStatusEx, MEMORYSTATUSEX, SYSTEM_INFO,
+};
+use windows_sys::Win32::System::Threading::{
+    GetCurrentProcess, GetCurrentThread, GetProcessAffinityMask, GetProcessTimes, GetSystemTimes,
+    GetThreadTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
+    SetThreadAffinityMask, SetThreadPriority, THREAD_PRIORITY_BELOW_NORMAL, THREAD_PRIORITY_LOWEST,
+    TerminateProcess,
+};
+
+use super::{CpuTimes, Signal};
+
+fn filetime_ticks(t: &FILETIME) -> u64 {
+    (u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime)
+}
+
+const ZERO_FILETIME: FILETIME = FILETIME {
+    dwLowDateTime: 0,
+    dwHighDateTime: 0,
+};
+
+fn qpc_frequency() -> u64 {
+    static FREQ: OnceLock<u64> = OnceLock::new();
+    *FREQ.get_or_init(|| {
+        let mut f = 0i64;
+        // SAFETY: `f` is a valid, writable i64; the call cannot fail on Windows XP and later.
+        unsafe { QueryPerformanceFrequency(&mut f) };
+        u64::try_from(f).ok().filter(|&f| f > 0).unwrap_or(1)
+    })
+}
+
+/// The performance counter now, in nanoseconds: Windows' monotonic clock, shared by
+/// every process on the machine (the engine's `Stopwatch` reads the same counter).
+pub fn monotonic_now_ns() -> u64 {
+    let mut c = 0i64;
+    // SAFETY: `c` is a valid, writable i64.
+    unsafe { QueryPerformanceCounter(&mut c) };
+    let c = u128::try_from(c).unwrap_or(0);
+    u64::try_from(c * 1_000_000_000 / u128::from(qpc_frequency())).unwrap_or(u64::MAX)
+}
+
+/// CPU time used by the calling thread (kernel + user), in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let (mut c, mut e, mut k, mut u) = (ZERO_FILETIME, ZERO_FILETIME, ZERO_FILETIME, ZERO_FILETIME);
+    // SAFETY: GetCurrentThread is a pseudo-handle valid in this thread; the four
+    // FILETIMEs are valid and writable.
+    let ok = unsafe { GetThreadTimes(GetCurrentThread(), &mut c, &mut e, &mut k, &mut u) };
+    if ok == 0 {
+        return 0;
+    }
+    (filetime_ticks(&k) + filetime_ticks(&u)).saturating_mul(100)
+}
+
+/// Timer slack is a Linux setting; Windows' sleeps are as short as its timer allows.
+pub fn set_timer_slack_ns(_slack_ns: u64) {}
+
+/// Sets an environment variable for this process and the libraries it loads. Only for
+/// the start of `main`, before any thread exists.
+pub fn set_env_at_startup(key: &str, value: &str) {
+    // SAFETY: called from `cli::main` before it starts any thread, so nothing reads or
+    // writes the environment concurrently.
+    unsafe { std::env::set_var(key, value) };
+}
+
+/// The cores the calling process may run on (the first 64 of its processor group),
+/// captured once, so that a thread can be kept to every other one of them.
+#[derive(Clone, Copy, Debug)]
+pub struct CoreSet {
+    mask: usize,
+}
+
+impl CoreSet {
+    /// The process's cores now (None where Windows does not say).
+    pub fn of_this_thread() -> Option<Self> {
+        let (mut process, mut system) = (0usize, 0usize);
+        // SAFETY: GetCurrentProcess is a pseudo-handle; both masks are valid and writable.
+        let ok = unsafe { GetProcessAffinityMask(GetCurrentProcess(), &mut process, &mut system) };
+        (ok != 0 && process != 0).then_some(Self { mask: process })
+    }
+
+    /// Keeps the calling thread to every other of these cores (`Some(0)`: first,
+    /// third, …; `Some(1)`: second, fourth, …) or lets it run on all (`None`). Does
+    /// nothing with fewer than two cores. Returns whether Windows took it.
+    pub fn keep_to(&self, half: Option<usize>) -> bool {
+        let mask = match half {
+            Some(h) if self.mask.count_ones() >= 2 => (0..usize::BITS)
+                .filter(|&c| self.mask & (1 << c) != 0)
+                .skip(h % 2)
+                .step_by(2)
+                .fold(0usize, |m, c| m | (1 << c)),
+            Some(_) => return false,
+            None => self.mask,
+        };
+        // SAFETY: GetCurrentThread is a pseudo-handle; `mask` is a non-empty subset of
+        // the process's mask.
+        unsafe { SetThreadAffinityMask(GetCurrentThread(), mask) != 0 }
+    }
+}
+
+/// Lowers the calling thread's priority so that it runs in the time the engine and the
+/// trainer leave over. Unix nice values map to Windows' coarser levels: 10 and more is
+/// "lowest", anything lower "below normal".
+pub fn lower_thread_priority(nice: i32) {
+    let level = if nice >= 10 {
+        THREAD_PRIORITY_LOWEST
+    } else {
+        THREAD_PRIORITY_BELOW_NORMAL
+    };
+    // SAFETY: GetCurrentThread is a pseudo-handle; the level is a valid priority.
+    unsafe { SetThreadPriority(GetCurrentThread(), level) };
+}
+
+/// Ends process `pid` (`Interrupt` and `Kill` both terminate it: a console process
+/// started without its own console cannot be sent Ctrl-C). `Pause` and `Resume` are
+/// not available and return false.
+pub fn send_signal(pid: u32, signal: Signal) -> bool {
+    if pid == 0 || matches!(signal, Signal::Pause | Signal::Resume) {
+        return false;
+    }
+    // SAFETY: OpenProcess has no memory-safety preconditions; a null handle is checked.
+    let h = unsafe { OpenProcess(PROCESS_TERMINATE, 0, pid) };
+    if h.is_null() {
+        return false;
+    }
+    // SAFETY: `h` is a process handle opened above with PROCESS_TERMINATE.
+    let ok = unsafe { TerminateProcess(h, 1) } != 0;
+    close(h);
+    ok
+}
+
+fn close(h: HANDLE) {
+    // SAFETY: `h` is a handle this module opened and closes once.
+    unsafe { CloseHandle(h) };
+}
+
+/// Windows has no SIGPIPE: a write to a closed pipe fails with an error, which the
+/// printing code already ends on.
+pub fn default_sigpipe() {}
+
+/// Children started by `demo` and `sim bench` end when this process ends, however it
+/// ends: this process is put once in a job object that kills its members when its
+/// last handle closes, and children join the job of their parent. Best effort: where
+/// Windows refuses the job, children are still ended by the tool on a clean exit.
+pub fn terminate_with_parent(_command: &mut std::process::Command) {
+    use windows_sys::Win32::System::JobObjects::{
+        AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JobObjectExtendedLimitInformation,
+        SetInformationJobObject,
+    };
+    static JOB: OnceLock<usize> = OnceLock::new();
+    JOB.get_or_init(|| {
+        // SAFETY: null attributes and name create an unnamed job; a null result is checked.
+        let job = unsafe { CreateJobObjectW(std::ptr::null(), std::ptr::null()) };
+        if job.is_null() {
+            return 0;
+        }
+        // SAFETY: JOBOBJECT_EXTENDED_LIMIT_INFORMATION is plain data; zeroes are valid.
+        let mut info: JOBOBJECT_EXTENDED_LIMIT_INFORMATION = unsafe { std::mem::zeroed() };
+        info.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+        // SAFETY: `job` is the job created above; `info` is the structure of that class
+        // and its size is passed.
+        let set = unsafe {
+            SetInformationJobObject(
+                job,
+                JobObjectExtendedLimitInformation,
+                (&raw const info).cast(),
+                size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
+            )
+        };
+        // SAFETY: `job` is valid; GetCurrentProcess is a pseudo-handle.
+        if set == 0 || unsafe { AssignProcessToJobObject(job, GetCurrentProcess()) } == 0 {
+            close(job);
+            return 0;
+        }
+        // The handle stays open for the life of the process: closing it is what ends
+        // the children.
+        job as usize
+    });
+}
+
+fn system_info() -> SYSTEM_INFO {
+    // SAFETY: SYSTEM_INFO is plain data; zeroes are valid.
+    let mut info: SYSTEM_INFO = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is a valid, writable SYSTEM_INFO.
+    unsafe { GetSystemInfo(&mut info) };
+    info
+}
+
+/// The system page size.
+pub fn page_size() -> u64 {
+    Some(u64::from(system_info().dwPageSize))
+        .filter(|&p| p > 0)
+        .unwrap_or(4096)
+}
+
+/// Where a mapped view may start: the allocation granularity (64 KiB), not the page.
+pub fn allocation_granularity() -> u64 {
+    Some(u64::from(system_info().dwAllocationGranularity))
+        .filter(|&g| g > 0)
+        .unwrap_or(65_536)
+}
+
+/// The machine's CPU time (`GetSystemTimes`, 100 ns ticks; kernel time includes idle).
+pub fn cpu_times() -> Option<CpuTimes> {
+    let (mut idle, mut kernel, mut user) = (ZERO_FILETIME, ZERO_FILETIME, ZERO_FILETIME);
+    // SAFETY: the three FILETIMEs are valid and writable.
+    if unsafe { GetSystemTimes(&mut idle, &mut kernel, &mut user) } == 0 {
+        return None;
+    }
+    Some(CpuTimes {
+        idle: filetime_ticks(&idle),
+        total: filetime_ticks(&kernel) + filetime_ticks(&user),
+        cores: std::thread::available_parallelism().map_or(1, usize::from),
+    })
+}
+
+/// Physical memory the machine can still give, bytes.
+pub fn available_memory_bytes() -> Option<u64> {
+    // SAFETY: MEMORYSTATUSEX is plain data; zeroes are valid.
+    let mut m: MEMORYSTATUSEX = unsafe { std::mem::zeroed() };
+    m.dwLength = size_of::<MEMORYSTATUSEX>() as u32;
+    // SAFETY: `m` is a valid MEMORYSTATUSEX with its length set.
+    (unsafe { GlobalMemoryStatusEx(&mut m) } != 0).then_some(m.ullAvailPhys)
+}
+
+fn with_process<T>(pid: u32, f: impl FnOnce(HANDLE) -> Option<T>) -> Option<T> {
+    // SAFETY: OpenProcess has no memory-safety preconditions; a null handle is checked.
+    let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+    if h.is_null() {
+        return None;
+    }
+    let out = f(h);
+    close(h);
+    out
+}
+
+/// Resident memory (working set) of a process, KiB.
+pub fn resident_kib(pid: u32) -> Option<u64> {
+    with_process(pid, |h| {
+        // SAFETY: PROCESS_MEMORY_COUNTERS is plain data; zeroes are valid.
+        let mut m: PROCESS_MEMORY_COUNTERS = unsafe { std::mem::zeroed() };
+        let cb = size_of::<PROCESS_MEMORY_COUNTERS>() as u32;
+        // SAFETY: `h` is a process handle with query rights; `m` is writable, of size `cb`.
+        let ok = unsafe { GetProcessMemoryInfo(h, &mut m, cb) } != 0;
+        ok.then_some(m.WorkingSetSize as u64 / 1024)
+    })
+}
+
+/// CPU seconds of process `pid`. Windows does not name threads for other processes
+/// cheaply, so the whole process is one entry, named "process".
+pub fn threads_cpu_secs(pid: u32) -> Vec<(String, f64)> {
+    with_process(pid, |h| {
+        let (mut c, mut e, mut k, mut u) =
+            (ZERO_FILETIME, ZERO_FILETIME, ZERO_FILETIME, ZERO_FILETIME);
+        // SAFETY: `h` is a process handle with query rights; the FILETIMEs are writable.
+        let ok = unsafe { GetProcessTimes(h, &mut c, &mut e, &mut k, &mut u) } != 0;
+        ok.then(|| (filetime_ticks(&k) + filetime_ticks(&u)) as f64 / 1e7)
+    })
+    .map(|secs| vec![("process".to_string(), secs)])
+    .unwrap_or_default()
+}
