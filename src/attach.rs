@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 
 use crate::discovery;
 use crate::layout::{self, Geometry, LayoutChoice, LayoutError};
-use crate::segment::{Follow, OpenError, SHM_DIR, Segment};
+use crate::segment::{Location, OpenError, SHM_PLACE, Segment};
 
 /// What the user pointed the tool at.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// A name under `/dev/shm`.
+    /// A name: under `/dev/shm` on Linux, a named file mapping on Windows.
     Shm(String),
     /// A process: the engine or client of a segment, or one that maps it.
     Pid(u32),
@@ -36,7 +36,7 @@ pub enum AttachError {
     NoTarget,
     #[error("bad segment name {name:?}: {reason}")]
     BadName { name: String, reason: &'static str },
-    #[error("no segment named {name:?} in {SHM_DIR}{}", existing_suffix(.existing))]
+    #[error("no segment named {name:?} in {SHM_PLACE}{}", existing_suffix(.existing))]
     NotFound { name: String, existing: Vec<String> },
     #[error("pid 0 is not a process (in a segment's header 0 means \"none\")")]
     ZeroPid,
@@ -46,14 +46,14 @@ pub enum AttachError {
     PidAmbiguous { pid: u32, names: Vec<String> },
     #[error("{0}")]
     Open(#[from] OpenError),
-    #[error("{}: {source}", .path.display())]
+    #[error("{location}: {source}")]
     Layout {
-        path: PathBuf,
+        location: Location,
         #[source]
         source: LayoutError,
     },
-    #[error("{}: the file could not be mapped so that a shrinking segment is survivable", .path.display())]
-    Unprotected { path: PathBuf },
+    #[error("{location}: the file could not be mapped so that a shrinking segment is survivable")]
+    Unprotected { location: Location },
 }
 
 fn existing_suffix(existing: &[String]) -> String {
@@ -105,10 +105,16 @@ pub fn validate_name(name: &str) -> Result<(), AttachError> {
     }
 }
 
-/// The path of a validated name.
+/// The path of a validated name under `/dev/shm`.
 pub fn shm_path(name: &str) -> Result<PathBuf, AttachError> {
     validate_name(name)?;
-    Ok(Path::new(SHM_DIR).join(name))
+    Ok(Path::new(crate::segment::SHM_DIR).join(name))
+}
+
+/// Where a validated name is on this platform (`/dev/shm/NAME`, or a named mapping).
+pub fn shm_location(name: &str) -> Result<Location, AttachError> {
+    validate_name(name)?;
+    Ok(Location::shm(name))
 }
 
 /// A segment mapped read-only with its validated geometry.
@@ -116,7 +122,7 @@ pub fn shm_path(name: &str) -> Result<PathBuf, AttachError> {
 pub struct Attached {
     pub segment: Segment,
     pub geometry: Geometry,
-    /// The name under /dev/shm, when attached by name or PID.
+    /// The name (under /dev/shm, or of the mapping), when attached by name or PID.
     pub name: Option<String>,
     pub choice: LayoutChoice,
 }
@@ -126,24 +132,23 @@ impl Attached {
     pub fn label(&self) -> String {
         self.name
             .clone()
-            .unwrap_or_else(|| self.segment.path().display().to_string())
+            .unwrap_or_else(|| self.segment.location().to_string())
     }
 
-    /// Maps and validates the file at `path`.
-    pub fn open_path(
-        path: &Path,
-        follow: Follow,
+    /// Maps and validates the segment at `location`.
+    pub fn open_at(
+        location: &Location,
         name: Option<String>,
         choice: LayoutChoice,
     ) -> Result<Self, AttachError> {
-        let segment = Segment::open(path, follow)?;
+        let segment = Segment::open_at(location)?;
         if !segment.is_shrink_safe() {
             return Err(AttachError::Unprotected {
-                path: path.to_path_buf(),
+                location: location.clone(),
             });
         }
         let geometry = layout::inspect(&segment, choice).map_err(|source| AttachError::Layout {
-            path: path.to_path_buf(),
+            location: location.clone(),
             source,
         })?;
         Ok(Self {
@@ -183,21 +188,16 @@ impl Attached {
             .collect()
     }
 
-    /// Maps the segment again from its path (after a replacement).
+    /// Maps the segment again from its location (after a replacement).
     pub fn reopen(&self) -> Result<Self, AttachError> {
-        let follow = if self.name.is_some() {
-            Follow::NoSymlinks
-        } else {
-            Follow::Symlinks
-        };
-        Self::open_path(self.segment.path(), follow, self.name.clone(), self.choice)
+        Self::open_at(self.segment.location(), self.name.clone(), self.choice)
     }
 }
 
 /// Resolves a target and attaches to it.
 pub fn attach(target: &Target, choice: LayoutChoice) -> Result<Attached, AttachError> {
     match target {
-        Target::Path(path) => Attached::open_path(path, Follow::Symlinks, None, choice),
+        Target::Path(path) => Attached::open_at(&Location::path(path), None, choice),
         Target::Shm(name) => attach_name(name, choice),
         Target::Pid(pid) => {
             let name = resolve_pid(*pid)?;
@@ -207,8 +207,8 @@ pub fn attach(target: &Target, choice: LayoutChoice) -> Result<Attached, AttachE
 }
 
 fn attach_name(name: &str, choice: LayoutChoice) -> Result<Attached, AttachError> {
-    let path = shm_path(name)?;
-    match Attached::open_path(&path, Follow::NoSymlinks, Some(name.to_string()), choice) {
+    let location = shm_location(name)?;
+    match Attached::open_at(&location, Some(name.to_string()), choice) {
         Err(AttachError::Open(OpenError::NotFound { .. })) => Err(AttachError::NotFound {
             name: name.to_string(),
             existing: discovery::lrbc_names(),
@@ -244,9 +244,9 @@ pub fn resolve_pid(pid: u32) -> Result<String, AttachError> {
                 .any(|e| &e.name == n && e.summary().is_some())
         })
         .collect();
-    let by_default: Vec<String> = [format!("LuckyEngine_{pid}"), format!("luckyengine_{pid}")]
+    let by_default: Vec<String> = discovery::default_names(pid)
         .into_iter()
-        .filter(|n| Path::new(SHM_DIR).join(n).exists())
+        .filter(|n| Location::shm(n).exists())
         .collect();
     for mut names in [by_server, by_client, by_maps, by_default] {
         names.sort();

@@ -12,7 +12,7 @@ use crate::procinfo::Processes;
 use crate::rings::lrbc::{Consumer, OWNER_PID, Producer, PushError};
 use crate::rings::{RingRead, RingWrite};
 use crate::rpc::{self, DecodedEnvelope, fb};
-use crate::segment::{ControlPages, Follow, OpenError, monotonic_now_ns};
+use crate::segment::{ControlPages, OpenError, monotonic_now_ns};
 
 /// The services, in the bit order of `service_flags` (spec 7).
 pub const SERVICES: [&str; 7] = [
@@ -123,16 +123,9 @@ impl Lease {
         ) else {
             return Err(ControlError::Unavailable("no control rings".into()));
         };
-        let follow = if a.name.is_some() {
-            Follow::NoSymlinks
-        } else {
-            Follow::Symlinks
-        };
         let len = |r: &RingGeometry| 64 + u64::from(r.capacity_bytes);
         let pages = ControlPages::map(
-            a.segment.path(),
-            follow,
-            a.segment.identity(),
+            &a.segment,
             &[(c2s.offset_bytes, len(&c2s)), (s2c.offset_bytes, len(&s2c))],
         )?;
         let word = c2s.offset_bytes + OWNER_PID;

@@ -1,14 +1,17 @@
-//! Finding LRBC segments on the machine: every file in `/dev/shm` whose first bytes are
-//! the LRBC magic, and the shared-memory files a process maps.
+//! Finding LRBC segments on the machine. Linux: every file in `/dev/shm` whose first
+//! bytes are the LRBC magic, and the shared-memory files a process maps. Windows: the
+//! named mappings under the default names of every running process
+//! (`LuckyEngine_<pid>`, `luckyengine_<pid>`) and `LUCKY_SHM_NAME`, kept when their
+//! first bytes are the LRBC magic.
 
 use std::path::{Path, PathBuf};
 
 use crate::clock::secs_between;
 use crate::layout::{self, Layout, LayoutChoice, LayoutError};
 use crate::procinfo::{ProcInfo, Processes};
-use crate::segment::{Follow, OpenError, SHM_DIR, Segment, monotonic_now_ns};
+use crate::segment::{Location, OpenError, SHM_DIR, Segment, monotonic_now_ns};
 
-/// One segment found in /dev/shm.
+/// One segment found.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct ListEntry {
     pub name: String,
@@ -49,10 +52,40 @@ impl ListEntry {
     }
 }
 
-/// Every LRBC segment in /dev/shm, sorted by name. Files that are not LRBC are skipped;
+/// Every LRBC segment found, sorted by name. Files that are not LRBC are skipped;
 /// files that cannot be read are listed with the reason.
 pub fn list() -> Vec<ListEntry> {
-    list_in(Path::new(SHM_DIR))
+    if cfg!(windows) {
+        list_named()
+    } else {
+        list_in(Path::new(SHM_DIR))
+    }
+}
+
+/// The default names of a process's segment (spec 1).
+pub fn default_names(pid: u32) -> [String; 2] {
+    [format!("LuckyEngine_{pid}"), format!("luckyengine_{pid}")]
+}
+
+/// The named mappings (Windows) under the default names of every running process and
+/// under `LUCKY_SHM_NAME`.
+fn list_named() -> Vec<ListEntry> {
+    let mut processes = Processes::new();
+    processes.refresh_all();
+    let mut names: Vec<String> = processes
+        .pids()
+        .into_iter()
+        .flat_map(default_names)
+        .chain(std::env::var("LUCKY_SHM_NAME").ok())
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut out: Vec<ListEntry> = names
+        .into_iter()
+        .filter_map(|name| entry(&Location::shm(&name), name, &processes))
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
 /// Names of the readable LRBC segments (for "not found" messages).
@@ -75,21 +108,26 @@ pub(crate) fn list_in(dir: &Path) -> Vec<ListEntry> {
         .filter(|d| d.file_type().is_ok_and(|t| t.is_file()))
         .filter_map(|d| {
             let name = d.file_name().to_string_lossy().into_owned();
-            entry(&d.path(), name, &processes)
+            let location = Location::File {
+                path: d.path(),
+                follow: crate::segment::Follow::NoSymlinks,
+            };
+            entry(&location, name, &processes)
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
 
-fn entry(path: &Path, name: String, processes: &Processes) -> Option<ListEntry> {
-    let segment = match Segment::open(path, Follow::NoSymlinks) {
+fn entry(location: &Location, name: String, processes: &Processes) -> Option<ListEntry> {
+    let path = PathBuf::from(location.to_string());
+    let segment = match Segment::open_at(location) {
         Ok(s) => s,
         Err(e @ (OpenError::PermissionDenied { .. } | OpenError::Io { .. })) => {
             return Some(ListEntry {
                 name,
-                path: path.to_path_buf(),
-                size_bytes: std::fs::symlink_metadata(path).ok().map(|m| m.len()),
+                size_bytes: std::fs::symlink_metadata(&path).ok().map(|m| m.len()),
+                path,
                 outcome: Outcome::Err {
                     error: short_open_error(&e),
                 },
@@ -106,7 +144,7 @@ fn entry(path: &Path, name: String, processes: &Processes) -> Option<ListEntry> 
         Err(e) => {
             return Some(ListEntry {
                 name,
-                path: path.to_path_buf(),
+                path,
                 size_bytes,
                 outcome: Outcome::Err {
                     error: e.to_string(),
@@ -123,7 +161,7 @@ fn entry(path: &Path, name: String, processes: &Processes) -> Option<ListEntry> 
     });
     Some(ListEntry {
         name,
-        path: path.to_path_buf(),
+        path,
         size_bytes,
         outcome: Outcome::Ok(Summary {
             layout: geometry.layout,

@@ -105,6 +105,14 @@ impl Processes {
         }
     }
 
+    /// Every process known as of the last refresh.
+    pub fn pids(&self) -> Vec<u32> {
+        self.sys
+            .as_ref()
+            .map(|s| s.processes().keys().map(|p| p.as_u32()).collect())
+            .unwrap_or_default()
+    }
+
     /// Refreshes `pid` and tells whether it is alive.
     pub fn is_alive(&mut self, pid: u32) -> bool {
         self.refresh(&[pid]);

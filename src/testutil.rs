@@ -1,24 +1,24 @@
-//! Helpers for unit tests: real segments in /dev/shm, removed on drop.
+//! Helpers for unit tests: real segments (in /dev/shm, or named mappings on Windows),
+//! removed on drop.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::attach::Attached;
 use crate::layout::plan::{Plan, PlanLayout, PlanSpec};
 use crate::layout::{LayoutChoice, Names};
-use crate::segment::{Follow, SHM_DIR, SegmentRw};
+use crate::segment::{Location, SegmentRw};
 
 /// A segment created by this process, unlinked when dropped.
 pub struct TestSegment {
     pub name: String,
-    pub path: PathBuf,
+    pub location: Location,
     pub rw: SegmentRw,
     pub plan: Plan,
 }
 
 impl Drop for TestSegment {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        self.location.remove_file();
     }
 }
 
@@ -50,25 +50,20 @@ pub fn unique_name(tag: &str) -> String {
 impl TestSegment {
     pub fn create(tag: &str, spec: &PlanSpec) -> Self {
         let name = unique_name(tag);
-        let path = PathBuf::from(SHM_DIR).join(&name);
+        let location = Location::shm(&name);
         let plan = Plan::new(spec).expect("valid plan");
-        let rw = SegmentRw::create(&path, plan.size_bytes, false).expect("create segment");
+        let rw = SegmentRw::create_at(&location, plan.size_bytes, false).expect("create segment");
         assert!(rw.write_at(0, &plan.initial_bytes(spec)));
         Self {
             name,
-            path,
+            location,
             rw,
             plan,
         }
     }
 
     pub fn attach(&self) -> Attached {
-        Attached::open_path(
-            &self.path,
-            Follow::NoSymlinks,
-            Some(self.name.clone()),
-            LayoutChoice::Auto,
-        )
-        .expect("attach")
+        Attached::open_at(&self.location, Some(self.name.clone()), LayoutChoice::Auto)
+            .expect("attach")
     }
 }

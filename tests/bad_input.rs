@@ -169,6 +169,7 @@ fn bad_durations_rates_counts_and_pids_are_one_line_errors() {
 }
 
 #[test]
+#[cfg(unix)]
 fn files_that_are_not_segments_are_refused_without_blocking() {
     let dir = std::env::temp_dir().join(unique_name("bad-files"));
     std::fs::create_dir_all(&dir).unwrap();

@@ -1,6 +1,8 @@
 //! Segment access across real processes: an independent Python writer creates segments
-//! in /dev/shm; the inspector binary reads them.
+//! in /dev/shm; the inspector binary reads them. Linux only: Windows segments are named
+//! mappings, tested in `tests/windows.rs`.
 
+#![cfg(unix)]
 #![allow(
     clippy::expect_used,
     clippy::unwrap_used,

@@ -339,9 +339,12 @@ fn the_engine_refuses_a_name_in_use_unless_forced() {
     ]);
     assert_eq!(code, 1);
     assert!(err.contains("already exists"), "{err}");
-    let mode = std::fs::metadata(engine.path()).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(mode.permissions().mode() & 0o777, 0o600);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(engine.path()).unwrap();
+        assert_eq!(mode.permissions().mode() & 0o777, 0o600);
+    }
     let _ = engine.pid();
 }
 

@@ -12,7 +12,7 @@ use crate::layout::plan::{Plan, PlanLayout, PlanSpec};
 use crate::layout::{LayoutChoice, Names, RegionKind};
 use crate::rings::lrbc::{Consumer, Producer};
 use crate::rpc::{self, fb};
-use crate::segment::{Follow, SHM_DIR, SegmentRw, monotonic_now_ns};
+use crate::segment::{Location, SegmentRw, monotonic_now_ns};
 use crate::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 
 #[derive(Debug, Clone, Subcommand)]
@@ -172,19 +172,14 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
         max_size_bytes: u64::MAX,
     };
     let plan = Plan::new(&spec).map_err(|e| CliError::Other(e.to_string()))?;
-    let path = std::path::Path::new(SHM_DIR).join(&name);
+    let location = Location::shm(&name);
     let rw = Arc::new(
-        SegmentRw::create(&path, plan.size_bytes, true)
+        SegmentRw::create_at(&location, plan.size_bytes, true)
             .map_err(|e| CliError::Other(e.to_string()))?,
     );
     rw.write_at(0, &plan.initial_bytes(&spec));
-    let cleanup = Remove(path.clone());
-    let attached = crate::attach::Attached::open_path(
-        &path,
-        Follow::NoSymlinks,
-        Some(name),
-        LayoutChoice::Auto,
-    )?;
+    let cleanup = Remove(location.clone());
+    let attached = crate::attach::Attached::open_at(&location, Some(name), LayoutChoice::Auto)?;
     let ring = *attached
         .geometry
         .ring(RegionKind::CmdC2s)
@@ -267,11 +262,11 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
     Ok((produced.load(Ordering::Relaxed), seen, lost, malformed))
 }
 
-struct Remove(std::path::PathBuf);
+struct Remove(Location);
 
 impl Drop for Remove {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        self.0.remove_file();
     }
 }
 

@@ -102,9 +102,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     };
     client.stop(Duration::from_secs(5));
     engine.stop(Duration::from_secs(5));
-    let gone = !std::path::Path::new(crate::segment::SHM_DIR)
-        .join(&name)
-        .exists();
+    let gone = !crate::segment::Location::shm(&name).exists();
     eprintln!(
         "demo: stopped; segment {name} {}",
         if gone {

@@ -142,7 +142,7 @@ fn stats(values: &[f32]) -> String {
 
 fn print_text(a: &Attached, snap: &Guarded<(HotData, Option<EnvData>)>) {
     let g = &a.geometry;
-    println!("segment   {} ({})", a.label(), a.segment.path().display());
+    println!("segment   {} ({})", a.label(), a.segment.location());
     println!("layout    {}, {} bytes", g.layout, g.size_bytes);
     println!(
         "envs      {} × obs {} × act {}, {}",

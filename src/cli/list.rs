@@ -12,7 +12,7 @@ pub fn run(as_json: bool) -> Result<(), CliError> {
         return Ok(());
     }
     if entries.is_empty() {
-        println!("no LRBC segments in {}", crate::segment::SHM_DIR);
+        println!("no LRBC segments in {}", crate::segment::SHM_PLACE);
         return Ok(());
     }
     println!(

@@ -83,7 +83,7 @@ fn only_the_control_ring_pages_are_mapped_writable() {
     let a = seg.attach();
     let _lease = Lease::claim(&a).unwrap();
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let path = seg.path.to_string_lossy().to_string();
+    let path = seg.location.to_string();
     let ring_pages = (64 + 4096u64).div_ceil(4096) * 4096;
     let allowed = [seg.plan.ctl_s2c_offset, seg.plan.ctl_c2s_offset].map(|o| o..o + ring_pages);
     let mut writable_bytes = 0;
@@ -182,7 +182,7 @@ fn serve(
 #[test]
 fn set_service_enabled_round_trips_through_the_control_rings() {
     let seg = ext_segment("call");
-    let rw = Arc::new(SegmentRw::open(&seg.path, Follow::NoSymlinks).unwrap());
+    let rw = Arc::new(SegmentRw::open_at(&seg.location).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let engine = serve(Arc::clone(&rw), seg.plan.clone(), Arc::clone(&stop));
     let a = seg.attach();

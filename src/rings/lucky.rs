@@ -257,12 +257,12 @@ mod tests {
     use super::*;
     use crate::layout::{RegionKind, RingFormat};
     use crate::rings::WatchEvent;
-    use crate::segment::{SHM_DIR, SegmentRw};
+    use crate::segment::{Location, SegmentRw};
     use crate::testutil::unique_name;
 
-    fn ring(capacity: u32) -> (std::path::PathBuf, SegmentRw, RingGeometry) {
-        let path = std::path::PathBuf::from(SHM_DIR).join(unique_name("lucky-ring"));
-        let mem = SegmentRw::create(&path, 192 + u64::from(capacity), false).unwrap();
+    fn ring(capacity: u32) -> (Location, SegmentRw, RingGeometry) {
+        let location = Location::shm(&unique_name("lucky-ring"));
+        let mem = SegmentRw::create_at(&location, 192 + u64::from(capacity), false).unwrap();
         mem.store_u32(CAPACITY, capacity);
         let g = RingGeometry {
             kind: RegionKind::CmdC2s,
@@ -270,7 +270,7 @@ mod tests {
             offset_bytes: 0,
             capacity_bytes: capacity,
         };
-        (path, mem, g)
+        (location, mem, g)
     }
 
     #[test]
@@ -311,7 +311,7 @@ mod tests {
             })
             .collect();
         assert_eq!(bodies[39], "{\"mode\": \"fast\", \"i\": 39}");
-        let _ = std::fs::remove_file(path);
+        path.remove_file();
     }
 
     #[test]
@@ -345,7 +345,7 @@ mod tests {
         let s = watcher.stats;
         assert!(s.lost_bytes > 0);
         assert_eq!(s.bytes + s.lost_bytes, mem.load_u64(HEAD).unwrap());
-        let _ = std::fs::remove_file(path);
+        path.remove_file();
     }
 
     #[test]
@@ -359,6 +359,6 @@ mod tests {
         let mut out = Vec::new();
         watcher.poll(&mem, &mut out, usize::MAX, 0);
         assert!(matches!(&out[0], WatchEvent::Malformed { error, .. } if error.contains("5000")));
-        let _ = std::fs::remove_file(path);
+        path.remove_file();
     }
 }

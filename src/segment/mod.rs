@@ -1,24 +1,34 @@
-//! Mapping segments. The only module with `unsafe`: every other module reads and writes
-//! segments through the bounds-checked methods here, which load and store the spec's
-//! atomic words atomically and copy bytes out (or in) without ever handing out a
-//! reference into the live mapping.
+//! Mapping segments. The only module with `unsafe` besides `platform`: every other
+//! module reads and writes segments through the bounds-checked methods here, which load
+//! and store the spec's atomic words atomically and copy bytes out (or in) without ever
+//! handing out a reference into the live mapping.
 //!
 //! - [`Segment`]: a read-only mapping (the inspector). No method writes.
 //! - [`SegmentRw`]: a writable mapping (the simulated engine and client).
-//! - [`ControlPages`]: the pages of the two control rings only, mapped writable to claim,
-//!   use and release the control lease (spec 7).
+//! - [`ControlPages`]: the two control rings only, mapped writable to claim, use and
+//!   release the control lease (spec 7). Only the rings' own bytes can be reached.
 //!
-//! A segment may shrink under any of them; see [`sigbus`].
+//! A segment is found at a [`Location`]: a file (Linux `/dev/shm/NAME`, or any path) or,
+//! on Windows, a named file mapping. The operating-system side of each lives in a
+//! backend (`unix.rs`, `windows.rs`). On Linux a file may shrink under a mapping; see
+//! [`sigbus`]. Windows refuses to shrink a mapped file, and a named mapping cannot
+//! change size.
 
+#[cfg(unix)]
 pub mod sigbus;
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as sys;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as sys;
 
-use std::fs::{File, OpenOptions};
+use std::fmt;
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
-use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::layout::ByteSource;
 pub use crate::platform::monotonic_now_ns;
@@ -29,20 +39,85 @@ compile_error!("LRBC is little-endian and this tool copies words natively");
 /// The directory POSIX shared-memory objects live in on Linux.
 pub const SHM_DIR: &str = "/dev/shm";
 
-/// Identity of a file, to tell a replacement under the same name from the original.
+/// Where `--shm NAME` looks on this platform, for messages.
+pub const SHM_PLACE: &str = if cfg!(windows) {
+    "the named file mappings of this session"
+} else {
+    SHM_DIR
+};
+
+/// Where a segment is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// A file: `/dev/shm/NAME` on Linux (symlinks never followed), or a path given by
+    /// the user (followed).
+    File { path: PathBuf, follow: Follow },
+    /// A named file mapping (Windows): the name as given, then `Local\NAME`, then
+    /// `Global\NAME`.
+    Named(String),
+}
+
+impl Location {
+    /// Where `--shm NAME` points on this platform.
+    pub fn shm(name: &str) -> Self {
+        if cfg!(windows) {
+            Self::Named(name.to_string())
+        } else {
+            Self::File {
+                path: Path::new(SHM_DIR).join(name),
+                follow: Follow::NoSymlinks,
+            }
+        }
+    }
+
+    /// A path given by the user (symlinks followed).
+    pub fn path(path: &Path) -> Self {
+        Self::File {
+            path: path.to_path_buf(),
+            follow: Follow::Symlinks,
+        }
+    }
+
+    /// The file's path, for a file.
+    pub fn file_path(&self) -> Option<&Path> {
+        match self {
+            Self::File { path, .. } => Some(path),
+            Self::Named(_) => None,
+        }
+    }
+
+    /// Removes the file, if this is a file and it is there (tests and benchmarks clean
+    /// up their own segments with it). A named mapping goes with its last handle.
+    pub fn remove_file(&self) {
+        if let Self::File { path, .. } = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// Whether something is there now (a file of any kind, or a mapping of that name).
+    pub fn exists(&self) -> bool {
+        match self {
+            Self::File { path, .. } => std::fs::symlink_metadata(path).is_ok(),
+            Self::Named(name) => sys::name_exists(name),
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File { path, .. } => write!(f, "{}", path.display()),
+            Self::Named(name) => write!(f, "{name}"),
+        }
+    }
+}
+
+/// Identity of a file, to tell a replacement under the same name from the original
+/// (device and inode; on Windows volume serial number and file index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileIdentity {
     pub dev: u64,
     pub ino: u64,
-}
-
-impl FileIdentity {
-    fn of(meta: &std::fs::Metadata) -> Self {
-        Self {
-            dev: meta.dev(),
-            ino: meta.ino(),
-        }
-    }
 }
 
 /// What has happened to the file behind a mapping since it was mapped.
@@ -60,7 +135,8 @@ pub enum Health {
     Replaced,
 }
 
-/// Why a file cannot be opened or mapped.
+/// Why a segment cannot be opened or mapped. `path` is the location as shown to the user
+/// (a path, or a mapping's name).
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("{path}: not found")]
@@ -88,8 +164,15 @@ impl OpenError {
             io::ErrorKind::NotFound => Self::NotFound { path },
             io::ErrorKind::PermissionDenied => Self::PermissionDenied { path },
             io::ErrorKind::AlreadyExists => Self::Exists { path },
-            _ if source.raw_os_error() == Some(libc::ELOOP) => Self::Symlink { path },
+            _ if sys::is_symlink_loop(&source) => Self::Symlink { path },
             _ => Self::Io { path, source },
+        }
+    }
+
+    fn other(path: &Path, msg: impl Into<String>) -> Self {
+        Self::Io {
+            path: path.to_path_buf(),
+            source: io::Error::other(msg.into()),
         }
     }
 }
@@ -103,67 +186,34 @@ pub enum Follow {
 
 /// What a file that is not a regular file is, for the error that refuses it.
 fn file_kind(t: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
     if t.is_dir() {
         "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
     } else if t.is_symlink() {
         "a symbolic link"
     } else {
-        "not a file"
+        sys::special_file_kind(t)
     }
 }
 
-/// Opens a regular file. Anything else (FIFO, socket, device, directory) is refused
-/// before it is opened, since opening a FIFO for reading blocks until a writer comes and
-/// opening a device may act on it; the open itself is non-blocking, so a file swapped
-/// for a FIFO between the check and the open cannot block either.
-fn open_file(path: &Path, write: bool, follow: Follow) -> Result<File, OpenError> {
-    let before = match follow {
-        Follow::Symlinks => std::fs::metadata(path),
-        Follow::NoSymlinks => std::fs::symlink_metadata(path),
-    }
-    .map_err(|e| OpenError::from_io(path, e))?;
-    let not_regular = |t: std::fs::FileType| OpenError::NotRegular {
-        path: path.to_path_buf(),
-        kind: file_kind(t),
-    };
-    if before.file_type().is_symlink() {
-        return Err(OpenError::Symlink {
-            path: path.to_path_buf(),
-        });
-    }
-    if !before.file_type().is_file() {
-        return Err(not_regular(before.file_type()));
-    }
-    let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
-    if follow == Follow::NoSymlinks {
-        flags |= libc::O_NOFOLLOW;
-    }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(write)
-        .custom_flags(flags)
-        .open(path)
-        .map_err(|e| OpenError::from_io(path, e))?;
-    let meta = file.metadata().map_err(|e| OpenError::from_io(path, e))?;
-    if !meta.file_type().is_file() {
-        return Err(not_regular(meta.file_type()));
-    }
-    Ok(file)
+/// The size of a named mapping's segment, from the header words that give it
+/// (`total_size` at 256 in the extension block, or at 112 in the luckyrobots layout):
+/// a view is rounded up to whole pages, so its length is the segment's only when
+/// neither says otherwise. A word counts when the view is that size rounded up to a
+/// page; anything else (a header that claims more than the view, or garbage) leaves the
+/// view's length, against which the layout is then validated.
+pub fn logical_size(view_bytes: u64, ext_total: u64, lucky_total: u64, page_bytes: u64) -> u64 {
+    let fits = |t: u64| t > 0 && t <= view_bytes && view_bytes - t < page_bytes.max(1);
+    [ext_total, lucky_total]
+        .into_iter()
+        .find(|&t| fits(t))
+        .unwrap_or(view_bytes)
 }
 
 /// The part shared by every mapping: base pointer, length, and the SIGBUS guard.
 #[derive(Debug)]
 struct Raw {
     // Declared before the map so it is dropped (deregistered) before the unmap.
+    #[cfg(unix)]
     guard: sigbus::Guard,
     base: *mut u8,
     len: usize,
@@ -179,10 +229,28 @@ unsafe impl Sync for Raw {}
 impl Raw {
     fn new(base: *mut u8, len: usize) -> Self {
         Self {
+            #[cfg(unix)]
             guard: sigbus::register(base as usize, len),
             base,
             len,
         }
+    }
+
+    /// Pages read as zeros because the file had shrunk (Linux only).
+    fn faults(&self) -> u64 {
+        #[cfg(unix)]
+        return self.guard.faults();
+        #[cfg(not(unix))]
+        0
+    }
+
+    /// True when a shrinking file cannot crash reads (always, where files mapped cannot
+    /// shrink).
+    fn shrink_safe(&self) -> bool {
+        #[cfg(unix)]
+        return self.guard.is_protected() || self.len == 0;
+        #[cfg(not(unix))]
+        true
     }
 
     /// Checks `[offset, offset + len)` is inside the mapping and returns its start.
@@ -238,6 +306,20 @@ impl Raw {
     }
 }
 
+/// The length of the segment in a whole mapping of `len` bytes at `base`: a file's
+/// size, or what the header of a named mapping says (its view is page-rounded; see
+/// [`logical_size`]).
+fn segment_len(location: &Location, base: *mut u8, len: usize) -> usize {
+    if !matches!(location, Location::Named(_)) {
+        return len;
+    }
+    let view = Raw::new(base, len);
+    let ext_total = view.load_u64(256).unwrap_or(0);
+    let lucky_total = view.load_u64(112).unwrap_or(0);
+    let page = crate::platform::page_size();
+    usize::try_from(logical_size(len as u64, ext_total, lucky_total, page)).unwrap_or(len)
+}
+
 /// Bytes read as f32s, native (little-endian) order.
 pub fn f32s_from_bytes(bytes: &[u8]) -> Vec<f32> {
     bytes
@@ -249,56 +331,37 @@ pub fn f32s_from_bytes(bytes: &[u8]) -> Vec<f32> {
 /// A read-only mapping of a whole segment. Nothing can be written through it.
 #[derive(Debug)]
 pub struct Segment {
+    // Declared before the backing so that it is dropped before the unmap.
     raw: Raw,
-    _map: Option<Mmap>,
-    file: File,
-    path: PathBuf,
-    follow: Follow,
-    identity: FileIdentity,
+    backing: sys::Backing,
+    location: Location,
 }
 
 impl Segment {
-    /// Maps `path` read-only (the file is opened `O_RDONLY`, the mapping `PROT_READ`).
+    /// Maps `path` read-only (the file is opened read-only, the mapping read-only).
     pub fn open(path: &Path, follow: Follow) -> Result<Self, OpenError> {
-        let file = open_file(path, false, follow)?;
-        let meta = file.metadata().map_err(|e| OpenError::from_io(path, e))?;
-        let len = usize::try_from(meta.len()).map_err(|_| OpenError::Io {
-            path: path.to_path_buf(),
-            source: io::Error::other("file is larger than the address space"),
-        })?;
-        let map = if len == 0 {
-            None
-        } else {
-            // SAFETY: the file is mapped shared and read-only. Other processes may change
-            // or shrink it; this type never hands out references into the mapping (only
-            // atomic loads and copies), and shrinking is handled by the SIGBUS guard.
-            Some(
-                unsafe { MmapOptions::new().len(len).map(&file) }
-                    .map_err(|e| OpenError::from_io(path, e))?,
-            )
-        };
-        let base = map
-            .as_ref()
-            .map_or(std::ptr::null_mut(), |m| m.as_ptr().cast_mut());
-        Ok(Self {
-            raw: Raw::new(base, if map.is_some() { len } else { 0 }),
-            _map: map,
-            identity: FileIdentity::of(&meta),
-            file,
+        Self::open_at(&Location::File {
             path: path.to_path_buf(),
             follow,
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Maps the segment at `location` read-only.
+    pub fn open_at(location: &Location) -> Result<Self, OpenError> {
+        let (backing, base, len) = sys::Backing::open_read(location)?;
+        Ok(Self {
+            raw: Raw::new(base, segment_len(location, base, len)),
+            backing,
+            location: location.clone(),
+        })
     }
 
-    pub fn identity(&self) -> FileIdentity {
-        self.identity
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
-    /// Length of the mapping (the file's size when it was mapped).
+    /// Length of the mapping (the file's size when it was mapped; for a named mapping,
+    /// the size its header gives, see [`logical_size`]).
     pub fn len(&self) -> u64 {
         self.raw.len as u64
     }
@@ -328,40 +391,27 @@ impl Segment {
         self.read_at(offset, &mut v).then_some(v)
     }
 
+    /// Copies f32s out.
+    pub fn read_f32s(&self, offset: u64, out: &mut [f32]) -> bool {
+        use zerocopy::IntoBytes as _;
+        self.raw.read_at(offset, out.as_mut_bytes())
+    }
+
     /// Pages of this mapping that were read as zeros because the file had shrunk.
     pub fn sigbus_faults(&self) -> u64 {
-        self.raw.guard.faults()
+        self.raw.faults()
     }
 
     /// True when a shrinking file cannot crash reads from this mapping.
     pub fn is_shrink_safe(&self) -> bool {
-        self.raw.guard.is_protected() || self.raw.len == 0
+        self.raw.shrink_safe()
     }
 
-    /// What has happened to the file since it was mapped: `fstat` on our descriptor for
-    /// size and link count, `lstat` on the path for a replacement.
+    /// What has happened to the segment since it was mapped. For a file: its size and
+    /// link count through our handle, and a replacement through its path. A named
+    /// mapping cannot shrink, grow or be replaced while it is open.
     pub fn health(&self) -> Health {
-        let Ok(meta) = self.file.metadata() else {
-            return Health::Unlinked;
-        };
-        let by_path = match self.follow {
-            Follow::Symlinks => std::fs::metadata(&self.path),
-            Follow::NoSymlinks => std::fs::symlink_metadata(&self.path),
-        };
-        match by_path {
-            Ok(p) if FileIdentity::of(&p) != self.identity => return Health::Replaced,
-            Ok(_) => {}
-            Err(_) => return Health::Unlinked,
-        }
-        if meta.nlink() == 0 {
-            return Health::Unlinked;
-        }
-        let size_bytes = meta.len();
-        match size_bytes.cmp(&self.len()) {
-            std::cmp::Ordering::Less => Health::Truncated { size_bytes },
-            std::cmp::Ordering::Greater => Health::Grown { size_bytes },
-            std::cmp::Ordering::Equal => Health::Intact,
-        }
+        self.backing.health(&self.location, self.len())
     }
 }
 
@@ -379,112 +429,94 @@ impl ByteSource for Segment {
 #[derive(Debug)]
 pub struct SegmentRw {
     raw: Raw,
-    _map: MmapMut,
-    _file: File,
-    path: PathBuf,
+    backing: sys::Backing,
+    location: Location,
 }
 
 impl SegmentRw {
-    /// Creates `path` with mode 0600 and the given size, zero-filled, and maps it.
-    /// Fails if it exists unless `replace` is set (then the old file is unlinked first,
-    /// so processes attached to it see it replaced, not rewritten).
+    /// Creates a file with the given size, zero-filled (mode 0600 on Unix), and maps it.
+    /// Fails if it exists unless `replace` is set (then the old file is removed first, so
+    /// processes attached to it see it replaced, not rewritten).
     pub fn create(path: &Path, size_bytes: u64, replace: bool) -> Result<Self, OpenError> {
-        if replace {
-            match std::fs::remove_file(path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(OpenError::from_io(path, e)),
-            }
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| OpenError::from_io(path, e))?;
-        // The umask cannot widen 0600, but make sure of the mode the spec requires.
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .and_then(|()| file.set_len(size_bytes))
-            .map_err(|e| OpenError::from_io(path, e))?;
-        Self::map(file, path)
+        Self::create_at(
+            &Location::File {
+                path: path.to_path_buf(),
+                follow: Follow::NoSymlinks,
+            },
+            size_bytes,
+            replace,
+        )
+    }
+
+    /// Creates the segment at `location`: a file as [`SegmentRw::create`], or a named
+    /// mapping backed by the paging file (Windows; `replace` cannot apply: a live name
+    /// belongs to whoever holds it, so it is refused as existing).
+    pub fn create_at(
+        location: &Location,
+        size_bytes: u64,
+        replace: bool,
+    ) -> Result<Self, OpenError> {
+        let (backing, base, len) = sys::Backing::create(location, size_bytes, replace)?;
+        Ok(Self {
+            raw: Raw::new(base, len),
+            backing,
+            location: location.clone(),
+        })
     }
 
     /// Maps an existing file read-write (the simulated client).
     pub fn open(path: &Path, follow: Follow) -> Result<Self, OpenError> {
-        let file = open_file(path, true, follow)?;
-        Self::map(file, path)
-    }
-
-    fn map(file: File, path: &Path) -> Result<Self, OpenError> {
-        let len = file
-            .metadata()
-            .map_err(|e| OpenError::from_io(path, e))?
-            .len();
-        let len = usize::try_from(len)
-            .ok()
-            .filter(|&l| l > 0)
-            .ok_or_else(|| OpenError::Io {
-                path: path.to_path_buf(),
-                source: io::Error::other("cannot map an empty or oversized file"),
-            })?;
-        // SAFETY: mapped shared read-write; the mapping is only accessed through atomic
-        // words and bounds-checked copies, never through references; shrinking is
-        // handled by the SIGBUS guard.
-        let mut map = unsafe { MmapOptions::new().len(len).map_mut(&file) }
-            .map_err(|e| OpenError::from_io(path, e))?;
-        Ok(Self {
-            raw: Raw::new(map.as_mut_ptr(), len),
-            _map: map,
-            _file: file,
+        Self::open_at(&Location::File {
             path: path.to_path_buf(),
+            follow,
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Maps an existing segment read-write (the simulated client).
+    pub fn open_at(location: &Location) -> Result<Self, OpenError> {
+        let (backing, base, len) = sys::Backing::open_write(location)?;
+        Ok(Self {
+            raw: Raw::new(base, segment_len(location, base, len)),
+            backing,
+            location: location.clone(),
+        })
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
     /// Moves the file to `target` in one step, so that readers see it appear fully
     /// initialised. Refuses to replace an existing file unless `replace` is set.
     pub fn publish(&mut self, target: &Path, replace: bool) -> Result<(), OpenError> {
-        use std::os::unix::ffi::OsStrExt as _;
-        let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
-        let (Some(from), Some(to)) = (c(&self.path), c(target)) else {
-            return Err(OpenError::Io {
-                path: target.to_path_buf(),
-                source: io::Error::other("path contains a NUL byte"),
-            });
+        let Location::File { path, follow } = &self.location else {
+            return Err(OpenError::other(
+                target,
+                "a named mapping cannot be moved to a path",
+            ));
         };
-        let flags = if replace { 0 } else { libc::RENAME_NOREPLACE };
-        // SAFETY: both are valid NUL-terminated paths; renameat2 only reads them.
-        let rc = unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                from.as_ptr(),
-                libc::AT_FDCWD,
-                to.as_ptr(),
-                flags,
-            )
+        sys::rename(path, target, replace)?;
+        self.location = Location::File {
+            path: target.to_path_buf(),
+            follow: *follow,
         };
-        if rc != 0 {
-            return Err(OpenError::from_io(target, io::Error::last_os_error()));
-        }
-        self.path = target.to_path_buf();
         Ok(())
     }
 
-    /// Identity of the mapped file.
+    /// Identity of the mapped file (None for a named mapping).
     pub fn identity(&self) -> Option<FileIdentity> {
-        self._file.metadata().ok().map(|m| FileIdentity::of(&m))
+        self.backing.identity()
     }
 
-    /// Removes the file's name if it still names this file (not a replacement).
+    /// Removes the file's name if it still names this file (not a replacement). A named
+    /// mapping has nothing to remove: its name goes with the last handle.
     pub fn unlink_if_ours(&self) -> bool {
+        let Location::File { path, .. } = &self.location else {
+            return false;
+        };
         let ours = self.identity();
-        match std::fs::symlink_metadata(&self.path) {
-            Ok(m) if Some(FileIdentity::of(&m)) == ours => std::fs::remove_file(&self.path).is_ok(),
+        match sys::path_identity(path, Follow::NoSymlinks) {
+            Ok(id) if Some(id) == ours => std::fs::remove_file(path).is_ok(),
             _ => false,
         }
     }
@@ -609,81 +641,75 @@ impl ByteSource for SegmentRw {
     }
 }
 
-/// Reads f32s out of a read-only segment.
-impl Segment {
-    pub fn read_f32s(&self, offset: u64, out: &mut [f32]) -> bool {
-        use zerocopy::IntoBytes as _;
-        self.raw.read_at(offset, out.as_mut_bytes())
-    }
-}
-
-/// The pages of the two control rings, mapped writable (spec 7): the only writable
-/// mapping the inspector ever makes, and only while it holds or claims the lease.
-/// Offsets stay absolute (from the segment start); anything outside the rings' pages
-/// is refused.
+/// The two control rings, mapped writable (spec 7): the only writable mapping the
+/// inspector ever makes, and only while it holds or claims the lease. Offsets stay
+/// absolute (from the segment start), and only the rings' own bytes (their 64-byte
+/// header and their data) can be read or written: any other offset is refused, even
+/// where the view around a ring covers more.
+///
+/// A view starts where the platform allows one to start: a page (Linux; a ring starts
+/// on a page, so its view covers its own pages only) or the 64 KiB allocation
+/// granularity (Windows; the view then also covers up to 64 KiB of whatever precedes
+/// the ring, which this type never reaches).
 #[derive(Debug)]
 pub struct ControlPages {
-    pieces: Vec<(u64, Raw, MmapMut)>,
-    _file: File,
+    pieces: Vec<Piece>,
+}
+
+#[derive(Debug)]
+struct Piece {
+    /// The ring's bytes, `[start, start + len)` from the segment start.
+    start: u64,
+    len: u64,
+    /// Where the view begins, from the segment start.
+    view_start: u64,
+    // Declared before the view so that it is dropped before the unmap.
+    raw: Raw,
+    _view: sys::View,
 }
 
 impl ControlPages {
-    /// Maps `ranges` (offset, length) of the file at `path` writable. Each offset must
-    /// be page-aligned; lengths are rounded up to whole pages. The file must still be the
-    /// one with `identity` (not a replacement).
-    pub fn map(
-        path: &Path,
-        follow: Follow,
-        identity: FileIdentity,
-        ranges: &[(u64, u64)],
-    ) -> Result<Self, OpenError> {
-        let file = open_file(path, true, follow)?;
-        let meta = file.metadata().map_err(|e| OpenError::from_io(path, e))?;
-        let other = |msg: String| OpenError::Io {
-            path: path.to_path_buf(),
-            source: io::Error::other(msg),
-        };
-        if FileIdentity::of(&meta) != identity {
-            return Err(other(
-                "the segment was replaced since it was attached".into(),
-            ));
-        }
+    /// Maps `ranges` (offset, length) of `segment` writable, through a new handle on the
+    /// same file or mapping, after checking that it is still the one `segment` maps.
+    pub fn map(segment: &Segment, ranges: &[(u64, u64)]) -> Result<Self, OpenError> {
+        let granule = crate::platform::allocation_granularity();
         let page = crate::platform::page_size();
         let mut pieces = Vec::new();
-        for &(offset, len) in ranges {
-            if offset % page != 0 {
-                return Err(other(format!(
-                    "control ring at offset {offset} is not aligned to the {page}-byte page"
-                )));
-            }
-            let mapped_len = len.div_ceil(page) * page;
-            if offset + mapped_len > meta.len() {
-                return Err(other(format!(
-                    "control ring pages [{offset}, {}) lie outside the {}-byte segment",
-                    offset + mapped_len,
-                    meta.len()
-                )));
-            }
-            let mapped = usize::try_from(mapped_len).map_err(|_| other("ring too large".into()))?;
-            // SAFETY: maps only the page-aligned pages of one control ring, shared and
-            // writable; accessed only through atomic words and bounds-checked copies
-            // (below), never references; shrinking is handled by the SIGBUS guard.
-            let mut map = unsafe { MmapOptions::new().offset(offset).len(mapped).map_mut(&file) }
-                .map_err(|e| OpenError::from_io(path, e))?;
-            let raw = Raw::new(map.as_mut_ptr(), mapped);
-            pieces.push((offset, raw, map));
+        for &(start, len) in ranges {
+            let end = start
+                .checked_add(len)
+                .filter(|&e| e <= segment.len())
+                .ok_or_else(|| {
+                    OpenError::other(
+                        Path::new(&segment.location.to_string()),
+                        format!(
+                            "control ring [{start}, +{len}) lies outside the {}-byte segment",
+                            segment.len()
+                        ),
+                    )
+                })?;
+            let view_start = start - start % granule;
+            let view_len = (end - view_start).div_ceil(page) * page;
+            let (view, base, mapped) =
+                segment
+                    .backing
+                    .map_writable(&segment.location, view_start, view_len)?;
+            pieces.push(Piece {
+                start,
+                len,
+                view_start,
+                raw: Raw::new(base, mapped),
+                _view: view,
+            });
         }
-        Ok(Self {
-            pieces,
-            _file: file,
-        })
+        Ok(Self { pieces })
     }
 
-    /// The piece holding `[offset, offset + len)` and the offset inside it.
+    /// The view holding `[offset, offset + len)` of one ring, and the offset inside it.
     fn locate(&self, offset: u64, len: usize) -> Option<(&Raw, u64)> {
-        self.pieces.iter().find_map(|(start, raw, _)| {
-            let rel = offset.checked_sub(*start)?;
-            (rel + len as u64 <= raw.len as u64).then_some((raw, rel))
+        let end = offset.checked_add(len as u64)?;
+        self.pieces.iter().find_map(|p| {
+            (offset >= p.start && end <= p.start + p.len).then(|| (&p.raw, offset - p.view_start))
         })
     }
 
@@ -747,8 +773,34 @@ impl ControlPages {
 }
 
 #[cfg(test)]
+mod size_tests {
+    use super::logical_size;
+
+    #[test]
+    fn a_named_view_is_as_long_as_its_header_says_when_that_rounds_up_to_it() {
+        // 10_000 bytes in a view of 12_288 (three 4 KiB pages).
+        assert_eq!(logical_size(12_288, 10_000, 0, 4096), 10_000);
+        assert_eq!(logical_size(12_288, 0, 10_000, 4096), 10_000, "luckyrobots");
+        assert_eq!(
+            logical_size(12_288, 12_288, 0, 4096),
+            12_288,
+            "a whole page"
+        );
+        // A header that claims more than the view, or a size far below it, or nothing:
+        // the view's length, against which the layout is then validated (and fails).
+        assert_eq!(logical_size(12_288, 20_000, 0, 4096), 12_288);
+        assert_eq!(logical_size(12_288, 4_000, 0, 4096), 12_288);
+        assert_eq!(logical_size(12_288, 0, 0, 4096), 12_288);
+        // The extension block's word wins over the luckyrobots word.
+        assert_eq!(logical_size(12_288, 9_000, 10_000, 4096), 9_000);
+    }
+}
+
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
+    use std::os::unix::fs::PermissionsExt as _;
 
     fn temp_shm(tag: &str) -> PathBuf {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::wait::Waiter;
-use crate::attach::shm_path;
+use crate::attach::shm_location;
 use crate::layout::{self, Geometry, Layout, LayoutChoice, RegionKind};
 use crate::rings::{LuckyEntryHeader, lrbc, lucky};
 use crate::rpc::{self, fb};
-use crate::segment::{Follow, SegmentRw, monotonic_now_ns};
+use crate::segment::{SegmentRw, monotonic_now_ns};
 
 /// How actions are chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -122,8 +122,7 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
             )));
         }
     };
-    let path = shm_path(&cfg.name)?;
-    let seg = SegmentRw::open(&path, Follow::NoSymlinks)?;
+    let seg = SegmentRw::open_at(&shm_location(&cfg.name)?)?;
     let g: Geometry = layout::inspect(&seg, LayoutChoice::Auto)?;
     let lucky_layout = g.layout == Layout::LuckyrobotsIpc;
     let o = if lucky_layout {

@@ -12,11 +12,11 @@ use super::dynamics::CartPoles;
 use super::render::render_env;
 use super::services::{Services, World};
 use super::wait::Waiter;
-use crate::attach::shm_path;
+use crate::attach::{shm_location, shm_path};
 use crate::layout::plan::{Plan, PlanError, PlanLayout, PlanSpec};
 use crate::layout::{Names, RegionKind, RingFormat, RingGeometry};
 use crate::rings::{LuckyEntryHeader, lrbc, lucky};
-use crate::segment::{OpenError, SegmentRw, monotonic_now_ns};
+use crate::segment::{Location, OpenError, SegmentRw, monotonic_now_ns};
 
 /// Offsets of the LRBC header words the engine writes (spec 2, 2.1).
 mod lrbc_words {
@@ -236,19 +236,41 @@ impl EngineConfig {
 }
 
 impl Engine {
-    /// Creates the segment (mode 0600), fully initialised before it appears under its
-    /// name.
+    /// Creates the segment, fully initialised before it can be attached to. On Linux a
+    /// file (mode 0600) is written under a temporary name and then renamed to
+    /// `/dev/shm/NAME`; on Windows the named mapping is created as the engine creates it
+    /// (`CreateFileMappingW` on the paging file), and its first word (magic and version)
+    /// is stored last, so that a reader sees no LRBC segment until it is complete.
     pub fn create(cfg: EngineConfig) -> Result<Self, EngineError> {
         let (spec, plan) = cfg.plan()?;
-        let path = shm_path(&cfg.name)?;
-        if !cfg.force && path.exists() {
+        let location = shm_location(&cfg.name)?;
+        if !cfg.force && location.exists() {
             return Err(EngineError::Exists {
                 name: cfg.name.clone(),
             });
         }
-        let tmp: PathBuf = shm_path(&format!(".{}.{}.tmp", cfg.name, std::process::id()))?;
-        let seg = SegmentRw::create(&tmp, plan.size_bytes, true)?;
-        seg.write_at(0, &plan.initial_bytes(&spec));
+        let exists = |e: OpenError| match e {
+            OpenError::Exists { .. } => EngineError::Exists {
+                name: cfg.name.clone(),
+            },
+            other => EngineError::Open(other),
+        };
+        let (seg, publish_to) = match &location {
+            Location::File { path, .. } => {
+                let tmp: PathBuf = shm_path(&format!(".{}.{}.tmp", cfg.name, std::process::id()))?;
+                let seg = SegmentRw::create(&tmp, plan.size_bytes, true)?;
+                (seg, Some(path.clone()))
+            }
+            Location::Named(_) => (
+                SegmentRw::create_at(&location, plan.size_bytes, false).map_err(exists)?,
+                None,
+            ),
+        };
+        let initial = plan.initial_bytes(&spec);
+        let first_word = initial
+            .first_chunk::<8>()
+            .map_or(0, |w| u64::from_le_bytes(*w));
+        seg.write_at(8, initial.get(8..).unwrap_or_default());
         let n = cfg.num_envs as usize;
         let sim = CartPoles::new(n, cfg.obs_size as usize, cfg.act_size as usize, cfg.seed);
         let services = Services::default();
@@ -353,15 +375,18 @@ impl Engine {
         };
         // The first frame: initial observations and images, before anyone can attach.
         engine.write_frame(false);
-        engine
-            .seg
-            .publish(&path, engine.cfg.force)
-            .map_err(|e| match e {
-                OpenError::Exists { .. } => EngineError::Exists {
-                    name: engine.cfg.name.clone(),
-                },
+        // Release: pairs with the Acquire fence after a reader's copy of the first word
+        // (`layout::inspect` copies the rest of the header after it), so a reader that
+        // sees the magic sees the whole segment.
+        engine.seg.store_u64(0, first_word);
+        if let Some(path) = publish_to {
+            let force = engine.cfg.force;
+            let name = engine.cfg.name.clone();
+            engine.seg.publish(&path, force).map_err(|e| match e {
+                OpenError::Exists { .. } => EngineError::Exists { name },
                 other => EngineError::Open(other),
             })?;
+        }
         if engine.cfg.layout == PlanLayout::Lucky {
             // Release: the client waits for engine_ready, then reads the header.
             engine.seg.store_u32(lucky_words::ENGINE_READY, 1);

@@ -2,29 +2,28 @@ use super::*;
 use crate::layout::{RegionKind, RingFormat};
 use crate::rings::WatchEvent;
 use crate::rings::confirm::GIVE_UP_NS;
-use crate::segment::{SHM_DIR, SegmentRw};
+use crate::segment::{Location, SegmentRw};
 use crate::testutil::unique_name;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 struct RingFile {
-    path: PathBuf,
+    location: Location,
     mem: SegmentRw,
     ring: RingGeometry,
 }
 
 impl Drop for RingFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        self.location.remove_file();
     }
 }
 
 fn ring_file(capacity: u32) -> RingFile {
-    let path = PathBuf::from(SHM_DIR).join(unique_name("ring"));
-    let mem = SegmentRw::create(&path, 128 + u64::from(capacity), false).unwrap();
+    let location = Location::shm(&unique_name("ring"));
+    let mem = SegmentRw::create_at(&location, 128 + u64::from(capacity), false).unwrap();
     RingFile {
-        path,
+        location,
         mem,
         ring: RingGeometry {
             kind: RegionKind::CmdC2s,

@@ -183,7 +183,10 @@ pub fn ui(
     if listing.refreshes == 0 {
         ui.weak("Looking…");
     } else if listing.segments.is_empty() {
-        ui.weak("No LRBC segments in /dev/shm. Start one with `lrbc-inspector sim engine`.");
+        ui.weak(format!(
+            "No LRBC segments in {}. Start one with `lrbc-inspector sim engine`.",
+            crate::segment::SHM_PLACE
+        ));
     }
     egui::Grid::new("segments")
         .striped(true)
