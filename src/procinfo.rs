@@ -134,9 +134,7 @@ mod tests {
 
     #[test]
     fn a_reaped_child_is_dead() {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
+        let pid = crate::testutil::dead_pid();
         let mut p = Processes::new();
         assert!(!p.is_alive(pid));
         assert_eq!(p.info(0).describe(), "-");

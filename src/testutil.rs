@@ -67,3 +67,52 @@ impl TestSegment {
             .expect("attach")
     }
 }
+
+/// The pid of a process that has exited and been reaped: it names no process.
+pub fn dead_pid() -> u32 {
+    let mut child = if cfg!(windows) {
+        // The test binary itself, asked to run no test.
+        let mut c = std::process::Command::new(std::env::current_exe().expect("test binary"));
+        c.args(["--exact", "no::such::test", "--quiet"]);
+        c
+    } else {
+        std::process::Command::new("true")
+    };
+    let mut child = child
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    child.wait().expect("wait");
+    pid
+}
+
+/// A process that lives until killed (or for 30 s), and the name the system gives it.
+pub fn live_child() -> (std::process::Child, String) {
+    let (mut command, name) = if cfg!(windows) {
+        // The test binary itself, running the ignored test below.
+        let exe = std::env::current_exe().expect("test binary");
+        let name = exe
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut c = std::process::Command::new(exe);
+        c.args(["--ignored", "--exact", "testutil::sleep_30s", "--quiet"]);
+        (c, name)
+    } else {
+        let mut c = std::process::Command::new("sleep");
+        c.arg("30");
+        (c, "sleep".to_string())
+    };
+    let child = command
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    (child, name)
+}
+
+#[test]
+#[ignore = "a process for other tests to point at (live_child on Windows)"]
+fn sleep_30s() {
+    std::thread::sleep(std::time::Duration::from_secs(30));
+}

@@ -284,9 +284,7 @@ mod tests {
     #[test]
     fn a_dead_server_pid_is_engine_gone() {
         let mut s = spec(PlanLayout::Lucky, 2);
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        s.server_pid = child.id();
-        child.wait().unwrap();
+        s.server_pid = crate::testutil::dead_pid();
         let seg = TestSegment::create("gone", &s);
         let mut w = Watcher::new(seg.attach(), ManualClock::new(0));
         let r = w.tick();

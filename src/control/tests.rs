@@ -27,10 +27,7 @@ fn a_lease_is_claimed_and_released() {
 #[test]
 fn a_live_holder_keeps_the_lease_and_is_named() {
     let seg = ext_segment("held");
-    let mut holder = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
+    let (mut holder, holder_name) = crate::testutil::live_child();
     seg.rw.store_u32(owner_word(&seg), holder.id());
     let err = Lease::claim(&seg.attach()).unwrap_err();
     let _ = holder.kill();
@@ -38,7 +35,7 @@ fn a_live_holder_keeps_the_lease_and_is_named() {
     match err {
         ControlError::HeldBy { pid, name } => {
             assert_eq!(pid, holder.id());
-            assert_eq!(name, "sleep");
+            assert_eq!(name, holder_name);
         }
         other => panic!("{other}"),
     }
@@ -47,9 +44,7 @@ fn a_live_holder_keeps_the_lease_and_is_named() {
 #[test]
 fn a_dead_holder_is_taken_over() {
     let seg = ext_segment("takeover");
-    let mut dead = std::process::Command::new("true").spawn().unwrap();
-    let dead_pid = dead.id();
-    dead.wait().unwrap();
+    let dead_pid = crate::testutil::dead_pid();
     seg.rw.store_u32(owner_word(&seg), dead_pid);
     let lease = Lease::claim(&seg.attach()).unwrap();
     assert_eq!(lease.took_over_from, Some(dead_pid));
@@ -78,6 +73,7 @@ fn seed_only_and_luckyrobots_segments_have_no_control_channel() {
 }
 
 #[test]
+#[cfg(unix)]
 fn only_the_control_ring_pages_are_mapped_writable() {
     let seg = ext_segment("pages");
     let a = seg.attach();

@@ -1,0 +1,294 @@
+//! Windows across processes, under Wine in CI (`.ci/windows`): named mappings created by
+//! another Windows process (not ours) and by the simulated engine, read by the
+//! inspector by name and by PID; the control channel; an engine that dies.
+
+#![cfg(windows)]
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+mod common;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use lrbc_inspector::layout::Names;
+use lrbc_inspector::layout::plan::{Plan, PlanLayout, PlanSpec};
+use serde_json::Value;
+
+/// Where the Windows checks keep what they share with the Linux side of `.ci/windows`.
+fn shared_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/wine");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `tests/windows/lrbc_writer.c`, built by `.ci/windows`.
+fn writer_exe() -> PathBuf {
+    let exe = shared_dir().join("lrbc_writer.exe");
+    assert!(
+        exe.exists(),
+        "{} is missing: .ci/windows builds it from tests/windows/lrbc_writer.c",
+        exe.display()
+    );
+    exe
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let (code, out, err) = run_inspector(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+/// Runs `args` until it succeeds (a segment being created), within the deadline.
+fn json_when_ready(args: &[&str]) -> Value {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let (code, out, err) = run_inspector(args);
+        if code == 0 {
+            return serde_json::from_str(&out).unwrap();
+        }
+        assert!(Instant::now() < deadline, "{args:?} kept failing: {err}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A segment's bytes, as an engine with a control ring lays them out.
+fn segment_bytes() -> Vec<u8> {
+    let spec = PlanSpec {
+        layout: PlanLayout::Lrbc { ext: true },
+        num_envs: 3,
+        obs_size: 5,
+        act_size: 2,
+        image: Some((8, 4, 3)),
+        cmd_ring_size: 4096,
+        ctl_ring_size: Some(4096),
+        names: Names::default(),
+        mode: 0,
+        server_pid: 0,
+        max_size_bytes: 1 << 30,
+    };
+    let plan = Plan::new(&spec).unwrap();
+    plan.initial_bytes(&spec)
+}
+
+struct Writer {
+    child: Child,
+    name: String,
+    pid: u32,
+}
+
+impl Writer {
+    fn start(bytes_file: &std::path::Path) -> Self {
+        let mut child = std::process::Command::new(writer_exe())
+            .arg(bytes_file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = line_channel(child.stdout.take().unwrap());
+        let line = next_line(&lines, "the writer's name and pid");
+        let (name, pid) = line.split_once(' ').unwrap();
+        Self {
+            name: name.to_string(),
+            pid: pid.trim().parse().unwrap(),
+            child,
+        }
+    }
+
+    /// Closes its standard input: it unmaps, closes its handle and exits.
+    fn finish(mut self) {
+        drop(self.child.stdin.take());
+        let out = wait_with_deadline(self.child);
+        assert!(out.status.success());
+    }
+}
+
+#[test]
+fn a_mapping_made_by_another_windows_process_is_read_by_name_and_by_pid() {
+    let bytes = segment_bytes();
+    let file = shared_dir().join("same-bytes.bin");
+    std::fs::write(&file, &bytes).unwrap();
+    let writer = Writer::start(&file);
+    assert_eq!(writer.name, format!("LuckyEngine_{}", writer.pid));
+
+    let by_name = json_of(&["dump", "--shm", &writer.name, "--json"]);
+    let by_pid = json_of(&["dump", "--pid", &writer.pid.to_string(), "--json"]);
+    assert_eq!(by_name, by_pid, "by name and by pid read the same segment");
+    assert_eq!(by_name["layout"], "lrbc-v1-ext");
+    assert_eq!(
+        by_name["size"].as_u64(),
+        Some(bytes.len() as u64),
+        "the header's size, not the page-rounded view's"
+    );
+    assert_eq!(by_name["header"]["num_envs"], 3);
+    // `Local\NAME` is the same object in this session.
+    let local = json_of(&[
+        "dump",
+        "--shm",
+        &format!("Local\\{}", writer.name),
+        "--json",
+    ]);
+    assert_eq!(local, by_name);
+    // The same bytes from a file, for the Linux build to read in `.ci/windows`.
+    let from_file = json_of(&["dump", "--path", file.to_str().unwrap(), "--json"]);
+    assert_eq!(from_file, by_name);
+    std::fs::write(
+        shared_dir().join("same-bytes.windows.json"),
+        serde_json::to_string_pretty(&by_name).unwrap(),
+    )
+    .unwrap();
+
+    let list = json_of(&["list", "--json"]);
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == writer.name.as_str()),
+        "list finds it: {list}"
+    );
+
+    writer.finish();
+    let (code, _, err) = run_inspector(&["dump", "--shm", &format!("LuckyEngine_{}", 1)]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// A `sim engine` child, killed on drop.
+struct Engine {
+    child: Child,
+    name: String,
+}
+
+impl Engine {
+    /// Under the engine's default name, `LuckyEngine_<pid>`.
+    fn start() -> Self {
+        let child = inspector()
+            .args(["sim", "engine", "--envs", "4", "--obs", "3"])
+            .args(["--act", "2", "--image", "8x8x3"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Self {
+            name: format!("LuckyEngine_{}", child.id()),
+            child,
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_simulated_engine_is_attached_watched_and_controlled_and_its_death_seen() {
+    let mut engine = Engine::start();
+    let name = engine.name.clone();
+    let by_name = json_when_ready(&["dump", "--shm", &name, "--json"]);
+    assert_eq!(by_name["layout"], "lrbc-v1-ext");
+    assert_eq!(by_name["header"]["server_pid"], engine.child.id());
+    let by_pid = json_of(&["dump", "--pid", &engine.child.id().to_string(), "--json"]);
+    assert_eq!(
+        by_pid["header"]["total_size"],
+        by_name["header"]["total_size"]
+    );
+
+    // A second engine under the same live name is refused.
+    let (code, _, err) = run_inspector(&[
+        "sim", "engine", "--name", &name, "--envs", "1", "--obs", "1", "--act", "1",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("already exists"), "{err}");
+
+    // A client steps it and sends commands; traffic follows and decodes them.
+    let traffic = inspector()
+        .args(["traffic", "--shm", &name, "--follow", "--ring", "cmd"])
+        .args(["--count", "4", "--duration", "25", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let client = inspector()
+        .args(["sim", "client", "--shm", &name, "--steps", "200"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_with_deadline(client);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = wait_with_deadline(traffic);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entries: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("ring").is_some())
+        .collect();
+    assert_eq!(entries.len(), 4, "{text}");
+    let (code, out, err) = run_inspector(&[
+        "watch",
+        "--shm",
+        &name,
+        "--count",
+        "3",
+        "--interval",
+        "0.2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let reports: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 3, "{out}");
+    assert!(reports.iter().all(|r| r["state"] != "engine_gone"), "{out}");
+    assert!(reports[2]["frame_seq"].as_u64().unwrap() >= 200, "{out}");
+
+    // The control channel: the camera service off, then its status.
+    let (code, out, err) = run_inspector(&[
+        "control",
+        "--shm",
+        &name,
+        "--service",
+        "camera",
+        "--disable",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let flags = json_of(&["dump", "--shm", &name, "--json"])["header"]["service_flags"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(flags & (1 << 4), 0, "camera bit cleared: {flags:#x}");
+
+    // The engine dies: its mapping goes with its handles, and attaching says so.
+    engine.child.kill().unwrap();
+    engine.child.wait().unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let (code, _, err) = run_inspector(&["dump", "--shm", &engine.name]);
+        if code == 1 {
+            assert!(err.contains("no segment named"), "{err}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the mapping outlived its engine");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::io::stderr().flush();
+}
