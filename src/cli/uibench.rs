@@ -109,6 +109,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// UI frame CPU time (layout and tessellation) at train4096 with every panel open.
 pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
+    if cfg!(windows) {
+        return Err(CliError::Other(
+            "bench ui pauses and resumes its observers (SIGSTOP/SIGCONT), which Windows cannot; run it on Linux".into(),
+        ));
+    }
     let tree = match pane {
         None => grid_tree(),
         Some(name) => {
