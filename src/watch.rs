@@ -6,7 +6,7 @@ use crate::attach::Attached;
 use crate::clock::{Clock, secs_between};
 use crate::layout;
 use crate::procinfo::Processes;
-use crate::segment::Health;
+use crate::segment::{Health, Location};
 
 /// No new frame for this long means stale.
 pub const STALE_AFTER_NS: u64 = 2_000_000_000;
@@ -79,6 +79,10 @@ pub struct Watcher<C: Clock> {
     last_frame_change_ns: u64,
     /// Re-attachments so far.
     pub reattach_count: u32,
+    /// The server pid last read (a released view reads nothing).
+    last_server_pid: u32,
+    /// This process's views of a named mapping were released after its engine died.
+    released: bool,
 }
 
 impl<C: Clock> Watcher<C> {
@@ -92,6 +96,8 @@ impl<C: Clock> Watcher<C> {
             previous: None,
             last_frame_change_ns: now,
             reattach_count: 0,
+            last_server_pid: 0,
+            released: false,
         };
         w.previous = Some(w.sample(now));
         w
@@ -124,6 +130,7 @@ impl<C: Clock> Watcher<C> {
                 );
                 self.attached = new;
                 self.reattach_count += 1;
+                self.released = false;
                 self.previous = Some(self.sample(now));
                 self.last_frame_change_ns = now;
                 Ok(note)
@@ -132,9 +139,30 @@ impl<C: Clock> Watcher<C> {
         }
     }
 
+    /// A named mapping (Windows) lives while any process has a view of it, so once its
+    /// engine is dead this process closes every view it has: the name then dies with
+    /// the engine, and a restarted engine can create it again. True when it did now.
+    fn release_if_engine_died(&mut self) -> bool {
+        let Location::Named(name) = self.attached.segment.location() else {
+            return false;
+        };
+        if self.released {
+            return false;
+        }
+        let c = self.attached.geometry.counters;
+        let pid = self.attached.segment.load_u32(c.server_pid).unwrap_or(0);
+        if pid == 0 || self.processes.is_alive(pid) {
+            return false;
+        }
+        crate::segment::release_named(&name.clone());
+        self.released = true;
+        true
+    }
+
     /// Looks at the segment now.
     pub fn tick(&mut self) -> Report {
         let now = self.clock.now_ns();
+        let just_released = self.release_if_engine_died();
         let health = self.attached.segment.health();
         let mut rates_valid = true;
         let (segment_state, note) = match health {
@@ -176,13 +204,29 @@ impl<C: Clock> Watcher<C> {
                     Some(format!("waiting for the new segment to become valid: {e}")),
                 ),
             },
+            Health::Unlinked if self.released => (
+                Some(State::EngineGone),
+                just_released.then(|| {
+                    "the engine is gone: this process closed its views of the mapping, so \
+                     that a restarted engine can create the name again; showing the last \
+                     contents"
+                        .to_string()
+                }),
+            ),
             Health::Unlinked => (
                 Some(State::Unlinked),
                 Some("segment was unlinked; showing its last contents".to_string()),
             ),
         };
 
-        let s = self.sample(now);
+        // A released view reads nothing: keep the last counters, and no rates.
+        let s = match self.previous {
+            Some(p) if self.released => {
+                rates_valid = false;
+                Sample { t_ns: now, ..p }
+            }
+            _ => self.sample(now),
+        };
         let (frame_hz, action_hz) = match self.previous {
             Some(p) if rates_valid && s.t_ns > p.t_ns => {
                 let secs = secs_between(p.t_ns, s.t_ns);
@@ -199,7 +243,12 @@ impl<C: Clock> Watcher<C> {
         self.previous = Some(s);
 
         let c = self.attached.geometry.counters;
-        let server_pid = self.attached.segment.load_u32(c.server_pid).unwrap_or(0);
+        let server_pid = self
+            .attached
+            .segment
+            .load_u32(c.server_pid)
+            .unwrap_or(self.last_server_pid);
+        self.last_server_pid = server_pid;
         let server_alive = server_pid != 0 && self.processes.is_alive(server_pid);
         let state = segment_state.unwrap_or(if server_pid != 0 && !server_alive {
             State::EngineGone

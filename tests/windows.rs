@@ -182,6 +182,22 @@ impl Engine {
     }
 }
 
+impl Engine {
+    fn start_named(name: &str) -> Self {
+        let child = inspector()
+            .args(["sim", "engine", "--name", name, "--envs", "2", "--obs", "3"])
+            .args(["--act", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            name: name.to_string(),
+        }
+    }
+}
+
 impl Drop for Engine {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -291,4 +307,78 @@ fn the_simulated_engine_is_attached_watched_and_controlled_and_its_death_seen() 
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = std::io::stderr().flush();
+}
+
+/// The next `watch --json` line that satisfies `done`.
+fn watch_until(
+    lines: &crossbeam_channel::Receiver<String>,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no watch line showed {what}"));
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if done(&v) {
+            return v;
+        }
+    }
+}
+
+#[test]
+fn an_engine_restarted_under_the_same_name_while_watched_can_create_it_and_is_followed() {
+    let name = unique_name("win-restart");
+    let mut first = Engine::start_named(&name);
+    json_when_ready(&["dump", "--shm", &name, "--json"]);
+    let mut watch = inspector()
+        .args(["watch", "--shm", &name, "--interval", "0.1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = line_channel(watch.stdout.take().unwrap());
+    let first_pid = first.child.id();
+    watch_until(&lines, "the first engine", |v| {
+        v["state"] == "attached" && v["server_pid"] == first_pid
+    });
+
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let gone = watch_until(&lines, "engine_gone", |v| v["state"] == "engine_gone");
+    assert_eq!(gone["server_pid"], first_pid, "{gone}");
+
+    // The watcher closed its views: the name died with the engine, so a new engine
+    // can create it.
+    let mut second = Engine::start_named(&name);
+    let second_pid = second.child.id();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(status) = second.child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read as _;
+            let _ = second.child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("the restarted engine exited ({status}): {err}");
+        }
+        let (code, out, _) = run_inspector(&["dump", "--shm", &name, "--json"]);
+        if code == 0 {
+            let v: Value = serde_json::from_str(&out).unwrap();
+            if v["header"]["server_pid"] == second_pid {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted engine never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let back = watch_until(&lines, "the re-attachment", |v| {
+        v["server_pid"] == second_pid && v["state"] == "attached"
+    });
+    assert!(back["frame_seq"].is_u64(), "{back}");
+    let _ = watch.kill();
+    let _ = watch.wait();
 }

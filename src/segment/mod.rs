@@ -217,6 +217,9 @@ struct Raw {
     guard: sigbus::Guard,
     base: *mut u8,
     len: usize,
+    /// For a view that can be released while read (Windows named mappings): every
+    /// access holds it open (`enter`).
+    gate: Option<std::sync::Arc<sys::Gate>>,
 }
 
 // SAFETY: `Raw` is a pointer into a shared mapping that lives as long as its owner;
@@ -233,6 +236,21 @@ impl Raw {
             guard: sigbus::register(base as usize, len),
             base,
             len,
+            gate: None,
+        }
+    }
+
+    fn gated(mut self, gate: Option<std::sync::Arc<sys::Gate>>) -> Self {
+        self.gate = gate;
+        self
+    }
+
+    /// Holds a releasable view open for one access (Some(None) when there is no gate);
+    /// None once the view was released: every access then fails, as out of range.
+    fn enter(&self) -> Option<Option<impl Sized + '_>> {
+        match &self.gate {
+            None => Some(None),
+            Some(g) => g.enter().map(Some),
         }
     }
 
@@ -271,6 +289,7 @@ impl Raw {
     }
 
     fn load_u64(&self, offset: u64) -> Option<u64> {
+        let _open = self.enter()?;
         let ptr = self.word::<u64>(offset)?;
         // SAFETY: aligned and in bounds (checked by `word`), valid while `self` lives.
         // Every writer of a spec atomic word uses atomic stores. Acquire loads of up to
@@ -283,6 +302,7 @@ impl Raw {
     }
 
     fn load_u32(&self, offset: u64) -> Option<u32> {
+        let _open = self.enter()?;
         let ptr = self.word::<u32>(offset)?;
         // SAFETY: as in `load_u64`.
         let atomic = unsafe { AtomicU32::from_ptr(ptr) };
@@ -291,6 +311,9 @@ impl Raw {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
+        let Some(_open) = self.enter() else {
+            return false;
+        };
         let Some(src) = self.range(offset, buf.len()) else {
             return false;
         };
@@ -318,6 +341,15 @@ fn segment_len(location: &Location, base: *mut u8, len: usize) -> usize {
     let lucky_total = view.load_u64(112).unwrap_or(0);
     let page = crate::platform::page_size();
     usize::try_from(logical_size(len as u64, ext_total, lucky_total, page)).unwrap_or(len)
+}
+
+/// Closes every view and handle this process has of the named mapping `name` (Windows),
+/// so that the name can die with its engine and a restarted engine can create it again.
+/// Every access through a released view fails as out of range; `health` then says
+/// `Unlinked` until a mapping of that name exists again (`Replaced`). Returns how many
+/// views it closed (always 0 on Unix, where files are not held by their readers).
+pub fn release_named(name: &str) -> usize {
+    sys::release_named(name)
 }
 
 /// Bytes read as f32s, native (little-endian) order.
@@ -350,7 +382,7 @@ impl Segment {
     pub fn open_at(location: &Location) -> Result<Self, OpenError> {
         let (backing, base, len) = sys::Backing::open_read(location)?;
         Ok(Self {
-            raw: Raw::new(base, segment_len(location, base, len)),
+            raw: Raw::new(base, segment_len(location, base, len)).gated(backing.gate()),
             backing,
             location: location.clone(),
         })
@@ -698,7 +730,7 @@ impl ControlPages {
                 start,
                 len,
                 view_start,
-                raw: Raw::new(base, mapped),
+                raw: Raw::new(base, mapped).gated(sys::view_gate(&view)),
                 _view: view,
             });
         }
@@ -732,6 +764,9 @@ impl ControlPages {
         let Some((raw, rel)) = self.locate(offset, 4) else {
             return false;
         };
+        let Some(_open) = raw.enter() else {
+            return false;
+        };
         let Some(ptr) = raw.word::<u32>(rel) else {
             return false;
         };
@@ -748,6 +783,9 @@ impl ControlPages {
         let Some((raw, rel)) = self.locate(offset, bytes.len()) else {
             return false;
         };
+        let Some(_open) = raw.enter() else {
+            return false;
+        };
         let Some(dst) = raw.range(rel, bytes.len()) else {
             return false;
         };
@@ -759,6 +797,7 @@ impl ControlPages {
 
     pub fn compare_exchange_u32(&self, offset: u64, current: u32, new: u32) -> Option<u32> {
         let (raw, rel) = self.locate(offset, 4)?;
+        let _open = raw.enter()?;
         let ptr = raw.word::<u32>(rel)?;
         // SAFETY: as in `store_u32`.
         let atomic = unsafe { AtomicU32::from_ptr(ptr) };

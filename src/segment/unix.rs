@@ -15,6 +15,25 @@ use super::{FileIdentity, Follow, Health, Location, OpenError};
 /// A mapped view: unmapped when dropped.
 pub(super) type View = MmapRaw;
 
+/// Views that can be released while read exist only on Windows (named mappings).
+#[derive(Debug)]
+pub(super) enum Gate {}
+
+impl Gate {
+    pub(super) fn enter(&self) -> Option<()> {
+        match *self {}
+    }
+}
+
+pub(super) fn view_gate(_view: &View) -> Option<std::sync::Arc<Gate>> {
+    None
+}
+
+/// Nothing to release: a file's name is removed by whoever created it.
+pub(super) fn release_named(_name: &str) -> usize {
+    0
+}
+
 /// What keeps a segment's mapping alive, and what its health is checked against.
 #[derive(Debug)]
 pub(super) struct Backing {
@@ -185,6 +204,10 @@ impl Backing {
             .and_then(|()| file.set_len(size_bytes))
             .map_err(|e| OpenError::from_io(path, e))?;
         Self::map(file, path, true)
+    }
+
+    pub(super) fn gate(&self) -> Option<std::sync::Arc<Gate>> {
+        None
     }
 
     pub(super) fn identity(&self) -> Option<FileIdentity> {

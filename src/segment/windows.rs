@@ -13,6 +13,7 @@ use std::os::windows::ffi::OsStrExt as _;
 use std::os::windows::fs::OpenOptionsExt as _;
 use std::os::windows::io::AsRawHandle as _;
 use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
 
 use memmap2::{MmapOptions, MmapRaw};
 use windows_sys::Win32::Foundation::{
@@ -60,11 +61,76 @@ impl Drop for NamedView {
     }
 }
 
+/// A view of a named mapping that can be closed while other threads read through it:
+/// every access holds the read lock for its duration, and closing takes the write
+/// lock, so no access ever touches an unmapped view.
+#[derive(Debug)]
+pub(super) struct Gate {
+    view: RwLock<Option<NamedView>>,
+    /// The name the mapping was asked for (`Location::Named`).
+    name: String,
+    /// Whether `release_named` closes it: the inspector's views, whose every access
+    /// enters the gate; never a writer's whole-segment view (`SegmentRw`), which does
+    /// not.
+    releasable: bool,
+}
+
+impl Gate {
+    /// Holds the view open for one access; None once it was released.
+    pub(super) fn enter(&self) -> Option<RwLockReadGuard<'_, Option<NamedView>>> {
+        let guard = self.view.read().ok()?;
+        guard.is_some().then_some(guard)
+    }
+
+    fn is_open(&self) -> bool {
+        self.view.read().is_ok_and(|v| v.is_some())
+    }
+}
+
+/// Every gated view of this process, to release them all by name.
+static GATES: Mutex<Vec<Weak<Gate>>> = Mutex::new(Vec::new());
+
+fn gate(view: NamedView, name: &str, releasable: bool) -> Arc<Gate> {
+    let g = Arc::new(Gate {
+        view: RwLock::new(Some(view)),
+        name: name.to_string(),
+        releasable,
+    });
+    if let Ok(mut all) = GATES.lock() {
+        all.retain(|w| w.strong_count() > 0);
+        all.push(Arc::downgrade(&g));
+    }
+    g
+}
+
+/// Closes every view and handle this process has of the mapping `name`; returns how
+/// many it closed.
+pub(super) fn release_named(name: &str) -> usize {
+    let gates: Vec<Arc<Gate>> = GATES.lock().map_or_else(
+        |_| Vec::new(),
+        |all| all.iter().filter_map(Weak::upgrade).collect(),
+    );
+    gates
+        .iter()
+        .filter(|g| g.releasable && g.name == name)
+        .filter(|g| g.view.write().is_ok_and(|mut v| v.take().is_some()))
+        .count()
+}
+
 /// A mapped view (of a file, or of a named mapping), unmapped when dropped.
 #[derive(Debug)]
 pub(super) enum View {
     File { _map: MmapRaw },
-    Named { _view: NamedView },
+    Named { gate: Arc<Gate> },
+}
+
+impl View {
+    pub(super) fn gate(&self) -> Option<Arc<Gate>> {
+        match self {
+            Self::File { .. } => None,
+            Self::Named { gate } => Some(Arc::clone(gate)),
+        }
+    }
 }
 
 /// What keeps a segment's mapping alive, and what its health is checked against.
@@ -76,7 +142,7 @@ pub(super) enum Backing {
         identity: FileIdentity,
     },
     Named {
-        _view: NamedView,
+        gate: Arc<Gate>,
         /// The name that opened it (as given, `Local\…` or `Global\…`).
         resolved: String,
     },
@@ -280,7 +346,7 @@ impl Backing {
         let (view, base, len) = map_view(h, access, 0, 0, name)?;
         Ok((
             Self::Named {
-                _view: view,
+                gate: gate(view, name, !write),
                 resolved,
             },
             base,
@@ -370,12 +436,20 @@ impl Backing {
         let (view, base, mapped) = map_view(h, FILE_MAP_READ | FILE_MAP_WRITE, 0, len, name)?;
         Ok((
             Self::Named {
-                _view: view,
+                gate: gate(view, name, false),
                 resolved: name.clone(),
             },
             base,
             mapped,
         ))
+    }
+
+    /// The gate of a named mapping's view.
+    pub(super) fn gate(&self) -> Option<Arc<Gate>> {
+        match self {
+            Self::File { .. } => None,
+            Self::Named { gate, .. } => Some(Arc::clone(gate)),
+        }
     }
 
     pub(super) fn identity(&self) -> Option<FileIdentity> {
@@ -386,10 +460,14 @@ impl Backing {
     }
 
     /// A file: its size and link count through our handle, a replacement through its
-    /// path. A named mapping cannot change while it is open.
+    /// path. A named mapping cannot change while it is open; once released it is
+    /// unlinked until a mapping of that name exists again (replaced).
     pub(super) fn health(&self, location: &Location, mapped_len: u64) -> Health {
-        let Self::File { file, identity, .. } = self else {
-            return Health::Intact;
+        let (file, identity) = match self {
+            Self::File { file, identity, .. } => (file, identity),
+            Self::Named { gate, .. } if gate.is_open() => return Health::Intact,
+            Self::Named { gate, .. } if name_exists(&gate.name) => return Health::Replaced,
+            Self::Named { .. } => return Health::Unlinked,
         };
         let Some(path) = location.file_path() else {
             return Health::Intact;
@@ -425,12 +503,22 @@ impl Backing {
         let len = usize::try_from(view_len)
             .map_err(|_| OpenError::other(Path::new(&shown), "ring too large"))?;
         match self {
-            Self::Named { resolved, .. } => {
+            Self::Named {
+                resolved,
+                gate: ours,
+            } => {
                 // While our handle is open the name cannot name another mapping.
+                if !ours.is_open() {
+                    return Err(OpenError::other(
+                        Path::new(&shown),
+                        "the mapping was released (its engine is gone)",
+                    ));
+                }
                 let (h, _) = open_mapping(resolved, FILE_MAP_READ | FILE_MAP_WRITE)?;
                 let (view, base, mapped) =
                     map_view(h, FILE_MAP_READ | FILE_MAP_WRITE, view_start, len, &shown)?;
-                Ok((View::Named { _view: view }, base, mapped))
+                let gate = gate(view, &ours.name, true);
+                Ok((View::Named { gate }, base, mapped))
             }
             Self::File { identity, .. } => {
                 let Some(path) = location.file_path() else {
@@ -482,4 +570,8 @@ pub(super) fn rename(from: &Path, to: &Path, replace: bool) -> Result<(), OpenEr
         return Err(OpenError::from_io(to, e));
     }
     Ok(())
+}
+
+pub(super) fn view_gate(view: &View) -> Option<Arc<Gate>> {
+    view.gate()
 }
