@@ -330,6 +330,7 @@ fn watch_until(
 
 #[test]
 fn an_engine_restarted_under_the_same_name_while_watched_can_create_it_and_is_followed() {
+    // `watch` and `traffic --follow` both hold views of the first engine's mapping.
     let name = unique_name("win-restart");
     let mut first = Engine::start_named(&name);
     json_when_ready(&["dump", "--shm", &name, "--json"]);
@@ -340,6 +341,22 @@ fn an_engine_restarted_under_the_same_name_while_watched_can_create_it_and_is_fo
         .spawn()
         .unwrap();
     let lines = line_channel(watch.stdout.take().unwrap());
+    let mut traffic = inspector()
+        .args(["traffic", "--shm", &name, "--follow", "--ring", "cmd"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let traffic_lines = line_channel(traffic.stdout.take().unwrap());
+    // A client's commands show that traffic is attached.
+    let client = inspector()
+        .args(["sim", "client", "--shm", &name, "--steps", "100"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    next_line(&traffic_lines, "a command in traffic");
+    assert!(wait_with_deadline(client).status.success());
     let first_pid = first.child.id();
     watch_until(&lines, "the first engine", |v| {
         v["state"] == "attached" && v["server_pid"] == first_pid
@@ -349,6 +366,11 @@ fn an_engine_restarted_under_the_same_name_while_watched_can_create_it_and_is_fo
     first.child.wait().unwrap();
     let gone = watch_until(&lines, "engine_gone", |v| v["state"] == "engine_gone");
     assert_eq!(gone["server_pid"], first_pid, "{gone}");
+    // `traffic --follow` lets go of the mapping too, and says why it ended.
+    let out = wait_with_deadline(traffic);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("is gone"), "{err}");
 
     // The watcher closed its views: the name died with the engine, so a new engine
     // can create it.

@@ -76,6 +76,39 @@ fn line(e: &TrafficEvent, start_ns: u64) -> Option<String> {
     })
 }
 
+/// A named mapping (Windows) lives while any process maps it: once its engine is dead,
+/// `traffic` closes its views and ends, so that a restarted engine can create the name.
+struct EngineCheck {
+    processes: crate::procinfo::Processes,
+    next: Instant,
+}
+
+impl EngineCheck {
+    fn new() -> Self {
+        Self {
+            processes: crate::procinfo::Processes::new(),
+            next: Instant::now(),
+        }
+    }
+
+    /// Once a second: the dead engine's pid after releasing its mapping, if it died.
+    fn released_after_death(&mut self, a: &crate::attach::Attached) -> Option<u32> {
+        let crate::segment::Location::Named(name) = a.segment.location() else {
+            return None;
+        };
+        if Instant::now() < self.next {
+            return None;
+        }
+        self.next = Instant::now() + Duration::from_secs(1);
+        let pid = a.segment.load_u32(a.geometry.counters.server_pid)?;
+        if pid == 0 || self.processes.is_alive(pid) {
+            return None;
+        }
+        crate::segment::release_named(name);
+        Some(pid)
+    }
+}
+
 pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
     let stop = stop_flag();
     // An observer: it runs in the time the engine and trainer leave over.
@@ -93,6 +126,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let mut printed = 0u64;
     let mut events = Vec::new();
     let mut pace = FollowPace::default();
+    let mut engine = EngineCheck::new();
     'outer: loop {
         events.clear();
         traffic.poll(&a.segment, monotonic_now_ns(), 4096, &mut events);
@@ -120,6 +154,12 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             break;
         }
         if !o.follow && !had_events && traffic.caught_up(&a.segment) {
+            break;
+        }
+        if let Some(pid) = engine.released_after_death(&a) {
+            eprintln!(
+                "traffic: the engine (pid {pid}) is gone; its mapping was closed so that a restarted engine can create the name again"
+            );
             break;
         }
         // Often enough not to be lapped, without waking a busy machine when idle.
