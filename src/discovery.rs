@@ -1,8 +1,9 @@
 //! Finding LRBC segments on the machine. Linux: every file in `/dev/shm` whose first
 //! bytes are the LRBC magic, and the shared-memory files a process maps. Windows: the
-//! named mappings under the default names of every running process
-//! (`LuckyEngine_<pid>`, `luckyengine_<pid>`) and `LUCKY_SHM_NAME`, kept when their
-//! first bytes are the LRBC magic.
+//! named mappings of the session's namespace (or, where it cannot be listed, those
+//! under the default names of every running process, `LuckyEngine_<pid>` and
+//! `luckyengine_<pid>`) and `LUCKY_SHM_NAME`, kept when their first bytes are the LRBC
+//! magic.
 
 use std::path::{Path, PathBuf};
 
@@ -67,15 +68,22 @@ pub fn default_names(pid: u32) -> [String; 2] {
     [format!("LuckyEngine_{pid}"), format!("luckyengine_{pid}")]
 }
 
-/// The named mappings (Windows) under the default names of every running process and
-/// under `LUCKY_SHM_NAME`.
+/// The named mappings (Windows) of this session whose first bytes are LRBC: every
+/// "Section" object of the session's namespace, or, where that cannot be read, the
+/// default names of every running process; and `LUCKY_SHM_NAME`.
 fn list_named() -> Vec<ListEntry> {
     let mut processes = Processes::new();
     processes.refresh_all();
-    let mut names: Vec<String> = processes
-        .pids()
+    let sections = crate::platform::named_sections().filter(|s| !s.is_empty());
+    let candidates = sections.unwrap_or_else(|| {
+        processes
+            .pids()
+            .into_iter()
+            .flat_map(default_names)
+            .collect()
+    });
+    let mut names: Vec<String> = candidates
         .into_iter()
-        .flat_map(default_names)
         .chain(std::env::var("LUCKY_SHM_NAME").ok())
         .collect();
     names.sort();

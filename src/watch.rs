@@ -120,23 +120,34 @@ impl<C: Clock> Watcher<C> {
     /// Tries to map the name again; on success the watcher follows the new segment.
     fn try_reattach(&mut self, now: u64) -> Result<String, String> {
         match self.attached.reopen() {
-            Ok(new) => {
-                let note = format!(
-                    "re-attached to the new segment ({}, {} bytes, {} envs, server pid {})",
-                    new.geometry.layout,
-                    new.geometry.size_bytes,
-                    new.geometry.num_envs,
-                    new.geometry.server_pid()
-                );
-                self.attached = new;
-                self.reattach_count += 1;
-                self.released = false;
-                self.previous = Some(self.sample(now));
-                self.last_frame_change_ns = now;
-                Ok(note)
-            }
+            Ok(new) => Ok(self.accept(new, now)),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// The segment under the name now, if a live engine serves it (else it is closed
+    /// again at once).
+    fn live_replacement(&mut self) -> Option<Attached> {
+        let new = self.attached.reopen().ok()?;
+        let pid = new.segment.load_u32(new.geometry.counters.server_pid)?;
+        (pid != 0 && self.processes.is_alive(pid)).then_some(new)
+    }
+
+    /// Follows `new` from now on; returns the note that says so.
+    fn accept(&mut self, new: Attached, now: u64) -> String {
+        let note = format!(
+            "re-attached to the new segment ({}, {} bytes, {} envs, server pid {})",
+            new.geometry.layout,
+            new.geometry.size_bytes,
+            new.geometry.num_envs,
+            new.geometry.server_pid()
+        );
+        self.attached = new;
+        self.reattach_count += 1;
+        self.released = false;
+        self.previous = Some(self.sample(now));
+        self.last_frame_change_ns = now;
+        note
     }
 
     /// A named mapping (Windows) lives while any process has a view of it, so once its
@@ -193,6 +204,16 @@ impl<C: Clock> Watcher<C> {
                         self.attached.segment.len()
                     )),
                 ),
+            },
+            // After a release, a mapping of that name may still be the dead engine's
+            // (another process, e.g. the trainer, keeps it alive): follow it only once
+            // a live engine serves it.
+            Health::Replaced if self.released => match self.live_replacement() {
+                Some(new) => {
+                    rates_valid = false;
+                    (Some(State::Replaced), Some(self.accept(new, now)))
+                }
+                None => (Some(State::EngineGone), None),
             },
             Health::Grown { .. } | Health::Replaced => match self.try_reattach(now) {
                 Ok(note) => {

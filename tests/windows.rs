@@ -334,6 +334,17 @@ fn an_engine_restarted_under_the_same_name_while_watched_can_create_it_and_is_fo
     let name = unique_name("win-restart");
     let mut first = Engine::start_named(&name);
     json_when_ready(&["dump", "--shm", &name, "--json"]);
+    // Not a default name: --pid and list find it by listing the session's mappings.
+    let by_pid = json_of(&["dump", "--pid", &first.child.id().to_string(), "--json"]);
+    assert_eq!(by_pid["header"]["server_pid"], first.child.id());
+    let list = json_of(&["list", "--json"]);
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == name.as_str()),
+        "{list}"
+    );
     let mut watch = inspector()
         .args(["watch", "--shm", &name, "--interval", "0.1", "--json"])
         .stdout(Stdio::piped())

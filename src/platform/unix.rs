@@ -217,3 +217,8 @@ pub fn threads_cpu_secs(pid: u32) -> Vec<(String, f64)> {
     }
     out
 }
+
+/// Named mappings exist only on Windows.
+pub fn named_sections() -> Option<Vec<String>> {
+    None
+}
