@@ -1,7 +1,5 @@
 //! The Unix (Linux) backend of `platform`.
 
-use std::io;
-
 use super::{CpuTimes, Signal};
 
 fn timespec_ns(clock: libc::clockid_t) -> u64 {
@@ -31,10 +29,15 @@ pub fn thread_cpu_ns() -> u64 {
 }
 
 /// Sets the calling thread's timer slack (how late the kernel may wake it from a sleep,
-/// 50 µs by default), so that short naps of pollers stay short.
+/// 50 µs by default), so that short naps of pollers stay short. Linux only.
 pub fn set_timer_slack_ns(slack_ns: u64) {
+    #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer and affects only this thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0) };
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0)
+    };
+    #[cfg(not(target_os = "linux"))]
+    let _ = slack_ns;
 }
 
 /// Sets an environment variable for this process and the libraries it loads. Only for
@@ -46,19 +49,39 @@ pub fn set_env_at_startup(key: &str, value: &str) {
 }
 
 /// The cores the calling thread may run on, captured once, so that it can be kept to
+/// every other one of them and let go again. Linux only (macOS has no affinity).
+#[cfg(not(target_os = "linux"))]
+#[derive(Clone, Copy, Debug)]
+pub struct CoreSet;
+
+#[cfg(not(target_os = "linux"))]
+impl CoreSet {
+    pub fn of_this_thread() -> Option<Self> {
+        None
+    }
+
+    pub fn keep_to(&self, _half: Option<usize>) -> bool {
+        false
+    }
+}
+
+/// The cores the calling thread may run on, captured once, so that it can be kept to
 /// every other one of them and let go again.
+#[cfg(target_os = "linux")]
 #[derive(Clone, Copy)]
 pub struct CoreSet {
     allowed: libc::cpu_set_t,
     count: usize,
 }
 
+#[cfg(target_os = "linux")]
 impl std::fmt::Debug for CoreSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "CoreSet({} cores)", self.count)
     }
 }
 
+#[cfg(target_os = "linux")]
 impl CoreSet {
     /// The calling thread's cores now (None where the kernel does not say).
     pub fn of_this_thread() -> Option<Self> {
@@ -100,6 +123,14 @@ impl CoreSet {
 /// Lowers the calling thread's scheduling priority (nice value), so that it runs in the
 /// time the engine and the trainer leave over and never delays them.
 pub fn lower_thread_priority(nice: i32) {
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+    #[cfg(target_os = "linux")]
+    lower_linux_thread(nice);
+}
+
+#[cfg(target_os = "linux")]
+fn lower_linux_thread(nice: i32) {
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     // SAFETY: setpriority on this thread's own id changes only this thread's nice value.
@@ -133,9 +164,15 @@ pub fn default_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// Where the kernel cannot end children with their parent (not Linux), children are
+/// ended by the tool on a clean exit only.
+#[cfg(not(target_os = "linux"))]
+pub fn terminate_with_parent(_command: &mut std::process::Command) {}
+
 /// Makes a child process receive SIGTERM when this process dies, however it dies, so
 /// that simulated engines started by `demo` or `sim bench` never outlive it (and their
 /// SIGTERM handling removes their segments).
+#[cfg(target_os = "linux")]
 pub fn terminate_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt as _;
     // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
@@ -143,7 +180,7 @@ pub fn terminate_with_parent(command: &mut std::process::Command) {
     unsafe {
         command.pre_exec(|| {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(io::Error::last_os_error());
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });

@@ -285,8 +285,22 @@ impl Backing {
     }
 }
 
+/// Moves `from` to `to` in one step, refusing to replace an existing file unless
+/// `replace` is set (elsewhere than Linux: a hard link, which fails on an existing
+/// name, then the removal of `from`).
+#[cfg(not(target_os = "linux"))]
+pub(super) fn rename(from: &Path, to: &Path, replace: bool) -> Result<(), OpenError> {
+    let moved = if replace {
+        std::fs::rename(from, to)
+    } else {
+        std::fs::hard_link(from, to).and_then(|()| std::fs::remove_file(from))
+    };
+    moved.map_err(|e| OpenError::from_io(to, e))
+}
+
 /// Moves `from` to `to` in one step (`renameat2`), refusing to replace an existing file
 /// unless `replace` is set.
+#[cfg(target_os = "linux")]
 pub(super) fn rename(from: &Path, to: &Path, replace: bool) -> Result<(), OpenError> {
     use std::os::unix::ffi::OsStrExt as _;
     let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
