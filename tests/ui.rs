@@ -371,6 +371,10 @@ fn quick_save_writes_the_selected_env_image_as_png() {
 }
 
 #[test]
+// Unix: the in-process engine's segment is unlinked and replaced under its name. On
+// Windows the window's own views keep a named mapping alive while its engine (here this
+// very process) lives; tests/windows.rs covers an engine's death across processes.
+#[cfg(unix)]
 fn engine_death_and_replacement_never_freeze_the_window() {
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
     let name = sim.name.clone();

@@ -720,7 +720,7 @@ impl InspectorApp {
                     if st.frames_skipped > 0 {
                         let busy = if d.yielding { " (machine busy)" } else { "" };
                         ui.label(format!("skipped {}{busy}", st.frames_skipped))
-                            .on_hover_text("frames let pass on purpose while the machine had no spare CPU, so as not to slow the run (Settings → Sampler on a busy machine)");
+                            .on_hover_text("frames let pass on purpose while the machine had no spare CPU, so as not to slow the run (Settings: 'Sampler on a busy machine')");
                     }
                     drop(d);
                     let lost: u64 = s

@@ -159,7 +159,7 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData, cache: &mut Counters
     if d.yielding {
         ui.label(
             "the machine has no spare CPU: the sampler keeps within its budget and skips frames \
-             (Settings → Sampler on a busy machine; 0 follows every frame)",
+             (Settings: 'Sampler on a busy machine'; 0 follows every frame)",
         );
     }
     ui.separator();
