@@ -68,8 +68,10 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         ],
         Stdio::null(),
     )?;
-    let display =
-        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    // Windows and macOS always have one; X11 and Wayland say where theirs is.
+    let display = !cfg!(target_os = "linux")
+        || std::env::var_os("DISPLAY").is_some()
+        || std::env::var_os("WAYLAND_DISPLAY").is_some();
     eprintln!(
         "demo: engine pid {}, client pid {} at {} Hz, segment {name}; Ctrl-C stops all three",
         engine.pid(),
