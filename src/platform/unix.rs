@@ -215,7 +215,8 @@ pub fn available_memory_bytes() -> Option<u64> {
         .nth(1)?
         .parse::<u64>()
         .ok()?;
-    Some(kib * 1024)
+    // 0 is not a reading: a machine running this has memory to give.
+    Some(kib * 1024).filter(|&b| b > 0)
 }
 
 /// Resident memory of a process, KiB (`VmRSS` of `/proc/<pid>/status`).

@@ -221,13 +221,15 @@ pub fn cpu_times() -> Option<CpuTimes> {
     })
 }
 
-/// Physical memory the machine can still give, bytes.
+/// Physical memory the machine can still give, bytes; None where it is not known (a
+/// reading of 0, which Wine gives at times, is not a reading).
 pub fn available_memory_bytes() -> Option<u64> {
     // SAFETY: MEMORYSTATUSEX is plain data; zeroes are valid.
     let mut m: MEMORYSTATUSEX = unsafe { std::mem::zeroed() };
     m.dwLength = size_of::<MEMORYSTATUSEX>() as u32;
     // SAFETY: `m` is a valid MEMORYSTATUSEX with its length set.
-    (unsafe { GlobalMemoryStatusEx(&mut m) } != 0).then_some(m.ullAvailPhys)
+    let ok = unsafe { GlobalMemoryStatusEx(&mut m) } != 0;
+    Some(m.ullAvailPhys).filter(|&b| ok && b > 0)
 }
 
 fn with_process<T>(pid: u32, f: impl FnOnce(HANDLE) -> Option<T>) -> Option<T> {
