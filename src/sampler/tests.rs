@@ -2,6 +2,8 @@ use super::*;
 use crate::clock::MonotonicClock;
 use crate::layout::plan::PlanLayout;
 use crate::testutil::{TestSegment, spec};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 use std::time::Instant;
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
@@ -12,9 +14,9 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// A sampler on `seg`, the machine's load read from /proc/stat.
+/// A sampler on `seg`, on a machine whose cores are idle (whatever the host's load).
 fn start_sampler(seg: &TestSegment, settings: SamplerSettings) -> Sampler {
-    start_sampler_with_load(seg, settings, budget::read_cpu_times)
+    start_sampler_with_load(seg, settings, idle_machine)
 }
 
 /// A sampler on `seg`, the machine's load read by `load`.
@@ -32,15 +34,6 @@ fn start_sampler_with_load(
         load,
     )
     .unwrap()
-}
-
-#[test]
-fn the_ring_keeps_the_newest_entries() {
-    let mut r = Ring::new(3);
-    for i in 0..5 {
-        r.push(i);
-    }
-    assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![2, 3, 4]);
 }
 
 #[test]
@@ -118,10 +111,90 @@ fn publish_frame(seg: &TestSegment, frame: u64) {
     seg.rw.store_u64(32, frame);
 }
 
+/// A sampler whose spotter and auxiliary threads run, and whose frame thread is driven
+/// by the test: it looks at `frame_seq` only when the test says so.
+struct DrivenFrames {
+    frames: FrameWorker,
+    data: Arc<Mutex<SamplerData>>,
+    settings: SamplerSettings,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl DrivenFrames {
+    fn start(seg: &TestSegment, settings: SamplerSettings) -> Self {
+        let parts = Parts::new(
+            seg.attach(),
+            settings.clone(),
+            MonotonicClock,
+            Box::new(|| {}),
+            60.0,
+            idle_machine,
+        )
+        .unwrap();
+        let Parts {
+            data,
+            stop,
+            frames,
+            spotter,
+            aux,
+            ..
+        } = parts;
+        let threads = vec![
+            spawn("lrbc-spotter", move || spotter.run()).unwrap(),
+            spawn("lrbc-sampler-aux", move || aux.run()).unwrap(),
+        ];
+        Self {
+            frames,
+            data,
+            settings,
+            stop,
+            threads,
+        }
+    }
+
+    /// Takes what the spotter handed over, as the frame thread does before each look.
+    fn take_handed_over(&mut self) {
+        self.frames.take_handed_over(false);
+        self.frames.flush(&self.settings, true);
+    }
+
+    /// One look at `frame_seq`, without taking the handed-over copies first (as when the
+    /// spotter hands one over just after the frame thread checked).
+    fn look(&mut self) {
+        let now = crate::segment::monotonic_now_ns();
+        let f = self.frames.frame_seq();
+        let mut pace = pace::FramePace::new(now);
+        self.frames.look(now, f, &self.settings, &mut pace);
+        self.frames.flush(&self.settings, true);
+    }
+
+    fn handed_over(&self, frame: u64) -> bool {
+        lock(&self.frames.handover.copies)
+            .iter()
+            .any(|c| c.frame_seq == frame)
+    }
+
+    fn stats(&self) -> SamplerStats {
+        lock(&self.data).stats
+    }
+
+    fn stop(&mut self) -> MutexGuard<'_, SamplerData> {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            t.thread().unpark();
+            t.join().unwrap();
+        }
+        lock(&self.data)
+    }
+}
+
 #[test]
 fn frames_the_frame_thread_does_not_look_at_are_taken_by_the_spotter() {
     let seg = TestSegment::create("spotter", &spec(PlanLayout::Lrbc { ext: true }, 2));
-    let mut sampler = start_sampler(
+    // The frame thread never looks at frame_seq itself (as when it is not scheduled):
+    // it only takes what the spotter hands over.
+    let mut sampler = DrivenFrames::start(
         &seg,
         SamplerSettings {
             watched_envs: vec![1],
@@ -129,16 +202,14 @@ fn frames_the_frame_thread_does_not_look_at_are_taken_by_the_spotter() {
             ..SamplerSettings::default()
         },
     );
-    // The frame thread stops looking at frame_seq (as when it is not scheduled).
-    sampler.handover.blind.store(true, Ordering::Relaxed);
     for frame in 1..=50u64 {
         publish_frame(&seg, frame);
         wait_until(&format!("frame {frame} ({:?})", sampler.stats()), || {
+            sampler.take_handed_over();
             sampler.stats().frames_seen >= frame
         });
     }
-    sampler.stop();
-    let d = sampler.lock();
+    let d = sampler.stop();
     assert_eq!(d.stats.frames_seen, 50);
     assert_eq!(d.stats.frames_sampled, 50, "{:?}", d.stats);
     assert_eq!(d.stats.frames_missed, 0);
@@ -155,29 +226,22 @@ fn frames_the_frame_thread_does_not_look_at_are_taken_by_the_spotter() {
 #[test]
 fn a_frame_handed_over_just_after_the_frame_thread_checked_is_not_counted_missed() {
     let seg = TestSegment::create("late", &spec(PlanLayout::Lrbc { ext: true }, 2));
-    let mut sampler = start_sampler(
+    let mut sampler = DrivenFrames::start(
         &seg,
         SamplerSettings {
             busy_budget_percent: None,
             ..SamplerSettings::default()
         },
     );
-    // The frame thread looks away, and takes no copy before it looks at frame_seq.
-    sampler.handover.late.store(true, Ordering::Relaxed);
-    sampler.handover.blind.store(true, Ordering::Relaxed);
     publish_frame(&seg, 1);
     wait_until("the spotter to hand frame 1 over", || {
-        lock(&sampler.handover.copies)
-            .iter()
-            .any(|c| c.frame_seq == 1)
+        sampler.handed_over(1)
     });
-    // Frame 2 comes before the frame thread looks again: it sees two new frames, one of
-    // them waiting in the handover.
+    // Frame 2 comes before the frame thread looks: it sees two new frames, one of them
+    // waiting in the handover.
     publish_frame(&seg, 2);
-    sampler.handover.blind.store(false, Ordering::Relaxed);
-    wait_until("both frames", || sampler.stats().frames_seen >= 2);
-    sampler.stop();
-    let d = sampler.lock();
+    sampler.look();
+    let d = sampler.stop();
     assert_eq!(d.stats.frames_seen, 2, "{:?}", d.stats);
     assert_eq!(d.stats.frames_missed, 0, "{:?}", d.stats);
     assert_eq!(d.stats.frames_sampled, 2, "{:?}", d.stats);
@@ -420,119 +484,4 @@ fn an_image_region_over_its_budget_is_not_copied_and_the_window_says_why() {
         "{note}"
     );
     assert_eq!(d.memory().1, 0);
-}
-
-#[test]
-fn rings_smaller_than_their_first_allocation_work() {
-    for capacity in [1, 2, 63, 64, 65] {
-        let mut r: Ring<u64> = Ring::new(capacity);
-        for i in 0..200 {
-            r.push(i);
-        }
-        assert_eq!(r.len(), capacity);
-        assert_eq!(r.back(), Some(&199));
-        assert!(r.heap_bytes() <= crate::memory::heap(capacity.max(64) * 8));
-    }
-}
-
-#[test]
-fn a_full_ring_holds_exactly_its_capacity_and_gives_back_what_a_smaller_one_frees() {
-    let mut r: Ring<u64> = Ring::new(1_000);
-    for i in 0..10_000 {
-        r.push(i);
-    }
-    assert_eq!(r.len(), 1_000);
-    assert_eq!(r.heap_bytes(), crate::memory::heap(1_000 * 8));
-    r.set_capacity(100);
-    assert_eq!(
-        r.iter().copied().collect::<Vec<_>>(),
-        (9_900..10_000).collect::<Vec<_>>()
-    );
-    assert!(r.heap_bytes() <= crate::memory::heap(100 * 8));
-}
-
-#[test]
-fn histories_are_sized_to_their_bytes_or_to_the_frames_asked_for() {
-    let per_frame = size_of::<FrameAgg>() + 4 * size_of::<EnvPoint>();
-    let per_row = size_of::<EnvDetail>() + crate::memory::heap(112 * 4);
-    // The default budget holds train4096's (112 values per env, four envs watched)
-    // three minutes of overview at 1 kHz, and rows for the rest of the budget.
-    let s = SamplerSettings::default();
-    let (frames, detail) = history_capacities(&s, 4, 112);
-    assert_eq!(frames, s.history_frames);
-    assert!(detail > 10_000 && detail <= s.detail_frames, "{detail}");
-    assert!(frames * per_frame + 4 * detail * per_row <= s.history_bytes);
-    // A small segment gets all it asks for.
-    assert_eq!(
-        history_capacities(&s, 4, 6),
-        (s.history_frames, s.detail_frames)
-    );
-    // A tight budget: the overview takes at most half, the rows the rest.
-    let tight = SamplerSettings {
-        history_bytes: 4 << 20,
-        ..SamplerSettings::default()
-    };
-    let (frames, detail) = history_capacities(&tight, 4, 112);
-    assert!(frames < tight.history_frames && detail < tight.detail_frames);
-    assert!(frames * per_frame <= tight.history_bytes / 2);
-    let used = frames * per_frame + 4 * detail * per_row;
-    assert!(used <= tight.history_bytes);
-    assert!(
-        used + 4 * per_row > tight.history_bytes,
-        "{frames} {detail}"
-    );
-    // No env watched: the overview takes it all.
-    assert_eq!(
-        history_capacities(&tight, 0, 112).0,
-        tight.history_bytes / size_of::<FrameAgg>()
-    );
-}
-
-proptest::proptest! {
-    #[test]
-    fn reward_stats_match_a_plain_loop(
-        values in proptest::collection::vec(
-            proptest::prop_oneof![
-                8 => -1e6f32..1e6f32,
-                1 => proptest::prop_oneof![
-                    proptest::strategy::Just(f32::NAN),
-                    proptest::strategy::Just(f32::INFINITY),
-                    proptest::strategy::Just(f32::NEG_INFINITY),
-                ],
-            ],
-            0..2_000,
-        )
-    ) {
-        let s = reward_stats(&values);
-        let finite: Vec<f32> = values.iter().copied().filter(|v| v.is_finite()).collect();
-        proptest::prop_assert_eq!(s.finite, finite.len());
-        proptest::prop_assert_eq!(s.min, finite.iter().copied().fold(f32::INFINITY, f32::min));
-        proptest::prop_assert_eq!(s.max, finite.iter().copied().fold(f32::NEG_INFINITY, f32::max));
-        let plain: f64 = finite.iter().map(|&v| f64::from(v)).sum();
-        proptest::prop_assert!((s.sum - plain).abs() <= 1e-6 * (1.0 + plain.abs()), "{} vs {}", s.sum, plain);
-    }
-
-    #[test]
-    fn nonzero_bytes_are_counted_as_a_plain_loop_does(
-        bytes in proptest::collection::vec(proptest::prop_oneof![3 => proptest::strategy::Just(0u8), 1 => 0u8..=255], 0..40_000)
-    ) {
-        let plain = bytes.iter().filter(|&&b| b != 0).count() as u32;
-        proptest::prop_assert_eq!(count_nonzero(&bytes), plain);
-    }
-
-    #[test]
-    fn percentiles_are_the_nearest_ranks_of_the_sorted_values(
-        values in proptest::collection::vec(-1e3f32..1e3f32, 0..600)
-    ) {
-        let mut sorted = values.clone();
-        sorted.sort_by(f32::total_cmp);
-        let rank = |p: f32| sorted[(((sorted.len() - 1) as f32 * p).round() as usize).min(sorted.len() - 1)];
-        let mut work = values.clone();
-        let got = percentiles(&mut work);
-        if sorted.is_empty() {
-            proptest::prop_assert!(got.0.is_nan() && got.1.is_nan() && got.2.is_nan());
-        } else {
-            proptest::prop_assert_eq!(got, (rank(0.1), rank(0.5), rank(0.9)));
-        }
-    }
 }

@@ -1,0 +1,261 @@
+//! The frame accounting: every frame the engine publishes while the sampler is attached
+//! is counted once as seen and once as sampled, missed, torn or skipped. A pure state
+//! machine: the frame thread tells it what it saw and what it took; the tests replay
+//! interleavings with it, without threads.
+
+/// How far `newer` is ahead of `older` in frames, when it is (a frame_seq that went back
+/// is a new run, not 2^64 frames).
+pub(super) fn frames_ahead(newer: u64, older: u64) -> Option<u64> {
+    let delta = newer.wrapping_sub(older);
+    (delta > 0 && delta < 1 << 40).then_some(delta)
+}
+
+/// Frames counted since the counts were last taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct FrameCounts {
+    /// Frames the engine published.
+    pub seen: u64,
+    /// Frames with a consistent copy kept.
+    pub sampled: u64,
+    /// Frames that passed between two looks.
+    pub missed: u64,
+    /// Frames whose copy was torn.
+    pub torn: u64,
+    /// Frames let pass on purpose while holding off on a busy machine.
+    pub skipped: u64,
+}
+
+/// The accounting of one attachment's frames. Invariant: `seen = sampled + missed +
+/// torn + skipped` over the counts taken so far plus those pending, and every frame
+/// between the `frame_seq` at attach and `last_frame` has been counted exactly once.
+#[derive(Debug)]
+pub(super) struct FrameAccounting {
+    /// The newest frame taken, let pass or handed over.
+    last_frame: u64,
+    /// The thread held off (yielding to a busy machine) since it last took a frame: the
+    /// frames that pass meanwhile are skipped on purpose, not missed.
+    held: bool,
+    counts: FrameCounts,
+}
+
+impl FrameAccounting {
+    /// Counting starts after `frame_seq` (the frame at attach is not counted).
+    pub fn new(frame_seq: u64) -> Self {
+        Self {
+            last_frame: frame_seq,
+            held: false,
+            counts: FrameCounts::default(),
+        }
+    }
+
+    pub fn last_frame(&self) -> u64 {
+        self.last_frame
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.held
+    }
+
+    /// The thread held off before its next look.
+    pub fn hold(&mut self) {
+        self.held = true;
+    }
+
+    /// How many new frames `frame_seq == f` means, if any (none for a new run).
+    pub fn ahead(&self, f: u64) -> Option<u64> {
+        frames_ahead(f, self.last_frame)
+    }
+
+    /// Follows `f` without counting anything: a new run (frame_seq went back) or a new
+    /// segment.
+    pub fn restart_at(&mut self, f: u64) {
+        self.last_frame = f;
+        self.counts = FrameCounts::default();
+    }
+
+    /// `frame_seq` read `f` and a copy was taken: the frames before `f` passed, and the
+    /// copy was `consistent` or torn. Nothing is counted when `f` is not ahead.
+    pub fn copied(&mut self, f: u64, consistent: bool) {
+        let Some(delta) = self.ahead(f) else {
+            return;
+        };
+        self.pass(delta);
+        if consistent {
+            self.counts.sampled += 1;
+        } else {
+            self.counts.torn += 1;
+        }
+        self.held = false;
+        self.last_frame = f;
+    }
+
+    /// `frame_seq` read `f` after holding off, and the engine was already writing the
+    /// next frame: the new frames are let pass (skipped) rather than copied torn.
+    pub fn skipped_to(&mut self, f: u64) {
+        let Some(delta) = self.ahead(f) else {
+            return;
+        };
+        self.counts.seen += delta;
+        self.counts.skipped += delta;
+        self.last_frame = f;
+    }
+
+    /// Another thread handed over a consistent copy of frame `f`. Returns how many new
+    /// frames it accounts for, or None (and counts nothing) for a frame already past.
+    pub fn handed_over(&mut self, f: u64) -> Option<u64> {
+        let delta = self.ahead(f)?;
+        self.pass(delta);
+        self.counts.sampled += 1;
+        self.held = false;
+        self.last_frame = f;
+        Some(delta)
+    }
+
+    /// The counts since the last call.
+    pub fn take(&mut self) -> FrameCounts {
+        std::mem::take(&mut self.counts)
+    }
+
+    /// Forgets the counts not yet taken (they belong to a segment that was replaced).
+    pub fn discard(&mut self) {
+        self.counts = FrameCounts::default();
+    }
+
+    /// `delta` new frames, the last of which is being taken: the ones before it passed
+    /// unseen, skipped while holding off on purpose, else missed.
+    fn pass(&mut self, delta: u64) {
+        self.counts.seen += delta;
+        if self.held {
+            self.counts.skipped += delta - 1;
+        } else {
+            self.counts.missed += delta - 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn balanced(c: FrameCounts) -> bool {
+        c.seen == c.sampled + c.missed + c.torn + c.skipped
+    }
+
+    #[test]
+    fn a_frame_copied_on_every_look_is_sampled_and_nothing_is_missed() {
+        let mut a = FrameAccounting::new(10);
+        for f in 11..=20 {
+            assert_eq!(a.ahead(f), Some(1));
+            a.copied(f, true);
+        }
+        let c = a.take();
+        assert_eq!((c.seen, c.sampled, c.missed), (10, 10, 0));
+        assert_eq!(a.take(), FrameCounts::default(), "taken once");
+    }
+
+    #[test]
+    fn frames_between_two_looks_are_missed_and_a_torn_copy_is_counted_torn() {
+        let mut a = FrameAccounting::new(0);
+        a.copied(10, false);
+        let c = a.take();
+        assert_eq!((c.seen, c.missed, c.torn, c.sampled), (10, 9, 1, 0));
+        assert!(balanced(c));
+    }
+
+    #[test]
+    fn frames_that_pass_while_holding_off_are_skipped_not_missed() {
+        let mut a = FrameAccounting::new(0);
+        a.hold();
+        a.copied(5, true);
+        assert!(!a.is_held(), "a copy ends the holding off");
+        a.copied(7, true);
+        let c = a.take();
+        assert_eq!((c.seen, c.skipped, c.missed, c.sampled), (7, 4, 1, 2));
+        assert!(balanced(c));
+    }
+
+    #[test]
+    fn frames_let_pass_after_holding_off_are_all_skipped_and_the_hold_goes_on() {
+        let mut a = FrameAccounting::new(3);
+        a.hold();
+        a.skipped_to(6);
+        assert!(a.is_held());
+        assert_eq!(a.last_frame(), 6);
+        let c = a.take();
+        assert_eq!((c.seen, c.skipped), (3, 3));
+        assert!(balanced(c));
+    }
+
+    #[test]
+    fn a_copy_handed_over_before_the_look_that_sees_two_frames_leaves_none_missed() {
+        // The spotter copied frame 1; the frame thread then sees frame_seq at 2. It
+        // takes the handed-over copy first, then copies frame 2 itself.
+        let mut a = FrameAccounting::new(0);
+        assert_eq!(a.ahead(2), Some(2));
+        assert_eq!(a.handed_over(1), Some(1));
+        a.copied(2, true);
+        let c = a.take();
+        assert_eq!((c.seen, c.sampled, c.missed), (2, 2, 0));
+    }
+
+    #[test]
+    fn a_copy_handed_over_for_a_frame_already_past_counts_nothing() {
+        let mut a = FrameAccounting::new(0);
+        a.copied(4, true);
+        assert_eq!(a.handed_over(3), None);
+        assert_eq!(a.handed_over(4), None);
+        let c = a.take();
+        assert_eq!((c.seen, c.sampled, c.missed), (4, 1, 3));
+    }
+
+    #[test]
+    fn a_frame_seq_that_goes_back_is_a_new_run_and_counts_nothing() {
+        let mut a = FrameAccounting::new(1_000);
+        assert_eq!(a.ahead(5), None);
+        a.copied(5, true);
+        a.skipped_to(5);
+        assert_eq!(a.take(), FrameCounts::default());
+        a.restart_at(5);
+        a.copied(6, true);
+        assert_eq!(a.take().sampled, 1);
+    }
+
+    #[test]
+    fn discarded_counts_are_gone_and_counting_goes_on_from_the_last_frame() {
+        let mut a = FrameAccounting::new(0);
+        a.copied(3, true);
+        a.discard();
+        assert_eq!(a.take(), FrameCounts::default());
+        a.copied(4, true);
+        assert_eq!(a.take().seen, 1);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_frame_is_counted_once_whatever_the_interleaving(
+            steps in proptest::collection::vec((0u8..5, 1u64..6), 1..200)
+        ) {
+            let mut a = FrameAccounting::new(0);
+            let mut total = FrameCounts::default();
+            let mut f = 0u64;
+            for (what, step) in steps {
+                f += step;
+                match what {
+                    0 => a.copied(f, true),
+                    1 => a.copied(f, false),
+                    2 => { a.hold(); a.skipped_to(f) }
+                    3 => { a.handed_over(f); }
+                    _ => a.hold(),
+                }
+                let c = a.take();
+                total.seen += c.seen;
+                total.sampled += c.sampled;
+                total.missed += c.missed;
+                total.torn += c.torn;
+                total.skipped += c.skipped;
+            }
+            proptest::prop_assert!(balanced(total));
+            proptest::prop_assert_eq!(total.seen, a.last_frame());
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! What the sampler shares with its readers, and the settings they give it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::history::Ring;
+use crate::attach::Attached;
+use crate::layout::Geometry;
+use crate::snapshot::HotData;
+use crate::watch::Report;
+
+/// The frame thread's share of one core on a busy machine, by default (percent).
+pub const DEFAULT_BUSY_BUDGET_PERCENT: f32 = 1.0;
+
+/// `done` in [`EnvPoint::flags`].
+pub const FLAG_DONE: u8 = 1;
+/// `truncated` in [`EnvPoint::flags`].
+pub const FLAG_TRUNCATED: u8 = 2;
+/// The client asked for a reset before this frame.
+pub const FLAG_RESET: u8 = 4;
+
+/// What the sampler keeps of each frame for the all-env overview.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FrameAgg {
+    pub frame_seq: u64,
+    /// When it was sampled (the sampler's clock).
+    pub t_ns: u64,
+    pub reward_min: f32,
+    pub reward_p10: f32,
+    pub reward_p50: f32,
+    pub reward_mean: f32,
+    pub reward_p90: f32,
+    pub reward_max: f32,
+    pub dones: u32,
+    pub truncateds: u32,
+    pub resets: u32,
+    pub nan_rewards: u32,
+    /// `frame_time_ns − action_time_ns` of this frame, when the extension gives both.
+    pub step_latency_ns: Option<u64>,
+}
+
+/// One watched env at one frame.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EnvPoint {
+    pub frame_seq: u64,
+    pub t_ns: u64,
+    pub reward: f32,
+    pub flags: u8,
+}
+
+/// Observations then actions of one watched env at one frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnvDetail {
+    pub frame_seq: u64,
+    pub t_ns: u64,
+    pub values: Box<[f32]>,
+}
+
+/// The history of one watched env.
+#[derive(Clone, Debug)]
+pub struct EnvHistory {
+    pub points: Ring<EnvPoint>,
+    pub detail: Ring<EnvDetail>,
+}
+
+/// Which channel a value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    Obs(u32),
+    Act(u32),
+    Reward,
+}
+
+/// A value that should not be there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BadValue {
+    pub env: u32,
+    pub channel: Channel,
+    pub value: f32,
+    pub frame_seq: u64,
+}
+
+/// The last scan of every env's values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scan {
+    pub frame_seq: u64,
+    pub scans: u64,
+    pub nan: u64,
+    pub inf: u64,
+    pub out_of_range: u64,
+    /// Envs with at least one problem in the last scan.
+    pub envs_affected: u32,
+    /// The first problems found in the last scan (at most 16).
+    pub examples: Vec<BadValue>,
+}
+
+/// A camera frame: every env's image, copied whole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageFrame {
+    pub image_seq: u64,
+    pub frame_seq: u64,
+    pub width: u32,
+    pub height: u32,
+    pub channels: u32,
+    pub num_envs: u32,
+    pub pixels: Arc<Vec<u8>>,
+    pub captured_ns: u64,
+    pub consistent: bool,
+}
+
+/// The live words of the header, loaded atomically.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub frame_seq: u64,
+    pub action_seq: u64,
+    pub write_seq: Option<u64>,
+    pub image_seq: Option<u64>,
+    pub frame_time_ns: Option<u64>,
+    pub action_time_ns: Option<u64>,
+    pub service_flags: Option<u32>,
+    pub server_pid: u32,
+    pub client_pid: u32,
+    pub read_ns: u64,
+}
+
+/// Cumulative since attach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SamplerStats {
+    /// Frames the engine produced while the sampler was attached.
+    pub frames_seen: u64,
+    /// Frames with a consistent snapshot kept.
+    pub frames_sampled: u64,
+    /// Frames that passed between two looks.
+    pub frames_missed: u64,
+    /// Frames whose every copy was torn (discarded).
+    pub frames_torn: u64,
+    /// Frames let pass on purpose while the machine was busy (see
+    /// [`SamplerSettings::busy_budget_percent`]).
+    pub frames_skipped: u64,
+    pub images_captured: u64,
+    pub images_torn: u64,
+}
+
+/// What the sampler shares with its readers.
+#[derive(Debug)]
+pub struct SamplerData {
+    pub geometry: Arc<Geometry>,
+    /// Bumped when the sampler re-attaches to a replaced segment.
+    pub generation: u64,
+    pub label: String,
+    pub report: Option<Report>,
+    pub stats: SamplerStats,
+    pub counters: Counters,
+    pub frames: Ring<FrameAgg>,
+    pub envs: BTreeMap<u32, EnvHistory>,
+    /// The last consistent snapshot of all envs.
+    pub latest: Option<(u64, HotData)>,
+    pub scan: Scan,
+    pub image: Option<ImageFrame>,
+    /// Image frames per second, from `image_seq`.
+    pub image_fps: f32,
+    /// The machine is busy and the frame thread keeps within its budget.
+    pub yielding: bool,
+    /// Why camera images are not copied, when they are not.
+    pub image_note: Option<String>,
+}
+
+impl SamplerData {
+    /// The data of a sampler just attached: empty histories sized by `settings`.
+    pub(super) fn new(attached: &Attached, settings: &SamplerSettings) -> Self {
+        Self {
+            geometry: Arc::new(attached.geometry.clone()),
+            generation: 0,
+            label: attached.label(),
+            report: None,
+            stats: SamplerStats::default(),
+            counters: Counters::default(),
+            frames: Ring::new(settings.history_frames),
+            envs: BTreeMap::new(),
+            latest: None,
+            scan: Scan::default(),
+            image: None,
+            image_fps: 0.0,
+            yielding: false,
+            image_note: None,
+        }
+    }
+
+    /// Bytes of the histories and of the image copy.
+    pub fn memory(&self) -> (usize, usize) {
+        let envs: usize = self
+            .envs
+            .values()
+            .map(|h| {
+                h.points.heap_bytes()
+                    + h.detail.heap_bytes()
+                    + h.detail
+                        .iter()
+                        .map(|d| crate::memory::heap(d.values.len() * 4))
+                        .sum::<usize>()
+            })
+            .sum();
+        let latest = self.latest.as_ref().map_or(0, |(_, h)| {
+            crate::memory::vec_bytes(&h.rewards)
+                + crate::memory::vec_bytes(&h.dones)
+                + h.truncateds.as_ref().map_or(0, crate::memory::vec_bytes)
+                + crate::memory::vec_bytes(&h.resets)
+        });
+        let image = self
+            .image
+            .as_ref()
+            .map_or(0, |i| crate::memory::vec_bytes(&i.pixels));
+        (self.frames.heap_bytes() + envs + latest, image)
+    }
+}
+
+/// What the sampler should do; readers may change it at any time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplerSettings {
+    pub watched_envs: Vec<u32>,
+    /// Frames of overview and reward history kept.
+    pub history_frames: usize,
+    /// Frames of observation/action history kept per watched env.
+    pub detail_frames: usize,
+    /// |obs| above this is out of range.
+    pub obs_limit: f32,
+    /// |act| above this is out of range.
+    pub act_limit: f32,
+    /// Bytes the histories may hold (overview, watched envs' points and rows): the
+    /// frames kept are the fewer of `history_frames` and what fits.
+    pub history_bytes: usize,
+    /// Bytes a copy of the image region and its textures may take; a larger region
+    /// is not copied (and the reason is shown).
+    pub image_bytes: usize,
+    /// Camera images copied at most this often; 0 copies none.
+    pub max_image_hz: f32,
+    /// Every env scanned for NaN/Inf/out-of-range this often; 0 scans never.
+    pub scan_hz: f32,
+    /// While the machine has no spare CPU, the frame thread uses at most this share of
+    /// one core (percent), skipping frames to stay within it; None (or 0) follows every
+    /// frame whatever it costs the run.
+    pub busy_budget_percent: Option<f32>,
+}
+
+impl Default for SamplerSettings {
+    fn default() -> Self {
+        Self {
+            watched_envs: vec![0, 1, 2, 3],
+            history_frames: 180_000,
+            detail_frames: 30_000,
+            history_bytes: crate::memory::MemoryBudget::default().histories(),
+            image_bytes: crate::memory::MemoryBudget::default().camera_images(),
+            obs_limit: 1e4,
+            act_limit: 1.0,
+            max_image_hz: 30.0,
+            scan_hz: 10.0,
+            busy_budget_percent: Some(DEFAULT_BUSY_BUDGET_PERCENT),
+        }
+    }
+}
