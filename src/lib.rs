@@ -18,6 +18,7 @@ pub mod sampler;
 pub mod segment;
 pub mod sim;
 pub mod snapshot;
+pub mod stats;
 pub mod traffic;
 pub mod ui;
 pub mod watch;

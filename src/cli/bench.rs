@@ -131,10 +131,9 @@ fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliErro
     Ok(result)
 }
 
-/// The middle value (the upper one of an even count); 0 for none.
-pub(super) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+/// The median ([`crate::stats::median`]); 0 for none.
+pub(super) fn median(v: Vec<f64>) -> f64 {
+    crate::stats::median(v).unwrap_or(0.0)
 }
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {

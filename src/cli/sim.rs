@@ -225,15 +225,6 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// Percentile of sorted values (nearest rank).
-pub fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn run_client(args: &ClientArgs) -> Result<(), CliError> {
     let stop = stop_flag();
     let name = args
@@ -264,8 +255,8 @@ fn run_client(args: &ClientArgs) -> Result<(), CliError> {
                 "steps": stats.steps,
                 "elapsed_secs": stats.elapsed_secs,
                 "steps_per_sec": stats.steps as f64 / stats.elapsed_secs.max(1e-9),
-                "p50_ns": percentile(l, 50.0),
-                "p99_ns": percentile(l, 99.0),
+                "p50_ns": crate::stats::quantile(l, 0.5).unwrap_or(0),
+                "p99_ns": crate::stats::quantile(l, 0.99).unwrap_or(0),
                 "max_ns": l.last().copied().unwrap_or(0),
                 "env_resets": stats.env_resets,
                 "requests": stats.requests,

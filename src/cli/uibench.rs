@@ -100,13 +100,6 @@ fn cpu_secs(pid: u32) -> f64 {
         .sum()
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
-}
-
 /// UI frame CPU time (layout and tessellation) at train4096 with every panel open.
 pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     if cfg!(windows) {
@@ -171,14 +164,14 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     );
     println!(
         "UI frame CPU time of the UI thread (egui layout + tessellation, no rasterisation): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        percentile(&times, 0.5),
-        percentile(&times, 0.99),
+        crate::stats::quantile(&times, 0.5).unwrap_or(0.0),
+        crate::stats::quantile(&times, 0.99).unwrap_or(0.0),
         times.last().copied().unwrap_or(0.0)
     );
     println!(
         "the same frames in wall time (preemption by the engine and client included): p50 {:.2} ms, p99 {:.2} ms",
-        percentile(&walls, 0.5),
-        percentile(&walls, 0.99)
+        crate::stats::quantile(&walls, 0.5).unwrap_or(0.0),
+        crate::stats::quantile(&walls, 0.99).unwrap_or(0.0)
     );
     Ok(())
 }
@@ -347,28 +340,6 @@ pub fn headless_app(
         }
     }
     Ok(())
-}
-
-/// The geometric mean of per-block ratios and its 95 % confidence interval (normal
-/// approximation on the logarithms; a single block gives no interval).
-fn ratio_summary(blocks: &[f64]) -> (f64, f64, f64) {
-    let logs: Vec<f64> = blocks
-        .iter()
-        .filter(|r| **r > 0.0)
-        .map(|r| r.ln())
-        .collect();
-    let n = logs.len() as f64;
-    if logs.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    let mean = logs.iter().sum::<f64>() / n;
-    let half = if logs.len() > 1 {
-        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        1.96 * (var / n).sqrt()
-    } else {
-        0.0
-    };
-    (mean.exp(), (mean - half).exp(), (mean + half).exp())
 }
 
 /// What switching one observer on and off gave.
@@ -569,7 +540,15 @@ fn rate_table(secs: f64) -> Result<(), CliError> {
     let mut costs = Vec::new();
     for (k, &observer) in observers.iter().enumerate() {
         let c = observer_cost(observer, secs, &format!("r{k}"))?;
-        let (ratio, lo, hi) = ratio_summary(&c.blocks);
+        let crate::stats::Interval {
+            estimate: ratio,
+            low: lo,
+            high: hi,
+        } = crate::stats::geometric_mean(&c.blocks).unwrap_or(crate::stats::Interval {
+            estimate: 0.0,
+            low: 0.0,
+            high: 0.0,
+        });
         println!(
             "  with {:<52} ratio {ratio:.3} (95 % CI {lo:.3}–{hi:.3}, {} blocks; {:.0} vs {:.0} steps/s)",
             observer.label(),
@@ -607,26 +586,4 @@ fn fmt_cpu(cpu: &[(String, f64)]) -> String {
         .map(|(n, s)| format!("{n} {:.2} %", 100.0 * s))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ratio_summary;
-
-    #[test]
-    fn the_ratio_is_the_geometric_mean_of_the_blocks_with_its_interval() {
-        let (r, lo, hi) = ratio_summary(&[0.5, 2.0]);
-        assert!((r - 1.0).abs() < 1e-12, "{r}");
-        assert!(lo < 0.5 && hi > 2.0, "{lo} {hi}");
-        let (r, lo, hi) = ratio_summary(&[0.98; 10]);
-        assert!((r - 0.98).abs() < 1e-12 && (lo - 0.98).abs() < 1e-12 && (hi - 0.98).abs() < 1e-12);
-        // More blocks of the same spread: a narrower interval around the same ratio.
-        let few: Vec<f64> = [0.9, 1.1].repeat(4);
-        let many: Vec<f64> = [0.9, 1.1].repeat(100);
-        let (a, b) = (ratio_summary(&few), ratio_summary(&many));
-        assert!((a.0 - b.0).abs() < 1e-12);
-        assert!(b.2 - b.1 < (a.2 - a.1) / 4.0, "{a:?} {b:?}");
-        assert_eq!(ratio_summary(&[]), (0.0, 0.0, 0.0));
-        assert_eq!(ratio_summary(&[1.5]), (1.5, 1.5, 1.5));
-    }
 }

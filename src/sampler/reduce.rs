@@ -105,7 +105,8 @@ pub(super) fn aggregate(
             .copied()
             .filter(|r| r.is_finite()),
     );
-    let (p10, p50, p90) = percentiles(scratch);
+    let [p10, p50, p90] =
+        crate::stats::select_quantiles(scratch, [0.1, 0.5, 0.9]).unwrap_or([f32::NAN; 3]);
     let count = count_nonzero;
     FrameAgg {
         frame_seq,
@@ -126,33 +127,6 @@ pub(super) fn aggregate(
         nan_rewards,
         step_latency_ns: latency,
     }
-}
-
-/// The 10th, 50th and 90th percentiles (nearest rank) of `values`, which it reorders:
-/// one selection for the median, then each outer one within its half only.
-pub(super) fn percentiles(values: &mut [f32]) -> (f32, f32, f32) {
-    let len = values.len();
-    if len == 0 {
-        return (f32::NAN, f32::NAN, f32::NAN);
-    }
-    let rank = |p: f32| (((len - 1) as f32 * p).round() as usize).min(len - 1);
-    let (i10, i50, i90) = (rank(0.1), rank(0.5), rank(0.9));
-    let (below, &mut p50, above) = values.select_nth_unstable_by(i50, f32::total_cmp);
-    // Everything below the median's index sorts at or before it, everything above at
-    // or after, so the outer ranks are found within their side.
-    let p10 = if i10 < i50 {
-        *below.select_nth_unstable_by(i10, f32::total_cmp).1
-    } else {
-        p50
-    };
-    let p90 = if i90 > i50 {
-        *above
-            .select_nth_unstable_by(i90 - i50 - 1, f32::total_cmp)
-            .1
-    } else {
-        p50
-    };
-    (p10, p50, p90)
 }
 
 /// Scans every env's observations and actions (and rewards) for NaN, Inf and values
@@ -257,22 +231,6 @@ mod tests {
         ) {
             let plain = bytes.iter().filter(|&&b| b != 0).count() as u32;
             proptest::prop_assert_eq!(count_nonzero(&bytes), plain);
-        }
-
-        #[test]
-        fn percentiles_are_the_nearest_ranks_of_the_sorted_values(
-            values in proptest::collection::vec(-1e3f32..1e3f32, 0..600)
-        ) {
-            let mut sorted = values.clone();
-            sorted.sort_by(f32::total_cmp);
-            let rank = |p: f32| sorted[(((sorted.len() - 1) as f32 * p).round() as usize).min(sorted.len() - 1)];
-            let mut work = values.clone();
-            let got = percentiles(&mut work);
-            if sorted.is_empty() {
-                proptest::prop_assert!(got.0.is_nan() && got.1.is_nan() && got.2.is_nan());
-            } else {
-                proptest::prop_assert_eq!(got, (rank(0.1), rank(0.5), rank(0.9)));
-            }
         }
     }
 }

@@ -20,8 +20,8 @@ pub fn latency_stats(d: &SamplerData, n: usize) -> Option<(Vec<u64>, [u64; 4])> 
         return None;
     }
     l.sort_unstable();
-    let p = |q: f64| l[((l.len() - 1) as f64 * q).round() as usize];
-    let stats = [p(0.5), p(0.9), p(0.99), *l.last().unwrap_or(&0)];
+    let p = |q: f64| crate::stats::quantile(&l, q).unwrap_or(0);
+    let stats = [p(0.5), p(0.9), p(0.99), p(1.0)];
     Some((l, stats))
 }
 
