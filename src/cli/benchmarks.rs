@@ -1,5 +1,6 @@
-//! `bench decode`, `bench ring`: the command channel's benchmarks (figures for the
-//! README; never timed tests).
+//! `bench`: the benchmarks that run in real time or across processes (figures in
+//! `docs/benchmarks.md`; never timed tests). The single-process micro-benchmarks are
+//! `cargo bench` targets (`benches/`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -8,21 +9,14 @@ use std::time::{Duration, Instant};
 use clap::Subcommand;
 
 use super::CliError;
-use crate::layout::plan::{Plan, PlanLayout, PlanSpec};
-use crate::layout::{LayoutChoice, Names, RegionKind};
+use crate::layout::{LayoutChoice, RegionKind};
 use crate::rings::lrbc::{Consumer, Producer};
-use crate::rpc::{self, fb};
-use crate::segment::{Location, SegmentRw, monotonic_now_ns};
+use crate::segment::monotonic_now_ns;
+use crate::sim::bench::{RingSegment, sample_envelopes};
 use crate::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum BenchCommand {
-    /// Envelopes verified and decoded into field trees per second, on one core.
-    Decode {
-        /// Seconds per measurement.
-        #[arg(long, default_value = "2", value_parser = super::args::seconds_f64)]
-        secs: f64,
-    },
     /// The highest producer rate a traffic reader follows on a 512 KiB ring without loss.
     Ring {
         /// Seconds per rate.
@@ -77,109 +71,12 @@ pub enum SamplerPart {
     Rate,
 }
 
-/// Small envelopes of the kinds that dominate real traffic.
-pub fn sample_envelopes() -> Vec<(&'static str, Vec<u8>)> {
-    let joint_req = rpc::build_envelope(42, fb::MethodId::GetJointState, None, 123_456, |fbb| {
-        let name = fbb.create_string("robot");
-        let req = fb::GetJointStateReq::create(
-            fbb,
-            &fb::GetJointStateReqArgs {
-                robot_name: Some(name),
-            },
-        );
-        Some((fb::Payload::GetJointStateReq, req.as_union_value()))
-    });
-    let toggle = rpc::build_envelope(7, fb::MethodId::SetServiceEnabled, None, 1, |fbb| {
-        let resp = fb::SetServiceEnabledResp::create(
-            fbb,
-            &fb::SetServiceEnabledRespArgs {
-                service: fb::ServiceId::Camera,
-                enabled: true,
-            },
-        );
-        Some((fb::Payload::SetServiceEnabledResp, resp.as_union_value()))
-    });
-    let telemetry = rpc::build_envelope(9, fb::MethodId::TelemetryFrame, None, 5, |fbb| {
-        let q = fbb.create_vector(&[0.1f32, 0.2, 0.3, 0.4]);
-        let c = fbb.create_vector(&[0.5f32, -0.5]);
-        let f = fb::TelemetryFrame::create(
-            fbb,
-            &fb::TelemetryFrameArgs {
-                timestamp_ms: 1000,
-                frame_number: 12,
-                task_index: 0,
-                observation_qpos: Some(q),
-                action_ctrl: Some(c),
-            },
-        );
-        Some((fb::Payload::TelemetryFrame, f.as_union_value()))
-    });
-    vec![
-        ("GetJointStateReq", joint_req),
-        ("SetServiceEnabledResp", toggle),
-        ("TelemetryFrame", telemetry),
-    ]
-}
-
-fn decode(secs: f64) -> Result<(), CliError> {
-    let samples = sample_envelopes();
-    println!("bench decode: verify + decode into a field tree, one core, {secs} s per row");
-    println!(
-        "{:<24} {:>8} {:>8} {:>16} {:>12}",
-        "envelope", "bytes", "nodes", "envelopes/s", "ns each"
-    );
-    for (name, bytes) in &samples {
-        let mut count = 0u64;
-        let mut nodes = 0;
-        let start = Instant::now();
-        let deadline = start + Duration::from_secs_f64(secs);
-        while Instant::now() < deadline {
-            for _ in 0..1000 {
-                let d = rpc::decode_envelope(std::hint::black_box(bytes))
-                    .map_err(|e| CliError::Other(format!("sample does not decode: {e}")))?;
-                nodes = d.tree.nodes.len();
-                std::hint::black_box(&d);
-            }
-            count += 1000;
-        }
-        let elapsed = start.elapsed().as_secs_f64();
-        println!(
-            "{:<24} {:>8} {:>8} {:>16.0} {:>12.0}",
-            name,
-            bytes.len(),
-            nodes,
-            count as f64 / elapsed,
-            elapsed * 1e9 / count as f64
-        );
-    }
-    Ok(())
-}
-
 /// Runs one producer rate for `secs`; returns (produced, seen, lost bytes, malformed).
 fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
     let name = format!("lrbc-bench-ring-{}-{}", std::process::id(), rate as u64);
-    let spec = PlanSpec {
-        layout: PlanLayout::Lrbc { ext: true },
-        num_envs: 1,
-        obs_size: 1,
-        act_size: 1,
-        image: None,
-        cmd_ring_size: 512 * 1024,
-        ctl_ring_size: None,
-        names: Names::default(),
-        mode: 0,
-        server_pid: std::process::id(),
-        max_size_bytes: u64::MAX,
-    };
-    let plan = Plan::new(&spec).map_err(|e| CliError::Other(e.to_string()))?;
-    let location = Location::shm(&name);
-    let rw = Arc::new(
-        SegmentRw::create_at(&location, plan.size_bytes, true)
-            .map_err(|e| CliError::Other(e.to_string()))?,
-    );
-    rw.write_at(0, &plan.initial_bytes(&spec));
-    let cleanup = Remove(location.clone());
-    let attached = crate::attach::Attached::open_at(&location, Some(name), LayoutChoice::Auto)?;
+    let seg = RingSegment::create(&name, 512 * 1024).map_err(CliError::Other)?;
+    let rw = Arc::clone(&seg.rw);
+    let attached = crate::attach::Attached::open_at(&seg.location, Some(name), LayoutChoice::Auto)?;
     let ring = *attached
         .geometry
         .ring(RegionKind::CmdC2s)
@@ -257,17 +154,9 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
         tally(&events);
         std::thread::sleep(Duration::from_millis(1));
     }
-    drop(cleanup);
+    drop(seg);
     // Relaxed: the producer thread has been joined.
     Ok((produced.load(Ordering::Relaxed), seen, lost, malformed))
-}
-
-struct Remove(Location);
-
-impl Drop for Remove {
-    fn drop(&mut self) {
-        self.0.remove_file();
-    }
 }
 
 fn ring(secs: f64) -> Result<(), CliError> {
@@ -305,7 +194,6 @@ fn ring(secs: f64) -> Result<(), CliError> {
 
 pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
     match cmd {
-        BenchCommand::Decode { secs } => decode(secs.max(0.1)),
         BenchCommand::Ring { secs } => ring(secs.max(0.1)),
         BenchCommand::Ui { frames, pane } => super::uibench::ui((*frames).max(10), pane.as_deref()),
         BenchCommand::Sampler {

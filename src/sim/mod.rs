@@ -2,6 +2,7 @@
 //! running, and the other side of the tests and benchmarks. Uses segment access and
 //! rings only.
 
+pub mod bench;
 pub mod client;
 pub mod dynamics;
 pub mod engine;
