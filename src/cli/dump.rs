@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 use super::CliError;
 use crate::attach::{Attached, Target, attach};
 use crate::layout::{FieldValue, Geometry, LayoutChoice};
+use crate::rpc::header::describe;
 use crate::snapshot::{self, EnvData, Guarded, HotData};
 
 fn floats(values: &[f32]) -> Value {
@@ -154,8 +155,8 @@ fn print_text(a: &Attached, snap: &Guarded<(HotData, Option<EnvData>)>) {
     println!();
     println!("header");
     println!(
-        "  {:>5}  {:>4}  {:<20} {:<22} hex",
-        "off", "size", "field", "value"
+        "  {:>5}  {:>4}  {:<20} {:<22} {:<18} meaning",
+        "off", "size", "field", "value", "hex"
     );
     for (f, v) in a.header_values() {
         let value = v.display();
@@ -169,10 +170,19 @@ fn print_text(a: &Attached, snap: &Guarded<(HotData, Option<EnvData>)>) {
             FieldValue::Blob(_) => format!("{} bytes, in full with --json", f.size_bytes),
             _ => v.hex(f.size_bytes),
         };
-        println!(
-            "  {:>5}  {:>4}  {:<20} {:<22} {hex}",
-            f.offset_bytes, f.size_bytes, f.name, value
+        let meaning = match v {
+            FieldValue::Unsigned(n) => describe(f.name, n).map(|m| format!("({m})")),
+            _ => None,
+        };
+        let line = format!(
+            "  {:>5}  {:>4}  {:<20} {:<22} {hex:<18} {}",
+            f.offset_bytes,
+            f.size_bytes,
+            f.name,
+            value,
+            meaning.unwrap_or_default()
         );
+        println!("{}", line.trim_end());
     }
     println!();
     println!("regions");
