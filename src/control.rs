@@ -14,37 +14,22 @@ use crate::rings::{RingRead, RingWrite};
 use crate::rpc::{self, DecodedEnvelope, fb};
 use crate::segment::{ControlPages, OpenError, monotonic_now_ns};
 
-/// The services, in the bit order of `service_flags` (spec 7).
-pub const SERVICES: [&str; 7] = [
-    "agent",
-    "mujoco",
-    "telemetry",
-    "scene",
-    "camera",
-    "viewport",
-    "debug",
-];
+/// The services' names in lower case, in the bit order of `service_flags` (spec 7), as
+/// the `control` command takes them; from the schema (`rpc::services`).
+pub static SERVICES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    rpc::services::ids()
+        .map(|id| rpc::services::label(id).to_ascii_lowercase())
+        .collect()
+});
 
 /// The service id of a name, any case.
 pub fn service_id(name: &str) -> Option<u8> {
-    SERVICES
-        .iter()
-        .position(|s| s.eq_ignore_ascii_case(name))
-        .map(|i| i as u8)
+    rpc::services::id_of(name)
 }
 
-/// Display name of a service id ("Agent", "MuJoCo", …).
+/// Display name of a service id, the schema's ("Agent", "Mujoco", …).
 pub fn service_label(id: u8) -> &'static str {
-    match id {
-        0 => "Agent",
-        1 => "MuJoCo",
-        2 => "Telemetry",
-        3 => "Scene",
-        4 => "Camera",
-        5 => "Viewport",
-        6 => "Debug",
-        _ => "?",
-    }
+    rpc::services::label(id)
 }
 
 /// Why the control channel cannot be used.

@@ -1,7 +1,8 @@
 //! Command-ring traffic: watches the rings (never consuming), decodes every entry
 //! (FlatBuffers envelopes on LRBC rings, JSON on luckyrobots rings), pairs requests
 //! with responses by correlation id, and counts everything: entries, bytes, losses,
-//! malformed entries, unanswered requests and orphan responses.
+//! malformed entries, unanswered requests, items of streams subscribed before the tap
+//! started, and orphan responses.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -87,8 +88,26 @@ pub enum Pairing {
     Response,
     /// An item of a stream whose request was seen.
     StreamItem,
-    /// A response with no request seen.
+    /// An item of a stream whose request was not seen: subscribed before the tap started
+    /// (or, rarely, a subscription the tap lost to lapping). Not an error.
+    SubscribedBeforeAttach,
+    /// A response that no request seen explains.
     Orphan,
+}
+
+impl Pairing {
+    /// In words, for the window and the CLI.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Pending => "waiting for its response",
+            Self::Answered => "answered",
+            Self::Unanswered => "unanswered",
+            Self::Response => "response to a request",
+            Self::StreamItem => "stream item",
+            Self::SubscribedBeforeAttach => "stream item, subscribed before attach",
+            Self::Orphan => "orphan: a response to no request seen",
+        }
+    }
 }
 
 /// One decoded ring entry.
@@ -168,10 +187,15 @@ impl Record {
             "latency_ns": self.latency_ns,
             "fields": self.fields_json(),
         });
-        if self.pairing == Pairing::Orphan
+        let flag = match self.pairing {
+            Pairing::Orphan => Some("orphan"),
+            Pairing::SubscribedBeforeAttach => Some("subscribed_before_attach"),
+            _ => None,
+        };
+        if let Some(flag) = flag
             && let Some(map) = v.as_object_mut()
         {
-            map.insert("orphan".into(), Value::Bool(true));
+            map.insert(flag.into(), Value::Bool(true));
         }
         v
     }
@@ -253,7 +277,10 @@ pub struct Totals {
     /// Ring-level and decode-level malformed entries.
     pub malformed: u64,
     pub unanswered: u64,
+    /// Responses that no request seen explains.
     pub orphans: u64,
+    /// Items of streams subscribed before the tap started (not orphans).
+    pub subscribed_before_attach: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -355,6 +382,7 @@ pub struct Traffic {
     checkpoints: Vec<VecDeque<(u64, Option<u64>)>>,
     unanswered: HashMap<RegionKind, u64>,
     orphans: HashMap<RegionKind, u64>,
+    subscribed_before_attach: HashMap<RegionKind, u64>,
     /// Requests unanswered for this long are flagged.
     pub timeout_ns: u64,
     scratch: Vec<WatchEvent>,
@@ -384,6 +412,7 @@ impl Traffic {
             verify_lost: HashMap::new(),
             unanswered: HashMap::new(),
             orphans: HashMap::new(),
+            subscribed_before_attach: HashMap::new(),
             timeout_ns: 5_000_000_000,
             scratch: Vec::new(),
         }
@@ -605,11 +634,14 @@ impl Traffic {
         if is_request {
             self.track_request(key, &record, ring, now_ns);
         } else if method_id.is_some_and(rpc::is_stream_item) {
-            if self.streams.contains_key(&key) {
-                record.pairing = Pairing::StreamItem;
+            // A stream item needs no request of its own: with its subscription unseen,
+            // the stream was subscribed before the tap started.
+            record.pairing = if self.streams.contains_key(&key) {
+                Pairing::StreamItem
             } else {
-                *self.orphans.entry(ring).or_default() += 1;
-            }
+                *self.subscribed_before_attach.entry(ring).or_default() += 1;
+                Pairing::SubscribedBeforeAttach
+            };
         } else if let Some(req) = self.pending.remove(&key) {
             if record.method.is_empty() {
                 record.method = req.method.clone();
@@ -778,6 +810,7 @@ impl Traffic {
                         malformed: s.malformed + get(&self.decode_malformed),
                         unanswered: get(&self.unanswered),
                         orphans: get(&self.orphans),
+                        subscribed_before_attach: get(&self.subscribed_before_attach),
                     },
                 )
             })

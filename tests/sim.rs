@@ -562,3 +562,70 @@ fn watch_samples_the_frames_of_a_live_engine_and_client() {
     assert_eq!(out.status.code(), Some(0));
     assert!(sampled >= 200);
 }
+
+#[test]
+fn traffic_started_after_the_client_subscribed_lists_stream_items_not_orphans() {
+    let engine = Engine::start("preattach", &["--preset", "cams64"]);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "500"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The client subscribes to telemetry and the camera as it starts.
+    let deadline = Instant::now() + DEADLINE;
+    while dump(&engine.name, 0)["header"]["frame_seq"]
+        .as_u64()
+        .unwrap_or(0)
+        < 50
+    {
+        assert!(Instant::now() < deadline, "the client did not step");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let listing = |json: bool| {
+        let mut args = vec![
+            "traffic",
+            "--shm",
+            &engine.name,
+            "--follow",
+            "--count",
+            "400",
+        ];
+        if json {
+            args.push("--json");
+        }
+        let (code, out, err) = run_inspector(&args);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let out = listing(true);
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let frames: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v["method"].as_str().is_some_and(|m| m.ends_with("Frame")))
+        .collect();
+    assert!(!frames.is_empty(), "no stream item in {out}");
+    for f in &frames {
+        assert_eq!(f["subscribed_before_attach"], true, "{f}");
+        assert!(f.get("orphan").is_none(), "{f}");
+    }
+    let totals = &lines.last().unwrap()["totals"]["cmd_s2c"];
+    // The totals count every entry read, some of them past the last one printed.
+    assert!(
+        totals["subscribed_before_attach"].as_u64().unwrap_or(0) >= frames.len() as u64,
+        "{totals}"
+    );
+    let text = listing(false);
+    assert!(
+        text.contains("ok (stream subscribed before attach)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("streamed (subscribed before attach), not orphans"),
+        "{text}"
+    );
+    interrupt(client.id());
+    let _ = client.wait();
+}

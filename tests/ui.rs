@@ -62,6 +62,22 @@ fn temp_dir(tag: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("lrbc-ui-{tag}-{}", std::process::id()))
 }
 
+/// Waits until the simulated engine has stepped a few frames: by then the client has
+/// subscribed to its streams and the engine has taken the subscriptions off the ring.
+fn wait_for_steps(sim: &SimRun) {
+    let a = lrbc_inspector::attach::attach(&sim.target(), LayoutChoice::Auto).unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while a
+        .segment
+        .load_u64(a.geometry.counters.frame_seq)
+        .unwrap_or(0)
+        < 10
+    {
+        assert!(Instant::now() < deadline, "the engine did not step");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn only_pane(app: &mut InspectorApp, pane: Pane) {
     app.tree = egui_tiles::Tree::new_tabs(egui::Id::unique(("test", pane.title())), vec![pane]);
 }
@@ -127,6 +143,7 @@ fn attaching_by_typed_name_opens_the_panels_and_names_the_target() {
 #[test]
 fn panels_switch_envs_change_and_the_traffic_list_pauses() {
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
+    wait_for_steps(&sim);
     let ctx = egui::Context::default();
     let app = InspectorApp::new(
         &ctx,
@@ -154,6 +171,18 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
         h.query_by_label("cmd_ring_size").is_some(),
         "the header panel shows"
     );
+    // Enumerations and flag words with their meaning beside the numbers.
+    for meaning in [
+        "(LRBC)",
+        "(training)",
+        "(CPU)",
+        "(Agent Mujoco Telemetry Scene Camera Viewport Debug)",
+    ] {
+        assert!(
+            h.query_by_label(meaning).is_some(),
+            "the header panel shows {meaning}"
+        );
+    }
     h.get_by_label("Envs").click();
     h.run_steps(3);
     let before = h.state().settings.watched_envs.clone();
@@ -179,9 +208,25 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
             .iter()
             .all(|e| d.envs.get(e).is_some_and(|hist| hist.points.len() > 3))
     });
-    // Traffic: pause freezes the list while capture goes on.
+    // Traffic: the streams were subscribed before the window attached; their items are
+    // counted as such, not as orphans.
+    step_until(&mut h, "streamed items", |a| {
+        a.session.as_ref().is_some_and(|s| {
+            s.traffic
+                .lock()
+                .totals
+                .iter()
+                .any(|(_, t)| t.subscribed_before_attach > 0)
+        })
+    });
     h.get_by_label("Traffic").click();
     h.run_steps(3);
+    assert!(
+        h.query_by_label_contains("streamed (subscribed before attach)")
+            .is_some(),
+        "the totals count the items of streams subscribed before the attach"
+    );
+    // Pause freezes the list while capture goes on.
     h.get_by_label("Pause").click();
     h.run_steps(2);
     assert!(h.state().traffic_view.is_paused());

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 use super::CliError;
 use crate::attach::{Attached, Target, attach};
 use crate::layout::{FieldValue, Geometry, LayoutChoice};
+use crate::rpc::header::describe;
 use crate::snapshot::{self, EnvData, Guarded, HotData};
 
 fn floats(values: &[f32]) -> Value {
@@ -140,6 +141,42 @@ fn stats(values: &[f32]) -> String {
     )
 }
 
+/// The header table of the text output: a title line, then one line per field, with
+/// the meaning of enumerations and flag words.
+fn header_lines(a: &Attached) -> Vec<String> {
+    let mut lines = vec![format!(
+        "  {:>5}  {:>4}  {:<20} {:<22} {:<18} meaning",
+        "off", "size", "field", "value", "hex"
+    )];
+    for (f, v) in a.header_values() {
+        let value = v.display();
+        let value = if value.len() > 22 {
+            format!("{}…", &value[..21])
+        } else {
+            value
+        };
+        let hex = match v {
+            FieldValue::Blob(_) if v.display().chars().all(|c| c == '0') => "all zero".into(),
+            FieldValue::Blob(_) => format!("{} bytes, in full with --json", f.size_bytes),
+            _ => v.hex(f.size_bytes),
+        };
+        let meaning = match v {
+            FieldValue::Unsigned(n) => describe(f.name, n).map(|m| format!("({m})")),
+            _ => None,
+        };
+        let line = format!(
+            "  {:>5}  {:>4}  {:<20} {:<22} {hex:<18} {}",
+            f.offset_bytes,
+            f.size_bytes,
+            f.name,
+            value,
+            meaning.unwrap_or_default()
+        );
+        lines.push(line.trim_end().to_string());
+    }
+    lines
+}
+
 fn print_text(a: &Attached, snap: &Guarded<(HotData, Option<EnvData>)>) {
     let g = &a.geometry;
     println!("segment   {} ({})", a.label(), a.segment.location());
@@ -153,26 +190,8 @@ fn print_text(a: &Attached, snap: &Guarded<(HotData, Option<EnvData>)>) {
     );
     println!();
     println!("header");
-    println!(
-        "  {:>5}  {:>4}  {:<20} {:<22} hex",
-        "off", "size", "field", "value"
-    );
-    for (f, v) in a.header_values() {
-        let value = v.display();
-        let value = if value.len() > 22 {
-            format!("{}…", &value[..21])
-        } else {
-            value
-        };
-        let hex = match v {
-            FieldValue::Blob(_) if v.display().chars().all(|c| c == '0') => "all zero".into(),
-            FieldValue::Blob(_) => format!("{} bytes, in full with --json", f.size_bytes),
-            _ => v.hex(f.size_bytes),
-        };
-        println!(
-            "  {:>5}  {:>4}  {:<20} {:<22} {hex}",
-            f.offset_bytes, f.size_bytes, f.name, value
-        );
+    for line in header_lines(a) {
+        println!("{line}");
     }
     println!();
     println!("regions");
@@ -227,5 +246,58 @@ fn print_text(a: &Attached, snap: &Guarded<(HotData, Option<EnvData>)>) {
         for (i, v) in e.act.iter().enumerate() {
             println!("  act {:<24} {v}", g.names.act_label(i));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::plan::PlanLayout;
+    use crate::testutil::{TestSegment, spec};
+
+    fn line_of<'l>(lines: &'l [String], field: &str) -> &'l str {
+        lines
+            .iter()
+            .find(|l| l.split_whitespace().nth(2) == Some(field))
+            .map_or("", String::as_str)
+    }
+
+    #[test]
+    fn the_header_table_shows_what_enumerations_and_flag_words_mean() {
+        let mut s = spec(PlanLayout::Lrbc { ext: true }, 2);
+        s.mode = 1;
+        let seg = TestSegment::create("dumpmeaning", &s);
+        let offset = |name: &str| {
+            crate::layout::LrbcHeader::FIELDS
+                .iter()
+                .find(|f| f.name == name)
+                .map(|f| f.offset_bytes as u64)
+        };
+        let flags = offset("service_flags").expect("service_flags in the header");
+        assert!(seg.rw.write_at(flags, &(0x7f_u32 | 1 << 9).to_le_bytes()));
+        let gpu = offset("gpu_obs_mode").expect("gpu_obs_mode in the header");
+        assert!(seg.rw.write_at(gpu, &[5]));
+        let lines = header_lines(&seg.attach());
+        assert!(lines[0].ends_with("meaning"), "{}", lines[0]);
+        assert!(line_of(&lines, "magic").ends_with("(LRBC)"), "{lines:#?}");
+        assert!(
+            line_of(&lines, "mode").ends_with("(inference)"),
+            "{lines:#?}"
+        );
+        assert!(
+            line_of(&lines, "service_flags")
+                .ends_with("(Agent Mujoco Telemetry Scene Camera Viewport Debug bit 9)"),
+            "{lines:#?}"
+        );
+        assert!(
+            line_of(&lines, "gpu_obs_mode").ends_with("(unknown)"),
+            "{lines:#?}"
+        );
+        assert!(
+            line_of(&lines, "gpu_available").ends_with("(no)"),
+            "{lines:#?}"
+        );
+        let envs = line_of(&lines, "num_envs");
+        assert!(!envs.is_empty() && !envs.contains('('), "{envs}");
     }
 }

@@ -26,6 +26,9 @@ fn line(e: &TrafficEvent, start_ns: u64) -> Option<String> {
             let status = match (&r.error, r.pairing) {
                 (Some(err), _) => format!("error: {err}"),
                 (None, crate::traffic::Pairing::Orphan) => "ok (no request seen)".into(),
+                (None, crate::traffic::Pairing::SubscribedBeforeAttach) => {
+                    "ok (stream subscribed before attach)".into()
+                }
                 (None, _) => "ok".into(),
             };
             let latency = r
@@ -185,7 +188,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             "unanswered",
             "orphans"
         );
-        for (k, t) in totals {
+        for (k, t) in &totals {
             println!(
                 "{:<8} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11} {:>8}",
                 k.as_str(),
@@ -201,6 +204,15 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
                 t.unanswered,
                 t.orphans
             );
+        }
+        for (k, t) in &totals {
+            if t.subscribed_before_attach > 0 {
+                println!(
+                    "{}: {} streamed (subscribed before attach), not orphans",
+                    k.as_str(),
+                    t.subscribed_before_attach
+                );
+            }
         }
     }
     Ok(())

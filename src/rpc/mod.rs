@@ -2,6 +2,7 @@
 //! (generated code, checked in; `schema/generate` regenerates it with the pinned flatc),
 //! and a generic decoder into field trees driven by the binary schema.
 
+pub mod header;
 pub mod image;
 pub mod schema;
 pub mod tree;
@@ -140,6 +141,62 @@ pub fn method_id(name: &str) -> Option<u16> {
 /// stream request and may come many times.
 pub fn is_stream_item(method: u16) -> bool {
     method_name(method).is_some_and(|n| n.ends_with("Frame"))
+}
+
+/// The engine's services (spec 7): a service's id is its bit in `service_flags`, and its
+/// name is the schema's (`ServiceId`), so that a service added to the schema is named
+/// everywhere at once.
+pub mod services {
+    use super::fb::ServiceId;
+
+    /// How many services the schema names.
+    pub const COUNT: usize = ServiceId::ENUM_VALUES.len();
+
+    /// The service ids the schema names, in bit order.
+    pub fn ids() -> impl Iterator<Item = u8> {
+        ServiceId::ENUM_VALUES.iter().map(|s| s.0)
+    }
+
+    /// The schema's name of a service ("Agent", "Mujoco", …); `None` for an id it does
+    /// not name.
+    pub fn name(id: u8) -> Option<&'static str> {
+        ServiceId(id).variant_name()
+    }
+
+    /// The name, or "unknown" for an id the schema does not name.
+    pub fn label(id: u8) -> &'static str {
+        name(id).unwrap_or("unknown")
+    }
+
+    /// The id of a service name, in any case.
+    pub fn id_of(name: &str) -> Option<u8> {
+        ServiceId::ENUM_VALUES
+            .iter()
+            .find(|s| {
+                s.variant_name()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(name))
+            })
+            .map(|s| s.0)
+    }
+
+    /// The services whose bits are set in a `service_flags` word, in bit order; a set
+    /// bit that no service has shows as "bit N", and no bit at all as "none".
+    pub fn flags_text(flags: u32) -> String {
+        let set: Vec<String> = (0..u32::BITS)
+            .filter(|bit| flags & (1 << bit) != 0)
+            .map(|bit| {
+                u8::try_from(bit)
+                    .ok()
+                    .and_then(name)
+                    .map_or_else(|| format!("bit {bit}"), str::to_string)
+            })
+            .collect();
+        if set.is_empty() {
+            "none".into()
+        } else {
+            set.join(" ")
+        }
+    }
 }
 
 /// A built payload: its union type and offset, or none.

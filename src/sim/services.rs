@@ -5,7 +5,7 @@
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use super::dynamics::CartPoles;
-use crate::control::service_label;
+use crate::rpc::services::{self, COUNT as SERVICES};
 use crate::rpc::{self, DecodedEnvelope, fb, schema::schema, tree::NodeValue};
 
 /// The state the handlers read.
@@ -42,9 +42,9 @@ struct Stream {
 /// Service state and counters.
 #[derive(Clone, Debug)]
 pub struct Services {
-    pub enabled: [bool; 7],
-    pub requests: [u64; 7],
-    pub errors: [u64; 7],
+    pub enabled: [bool; SERVICES],
+    pub requests: [u64; SERVICES],
+    pub errors: [u64; SERVICES],
     streams: Vec<Stream>,
     simulation_mode: fb::SimulationMode,
 }
@@ -52,9 +52,9 @@ pub struct Services {
 impl Default for Services {
     fn default() -> Self {
         Self {
-            enabled: [true; 7],
-            requests: [0; 7],
-            errors: [0; 7],
+            enabled: [true; SERVICES],
+            requests: [0; SERVICES],
+            errors: [0; SERVICES],
             streams: Vec::new(),
             simulation_mode: fb::SimulationMode::SIMULATION_MODE_FAST,
         }
@@ -139,11 +139,11 @@ impl Services {
     pub fn handle(&mut self, request: &[u8], w: &World<'_>) -> Option<Vec<u8>> {
         let d = rpc::decode_envelope(request).ok()?;
         let service = service_of(d.method);
-        if let Some(s) = service.map(usize::from).filter(|&s| s < 7) {
+        if let Some(s) = service.map(usize::from).filter(|&s| s < SERVICES) {
             self.requests[s] += 1;
             if !self.enabled[s] {
                 self.errors[s] += 1;
-                let msg = format!("service {} is disabled", service_label(s as u8));
+                let msg = format!("service {} is disabled", services::label(s as u8));
                 return Some(Self::respond(&d, w.now_ns, Some(&msg), |_| None));
             }
         }
@@ -389,7 +389,7 @@ impl Services {
     fn set_service_enabled(&mut self, d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
         let service = uint_field(d, "service").unwrap_or(u64::MAX);
         let enabled = matches!(field(d, "enabled"), Some(NodeValue::Bool(true)));
-        let Some(slot) = usize::try_from(service).ok().filter(|&s| s < 7) else {
+        let Some(slot) = usize::try_from(service).ok().filter(|&s| s < SERVICES) else {
             return Self::respond(
                 d,
                 w.now_ns,
@@ -422,7 +422,7 @@ impl Services {
 
     fn service_status(&self, d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
         Self::respond(d, w.now_ns, None, |fbb| {
-            let statuses: Vec<_> = (0..7)
+            let statuses: Vec<_> = (0..SERVICES)
                 .map(|i| {
                     fb::ServiceStatus::create(
                         fbb,

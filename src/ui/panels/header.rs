@@ -3,6 +3,7 @@
 
 use crate::attach::Attached;
 use crate::layout::FieldValue;
+use crate::rpc::header::describe;
 
 use super::super::widgets::{WARN, region_color};
 
@@ -31,9 +32,9 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached) {
         .show(ui, |ui| {
             egui::Grid::new("header_grid")
                 .striped(true)
-                .num_columns(5)
+                .num_columns(6)
                 .show(ui, |ui| {
-                    for h in ["offset", "size", "field", "value", "hex"] {
+                    for h in ["offset", "size", "field", "value", "hex", "meaning"] {
                         ui.strong(h);
                     }
                     ui.end_row();
@@ -61,6 +62,13 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached) {
                             other => other.hex(f.size_bytes),
                         };
                         ui.monospace(hex);
+                        match &v {
+                            FieldValue::Unsigned(n) => match describe(f.name, *n) {
+                                Some(meaning) => ui.monospace(format!("({meaning})")),
+                                None => ui.label(""),
+                            },
+                            _ => ui.label(""),
+                        };
                         ui.end_row();
                     }
                 });

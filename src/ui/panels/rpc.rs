@@ -2,8 +2,8 @@
 //! of each service from `service_flags`, toggles through the control ring, and the
 //! engine's per-service counters.
 
-use crate::control::{SERVICES, service_label};
 use crate::procinfo::ProcInfo;
+use crate::rpc::services;
 use crate::ui::session::{ControlRequest, ControlState};
 use crate::ui::widgets::{BAD, GOOD, WARN, state_color, state_text};
 use crate::watch::Report;
@@ -75,9 +75,11 @@ pub fn ui(ui: &mut egui::Ui, info: &RpcInfo<'_>) -> Option<ControlRequest> {
                     ui.strong(h);
                 }
                 ui.end_row();
-                for (i, _) in SERVICES.iter().enumerate() {
-                    let mut on = info.service_flags.map(|f| f & (1 << i) != 0);
-                    let label = service_label(i as u8);
+                for id in services::ids() {
+                    let mut on = info
+                        .service_flags
+                        .map(|f| 1u32.checked_shl(u32::from(id)).is_some_and(|b| f & b != 0));
+                    let label = services::label(id);
                     match &mut on {
                         Some(on) => {
                             let before = *on;
@@ -87,7 +89,7 @@ pub fn ui(ui: &mut egui::Ui, info: &RpcInfo<'_>) -> Option<ControlRequest> {
                                 .changed()
                             {
                                 request = Some(ControlRequest::SetEnabled {
-                                    service: i as u8,
+                                    service: id,
                                     enabled: !before,
                                 });
                             }
@@ -97,10 +99,9 @@ pub fn ui(ui: &mut egui::Ui, info: &RpcInfo<'_>) -> Option<ControlRequest> {
                         }
                     }
                     let status = info.control.as_ref().and_then(|c| {
-                        c.statuses.iter().find(|s| {
-                            s.service.eq_ignore_ascii_case(label)
-                                || (label == "MuJoCo" && s.service == "Mujoco")
-                        })
+                        c.statuses
+                            .iter()
+                            .find(|s| s.service.eq_ignore_ascii_case(label))
                     });
                     ui.label(status.map_or("-".into(), |s| s.requests.to_string()));
                     ui.label(status.map_or("-".into(), |s| s.errors.to_string()));

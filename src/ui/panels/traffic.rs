@@ -92,10 +92,10 @@ fn row_text(row: &TrafficRow) -> String {
             r.correlation_id,
             r.method,
             r.error.as_deref().unwrap_or("ok"),
-            if r.pairing == Pairing::Orphan {
-                "orphan"
-            } else {
-                ""
+            match r.pairing {
+                Pairing::Orphan => "orphan",
+                Pairing::SubscribedBeforeAttach => "stream subscribed before attach",
+                _ => "",
             }
         ),
         TrafficRow::Lost { ring, .. } => format!("{} lost", ring.as_str()),
@@ -113,6 +113,7 @@ fn status(r: &Record) -> (String, Option<egui::Color32>) {
     match (&r.error, r.pairing) {
         (Some(e), _) => (format!("error: {e}"), Some(BAD)),
         (None, Pairing::Orphan) => ("orphan".into(), Some(WARN)),
+        (None, Pairing::SubscribedBeforeAttach) => ("subscribed before attach".into(), None),
         (None, Pairing::Unanswered) => ("unanswered".into(), Some(WARN)),
         (None, Pairing::Pending) => ("…".into(), None),
         _ => ("ok".into(), None),
@@ -155,7 +156,7 @@ pub fn ui(
     ui.vertical(|ui| {
         for (ring, t) in &store.totals {
             let lost = t.lost_bytes > 0 || t.malformed > 0;
-            let text = format!(
+            let mut text = format!(
                 "{}: {} entries, {} lost bytes, {} malformed, {} unanswered, {} orphans",
                 ring.as_str(),
                 t.entries,
@@ -164,6 +165,12 @@ pub fn ui(
                 t.unanswered,
                 t.orphans
             );
+            if t.subscribed_before_attach > 0 {
+                text.push_str(&format!(
+                    ", {} streamed (subscribed before attach)",
+                    t.subscribed_before_attach
+                ));
+            }
             if lost {
                 ui.colored_label(BAD, text);
             } else {
@@ -248,7 +255,7 @@ fn details(ui: &mut egui::Ui, store: &TrafficStore, view: &mut TrafficView) {
                     ui.label(format!("latency {}", duration_ns(l)));
                 }
             });
-            ui.label(format!("position {} · {} payload bytes · {:?}", r.position, r.payload.len(), r.pairing));
+            ui.label(format!("position {} · {} payload bytes · {}", r.position, r.payload.len(), r.pairing.describe()));
             match &r.decoded {
                 Decoded::Envelope(d) => {
                     image_preview(ui, view, r);
