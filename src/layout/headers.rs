@@ -286,6 +286,92 @@ mod tests {
     }
 
     #[test]
+    fn the_offset_constants_name_the_atomic_fields_of_the_tables() {
+        let check = |fields: &[crate::layout::FieldSpec], consts: &[(u64, &str)]| {
+            for (offset, name) in consts {
+                let f = fields.iter().find(|f| f.name == *name);
+                assert_eq!(f.map(|f| f.offset_bytes as u64), Some(*offset), "{name}");
+                assert!(f.is_some_and(|f| f.atomic), "{name} is not atomic");
+            }
+            let atomic = fields.iter().filter(|f| f.atomic).count();
+            assert_eq!(
+                atomic,
+                consts.len(),
+                "an atomic field has no offset constant"
+            );
+        };
+        check(
+            LrbcHeader::FIELDS,
+            &[
+                (LrbcHeader::FRAME_SEQ_OFFSET, "frame_seq"),
+                (LrbcHeader::ACTION_SEQ_OFFSET, "action_seq"),
+                (LrbcHeader::SERVICE_FLAGS_OFFSET, "service_flags"),
+                (LrbcHeader::WRITE_SEQ_OFFSET, "write_seq"),
+                (LrbcHeader::IMAGE_SEQ_OFFSET, "image_seq"),
+                (LrbcHeader::FRAME_TIME_NS_OFFSET, "frame_time_ns"),
+                (LrbcHeader::ACTION_TIME_NS_OFFSET, "action_time_ns"),
+            ],
+        );
+        check(
+            LuckyHeader::FIELDS,
+            &[
+                (LuckyHeader::FRAME_SEQ_OFFSET, "frame_seq"),
+                (LuckyHeader::ACTION_SEQ_OFFSET, "action_seq"),
+                (LuckyHeader::ENGINE_READY_OFFSET, "engine_ready"),
+                (LuckyHeader::CLIENT_READY_OFFSET, "client_ready"),
+            ],
+        );
+        check(
+            RingHeader::FIELDS,
+            &[
+                (RingHeader::WRITE_POS_OFFSET, "write_pos"),
+                (RingHeader::READ_POS_OFFSET, "read_pos"),
+                (RingHeader::OWNER_PID_OFFSET, "owner_pid"),
+            ],
+        );
+        check(
+            LuckyRingHeader::FIELDS,
+            &[
+                (LuckyRingHeader::HEAD_OFFSET, "head"),
+                (LuckyRingHeader::TAIL_OFFSET, "tail"),
+            ],
+        );
+    }
+
+    #[test]
+    fn the_ring_modules_address_the_same_words_as_the_ring_headers() {
+        use crate::rings::{lrbc, lucky};
+        assert_eq!(lrbc::WRITE_POS, RingHeader::WRITE_POS_OFFSET);
+        assert_eq!(lrbc::READ_POS, RingHeader::READ_POS_OFFSET);
+        assert_eq!(lrbc::OWNER_PID, RingHeader::OWNER_PID_OFFSET);
+        assert_eq!(lrbc::DATA, RingHeader::SIZE_BYTES as u64);
+        assert_eq!(lucky::HEAD, LuckyRingHeader::HEAD_OFFSET);
+        assert_eq!(lucky::TAIL, LuckyRingHeader::TAIL_OFFSET);
+        assert_eq!(
+            lucky::CAPACITY,
+            offset_of!(LuckyRingHeader, capacity) as u64
+        );
+        assert_eq!(lucky::DATA, LuckyRingHeader::SIZE_BYTES as u64);
+    }
+
+    #[test]
+    fn a_header_read_from_bytes_writes_back_the_same_bytes() {
+        use zerocopy::{FromBytes, IntoBytes};
+        let bytes: Vec<u8> = (0..LrbcHeader::SIZE_BYTES + 8).map(|i| i as u8).collect();
+        let (h, rest) = LrbcHeader::read_from_prefix(&bytes).unwrap();
+        assert_eq!(rest.len(), 8);
+        assert_eq!(h.as_bytes(), &bytes[..LrbcHeader::SIZE_BYTES]);
+        // Little-endian at the offset the table gives.
+        assert_eq!(h.magic.get(), u32::from_le_bytes([0, 1, 2, 3]));
+        assert_eq!(h.mode, 16);
+        assert_eq!(
+            h.write_seq.get(),
+            u64::from_le_bytes([32, 33, 34, 35, 36, 37, 38, 39])
+        );
+        assert!(LuckyHeader::read_from_prefix(&bytes[..LuckyHeader::SIZE_BYTES - 1]).is_err());
+    }
+
+    #[test]
     fn spec_table_offsets_for_named_fields() {
         let at = |name: &str| {
             LrbcHeader::FIELDS
