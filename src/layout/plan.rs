@@ -264,7 +264,7 @@ impl Plan {
                 h.total_size = size_bytes.into();
                 h.truncateds_offset = truncateds_offset.into();
                 h.names_offset = names_offset.into();
-                // Names are at most a few MB (the engine checks), far below 4 GiB.
+                // names_size is a u32: a larger names region cannot be described.
                 h.names_size = u32::try_from(names_bytes.len())
                     .map_err(|_| overflow("names region"))?
                     .into();
