@@ -229,6 +229,7 @@ pub const DUMP_ATTEMPTS: u32 = 10_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::LrbcHeader;
     use crate::layout::plan::PlanLayout;
     use crate::testutil::{TestSegment, spec};
     use std::sync::Arc;
@@ -255,16 +256,16 @@ mod tests {
                         step += 1;
                         let values = vec![step as f32; 4096];
                         if write_seq {
-                            seg.rw.seqlock_begin(288);
+                            seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
                         } else {
                             // Lock-step: the client's action arrives first.
-                            seg.rw.store_u64(40, step);
+                            seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, step);
                         }
                         seg.rw.write_f32s(rewards_at, &values);
                         if write_seq {
-                            seg.rw.fetch_add_u64(288, 1);
+                            seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
                         }
-                        seg.rw.store_u64(32, step);
+                        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, step);
                     }
                 })
                 .unwrap()

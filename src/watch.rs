@@ -299,16 +299,17 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::layout::LrbcHeader;
-    use crate::layout::plan::{PlanLayout, set_field};
+    use crate::layout::plan::PlanLayout;
     use crate::testutil::{TestSegment, spec};
+    use zerocopy::{FromBytes, IntoBytes};
 
     #[test]
     fn rates_come_from_the_counters_over_the_clock() {
         let seg = TestSegment::create("rates", &spec(PlanLayout::Lrbc { ext: true }, 4));
         let clock = ManualClock::new(1_000);
         let mut w = Watcher::new(seg.attach(), clock.clone());
-        seg.rw.store_u64(40, 250);
-        seg.rw.store_u64(32, 200);
+        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, 250);
+        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, 200);
         clock.advance_secs(0.5);
         let r = w.tick();
         assert_eq!(r.state, State::Attached);
@@ -327,7 +328,7 @@ mod tests {
         assert_eq!(w.tick().state, State::Attached);
         clock.advance_secs(0.2);
         assert_eq!(w.tick().state, State::Stale);
-        seg.rw.store_u64(32, 1);
+        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, 1);
         clock.advance_secs(0.1);
         assert_eq!(w.tick().state, State::Attached, "a new frame clears stale");
     }
@@ -338,9 +339,9 @@ mod tests {
         let clock = ManualClock::new(0);
         let mut w = Watcher::new(seg.attach(), clock.clone());
         // Same file, same size, fewer envs: the engine re-initialised it.
-        let mut header = seg.plan.header.clone();
-        set_field(&mut header, LrbcHeader::FIELDS, "num_envs", 3);
-        assert!(seg.rw.write_at(0, &header));
+        let (mut header, _) = LrbcHeader::read_from_prefix(&seg.plan.header).unwrap();
+        header.num_envs = 3.into();
+        assert!(seg.rw.write_at(0, header.as_bytes()));
         clock.advance_secs(0.1);
         let r = w.tick();
         assert_eq!(r.state, State::Replaced);

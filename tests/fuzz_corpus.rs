@@ -12,9 +12,10 @@
 use std::path::{Path, PathBuf};
 
 use lrbc_inspector::fuzzing;
-use lrbc_inspector::layout::Names;
 use lrbc_inspector::layout::plan::{Plan, PlanLayout, PlanSpec};
+use lrbc_inspector::layout::{LrbcHeader, LuckyHeader, LuckyRingHeader, Names, RingHeader};
 use lrbc_inspector::rpc::{self, fb};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// A fuzz target's body.
 type Body = fn(&[u8]);
@@ -194,7 +195,14 @@ fn layout_seeds() -> Seeds {
         out.push((name.to_string(), layout_input(0, &bytes)));
         // An offset far out of range, and a header that claims more than it has.
         let mut bad = bytes.clone();
-        bad[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
+        match layout {
+            PlanLayout::Lucky => {
+                LuckyHeader::mut_from_prefix(&mut bad).unwrap().0.obs_offset = u64::MAX.into();
+            }
+            PlanLayout::Lrbc { .. } => {
+                LrbcHeader::mut_from_prefix(&mut bad).unwrap().0.obs_offset = u64::MAX.into();
+            }
+        }
         out.push((
             format!("{name}-obs-offset-out-of-range"),
             layout_input(0, &bad),
@@ -222,11 +230,14 @@ fn names_seeds() -> Seeds {
 /// then the ring's header and data.
 fn lrbc_ring(k: u8, write_pos: u32, read_pos: u32, data: &[(usize, &[u8])]) -> Vec<u8> {
     let cap = 64usize << k;
-    let mut ring = vec![0u8; 64 + cap];
-    ring[0..4].copy_from_slice(&write_pos.to_le_bytes());
-    ring[4..8].copy_from_slice(&read_pos.to_le_bytes());
+    let mut header = RingHeader::new_zeroed();
+    header.write_pos = write_pos.into();
+    header.read_pos = read_pos.into();
+    let mut ring = header.as_bytes().to_vec();
+    ring.resize(RingHeader::SIZE_BYTES + cap, 0);
     for (at, bytes) in data {
-        ring[64 + at..64 + at + bytes.len()].copy_from_slice(bytes);
+        let at = RingHeader::SIZE_BYTES + at;
+        ring[at..at + bytes.len()].copy_from_slice(bytes);
     }
     let mut v = vec![k];
     v.extend(ring);
@@ -245,16 +256,18 @@ fn ring_seeds() -> Seeds {
     let e12 = entry(12, 1);
     let e40 = entry(40, 2);
     let mut lucky = vec![8u8];
-    let mut ring = vec![0u8; 192 + 64];
-    ring[128..132].copy_from_slice(&64u32.to_le_bytes());
     // One entry (16-byte header, 40-byte payload) from position 24, split at the end.
-    ring[0..8].copy_from_slice(&80u64.to_le_bytes());
-    ring[64..72].copy_from_slice(&24u64.to_le_bytes());
+    let mut header = LuckyRingHeader::new_zeroed();
+    header.capacity = 64.into();
+    header.head = 80.into();
+    header.tail = 24.into();
+    let mut ring = header.as_bytes().to_vec();
+    ring.resize(LuckyRingHeader::SIZE_BYTES + 64, 0);
     let mut h = [0u8; 16];
     h[0..4].copy_from_slice(&7u32.to_le_bytes());
     h[8..12].copy_from_slice(&40u32.to_le_bytes());
     for (i, b) in h.iter().chain([3u8; 40].iter()).enumerate() {
-        ring[192 + (24 + i) % 64] = *b;
+        ring[LuckyRingHeader::SIZE_BYTES + (24 + i) % 64] = *b;
     }
     lucky.extend(ring);
     named(vec![

@@ -1,4 +1,5 @@
 use super::*;
+use crate::layout::LrbcHeader;
 use crate::layout::plan::PlanLayout;
 use crate::rpc::tree::NodeValue;
 use crate::segment::SegmentRw;
@@ -144,13 +145,13 @@ fn serve(
                             _ => {}
                         }
                     }
-                    let flags = rw.load_u32(284).unwrap_or(0);
+                    let flags = rw.load_u32(LrbcHeader::SERVICE_FLAGS_OFFSET).unwrap_or(0);
                     let flags = if enabled {
                         flags | 1 << service
                     } else {
                         flags & !(1 << service)
                     };
-                    rw.store_u32(284, flags);
+                    rw.store_u32(LrbcHeader::SERVICE_FLAGS_OFFSET, flags);
                     Some(rpc::build_envelope(
                         d.correlation_id,
                         fb::MethodId(d.method),
@@ -191,7 +192,10 @@ fn set_service_enabled_round_trips_through_the_control_rings() {
         let j = resp.tree.to_json(&bytes);
         assert_eq!(j["payload"]["SetServiceEnabledResp"]["enabled"], enabled);
     }
-    assert_eq!(a.segment.load_u32(284), Some(1 << 1));
+    assert_eq!(
+        a.segment.load_u32(LrbcHeader::SERVICE_FLAGS_OFFSET),
+        Some(1 << 1)
+    );
     stop.store(true, Ordering::Relaxed);
     assert_eq!(engine.join().unwrap(), 3);
 }

@@ -1,6 +1,6 @@
-//! Field tables for wire headers: one declaration gives the `#[repr(C)]` struct, its
-//! compile-time offset checks against the spec, and a table the dump and the header
-//! panel walk without per-field code.
+//! Field tables for wire headers: one declaration gives the `#[repr(C)]` struct (read
+//! from and written to bytes with zerocopy), its compile-time offset checks against the
+//! spec, and a table the dump and the header panel walk without per-field code.
 
 use serde_json::Value;
 
@@ -112,24 +112,35 @@ pub fn hex_string(bytes: &[u8]) -> String {
 
 /// Declares a little-endian wire struct whose fields sit at the offsets written next to
 /// them. Each offset is checked at compile time, so the struct cannot drift from the
-/// spec table it copies.
+/// spec table it copies. Every field is a byte, a byte array or a zerocopy little-endian
+/// integer (alignment 1), so the struct has no padding of its own: it is read with
+/// `read_from_prefix` and written with `as_bytes`.
 macro_rules! wire_struct {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident (size $size:literal) {
+        $vis:vis struct $name:ident (size $size:literal) {
             $( $off:literal $field:ident : $ty:ty = $kind:ident $(, $atomic:ident)? ; $doc:literal )*
         }
     ) => {
         $(#[$meta])*
         #[repr(C)]
-        #[derive(Clone, Copy, Debug)]
-        pub struct $name {
-            $( #[doc = $doc] pub $field: $ty, )*
+        #[derive(
+            Clone,
+            Copy,
+            Debug,
+            zerocopy::FromBytes,
+            zerocopy::IntoBytes,
+            zerocopy::KnownLayout,
+            zerocopy::Immutable,
+        )]
+        $vis struct $name {
+            $( #[doc = $doc] $vis $field: $ty, )*
         }
 
         const _: () = {
             $( assert!(core::mem::offset_of!($name, $field) == $off); )*
             assert!(core::mem::size_of::<$name>() == $size);
+            assert!(core::mem::align_of::<$name>() == 1);
         };
 
         impl $name {

@@ -1,6 +1,8 @@
 //! The header tables of the spec (`lrbc-v1.md` sections 2, 2.1, 4 and 8) as wire structs.
 //! Offsets are written next to each field and checked at compile time.
 
+use core::mem::offset_of;
+
 use super::fields::wire_struct;
 use zerocopy::little_endian::{I64, U32, U64};
 
@@ -64,6 +66,49 @@ wire_struct! {
     }
 }
 
+/// The first eight bytes, the same in both layouts: what says a segment is LRBC at all.
+/// An engine stores them last, as one word, when the rest of the segment is complete.
+#[repr(C)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+)]
+pub struct Preamble {
+    pub magic: U32,
+    pub version: U32,
+}
+
+impl Preamble {
+    /// Where the preamble sits: the start of the segment.
+    pub const OFFSET: u64 = offset_of!(LrbcHeader, magic) as u64;
+    /// One u64 word.
+    pub const SIZE_BYTES: usize = size_of::<Self>();
+}
+
+const _: () = {
+    assert!(offset_of!(Preamble, magic) == offset_of!(LrbcHeader, magic));
+    assert!(offset_of!(Preamble, version) == offset_of!(LrbcHeader, version));
+    assert!(offset_of!(Preamble, magic) == offset_of!(LuckyHeader, magic));
+    assert!(offset_of!(Preamble, version) == offset_of!(LuckyHeader, version));
+    assert!(Preamble::OFFSET == 0 && Preamble::SIZE_BYTES == 8);
+};
+
+/// Byte offsets of the words that are loaded and stored atomically in the segment.
+impl LrbcHeader {
+    pub const FRAME_SEQ_OFFSET: u64 = offset_of!(Self, frame_seq) as u64;
+    pub const ACTION_SEQ_OFFSET: u64 = offset_of!(Self, action_seq) as u64;
+    pub const SERVICE_FLAGS_OFFSET: u64 = offset_of!(Self, service_flags) as u64;
+    pub const WRITE_SEQ_OFFSET: u64 = offset_of!(Self, write_seq) as u64;
+    pub const IMAGE_SEQ_OFFSET: u64 = offset_of!(Self, image_seq) as u64;
+    pub const FRAME_TIME_NS_OFFSET: u64 = offset_of!(Self, frame_time_ns) as u64;
+    pub const ACTION_TIME_NS_OFFSET: u64 = offset_of!(Self, action_time_ns) as u64;
+}
+
 impl LrbcHeader {
     /// The seed's fields only (bytes 0..256).
     pub fn seed_fields() -> impl Iterator<Item = &'static super::fields::FieldSpec> {
@@ -101,6 +146,14 @@ wire_struct! {
     }
 }
 
+/// Byte offsets of the words that are loaded and stored atomically in the segment.
+impl LuckyHeader {
+    pub const FRAME_SEQ_OFFSET: u64 = offset_of!(Self, frame_seq) as u64;
+    pub const ACTION_SEQ_OFFSET: u64 = offset_of!(Self, action_seq) as u64;
+    pub const ENGINE_READY_OFFSET: u64 = offset_of!(Self, engine_ready) as u64;
+    pub const CLIENT_READY_OFFSET: u64 = offset_of!(Self, client_ready) as u64;
+}
+
 /// The names region of the luckyrobots layout has no size field; it is at most this long.
 pub const LUCKY_SCHEMA_MAX_BYTES: u64 = 64 * 1024;
 
@@ -124,6 +177,19 @@ wire_struct! {
         128 capacity: U32 = U32; "data bytes, a power of two; 0 means 512 KiB"
         132 _pad132: [u8; 60] = Reserved; "padding"
     }
+}
+
+/// Byte offsets (from the start of the ring) of the ring header's atomic words.
+impl RingHeader {
+    pub const WRITE_POS_OFFSET: u64 = offset_of!(Self, write_pos) as u64;
+    pub const READ_POS_OFFSET: u64 = offset_of!(Self, read_pos) as u64;
+    pub const OWNER_PID_OFFSET: u64 = offset_of!(Self, owner_pid) as u64;
+}
+
+/// Byte offsets (from the start of the ring) of the ring header's atomic words.
+impl LuckyRingHeader {
+    pub const HEAD_OFFSET: u64 = offset_of!(Self, head) as u64;
+    pub const TAIL_OFFSET: u64 = offset_of!(Self, tail) as u64;
 }
 
 /// When a luckyrobots ring's capacity word reads 0, the client assumes a 512 KiB ring
@@ -160,27 +226,27 @@ pub struct ExtCounterOffsets {
 
 impl CounterOffsets {
     pub const LRBC_SEED: Self = Self {
-        server_pid: core::mem::offset_of!(LrbcHeader, server_pid) as u64,
-        client_pid: core::mem::offset_of!(LrbcHeader, client_pid) as u64,
-        frame_seq: core::mem::offset_of!(LrbcHeader, frame_seq) as u64,
-        action_seq: core::mem::offset_of!(LrbcHeader, action_seq) as u64,
+        server_pid: offset_of!(LrbcHeader, server_pid) as u64,
+        client_pid: offset_of!(LrbcHeader, client_pid) as u64,
+        frame_seq: LrbcHeader::FRAME_SEQ_OFFSET,
+        action_seq: LrbcHeader::ACTION_SEQ_OFFSET,
         ext: None,
     };
     pub const LRBC_EXT: Self = Self {
         ext: Some(ExtCounterOffsets {
-            service_flags: core::mem::offset_of!(LrbcHeader, service_flags) as u64,
-            write_seq: core::mem::offset_of!(LrbcHeader, write_seq) as u64,
-            image_seq: core::mem::offset_of!(LrbcHeader, image_seq) as u64,
-            frame_time_ns: core::mem::offset_of!(LrbcHeader, frame_time_ns) as u64,
-            action_time_ns: core::mem::offset_of!(LrbcHeader, action_time_ns) as u64,
+            service_flags: LrbcHeader::SERVICE_FLAGS_OFFSET,
+            write_seq: LrbcHeader::WRITE_SEQ_OFFSET,
+            image_seq: LrbcHeader::IMAGE_SEQ_OFFSET,
+            frame_time_ns: LrbcHeader::FRAME_TIME_NS_OFFSET,
+            action_time_ns: LrbcHeader::ACTION_TIME_NS_OFFSET,
         }),
         ..Self::LRBC_SEED
     };
     pub const LUCKY: Self = Self {
-        server_pid: core::mem::offset_of!(LuckyHeader, engine_pid) as u64,
-        client_pid: core::mem::offset_of!(LuckyHeader, client_pid) as u64,
-        frame_seq: core::mem::offset_of!(LuckyHeader, frame_seq) as u64,
-        action_seq: core::mem::offset_of!(LuckyHeader, action_seq) as u64,
+        server_pid: offset_of!(LuckyHeader, engine_pid) as u64,
+        client_pid: offset_of!(LuckyHeader, client_pid) as u64,
+        frame_seq: LuckyHeader::FRAME_SEQ_OFFSET,
+        action_seq: LuckyHeader::ACTION_SEQ_OFFSET,
         ext: None,
     };
 }
@@ -217,6 +283,92 @@ mod tests {
         {
             assert_eq!(f.offset_bytes % f.size_bytes, 0, "{} is misaligned", f.name);
         }
+    }
+
+    #[test]
+    fn the_offset_constants_name_the_atomic_fields_of_the_tables() {
+        let check = |fields: &[crate::layout::FieldSpec], consts: &[(u64, &str)]| {
+            for (offset, name) in consts {
+                let f = fields.iter().find(|f| f.name == *name);
+                assert_eq!(f.map(|f| f.offset_bytes as u64), Some(*offset), "{name}");
+                assert!(f.is_some_and(|f| f.atomic), "{name} is not atomic");
+            }
+            let atomic = fields.iter().filter(|f| f.atomic).count();
+            assert_eq!(
+                atomic,
+                consts.len(),
+                "an atomic field has no offset constant"
+            );
+        };
+        check(
+            LrbcHeader::FIELDS,
+            &[
+                (LrbcHeader::FRAME_SEQ_OFFSET, "frame_seq"),
+                (LrbcHeader::ACTION_SEQ_OFFSET, "action_seq"),
+                (LrbcHeader::SERVICE_FLAGS_OFFSET, "service_flags"),
+                (LrbcHeader::WRITE_SEQ_OFFSET, "write_seq"),
+                (LrbcHeader::IMAGE_SEQ_OFFSET, "image_seq"),
+                (LrbcHeader::FRAME_TIME_NS_OFFSET, "frame_time_ns"),
+                (LrbcHeader::ACTION_TIME_NS_OFFSET, "action_time_ns"),
+            ],
+        );
+        check(
+            LuckyHeader::FIELDS,
+            &[
+                (LuckyHeader::FRAME_SEQ_OFFSET, "frame_seq"),
+                (LuckyHeader::ACTION_SEQ_OFFSET, "action_seq"),
+                (LuckyHeader::ENGINE_READY_OFFSET, "engine_ready"),
+                (LuckyHeader::CLIENT_READY_OFFSET, "client_ready"),
+            ],
+        );
+        check(
+            RingHeader::FIELDS,
+            &[
+                (RingHeader::WRITE_POS_OFFSET, "write_pos"),
+                (RingHeader::READ_POS_OFFSET, "read_pos"),
+                (RingHeader::OWNER_PID_OFFSET, "owner_pid"),
+            ],
+        );
+        check(
+            LuckyRingHeader::FIELDS,
+            &[
+                (LuckyRingHeader::HEAD_OFFSET, "head"),
+                (LuckyRingHeader::TAIL_OFFSET, "tail"),
+            ],
+        );
+    }
+
+    #[test]
+    fn the_ring_modules_address_the_same_words_as_the_ring_headers() {
+        use crate::rings::{lrbc, lucky};
+        assert_eq!(lrbc::WRITE_POS, RingHeader::WRITE_POS_OFFSET);
+        assert_eq!(lrbc::READ_POS, RingHeader::READ_POS_OFFSET);
+        assert_eq!(lrbc::OWNER_PID, RingHeader::OWNER_PID_OFFSET);
+        assert_eq!(lrbc::DATA, RingHeader::SIZE_BYTES as u64);
+        assert_eq!(lucky::HEAD, LuckyRingHeader::HEAD_OFFSET);
+        assert_eq!(lucky::TAIL, LuckyRingHeader::TAIL_OFFSET);
+        assert_eq!(
+            lucky::CAPACITY,
+            offset_of!(LuckyRingHeader, capacity) as u64
+        );
+        assert_eq!(lucky::DATA, LuckyRingHeader::SIZE_BYTES as u64);
+    }
+
+    #[test]
+    fn a_header_read_from_bytes_writes_back_the_same_bytes() {
+        use zerocopy::{FromBytes, IntoBytes};
+        let bytes: Vec<u8> = (0..LrbcHeader::SIZE_BYTES + 8).map(|i| i as u8).collect();
+        let (h, rest) = LrbcHeader::read_from_prefix(&bytes).unwrap();
+        assert_eq!(rest.len(), 8);
+        assert_eq!(h.as_bytes(), &bytes[..LrbcHeader::SIZE_BYTES]);
+        // Little-endian at the offset the table gives.
+        assert_eq!(h.magic.get(), u32::from_le_bytes([0, 1, 2, 3]));
+        assert_eq!(h.mode, 16);
+        assert_eq!(
+            h.write_seq.get(),
+            u64::from_le_bytes([32, 33, 34, 35, 36, 37, 38, 39])
+        );
+        assert!(LuckyHeader::read_from_prefix(&bytes[..LuckyHeader::SIZE_BYTES - 1]).is_err());
     }
 
     #[test]

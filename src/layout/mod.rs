@@ -10,10 +10,12 @@ pub mod plan;
 
 use std::fmt;
 
+use zerocopy::FromBytes;
+
 pub use fields::{FieldKind, FieldSpec, FieldValue};
 pub use headers::{
     CounterOffsets, ExtCounterOffsets, HEADER_REGION_BYTES, LRBC_MAGIC, LRBC_VERSION, LrbcHeader,
-    LuckyHeader, LuckyRingHeader, RingHeader,
+    LuckyHeader, LuckyRingHeader, Preamble, RingHeader,
 };
 pub use names::{Names, NamesError};
 
@@ -336,23 +338,18 @@ impl Geometry {
             && self.image == other.image
     }
 
+    /// The engine's pid in the attach-time copy of the header; 0 if the copy is short.
     pub fn server_pid(&self) -> u32 {
-        read_u32(&self.header, self.counters.server_pid as usize)
+        let header = self.header.as_slice();
+        match self.layout {
+            Layout::LrbcV1 | Layout::LrbcV1Ext => {
+                LrbcHeader::read_from_prefix(header).map_or(0, |(h, _)| h.server_pid.get())
+            }
+            Layout::LuckyrobotsIpc => {
+                LuckyHeader::read_from_prefix(header).map_or(0, |(h, _)| h.engine_pid.get())
+            }
+        }
     }
-}
-
-fn read_u32(bytes: &[u8], offset: usize) -> u32 {
-    bytes
-        .get(offset..offset + 4)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u32::from_le_bytes)
-}
-
-fn read_u64(bytes: &[u8], offset: usize) -> u64 {
-    bytes
-        .get(offset..offset + 8)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
 }
 
 /// Reads the header of `src`, detects its layout (spec 8) unless `choice` forces one,
@@ -362,24 +359,25 @@ pub fn inspect<S: ByteSource + ?Sized>(
     choice: LayoutChoice,
 ) -> Result<Geometry, LayoutError> {
     let size_bytes = src.len_bytes();
-    let mut magic = [0u8; 8];
-    if size_bytes < 8 || !src.read_at(0, &mut magic) {
-        return Err(LayoutError::TooSmall {
-            size_bytes,
-            need_bytes: HEADER_REGION_BYTES,
-        });
+    let too_small = || LayoutError::TooSmall {
+        size_bytes,
+        need_bytes: HEADER_REGION_BYTES,
+    };
+    let mut first = [0u8; Preamble::SIZE_BYTES];
+    if size_bytes < Preamble::SIZE_BYTES as u64 || !src.read_at(0, &mut first) {
+        return Err(too_small());
     }
-    let found = read_u32(&magic, 0);
+    let Ok((preamble, _)) = Preamble::read_from_prefix(first.as_slice()) else {
+        return Err(too_small());
+    };
+    let found = preamble.magic.get();
     if found != LRBC_MAGIC {
         return Err(LayoutError::BadMagic { found });
     }
     if size_bytes < HEADER_REGION_BYTES {
-        return Err(LayoutError::TooSmall {
-            size_bytes,
-            need_bytes: HEADER_REGION_BYTES,
-        });
+        return Err(too_small());
     }
-    let version = read_u32(&magic, 4);
+    let version = preamble.version.get();
     if version != LRBC_VERSION {
         return Err(LayoutError::UnsupportedVersion { found: version });
     }
@@ -391,8 +389,15 @@ pub fn inspect<S: ByteSource + ?Sized>(
         });
     }
 
-    let ext_total = read_u64(&header, 256);
-    let lucky_total = read_u64(&header, 112);
+    // The header copy is 4096 bytes, longer than either header.
+    let (Ok((lrbc_header, _)), Ok((lucky_header, _))) = (
+        LrbcHeader::read_from_prefix(header.as_slice()),
+        LuckyHeader::read_from_prefix(header.as_slice()),
+    ) else {
+        return Err(too_small());
+    };
+    let ext_total = lrbc_header.total_size.get();
+    let lucky_total = lucky_header.total_size.get();
     let layout = match choice {
         LayoutChoice::Auto if ext_total == size_bytes => Layout::LrbcV1Ext,
         LayoutChoice::Auto if lucky_total == size_bytes => Layout::LuckyrobotsIpc,
@@ -412,14 +417,14 @@ pub fn inspect<S: ByteSource + ?Sized>(
         warnings: Vec::new(),
     };
     match layout {
-        Layout::LrbcV1 | Layout::LrbcV1Ext => lrbc(src, header, layout, b),
+        Layout::LrbcV1 | Layout::LrbcV1Ext => lrbc(src, header, &lrbc_header, layout, b),
         Layout::LuckyrobotsIpc => {
             if lucky_total != size_bytes {
                 b.warnings.push(format!(
                     "total_size is {lucky_total} but the segment is {size_bytes} bytes (layout forced)"
                 ));
             }
-            lucky(src, header, b)
+            lucky(src, header, &lucky_header, b)
         }
     }
 }
@@ -514,25 +519,19 @@ fn ring_capacity(field: &'static str, value: u64) -> Result<u32, LayoutError> {
     }
 }
 
+/// Validates an LRBC segment whose header copy `header` decodes to `h`.
 fn lrbc<S: ByteSource + ?Sized>(
     src: &S,
     header: Vec<u8>,
+    h: &LrbcHeader,
     layout: Layout,
     mut b: Builder,
 ) -> Result<Geometry, LayoutError> {
-    let f = |name: &str| -> u64 {
-        LrbcHeader::FIELDS
-            .iter()
-            .find(|f| f.name == name)
-            .and_then(|f| f.decode(&header))
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0)
-    };
-    let num_envs = f("num_envs") as u32;
-    let obs_size = f("obs_size") as u32;
-    let act_size = f("act_size") as u32;
+    let num_envs = h.num_envs.get();
+    let obs_size = h.obs_size.get();
+    let act_size = h.act_size.get();
     let n = u64::from(num_envs);
-    let mode = f("mode") as u8;
+    let mode = h.mode;
     if mode > 1 {
         b.warnings.push(format!(
             "mode is {mode}; only 0 (training) and 1 (inference) are defined"
@@ -559,14 +558,14 @@ fn lrbc<S: ByteSource + ?Sized>(
             ("f32", 4),
         ],
     )?;
-    let image_offset = f("image_offset");
+    let image_offset = h.image_offset.get();
     let image = if image_offset == 0 {
         None
     } else {
         let (width, height, channels) = (
-            f("image_width") as u32,
-            f("image_height") as u32,
-            f("image_channels") as u32,
+            h.image_width.get(),
+            h.image_height.get(),
+            h.image_channels.get(),
         );
         if !matches!(channels, 1 | 3 | 4) {
             return Err(LayoutError::BadImageChannels { channels });
@@ -602,23 +601,22 @@ fn lrbc<S: ByteSource + ?Sized>(
         })
     };
 
-    b.add(RegionKind::Obs, f("obs_offset"), obs_bytes)?;
-    b.add(RegionKind::Act, f("act_offset"), act_bytes)?;
-    b.add(RegionKind::Rewards, f("rewards_offset"), n * 4)?;
-    b.add(RegionKind::Dones, f("dones_offset"), n)?;
-    b.add(RegionKind::Resets, f("resets_offset"), n)?;
+    b.add(RegionKind::Obs, h.obs_offset.get(), obs_bytes)?;
+    b.add(RegionKind::Act, h.act_offset.get(), act_bytes)?;
+    b.add(RegionKind::Rewards, h.rewards_offset.get(), n * 4)?;
+    b.add(RegionKind::Dones, h.dones_offset.get(), n)?;
+    b.add(RegionKind::Resets, h.resets_offset.get(), n)?;
 
     if let Some(img) = &image {
         b.add(RegionKind::Image, img.offset_bytes, img.total_bytes)?;
     }
 
-    let cmd_capacity = ring_capacity("cmd_ring_size", f("cmd_ring_size"))?;
+    let cmd_capacity = ring_capacity("cmd_ring_size", u64::from(h.cmd_ring_size.get()))?;
     let mut rings = Vec::new();
-    for (kind, field) in [
-        (RegionKind::CmdS2c, "cmd_s2c_offset"),
-        (RegionKind::CmdC2s, "cmd_c2s_offset"),
+    for (kind, offset_bytes) in [
+        (RegionKind::CmdS2c, h.cmd_s2c_offset.get()),
+        (RegionKind::CmdC2s, h.cmd_c2s_offset.get()),
     ] {
-        let offset_bytes = f(field);
         b.add(
             kind,
             offset_bytes,
@@ -637,7 +635,7 @@ fn lrbc<S: ByteSource + ?Sized>(
     let counters;
     if layout == Layout::LrbcV1Ext {
         counters = CounterOffsets::LRBC_EXT;
-        let truncateds_offset = f("truncateds_offset");
+        let truncateds_offset = h.truncateds_offset.get();
         if truncateds_offset == 0 {
             b.warnings
                 .push("truncateds_offset is 0: truncateds are unavailable".into());
@@ -645,7 +643,7 @@ fn lrbc<S: ByteSource + ?Sized>(
             b.add(RegionKind::Truncateds, truncateds_offset, n)?;
         }
 
-        let (names_offset, names_size) = (f("names_offset"), f("names_size"));
+        let (names_offset, names_size) = (h.names_offset.get(), u64::from(h.names_size.get()));
         if names_offset != 0 && names_size > 0 {
             b.add(RegionKind::Names, names_offset, names_size)?;
             let mut bytes = vec![0u8; names_size as usize];
@@ -663,9 +661,9 @@ fn lrbc<S: ByteSource + ?Sized>(
             names = parsed.names;
         }
 
-        let (s2c, c2s) = (f("ctl_s2c_offset"), f("ctl_c2s_offset"));
+        let (s2c, c2s) = (h.ctl_s2c_offset.get(), h.ctl_c2s_offset.get());
         if s2c != 0 && c2s != 0 {
-            let capacity = ring_capacity("ctl_ring_size", f("ctl_ring_size"))?;
+            let capacity = ring_capacity("ctl_ring_size", u64::from(h.ctl_ring_size.get()))?;
             let length = RingHeader::SIZE_BYTES as u64 + u64::from(capacity);
             ctl_page_aligned = true;
             for (kind, offset_bytes) in [(RegionKind::CtlS2c, s2c), (RegionKind::CtlC2s, c2s)] {
@@ -696,7 +694,7 @@ fn lrbc<S: ByteSource + ?Sized>(
         {
             b.warnings.push(format!(
                 "the extension block is not zero but its total_size ({}) is not the segment size ({}): read as the seed header only",
-                f("total_size"),
+                h.total_size.get(),
                 b.size_bytes
             ));
         }
@@ -751,22 +749,16 @@ fn check_reserved(header: &[u8], fields: &[FieldSpec], warnings: &mut Vec<Warnin
     }
 }
 
+/// Validates a luckyrobots segment whose header copy `header` decodes to `h`.
 fn lucky<S: ByteSource + ?Sized>(
     src: &S,
     header: Vec<u8>,
+    h: &LuckyHeader,
     mut b: Builder,
 ) -> Result<Geometry, LayoutError> {
-    let f = |name: &str| -> u64 {
-        LuckyHeader::FIELDS
-            .iter()
-            .find(|f| f.name == name)
-            .and_then(|f| f.decode(&header))
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0)
-    };
-    let num_envs = f("num_envs") as u32;
-    let obs_size = f("obs_size") as u32;
-    let act_size = f("act_size") as u32;
+    let num_envs = h.num_envs.get();
+    let obs_size = h.obs_size.get();
+    let act_size = h.act_size.get();
     let n = u64::from(num_envs);
     if num_envs == 0 {
         b.warnings
@@ -788,30 +780,33 @@ fn lucky<S: ByteSource + ?Sized>(
             ("f32", 4),
         ],
     )?;
-    b.add(RegionKind::Obs, f("obs_offset"), obs_bytes)?;
-    b.add(RegionKind::Act, f("act_offset"), act_bytes)?;
-    b.add(RegionKind::Rewards, f("reward_offset"), n * 4)?;
-    b.add(RegionKind::Dones, f("done_offset"), n)?;
-    b.add(RegionKind::Resets, f("reset_offset"), n)?;
+    b.add(RegionKind::Obs, h.obs_offset.get(), obs_bytes)?;
+    b.add(RegionKind::Act, h.act_offset.get(), act_bytes)?;
+    b.add(RegionKind::Rewards, h.reward_offset.get(), n * 4)?;
+    b.add(RegionKind::Dones, h.done_offset.get(), n)?;
+    b.add(RegionKind::Resets, h.reset_offset.get(), n)?;
 
     let mut rings = Vec::new();
-    for (kind, field) in [
-        (RegionKind::CmdS2c, "cmd_out_offset"),
-        (RegionKind::CmdC2s, "cmd_in_offset"),
+    for (kind, offset_bytes) in [
+        (RegionKind::CmdS2c, h.cmd_out_offset.get()),
+        (RegionKind::CmdC2s, h.cmd_in_offset.get()),
     ] {
-        let offset_bytes = f(field);
         let header_bytes = LuckyRingHeader::SIZE_BYTES as u64;
         // The capacity lives inside the ring header: check the header first.
         b.add(kind, offset_bytes, header_bytes)?;
         b.regions.pop();
-        let mut word = [0u8; 4];
-        if !src.read_at(offset_bytes + 128, &mut word) {
-            return Err(LayoutError::Unreadable {
-                offset_bytes: offset_bytes + 128,
-                length_bytes: 4,
-            });
+        let unreadable = LayoutError::Unreadable {
+            offset_bytes,
+            length_bytes: header_bytes,
+        };
+        let mut ring_header = [0u8; LuckyRingHeader::SIZE_BYTES];
+        if !src.read_at(offset_bytes, &mut ring_header) {
+            return Err(unreadable);
         }
-        let raw = u32::from_le_bytes(word);
+        let Ok((ring_header, _)) = LuckyRingHeader::read_from_prefix(ring_header.as_slice()) else {
+            return Err(unreadable);
+        };
+        let raw = ring_header.capacity.get();
         let capacity = if raw == 0 {
             headers::LUCKY_DEFAULT_RING_CAPACITY
         } else {
@@ -833,7 +828,7 @@ fn lucky<S: ByteSource + ?Sized>(
     }
 
     let mut names = Names::default();
-    let schema_offset = f("schema_offset");
+    let schema_offset = h.schema_offset.get();
     if schema_offset != 0 {
         if schema_offset >= b.size_bytes {
             return Err(LayoutError::OutsideSegment {

@@ -1,7 +1,8 @@
 //! Planning a segment: where an engine puts each region, and the header bytes that say
 //! so. Used by the simulated engine and by tests; the inspector itself never writes.
 
-use super::fields::FieldSpec;
+use zerocopy::{FromZeros, IntoBytes};
+
 use super::headers::{
     HEADER_REGION_BYTES, LRBC_MAGIC, LRBC_VERSION, LrbcHeader, LuckyHeader, LuckyRingHeader,
     RingHeader,
@@ -114,16 +115,6 @@ fn check_ring(field: &'static str, value: u32) -> Result<(), PlanError> {
     }
 }
 
-/// Writes a little-endian value into `header` at the field named `name` of `table`.
-pub fn set_field(header: &mut [u8], table: &[FieldSpec], name: &str, value: u64) {
-    let Some(f) = table.iter().find(|f| f.name == name) else {
-        debug_assert!(false, "no field {name}");
-        return;
-    };
-    let bytes = value.to_le_bytes();
-    header[f.offset_bytes..f.offset_bytes + f.size_bytes].copy_from_slice(&bytes[..f.size_bytes]);
-}
-
 impl Plan {
     pub fn new(spec: &PlanSpec) -> Result<Self, PlanError> {
         if spec.num_envs == 0 {
@@ -228,68 +219,60 @@ impl Plan {
         }
 
         let mut header = vec![0u8; HEADER_REGION_BYTES as usize];
-        let h = &mut header;
         if lucky {
-            let t = LuckyHeader::FIELDS;
-            for (name, value) in [
-                ("magic", u64::from(LRBC_MAGIC)),
-                ("version", u64::from(LRBC_VERSION)),
-                ("engine_pid", u64::from(spec.server_pid)),
-                ("num_envs", n),
-                ("obs_size", u64::from(spec.obs_size)),
-                ("act_size", u64::from(spec.act_size)),
-                ("obs_offset", obs_offset),
-                ("act_offset", act_offset),
-                ("reward_offset", rewards_offset),
-                ("done_offset", dones_offset),
-                ("reset_offset", resets_offset),
-                ("schema_offset", names_offset),
-                ("cmd_in_offset", cmd_c2s_offset),
-                ("cmd_out_offset", cmd_s2c_offset),
-                ("total_size", size_bytes),
-            ] {
-                set_field(h, t, name, value);
-            }
+            let mut h = LuckyHeader::new_zeroed();
+            h.magic = LRBC_MAGIC.into();
+            h.version = LRBC_VERSION.into();
+            h.engine_pid = spec.server_pid.into();
+            h.num_envs = spec.num_envs.into();
+            h.obs_size = spec.obs_size.into();
+            h.act_size = spec.act_size.into();
+            h.obs_offset = obs_offset.into();
+            h.act_offset = act_offset.into();
+            h.reward_offset = rewards_offset.into();
+            h.done_offset = dones_offset.into();
+            h.reset_offset = resets_offset.into();
+            h.schema_offset = names_offset.into();
+            h.cmd_in_offset = cmd_c2s_offset.into();
+            h.cmd_out_offset = cmd_s2c_offset.into();
+            h.total_size = size_bytes.into();
+            header[..LuckyHeader::SIZE_BYTES].copy_from_slice(h.as_bytes());
         } else {
-            let t = LrbcHeader::FIELDS;
-            for (name, value) in [
-                ("magic", u64::from(LRBC_MAGIC)),
-                ("version", u64::from(LRBC_VERSION)),
-                ("server_pid", u64::from(spec.server_pid)),
-                ("mode", u64::from(spec.mode)),
-                ("num_envs", n),
-                ("obs_size", u64::from(spec.obs_size)),
-                ("act_size", u64::from(spec.act_size)),
-                ("obs_offset", obs_offset),
-                ("act_offset", act_offset),
-                ("rewards_offset", rewards_offset),
-                ("dones_offset", dones_offset),
-                ("resets_offset", resets_offset),
-                ("cmd_s2c_offset", cmd_s2c_offset),
-                ("cmd_c2s_offset", cmd_c2s_offset),
-                ("cmd_ring_size", u64::from(spec.cmd_ring_size)),
-                ("image_offset", image_offset),
-            ] {
-                set_field(h, t, name, value);
-            }
+            let mut h = LrbcHeader::new_zeroed();
+            h.magic = LRBC_MAGIC.into();
+            h.version = LRBC_VERSION.into();
+            h.server_pid = spec.server_pid.into();
+            h.mode = spec.mode;
+            h.num_envs = spec.num_envs.into();
+            h.obs_size = spec.obs_size.into();
+            h.act_size = spec.act_size.into();
+            h.obs_offset = obs_offset.into();
+            h.act_offset = act_offset.into();
+            h.rewards_offset = rewards_offset.into();
+            h.dones_offset = dones_offset.into();
+            h.resets_offset = resets_offset.into();
+            h.cmd_s2c_offset = cmd_s2c_offset.into();
+            h.cmd_c2s_offset = cmd_c2s_offset.into();
+            h.cmd_ring_size = spec.cmd_ring_size.into();
+            h.image_offset = image_offset.into();
             if let Some((w, hgt, ch)) = spec.image {
-                set_field(h, t, "image_width", u64::from(w));
-                set_field(h, t, "image_height", u64::from(hgt));
-                set_field(h, t, "image_channels", u64::from(ch));
+                h.image_width = w.into();
+                h.image_height = hgt.into();
+                h.image_channels = ch.into();
             }
             if ext {
-                for (name, value) in [
-                    ("total_size", size_bytes),
-                    ("truncateds_offset", truncateds_offset),
-                    ("names_offset", names_offset),
-                    ("names_size", names_bytes.len() as u64),
-                    ("ctl_s2c_offset", ctl_s2c_offset),
-                    ("ctl_c2s_offset", ctl_c2s_offset),
-                    ("ctl_ring_size", u64::from(spec.ctl_ring_size.unwrap_or(0))),
-                ] {
-                    set_field(h, t, name, value);
-                }
+                h.total_size = size_bytes.into();
+                h.truncateds_offset = truncateds_offset.into();
+                h.names_offset = names_offset.into();
+                // names_size is a u32: a larger names region cannot be described.
+                h.names_size = u32::try_from(names_bytes.len())
+                    .map_err(|_| overflow("names region"))?
+                    .into();
+                h.ctl_s2c_offset = ctl_s2c_offset.into();
+                h.ctl_c2s_offset = ctl_c2s_offset.into();
+                h.ctl_ring_size = spec.ctl_ring_size.unwrap_or(0).into();
             }
+            header[..LrbcHeader::SIZE_BYTES].copy_from_slice(h.as_bytes());
         }
         Ok(Self {
             size_bytes,
@@ -321,9 +304,11 @@ impl Plan {
         let at = self.names_offset as usize;
         bytes[at..at + self.names_bytes.len()].copy_from_slice(&self.names_bytes);
         if spec.layout == PlanLayout::Lucky {
-            for ring in [self.cmd_s2c_offset, self.cmd_c2s_offset] {
-                let at = ring as usize + 128;
-                bytes[at..at + 4].copy_from_slice(&spec.cmd_ring_size.to_le_bytes());
+            let mut ring = LuckyRingHeader::new_zeroed();
+            ring.capacity = spec.cmd_ring_size.into();
+            for offset in [self.cmd_s2c_offset, self.cmd_c2s_offset] {
+                let at = offset as usize;
+                bytes[at..at + LuckyRingHeader::SIZE_BYTES].copy_from_slice(ring.as_bytes());
             }
         }
         bytes

@@ -1,5 +1,6 @@
-use super::plan::{Plan, PlanLayout, PlanSpec, set_field};
+use super::plan::{Plan, PlanLayout, PlanSpec};
 use super::*;
+use zerocopy::FromBytes;
 
 fn spec(layout: PlanLayout) -> PlanSpec {
     PlanSpec {
@@ -35,8 +36,14 @@ fn bytes(layout: PlanLayout) -> (Plan, Vec<u8>) {
     (plan, bytes)
 }
 
-fn poke(bytes: &mut [u8], table: &[FieldSpec], name: &str, value: u64) {
-    set_field(bytes, table, name, value);
+/// The LRBC header at the start of `bytes`, to edit in place.
+fn lrbc_header(bytes: &mut [u8]) -> &mut LrbcHeader {
+    LrbcHeader::mut_from_prefix(bytes).unwrap().0
+}
+
+/// The luckyrobots header at the start of `bytes`, to edit in place.
+fn lucky_header(bytes: &mut [u8]) -> &mut LuckyHeader {
+    LuckyHeader::mut_from_prefix(bytes).unwrap().0
 }
 
 #[test]
@@ -115,8 +122,11 @@ fn a_zero_luckyrobots_ring_capacity_means_a_512_kib_region() {
     s.cmd_ring_size = 512 * 1024;
     let plan = Plan::new(&s).unwrap();
     let mut b = plan.initial_bytes(&s);
-    let at = plan.cmd_c2s_offset as usize + 128;
-    b[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+    let at = plan.cmd_c2s_offset as usize;
+    LuckyRingHeader::mut_from_prefix(&mut b[at..])
+        .unwrap()
+        .0
+        .capacity = 0.into();
     let g = inspect(&b, LayoutChoice::Auto).unwrap();
     assert_eq!(
         g.ring(RegionKind::CmdC2s).unwrap().capacity_bytes,
@@ -127,7 +137,7 @@ fn a_zero_luckyrobots_ring_capacity_means_a_512_kib_region() {
 #[test]
 fn wrong_magic_reports_the_value_found() {
     let (_, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    b[0..4].copy_from_slice(&0xDEAD_BEEFu32.to_le_bytes());
+    lrbc_header(&mut b).magic = 0xDEAD_BEEF.into();
     let err = inspect(&b, LayoutChoice::Auto).unwrap_err();
     assert_eq!(err, LayoutError::BadMagic { found: 0xDEAD_BEEF });
     assert!(err.to_string().contains("0xdeadbeef"));
@@ -152,7 +162,7 @@ fn a_segment_smaller_than_the_header_is_rejected() {
 #[test]
 fn an_unknown_version_is_rejected() {
     let (_, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    poke(&mut b, LrbcHeader::FIELDS, "version", 2);
+    lrbc_header(&mut b).version = 2.into();
     assert_eq!(
         inspect(&b, LayoutChoice::Auto),
         Err(LayoutError::UnsupportedVersion { found: 2 })
@@ -162,12 +172,7 @@ fn an_unknown_version_is_rejected() {
 #[test]
 fn a_region_past_the_end_is_rejected() {
     let (plan, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    poke(
-        &mut b,
-        LrbcHeader::FIELDS,
-        "obs_offset",
-        plan.size_bytes - 8,
-    );
+    lrbc_header(&mut b).obs_offset = (plan.size_bytes - 8).into();
     assert!(matches!(
         inspect(&b, LayoutChoice::Auto),
         Err(LayoutError::OutsideSegment {
@@ -176,7 +181,7 @@ fn a_region_past_the_end_is_rejected() {
         })
     ));
     // An offset so large that offset + length wraps u64.
-    poke(&mut b, LrbcHeader::FIELDS, "obs_offset", u64::MAX - 4);
+    lrbc_header(&mut b).obs_offset = (u64::MAX - 4).into();
     assert!(matches!(
         inspect(&b, LayoutChoice::Auto),
         Err(LayoutError::OutsideSegment { .. })
@@ -186,12 +191,7 @@ fn a_region_past_the_end_is_rejected() {
 #[test]
 fn overlapping_regions_are_rejected_naming_both() {
     let (plan, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    poke(
-        &mut b,
-        LrbcHeader::FIELDS,
-        "act_offset",
-        plan.obs_offset + 4,
-    );
+    lrbc_header(&mut b).act_offset = (plan.obs_offset + 4).into();
     let err = inspect(&b, LayoutChoice::Auto).unwrap_err();
     assert!(
         matches!(
@@ -205,7 +205,7 @@ fn overlapping_regions_are_rejected_naming_both() {
         "{err}"
     );
     // Offsets inside the header overlap the header region.
-    poke(&mut b, LrbcHeader::FIELDS, "act_offset", 64);
+    lrbc_header(&mut b).act_offset = 64.into();
     assert!(matches!(
         inspect(&b, LayoutChoice::Auto),
         Err(LayoutError::Overlap {
@@ -219,12 +219,7 @@ fn overlapping_regions_are_rejected_naming_both() {
 fn a_region_inside_another_larger_one_is_an_overlap() {
     let (plan, mut b) = bytes(PlanLayout::Lrbc { ext: true });
     // dones inside the image region, which is followed by smaller regions.
-    poke(
-        &mut b,
-        LrbcHeader::FIELDS,
-        "dones_offset",
-        plan.image_offset + 8,
-    );
+    lrbc_header(&mut b).dones_offset = (plan.image_offset + 8).into();
     assert!(matches!(
         inspect(&b, LayoutChoice::Auto),
         Err(LayoutError::Overlap { .. })
@@ -234,8 +229,8 @@ fn a_region_inside_another_larger_one_is_an_overlap() {
 #[test]
 fn sizes_whose_product_overflows_are_rejected() {
     let (_, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    poke(&mut b, LrbcHeader::FIELDS, "num_envs", u64::from(u32::MAX));
-    poke(&mut b, LrbcHeader::FIELDS, "obs_size", u64::from(u32::MAX));
+    lrbc_header(&mut b).num_envs = u32::MAX.into();
+    lrbc_header(&mut b).obs_size = u32::MAX.into();
     let err = inspect(&b, LayoutChoice::Auto).unwrap_err();
     assert!(
         matches!(
@@ -250,18 +245,8 @@ fn sizes_whose_product_overflows_are_rejected() {
     assert!(err.to_string().contains("num_envs 4294967295"), "{err}");
     // The image product overflows on its own with small hot sizes.
     let (_, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    poke(
-        &mut b,
-        LrbcHeader::FIELDS,
-        "image_width",
-        u64::from(u32::MAX),
-    );
-    poke(
-        &mut b,
-        LrbcHeader::FIELDS,
-        "image_height",
-        u64::from(u32::MAX),
-    );
+    lrbc_header(&mut b).image_width = u32::MAX.into();
+    lrbc_header(&mut b).image_height = u32::MAX.into();
     let err = inspect(&b, LayoutChoice::Auto).unwrap_err();
     assert!(
         matches!(
@@ -278,7 +263,7 @@ fn sizes_whose_product_overflows_are_rejected() {
 #[test]
 fn a_ring_size_that_is_not_a_power_of_two_is_rejected() {
     let (_, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    poke(&mut b, LrbcHeader::FIELDS, "cmd_ring_size", 1000);
+    lrbc_header(&mut b).cmd_ring_size = 1000.into();
     assert_eq!(
         inspect(&b, LayoutChoice::Auto),
         Err(LayoutError::BadRingSize {
@@ -292,7 +277,7 @@ fn a_ring_size_that_is_not_a_power_of_two_is_rejected() {
 #[test]
 fn a_bad_channel_count_is_rejected() {
     let (_, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    poke(&mut b, LrbcHeader::FIELDS, "image_channels", 2);
+    lrbc_header(&mut b).image_channels = 2.into();
     assert_eq!(
         inspect(&b, LayoutChoice::Auto),
         Err(LayoutError::BadImageChannels { channels: 2 })
@@ -320,12 +305,7 @@ fn names_that_are_not_terminated_or_not_utf8_are_rejected() {
 #[test]
 fn a_non_zero_extension_block_with_the_wrong_total_size_is_read_as_seed_with_a_warning() {
     let (plan, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    poke(
-        &mut b,
-        LrbcHeader::FIELDS,
-        "total_size",
-        plan.size_bytes + 1,
-    );
+    lrbc_header(&mut b).total_size = (plan.size_bytes + 1).into();
     let g = inspect(&b, LayoutChoice::Auto).unwrap();
     assert_eq!(g.layout, Layout::LrbcV1);
     assert!(g.warnings.iter().any(|w| w.contains("extension block")));
@@ -334,7 +314,7 @@ fn a_non_zero_extension_block_with_the_wrong_total_size_is_read_as_seed_with_a_w
 #[test]
 fn non_zero_reserved_bytes_are_warned_about() {
     let (_, mut b) = bytes(PlanLayout::Lrbc { ext: true });
-    b[210] = 1;
+    lrbc_header(&mut b)._reserved204[6] = 1;
     b[1000] = 1;
     let g = inspect(&b, LayoutChoice::Auto).unwrap();
     assert!(g.warnings.iter().any(|w| w.contains("offset 204")));
@@ -345,12 +325,7 @@ fn non_zero_reserved_bytes_are_warned_about() {
 fn unaligned_control_rings_disable_the_control_channel() {
     let (plan, mut b) = bytes(PlanLayout::Lrbc { ext: true });
     // Shift ctl_c2s by 64 bytes: still inside its own padded pages.
-    poke(
-        &mut b,
-        LrbcHeader::FIELDS,
-        "ctl_c2s_offset",
-        plan.ctl_c2s_offset + 64,
-    );
+    lrbc_header(&mut b).ctl_c2s_offset = (plan.ctl_c2s_offset + 64).into();
     let g = inspect(&b, LayoutChoice::Auto).unwrap();
     assert!(!g.ctl_page_aligned);
     assert!(g.warnings.iter().any(|w| w.contains("control channel")));
@@ -403,13 +378,13 @@ mod properties {
             total_kind in 0u8..3,
         ) {
             if magic_ok {
-                header[0..4].copy_from_slice(&LRBC_MAGIC.to_le_bytes());
-                header[4..8].copy_from_slice(&1u32.to_le_bytes());
+                lrbc_header(&mut header).magic = LRBC_MAGIC.into();
+                lrbc_header(&mut header).version = 1.into();
             }
             let len = header.len() as u64;
             match total_kind {
-                0 => header[256..264].copy_from_slice(&len.to_le_bytes()),
-                1 => header[112..120].copy_from_slice(&len.to_le_bytes()),
+                0 => lrbc_header(&mut header).total_size = len.into(),
+                1 => lucky_header(&mut header).total_size = len.into(),
                 _ => {}
             }
             if let Ok(g) = inspect(&header, LayoutChoice::Auto) {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::clock::MonotonicClock;
+use crate::layout::LrbcHeader;
 use crate::layout::plan::PlanLayout;
 use crate::testutil::{TestSegment, spec};
 use std::sync::atomic::AtomicU64;
@@ -53,16 +54,16 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
     for frame in 1..=200u64 {
         let rewards: Vec<f32> = (0..8).map(|i| frame as f32 + i as f32).collect();
         let obs: Vec<f32> = (0..24).map(|i| frame as f32 * 10.0 + i as f32).collect();
-        seg.rw.seqlock_begin(288);
+        seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
         seg.rw.write_f32s(seg.plan.rewards_offset, &rewards);
         seg.rw.write_f32s(seg.plan.obs_offset, &obs);
         seg.rw.write_at(
             seg.plan.dones_offset,
             &[0, 0, u8::from(frame % 50 == 0), 0, 0, 0, 0, 0],
         );
-        seg.rw.fetch_add_u64(288, 1);
-        seg.rw.store_u64(40, frame);
-        seg.rw.store_u64(32, frame);
+        seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
         wait_until(
             &format!("frame {frame} to be sampled ({:?})", sampler.stats()),
             || {
@@ -103,12 +104,12 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
 
 /// Publishes `frame` as the engine does: env 1's reward is twice the frame number.
 fn publish_frame(seg: &TestSegment, frame: u64) {
-    seg.rw.seqlock_begin(288);
+    seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
     seg.rw
         .write_f32s(seg.plan.rewards_offset, &[0.0, frame as f32 * 2.0]);
-    seg.rw.fetch_add_u64(288, 1);
-    seg.rw.store_u64(40, frame);
-    seg.rw.store_u64(32, frame);
+    seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+    seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+    seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
 }
 
 /// A sampler whose spotter and auxiliary threads run, and whose frame thread is driven
@@ -252,8 +253,8 @@ fn frames_that_pass_unseen_are_counted_missed() {
     let seg = TestSegment::create("missed", &spec(PlanLayout::Lrbc { ext: true }, 2));
     let mut sampler = start_sampler(&seg, SamplerSettings::default());
     // Ten frames published at once: the sampler sees only the last one.
-    seg.rw.store_u64(40, 10);
-    seg.rw.store_u64(32, 10);
+    seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, 10);
+    seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, 10);
     wait_until("the sampler", || sampler.stats().frames_seen == 10);
     sampler.stop();
     let s = sampler.stats();
@@ -292,12 +293,12 @@ fn publish_until(seg: &TestSegment, mut until: impl FnMut() -> bool) -> u64 {
     while !until() {
         for _ in 0..100 {
             frame += 1;
-            seg.rw.seqlock_begin(288);
+            seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
             seg.rw
                 .write_f32s(seg.plan.rewards_offset, &[frame as f32, frame as f32]);
-            seg.rw.fetch_add_u64(288, 1);
-            seg.rw.store_u64(40, frame);
-            seg.rw.store_u64(32, frame);
+            seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+            seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+            seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
             std::thread::sleep(Duration::from_micros(20));
         }
     }
@@ -379,9 +380,9 @@ fn torn_frames_are_discarded_and_counted() {
     let seg = TestSegment::create("torn", &spec(PlanLayout::Lrbc { ext: true }, 2));
     let mut sampler = start_sampler(&seg, SamplerSettings::default());
     // The engine "writes" forever: write_seq stays odd, so no copy can be trusted.
-    seg.rw.seqlock_begin(288);
-    seg.rw.store_u64(40, 1);
-    seg.rw.store_u64(32, 1);
+    seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
+    seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, 1);
+    seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, 1);
     wait_until("the torn frame", || sampler.stats().frames_torn == 1);
     sampler.stop();
     let d = sampler.lock();
@@ -439,10 +440,10 @@ fn camera_images_are_copied_when_image_seq_moves() {
     let seg = TestSegment::create("images", &s);
     let mut sampler = start_sampler(&seg, SamplerSettings::default());
     let pixels: Vec<u8> = (0..48).collect();
-    seg.rw.seqlock_begin(288);
+    seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
     seg.rw.write_at(seg.plan.image_offset, &pixels);
-    seg.rw.fetch_add_u64(288, 1);
-    seg.rw.fetch_add_u64(296, 1);
+    seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+    seg.rw.fetch_add_u64(LrbcHeader::IMAGE_SEQ_OFFSET, 1);
     wait_until("an image", || {
         sampler
             .lock()
@@ -473,7 +474,7 @@ fn an_image_region_over_its_budget_is_not_copied_and_the_window_says_why() {
             ..SamplerSettings::default()
         },
     );
-    seg.rw.fetch_add_u64(296, 1);
+    seg.rw.fetch_add_u64(LrbcHeader::IMAGE_SEQ_OFFSET, 1);
     wait_until("the note", || sampler.lock().image_note.is_some());
     sampler.stop();
     let d = sampler.lock();

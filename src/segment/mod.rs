@@ -862,14 +862,15 @@ mod tests {
         let path = temp_shm("mode");
         let _rm = Remove(path.clone());
         let rw = SegmentRw::create(&path, 8192, false).unwrap();
-        assert!(rw.store_u64(32, 77));
+        let word = crate::layout::LrbcHeader::FRAME_SEQ_OFFSET;
+        assert!(rw.store_u64(word, 77));
         assert!(rw.write_at(100, b"hello"));
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let ro = Segment::open(&path, Follow::NoSymlinks).unwrap();
-        assert_eq!(ro.load_u64(32), Some(77));
+        assert_eq!(ro.load_u64(word), Some(77));
         assert_eq!(ro.read_vec(100, 5).as_deref(), Some(&b"hello"[..]));
-        assert_eq!(ro.load_u64(33), None, "misaligned loads are refused");
+        assert_eq!(ro.load_u64(word + 1), None, "misaligned loads are refused");
         assert_eq!(ro.load_u64(8192), None, "out of range loads are refused");
         assert!(!ro.read_at(8190, &mut [0u8; 4]));
         assert_eq!(ro.health(), Health::Intact);

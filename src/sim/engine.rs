@@ -14,26 +14,11 @@ use super::services::{Services, World};
 use super::wait::Waiter;
 use crate::attach::{shm_location, shm_path};
 use crate::layout::plan::{Plan, PlanError, PlanLayout, PlanSpec};
-use crate::layout::{Names, RegionKind, RingFormat, RingGeometry};
+use crate::layout::{
+    LrbcHeader, LuckyHeader, Names, Preamble, RegionKind, RingFormat, RingGeometry,
+};
 use crate::rings::{LuckyEntryHeader, lrbc, lucky};
 use crate::segment::{Location, OpenError, SegmentRw, monotonic_now_ns};
-
-/// Offsets of the LRBC header words the engine writes (spec 2, 2.1).
-mod lrbc_words {
-    pub const FRAME_SEQ: u64 = 32;
-    pub const ACTION_SEQ: u64 = 40;
-    pub const SERVICE_FLAGS: u64 = 284;
-    pub const WRITE_SEQ: u64 = 288;
-    pub const IMAGE_SEQ: u64 = 296;
-    pub const FRAME_TIME_NS: u64 = 304;
-}
-
-/// Offsets of the luckyrobots header words (spec 8).
-mod lucky_words {
-    pub const FRAME_SEQ: u64 = 32;
-    pub const ACTION_SEQ: u64 = 40;
-    pub const ENGINE_READY: u64 = 120;
-}
 
 /// Observations are computed in chunks of this many floats (64 KiB) and copied into the
 /// segment chunk by chunk, so they never make a round trip through main memory.
@@ -267,15 +252,19 @@ impl Engine {
             ),
         };
         let initial = plan.initial_bytes(&spec);
+        // The preamble (magic and version) is one word, stored last.
         let first_word = initial
-            .first_chunk::<8>()
+            .first_chunk::<{ Preamble::SIZE_BYTES }>()
             .map_or(0, |w| u64::from_le_bytes(*w));
-        seg.write_at(8, initial.get(8..).unwrap_or_default());
+        seg.write_at(
+            Preamble::OFFSET + Preamble::SIZE_BYTES as u64,
+            initial.get(Preamble::SIZE_BYTES..).unwrap_or_default(),
+        );
         let n = cfg.num_envs as usize;
         let sim = CartPoles::new(n, cfg.obs_size as usize, cfg.act_size as usize, cfg.seed);
         let services = Services::default();
         if spec.layout == (PlanLayout::Lrbc { ext: true }) {
-            seg.store_u32(lrbc_words::SERVICE_FLAGS, services.flags());
+            seg.store_u32(LrbcHeader::SERVICE_FLAGS_OFFSET, services.flags());
         }
         let ring = |kind, offset_bytes, capacity_bytes, format| RingGeometry {
             kind,
@@ -378,7 +367,7 @@ impl Engine {
         // Release: pairs with the Acquire fence after a reader's copy of the first word
         // (`layout::inspect` copies the rest of the header after it), so a reader that
         // sees the magic sees the whole segment.
-        engine.seg.store_u64(0, first_word);
+        engine.seg.store_u64(Preamble::OFFSET, first_word);
         if let Some(path) = publish_to {
             let force = engine.cfg.force;
             let name = engine.cfg.name.clone();
@@ -389,7 +378,7 @@ impl Engine {
         }
         if engine.cfg.layout == PlanLayout::Lucky {
             // Release: the client waits for engine_ready, then reads the header.
-            engine.seg.store_u32(lucky_words::ENGINE_READY, 1);
+            engine.seg.store_u32(LuckyHeader::ENGINE_READY_OFFSET, 1);
         }
         Ok(engine)
     }
@@ -413,8 +402,8 @@ impl Engine {
     /// Runs until `stop` is set.
     pub fn run(&mut self, stop: &AtomicBool) -> EngineStats {
         let action_seq_word = match self.cfg.layout {
-            PlanLayout::Lucky => lucky_words::ACTION_SEQ,
-            PlanLayout::Lrbc { .. } => lrbc_words::ACTION_SEQ,
+            PlanLayout::Lucky => LuckyHeader::ACTION_SEQ_OFFSET,
+            PlanLayout::Lrbc { .. } => LrbcHeader::ACTION_SEQ_OFFSET,
         };
         let mut waiter = Waiter::new();
         // The pace was checked when the engine was created.
@@ -491,7 +480,7 @@ impl Engine {
             && now >= self.next_image_ns
             && self.cfg.dynamics;
         if ext {
-            self.seg.seqlock_begin(lrbc_words::WRITE_SEQ);
+            self.seg.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
         }
         if self.cfg.dynamics {
             // Chunks that stay in cache, written straight to the segment.
@@ -525,17 +514,17 @@ impl Engine {
         }
         if ext {
             // Even again: pairs with readers' re-load of write_seq (spec 3.2).
-            self.seg.fetch_add_u64(lrbc_words::WRITE_SEQ, 1);
+            self.seg.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
             if image_due {
                 // Release (fetch_add AcqRel): the images above are complete.
-                self.seg.fetch_add_u64(lrbc_words::IMAGE_SEQ, 1);
+                self.seg.fetch_add_u64(LrbcHeader::IMAGE_SEQ_OFFSET, 1);
             }
-            self.seg.store_u64(lrbc_words::FRAME_TIME_NS, now);
+            self.seg.store_u64(LrbcHeader::FRAME_TIME_NS_OFFSET, now);
         }
         if publish {
             let word = match self.cfg.layout {
-                PlanLayout::Lucky => lucky_words::FRAME_SEQ,
-                PlanLayout::Lrbc { .. } => lrbc_words::FRAME_SEQ,
+                PlanLayout::Lucky => LuckyHeader::FRAME_SEQ_OFFSET,
+                PlanLayout::Lrbc { .. } => LrbcHeader::FRAME_SEQ_OFFSET,
             };
             // Release: publishes the frame written above; pairs with the client's
             // Acquire load of frame_seq.
@@ -590,7 +579,7 @@ impl Engine {
                 self.stats.requests += served;
                 if served > 0 {
                     self.seg
-                        .store_u32(lrbc_words::SERVICE_FLAGS, self.services.flags());
+                        .store_u32(LrbcHeader::SERVICE_FLAGS_OFFSET, self.services.flags());
                 }
             }
             Rings::Lucky { cmd_in, cmd_out } => {
@@ -650,7 +639,7 @@ pub fn lucky_response(method: u32, payload: &[u8]) -> (u32, Value) {
 impl Drop for Engine {
     fn drop(&mut self) {
         if self.cfg.layout == PlanLayout::Lucky {
-            self.seg.store_u32(lucky_words::ENGINE_READY, 0);
+            self.seg.store_u32(LuckyHeader::ENGINE_READY_OFFSET, 0);
         }
         self.seg.unlink_if_ours();
     }

@@ -34,12 +34,18 @@ fn a_created_segment_is_complete_when_it_appears_and_removed_on_drop() {
     assert_eq!(a.geometry.layout, crate::layout::Layout::LrbcV1Ext);
     assert_eq!(a.geometry.names.obs[0], "cart_x");
     assert_eq!(a.geometry.names.act[1], "goal_shift");
-    assert_eq!(a.segment.load_u32(lrbc_words::SERVICE_FLAGS), Some(0x7f));
+    assert_eq!(
+        a.segment.load_u32(LrbcHeader::SERVICE_FLAGS_OFFSET),
+        Some(0x7f)
+    );
     assert!(
-        a.segment.load_u64(lrbc_words::IMAGE_SEQ).unwrap() >= 1,
+        a.segment.load_u64(LrbcHeader::IMAGE_SEQ_OFFSET).unwrap() >= 1,
         "the first images are written before publishing"
     );
-    assert_eq!(a.segment.load_u64(lrbc_words::WRITE_SEQ).unwrap() % 2, 0);
+    assert_eq!(
+        a.segment.load_u64(LrbcHeader::WRITE_SEQ_OFFSET).unwrap() % 2,
+        0
+    );
     let location = a.segment.location().clone();
     drop(engine);
     // A named mapping lives while any handle is open: the reader's too.
@@ -52,12 +58,23 @@ fn each_step_publishes_one_frame_with_every_counter() {
     let mut engine = Engine::create(config(PlanLayout::Lrbc { ext: true })).unwrap();
     let a =
         crate::attach::attach(&Target::Shm(engine.name().to_string()), LayoutChoice::Auto).unwrap();
-    let ws0 = a.segment.load_u64(lrbc_words::WRITE_SEQ).unwrap();
-    let t0 = a.segment.load_u64(lrbc_words::FRAME_TIME_NS).unwrap();
+    let ws0 = a.segment.load_u64(LrbcHeader::WRITE_SEQ_OFFSET).unwrap();
+    let t0 = a
+        .segment
+        .load_u64(LrbcHeader::FRAME_TIME_NS_OFFSET)
+        .unwrap();
     engine.step_once(Some(1));
-    assert_eq!(a.segment.load_u64(lrbc_words::FRAME_SEQ), Some(1));
-    assert_eq!(a.segment.load_u64(lrbc_words::WRITE_SEQ), Some(ws0 + 2));
-    assert!(a.segment.load_u64(lrbc_words::FRAME_TIME_NS).unwrap() >= t0);
+    assert_eq!(a.segment.load_u64(LrbcHeader::FRAME_SEQ_OFFSET), Some(1));
+    assert_eq!(
+        a.segment.load_u64(LrbcHeader::WRITE_SEQ_OFFSET),
+        Some(ws0 + 2)
+    );
+    assert!(
+        a.segment
+            .load_u64(LrbcHeader::FRAME_TIME_NS_OFFSET)
+            .unwrap()
+            >= t0
+    );
     assert_eq!(engine.stats().steps, 1);
 }
 
@@ -67,9 +84,15 @@ fn the_luckyrobots_engine_sets_engine_ready_and_clears_it() {
     let a =
         crate::attach::attach(&Target::Shm(engine.name().to_string()), LayoutChoice::Auto).unwrap();
     assert_eq!(a.geometry.layout, crate::layout::Layout::LuckyrobotsIpc);
-    assert_eq!(a.segment.load_u32(lucky_words::ENGINE_READY), Some(1));
+    assert_eq!(
+        a.segment.load_u32(LuckyHeader::ENGINE_READY_OFFSET),
+        Some(1)
+    );
     drop(engine);
-    assert_eq!(a.segment.load_u32(lucky_words::ENGINE_READY), Some(0));
+    assert_eq!(
+        a.segment.load_u32(LuckyHeader::ENGINE_READY_OFFSET),
+        Some(0)
+    );
 }
 
 #[test]
