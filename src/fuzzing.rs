@@ -3,6 +3,7 @@
 //! fuzzers (nightly, run by hand) call the very same code. Each body panics only when a
 //! property of the code under test fails.
 
+use crate::layout::headers::{LrbcHeader, LuckyHeader, LuckyRingHeader, RingHeader};
 use crate::layout::{LRBC_MAGIC, LayoutChoice, RegionKind, RingFormat, RingGeometry, inspect};
 use crate::rings::confirm::GIVE_UP_NS;
 use crate::rings::{AnyWatcher, WatchEvent};
@@ -45,10 +46,12 @@ pub fn layout_inspect(data: &[u8]) {
         bytes[4..8].copy_from_slice(&1u32.to_le_bytes());
     }
     let total = bytes.len() as u64;
-    if bytes.len() >= 264 && selector & 2 == 2 {
-        bytes[256..264].copy_from_slice(&total.to_le_bytes());
-    } else if bytes.len() >= 120 && selector & 4 == 4 {
-        bytes[112..120].copy_from_slice(&total.to_le_bytes());
+    let ext_total = core::mem::offset_of!(LrbcHeader, total_size);
+    let lucky_total = core::mem::offset_of!(LuckyHeader, total_size);
+    if bytes.len() >= ext_total + 8 && selector & 2 == 2 {
+        bytes[ext_total..ext_total + 8].copy_from_slice(&total.to_le_bytes());
+    } else if bytes.len() >= lucky_total + 8 && selector & 4 == 4 {
+        bytes[lucky_total..lucky_total + 8].copy_from_slice(&total.to_le_bytes());
     }
     let choice = match selector >> 6 {
         0 | 1 => LayoutChoice::Auto,
@@ -82,12 +85,17 @@ pub fn ring_watch(data: &[u8]) {
     };
     let capacity = 64u32 << (shape & 7);
     let lucky = shape & 8 != 0;
-    let header = if lucky { 192 } else { 64 };
+    let header = if lucky {
+        LuckyRingHeader::SIZE_BYTES
+    } else {
+        RingHeader::SIZE_BYTES
+    };
     let mut mem = vec![0u8; header + capacity as usize];
     let n = rest.len().min(mem.len());
     mem[..n].copy_from_slice(&rest[..n]);
     if lucky {
-        mem[128..132].copy_from_slice(&capacity.to_le_bytes());
+        let at = core::mem::offset_of!(LuckyRingHeader, capacity);
+        mem[at..at + 4].copy_from_slice(&capacity.to_le_bytes());
     }
     let ring = RingGeometry {
         kind: RegionKind::CmdC2s,

@@ -7,11 +7,13 @@ use super::confirm::{Item, Positions};
 use super::follow::{Follower, Format, Parsed};
 use super::{MAX_RAW_BYTES, RingRead, RingWrite, align8};
 use crate::layout::RingGeometry;
+use crate::layout::headers::RingHeader;
 
-pub const WRITE_POS: u64 = 0;
-pub const READ_POS: u64 = 4;
-pub const OWNER_PID: u64 = 8;
-pub const DATA: u64 = 64;
+/// Where the ring header's words and the data area are, from the ring's start.
+pub const WRITE_POS: u64 = RingHeader::WRITE_POS_OFFSET;
+pub const READ_POS: u64 = RingHeader::READ_POS_OFFSET;
+pub const OWNER_PID: u64 = RingHeader::OWNER_PID_OFFSET;
+pub const DATA: u64 = RingHeader::SIZE_BYTES as u64;
 /// The length word that sends the reader to the start of the data area.
 pub const WRAP_MARKER: u32 = 0xFFFF_FFFF;
 

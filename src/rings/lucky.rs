@@ -8,11 +8,13 @@ use super::confirm::{Item, Positions};
 use super::follow::{Follower, Format, Parsed};
 use super::{LuckyEntryHeader, MAX_RAW_BYTES, RingRead, RingWrite, align8};
 use crate::layout::RingGeometry;
+use crate::layout::headers::LuckyRingHeader;
 
-pub const HEAD: u64 = 0;
-pub const TAIL: u64 = 64;
-pub const CAPACITY: u64 = 128;
-pub const DATA: u64 = 192;
+/// Where the ring header's words and the data area are, from the ring's start.
+pub const HEAD: u64 = LuckyRingHeader::HEAD_OFFSET;
+pub const TAIL: u64 = LuckyRingHeader::TAIL_OFFSET;
+pub const CAPACITY: u64 = core::mem::offset_of!(LuckyRingHeader, capacity) as u64;
+pub const DATA: u64 = LuckyRingHeader::SIZE_BYTES as u64;
 pub const ENTRY_HEADER_BYTES: u64 = 16;
 
 /// Copies `buf.len()` bytes starting at ring position `pos`, splitting at the end.

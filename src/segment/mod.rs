@@ -31,7 +31,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::layout::ByteSource;
+use crate::layout::headers::{LrbcHeader, LuckyHeader};
 pub use crate::platform::monotonic_now_ns;
+use core::mem::offset_of;
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("LRBC is little-endian and this tool copies words natively");
@@ -337,8 +339,12 @@ fn segment_len(location: &Location, base: *mut u8, len: usize) -> usize {
         return len;
     }
     let view = Raw::new(base, len);
-    let ext_total = view.load_u64(256).unwrap_or(0);
-    let lucky_total = view.load_u64(112).unwrap_or(0);
+    let ext_total = view
+        .load_u64(offset_of!(LrbcHeader, total_size) as u64)
+        .unwrap_or(0);
+    let lucky_total = view
+        .load_u64(offset_of!(LuckyHeader, total_size) as u64)
+        .unwrap_or(0);
     let page = crate::platform::page_size();
     usize::try_from(logical_size(len as u64, ext_total, lucky_total, page)).unwrap_or(len)
 }
@@ -862,7 +868,7 @@ mod tests {
         let path = temp_shm("mode");
         let _rm = Remove(path.clone());
         let rw = SegmentRw::create(&path, 8192, false).unwrap();
-        let word = crate::layout::LrbcHeader::FRAME_SEQ_OFFSET;
+        let word = LrbcHeader::FRAME_SEQ_OFFSET;
         assert!(rw.store_u64(word, 77));
         assert!(rw.write_at(100, b"hello"));
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
