@@ -169,13 +169,13 @@ pub enum Command {
     Sim(sim::SimCommand),
     /// A simulated engine and client with the inspector attached.
     Demo(demo::DemoArgs),
-    /// Render the README's screenshots of the window headlessly, from a simulated run.
+    /// Render the screenshots of the window in `screenshots/` headlessly, from a simulated run.
     Screenshots {
         /// Folder for the PNG files.
         #[arg(long, value_name = "DIR", default_value = "screenshots")]
         out: PathBuf,
     },
-    /// Benchmarks of the command channel (figures for the README).
+    /// Benchmarks that run in real time or across processes (figures in docs/benchmarks.md).
     #[command(subcommand)]
     Bench(benchmarks::BenchCommand),
     /// Toggle an engine service, or show service status, through the control rings.

@@ -1,4 +1,4 @@
-//! `screenshots`: renders the README's pictures of the window headlessly, from a
+//! `screenshots`: renders the pictures of the window headlessly, from a
 //! simulated run (engine and client threads in this process), with the CPU rasteriser.
 
 use std::path::{Path, PathBuf};

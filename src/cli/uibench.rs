@@ -1,5 +1,5 @@
 //! `bench ui` and `bench sampler`: the window's and the sampler's costs, measured
-//! against an engine and a client in separate processes (figures for the README).
+//! against an engine and a client in separate processes (figures in docs/benchmarks.md).
 
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
