@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use clap::Subcommand;
 
 use super::CliError;
+use super::uibench::SamplerPart;
 use crate::layout::{LayoutChoice, RegionKind};
 use crate::rings::lrbc::{Consumer, Producer};
 use crate::segment::monotonic_now_ns;
@@ -62,13 +63,6 @@ pub enum BenchCommand {
         #[arg(long, value_name = "SECS", value_parser = super::args::seconds_f64)]
         report_memory: Option<f64>,
     },
-}
-
-/// One half of `bench sampler`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SamplerPart {
-    Share,
-    Rate,
 }
 
 /// Runs one producer rate for `secs`; returns (produced, seen, lost bytes, malformed).

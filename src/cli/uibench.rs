@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use super::CliError;
 use super::bench::median;
-use super::benchmarks::SamplerPart;
 use super::children::{ChildProcess, wait_for_segment};
 use crate::attach::{Target, attach};
 use crate::clock::MonotonicClock;
@@ -98,6 +97,13 @@ fn cpu_secs(pid: u32) -> f64 {
         .iter()
         .map(|(_, s)| s)
         .sum()
+}
+
+/// One half of `bench sampler`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SamplerPart {
+    Share,
+    Rate,
 }
 
 /// UI frame CPU time (layout and tessellation) at train4096 with every panel open.

@@ -165,6 +165,21 @@ pub struct SamplerData {
     pub image_note: Option<String>,
 }
 
+/// The frames of history and of observation rows that `history_bytes` holds, each at
+/// most what the settings ask: up to half for the overview and the watched envs'
+/// points, the rest for their rows of `values` floats.
+pub fn history_capacities(s: &SamplerSettings, watched: usize, values: usize) -> (usize, usize) {
+    let budget = s.history_bytes;
+    let per_frame = size_of::<FrameAgg>() + watched * size_of::<EnvPoint>();
+    let detail_each = size_of::<EnvDetail>() + crate::memory::heap(values * 4);
+    let overview = if watched == 0 { budget } else { budget / 2 };
+    let frames = (overview / per_frame).clamp(1, s.history_frames.max(1));
+    // The rows take the rest, what the overview leaves of its half included.
+    let rows = budget.saturating_sub(frames * per_frame);
+    let detail = (rows / (watched * detail_each).max(1)).clamp(1, s.detail_frames.max(1));
+    (frames, detail)
+}
+
 impl SamplerData {
     /// The data of a sampler just attached: empty histories sized by `settings`.
     pub(super) fn new(attached: &Attached, settings: &SamplerSettings) -> Self {
@@ -256,5 +271,47 @@ impl Default for SamplerSettings {
             scan_hz: 10.0,
             busy_budget_percent: Some(DEFAULT_BUSY_BUDGET_PERCENT),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histories_are_sized_to_their_bytes_or_to_the_frames_asked_for() {
+        let per_frame = size_of::<FrameAgg>() + 4 * size_of::<EnvPoint>();
+        let per_row = size_of::<EnvDetail>() + crate::memory::heap(112 * 4);
+        // The default budget holds train4096's (112 values per env, four envs watched)
+        // three minutes of overview at 1 kHz, and rows for the rest of the budget.
+        let s = SamplerSettings::default();
+        let (frames, detail) = history_capacities(&s, 4, 112);
+        assert_eq!(frames, s.history_frames);
+        assert!(detail > 10_000 && detail <= s.detail_frames, "{detail}");
+        assert!(frames * per_frame + 4 * detail * per_row <= s.history_bytes);
+        // A small segment gets all it asks for.
+        assert_eq!(
+            history_capacities(&s, 4, 6),
+            (s.history_frames, s.detail_frames)
+        );
+        // A tight budget: the overview takes at most half, the rows the rest.
+        let tight = SamplerSettings {
+            history_bytes: 4 << 20,
+            ..SamplerSettings::default()
+        };
+        let (frames, detail) = history_capacities(&tight, 4, 112);
+        assert!(frames < tight.history_frames && detail < tight.detail_frames);
+        assert!(frames * per_frame <= tight.history_bytes / 2);
+        let used = frames * per_frame + 4 * detail * per_row;
+        assert!(used <= tight.history_bytes);
+        assert!(
+            used + 4 * per_row > tight.history_bytes,
+            "{frames} {detail}"
+        );
+        // No env watched: the overview takes it all.
+        assert_eq!(
+            history_capacities(&tight, 0, 112).0,
+            tight.history_bytes / size_of::<FrameAgg>()
+        );
     }
 }

@@ -9,9 +9,9 @@ use super::budget::{Budget, CpuTimes};
 use super::copy::{copy_frame, load_counters, reopen_if_reattached};
 use super::data::{
     EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, SamplerData,
-    SamplerSettings,
+    SamplerSettings, history_capacities,
 };
-use super::history::{Ring, history_capacities};
+use super::history::Ring;
 use super::pace::{FramePace, SAMPLER_QUIET_NAP_NS};
 use super::reduce::aggregate;
 use super::spotter::{Handover, SpotCopy};

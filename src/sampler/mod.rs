@@ -31,9 +31,9 @@ mod spotter;
 pub use data::{
     BadValue, Channel, Counters, DEFAULT_BUSY_BUDGET_PERCENT, EnvDetail, EnvHistory, EnvPoint,
     FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, ImageFrame, SamplerData, SamplerSettings,
-    SamplerStats, Scan,
+    SamplerStats, Scan, history_capacities,
 };
-pub use history::{Ring, history_capacities};
+pub use history::Ring;
 pub use reduce::scan_values;
 
 use auxiliary::AuxWorker;
