@@ -849,7 +849,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                         .session
                         .control
                         .as_ref()
-                        .map(super::session::ControlWorker::state);
+                        .map(crate::control::ControlWorker::state);
                     let label = self.session.attached.label();
                     let unavailable = self.session.control_unavailable.clone();
                     let info = RpcInfo {
