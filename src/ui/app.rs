@@ -12,13 +12,13 @@ use super::panels::rpc::RpcInfo;
 use super::panels::traffic::TrafficView;
 use super::panels::{cameras, counters, envs, header, rpc, traffic};
 use super::screenshot::{self, Shot};
-use super::session::Session;
 use super::settings::{Pane, Settings, Theme, default_tree};
 use super::widgets::{BAD, WARN, state_color, state_text};
 use crate::attach::Target;
 use crate::layout::LayoutChoice;
 use crate::procinfo::{ProcInfo, Processes};
 use crate::segment::monotonic_now_ns;
+use crate::session::Session;
 
 /// Wakes the UI from other threads, at most once per `interval_ns` (read at each call,
 /// so that the rate can change while the threads run).

@@ -1,6 +1,7 @@
-//! What the window holds while attached: the UI's own read-only mapping, the sampler,
-//! a traffic tap thread and a control worker thread. Nothing here blocks the UI thread:
-//! readers take short locks on data that background threads fill.
+//! What an attachment holds for the window: its own read-only mapping, the sampler, a
+//! traffic tap thread ([`crate::traffic::TrafficTap`]) and, once used, a control worker
+//! thread ([`crate::control::ControlWorker`]). Nothing here draws, and nothing here
+//! blocks its caller: readers take short locks on data that background threads fill.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -11,8 +12,7 @@ use crate::clock::MonotonicClock;
 use crate::control::{ControlWorker, lease_holder, unavailable_reason};
 use crate::layout::LayoutChoice;
 use crate::sampler::{Sampler, SamplerSettings};
-pub use crate::traffic::TrafficLimits;
-use crate::traffic::TrafficTap;
+use crate::traffic::{TrafficLimits, TrafficTap};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
