@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::panels::attach::{self as attach_view, AttachForm, Discovery, remembered};
+use super::panels::attach::{self as attach_view, AttachForm, remembered};
 use super::panels::cameras::{CamerasView, ShotRequest};
 use super::panels::rpc::RpcInfo;
 use super::panels::traffic::TrafficView;
@@ -15,6 +15,7 @@ use super::screenshot::{self, Shot};
 use super::settings::{Pane, Settings, Theme, default_tree};
 use super::widgets::{BAD, WARN, state_color, state_text};
 use crate::attach::Target;
+use crate::discovery::Discovery;
 use crate::layout::LayoutChoice;
 use crate::procinfo::{ProcInfo, Processes};
 use crate::segment::monotonic_now_ns;
