@@ -27,7 +27,7 @@ pub fn render_app(
     size: egui::Vec2,
     frames: usize,
 ) -> image::RgbaImage {
-    r.render(ctx, size, 1.0, frames, |ui| app.ui(ui))
+    r.render(ctx, size, 1.0, frames, |ui| app.run_frame(ui))
 }
 
 pub fn run(out: &Path) -> Result<(), CliError> {

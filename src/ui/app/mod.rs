@@ -194,8 +194,19 @@ impl InspectorApp {
         self.message.as_ref().map(|m| m.text.as_str())
     }
 
-    /// Work that is not drawing: follow replacements, dialog results, process liveness.
-    pub fn logic(&mut self) {
+    /// Work that is not drawing, run before each pass and also while the window shows
+    /// nothing (minimised, hidden): Ctrl-C (the stop flag), following a replaced segment,
+    /// the save dialog's results, process liveness, the title, the redraw rate and
+    /// whether discovery runs. Nothing here draws.
+    pub fn logic(&mut self, ctx: &egui::Context) {
+        if let Some(stop) = &self.close_when {
+            // Relaxed: a flag with no data behind it.
+            if stop.load(Ordering::Relaxed) {
+                ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+            }
+            // Look again soon even when nothing else wakes the window.
+            ctx.request_repaint_after(Duration::from_millis(250));
+        }
         let mut note = None;
         if let Some(s) = &mut self.session
             && s.follow_replacement()
@@ -230,6 +241,28 @@ impl InspectorApp {
             self.server = self.processes.info(server);
             self.client = self.processes.info(client);
         }
+        let title = self.title();
+        if title != self.shown_title {
+            ctx.send_viewport_cmd(egui::ViewportCommand::Title(title.clone()));
+            self.shown_title = title;
+        }
+        let hz = redraw_rate(
+            self.settings.max_fps,
+            self.software_rendering,
+            self.machine_busy(),
+        );
+        // Relaxed: a rate the waker reads; no data behind it.
+        self.repaint_interval_ns
+            .store(1_000_000_000 / u64::from(hz), Ordering::Relaxed);
+        self.discovery
+            .set_active(self.session.is_none() || self.show_attach);
+    }
+
+    /// One shown frame as eframe runs it: [`Self::logic`], then [`Self::ui`]. For the
+    /// headless drivers of the window (tests, screenshots, benchmarks).
+    pub fn run_frame(&mut self, ui: &mut egui::Ui) {
+        self.logic(ui.ctx());
+        self.ui(ui);
     }
 
     /// Takes a screenshot of the cameras.
@@ -263,37 +296,14 @@ impl InspectorApp {
         }
     }
 
-    /// The whole window.
+    /// The whole window: draws it and answers its input (eframe runs [`Self::logic`]
+    /// first).
     pub fn ui(&mut self, ui: &mut egui::Ui) {
         self.count_redraw();
-        self.logic();
-        if let Some(stop) = &self.close_when {
-            // Relaxed: a flag with no data behind it.
-            if stop.load(Ordering::Relaxed) {
-                ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
-            }
-            // Look again soon even when nothing else wakes the window.
-            ui.ctx().request_repaint_after(Duration::from_millis(250));
-        }
         self.shortcuts(ui);
-        let title = self.title();
-        if title != self.shown_title {
-            ui.ctx()
-                .send_viewport_cmd(egui::ViewportCommand::Title(title.clone()));
-            self.shown_title = title;
-        }
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
         egui::Panel::bottom("status_bar").show(ui, |ui| self.status_bar(ui));
-        let hz = redraw_rate(
-            self.settings.max_fps,
-            self.software_rendering,
-            self.machine_busy(),
-        );
-        // Relaxed: a rate the waker reads; no data behind it.
-        self.repaint_interval_ns
-            .store(1_000_000_000 / u64::from(hz), Ordering::Relaxed);
         let attach_shows = self.session.is_none() || self.show_attach;
-        self.discovery.set_active(attach_shows);
         egui::CentralPanel::default().show(ui, |ui| {
             if attach_shows {
                 let listing = self.discovery.snapshot();
@@ -457,6 +467,10 @@ pub fn apply_theme(ctx: &egui::Context, theme: Theme) {
 }
 
 impl eframe::App for InspectorApp {
+    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        InspectorApp::logic(self, ctx);
+    }
+
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         InspectorApp::ui(self, ui);
     }
