@@ -5,7 +5,11 @@
 //! `luckyengine_<pid>`) and `LUCKY_SHM_NAME`, kept when their first bytes are the LRBC
 //! magic.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::clock::secs_between;
 use crate::layout::{self, Layout, LayoutChoice, LayoutError};
@@ -216,6 +220,122 @@ pub fn parse_maps(maps: &str) -> Vec<String> {
     names
 }
 
+/// What discovery found.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    pub segments: Vec<ListEntry>,
+    /// Processes that map each segment (from /proc/*/maps).
+    pub mappers: BTreeMap<String, Vec<ProcInfo>>,
+    pub refreshes: u64,
+}
+
+/// A named thread that refreshes a [`Listing`] every two seconds while asked to (the
+/// window's attach view shows).
+#[derive(Debug)]
+pub struct Discovery {
+    pub listing: Arc<Mutex<Listing>>,
+    pub active: Arc<AtomicBool>,
+    /// Set to refresh at once (when the view is shown again).
+    pub refresh_now: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The processes that map each segment (Linux: from `/proc/*/maps`; empty elsewhere).
+/// Keep `processes` across calls: CPU use is measured between two refreshes.
+pub fn mappers(processes: &mut Processes) -> BTreeMap<String, Vec<ProcInfo>> {
+    processes.refresh_all();
+    let mut out: BTreeMap<String, Vec<ProcInfo>> = BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.filter_map(Result::ok) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        for name in mapped_shm_names(pid) {
+            out.entry(name).or_default().push(processes.info(pid));
+        }
+    }
+    out
+}
+
+impl Discovery {
+    pub fn start(waker: Arc<dyn Fn() + Send + Sync>) -> Self {
+        let listing = Arc::new(Mutex::new(Listing::default()));
+        let active = Arc::new(AtomicBool::new(true));
+        let refresh_now = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, a, s, r) = (
+            Arc::clone(&listing),
+            Arc::clone(&active),
+            Arc::clone(&stop),
+            Arc::clone(&refresh_now),
+        );
+        let thread = std::thread::Builder::new()
+            .name("lrbc-discovery".into())
+            .spawn(move || {
+                let mut processes = Processes::new();
+                // Relaxed: flags with no data behind them.
+                while !s.load(Ordering::Relaxed) {
+                    if a.load(Ordering::Relaxed) {
+                        let segments = list();
+                        let mappers = mappers(&mut processes);
+                        if let Ok(mut g) = l.lock() {
+                            g.segments = segments;
+                            g.mappers = mappers;
+                            g.refreshes += 1;
+                        }
+                        waker();
+                    }
+                    for _ in 0..20 {
+                        if s.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        if r.swap(false, Ordering::Relaxed) {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            })
+            .ok();
+        Self {
+            listing,
+            active,
+            refresh_now,
+            stop,
+            thread,
+        }
+    }
+
+    /// Lists only while the attach view shows; showing it again lists at once.
+    pub fn set_active(&self, on: bool) {
+        // Relaxed: flags with no data behind them.
+        if self.active.swap(on, Ordering::Relaxed) != on && on {
+            self.refresh_now.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub fn snapshot(&self) -> Listing {
+        self.listing.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for Discovery {
+    fn drop(&mut self) {
+        // Relaxed: a flag with no data behind it.
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +350,21 @@ mod tests {
 7f04-7f05 rw-p 00000000 00:00 0 [heap]
 ";
         assert_eq!(parse_maps(maps), ["LuckyEngine_42", "old"]);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_segment_this_process_maps_lists_this_process_among_its_mappers() {
+        let seg = crate::testutil::TestSegment::create(
+            "mappers",
+            &crate::testutil::spec(layout::plan::PlanLayout::Lrbc { ext: false }, 1),
+        );
+        let found = mappers(&mut Processes::new());
+        let procs = found.get(&seg.name).expect("the segment is mapped here");
+        assert!(
+            procs.iter().any(|p| p.pid == std::process::id() && p.alive),
+            "{procs:?}"
+        );
     }
 
     #[test]

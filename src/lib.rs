@@ -16,6 +16,7 @@ pub mod rings;
 pub mod rpc;
 pub mod sampler;
 pub mod segment;
+pub mod session;
 pub mod sim;
 pub mod snapshot;
 pub mod stats;

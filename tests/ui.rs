@@ -30,7 +30,7 @@ fn settings(shots: &std::path::Path) -> Settings {
 fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
     Harness::builder()
         .with_size(egui::vec2(1400.0, 900.0))
-        .build_ui_state(|ui, app: &mut InspectorApp| app.ui(ui), app)
+        .build_ui_state(|ui, app: &mut InspectorApp| app.run_frame(ui), app)
 }
 
 /// Steps the UI (real time passes for the background threads) until `done`.
@@ -477,4 +477,74 @@ fn engine_death_and_replacement_never_freeze_the_window() {
             .contains("re-attached")
     );
     drop(engine);
+}
+
+/// Input of a logic-only run for a minimised window: eframe runs no pass then, only
+/// `App::logic` through `Context::run_logic`. `close` adds a close request from the
+/// window manager.
+fn minimised_input(close: bool) -> egui::RawInput {
+    let mut input = egui::RawInput::default();
+    let root = input.viewports.entry(egui::ViewportId::ROOT).or_default();
+    root.minimized = Some(true);
+    if close {
+        root.events.push(egui::ViewportEvent::Close);
+    }
+    input
+}
+
+#[test]
+fn ctrl_c_and_a_close_request_are_handled_while_the_window_is_minimised() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let ctx = egui::Context::default();
+    let mut app = InspectorApp::new(
+        &ctx,
+        settings(&temp_dir("minimised")),
+        None,
+        None,
+        LayoutChoice::Auto,
+    );
+    // What the demo hands the window: the flag that SIGINT (Ctrl-C) sets.
+    let stop = Arc::new(AtomicBool::new(false));
+    app.close_when = Some(Arc::clone(&stop));
+    let mut frame = eframe::Frame::_new_kittest();
+    let mut logic_only = |app: &mut InspectorApp, close: bool| {
+        let input = minimised_input(close);
+        assert_eq!(input.viewport().minimized, Some(true));
+        ctx.run_logic(&input, |ctx| {
+            assert_eq!(ctx.input(|i| i.viewport().minimized), Some(true));
+            eframe::App::logic(app, ctx, &mut frame);
+        })
+    };
+    let commands = |out: &egui::LogicOutput| {
+        out.viewport_commands
+            .get(&egui::ViewportId::ROOT)
+            .cloned()
+            .unwrap_or_default()
+    };
+
+    // No Ctrl-C yet: the window stays.
+    let out = logic_only(&mut app, false);
+    assert!(!commands(&out).contains(&egui::ViewportCommand::Close));
+
+    // Ctrl-C: the next logic-only run asks the window to close, with no pass drawn.
+    stop.store(true, Ordering::Relaxed);
+    let out = logic_only(&mut app, false);
+    assert!(
+        commands(&out).contains(&egui::ViewportCommand::Close),
+        "Ctrl-C closes a minimised window: {:?}",
+        commands(&out)
+    );
+
+    // A close request from the window manager while minimised goes through: logic runs
+    // and does not cancel it.
+    stop.store(false, Ordering::Relaxed);
+    let out = logic_only(&mut app, true);
+    assert!(
+        !commands(&out).contains(&egui::ViewportCommand::CancelClose),
+        "{:?}",
+        commands(&out)
+    );
+    assert!(app.session.is_none());
 }

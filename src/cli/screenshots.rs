@@ -27,7 +27,7 @@ pub fn render_app(
     size: egui::Vec2,
     frames: usize,
 ) -> image::RgbaImage {
-    r.render(ctx, size, 1.0, frames, |ui| app.ui(ui))
+    r.render(ctx, size, 1.0, frames, |ui| app.run_frame(ui))
 }
 
 pub fn run(out: &Path) -> Result<(), CliError> {
@@ -67,7 +67,7 @@ pub fn run(out: &Path) -> Result<(), CliError> {
     if let Some(s) = &app.session {
         let store = s.traffic.lock();
         let pick = (store.first_index..store.total_rows()).rev().find(|&i| {
-            matches!(store.get(i), Some(crate::ui::session::TrafficRow::Record(r)) if r.method == "GetAgentSchema" || r.method == "ResetAgent")
+            matches!(store.get(i), Some(crate::traffic::TrafficRow::Record(r)) if r.method == "GetAgentSchema" || r.method == "ResetAgent")
         });
         app.traffic_view.selected = pick;
     }

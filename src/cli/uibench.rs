@@ -141,14 +141,14 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     // Warm up (fonts, textures) and let a few seconds of history build.
     let warm = Instant::now();
     while warm.elapsed() < Duration::from_secs(5) {
-        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.ui(ui));
+        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
         std::thread::sleep(Duration::from_millis(16));
     }
     let mut times = Vec::with_capacity(frames);
     let mut walls = Vec::with_capacity(frames);
     for _ in 0..frames {
         let (t, cpu) = (Instant::now(), crate::platform::thread_cpu_ns());
-        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.ui(ui));
+        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
         times.push((crate::platform::thread_cpu_ns() - cpu) as f64 / 1e6);
         walls.push(t.elapsed().as_secs_f64() * 1e3);
         // Display rate: leave the rest of the frame to the other processes.
@@ -329,7 +329,7 @@ pub fn headless_app(
         match due {
             Some(at) if at <= now => {
                 due = None;
-                let _ = renderer.pass(&ctx, size, 1.0, |ui| app.ui(ui));
+                let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
             }
             _ => {
                 // Asleep until the next repaint is due or asked for (or a tenth of a

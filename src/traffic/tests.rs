@@ -1,8 +1,10 @@
+use super::follower::MAX_PENDING;
 use super::*;
+use crate::attach::Attached;
 use crate::layout::plan::PlanLayout;
 use crate::rings::lrbc::Producer;
 use crate::rings::lucky;
-use crate::rpc::fb;
+use crate::rpc::{self, fb};
 use crate::testutil::{TestSegment, spec};
 
 fn request(corr: u64, sent_ns: u64) -> Vec<u8> {

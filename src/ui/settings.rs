@@ -156,8 +156,8 @@ impl Settings {
     }
 
     /// What the traffic list may keep.
-    pub fn traffic_limits(&self) -> crate::ui::session::TrafficLimits {
-        crate::ui::session::TrafficLimits::of(self.memory_budget())
+    pub fn traffic_limits(&self) -> crate::traffic::TrafficLimits {
+        crate::traffic::TrafficLimits::of(self.memory_budget())
     }
 
     pub fn sampler(&self) -> crate::sampler::SamplerSettings {

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::sampler::{ImageFrame, SamplerData};
+use crate::traffic::StreamedImage;
 use crate::ui::panels::traffic::{Shown, raw_to_color_image, rgba_to_color_image};
 use crate::ui::screenshot::Shot;
-use crate::ui::session::StreamedImage;
 use crate::ui::widgets::WARN;
 
 /// The panel's state.

@@ -2,9 +2,9 @@
 //! of each service from `service_flags`, toggles through the control ring, and the
 //! engine's per-service counters.
 
+use crate::control::{ControlRequest, ControlState};
 use crate::procinfo::ProcInfo;
 use crate::rpc::services;
-use crate::ui::session::{ControlRequest, ControlState};
 use crate::ui::widgets::{BAD, GOOD, WARN, state_color, state_text};
 use crate::watch::Report;
 

@@ -5,7 +5,7 @@
 use crate::layout::fields::hex_string;
 use crate::rpc::tree::{FieldTree, NodeValue, display_scalar};
 use crate::traffic::{Decoded, Pairing, Record};
-use crate::ui::session::{TrafficRow, TrafficStore};
+use crate::traffic::{TrafficRow, TrafficStore};
 use crate::ui::widgets::{BAD, WARN, duration_ns};
 
 /// The list's state.

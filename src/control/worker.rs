@@ -1,0 +1,174 @@
+//! [`ControlWorker`]: a named thread that holds the control lease (claimed on first
+//! use) and makes control calls for a window without blocking it.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+use super::{Lease, service_label};
+use crate::attach::{Attached, Target, attach};
+use crate::layout::LayoutChoice;
+use crate::rpc::tree::NodeValue;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A request for the control worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlRequest {
+    SetEnabled { service: u8, enabled: bool },
+    Status,
+}
+
+/// One service as `GetServiceStatus` reported it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceRow {
+    pub service: String,
+    pub enabled: bool,
+    pub requests: u64,
+    pub errors: u64,
+}
+
+/// What the control worker reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControlState {
+    pub busy: bool,
+    /// The last response, one line.
+    pub last: Option<String>,
+    pub last_error: Option<String>,
+    pub statuses: Vec<ServiceRow>,
+    /// This process holds the lease.
+    pub holding: bool,
+}
+
+/// A thread that owns the control lease (claimed on first use) and makes calls
+/// without blocking the UI. Dropping it releases the lease.
+#[derive(Debug)]
+pub struct ControlWorker {
+    requests: Sender<ControlRequest>,
+    pub state: Arc<Mutex<ControlState>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControlWorker {
+    pub fn start(
+        target: &Target,
+        choice: LayoutChoice,
+        waker: Arc<dyn Fn() + Send + Sync>,
+    ) -> std::io::Result<Self> {
+        let (tx, rx): (Sender<ControlRequest>, Receiver<ControlRequest>) = bounded(16);
+        let state = Arc::new(Mutex::new(ControlState::default()));
+        let (target, st) = (target.clone(), Arc::clone(&state));
+        let thread = std::thread::Builder::new()
+            .name("lrbc-control".into())
+            .spawn(move || {
+                let mut attached: Option<Attached> = None;
+                let mut lease: Option<Lease> = None;
+                loop {
+                    let req = match rx.recv_timeout(Duration::from_millis(200)) {
+                        Ok(r) => r,
+                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+                        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+                    };
+                    lock(&st).busy = true;
+                    waker();
+                    let result = (|| -> Result<String, String> {
+                        if attached.is_none() {
+                            attached = Some(attach(&target, choice).map_err(|e| e.to_string())?);
+                        }
+                        let a = attached.as_ref().ok_or("not attached")?;
+                        if lease.is_none() {
+                            lease = Some(Lease::claim(a).map_err(|e| e.to_string())?);
+                        }
+                        let l = lease.as_mut().ok_or("no lease")?;
+                        let timeout = Duration::from_secs(3);
+                        let (resp, bytes) = match req {
+                            ControlRequest::SetEnabled { service, enabled } => {
+                                l.set_service_enabled(service, enabled, timeout, None)
+                            }
+                            ControlRequest::Status => l.service_status(timeout, None),
+                        }
+                        .map_err(|e| e.to_string())?;
+                        if let Some(e) = &resp.error {
+                            return Err(format!(
+                                "{}: the engine refused: {e}",
+                                resp.method_label()
+                            ));
+                        }
+                        let fields = resp.tree.to_json(&bytes);
+                        if let Some(list) =
+                            fields["payload"]["GetServiceStatusResp"]["services"].as_array()
+                        {
+                            lock(&st).statuses = list
+                                .iter()
+                                .map(|s| ServiceRow {
+                                    service: s["service"].as_str().unwrap_or("?").to_string(),
+                                    enabled: s["enabled"].as_bool().unwrap_or(false),
+                                    requests: s["requests"].as_u64().unwrap_or(0),
+                                    errors: s["errors"].as_u64().unwrap_or(0),
+                                })
+                                .collect();
+                        }
+                        let enabled = resp
+                            .tree
+                            .nodes
+                            .iter()
+                            .find(|n| n.name == "enabled")
+                            .map(|n| n.value == NodeValue::Bool(true));
+                        Ok(match (req, enabled) {
+                            (ControlRequest::SetEnabled { service, .. }, Some(e)) => format!(
+                                "SetServiceEnabled: {} is now {}",
+                                service_label(service),
+                                if e { "enabled" } else { "disabled" }
+                            ),
+                            _ => format!(
+                                "{}: {}",
+                                resp.method_label(),
+                                resp.tree.summary(&bytes, 0, 160)
+                            ),
+                        })
+                    })();
+                    let mut s = lock(&st);
+                    s.busy = false;
+                    s.holding = lease.is_some();
+                    match result {
+                        Ok(line) => {
+                            s.last = Some(line);
+                            s.last_error = None;
+                        }
+                        Err(e) => s.last_error = Some(e),
+                    }
+                    drop(s);
+                    waker();
+                }
+                // The lease is released here, when `lease` drops.
+            })?;
+        Ok(Self {
+            requests: tx,
+            state,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues a request; false when the queue is full.
+    pub fn send(&self, r: ControlRequest) -> bool {
+        self.requests.try_send(r).is_ok()
+    }
+
+    pub fn state(&self) -> ControlState {
+        lock(&self.state).clone()
+    }
+}
+
+impl Drop for ControlWorker {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread, which releases the lease.
+        let (dead, _) = bounded(1);
+        self.requests = dead;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! [`TrafficTap`]: a named thread that follows every ring of a segment with a
+//! [`Traffic`] and fills a bounded [`TrafficStore`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{
+    FollowPace, Pairing, RingSelection, Traffic, TrafficEvent, TrafficLimits, TrafficRow,
+    TrafficStore,
+};
+use crate::attach::{Target, attach};
+use crate::layout::LayoutChoice;
+use crate::segment::monotonic_now_ns;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A thread that follows the rings and fills a [`TrafficStore`].
+#[derive(Debug)]
+pub struct TrafficTap {
+    pub store: Arc<Mutex<TrafficStore>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TrafficTap {
+    pub fn start(
+        target: &Target,
+        choice: LayoutChoice,
+        limits: Arc<Mutex<TrafficLimits>>,
+        waker: Arc<dyn Fn() + Send + Sync>,
+    ) -> std::io::Result<Self> {
+        let store = Arc::new(Mutex::new(TrafficStore::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (target, s, st) = (target.clone(), Arc::clone(&store), Arc::clone(&stop));
+        let thread = std::thread::Builder::new()
+            .name("lrbc-traffic".into())
+            .spawn(move || {
+                // An observer: it runs in the time the engine and trainer leave over.
+                crate::platform::lower_thread_priority(19);
+                let a = match attach(&target, choice) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        lock(&s).error = Some(e.to_string());
+                        return;
+                    }
+                };
+                let mut traffic = Traffic::new(&a, RingSelection::All);
+                let mut events = Vec::new();
+                let mut idle = 0u32;
+                let mut pace = FollowPace::default();
+                // Relaxed: a flag with no data behind it.
+                while !st.load(Ordering::Relaxed) {
+                    events.clear();
+                    let now = monotonic_now_ns();
+                    traffic.poll(&a.segment, now, 4096, &mut events);
+                    if events.is_empty() {
+                        idle = idle.saturating_add(1);
+                        std::thread::sleep(pace.after_poll(false));
+                        if idle.is_multiple_of(100) {
+                            lock(&s).totals = traffic.totals();
+                        }
+                        continue;
+                    }
+                    idle = 0;
+                    // Entries came: poll again at once, and nap short once quiet.
+                    let _ = pace.after_poll(true);
+                    let limits = *lock(&limits);
+                    let mut store = lock(&s);
+                    for e in events.drain(..) {
+                        let row = match e {
+                            TrafficEvent::Record(mut r) => {
+                                if r.method.ends_with("Frame")
+                                    && let Some(source) =
+                                        crate::rpc::image::image_source(&r.payload)
+                                {
+                                    store.keep_frame(source, r.index, &r.payload, limits);
+                                }
+                                r.shrink();
+                                TrafficRow::Record(r)
+                            }
+                            TrafficEvent::Answered { request, response } => {
+                                let first = store.first_index;
+                                if let Some(i) = store.find_record(request)
+                                    && let Some(TrafficRow::Record(r)) =
+                                        store.rows.get_mut((i - first) as usize)
+                                {
+                                    r.partner = Some(response);
+                                    r.pairing = Pairing::Answered;
+                                }
+                                continue;
+                            }
+                            TrafficEvent::Lost {
+                                ring,
+                                lost_bytes,
+                                lost_entries,
+                            } => TrafficRow::Lost {
+                                seen_ns: now,
+                                ring,
+                                lost_bytes,
+                                lost_entries,
+                            },
+                            TrafficEvent::Malformed {
+                                ring,
+                                position,
+                                error,
+                                raw,
+                            } => TrafficRow::Malformed {
+                                seen_ns: now,
+                                ring,
+                                position,
+                                error,
+                                raw,
+                            },
+                            TrafficEvent::Unanswered {
+                                ring,
+                                correlation_id,
+                                method,
+                                waited_ns,
+                                request,
+                            } => {
+                                let first = store.first_index;
+                                if let Some(i) = store.find_record(request)
+                                    && let Some(TrafficRow::Record(r)) =
+                                        store.rows.get_mut((i - first) as usize)
+                                {
+                                    r.pairing = Pairing::Unanswered;
+                                }
+                                TrafficRow::Unanswered {
+                                    seen_ns: now,
+                                    ring,
+                                    correlation_id,
+                                    method,
+                                    waited_ns,
+                                }
+                            }
+                        };
+                        store.push_row(row, limits);
+                    }
+                    store.totals = traffic.totals();
+                    drop(store);
+                    waker();
+                }
+            })?;
+        Ok(Self {
+            store,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, TrafficStore> {
+        lock(&self.store)
+    }
+}
+
+impl Drop for TrafficTap {
+    fn drop(&mut self) {
+        // Relaxed: a flag with no data behind it.
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

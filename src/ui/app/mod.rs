@@ -1,0 +1,489 @@
+//! The inspector window: attach view, top and status bars, and the panels as tiles.
+//! `pacing` sets how often it redraws, `save_dialog` runs the screenshot save dialog
+//! on its own thread, `settings_menu` and `status_bar` draw those, `panes` the tiles.
+
+mod pacing;
+mod panes;
+mod save_dialog;
+mod settings_menu;
+mod status_bar;
+
+pub use pacing::{BUSY_REDRAW_HZ, redraw_rate, software_rendering_likely, throttled_waker};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::panels::attach::{self as attach_view, AttachForm, remembered};
+use super::panels::cameras::{CamerasView, ShotRequest};
+use super::panels::counters;
+use super::panels::envs;
+use super::panels::traffic::TrafficView;
+use super::screenshot::{self, Shot};
+use super::settings::{Pane, Settings, Theme, default_tree};
+use crate::attach::Target;
+use crate::discovery::Discovery;
+use crate::layout::LayoutChoice;
+use crate::procinfo::{ProcInfo, Processes};
+use crate::segment::monotonic_now_ns;
+use crate::session::Session;
+use panes::Panes;
+use save_dialog::{SaveDialogs, saved_text};
+
+/// A message in the status bar.
+#[derive(Clone, Debug)]
+struct Message {
+    text: String,
+    error: bool,
+    at_ns: u64,
+}
+
+/// The whole window's state.
+pub struct InspectorApp {
+    pub settings: Settings,
+    pub tree: egui_tiles::Tree<Pane>,
+    pub session: Option<Session>,
+    pub choice: LayoutChoice,
+    pub show_attach: bool,
+    pub form: AttachForm,
+    pub traffic_view: TrafficView,
+    pub cameras_view: CamerasView,
+    plot_cache: super::decimate::SeriesCache,
+    counters_cache: counters::CountersCache,
+    discovery: Discovery,
+    message: Option<Message>,
+    waker: Arc<dyn Fn() + Send + Sync>,
+    /// How often the background threads may wake the window.
+    repaint_interval_ns: Arc<AtomicU64>,
+    /// Set by the window when OpenGL is most likely a software rasteriser.
+    pub software_rendering: bool,
+    /// Start of the current second and redraws in it; the last full second's rate.
+    redraws: (u64, u32),
+    pub redraws_per_sec: f32,
+    processes: Processes,
+    processes_at_ns: u64,
+    client: ProcInfo,
+    server: ProcInfo,
+    save_dialogs: SaveDialogs,
+    shown_title: String,
+    t0_ns: u64,
+    /// The window closes itself when this is set.
+    pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl std::fmt::Debug for InspectorApp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InspectorApp")
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+fn empty_proc() -> ProcInfo {
+    ProcInfo {
+        pid: 0,
+        name: None,
+        alive: false,
+        cpu_percent: 0.0,
+        memory_bytes: 0,
+    }
+}
+
+impl InspectorApp {
+    /// A window on `ctx`; attaches to `target` when given.
+    pub fn new(
+        ctx: &egui::Context,
+        settings: Settings,
+        tree: Option<egui_tiles::Tree<Pane>>,
+        target: Option<Target>,
+        choice: LayoutChoice,
+    ) -> Self {
+        let repaint_interval_ns = Arc::new(AtomicU64::new(1_000_000_000 / 60));
+        let waker = throttled_waker(ctx, Arc::clone(&repaint_interval_ns));
+        apply_theme(ctx, settings.theme);
+        let mut app = Self {
+            discovery: Discovery::start(Arc::clone(&waker)),
+            settings,
+            tree: tree.unwrap_or_else(default_tree),
+            session: None,
+            choice,
+            show_attach: true,
+            form: AttachForm::default(),
+            traffic_view: TrafficView::default(),
+            cameras_view: CamerasView::default(),
+            plot_cache: super::decimate::SeriesCache::default(),
+            counters_cache: counters::CountersCache::default(),
+            message: None,
+            waker,
+            repaint_interval_ns,
+            software_rendering: false,
+            redraws: (0, 0),
+            redraws_per_sec: 0.0,
+            processes: Processes::new(),
+            processes_at_ns: 0,
+            client: empty_proc(),
+            server: empty_proc(),
+            save_dialogs: SaveDialogs::default(),
+            shown_title: String::new(),
+            t0_ns: monotonic_now_ns(),
+            close_when: None,
+        };
+        if let Some(t) = target {
+            app.attach(t);
+        }
+        app
+    }
+
+    /// Attaches to a target; on failure the attach view shows why.
+    pub fn attach(&mut self, target: Target) {
+        self.session = None;
+        match Session::start(
+            target.clone(),
+            self.choice,
+            self.settings.sampler(),
+            self.settings.traffic_limits(),
+            Arc::clone(&self.waker),
+        ) {
+            Ok(s) => {
+                self.settings.remember(&remembered(&target));
+                self.say(format!("attached to {}", s.attached.label()), false);
+                self.session = Some(s);
+                self.show_attach = false;
+                self.form.error = None;
+                self.traffic_view = TrafficView::default();
+                self.cameras_view = CamerasView::default();
+                self.t0_ns = monotonic_now_ns();
+                self.discovery.active.store(false, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.form.error = Some(e.clone());
+                self.say(e, true);
+                self.show_attach = true;
+                self.discovery.active.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn detach(&mut self) {
+        if let Some(s) = self.session.take() {
+            self.say(format!("detached from {}", s.attached.label()), false);
+        }
+        self.show_attach = true;
+        // Relaxed: a flag with no data behind it.
+        self.discovery.active.store(true, Ordering::Relaxed);
+    }
+
+    fn say(&mut self, text: String, error: bool) {
+        self.message = Some(Message {
+            text,
+            error,
+            at_ns: monotonic_now_ns(),
+        });
+    }
+
+    /// The window title: starts with `lrbc-inspector` and names the target.
+    pub fn title(&self) -> String {
+        match &self.session {
+            Some(s) => format!("lrbc-inspector — {}", s.attached.label()),
+            None => "lrbc-inspector — not attached".to_string(),
+        }
+    }
+
+    /// The message in the status bar now.
+    pub fn status_message(&self) -> Option<&str> {
+        self.message.as_ref().map(|m| m.text.as_str())
+    }
+
+    /// Work that is not drawing, run before each pass and also while the window shows
+    /// nothing (minimised, hidden): Ctrl-C (the stop flag), following a replaced segment,
+    /// the save dialog's results, process liveness, the title, the redraw rate and
+    /// whether discovery runs. Nothing here draws.
+    pub fn logic(&mut self, ctx: &egui::Context) {
+        if let Some(stop) = &self.close_when {
+            // Relaxed: a flag with no data behind it.
+            if stop.load(Ordering::Relaxed) {
+                ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+            }
+            // Look again soon even when nothing else wakes the window.
+            ctx.request_repaint_after(Duration::from_millis(250));
+        }
+        let mut note = None;
+        if let Some(s) = &mut self.session
+            && s.follow_replacement()
+        {
+            note = Some(format!(
+                "the segment was replaced; re-attached to {}",
+                s.attached.label()
+            ));
+        }
+        if let Some(n) = note {
+            self.cameras_view = CamerasView::default();
+            self.traffic_view = TrafficView::default();
+            self.say(n, false);
+        }
+        let results: Vec<_> = self.save_dialogs.results().collect();
+        for r in results {
+            match r {
+                Ok(paths) if paths.is_empty() => self.say("screenshot cancelled".into(), false),
+                Ok(paths) => self.say(saved_text(&paths), false),
+                Err(e) => self.say(e, true),
+            }
+        }
+        let now = monotonic_now_ns();
+        if now.saturating_sub(self.processes_at_ns) > 1_000_000_000
+            && let Some(s) = &self.session
+        {
+            self.processes_at_ns = now;
+            let c = s.attached.geometry.counters;
+            let server = s.attached.segment.load_u32(c.server_pid).unwrap_or(0);
+            let client = s.attached.segment.load_u32(c.client_pid).unwrap_or(0);
+            self.processes.refresh(&[server, client]);
+            self.server = self.processes.info(server);
+            self.client = self.processes.info(client);
+        }
+        let title = self.title();
+        if title != self.shown_title {
+            ctx.send_viewport_cmd(egui::ViewportCommand::Title(title.clone()));
+            self.shown_title = title;
+        }
+        let hz = redraw_rate(
+            self.settings.max_fps,
+            self.software_rendering,
+            self.machine_busy(),
+        );
+        // Relaxed: a rate the waker reads; no data behind it.
+        self.repaint_interval_ns
+            .store(1_000_000_000 / u64::from(hz), Ordering::Relaxed);
+        self.discovery
+            .set_active(self.session.is_none() || self.show_attach);
+    }
+
+    /// One shown frame as eframe runs it: [`Self::logic`], then [`Self::ui`]. For the
+    /// headless drivers of the window (tests, screenshots, benchmarks).
+    pub fn run_frame(&mut self, ui: &mut egui::Ui) {
+        self.logic(ui.ctx());
+        self.ui(ui);
+    }
+
+    /// Takes a screenshot of the cameras.
+    pub fn screenshot(&mut self, req: ShotRequest) {
+        let Some(s) = &self.session else { return };
+        let Some(frame) = s.sampler.lock().image.clone() else {
+            self.say("no camera image to capture yet".into(), true);
+            return;
+        };
+        let columns = (frame.num_envs as f32).sqrt().ceil() as u32;
+        let label = s.attached.label();
+        match req {
+            ShotRequest::Quick(shot) => match screenshot::quick_save(
+                &frame,
+                shot,
+                &self.settings.screenshot_dir,
+                &label,
+                columns,
+            ) {
+                Ok(paths) => self.say(saved_text(&paths), false),
+                Err(e) => self.say(e, true),
+            },
+            ShotRequest::Dialog(shot) => {
+                // The dialog runs on its own thread so the window keeps drawing.
+                let dir = self.settings.screenshot_dir.clone();
+                let name = format!("{label}_frame{}.png", frame.frame_seq);
+                if let Err(e) = self.save_dialogs.open(frame, shot, dir, name, columns) {
+                    self.say(format!("cannot open the save dialog: {e}"), true);
+                }
+            }
+        }
+    }
+
+    /// The whole window: draws it and answers its input (eframe runs [`Self::logic`]
+    /// first).
+    pub fn ui(&mut self, ui: &mut egui::Ui) {
+        self.count_redraw();
+        self.shortcuts(ui);
+        egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
+        egui::Panel::bottom("status_bar").show(ui, |ui| self.status_bar(ui));
+        let attach_shows = self.session.is_none() || self.show_attach;
+        egui::CentralPanel::default().show(ui, |ui| {
+            if attach_shows {
+                let listing = self.discovery.snapshot();
+                let recent = self.settings.recent_targets.clone();
+                egui::ScrollArea::vertical()
+                    .id_salt("attach_scroll")
+                    .show(ui, |ui| {
+                        if let Some(t) = attach_view::ui(ui, &mut self.form, &listing, &recent) {
+                            self.attach(t);
+                        }
+                    });
+                return;
+            }
+            let Self {
+                tree,
+                session,
+                settings,
+                traffic_view,
+                cameras_view,
+                plot_cache,
+                counters_cache,
+                server,
+                client,
+                t0_ns,
+                ..
+            } = self;
+            let Some(session) = session.as_mut() else {
+                return;
+            };
+            let mut behavior = Panes {
+                session,
+                settings,
+                traffic_view,
+                cameras_view,
+                plot_cache,
+                counters_cache,
+                server,
+                client,
+                t0_ns: *t0_ns,
+                shot: None,
+            };
+            tree.ui(&mut behavior, ui);
+            if let Some(req) = behavior.shot {
+                self.screenshot(req);
+            }
+        });
+    }
+
+    fn shortcuts(&mut self, ui: &egui::Ui) {
+        let typing = ui.ctx().egui_wants_keyboard_input();
+        let (space, f12, next, prev, theme) = ui.input(|i| {
+            (
+                i.key_pressed(egui::Key::Space),
+                i.key_pressed(egui::Key::F12),
+                i.key_pressed(egui::Key::CloseBracket),
+                i.key_pressed(egui::Key::OpenBracket),
+                i.modifiers.command && i.key_pressed(egui::Key::T),
+            )
+        });
+        if typing {
+            return;
+        }
+        if space && let Some(s) = &self.session {
+            let store = s.traffic.lock();
+            self.traffic_view.toggle_pause(&store);
+        }
+        if f12 {
+            let env = self.cameras_view.selected;
+            self.screenshot(ShotRequest::Quick(Shot::Env(env)));
+        }
+        if (next || prev)
+            && let Some(s) = &self.session
+        {
+            let g = s.attached.geometry.clone();
+            envs::shift_envs(&mut self.settings, &g, if next { 1 } else { -1 });
+            s.sampler.set_settings(self.settings.sampler());
+        }
+        if theme {
+            self.toggle_theme(ui.ctx());
+        }
+    }
+
+    pub fn toggle_theme(&mut self, ctx: &egui::Context) {
+        self.settings.theme = match self.settings.theme {
+            Theme::Dark => Theme::Light,
+            Theme::Light => Theme::Dark,
+        };
+        apply_theme(ctx, self.settings.theme);
+    }
+
+    fn top_bar(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.strong("lrbc-inspector");
+            ui.separator();
+            match &self.session {
+                Some(s) => {
+                    ui.monospace(s.attached.label());
+                    if ui
+                        .button(if self.show_attach {
+                            "Back to panels"
+                        } else {
+                            "Attach…"
+                        })
+                        .clicked()
+                    {
+                        self.show_attach = !self.show_attach;
+                        // Relaxed: flags with no data behind them.
+                        self.discovery
+                            .active
+                            .store(self.show_attach, Ordering::Relaxed);
+                        self.discovery.refresh_now.store(true, Ordering::Relaxed);
+                    }
+                    if ui.button("Detach").clicked() {
+                        self.detach();
+                    }
+                }
+                None => {
+                    ui.weak("not attached");
+                }
+            }
+            ui.separator();
+            let theme = match self.settings.theme {
+                Theme::Dark => "Light theme",
+                Theme::Light => "Dark theme",
+            };
+            if ui.button(theme).on_hover_text("Ctrl+T").clicked() {
+                self.toggle_theme(ui.ctx());
+            }
+            if ui.button("Reset layout").clicked() {
+                self.tree = default_tree();
+            }
+            ui.menu_button("Panels", |ui| {
+                for p in Pane::ALL {
+                    let present = self
+                        .tree
+                        .tiles
+                        .iter()
+                        .any(|(_, t)| matches!(t, egui_tiles::Tile::Pane(x) if *x == p));
+                    if !present && ui.button(format!("Show {}", p.title())).clicked() {
+                        let id = self.tree.tiles.insert_pane(p);
+                        if let Some(root) = self.tree.root()
+                            && let Some(egui_tiles::Tile::Container(c)) =
+                                self.tree.tiles.get_mut(root)
+                        {
+                            c.add_child(id);
+                        }
+                    }
+                }
+            });
+            ui.menu_button("Settings", |ui| self.settings_menu(ui));
+            ui.weak("Space pause traffic · F12 screenshot · [ ] previous/next env");
+        });
+    }
+}
+
+pub fn apply_theme(ctx: &egui::Context, theme: Theme) {
+    ctx.set_theme(match theme {
+        Theme::Dark => egui::Theme::Dark,
+        Theme::Light => egui::Theme::Light,
+    });
+}
+
+impl eframe::App for InspectorApp {
+    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        InspectorApp::logic(self, ctx);
+    }
+
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        InspectorApp::ui(self, ui);
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::set_value(storage, SETTINGS_KEY, &self.settings);
+        eframe::set_value(storage, TREE_KEY, &self.tree);
+    }
+
+    fn auto_save_interval(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+}
+
+pub const SETTINGS_KEY: &str = "lrbc_inspector_settings";
+pub const TREE_KEY: &str = "lrbc_inspector_tiles";

@@ -1,0 +1,125 @@
+//! The tiles: each pane drawn with the state it needs.
+
+use crate::procinfo::ProcInfo;
+use crate::session::Session;
+use crate::ui::panels::cameras::{CamerasView, ShotRequest};
+use crate::ui::panels::rpc::RpcInfo;
+use crate::ui::panels::traffic::TrafficView;
+use crate::ui::panels::{cameras, counters, envs, header, rpc, traffic};
+use crate::ui::settings::{Pane, Settings};
+use crate::ui::widgets::BAD;
+
+/// Draws each pane with the state it needs.
+pub(super) struct Panes<'a> {
+    pub(super) session: &'a mut Session,
+    pub(super) settings: &'a mut Settings,
+    pub(super) traffic_view: &'a mut TrafficView,
+    pub(super) cameras_view: &'a mut CamerasView,
+    pub(super) plot_cache: &'a mut crate::ui::decimate::SeriesCache,
+    pub(super) counters_cache: &'a mut counters::CountersCache,
+    pub(super) server: &'a ProcInfo,
+    pub(super) client: &'a ProcInfo,
+    pub(super) t0_ns: u64,
+    pub(super) shot: Option<ShotRequest>,
+}
+
+impl egui_tiles::Behavior<Pane> for Panes<'_> {
+    fn tab_title_for_pane(&mut self, pane: &Pane) -> egui::WidgetText {
+        pane.title().into()
+    }
+
+    fn pane_ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        _tile_id: egui_tiles::TileId,
+        pane: &mut Pane,
+    ) -> egui_tiles::UiResponse {
+        let frame = egui::Frame::NONE.inner_margin(6.0);
+        frame.show(ui, |ui| {
+            ui.set_min_size(ui.available_size());
+            match pane {
+                Pane::Header => header::ui(ui, &self.session.attached),
+                Pane::Counters => {
+                    let d = self.session.sampler.lock();
+                    egui::ScrollArea::vertical()
+                        .id_salt("counters")
+                        .show(ui, |ui| {
+                            counters::ui(ui, &self.session.attached, &d, self.counters_cache);
+                        });
+                }
+                Pane::Envs => {
+                    let actions = {
+                        let d = self.session.sampler.lock();
+                        egui::ScrollArea::vertical()
+                            .id_salt("envs")
+                            .show(ui, |ui| envs::ui(ui, &d, self.settings, self.plot_cache))
+                            .inner
+                    };
+                    if actions.watched_changed {
+                        self.session.sampler.set_settings(self.settings.sampler());
+                    }
+                }
+                Pane::Traffic => {
+                    let store = self.session.traffic.lock();
+                    traffic::ui(
+                        ui,
+                        &store,
+                        self.traffic_view,
+                        &mut self.settings.traffic_filter,
+                        self.t0_ns,
+                    );
+                }
+                Pane::Cameras => {
+                    // The traffic lock is held only to copy the newest frame per stream.
+                    let streams = self.session.traffic.lock().streams.clone();
+                    let d = self.session.sampler.lock();
+                    if let Some(r) = cameras::ui(ui, &d, &streams, self.cameras_view) {
+                        self.shot = Some(r);
+                    }
+                }
+                Pane::Rpc => {
+                    let (report, flags) = {
+                        let d = self.session.sampler.lock();
+                        (d.report.clone(), d.counters.service_flags)
+                    };
+                    let holder = self.session.lease_holder();
+                    let control = self
+                        .session
+                        .control
+                        .as_ref()
+                        .map(crate::control::ControlWorker::state);
+                    let label = self.session.attached.label();
+                    let unavailable = self.session.control_unavailable.clone();
+                    let info = RpcInfo {
+                        label: &label,
+                        report: report.as_ref(),
+                        server: self.server,
+                        client: self.client,
+                        service_flags: flags,
+                        unavailable: unavailable.as_deref(),
+                        lease_holder: holder,
+                        control,
+                    };
+                    if let Some(req) = rpc::ui(ui, &info) {
+                        match self.session.control() {
+                            Ok(w) => {
+                                w.send(req);
+                            }
+                            Err(e) => {
+                                ui.colored_label(BAD, e);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        egui_tiles::UiResponse::None
+    }
+
+    fn simplification_options(&self) -> egui_tiles::SimplificationOptions {
+        egui_tiles::SimplificationOptions {
+            all_panes_must_have_tabs: true,
+            ..Default::default()
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The status bar: the target, its state, the engine and client processes, the
+//! sampler's counts, traffic losses and the last message.
+
+use super::InspectorApp;
+use crate::procinfo::ProcInfo;
+use crate::segment::monotonic_now_ns;
+use crate::ui::widgets::{BAD, WARN, state_color, state_text};
+
+impl InspectorApp {
+    pub(super) fn status_bar(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal_wrapped(|ui| {
+            match &self.session {
+                None => {
+                    ui.label("not attached");
+                }
+                Some(s) => {
+                    let ended = s.sampler.ended_threads();
+                    if !ended.is_empty() {
+                        ui.colored_label(
+                            BAD,
+                            format!(
+                                "sampler thread {} stopped: figures are stale, re-attach",
+                                ended.join(", ")
+                            ),
+                        );
+                    }
+                    let d = s.sampler.lock();
+                    ui.monospace(s.attached.label());
+                    ui.label(d.geometry.layout.as_str());
+                    match &d.report {
+                        Some(r) => ui.colored_label(state_color(r.state), state_text(r.state)),
+                        None => ui.weak("…"),
+                    };
+                    let pid = |ui: &mut egui::Ui, role: &str, p: &ProcInfo| {
+                        if p.pid == 0 {
+                            ui.weak(format!("{role}: none"));
+                        } else if p.alive {
+                            ui.label(format!(
+                                "{role}: {} {}",
+                                p.pid,
+                                p.name.as_deref().unwrap_or("")
+                            ));
+                        } else {
+                            ui.colored_label(BAD, format!("{role}: {} dead", p.pid));
+                        }
+                    };
+                    pid(ui, "engine", &self.server);
+                    pid(ui, "client", &self.client);
+                    let st = d.stats;
+                    ui.label(format!("sampled {}/{}", st.frames_sampled, st.frames_seen));
+                    if st.frames_torn > 0 || st.frames_missed > 0 {
+                        ui.colored_label(
+                            WARN,
+                            format!("missed {} torn {}", st.frames_missed, st.frames_torn),
+                        );
+                    }
+                    if st.frames_skipped > 0 {
+                        let busy = if d.yielding { " (machine busy)" } else { "" };
+                        ui.label(format!("skipped {}{busy}", st.frames_skipped))
+                            .on_hover_text("frames let pass on purpose while the machine had no spare CPU, so as not to slow the run (Settings: 'Sampler on a busy machine')");
+                    }
+                    drop(d);
+                    let lost: u64 = s
+                        .traffic
+                        .lock()
+                        .totals
+                        .iter()
+                        .map(|(_, t)| t.lost_bytes)
+                        .sum();
+                    if lost > 0 {
+                        ui.colored_label(BAD, format!("traffic lost {lost} bytes"));
+                    }
+                }
+            }
+            if let Some(m) = &self.message {
+                ui.separator();
+                let age = monotonic_now_ns().saturating_sub(m.at_ns);
+                if age < 30_000_000_000 {
+                    if m.error {
+                        ui.colored_label(BAD, &m.text);
+                    } else {
+                        ui.label(&m.text);
+                    }
+                }
+            }
+        });
+    }
+}
