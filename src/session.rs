@@ -5,8 +5,6 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crossbeam_channel::{Receiver, TryRecvError};
-
 use crate::attach::{Attached, Target, attach};
 use crate::clock::MonotonicClock;
 use crate::control::{ControlWorker, lease_holder, unavailable_reason};
@@ -153,16 +151,5 @@ impl Session {
             self.traffic = t;
         }
         true
-    }
-}
-
-/// Drains a receiver without blocking.
-pub fn drain<T>(rx: &Receiver<T>) -> Vec<T> {
-    let mut out = Vec::new();
-    loop {
-        match rx.try_recv() {
-            Ok(v) => out.push(v),
-            Err(TryRecvError::Empty | TryRecvError::Disconnected) => return out,
-        }
     }
 }

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use lrbc_inspector::layout::LayoutChoice;
 use lrbc_inspector::sampler::SamplerSettings;
+use lrbc_inspector::session::Session;
 use lrbc_inspector::sim::engine::Preset;
 use lrbc_inspector::sim::inprocess::SimRun;
-use lrbc_inspector::ui::session::{Session, TrafficLimits};
+use lrbc_inspector::traffic::TrafficLimits;
 
 /// The system allocator, counting the bytes live.
 struct Counting;

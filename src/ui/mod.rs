@@ -11,13 +11,6 @@ pub mod widgets;
 
 pub use app::InspectorApp;
 
-/// The session and its traffic limits, by the path they had when they lived in the window
-/// module; they live in [`crate::session`] and [`crate::traffic`].
-pub mod session {
-    pub use crate::session::Session;
-    pub use crate::traffic::TrafficLimits;
-}
-
 use crate::attach::Target;
 use crate::layout::LayoutChoice;
 
