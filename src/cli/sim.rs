@@ -19,6 +19,15 @@ pub enum SimLayout {
     LuckyrobotsIpc,
 }
 
+// Here rather than in `sim`, which knows nothing of attaching: the target of a run for
+// the window and `attach`.
+impl crate::sim::inprocess::SimRun {
+    /// The run's segment, as a name to attach to.
+    pub fn target(&self) -> crate::attach::Target {
+        crate::attach::Target::Shm(self.name.clone())
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
     /// Create a segment and step simulated envs in it until Ctrl-C.

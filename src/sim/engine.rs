@@ -12,13 +12,15 @@ use super::dynamics::CartPoles;
 use super::render::render_env;
 use super::services::{Services, World};
 use super::wait::Waiter;
-use crate::attach::{shm_location, shm_path};
 use crate::layout::plan::{Plan, PlanError, PlanLayout, PlanSpec};
 use crate::layout::{
     LrbcHeader, LuckyHeader, Names, Preamble, RegionKind, RingFormat, RingGeometry,
 };
 use crate::rings::{LuckyEntryHeader, lrbc, lucky};
-use crate::segment::{Location, OpenError, SegmentRw, monotonic_now_ns};
+use crate::segment::{
+    Location, NameError, OpenError, SegmentRw, monotonic_now_ns, shm_location, shm_path,
+    validate_name,
+};
 
 /// Observations are computed in chunks of this many floats (64 KiB) and copied into the
 /// segment chunk by chunk, so they never make a round trip through main memory.
@@ -91,7 +93,7 @@ impl Preset {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("{0}")]
-    Name(#[from] crate::attach::AttachError),
+    Name(#[from] NameError),
     #[error("{0}")]
     Plan(#[from] PlanError),
     #[error("segment {name} already exists (use --force to replace it)")]
@@ -165,7 +167,7 @@ impl std::fmt::Debug for Engine {
 impl EngineConfig {
     /// The segment this configuration describes, checked before anything is created.
     pub fn plan(&self) -> Result<(PlanSpec, Plan), EngineError> {
-        crate::attach::validate_name(&self.name)?;
+        validate_name(&self.name)?;
         if self.layout == PlanLayout::Lucky && self.image.is_some() {
             return Err(EngineError::Config(
                 "the luckyrobots layout has no image region: drop --image (or use a preset without images)".into(),
