@@ -95,16 +95,14 @@ impl fmt::Display for Layout {
 }
 
 /// What the user asked for with `--layout`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LayoutChoice {
     /// Detect as spec section 8 says.
     #[default]
     Auto,
     /// LRBC v1 (with the extension block when its total_size matches).
-    #[value(name = "lrbc-v1")]
     LrbcV1,
     /// The luckyrobots IPC layout.
-    #[value(name = "luckyrobots-ipc")]
     LuckyrobotsIpc,
 }
 

@@ -12,7 +12,7 @@ use crate::rpc::{self, fb};
 use crate::segment::{NameError, SegmentRw, monotonic_now_ns, shm_location};
 
 /// How actions are chosen.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Policy {
     /// Uniform in [-1, 1].
     #[default]

@@ -27,7 +27,7 @@ use crate::segment::{
 const OBS_CHUNK_FLOATS: usize = 16 * 1024;
 
 /// Training is lock-step with the client; inference free-runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Training,
     Inference,
@@ -57,16 +57,13 @@ pub struct EngineConfig {
 }
 
 /// The seed's size examples.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
     /// 4096 envs, obs 100, act 12, no images.
-    #[value(name = "train4096")]
     Train4096,
     /// 64 envs, obs 32, act 8, 64×64 RGB.
-    #[value(name = "cams64")]
     Cams64,
     /// 16 envs, obs 32, act 8, 256×256 RGB.
-    #[value(name = "cams16")]
     Cams16,
 }
 
