@@ -7,7 +7,7 @@ use zerocopy::FromBytes;
 
 use super::{
     CounterOffsets, FieldSpec, FieldValue, LRBC_MAGIC, LRBC_VERSION, Layout, LrbcHeader,
-    LuckyHeader, LuckyRingHeader, Names, NamesError, RingHeader,
+    LuckyHeader, Names, NamesError,
 };
 
 /// A named region of the segment.
@@ -78,15 +78,6 @@ pub enum RingFormat {
     Lucky,
 }
 
-impl RingFormat {
-    pub fn header_bytes(self) -> u64 {
-        match self {
-            Self::Lrbc => RingHeader::SIZE_BYTES as u64,
-            Self::Lucky => LuckyRingHeader::SIZE_BYTES as u64,
-        }
-    }
-}
-
 /// Where a ring sits and how big its data area is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingGeometry {
@@ -94,12 +85,6 @@ pub struct RingGeometry {
     pub format: RingFormat,
     pub offset_bytes: u64,
     pub capacity_bytes: u32,
-}
-
-impl RingGeometry {
-    pub fn data_offset_bytes(&self) -> u64 {
-        self.offset_bytes + self.format.header_bytes()
-    }
 }
 
 /// The image region (spec 5).
@@ -113,12 +98,6 @@ pub struct ImageGeometry {
     pub bytes_per_env: u64,
     /// `num_envs * bytes_per_env`.
     pub total_bytes: u64,
-}
-
-impl ImageGeometry {
-    pub fn env_offset_bytes(&self, env: u32) -> u64 {
-        self.offset_bytes + u64::from(env) * self.bytes_per_env
-    }
 }
 
 /// A problem that does not stop the tool from reading the segment, shown to the user.
@@ -206,10 +185,6 @@ impl Geometry {
 
     pub fn ring(&self, kind: RegionKind) -> Option<&RingGeometry> {
         self.rings.iter().find(|r| r.kind == kind)
-    }
-
-    pub fn has_ext(&self) -> bool {
-        self.layout == Layout::LrbcV1Ext
     }
 
     /// The header fields of this layout, in wire order, padding excluded.

@@ -90,10 +90,6 @@ impl Layout {
             Self::LuckyrobotsIpc => "luckyrobots-ipc",
         }
     }
-
-    pub fn is_lrbc(self) -> bool {
-        matches!(self, Self::LrbcV1 | Self::LrbcV1Ext)
-    }
 }
 
 impl fmt::Display for Layout {
