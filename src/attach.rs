@@ -1,12 +1,13 @@
 //! Attaching to a segment: resolving a target (name, PID or path) to a file, mapping it
-//! read-only, and validating its layout.
+//! read-only, and validating its layout. Names are checked by
+//! [`crate::segment::validate_name`].
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::discovery;
 use crate::layout::{self, Geometry, LayoutChoice, LayoutError};
-use crate::segment::{Location, OpenError, SHM_PLACE, Segment};
+use crate::segment::{Location, NameError, OpenError, SHM_PLACE, Segment, shm_location};
 
 /// What the user pointed the tool at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,40 +82,13 @@ impl AttachError {
     }
 }
 
-/// Checks that a name stays inside `/dev/shm`: no separators, no `.`/`..`, no NUL.
-pub fn validate_name(name: &str) -> Result<(), AttachError> {
-    let reason = if name.is_empty() {
-        Some("it is empty")
-    } else if name.contains('/') {
-        Some("names must not contain '/'; give the name as it appears in /dev/shm")
-    } else if name == "." || name == ".." {
-        Some("'.' and '..' are not names")
-    } else if name.contains('\0') {
-        Some("it contains a NUL byte")
-    } else if name.len() > 255 {
-        Some("it is longer than 255 bytes")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(AttachError::BadName {
-            name: name.to_string(),
-            reason,
-        }),
-        None => Ok(()),
+impl From<NameError> for AttachError {
+    fn from(e: NameError) -> Self {
+        Self::BadName {
+            name: e.name,
+            reason: e.reason,
+        }
     }
-}
-
-/// The path of a validated name under `/dev/shm`.
-pub fn shm_path(name: &str) -> Result<PathBuf, AttachError> {
-    validate_name(name)?;
-    Ok(Path::new(crate::segment::SHM_DIR).join(name))
-}
-
-/// Where a validated name is on this platform (`/dev/shm/NAME`, or a named mapping).
-pub fn shm_location(name: &str) -> Result<Location, AttachError> {
-    validate_name(name)?;
-    Ok(Location::shm(name))
 }
 
 /// A segment mapped read-only with its validated geometry.
@@ -268,15 +242,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_never_leave_dev_shm() {
+    fn a_name_that_would_leave_dev_shm_is_refused_before_anything_is_opened() {
         for bad in ["", "a/b", "/x", "..", ".", "../etc/passwd", "a\0b"] {
             assert!(
-                matches!(validate_name(bad), Err(AttachError::BadName { .. })),
+                matches!(
+                    attach(&Target::Shm(bad.into()), LayoutChoice::Auto),
+                    Err(AttachError::BadName { .. })
+                ),
                 "{bad:?} accepted"
             );
         }
-        assert!(validate_name("LuckyEngine_123").is_ok());
-        assert_eq!(shm_path("x").unwrap(), PathBuf::from("/dev/shm/x"));
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! lrbc-inspector: attach read-only to a live LRBC shared-memory segment and show
 //! everything in it. See `ARCHITECTURE.md` for the module map.
+//!
+//! `unsafe` is denied everywhere but in `segment` and `platform` (and in the code that
+//! flatc generates for `rpc`).
 
 pub mod attach;
 pub mod cli;
@@ -10,11 +13,19 @@ pub mod discovery;
 pub mod fuzzing;
 pub mod layout;
 pub mod memory;
+#[expect(
+    unsafe_code,
+    reason = "calls into the operating system that std does not offer, each with its SAFETY line"
+)]
 pub mod platform;
 pub mod procinfo;
 pub mod rings;
 pub mod rpc;
 pub mod sampler;
+#[expect(
+    unsafe_code,
+    reason = "the mappings: atomic words and bounds-checked copies through raw pointers, and the SIGBUS guard"
+)]
 pub mod segment;
 pub mod session;
 pub mod sim;

@@ -3,6 +3,10 @@
 //! small limits so that they fill in seconds. Live heap bytes are counted by this test
 //! binary's allocator.
 
+#![expect(
+    unsafe_code,
+    reason = "the counting allocator forwards to the system allocator"
+)]
 #![allow(
     clippy::expect_used,
     clippy::unwrap_used,

@@ -467,8 +467,30 @@ fn traffic_follows_a_live_engine_and_client_with_paired_responses() {
         .spawn()
         .unwrap();
     let rx = line_channel(traffic.stdout.take().unwrap());
-    // Give the reader a moment to attach: it starts at read_pos, entries before are not its.
-    std::thread::sleep(Duration::from_millis(300));
+    // The reader starts at read_pos: entries before it attached are not its. It is
+    // following once it prints an entry of a control ring, where a status request and
+    // its response go (and none of what the client is checked for below).
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "traffic did not show a status request on the control ring"
+        );
+        let (code, _, err) = run_inspector(&[
+            "control",
+            "--shm",
+            &engine.name,
+            "--service",
+            "camera",
+            "--status",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            assert!(v["ring"].as_str().unwrap().starts_with("ctl_"), "{v}");
+            break;
+        }
+    }
     let (code, _, err) = run_inspector(&[
         "sim",
         "client",

@@ -231,8 +231,11 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
     h.run_steps(2);
     assert!(h.state().traffic_view.is_paused());
     assert!(h.query_by_label("Resume").is_some());
-    std::thread::sleep(Duration::from_millis(300));
-    h.step();
+    let deadline = Instant::now() + DEADLINE;
+    while h.query_by_label_contains("new rows").is_none() && Instant::now() < deadline {
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         h.query_by_label_contains("new rows").is_some(),
         "capture went on while paused"

@@ -15,7 +15,7 @@ use crate::sim::engine::Preset;
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Sizes from the seed's examples.
-    #[arg(long, value_enum, default_value_t = Preset::Train4096)]
+    #[arg(long, value_parser = super::values::preset(), default_value = "train4096")]
     pub preset: Preset,
     /// Steps per measurement.
     #[arg(long, value_name = "N", default_value_t = 10_000)]

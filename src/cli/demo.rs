@@ -22,7 +22,7 @@ use crate::watch::Watcher;
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Sizes from the seed's examples.
-    #[arg(long, value_enum, default_value_t = Preset::Cams64)]
+    #[arg(long, value_parser = super::values::preset(), default_value = "cams64")]
     pub preset: Preset,
     /// The client's pace, steps per second.
     #[arg(

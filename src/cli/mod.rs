@@ -13,6 +13,7 @@ mod sim;
 mod soak;
 mod traffic;
 mod uibench;
+mod values;
 mod watch;
 
 use std::path::PathBuf;
@@ -74,7 +75,7 @@ pub struct TargetArgs {
     #[arg(long, value_name = "FILE")]
     pub path: Option<PathBuf>,
     /// Layout of the segment: detect it, or force one.
-    #[arg(long, value_enum, default_value_t = LayoutChoice::Auto)]
+    #[arg(long, value_parser = values::layout_choice(), default_value = "auto")]
     pub layout: LayoutChoice,
 }
 
@@ -152,7 +153,7 @@ pub enum Command {
         #[arg(long)]
         follow: bool,
         /// Which rings.
-        #[arg(long, value_enum, default_value_t = crate::traffic::RingSelection::All)]
+        #[arg(long, value_parser = values::ring_selection(), default_value = "all")]
         ring: crate::traffic::RingSelection,
         /// One JSON object per line.
         #[arg(long)]

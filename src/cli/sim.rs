@@ -19,6 +19,15 @@ pub enum SimLayout {
     LuckyrobotsIpc,
 }
 
+// Here rather than in `sim`, which knows nothing of attaching: the target of a run for
+// the window and `attach`.
+impl crate::sim::inprocess::SimRun {
+    /// The run's segment, as a name to attach to.
+    pub fn target(&self) -> crate::attach::Target {
+        crate::attach::Target::Shm(self.name.clone())
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
     /// Create a segment and step simulated envs in it until Ctrl-C.
@@ -35,7 +44,7 @@ pub struct EngineArgs {
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
     /// Sizes from the seed's examples.
-    #[arg(long, value_enum, conflicts_with_all = ["envs", "obs", "act"])]
+    #[arg(long, value_parser = super::values::preset(), conflicts_with_all = ["envs", "obs", "act"])]
     pub preset: Option<Preset>,
     /// Number of envs (with --obs and --act).
     #[arg(long, value_name = "N", requires_all = ["obs", "act"])]
@@ -56,7 +65,7 @@ pub struct EngineArgs {
     #[arg(long)]
     pub bare: bool,
     /// training: lock-step with the client; inference: free-running at --hz.
-    #[arg(long, value_enum, default_value_t = Mode::Training)]
+    #[arg(long, value_parser = super::values::mode(), default_value = "training")]
     pub mode: Mode,
     /// Steps per second in inference mode.
     #[arg(
@@ -99,7 +108,7 @@ pub struct ClientArgs {
     #[arg(long, value_name = "F", allow_negative_numbers = true, value_parser = super::args::parse_hz)]
     pub hz: Option<f64>,
     /// How actions are chosen.
-    #[arg(long, value_enum, default_value_t = Policy::Random)]
+    #[arg(long, value_parser = super::values::policy(), default_value = "random")]
     pub policy: Policy,
     /// Send no commands, only step.
     #[arg(long)]

@@ -21,7 +21,7 @@ pub struct SoakArgs {
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = super::args::seconds_f64)]
     pub every: f64,
     /// Sizes from the seed's examples.
-    #[arg(long, value_enum, default_value_t = Preset::Train4096)]
+    #[arg(long, value_parser = super::values::preset(), default_value = "train4096")]
     pub preset: Preset,
     /// The client's pace, steps per second (it sends commands too).
     #[arg(long, value_name = "F", default_value = "1000", value_parser = super::args::parse_hz)]

@@ -109,15 +109,6 @@ impl LrbcHeader {
     pub const ACTION_TIME_NS_OFFSET: u64 = offset_of!(Self, action_time_ns) as u64;
 }
 
-impl LrbcHeader {
-    /// The seed's fields only (bytes 0..256).
-    pub fn seed_fields() -> impl Iterator<Item = &'static super::fields::FieldSpec> {
-        Self::FIELDS
-            .iter()
-            .filter(|f| f.offset_bytes < EXT_BLOCK_START)
-    }
-}
-
 wire_struct! {
     /// The luckyrobots IPC header (spec section 8). The struct is 4096 bytes on the
     /// wire; bytes 128..4096 are unused.

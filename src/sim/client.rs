@@ -6,14 +6,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::wait::Waiter;
-use crate::attach::shm_location;
 use crate::layout::{self, Geometry, Layout, LayoutChoice, RegionKind};
 use crate::rings::{LuckyEntryHeader, lrbc, lucky};
 use crate::rpc::{self, fb};
-use crate::segment::{SegmentRw, monotonic_now_ns};
+use crate::segment::{NameError, SegmentRw, monotonic_now_ns, shm_location};
 
 /// How actions are chosen.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Policy {
     /// Uniform in [-1, 1].
     #[default]
@@ -61,7 +60,7 @@ pub struct ClientStats {
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("{0}")]
-    Attach(#[from] crate::attach::AttachError),
+    Name(#[from] NameError),
     #[error("{0}")]
     Open(#[from] crate::segment::OpenError),
     #[error("{0}")]

@@ -2,30 +2,28 @@
 //! the client (or free-running), keeps every counter of the spec, renders camera
 //! images, and answers every request on the command and control rings.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+mod serve;
+mod step;
 
-use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use super::dynamics::CartPoles;
-use super::render::render_env;
-use super::services::{Services, World};
-use super::wait::Waiter;
-use crate::attach::{shm_location, shm_path};
+use super::services::Services;
 use crate::layout::plan::{Plan, PlanError, PlanLayout, PlanSpec};
-use crate::layout::{
-    LrbcHeader, LuckyHeader, Names, Preamble, RegionKind, RingFormat, RingGeometry,
+use crate::layout::{LrbcHeader, LuckyHeader, Names, Preamble};
+use crate::segment::{
+    Location, NameError, OpenError, SegmentRw, shm_location, shm_path, validate_name,
 };
-use crate::rings::{LuckyEntryHeader, lrbc, lucky};
-use crate::segment::{Location, OpenError, SegmentRw, monotonic_now_ns};
+use serve::Rings;
+pub use serve::lucky_response;
 
 /// Observations are computed in chunks of this many floats (64 KiB) and copied into the
 /// segment chunk by chunk, so they never make a round trip through main memory.
 const OBS_CHUNK_FLOATS: usize = 16 * 1024;
 
 /// Training is lock-step with the client; inference free-runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Training,
     Inference,
@@ -55,16 +53,13 @@ pub struct EngineConfig {
 }
 
 /// The seed's size examples.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
     /// 4096 envs, obs 100, act 12, no images.
-    #[value(name = "train4096")]
     Train4096,
     /// 64 envs, obs 32, act 8, 64×64 RGB.
-    #[value(name = "cams64")]
     Cams64,
     /// 16 envs, obs 32, act 8, 256×256 RGB.
-    #[value(name = "cams16")]
     Cams16,
 }
 
@@ -91,7 +86,7 @@ impl Preset {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("{0}")]
-    Name(#[from] crate::attach::AttachError),
+    Name(#[from] NameError),
     #[error("{0}")]
     Plan(#[from] PlanError),
     #[error("segment {name} already exists (use --force to replace it)")]
@@ -116,18 +111,6 @@ pub struct EngineStats {
     pub requests: u64,
     pub responses_dropped: u64,
     pub images: u64,
-}
-
-enum Rings {
-    Lrbc {
-        cmd_in: lrbc::Consumer,
-        cmd_out: lrbc::Producer,
-        ctl: Option<(lrbc::Consumer, lrbc::Producer)>,
-    },
-    Lucky {
-        cmd_in: lucky::Consumer,
-        cmd_out: lucky::Producer,
-    },
 }
 
 /// A running simulated engine. Dropping it removes the segment.
@@ -165,7 +148,7 @@ impl std::fmt::Debug for Engine {
 impl EngineConfig {
     /// The segment this configuration describes, checked before anything is created.
     pub fn plan(&self) -> Result<(PlanSpec, Plan), EngineError> {
-        crate::attach::validate_name(&self.name)?;
+        validate_name(&self.name)?;
         if self.layout == PlanLayout::Lucky && self.image.is_some() {
             return Err(EngineError::Config(
                 "the luckyrobots layout has no image region: drop --image (or use a preset without images)".into(),
@@ -266,76 +249,7 @@ impl Engine {
         if spec.layout == (PlanLayout::Lrbc { ext: true }) {
             seg.store_u32(LrbcHeader::SERVICE_FLAGS_OFFSET, services.flags());
         }
-        let ring = |kind, offset_bytes, capacity_bytes, format| RingGeometry {
-            kind,
-            format,
-            offset_bytes,
-            capacity_bytes,
-        };
-        let rings = match cfg.layout {
-            PlanLayout::Lucky => Rings::Lucky {
-                cmd_in: lucky::Consumer::new(
-                    &seg,
-                    ring(
-                        RegionKind::CmdC2s,
-                        plan.cmd_c2s_offset,
-                        cfg.ring_size,
-                        RingFormat::Lucky,
-                    ),
-                ),
-                cmd_out: lucky::Producer::new(
-                    &seg,
-                    ring(
-                        RegionKind::CmdS2c,
-                        plan.cmd_s2c_offset,
-                        cfg.ring_size,
-                        RingFormat::Lucky,
-                    ),
-                ),
-            },
-            PlanLayout::Lrbc { .. } => Rings::Lrbc {
-                cmd_in: lrbc::Consumer::new(
-                    &seg,
-                    ring(
-                        RegionKind::CmdC2s,
-                        plan.cmd_c2s_offset,
-                        cfg.ring_size,
-                        RingFormat::Lrbc,
-                    ),
-                ),
-                cmd_out: lrbc::Producer::new(
-                    &seg,
-                    ring(
-                        RegionKind::CmdS2c,
-                        plan.cmd_s2c_offset,
-                        cfg.ring_size,
-                        RingFormat::Lrbc,
-                    ),
-                ),
-                ctl: spec.ctl_ring_size.map(|cap| {
-                    (
-                        lrbc::Consumer::new(
-                            &seg,
-                            ring(
-                                RegionKind::CtlC2s,
-                                plan.ctl_c2s_offset,
-                                cap,
-                                RingFormat::Lrbc,
-                            ),
-                        ),
-                        lrbc::Producer::new(
-                            &seg,
-                            ring(
-                                RegionKind::CtlS2c,
-                                plan.ctl_s2c_offset,
-                                cap,
-                                RingFormat::Lrbc,
-                            ),
-                        ),
-                    )
-                }),
-            },
-        };
+        let rings = Rings::new(&seg, &cfg, &spec, &plan);
         let mut engine = Self {
             obs: vec![
                 0.0;
@@ -397,242 +311,6 @@ impl Engine {
 
     fn is_ext(&self) -> bool {
         self.cfg.layout == PlanLayout::Lrbc { ext: true }
-    }
-
-    /// Runs until `stop` is set.
-    pub fn run(&mut self, stop: &AtomicBool) -> EngineStats {
-        let action_seq_word = match self.cfg.layout {
-            PlanLayout::Lucky => LuckyHeader::ACTION_SEQ_OFFSET,
-            PlanLayout::Lrbc { .. } => LrbcHeader::ACTION_SEQ_OFFSET,
-        };
-        let mut waiter = Waiter::new();
-        // The pace was checked when the engine was created.
-        let period = Duration::try_from_secs_f64(1.0 / self.cfg.hz).unwrap_or(Duration::MAX);
-        let mut next_tick = Instant::now();
-        // Relaxed: a flag with no data behind it.
-        while !stop.load(Ordering::Relaxed) {
-            match self.cfg.mode {
-                Mode::Training => {
-                    // Acquire: pairs with the client's Release store of action_seq, so
-                    // its actions and reset flags are visible.
-                    let a = self.seg.load_u64(action_seq_word).unwrap_or(0);
-                    if a != self.last_action_seq {
-                        self.last_action_seq = a;
-                        self.step_once(Some(a));
-                        self.serve();
-                        waiter.reset();
-                    } else {
-                        if waiter.spins().is_multiple_of(64) {
-                            self.serve();
-                        }
-                        waiter.wait();
-                    }
-                }
-                Mode::Inference => {
-                    self.step_once(None);
-                    self.serve();
-                    next_tick += period;
-                    let now = Instant::now();
-                    if next_tick > now {
-                        std::thread::sleep(next_tick - now);
-                    } else {
-                        next_tick = now;
-                    }
-                }
-            }
-        }
-        self.stats
-    }
-
-    /// Reads actions and reset flags, steps, writes the frame.
-    pub fn step_once(&mut self, action_seq: Option<u64>) {
-        let act_offset = self.plan.act_offset;
-        let resets_offset = self.plan.resets_offset;
-        self.seg.read_f32s(act_offset, &mut self.actions);
-        self.seg.read_at(resets_offset, &mut self.resets);
-        let had_resets = self.resets.iter().any(|&r| r != 0);
-        if self.cfg.dynamics {
-            self.sim.step(&self.actions, &mut self.resets);
-        } else {
-            self.resets.fill(0);
-        }
-        if had_resets {
-            // Cleared flags go back before the frame is published.
-            self.seg.write_at(resets_offset, &self.resets);
-        }
-        self.step += 1;
-        self.stats.steps += 1;
-        if let Some(a) = action_seq {
-            self.frame_seq = a;
-        } else {
-            self.frame_seq += 1;
-        }
-        self.write_frame(true);
-    }
-
-    /// Writes obs/rewards/dones/truncateds (and images when due) under the seqlock,
-    /// then the frame counters.
-    fn write_frame(&mut self, publish: bool) {
-        let ext = self.is_ext();
-        let now = monotonic_now_ns();
-        let image_due = self.cfg.image.is_some()
-            && self.services.camera_enabled()
-            && now >= self.next_image_ns
-            && self.cfg.dynamics;
-        if ext {
-            self.seg.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
-        }
-        if self.cfg.dynamics {
-            // Chunks that stay in cache, written straight to the segment.
-            let per_env = self.cfg.obs_size as usize;
-            let envs_per_chunk = (OBS_CHUNK_FLOATS / per_env.max(1)).max(1);
-            let len = (envs_per_chunk * per_env).min(self.obs.len());
-            let chunk = &mut self.obs[..len];
-            for first in (0..self.cfg.num_envs as usize).step_by(envs_per_chunk) {
-                let rows = envs_per_chunk.min(self.cfg.num_envs as usize - first);
-                let part = &mut chunk[..rows * per_env];
-                self.sim.observe_envs(first, part);
-                self.seg
-                    .write_f32s(self.plan.obs_offset + (first * per_env * 4) as u64, part);
-            }
-            self.seg
-                .write_f32s(self.plan.rewards_offset, &self.sim.reward);
-            self.seg.write_at(self.plan.dones_offset, &self.sim.done);
-            if ext {
-                self.seg
-                    .write_at(self.plan.truncateds_offset, &self.sim.truncated);
-            }
-        }
-        if image_due && let Some((w, h, c)) = self.cfg.image {
-            let per = (w * h * c) as usize;
-            for (env, img) in self.images.chunks_exact_mut(per).enumerate() {
-                render_env(&self.sim, env, img, w as usize, h as usize, c as usize);
-            }
-            self.seg.write_at(self.plan.image_offset, &self.images);
-            self.next_image_ns = now + (1e9 / self.cfg.camera_hz.max(0.1)) as u64;
-            self.stats.images += 1;
-        }
-        if ext {
-            // Even again: pairs with readers' re-load of write_seq (spec 3.2).
-            self.seg.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
-            if image_due {
-                // Release (fetch_add AcqRel): the images above are complete.
-                self.seg.fetch_add_u64(LrbcHeader::IMAGE_SEQ_OFFSET, 1);
-            }
-            self.seg.store_u64(LrbcHeader::FRAME_TIME_NS_OFFSET, now);
-        }
-        if publish {
-            let word = match self.cfg.layout {
-                PlanLayout::Lucky => LuckyHeader::FRAME_SEQ_OFFSET,
-                PlanLayout::Lrbc { .. } => LrbcHeader::FRAME_SEQ_OFFSET,
-            };
-            // Release: publishes the frame written above; pairs with the client's
-            // Acquire load of frame_seq.
-            self.seg.store_u64(word, self.frame_seq);
-        }
-    }
-
-    /// Answers what is waiting on the command and control rings, and sends due frames.
-    pub fn serve(&mut self) {
-        let world = World {
-            sim: &self.sim,
-            obs_names: &self.obs_names,
-            act_names: &self.act_names,
-            actions: &self.actions,
-            image: self.cfg.image,
-            images: &self.images,
-            step: self.step,
-            now_ns: monotonic_now_ns(),
-        };
-        match &mut self.rings {
-            Rings::Lrbc {
-                cmd_in,
-                cmd_out,
-                ctl,
-            } => {
-                let mut served = 0;
-                while let Ok(Some(_)) = cmd_in.try_pop(&self.seg, &mut self.scratch) {
-                    served += 1;
-                    if let Some(resp) = self.services.handle(&self.scratch, &world)
-                        && cmd_out.try_push(&self.seg, &resp).is_err()
-                    {
-                        self.stats.responses_dropped += 1;
-                    }
-                }
-                if let Some((ctl_in, ctl_out)) = ctl {
-                    while let Ok(Some(_)) = ctl_in.try_pop(&self.seg, &mut self.scratch) {
-                        served += 1;
-                        if let Some(resp) = self.services.handle(&self.scratch, &world)
-                            && ctl_out.try_push(&self.seg, &resp).is_err()
-                        {
-                            self.stats.responses_dropped += 1;
-                        }
-                    }
-                }
-                self.frames.clear();
-                self.services.stream_frames(&world, &mut self.frames);
-                for f in &self.frames {
-                    if cmd_out.try_push(&self.seg, f).is_err() {
-                        self.stats.responses_dropped += 1;
-                    }
-                }
-                self.stats.requests += served;
-                if served > 0 {
-                    self.seg
-                        .store_u32(LrbcHeader::SERVICE_FLAGS_OFFSET, self.services.flags());
-                }
-            }
-            Rings::Lucky { cmd_in, cmd_out } => {
-                while let Ok(Some(h)) = cmd_in.try_pop(&self.seg, &mut self.scratch) {
-                    self.stats.requests += 1;
-                    let (status, body) = lucky_response(h.method_or_status, &self.scratch);
-                    let header = LuckyEntryHeader {
-                        correlation_id: h.correlation_id,
-                        method_or_status: status,
-                        payload_length: 0,
-                    };
-                    if cmd_out
-                        .try_push(&self.seg, header, body.to_string().as_bytes())
-                        .is_err()
-                    {
-                        self.stats.responses_dropped += 1;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The luckyrobots JSON commands (spec 8): status 0 and an object on success,
-/// non-zero and `{"error": …}` on failure.
-pub fn lucky_response(method: u32, payload: &[u8]) -> (u32, Value) {
-    let request: Value = match serde_json::from_slice(payload) {
-        Ok(v) => v,
-        Err(e) => return (3, json!({"error": format!("the request is not JSON: {e}")})),
-    };
-    match method {
-        1 => (
-            0,
-            json!({
-                "success": true,
-                "message": format!(
-                    "agent {:?} reset{}",
-                    request.get("agent_name").and_then(Value::as_str).unwrap_or(""),
-                    if request.get("simulation_contract").is_some() { " with its simulation contract" } else { "" }
-                ),
-            }),
-        ),
-        2 => match request.get("mode").and_then(Value::as_str) {
-            Some(m @ ("realtime" | "deterministic" | "fast")) => {
-                (0, json!({"success": true, "mode": m}))
-            }
-            Some(other) => (
-                1,
-                json!({"error": format!("unknown simulation mode {other:?}; use realtime, deterministic or fast")}),
-            ),
-            None => (1, json!({"error": "missing \"mode\""})),
-        },
-        other => (2, json!({"error": format!("unknown method {other}")})),
     }
 }
 

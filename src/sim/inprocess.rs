@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::attach::Target;
 use crate::sim::client::{self, ClientConfig, Policy};
 use crate::sim::engine::{Engine, EngineConfig, Preset};
 
@@ -84,10 +83,6 @@ impl SimRun {
             stop,
             threads,
         })
-    }
-
-    pub fn target(&self) -> Target {
-        Target::Shm(self.name.clone())
     }
 }
 

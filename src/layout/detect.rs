@@ -1,0 +1,192 @@
+//! Layout detection (spec 8) and what validating either layout takes: regions added
+//! only inside the segment, sorted and checked not to overlap, products that do not
+//! overflow, ring capacities, reserved bytes.
+
+use zerocopy::FromBytes;
+
+use super::{
+    ByteSource, FieldSpec, Geometry, HEADER_REGION_BYTES, LRBC_MAGIC, LRBC_VERSION, Layout,
+    LayoutChoice, LayoutError, LrbcHeader, LuckyHeader, MIN_RING_CAPACITY, Preamble, Region,
+    RegionKind, Warning, lrbc, lucky,
+};
+
+/// Reads the header of `src`, detects its layout (spec 8) unless `choice` forces one,
+/// and validates every region.
+pub fn inspect<S: ByteSource + ?Sized>(
+    src: &S,
+    choice: LayoutChoice,
+) -> Result<Geometry, LayoutError> {
+    let size_bytes = src.len_bytes();
+    let too_small = || LayoutError::TooSmall {
+        size_bytes,
+        need_bytes: HEADER_REGION_BYTES,
+    };
+    let mut first = [0u8; Preamble::SIZE_BYTES];
+    if size_bytes < Preamble::SIZE_BYTES as u64 || !src.read_at(0, &mut first) {
+        return Err(too_small());
+    }
+    let Ok((preamble, _)) = Preamble::read_from_prefix(first.as_slice()) else {
+        return Err(too_small());
+    };
+    let found = preamble.magic.get();
+    if found != LRBC_MAGIC {
+        return Err(LayoutError::BadMagic { found });
+    }
+    if size_bytes < HEADER_REGION_BYTES {
+        return Err(too_small());
+    }
+    let version = preamble.version.get();
+    if version != LRBC_VERSION {
+        return Err(LayoutError::UnsupportedVersion { found: version });
+    }
+    let mut header = vec![0u8; HEADER_REGION_BYTES as usize];
+    if !src.read_at(0, &mut header) {
+        return Err(LayoutError::Unreadable {
+            offset_bytes: 0,
+            length_bytes: HEADER_REGION_BYTES,
+        });
+    }
+
+    // The header copy is 4096 bytes, longer than either header.
+    let (Ok((lrbc_header, _)), Ok((lucky_header, _))) = (
+        LrbcHeader::read_from_prefix(header.as_slice()),
+        LuckyHeader::read_from_prefix(header.as_slice()),
+    ) else {
+        return Err(too_small());
+    };
+    let ext_total = lrbc_header.total_size.get();
+    let lucky_total = lucky_header.total_size.get();
+    let layout = match choice {
+        LayoutChoice::Auto if ext_total == size_bytes => Layout::LrbcV1Ext,
+        LayoutChoice::Auto if lucky_total == size_bytes => Layout::LuckyrobotsIpc,
+        LayoutChoice::Auto => Layout::LrbcV1,
+        LayoutChoice::LrbcV1 if ext_total == size_bytes => Layout::LrbcV1Ext,
+        LayoutChoice::LrbcV1 => Layout::LrbcV1,
+        LayoutChoice::LuckyrobotsIpc => Layout::LuckyrobotsIpc,
+    };
+
+    let mut b = Builder {
+        size_bytes,
+        regions: vec![Region {
+            kind: RegionKind::Header,
+            offset_bytes: 0,
+            length_bytes: HEADER_REGION_BYTES,
+        }],
+        warnings: Vec::new(),
+    };
+    match layout {
+        Layout::LrbcV1 | Layout::LrbcV1Ext => lrbc::validate(src, header, &lrbc_header, layout, b),
+        Layout::LuckyrobotsIpc => {
+            if lucky_total != size_bytes {
+                b.warnings.push(format!(
+                    "total_size is {lucky_total} but the segment is {size_bytes} bytes (layout forced)"
+                ));
+            }
+            lucky::validate(src, header, &lucky_header, b)
+        }
+    }
+}
+
+pub(super) struct Builder {
+    pub(super) size_bytes: u64,
+    pub(super) regions: Vec<Region>,
+    pub(super) warnings: Vec<Warning>,
+}
+
+impl Builder {
+    /// Adds a region after checking that it lies inside the segment.
+    pub(super) fn add(
+        &mut self,
+        kind: RegionKind,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Region, LayoutError> {
+        let outside = LayoutError::OutsideSegment {
+            region: kind,
+            offset_bytes,
+            length_bytes,
+            size_bytes: self.size_bytes,
+        };
+        match offset_bytes.checked_add(length_bytes) {
+            Some(end) if end <= self.size_bytes => {}
+            _ => return Err(outside),
+        }
+        let region = Region {
+            kind,
+            offset_bytes,
+            length_bytes,
+        };
+        self.regions.push(region);
+        Ok(region)
+    }
+
+    /// Sorts the regions and rejects any two that overlap. Empty regions overlap nothing.
+    pub(super) fn finish_regions(&mut self) -> Result<Vec<Region>, LayoutError> {
+        let mut regions = std::mem::take(&mut self.regions);
+        regions.sort_by_key(|r| (r.offset_bytes, r.kind));
+        let mut last: Option<Region> = None;
+        for r in regions.iter().filter(|r| r.length_bytes > 0) {
+            if let Some(prev) = last {
+                if prev.end_bytes() > r.offset_bytes {
+                    return Err(LayoutError::Overlap {
+                        a: prev.kind,
+                        a_start: prev.offset_bytes,
+                        a_end: prev.end_bytes(),
+                        b: r.kind,
+                        b_start: r.offset_bytes,
+                        b_end: r.end_bytes(),
+                    });
+                }
+                if r.end_bytes() > prev.end_bytes() {
+                    last = Some(*r);
+                }
+            } else {
+                last = Some(*r);
+            }
+        }
+        Ok(regions)
+    }
+}
+
+/// `a * b * c` as a byte count, or the overflow error naming what was computed.
+pub(super) fn product(what: &'static str, factors: &[(&str, u64)]) -> Result<u64, LayoutError> {
+    let mut total: u64 = 1;
+    for (_, v) in factors {
+        total = total
+            .checked_mul(*v)
+            .ok_or_else(|| LayoutError::SizeOverflow {
+                what,
+                detail: factors
+                    .iter()
+                    .map(|(n, v)| format!("{n} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(" × "),
+            })?;
+    }
+    Ok(total)
+}
+
+pub(super) fn ring_capacity(field: &'static str, value: u64) -> Result<u32, LayoutError> {
+    match u32::try_from(value) {
+        Ok(v) if v.is_power_of_two() && v >= MIN_RING_CAPACITY => Ok(v),
+        _ => Err(LayoutError::BadRingSize {
+            field,
+            value,
+            min: MIN_RING_CAPACITY,
+        }),
+    }
+}
+
+pub(super) fn check_reserved(header: &[u8], fields: &[FieldSpec], warnings: &mut Vec<Warning>) {
+    for f in fields.iter().filter(|f| f.is_reserved()) {
+        if header[f.offset_bytes..f.offset_bytes + f.size_bytes]
+            .iter()
+            .any(|&x| x != 0)
+        {
+            warnings.push(format!(
+                "reserved bytes at offset {} ({} bytes) are not zero",
+                f.offset_bytes, f.size_bytes
+            ));
+        }
+    }
+}
