@@ -3,6 +3,11 @@
 //! `crate::MODULE` path outside test code) and fails when the table lists an edge the
 //! code lacks or lacks one the code has.
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test: an unreadable source tree fails it"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

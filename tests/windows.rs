@@ -225,15 +225,39 @@ fn the_simulated_engine_is_attached_watched_and_controlled_and_its_death_seen() 
     assert_eq!(code, 1);
     assert!(err.contains("already exists"), "{err}");
 
-    // A client steps it and sends commands; traffic follows and decodes them.
-    let traffic = inspector()
-        .args(["traffic", "--shm", &name, "--follow", "--ring", "cmd"])
-        .args(["--count", "4", "--duration", "25", "--json"])
+    // A client steps it and sends commands; traffic follows and decodes them. The reader
+    // starts at read_pos: it is following once it prints an entry of a control ring, where
+    // a status request and its response go.
+    let mut traffic = inspector()
+        .args([
+            "traffic",
+            "--shm",
+            &name,
+            "--follow",
+            "--duration",
+            "25",
+            "--json",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let rx = line_channel(traffic.stdout.take().unwrap());
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "traffic did not show a status request on the control ring"
+        );
+        let (code, _, err) =
+            run_inspector(&["control", "--shm", &name, "--service", "camera", "--status"]);
+        assert_eq!(code, 0, "{err}");
+        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            assert!(v["ring"].as_str().unwrap().starts_with("ctl_"), "{v}");
+            break;
+        }
+    }
     let client = inspector()
         .args(["sim", "client", "--shm", &name, "--steps", "200"])
         .stdout(Stdio::null())
@@ -246,19 +270,16 @@ fn the_simulated_engine_is_attached_watched_and_controlled_and_its_death_seen() 
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = wait_with_deadline(traffic);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let entries: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v.get("ring").is_some())
-        .collect();
-    assert_eq!(entries.len(), 4, "{text}");
+    let mut commands = 0;
+    while commands < 4 {
+        let v: Value = serde_json::from_str(&next_line(&rx, "command ring entries")).unwrap();
+        assert!(v.get("ring").is_some(), "{v}");
+        if v["ring"].as_str().unwrap().starts_with("cmd_") {
+            commands += 1;
+        }
+    }
+    traffic.kill().unwrap();
+    traffic.wait().unwrap();
     let (code, out, err) = run_inspector(&[
         "watch",
         "--shm",

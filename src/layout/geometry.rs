@@ -6,8 +6,8 @@ use std::fmt;
 use zerocopy::FromBytes;
 
 use super::{
-    CounterOffsets, FieldSpec, FieldValue, LRBC_MAGIC, LRBC_VERSION, Layout, LrbcHeader,
-    LuckyHeader, Names, NamesError,
+    CounterOffsets, FieldSpec, LRBC_MAGIC, LRBC_VERSION, Layout, LrbcHeader, LuckyHeader, Names,
+    NamesError,
 };
 
 /// A named region of the segment.
@@ -194,13 +194,6 @@ impl Geometry {
             Layout::LuckyrobotsIpc => LuckyHeader::FIELDS,
         };
         table.iter().filter(|f| !f.is_reserved())
-    }
-
-    /// The value of a named header field in the attach-time copy.
-    pub fn field(&self, name: &str) -> Option<FieldValue> {
-        self.fields()
-            .find(|f| f.name == name)
-            .and_then(|f| f.decode(&self.header))
     }
 
     /// True when `other` describes the same segment shape (layout, size, sizes and

@@ -55,7 +55,7 @@ impl FollowPace {
 }
 
 /// Which rings to follow.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RingSelection {
     /// cmd_c2s and cmd_s2c.
     Cmd,
