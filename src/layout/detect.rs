@@ -87,6 +87,14 @@ pub fn inspect<S: ByteSource + ?Sized>(
     }
 }
 
+/// The sizes of the hot arrays, from [`Builder::hot_sizes`].
+pub(super) struct HotSizes {
+    /// Envs: entries of the rewards, dones and resets arrays.
+    pub(super) envs: u64,
+    pub(super) obs_bytes: u64,
+    pub(super) act_bytes: u64,
+}
+
 pub(super) struct Builder {
     pub(super) size_bytes: u64,
     pub(super) regions: Vec<Region>,
@@ -118,6 +126,48 @@ impl Builder {
         };
         self.regions.push(region);
         Ok(region)
+    }
+
+    /// The sizes of the hot arrays of `num_envs` envs (spec 3); warns when there are
+    /// none.
+    pub(super) fn hot_sizes(
+        &mut self,
+        num_envs: u32,
+        obs_size: u32,
+        act_size: u32,
+    ) -> Result<HotSizes, LayoutError> {
+        let envs = u64::from(num_envs);
+        if num_envs == 0 {
+            self.warnings
+                .push("num_envs is 0: there is no hot data".into());
+        }
+        let row = |what, field, size: u32| {
+            product(
+                what,
+                &[("num_envs", envs), (field, u64::from(size)), ("f32", 4)],
+            )
+        };
+        Ok(HotSizes {
+            envs,
+            obs_bytes: row("obs region", "obs_size", obs_size)?,
+            act_bytes: row("act region", "act_size", act_size)?,
+        })
+    }
+
+    /// Adds the hot arrays at their offsets `[obs, act, rewards, dones, resets]`: the
+    /// observations and actions, an f32 reward and a byte of done and of reset per env.
+    pub(super) fn add_hot(
+        &mut self,
+        sizes: &HotSizes,
+        offsets: [u64; 5],
+    ) -> Result<(), LayoutError> {
+        let [obs, act, rewards, dones, resets] = offsets;
+        self.add(RegionKind::Obs, obs, sizes.obs_bytes)?;
+        self.add(RegionKind::Act, act, sizes.act_bytes)?;
+        self.add(RegionKind::Rewards, rewards, sizes.envs * 4)?;
+        self.add(RegionKind::Dones, dones, sizes.envs)?;
+        self.add(RegionKind::Resets, resets, sizes.envs)?;
+        Ok(())
     }
 
     /// Sorts the regions and rejects any two that overlap. Empty regions overlap nothing.

@@ -17,34 +17,13 @@ pub(super) fn validate<S: ByteSource + ?Sized>(
     let num_envs = h.num_envs.get();
     let obs_size = h.obs_size.get();
     let act_size = h.act_size.get();
-    let n = u64::from(num_envs);
     let mode = h.mode;
     if mode > 1 {
         b.warnings.push(format!(
             "mode is {mode}; only 0 (training) and 1 (inference) are defined"
         ));
     }
-    if num_envs == 0 {
-        b.warnings
-            .push("num_envs is 0: there is no hot data".into());
-    }
-
-    let obs_bytes = product(
-        "obs region",
-        &[
-            ("num_envs", n),
-            ("obs_size", u64::from(obs_size)),
-            ("f32", 4),
-        ],
-    )?;
-    let act_bytes = product(
-        "act region",
-        &[
-            ("num_envs", n),
-            ("act_size", u64::from(act_size)),
-            ("f32", 4),
-        ],
-    )?;
+    let hot = b.hot_sizes(num_envs, obs_size, act_size)?;
     let image_offset = h.image_offset.get();
     let image = if image_offset == 0 {
         None
@@ -72,7 +51,7 @@ pub(super) fn validate<S: ByteSource + ?Sized>(
         let total = product(
             "image region",
             &[
-                ("num_envs", n),
+                ("num_envs", hot.envs),
                 ("image_width", u64::from(width)),
                 ("image_height", u64::from(height)),
                 ("image_channels", u64::from(channels)),
@@ -88,11 +67,16 @@ pub(super) fn validate<S: ByteSource + ?Sized>(
         })
     };
 
-    b.add(RegionKind::Obs, h.obs_offset.get(), obs_bytes)?;
-    b.add(RegionKind::Act, h.act_offset.get(), act_bytes)?;
-    b.add(RegionKind::Rewards, h.rewards_offset.get(), n * 4)?;
-    b.add(RegionKind::Dones, h.dones_offset.get(), n)?;
-    b.add(RegionKind::Resets, h.resets_offset.get(), n)?;
+    b.add_hot(
+        &hot,
+        [
+            h.obs_offset.get(),
+            h.act_offset.get(),
+            h.rewards_offset.get(),
+            h.dones_offset.get(),
+            h.resets_offset.get(),
+        ],
+    )?;
 
     if let Some(img) = &image {
         b.add(RegionKind::Image, img.offset_bytes, img.total_bytes)?;
@@ -127,7 +111,7 @@ pub(super) fn validate<S: ByteSource + ?Sized>(
             b.warnings
                 .push("truncateds_offset is 0: truncateds are unavailable".into());
         } else {
-            b.add(RegionKind::Truncateds, truncateds_offset, n)?;
+            b.add(RegionKind::Truncateds, truncateds_offset, hot.envs)?;
         }
 
         let (names_offset, names_size) = (h.names_offset.get(), u64::from(h.names_size.get()));

@@ -2,7 +2,7 @@
 
 use zerocopy::FromBytes;
 
-use super::detect::{Builder, check_reserved, product, ring_capacity};
+use super::detect::{Builder, check_reserved, ring_capacity};
 use super::{
     ByteSource, CounterOffsets, Geometry, Layout, LayoutError, LuckyHeader, LuckyRingHeader, Names,
     RegionKind, RingFormat, RingGeometry, headers, names,
@@ -18,32 +18,17 @@ pub(super) fn validate<S: ByteSource + ?Sized>(
     let num_envs = h.num_envs.get();
     let obs_size = h.obs_size.get();
     let act_size = h.act_size.get();
-    let n = u64::from(num_envs);
-    if num_envs == 0 {
-        b.warnings
-            .push("num_envs is 0: there is no hot data".into());
-    }
-    let obs_bytes = product(
-        "obs region",
-        &[
-            ("num_envs", n),
-            ("obs_size", u64::from(obs_size)),
-            ("f32", 4),
+    let hot = b.hot_sizes(num_envs, obs_size, act_size)?;
+    b.add_hot(
+        &hot,
+        [
+            h.obs_offset.get(),
+            h.act_offset.get(),
+            h.reward_offset.get(),
+            h.done_offset.get(),
+            h.reset_offset.get(),
         ],
     )?;
-    let act_bytes = product(
-        "act region",
-        &[
-            ("num_envs", n),
-            ("act_size", u64::from(act_size)),
-            ("f32", 4),
-        ],
-    )?;
-    b.add(RegionKind::Obs, h.obs_offset.get(), obs_bytes)?;
-    b.add(RegionKind::Act, h.act_offset.get(), act_bytes)?;
-    b.add(RegionKind::Rewards, h.reward_offset.get(), n * 4)?;
-    b.add(RegionKind::Dones, h.done_offset.get(), n)?;
-    b.add(RegionKind::Resets, h.reset_offset.get(), n)?;
 
     let mut rings = Vec::new();
     for (kind, offset_bytes) in [
