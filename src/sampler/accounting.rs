@@ -66,11 +66,11 @@ impl FrameAccounting {
         frames_ahead(f, self.last_frame)
     }
 
-    /// Follows `f` without counting anything: a new run (frame_seq went back) or a new
-    /// segment.
+    /// Follows `f` without counting it or the frames before it: a new run (frame_seq
+    /// went back) or a new segment. Counts not yet taken stay (a new segment's caller
+    /// discards them).
     pub fn restart_at(&mut self, f: u64) {
         self.last_frame = f;
-        self.counts = FrameCounts::default();
     }
 
     /// `frame_seq` read `f` and a copy was taken: the frames before `f` passed, and the
@@ -218,6 +218,17 @@ mod tests {
         a.restart_at(5);
         a.copied(6, true);
         assert_eq!(a.take().sampled, 1);
+    }
+
+    #[test]
+    fn counts_not_yet_taken_when_a_new_run_starts_are_kept() {
+        let mut a = FrameAccounting::new(0);
+        a.copied(5, true);
+        a.restart_at(2);
+        let c = a.take();
+        assert_eq!((c.seen, c.sampled, c.missed), (5, 1, 4));
+        a.copied(3, true);
+        assert_eq!(a.take().seen, 1, "counting goes on from the new run");
     }
 
     #[test]

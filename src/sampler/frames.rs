@@ -197,6 +197,8 @@ impl FrameWorker {
         if reopen_if_reattached(&self.data, &mut self.attached, &mut self.generation) {
             self.pending = Pending::default();
             let f = self.frame_seq();
+            // The counts belong to the segment that was replaced.
+            self.accounting.discard();
             self.accounting.restart_at(f);
             // Relaxed: a hint for the spotter, with no data behind it.
             self.handover.taken.store(f, Ordering::Relaxed);
