@@ -234,9 +234,9 @@ pub struct Listing {
 #[derive(Debug)]
 pub struct Discovery {
     pub listing: Arc<Mutex<Listing>>,
-    pub active: Arc<AtomicBool>,
+    active: Arc<AtomicBool>,
     /// Set to refresh at once (when the view is shown again).
-    pub refresh_now: Arc<AtomicBool>,
+    refresh_now: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }

@@ -153,13 +153,13 @@ impl InspectorApp {
                 self.traffic_view = TrafficView::default();
                 self.cameras_view = CamerasView::default();
                 self.t0_ns = monotonic_now_ns();
-                self.discovery.active.store(false, Ordering::Relaxed);
+                self.discovery.set_active(false);
             }
             Err(e) => {
                 self.form.error = Some(e.clone());
                 self.say(e, true);
                 self.show_attach = true;
-                self.discovery.active.store(true, Ordering::Relaxed);
+                self.discovery.set_active(true);
             }
         }
     }
@@ -169,8 +169,7 @@ impl InspectorApp {
             self.say(format!("detached from {}", s.attached.label()), false);
         }
         self.show_attach = true;
-        // Relaxed: a flag with no data behind it.
-        self.discovery.active.store(true, Ordering::Relaxed);
+        self.discovery.set_active(true);
     }
 
     fn say(&mut self, text: String, error: bool) {
@@ -410,11 +409,7 @@ impl InspectorApp {
                         .clicked()
                     {
                         self.show_attach = !self.show_attach;
-                        // Relaxed: flags with no data behind them.
-                        self.discovery
-                            .active
-                            .store(self.show_attach, Ordering::Relaxed);
-                        self.discovery.refresh_now.store(true, Ordering::Relaxed);
+                        self.discovery.set_active(self.show_attach);
                     }
                     if ui.button("Detach").clicked() {
                         self.detach();
