@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use super::{CliError, stop_flag};
 use crate::attach::{Target, attach};
-use crate::control::{Lease, SERVICES, service_id, service_label};
+use crate::control::Lease;
 use crate::layout::LayoutChoice;
+use crate::rpc::services;
 use crate::rpc::tree::NodeValue;
 
 /// What to do with the service.
@@ -24,10 +25,10 @@ pub fn run(
     timeout: Duration,
     json: bool,
 ) -> Result<(), CliError> {
-    let Some(id) = service_id(service) else {
+    let Some(id) = services::id_of(service) else {
         return Err(CliError::Usage(format!(
             "unknown service {service:?}; one of: {}",
-            SERVICES.join(", ")
+            services::choices()
         )));
     };
     let stop = stop_flag();
@@ -72,12 +73,12 @@ pub fn run(
             match enabled {
                 Some(e) => println!(
                     "{} is now {}",
-                    service_label(id),
+                    services::label(id),
                     if e { "enabled" } else { "disabled" }
                 ),
                 None => println!(
                     "{}: {}",
-                    service_label(id),
+                    services::label(id),
                     resp.tree.summary(&bytes, 0, 200)
                 ),
             }

@@ -19,24 +19,6 @@ use crate::rings::{RingRead, RingWrite};
 use crate::rpc::{self, DecodedEnvelope, fb};
 use crate::segment::{ControlPages, OpenError, monotonic_now_ns};
 
-/// The services' names in lower case, in the bit order of `service_flags` (spec 7), as
-/// the `control` command takes them; from the schema (`rpc::services`).
-pub static SERVICES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-    rpc::services::ids()
-        .map(|id| rpc::services::label(id).to_ascii_lowercase())
-        .collect()
-});
-
-/// The service id of a name, any case.
-pub fn service_id(name: &str) -> Option<u8> {
-    rpc::services::id_of(name)
-}
-
-/// Display name of a service id, the schema's ("Agent", "Mujoco", …).
-pub fn service_label(id: u8) -> &'static str {
-    rpc::services::label(id)
-}
-
 /// Why the control channel cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {

@@ -211,17 +211,3 @@ fn no_engine_means_a_timeout_error() {
     assert!(matches!(err, ControlError::Timeout { .. }), "{err}");
     assert!(err.to_string().contains("GetServiceStatus"));
 }
-
-#[test]
-fn service_names_are_matched_in_any_case() {
-    assert_eq!(service_id("MuJoCo"), Some(1));
-    assert_eq!(service_id("CAMERA"), Some(4));
-    assert_eq!(service_id("lidar"), None);
-    assert_eq!(service_label(6), "Debug");
-    assert_eq!(service_label(1), "Mujoco", "the schema's name");
-    assert_eq!(service_label(200), "unknown");
-    assert_eq!(
-        SERVICES.join(", "),
-        "agent, mujoco, telemetry, scene, camera, viewport, debug"
-    );
-}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::{Lease, service_label};
+use super::Lease;
 use crate::attach::{Attached, Target, attach};
 use crate::layout::LayoutChoice;
 use crate::rpc::tree::NodeValue;
@@ -120,7 +120,7 @@ impl ControlWorker {
                         Ok(match (req, enabled) {
                             (ControlRequest::SetEnabled { service, .. }, Some(e)) => format!(
                                 "SetServiceEnabled: {} is now {}",
-                                service_label(service),
+                                crate::rpc::services::label(service),
                                 if e { "enabled" } else { "disabled" }
                             ),
                             _ => format!(

@@ -118,5 +118,11 @@ mod tests {
         assert_eq!(services::id_of("lidar"), None);
         assert_eq!(services::name(7), None);
         assert_eq!(services::label(7), "unknown");
+        assert_eq!(services::id_of("MuJoCo"), Some(1));
+        assert_eq!(services::id_of("CAMERA"), Some(4));
+        assert_eq!(
+            services::choices(),
+            "agent, mujoco, telemetry, scene, camera, viewport, debug"
+        );
     }
 }

@@ -169,6 +169,14 @@ pub mod services {
         name(id).unwrap_or("unknown")
     }
 
+    /// The names a command takes: lower case, in bit order, comma-separated.
+    pub fn choices() -> String {
+        ids()
+            .map(|id| label(id).to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// The id of a service name, in any case.
     pub fn id_of(name: &str) -> Option<u8> {
         ServiceId::ENUM_VALUES

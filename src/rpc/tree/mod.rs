@@ -137,11 +137,4 @@ impl FieldTree {
             Some(current)
         })
     }
-
-    /// The direct child of the root named `name`.
-    pub fn root_field(&self, name: &str) -> Option<&Node> {
-        self.children(0)
-            .map(|i| &self.nodes[i])
-            .find(|n| n.name == name)
-    }
 }
