@@ -66,28 +66,19 @@ wire_struct! {
     }
 }
 
-/// The first eight bytes, the same in both layouts: what says a segment is LRBC at all.
-/// An engine stores them last, as one word, when the rest of the segment is complete.
-#[repr(C)]
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    zerocopy::FromBytes,
-    zerocopy::IntoBytes,
-    zerocopy::KnownLayout,
-    zerocopy::Immutable,
-)]
-pub struct Preamble {
-    pub magic: U32,
-    pub version: U32,
+wire_struct! {
+    /// The first eight bytes, the same in both layouts: what says a segment is LRBC at
+    /// all. An engine stores them last, as one word, when the rest of the segment is
+    /// complete.
+    pub struct Preamble (size 8) {
+        0 magic: U32 = Magic; "0x4C524243 (\"LRBC\")"
+        4 version: U32 = U32; "1"
+    }
 }
 
 impl Preamble {
     /// Where the preamble sits: the start of the segment.
     pub const OFFSET: u64 = offset_of!(LrbcHeader, magic) as u64;
-    /// One u64 word.
-    pub const SIZE_BYTES: usize = size_of::<Self>();
 }
 
 const _: () = {
