@@ -1,0 +1,149 @@
+//! `record`: a flight recording of a segment into an MCAP file.
+
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::traffic::EngineCheck;
+use super::{CliError, stop_flag};
+use crate::attach::{Target, attach};
+use crate::layout::LayoutChoice;
+use crate::record::Recorder;
+
+/// Envs recorded when none are chosen: the first four.
+const DEFAULT_ENVS: u32 = 4;
+
+pub struct Options {
+    pub out: PathBuf,
+    /// `None`: every env.
+    pub envs: Option<EnvList>,
+    pub all_envs: bool,
+    pub duration: Option<Duration>,
+    pub max_bytes: Option<u64>,
+}
+
+/// Env indices, sorted, without repeats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvList(pub Vec<u32>);
+
+/// Parses an env list: indices and ranges, e.g. `0,3,8-11`.
+pub fn parse_envs(text: &str) -> Result<EnvList, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let n = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("{s:?} is not an env index (expected e.g. 0,3,8-11)"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (n(a)?, n(b)?);
+                if a > b {
+                    return Err(format!("the range {part} is empty"));
+                }
+                if u64::from(b - a) >= 1 << 20 {
+                    return Err(format!("the range {part} is too long"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(n(part)?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(EnvList(out))
+}
+
+/// Parses a size in MiB (at least 1).
+pub fn parse_mib(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n @ 1..=1_048_576) => Ok(n << 20),
+        _ => Err(format!(
+            "{text:?} is not a whole number of MiB from 1 to 1048576"
+        )),
+    }
+}
+
+pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
+    let stop = stop_flag();
+    // An observer: it runs in the time the engine and trainer leave over.
+    crate::platform::lower_thread_priority(19);
+    let a = attach(target, choice)?;
+    let envs = if o.all_envs {
+        (0..a.geometry.num_envs).collect()
+    } else {
+        o.envs
+            .clone()
+            .map(|l| l.0)
+            .unwrap_or_else(|| (0..a.geometry.num_envs.min(DEFAULT_ENVS)).collect())
+    };
+    let file = std::fs::File::create(&o.out)
+        .map_err(|e| CliError::Other(format!("{}: {e}", o.out.display())))?;
+    let mut rec =
+        Recorder::new(a, envs, BufWriter::new(file)).map_err(|e| CliError::Other(e.to_string()))?;
+    let started = Instant::now();
+    let deadline = o.duration.map(|d| super::deadline_after(started, d));
+    let mut engine = EngineCheck::new();
+    let mut next_line = started + Duration::from_secs(1);
+    let mut why = "stopped";
+    let mut failure = None;
+    loop {
+        match rec.poll() {
+            Ok(true) => {}
+            // Nothing new: a short nap, often enough for a fast engine's frames.
+            Ok(false) => std::thread::sleep(Duration::from_micros(200)),
+            Err(e) => {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+        // Relaxed: a flag with no data behind it.
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            why = "duration reached";
+            break;
+        }
+        if o.max_bytes.is_some_and(|m| rec.bytes_written() >= m) {
+            why = "size limit reached";
+            break;
+        }
+        if let Some(pid) = engine.released_after_death(rec.attached()) {
+            eprintln!("record: the engine (pid {pid}) is gone; finishing the recording");
+            why = "engine gone";
+            break;
+        }
+        if Instant::now() >= next_line {
+            next_line += Duration::from_secs(1);
+            eprintln!("record: {}", progress(&rec, started));
+        }
+    }
+    let line = progress(&rec, started);
+    rec.finish()
+        .map_err(|e| CliError::Other(format!("{}: {e}", o.out.display())))?;
+    if let Some(e) = failure {
+        return Err(CliError::Other(format!(
+            "{}: {e} (the file was finished with what was recorded)",
+            o.out.display()
+        )));
+    }
+    eprintln!("record: {why}; {line}; {} written", o.out.display());
+    Ok(())
+}
+
+fn progress<W: std::io::Write + std::io::Seek>(rec: &Recorder<W>, started: Instant) -> String {
+    let c = rec.counts();
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    format!(
+        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} ring entries, {} ring bytes lost",
+        c.frames_recorded,
+        rec.bytes_written() as f64 / 1e6,
+        c.frames_recorded as f64 / secs,
+        c.frames_missed,
+        c.frames_torn,
+        c.ring_entries,
+        c.ring_lost_bytes
+    )
+}
