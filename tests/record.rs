@@ -15,13 +15,16 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Instant;
 
-use common::{DEADLINE, inspector, python_path, unique_name, wait_with_deadline};
+use common::{
+    DEADLINE, inspector, line_channel, next_line, python_path, unique_name, wait_with_deadline,
+};
+use crossbeam_channel::Receiver;
 use lrbc_inspector::rpc::recording_fb;
 use serde_json::Value;
 
 /// A `sim engine` process, stopped on drop.
 struct Engine {
-    child: Child,
+    child: Option<Child>,
     name: String,
 }
 
@@ -44,14 +47,19 @@ impl Engine {
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        Self { child, name }
+        Self {
+            child: Some(child),
+            name,
+        }
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        common::interrupt(self.child.id());
-        let _ = self.child.wait();
+        if let Some(mut child) = self.child.take() {
+            common::interrupt(child.id());
+            let _ = child.wait();
+        }
     }
 }
 
@@ -184,4 +192,86 @@ fn an_independent_python_reader_counts_the_channels_and_decodes_a_frame() {
     assert_eq!(v["metadata"]["lrbc.geometry"]["recorded_envs"], "0,2,5");
     assert_eq!(v["metadata"]["lrbc.tool"]["name"], "lrbc-inspector");
     let _ = std::fs::remove_file(&path);
+}
+
+/// Starts `record` with no end of its own on a live engine and client, and waits for its
+/// first progress line.
+fn start_open_ended(engine: &Engine, tag: &str) -> (Child, Child, PathBuf, Receiver<String>) {
+    let client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(format!("{}-{tag}.mcap", unique_name("record")));
+    let mut record = inspector()
+        .args(["record", "--shm", &engine.name, "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = line_channel(record.stderr.take().unwrap());
+    let first = next_line(&lines, "the first progress line");
+    assert!(
+        first.starts_with("record: ") && first.contains("frames"),
+        "{first}"
+    );
+    (record, client, out, lines)
+}
+
+/// Frames in a finished file (reading fails on a file without its summary and footer).
+fn frames_in(path: &PathBuf) -> usize {
+    let bytes = std::fs::read(path).unwrap();
+    mcap::Summary::read(&bytes)
+        .unwrap()
+        .expect("a finished file has a summary");
+    mcap::MessageStream::new(&bytes)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|m| m.channel.topic == "/lrbc/frame")
+        .count()
+}
+
+#[test]
+fn ctrl_c_finishes_the_file() {
+    let engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let (record, mut client, out, lines) = start_open_ended(&engine, "sigint");
+    common::interrupt(record.id());
+    let output = wait_with_deadline(record);
+    assert!(output.status.success());
+    let last = next_line(&lines, "the closing line");
+    assert!(last.starts_with("record: stopped;"), "{last}");
+    assert!(frames_in(&out) > 0);
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn the_engine_dying_ends_the_recording_with_one_line_and_a_finished_file() {
+    let mut engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let (record, mut client, out, lines) = start_open_ended(&engine, "death");
+    let mut child = engine.child.take().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let output = wait_with_deadline(record);
+    assert!(output.status.success());
+    let last = loop {
+        let line = next_line(&lines, "the closing line");
+        if !line.contains("frames/s") || line.contains("is gone") {
+            break line;
+        }
+    };
+    assert!(
+        last.contains("the engine (pid") && last.contains("is gone"),
+        "{last}"
+    );
+    assert!(frames_in(&out) > 0);
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = std::fs::remove_file(&out);
+    // The killed engine left its segment behind.
+    let _ = std::fs::remove_file(PathBuf::from("/dev/shm").join(&engine.name));
 }

@@ -1,6 +1,6 @@
 //! `record`: a flight recording of a segment into an MCAP file.
 
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -85,8 +85,11 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut engine = EngineCheck::new();
+    let mut processes = crate::procinfo::Processes::new();
+    let mut server_pid = 0;
+    let mut next_check = started;
     let mut next_line = started + Duration::from_secs(1);
-    let mut why = "stopped";
+    let mut why = String::from("stopped");
     let mut failure = None;
     loop {
         match rec.poll() {
@@ -103,17 +106,32 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             break;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            why = "duration reached";
+            why = "duration reached".into();
             break;
         }
         if o.max_bytes.is_some_and(|m| rec.bytes_written() >= m) {
-            why = "size limit reached";
+            why = "size limit reached".into();
             break;
         }
         if let Some(pid) = engine.released_after_death(rec.attached()) {
-            eprintln!("record: the engine (pid {pid}) is gone; finishing the recording");
-            why = "engine gone";
+            why = format!("the engine (pid {pid}) is gone");
             break;
+        }
+        if Instant::now() >= next_check {
+            next_check += Duration::from_secs(1);
+            let a = rec.attached();
+            let pid = a
+                .segment
+                .load_u32(a.geometry.counters.server_pid)
+                .unwrap_or(0);
+            if pid != 0 {
+                server_pid = pid;
+            }
+            // A stopped engine clears its pid; a killed one leaves it behind.
+            if server_pid != 0 && (pid == 0 || !processes.is_alive(server_pid)) {
+                why = format!("the engine (pid {server_pid}) is gone");
+                break;
+            }
         }
         if Instant::now() >= next_line {
             next_line += Duration::from_secs(1);
@@ -121,8 +139,14 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         }
     }
     let line = progress(&rec, started);
-    rec.finish()
-        .map_err(|e| CliError::Other(format!("{}: {e}", o.out.display())))?;
+    // The buffered tail is flushed here, where an error can still be reported.
+    let written = rec
+        .finish_into_inner()
+        .map_err(|e| e.to_string())
+        .and_then(|(_, mut out)| out.flush().map_err(|e| e.to_string()));
+    if let Err(e) = written {
+        return Err(CliError::Other(format!("{}: {e}", o.out.display())));
+    }
     if let Some(e) = failure {
         return Err(CliError::Other(format!(
             "{}: {e} (the file was finished with what was recorded)",
@@ -133,7 +157,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     Ok(())
 }
 
-fn progress<W: std::io::Write + std::io::Seek>(rec: &Recorder<W>, started: Instant) -> String {
+fn progress<W: Write + std::io::Seek>(rec: &Recorder<W>, started: Instant) -> String {
     let c = rec.counts();
     let secs = started.elapsed().as_secs_f64().max(1e-3);
     format!(

@@ -381,7 +381,12 @@ impl<W: Write + Seek> Recorder<W> {
     }
 
     /// Writes `lrbc.counts` and the summary: the file is complete.
-    pub fn finish(mut self) -> Result<Counts, RecordError> {
+    pub fn finish(self) -> Result<Counts, RecordError> {
+        self.finish_into_inner().map(|(c, _)| c)
+    }
+
+    /// Like [`Recorder::finish`], and gives back the output.
+    pub fn finish_into_inner(mut self) -> Result<(Counts, W), RecordError> {
         let c = self.counts;
         let json = serde_json::to_value(c).unwrap_or_default();
         let metadata = json
@@ -397,6 +402,9 @@ impl<W: Write + Seek> Recorder<W> {
             metadata,
         })?;
         self.writer.finish()?;
-        Ok(c)
+        Ok((c, self.writer.into_inner().inner))
     }
 }
+
+#[cfg(test)]
+mod tests;
