@@ -19,6 +19,7 @@ pub mod memory;
 )]
 pub mod platform;
 pub mod procinfo;
+pub mod record;
 pub mod rings;
 pub mod rpc;
 pub mod sampler;

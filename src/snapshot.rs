@@ -205,6 +205,24 @@ pub fn copy_hot_into(segment: &Segment, geometry: &Geometry, out: &mut HotData) 
     }
 }
 
+/// Copies the observation and action rows of `envs` (each below `num_envs`) into `out`,
+/// one row of `obs_size + act_size` values per env, observations first (not guarded by
+/// itself).
+pub fn copy_rows_into(segment: &Segment, geometry: &Geometry, envs: &[u32], out: &mut Vec<f32>) {
+    let (o, a) = (geometry.obs_size as usize, geometry.act_size as usize);
+    out.resize(envs.len() * (o + a), 0.0);
+    for (k, &e) in envs.iter().enumerate() {
+        let row = &mut out[k * (o + a)..(k + 1) * (o + a)];
+        let (obs, act) = row.split_at_mut(o);
+        if let Some(r) = geometry.region(RegionKind::Obs) {
+            segment.read_f32s(r.offset_bytes + u64::from(e) * o as u64 * 4, obs);
+        }
+        if let Some(r) = geometry.region(RegionKind::Act) {
+            segment.read_f32s(r.offset_bytes + u64::from(e) * a as u64 * 4, act);
+        }
+    }
+}
+
 /// Copies one env's observations and actions (not guarded by itself).
 pub fn copy_env(segment: &Segment, geometry: &Geometry, index: u32) -> Option<EnvData> {
     if index >= geometry.num_envs {

@@ -466,6 +466,7 @@ fn engine_death_and_replacement_never_freeze_the_window() {
         dynamics: true,
         camera_hz: 30.0,
         seed: 1,
+        nan_at_step: None,
     };
     let engine = lrbc_inspector::sim::engine::Engine::create(cfg).unwrap();
     step_until(&mut h, "the replacement", |a| {

@@ -8,6 +8,7 @@ mod control;
 mod demo;
 mod dump;
 mod list;
+mod record;
 pub mod screenshots;
 mod sim;
 mod soak;
@@ -164,6 +165,26 @@ pub enum Command {
         /// Stop after this many seconds (units ms, s, min, h allowed).
         #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = args::positive_seconds)]
         duration: Option<Duration>,
+    },
+    /// Record frames and ring traffic into an MCAP file (until Ctrl-C, --duration or --max-size).
+    Record {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// The MCAP file to write.
+        #[arg(long, short, value_name = "FILE")]
+        out: PathBuf,
+        /// Envs whose frames are recorded, e.g. 0,3,8-11 (default: the first four).
+        #[arg(long, value_name = "LIST", value_parser = record::parse_envs, conflicts_with = "all_envs")]
+        envs: Option<record::EnvList>,
+        /// Record every env.
+        #[arg(long)]
+        all_envs: bool,
+        /// Stop after this many seconds (units ms, s, min, h allowed).
+        #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = args::positive_seconds)]
+        duration: Option<Duration>,
+        /// Stop once the file holds this many MiB.
+        #[arg(long, value_name = "MIB", value_parser = record::parse_mib)]
+        max_size: Option<u64>,
     },
     /// The simulated engine and client.
     #[command(subcommand)]
@@ -433,6 +454,24 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 json,
                 count,
                 duration,
+            },
+        ),
+        Some(Command::Record {
+            target,
+            out,
+            envs,
+            all_envs,
+            duration,
+            max_size,
+        }) => record::run(
+            &target.require()?,
+            target.layout,
+            record::Options {
+                out,
+                envs,
+                all_envs,
+                duration,
+                max_bytes: max_size,
             },
         ),
         Some(Command::Control {

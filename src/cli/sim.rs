@@ -94,6 +94,10 @@ pub struct EngineArgs {
     /// Seed of the dynamics.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// At step N, write NaN into env 0's first observation and its reward (a fault to
+    /// test recorders and NaN guards with).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub nan_at_step: Option<u64>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -180,6 +184,7 @@ impl EngineArgs {
             dynamics: !self.no_dynamics,
             camera_hz: self.camera_hz,
             seed: self.seed,
+            nan_at_step: self.nan_at_step,
         })
     }
 }

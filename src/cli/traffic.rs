@@ -81,13 +81,13 @@ fn line(e: &TrafficEvent, start_ns: u64) -> Option<String> {
 
 /// A named mapping (Windows) lives while any process maps it: once its engine is dead,
 /// `traffic` closes its views and ends, so that a restarted engine can create the name.
-struct EngineCheck {
+pub(super) struct EngineCheck {
     processes: crate::procinfo::Processes,
     next: Instant,
 }
 
 impl EngineCheck {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             processes: crate::procinfo::Processes::new(),
             next: Instant::now(),
@@ -95,7 +95,7 @@ impl EngineCheck {
     }
 
     /// Once a second: the dead engine's pid after releasing its mapping, if it died.
-    fn released_after_death(&mut self, a: &crate::attach::Attached) -> Option<u32> {
+    pub(super) fn released_after_death(&mut self, a: &crate::attach::Attached) -> Option<u32> {
         let crate::segment::Location::Named(name) = a.segment.location() else {
             return None;
         };

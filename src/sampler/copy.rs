@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use super::data::{Counters, SamplerData};
 use crate::attach::Attached;
-use crate::layout::{Geometry, RegionKind};
+use crate::layout::Geometry;
 use crate::segment::Segment;
 use crate::snapshot::{self, HotData};
 
@@ -49,22 +49,11 @@ pub(super) fn copy_frame(
         .copied()
         .filter(|&e| e < g.num_envs)
         .collect();
-    let (o, a) = (g.obs_size as usize, g.act_size as usize);
-    watched_buf.resize(watched.len() * (o + a), 0.0);
     // Few attempts: when the engine is already writing the next frame, this one is
     // gone; retrying would only take CPU from the engine.
     let copy = snapshot::guarded_read(seg, g, 3, |s| {
         snapshot::copy_hot_into(s, g, hot);
-        for (k, &e) in watched.iter().enumerate() {
-            let row = &mut watched_buf[k * (o + a)..(k + 1) * (o + a)];
-            let (obs, act) = row.split_at_mut(o);
-            if let Some(r) = g.region(RegionKind::Obs) {
-                s.read_f32s(r.offset_bytes + u64::from(e) * o as u64 * 4, obs);
-            }
-            if let Some(r) = g.region(RegionKind::Act) {
-                s.read_f32s(r.offset_bytes + u64::from(e) * a as u64 * 4, act);
-            }
-        }
+        snapshot::copy_rows_into(s, g, &watched, watched_buf);
     });
     let latency = g.counters.ext.and_then(|e| {
         let f = seg.load_u64(e.frame_time_ns)?;

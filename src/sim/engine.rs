@@ -50,6 +50,9 @@ pub struct EngineConfig {
     /// Camera images per second.
     pub camera_hz: f64,
     pub seed: u64,
+    /// At this step, env 0's first observation and its reward are written as NaN (a
+    /// fault for recorders and NaN guards to find).
+    pub nan_at_step: Option<u64>,
 }
 
 /// The seed's size examples.

@@ -47,6 +47,7 @@ impl SimRun {
             dynamics: true,
             camera_hz: 30.0,
             seed: 7,
+            nan_at_step: None,
         };
         let mut engine = Engine::create(cfg).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));

@@ -115,6 +115,11 @@ impl Engine {
                 self.seg
                     .write_at(self.plan.truncateds_offset, &self.sim.truncated);
             }
+            if self.cfg.nan_at_step == Some(self.step) {
+                // The injected fault: in the segment only, the dynamics stay finite.
+                self.seg.write_f32s(self.plan.obs_offset, &[f32::NAN]);
+                self.seg.write_f32s(self.plan.rewards_offset, &[f32::NAN]);
+            }
         }
         if image_due && let Some((w, h, c)) = self.cfg.image {
             let per = (w * h * c) as usize;

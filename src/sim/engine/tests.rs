@@ -23,6 +23,7 @@ fn config(layout: PlanLayout) -> EngineConfig {
         dynamics: true,
         camera_hz: 1000.0,
         seed: 5,
+        nan_at_step: None,
     }
 }
 
@@ -128,4 +129,28 @@ fn an_existing_name_is_refused_without_force() {
     drop(first);
     // The first engine's drop leaves the replacement alone.
     assert!(shm_path(second.name()).unwrap().exists());
+}
+
+#[test]
+fn nan_at_step_writes_nan_into_env_0s_first_observation_and_reward_at_that_frame_only() {
+    let mut cfg = config(PlanLayout::Lrbc { ext: true });
+    cfg.nan_at_step = Some(2);
+    let mut engine = Engine::create(cfg).unwrap();
+    let a =
+        crate::attach::attach(&Target::Shm(engine.name().to_string()), LayoutChoice::Auto).unwrap();
+    let (obs_at, rewards_at) = (engine.plan.obs_offset, engine.plan.rewards_offset);
+    let read = |offset: u64| {
+        let mut v = [0f32; 2];
+        assert!(a.segment.read_f32s(offset, &mut v));
+        v
+    };
+    let mut seen = Vec::new();
+    for step in 1..=3 {
+        engine.step_once(Some(step));
+        let (obs, rew) = (read(obs_at), read(rewards_at));
+        // Only the first value is the fault; the next one stays finite.
+        assert!(obs[1].is_finite() && rew[1].is_finite());
+        seen.push((obs[0].is_nan(), rew[0].is_nan()));
+    }
+    assert_eq!(seen, [(false, false), (true, true), (false, false)]);
 }

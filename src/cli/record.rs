@@ -1,0 +1,173 @@
+//! `record`: a flight recording of a segment into an MCAP file.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::traffic::EngineCheck;
+use super::{CliError, stop_flag};
+use crate::attach::{Target, attach};
+use crate::layout::LayoutChoice;
+use crate::record::Recorder;
+
+/// Envs recorded when none are chosen: the first four.
+const DEFAULT_ENVS: u32 = 4;
+
+pub struct Options {
+    pub out: PathBuf,
+    /// `None`: every env.
+    pub envs: Option<EnvList>,
+    pub all_envs: bool,
+    pub duration: Option<Duration>,
+    pub max_bytes: Option<u64>,
+}
+
+/// Env indices, sorted, without repeats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvList(pub Vec<u32>);
+
+/// Parses an env list: indices and ranges, e.g. `0,3,8-11`.
+pub fn parse_envs(text: &str) -> Result<EnvList, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let n = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("{s:?} is not an env index (expected e.g. 0,3,8-11)"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (n(a)?, n(b)?);
+                if a > b {
+                    return Err(format!("the range {part} is empty"));
+                }
+                if u64::from(b - a) >= 1 << 20 {
+                    return Err(format!("the range {part} is too long"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(n(part)?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(EnvList(out))
+}
+
+/// Parses a size in MiB (at least 1).
+pub fn parse_mib(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n @ 1..=1_048_576) => Ok(n << 20),
+        _ => Err(format!(
+            "{text:?} is not a whole number of MiB from 1 to 1048576"
+        )),
+    }
+}
+
+pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
+    let stop = stop_flag();
+    // An observer: it runs in the time the engine and trainer leave over.
+    crate::platform::lower_thread_priority(19);
+    let a = attach(target, choice)?;
+    let envs = if o.all_envs {
+        (0..a.geometry.num_envs).collect()
+    } else {
+        o.envs
+            .clone()
+            .map(|l| l.0)
+            .unwrap_or_else(|| (0..a.geometry.num_envs.min(DEFAULT_ENVS)).collect())
+    };
+    let file = std::fs::File::create(&o.out)
+        .map_err(|e| CliError::Other(format!("{}: {e}", o.out.display())))?;
+    let mut rec =
+        Recorder::new(a, envs, BufWriter::new(file)).map_err(|e| CliError::Other(e.to_string()))?;
+    let started = Instant::now();
+    let deadline = o.duration.map(|d| super::deadline_after(started, d));
+    let mut engine = EngineCheck::new();
+    let mut processes = crate::procinfo::Processes::new();
+    let mut server_pid = 0;
+    let mut next_check = started;
+    let mut next_line = started + Duration::from_secs(1);
+    let mut why = String::from("stopped");
+    let mut failure = None;
+    loop {
+        match rec.poll() {
+            Ok(true) => {}
+            // Nothing new: a short nap, often enough for a fast engine's frames.
+            Ok(false) => std::thread::sleep(Duration::from_micros(200)),
+            Err(e) => {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+        // Relaxed: a flag with no data behind it.
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            why = "duration reached".into();
+            break;
+        }
+        if o.max_bytes.is_some_and(|m| rec.bytes_written() >= m) {
+            why = "size limit reached".into();
+            break;
+        }
+        if let Some(pid) = engine.released_after_death(rec.attached()) {
+            why = format!("the engine (pid {pid}) is gone");
+            break;
+        }
+        if Instant::now() >= next_check {
+            next_check += Duration::from_secs(1);
+            let a = rec.attached();
+            let pid = a
+                .segment
+                .load_u32(a.geometry.counters.server_pid)
+                .unwrap_or(0);
+            if pid != 0 {
+                server_pid = pid;
+            }
+            // A stopped engine clears its pid; a killed one leaves it behind.
+            if server_pid != 0 && (pid == 0 || !processes.is_alive(server_pid)) {
+                why = format!("the engine (pid {server_pid}) is gone");
+                break;
+            }
+        }
+        if Instant::now() >= next_line {
+            next_line += Duration::from_secs(1);
+            eprintln!("record: {}", progress(&rec, started));
+        }
+    }
+    let line = progress(&rec, started);
+    // The buffered tail is flushed here, where an error can still be reported.
+    let written = rec
+        .finish_into_inner()
+        .map_err(|e| e.to_string())
+        .and_then(|(_, mut out)| out.flush().map_err(|e| e.to_string()));
+    if let Err(e) = written {
+        return Err(CliError::Other(format!("{}: {e}", o.out.display())));
+    }
+    if let Some(e) = failure {
+        return Err(CliError::Other(format!(
+            "{}: {e} (the file was finished with what was recorded)",
+            o.out.display()
+        )));
+    }
+    eprintln!("record: {why}; {line}; {} written", o.out.display());
+    Ok(())
+}
+
+fn progress<W: Write + std::io::Seek>(rec: &Recorder<W>, started: Instant) -> String {
+    let c = rec.counts();
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    format!(
+        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} ring entries, {} ring bytes lost",
+        c.frames_recorded,
+        rec.bytes_written() as f64 / 1e6,
+        c.frames_recorded as f64 / secs,
+        c.frames_missed,
+        c.frames_torn,
+        c.ring_entries,
+        c.ring_lost_bytes
+    )
+}

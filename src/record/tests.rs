@@ -1,0 +1,82 @@
+use std::io::Cursor;
+
+use super::*;
+use crate::attach::{Target, attach};
+use crate::layout::LayoutChoice;
+use crate::layout::plan::PlanLayout;
+use crate::sim::engine::{Engine, EngineConfig, Mode};
+use crate::testutil::unique_name;
+
+fn engine() -> Engine {
+    Engine::create(EngineConfig {
+        name: unique_name("record"),
+        layout: PlanLayout::Lrbc { ext: true },
+        num_envs: 5,
+        obs_size: 3,
+        act_size: 2,
+        image: None,
+        mode: Mode::Training,
+        hz: 60.0,
+        ring_size: 4096,
+        ctl_ring_size: None,
+        force: false,
+        dynamics: true,
+        camera_hz: 30.0,
+        seed: 3,
+        nan_at_step: None,
+    })
+    .unwrap()
+}
+
+fn frames(bytes: &[u8]) -> Vec<u64> {
+    mcap::MessageStream::new(bytes)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|m| m.channel.topic == FRAME_TOPIC)
+        .map(|m| fb::root_as_frame(&m.data).unwrap().frame_seq())
+        .collect()
+}
+
+#[test]
+fn each_new_frame_is_recorded_once_and_frames_that_came_and_went_are_counted_missed() {
+    let mut e = engine();
+    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+    let mut rec = Recorder::new(a, vec![1, 4], Cursor::new(Vec::new())).unwrap();
+    e.step_once(Some(1));
+    assert!(rec.poll().unwrap());
+    // Nothing new: nothing written.
+    assert!(!rec.poll().unwrap());
+    e.step_once(Some(2));
+    e.step_once(Some(3));
+    e.step_once(Some(4));
+    assert!(rec.poll().unwrap());
+    let counts = rec.counts();
+    assert_eq!(
+        (
+            counts.frames_seen,
+            counts.frames_recorded,
+            counts.frames_missed,
+            counts.frames_torn
+        ),
+        (2, 2, 2, 0)
+    );
+    assert!(rec.bytes_written() > 0);
+    let written = finish_into_bytes(rec);
+    assert_eq!(frames(&written), [1, 4]);
+}
+
+#[test]
+fn an_env_the_segment_does_not_have_is_refused_in_one_line() {
+    let e = engine();
+    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+    let err = Recorder::new(a, vec![0, 5], Cursor::new(Vec::new())).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "env 5 does not exist (the segment has 5 envs)"
+    );
+}
+
+/// Finishes a recorder writing into memory and returns the file's bytes.
+fn finish_into_bytes(rec: Recorder<Cursor<Vec<u8>>>) -> Vec<u8> {
+    rec.finish_into_inner().unwrap().1.into_inner()
+}

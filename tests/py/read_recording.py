@@ -1,0 +1,67 @@
+"""An independent reader of a flight recording (`lrbc-inspector record`): the PyPI `mcap`
+package reads the file, the Python code flatc generates from schema/recording.fbs
+decodes one frame. Prints one JSON object.
+
+    python3 read_recording.py FILE.mcap
+"""
+
+import json
+import math
+import sys
+
+from mcap.reader import make_reader
+
+from lrbc.recording.Frame import Frame
+
+
+def main() -> None:
+    counts: dict[str, int] = {}
+    encodings: dict[str, str] = {}
+    schema_encodings: dict[str, str] = {}
+    schema_names: dict[str, str] = {}
+    first = None
+    frame_seqs = []
+    nan_frames = []
+    with open(sys.argv[1], "rb") as f:
+        reader = make_reader(f)
+        metadata = {m.name: dict(m.metadata) for m in reader.iter_metadata()}
+        for schema, channel, message in reader.iter_messages():
+            counts[channel.topic] = counts.get(channel.topic, 0) + 1
+            encodings[channel.topic] = channel.message_encoding
+            if schema is not None:
+                schema_encodings[channel.topic] = schema.encoding
+                schema_names[channel.topic] = schema.name
+            if channel.topic != "/lrbc/frame":
+                continue
+            frame = Frame.GetRootAs(message.data, 0)
+            frame_seqs.append(frame.FrameSeq())
+            if frame.ObservationsLength() and math.isnan(frame.Observations(0)):
+                nan_frames.append(frame.FrameSeq())
+            if first is None:
+                first = {
+                    "frame_seq": frame.FrameSeq(),
+                    "envs": [frame.Envs(i) for i in range(frame.EnvsLength())],
+                    "rewards": frame.RewardsLength(),
+                    "observations": frame.ObservationsLength(),
+                    "actions": frame.ActionsLength(),
+                }
+    print(
+        json.dumps(
+            {
+                "counts": counts,
+                "message_encodings": encodings,
+                "schema_encodings": schema_encodings,
+                "schema_names": schema_names,
+                "metadata": metadata,
+                "first_frame": first,
+                "frame_seq_increasing": all(
+                    a < b for a, b in zip(frame_seqs, frame_seqs[1:])
+                ),
+                "nan_frames": nan_frames,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

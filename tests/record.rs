@@ -1,0 +1,277 @@
+//! `record` against a simulated engine and client, each in its own process: the file is
+//! read back with the `mcap` crate and the generated code of `schema/recording.fbs`,
+//! and by an independent Python reader (`tests/py/read_recording.py`, the PyPI `mcap`
+//! package).
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::Instant;
+
+use common::{
+    DEADLINE, inspector, line_channel, next_line, python_path, unique_name, wait_with_deadline,
+};
+use crossbeam_channel::Receiver;
+use lrbc_inspector::rpc::recording_fb;
+use serde_json::Value;
+
+/// A `sim engine` process, stopped on drop.
+struct Engine {
+    child: Option<Child>,
+    name: String,
+}
+
+impl Engine {
+    fn start(args: &[&str]) -> Self {
+        let name = unique_name("record");
+        let child = inspector()
+            .args(["sim", "engine", "--name", &name])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let path = PathBuf::from("/dev/shm").join(&name);
+        let deadline = Instant::now() + DEADLINE;
+        while !path.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "engine did not create its segment"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Self {
+            child: Some(child),
+            name,
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            common::interrupt(child.id());
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Records 2 s of an engine with 6 envs (obs 5, act 2) that writes a NaN at step 20,
+/// stepped by a client, recording envs 0, 2 and 5. Returns the file.
+fn record_a_live_run(tag: &str) -> PathBuf {
+    let engine = Engine::start(&[
+        "--envs",
+        "6",
+        "--obs",
+        "5",
+        "--act",
+        "2",
+        "--image",
+        "none",
+        "--nan-at-step",
+        "20",
+    ]);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(format!("{}-{tag}.mcap", unique_name("record")));
+    let record = inspector()
+        .args([
+            "record",
+            "--shm",
+            &engine.name,
+            "--duration",
+            "2",
+            "--envs",
+            "0,2,5",
+            "-o",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_with_deadline(record);
+    let _ = client.kill();
+    let _ = client.wait();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "record failed: {stderr}");
+    assert!(stderr.contains("duration reached"), "{stderr}");
+    out
+}
+
+#[test]
+fn a_recording_reads_back_with_the_mcap_crate_and_the_generated_frame_code() {
+    let path = record_a_live_run("rust");
+    let bytes = std::fs::read(&path).unwrap();
+    let mut seqs = Vec::new();
+    let mut nan_frames = Vec::new();
+    let mut ring_entries = 0;
+    for message in mcap::MessageStream::new(&bytes).unwrap() {
+        let message = message.unwrap();
+        if message.channel.topic != "/lrbc/frame" {
+            assert!(message.channel.topic.starts_with("/lrbc/ring/"));
+            ring_entries += 1;
+            continue;
+        }
+        let schema = message.channel.schema.as_ref().unwrap();
+        assert_eq!(schema.name, "lrbc.recording.Frame");
+        assert_eq!(schema.encoding, "flatbuffer");
+        assert_eq!(&schema.data[..], lrbc_inspector::rpc::RECORDING_BFBS);
+        assert_eq!(message.channel.message_encoding, "flatbuffer");
+        let frame = recording_fb::root_as_frame(&message.data).unwrap();
+        assert_eq!(frame.envs().unwrap().iter().collect::<Vec<_>>(), [0, 2, 5]);
+        assert_eq!(frame.rewards().unwrap().len(), 3);
+        assert_eq!(frame.dones().unwrap().len(), 3);
+        assert_eq!(frame.observations().unwrap().len(), 3 * 5);
+        assert_eq!(frame.actions().unwrap().len(), 3 * 2);
+        if frame.observations().unwrap().get(0).is_nan() {
+            assert!(frame.rewards().unwrap().get(0).is_nan());
+            nan_frames.push(frame.frame_seq());
+        }
+        seqs.push(frame.frame_seq());
+    }
+    assert!(seqs.len() > 50, "only {} frames recorded", seqs.len());
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "frame_seq does not increase"
+    );
+    assert!(ring_entries > 0, "no ring entry recorded");
+    // Lock-step: the engine's step N publishes frame_seq N.
+    assert_eq!(nan_frames, [20]);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn an_independent_python_reader_counts_the_channels_and_decodes_a_frame() {
+    let path = record_a_live_run("py");
+    let out = wait_with_deadline(
+        std::process::Command::new("python3")
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/read_recording.py"))
+            .arg(&path)
+            .env("PYTHONPATH", python_path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        out.status.success(),
+        "read_recording.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let frames = v["counts"]["/lrbc/frame"].as_u64().unwrap();
+    assert!(frames > 50, "{v}");
+    assert_eq!(v["schema_encodings"]["/lrbc/frame"], "flatbuffer");
+    assert_eq!(v["schema_names"]["/lrbc/frame"], "lrbc.recording.Frame");
+    assert_eq!(v["schema_encodings"]["/lrbc/ring/cmd_c2s"], "flatbuffer");
+    assert!(
+        v["counts"]["/lrbc/ring/cmd_s2c"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    assert_eq!(v["first_frame"]["envs"], serde_json::json!([0, 2, 5]));
+    assert_eq!(v["first_frame"]["rewards"], 3);
+    assert_eq!(v["first_frame"]["observations"], 15);
+    assert_eq!(v["frame_seq_increasing"], true);
+    assert_eq!(v["nan_frames"], serde_json::json!([20]));
+    // The counts written at the end agree with the frames in the file.
+    let counts = &v["metadata"]["lrbc.counts"];
+    assert_eq!(counts["frames_recorded"], frames.to_string());
+    assert_eq!(v["metadata"]["lrbc.geometry"]["recorded_envs"], "0,2,5");
+    assert_eq!(v["metadata"]["lrbc.tool"]["name"], "lrbc-inspector");
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Starts `record` with no end of its own on a live engine and client, and waits for its
+/// first progress line.
+fn start_open_ended(engine: &Engine, tag: &str) -> (Child, Child, PathBuf, Receiver<String>) {
+    let client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(format!("{}-{tag}.mcap", unique_name("record")));
+    let mut record = inspector()
+        .args(["record", "--shm", &engine.name, "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = line_channel(record.stderr.take().unwrap());
+    let first = next_line(&lines, "the first progress line");
+    assert!(
+        first.starts_with("record: ") && first.contains("frames"),
+        "{first}"
+    );
+    (record, client, out, lines)
+}
+
+/// Frames in a finished file (reading fails on a file without its summary and footer).
+fn frames_in(path: &PathBuf) -> usize {
+    let bytes = std::fs::read(path).unwrap();
+    mcap::Summary::read(&bytes)
+        .unwrap()
+        .expect("a finished file has a summary");
+    mcap::MessageStream::new(&bytes)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|m| m.channel.topic == "/lrbc/frame")
+        .count()
+}
+
+#[test]
+fn ctrl_c_finishes_the_file() {
+    let engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let (record, mut client, out, lines) = start_open_ended(&engine, "sigint");
+    common::interrupt(record.id());
+    let output = wait_with_deadline(record);
+    assert!(output.status.success());
+    let last = next_line(&lines, "the closing line");
+    assert!(last.starts_with("record: stopped;"), "{last}");
+    assert!(frames_in(&out) > 0);
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn the_engine_dying_ends_the_recording_with_one_line_and_a_finished_file() {
+    let mut engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let (record, mut client, out, lines) = start_open_ended(&engine, "death");
+    let mut child = engine.child.take().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let output = wait_with_deadline(record);
+    assert!(output.status.success());
+    let last = loop {
+        let line = next_line(&lines, "the closing line");
+        if !line.contains("frames/s") || line.contains("is gone") {
+            break line;
+        }
+    };
+    assert!(
+        last.contains("the engine (pid") && last.contains("is gone"),
+        "{last}"
+    );
+    assert!(frames_in(&out) > 0);
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = std::fs::remove_file(&out);
+    // The killed engine left its segment behind.
+    let _ = std::fs::remove_file(PathBuf::from("/dev/shm").join(&engine.name));
+}
