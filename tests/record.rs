@@ -16,11 +16,10 @@ use std::process::{Child, Stdio};
 use std::time::Instant;
 
 use common::{
-    DEADLINE, inspector, line_channel, next_line, python_path, unique_name, wait_with_deadline,
+    DEADLINE, inspector, line_channel, next_line, python, unique_name, wait_with_deadline,
 };
 use crossbeam_channel::Receiver;
 use lrbc_inspector::rpc::recording_fb;
-use serde_json::Value;
 
 /// A `sim engine` process, stopped on drop.
 struct Engine {
@@ -156,22 +155,7 @@ fn a_recording_reads_back_with_the_mcap_crate_and_the_generated_frame_code() {
 #[test]
 fn an_independent_python_reader_counts_the_channels_and_decodes_a_frame() {
     let path = record_a_live_run("py");
-    let out = wait_with_deadline(
-        std::process::Command::new("python3")
-            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/read_recording.py"))
-            .arg(&path)
-            .env("PYTHONPATH", python_path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    assert!(
-        out.status.success(),
-        "read_recording.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = python("read_recording.py", &[&path.to_string_lossy()]);
     let frames = v["counts"]["/lrbc/frame"].as_u64().unwrap();
     assert!(frames > 50, "{v}");
     assert_eq!(v["schema_encodings"]["/lrbc/frame"], "flatbuffer");

@@ -83,29 +83,6 @@ impl Drop for Engine {
     }
 }
 
-fn python(script: &str, args: &[&str]) -> Value {
-    let out = wait_with_deadline(
-        std::process::Command::new("python3")
-            .arg(
-                PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/py")
-                    .join(script),
-            )
-            .args(args)
-            .env("PYTHONPATH", python_path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    assert!(
-        out.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn dump(name: &str, env: u32) -> Value {
     let (code, out, err) =
         run_inspector(&["dump", "--shm", name, "--env", &env.to_string(), "--json"]);

@@ -195,3 +195,28 @@ pub fn python_path() -> String {
     );
     format!("{}:{}", deps.display(), gen_dir.display())
 }
+
+/// Runs a Python script of `tests/py/` with `args` as a separate process and returns the
+/// JSON it prints; a failing script fails the test.
+pub fn python(script: &str, args: &[&str]) -> Value {
+    let out = wait_with_deadline(
+        Command::new("python3")
+            .arg(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/py")
+                    .join(script),
+            )
+            .args(args)
+            .env("PYTHONPATH", python_path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
