@@ -12,6 +12,7 @@ mod detect;
 mod geometry;
 mod lrbc;
 mod lucky;
+mod sparse;
 
 use std::fmt;
 
@@ -26,6 +27,7 @@ pub use headers::{
     LuckyHeader, LuckyRingHeader, Preamble, RingHeader,
 };
 pub use names::{Names, NamesError};
+pub use sparse::{Sparse, Traced};
 
 /// Something that bytes of a segment can be copied out of.
 pub trait ByteSource {

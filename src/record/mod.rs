@@ -22,6 +22,46 @@ pub const FRAME_TOPIC: &str = "/lrbc/frame";
 /// The schema name of frames.
 pub const FRAME_SCHEMA: &str = "lrbc.recording.Frame";
 
+/// The metadata record holding the bytes of the segment that layout detection reads
+/// (header, names, ring headers): `size_bytes`, and `bytes@OFFSET` as lowercase hex.
+pub const SEGMENT_METADATA: &str = "lrbc.segment";
+
+/// The `lrbc.segment` metadata of `sparse`.
+pub fn segment_metadata(sparse: &crate::layout::Sparse) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    m.insert("size_bytes".into(), sparse.len_bytes.to_string());
+    for (offset, bytes) in &sparse.pieces {
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        m.insert(format!("bytes@{offset}"), hex);
+    }
+    m
+}
+
+/// The bytes stored by [`segment_metadata`]; None when a value is not what it writes.
+pub fn segment_from_metadata(m: &BTreeMap<String, String>) -> Option<crate::layout::Sparse> {
+    let len_bytes = m.get("size_bytes")?.parse().ok()?;
+    let mut pieces = Vec::new();
+    for (key, hex) in m {
+        let Some(offset) = key.strip_prefix("bytes@") else {
+            continue;
+        };
+        let offset: u64 = offset.parse().ok()?;
+        if hex.len() % 2 != 0 {
+            return None;
+        }
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        pieces.push((offset, bytes));
+    }
+    pieces.sort_by_key(|(o, _)| *o);
+    let overlapping = pieces
+        .windows(2)
+        .any(|w| w[0].0 + w[0].1.len() as u64 > w[1].0);
+    (!overlapping).then_some(crate::layout::Sparse { len_bytes, pieces })
+}
+
 /// A recording that could not be written or started, as one line.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -198,6 +238,14 @@ impl<W: Write + Seek> Recorder<W> {
         writer.write_metadata(&mcap::records::Metadata {
             name: "lrbc.names".into(),
             metadata: names,
+        })?;
+        let traced = crate::layout::Traced::new(&attached.segment);
+        // The same bytes as at attach, bar the counters: the geometry is detected again
+        // only to learn which bytes detection reads.
+        let _ = crate::layout::inspect(&traced, attached.choice);
+        writer.write_metadata(&mcap::records::Metadata {
+            name: SEGMENT_METADATA.into(),
+            metadata: segment_metadata(&traced.into_sparse()),
         })?;
         writer.write_metadata(&mcap::records::Metadata {
             name: "lrbc.tool".into(),

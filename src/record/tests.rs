@@ -8,9 +8,13 @@ use crate::sim::engine::{Engine, EngineConfig, Mode};
 use crate::testutil::unique_name;
 
 fn engine() -> Engine {
+    engine_with(PlanLayout::Lrbc { ext: true })
+}
+
+fn engine_with(layout: PlanLayout) -> Engine {
     Engine::create(EngineConfig {
         name: unique_name("record"),
-        layout: PlanLayout::Lrbc { ext: true },
+        layout,
         num_envs: 5,
         obs_size: 3,
         act_size: 2,
@@ -79,4 +83,38 @@ fn an_env_the_segment_does_not_have_is_refused_in_one_line() {
 /// Finishes a recorder writing into memory and returns the file's bytes.
 fn finish_into_bytes(rec: Recorder<Cursor<Vec<u8>>>) -> Vec<u8> {
     rec.finish_into_inner().unwrap().1.into_inner()
+}
+
+#[test]
+fn the_stored_segment_bytes_detect_the_recorded_geometry_again() {
+    for layout in [PlanLayout::Lrbc { ext: true }, PlanLayout::Lucky] {
+        let e = engine_with(layout);
+        let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+        let want = a.geometry.clone();
+        let rec = Recorder::new(a, vec![0], Cursor::new(Vec::new())).unwrap();
+        let (_, out) = rec.finish_into_inner().unwrap();
+        let bytes = out.into_inner();
+        let summary = mcap::Summary::read(&bytes).unwrap().unwrap();
+        let index = summary
+            .metadata_indexes
+            .iter()
+            .find(|m| m.name == SEGMENT_METADATA)
+            .unwrap();
+        let meta = mcap::read::metadata(&bytes, index).unwrap();
+        let sparse = segment_from_metadata(&meta.metadata).unwrap();
+        // Only what detection reads is stored: the header, the names, ring headers.
+        let stored: u64 = sparse.pieces.iter().map(|(_, b)| b.len() as u64).sum();
+        let names = want.region(RegionKind::Names).map_or(0, |r| r.length_bytes);
+        // The luckyrobots layout's schema is read up to its longest before parsing.
+        let names = match layout {
+            PlanLayout::Lucky => names.max(crate::layout::headers::LUCKY_SCHEMA_MAX_BYTES),
+            _ => names,
+        };
+        let most = crate::layout::HEADER_REGION_BYTES + names + 64 * want.rings.len() as u64;
+        assert!(stored <= most, "{stored} > {most}");
+        let got = crate::layout::inspect(&sparse, LayoutChoice::Auto).unwrap();
+        assert!(got.same_shape(&want), "{:?}", layout);
+        assert_eq!(got.names, want.names);
+        assert_eq!(got.regions, want.regions);
+    }
 }
