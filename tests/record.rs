@@ -131,8 +131,9 @@ fn a_recording_reads_back_with_the_mcap_crate_and_the_generated_frame_code() {
         assert_eq!(message.channel.message_encoding, "flatbuffer");
         let frame = recording_fb::root_as_frame(&message.data).unwrap();
         assert_eq!(frame.envs().unwrap().iter().collect::<Vec<_>>(), [0, 2, 5]);
-        assert_eq!(frame.rewards().unwrap().len(), 3);
-        assert_eq!(frame.dones().unwrap().len(), 3);
+        assert_eq!(frame.rewards().unwrap().len(), 6);
+        assert_eq!(frame.dones().unwrap().len(), 6);
+        assert_eq!(frame.resets().unwrap().len(), 6);
         assert_eq!(frame.observations().unwrap().len(), 3 * 5);
         assert_eq!(frame.actions().unwrap().len(), 3 * 2);
         if frame.observations().unwrap().get(0).is_nan() {
@@ -166,7 +167,7 @@ fn an_independent_python_reader_counts_the_channels_and_decodes_a_frame() {
         "{v}"
     );
     assert_eq!(v["first_frame"]["envs"], serde_json::json!([0, 2, 5]));
-    assert_eq!(v["first_frame"]["rewards"], 3);
+    assert_eq!(v["first_frame"]["rewards"], 6);
     assert_eq!(v["first_frame"]["observations"], 15);
     assert_eq!(v["frame_seq_increasing"], true);
     assert_eq!(v["nan_frames"], serde_json::json!([20]));

@@ -150,7 +150,9 @@ fn strings(pairs: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String
 impl<W: Write + Seek> Recorder<W> {
     /// Starts a recording of `envs` of `attached` into `out`: writes the schemas,
     /// channels and the segment's metadata.
-    pub fn new(attached: Attached, envs: Vec<u32>, out: W) -> Result<Self, RecordError> {
+    pub fn new(attached: Attached, mut envs: Vec<u32>, out: W) -> Result<Self, RecordError> {
+        envs.sort_unstable();
+        envs.dedup();
         let g = &attached.geometry;
         if let Some(&env) = envs.iter().find(|&&e| e >= g.num_envs) {
             return Err(RecordError::NoSuchEnv {
@@ -325,16 +327,6 @@ impl<W: Write + Seek> Recorder<W> {
             .ext
             .and_then(|e| seg.load_u64(e.frame_time_ns))
             .unwrap_or(0);
-        let pick_f32 = |all: &[f32]| -> Vec<f32> {
-            envs.iter()
-                .filter_map(|&e| all.get(e as usize).copied())
-                .collect()
-        };
-        let pick_u8 = |all: &[u8]| -> Vec<u8> {
-            envs.iter()
-                .filter_map(|&e| all.get(e as usize).copied())
-                .collect()
-        };
         let (o, a) = (g.obs_size as usize, g.act_size as usize);
         let mut observations = Vec::with_capacity(envs.len() * o);
         let mut actions = Vec::with_capacity(envs.len() * a);
@@ -345,13 +337,10 @@ impl<W: Write + Seek> Recorder<W> {
         }
         let b = &mut self.builder;
         b.reset();
-        let rewards = b.create_vector(&pick_f32(&hot.rewards));
-        let dones = b.create_vector(&pick_u8(&hot.dones));
-        let truncateds = hot
-            .truncateds
-            .as_deref()
-            .map(|t| b.create_vector(&pick_u8(t)));
-        let resets = b.create_vector(&pick_u8(&hot.resets));
+        let rewards = b.create_vector(&hot.rewards);
+        let dones = b.create_vector(&hot.dones);
+        let truncateds = hot.truncateds.as_deref().map(|t| b.create_vector(t));
+        let resets = b.create_vector(&hot.resets);
         let env_list = b.create_vector(envs);
         let observations = b.create_vector(&observations);
         let actions = b.create_vector(&actions);
