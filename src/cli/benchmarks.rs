@@ -45,6 +45,16 @@ pub enum BenchCommand {
         #[arg(long, value_enum)]
         only: Option<SamplerPart>,
     },
+    /// What `record` costs the engine's unpaced rate, and the share of frames it keeps
+    /// (train4096 unpaced; cams64 at 1 kHz with images).
+    Record {
+        /// Seconds of each recording for the share of frames.
+        #[arg(long, default_value = "10", value_parser = super::args::seconds_f64)]
+        secs: f64,
+        /// Seconds of the run in which the recorder is switched off and on.
+        #[arg(long, default_value = "90", value_parser = super::args::seconds_f64)]
+        rate_secs: f64,
+    },
     /// Resident memory of `traffic`, the app and (with $DISPLAY) the window over a long
     /// run with command traffic: flat once their memory budgets are full.
     Soak(super::soak::SoakArgs),
@@ -201,5 +211,6 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
             report_memory,
         } => super::uibench::headless_app(shm, window.overrides(), *report_memory),
         BenchCommand::Soak(args) => super::soak::run(args),
+        BenchCommand::Record { secs, rate_secs } => super::recbench::run(*secs, *rate_secs),
     }
 }

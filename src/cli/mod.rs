@@ -8,6 +8,7 @@ mod control;
 mod demo;
 mod dump;
 mod list;
+mod recbench;
 mod record;
 pub mod screenshots;
 mod sim;

@@ -18,13 +18,13 @@ use crate::ui::raster::HeadlessRenderer;
 use crate::ui::settings::{Settings, grid_tree};
 
 /// An engine and (optionally) a client as child processes.
-struct Run {
-    name: String,
-    engine: ChildProcess,
-    client: Option<ChildProcess>,
+pub(super) struct Run {
+    pub(super) name: String,
+    pub(super) engine: ChildProcess,
+    pub(super) client: Option<ChildProcess>,
 }
 
-fn start(
+pub(super) fn start(
     preset: Preset,
     client: (Option<f64>, &str),
     client_steps: Option<u64>,
@@ -210,7 +210,7 @@ fn sampler_share(
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Observer {
+pub(super) enum Observer {
     /// `watch` with its defaults (the sampler yields to a busy machine).
     Watch,
     /// `watch --busy-budget 0`: the sampler follows every frame, busy machine or not.
@@ -220,15 +220,19 @@ enum Observer {
     HeadlessApp,
     /// The real window on $DISPLAY (rasterised by the GL driver).
     Window,
+    /// `record` of every env's rewards and dones and 8 envs' observations, to a file in
+    /// the temporary folder named after the segment.
+    Record,
 }
 
 impl Observer {
-    fn label(self) -> &'static str {
+    pub(super) fn label(self) -> &'static str {
         match self {
             Observer::Watch => "`watch` (sampler running)",
             Observer::WatchEveryFrame => "`watch --busy-budget 0` (every frame)",
             Observer::HeadlessApp => "the app, every panel, no window (no raster)",
             Observer::Window => "the window on $DISPLAY (every panel)",
+            Observer::Record => "`record --envs 0-7` (to a file)",
         }
     }
 
@@ -240,10 +244,22 @@ impl Observer {
             Observer::HeadlessApp => vec!["bench".into(), "headless-app".into()],
             // The binary with no subcommand opens the window on $DISPLAY.
             Observer::Window => Vec::new(),
+            Observer::Record => vec![
+                "record".into(),
+                "--envs".into(),
+                "0-7".into(),
+                "-o".into(),
+                record_file(name).display().to_string(),
+            ],
         };
         args.extend(shm);
         args
     }
+}
+
+/// Where [`Observer::Record`] writes for the segment `name`.
+pub(super) fn record_file(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{name}.mcap"))
 }
 
 /// An observer process that is switched off (SIGSTOP: it takes no CPU and has no
@@ -349,14 +365,14 @@ pub fn headless_app(
 }
 
 /// What switching one observer on and off gave.
-struct Cost {
+pub(super) struct Cost {
     /// Rate with ÷ without, per ABBA block.
-    blocks: Vec<f64>,
+    pub(super) blocks: Vec<f64>,
     /// Median steps/s with and without.
-    rate_on: f64,
-    rate_off: f64,
+    pub(super) rate_on: f64,
+    pub(super) rate_off: f64,
     /// Share of a core while on, by process and thread.
-    cpu_on: Vec<(String, f64)>,
+    pub(super) cpu_on: Vec<(String, f64)>,
     /// The engine's and the client's share of a core, with and without.
     pair_on: (f64, f64),
     pair_off: (f64, f64),
@@ -365,7 +381,7 @@ struct Cost {
 /// The engine's unpaced lock-step rate with `observer` switched on and off in short
 /// windows, in blocks of off-on-on-off (the drift of a shared machine cancels within a
 /// block), for about `secs` seconds of one run.
-fn observer_cost(observer: Observer, secs: f64, tag: &str) -> Result<Cost, CliError> {
+pub(super) fn observer_cost(observer: Observer, secs: f64, tag: &str) -> Result<Cost, CliError> {
     // Short windows: more blocks in the same time, and the machine's drift cancels
     // better within each. A process stops or goes on at once.
     let (settle, window) = (Duration::from_millis(20), Duration::from_millis(100));
@@ -433,11 +449,15 @@ fn observer_cost(observer: Observer, secs: f64, tag: &str) -> Result<Cost, CliEr
         }
     }
     drop(sw);
+    if observer == Observer::Record {
+        let _ = std::fs::remove_file(record_file(&run.name));
+    }
     drop(run);
     let whose = match observer {
         Observer::Watch | Observer::WatchEveryFrame => "watch",
         Observer::HeadlessApp => "app",
         Observer::Window => "window",
+        Observer::Record => "record",
     };
     let mut cpu_on: Vec<(String, f64)> = cpu_on
         .into_iter()
@@ -587,7 +607,7 @@ fn rate_table(secs: f64) -> Result<(), CliError> {
     Ok(())
 }
 
-fn fmt_cpu(cpu: &[(String, f64)]) -> String {
+pub(super) fn fmt_cpu(cpu: &[(String, f64)]) -> String {
     cpu.iter()
         .map(|(n, s)| format!("{n} {:.2} %", 100.0 * s))
         .collect::<Vec<_>>()

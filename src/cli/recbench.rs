@@ -1,0 +1,169 @@
+//! `bench record`: what recording costs the engine, and what share of the frames a
+//! recording keeps, against an engine and a client in separate processes (figures in
+//! docs/benchmarks.md).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::CliError;
+use super::children::ChildProcess;
+use super::uibench::{Observer, fmt_cpu, observer_cost, record_file, start};
+use crate::sim::engine::Preset;
+
+/// The `lrbc.counts` metadata of a finished recording, read from its summary alone.
+fn counts(path: &Path) -> Result<BTreeMap<String, u64>, CliError> {
+    let fail = |what: &str| CliError::Other(format!("{}: {what}", path.display()));
+    let mut file = std::fs::File::open(path).map_err(|e| fail(&e.to_string()))?;
+    let mut reader = mcap::sans_io::summary_reader::SummaryReader::new();
+    while let Some(event) = reader.next_event() {
+        match event.map_err(|e| fail(&e.to_string()))? {
+            mcap::sans_io::summary_reader::SummaryReadEvent::ReadRequest(need) => {
+                let n = file
+                    .read(reader.insert(need))
+                    .map_err(|e| fail(&e.to_string()))?;
+                reader.notify_read(n);
+            }
+            mcap::sans_io::summary_reader::SummaryReadEvent::SeekRequest(to) => {
+                let at = file.seek(to).map_err(|e| fail(&e.to_string()))?;
+                reader.notify_seeked(at);
+            }
+        }
+    }
+    let summary = reader
+        .finish()
+        .ok_or_else(|| fail("not a finished recording"))?;
+    let index = summary
+        .metadata_indexes
+        .iter()
+        .find(|m| m.name == "lrbc.counts")
+        .ok_or_else(|| fail("no lrbc.counts"))?;
+    let mut bytes = vec![0u8; usize::try_from(index.length).unwrap_or(0)];
+    file.seek(SeekFrom::Start(index.offset))
+        .and_then(|_| file.read_exact(&mut bytes))
+        .map_err(|e| fail(&e.to_string()))?;
+    let at_zero = mcap::records::MetadataIndex {
+        offset: 0,
+        ..index.clone()
+    };
+    let meta = mcap::read::metadata(&bytes, &at_zero).map_err(|e| fail(&e.to_string()))?;
+    Ok(meta
+        .metadata
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
+        .collect())
+}
+
+/// Records `run`'s segment for `secs` with `extra` options; returns the counts and the
+/// file's size.
+fn record_for(
+    name: &str,
+    secs: f64,
+    extra: &[&str],
+) -> Result<(BTreeMap<String, u64>, u64), CliError> {
+    let path = record_file(name);
+    let mut args: Vec<String> = vec![
+        "record".into(),
+        "--shm".into(),
+        name.into(),
+        "-o".into(),
+        path.display().to_string(),
+        "--duration".into(),
+        secs.to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut rec = ChildProcess::spawn("recorder", &args, Stdio::null())?;
+    let code = loop {
+        if let Some(code) = rec.exited() {
+            break code;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let result = if code == 0 {
+        counts(&path).map(|c| {
+            let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+            (c, size)
+        })
+    } else {
+        Err(CliError::Other(format!("record exited with {code}")))
+    };
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+/// One line of the share table.
+fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
+    let get = |k: &str| c.get(k).copied().unwrap_or(0);
+    let published = get("frames_seen") + get("frames_missed");
+    let recorded = get("frames_recorded");
+    let share = if published > 0 {
+        100.0 * recorded as f64 / published as f64
+    } else {
+        0.0
+    };
+    println!(
+        "  {label:<44} {:>9.0} {recorded:>10} {published:>10} {:>7} {:>6} {:>7} {share:>8.2}% {:>8.1}",
+        published as f64 / secs,
+        get("frames_missed"),
+        get("frames_torn"),
+        get("images_recorded"),
+        size as f64 / 1e6 / secs,
+    );
+}
+
+pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
+    println!("bench record: engine, client and recorder in separate processes");
+    println!(
+        "  {:<44} {:>9} {:>10} {:>10} {:>7} {:>6} {:>7} {:>9} {:>8}",
+        "share of frames recorded",
+        "frames/s",
+        "recorded",
+        "published",
+        "missed",
+        "torn",
+        "images",
+        "share",
+        "MB/s"
+    );
+    {
+        // Unpaced: the client steps as fast as the engine answers.
+        let run = start(
+            Preset::Train4096,
+            (None, "random"),
+            Some(1_000_000_000),
+            "share",
+        )?;
+        let (c, size) = record_for(&run.name, secs, &["--envs", "0-7"])?;
+        share_line("train4096 unpaced, --envs 0-7", secs, &c, size);
+    }
+    {
+        let run = start(Preset::Cams64, (Some(1000.0), "random"), None, "cams")?;
+        let (c, size) = record_for(&run.name, secs, &["--images"])?;
+        share_line("cams64 at 1 kHz, --images", secs, &c, size);
+    }
+    println!(
+        "engine's unpaced lock-step rate, train4096, the recorder switched off and on in \
+         windows of 0.1 s, blocks of off-on-on-off, {rate_secs:.0} s of one run:"
+    );
+    let c = observer_cost(Observer::Record, rate_secs, "rate")?;
+    let crate::stats::Interval {
+        estimate,
+        low,
+        high,
+    } = crate::stats::geometric_mean(&c.blocks).unwrap_or(crate::stats::Interval {
+        estimate: 0.0,
+        low: 0.0,
+        high: 0.0,
+    });
+    println!(
+        "  with {:<40} ratio {estimate:.3} (95 % CI {low:.3}–{high:.3}, {} blocks; {:.0} vs {:.0} steps/s); {}",
+        Observer::Record.label(),
+        c.blocks.len(),
+        c.rate_on,
+        c.rate_off,
+        fmt_cpu(&c.cpu_on)
+    );
+    Ok(())
+}
