@@ -38,13 +38,18 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
         frame.show(ui, |ui| {
             ui.set_min_size(ui.available_size());
             match pane {
-                Pane::Header => header::ui(ui, &self.session.attached),
+                Pane::Header => {
+                    let values = self.session.header_values();
+                    let label = self.session.label();
+                    header::ui(ui, &label, self.session.geometry(), &values);
+                }
                 Pane::Counters => {
+                    let seqs = self.session.seqs();
                     let d = self.session.sampler.lock();
                     egui::ScrollArea::vertical()
                         .id_salt("counters")
                         .show(ui, |ui| {
-                            counters::ui(ui, &self.session.attached, &d, self.counters_cache);
+                            counters::ui(ui, seqs, &d, self.counters_cache);
                         });
                 }
                 Pane::Envs => {
@@ -88,7 +93,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                         .control
                         .as_ref()
                         .map(crate::control::ControlWorker::state);
-                    let label = self.session.attached.label();
+                    let label = self.session.label();
                     let unavailable = self.session.control_unavailable.clone();
                     let info = RpcInfo {
                         label: &label,
