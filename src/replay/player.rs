@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use super::reader::{RecFrame, Recording};
 use crate::layout::{Geometry, Layout, RegionKind};
 use crate::sampler::{
-    Counters, EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg,
-    Ring, SamplerData, SamplerSettings, SamplerStats, Scan, history_capacities,
+    BadValue, Channel, Counters, EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET,
+    FLAG_TRUNCATED, FrameAgg, Ring, SamplerData, SamplerSettings, SamplerStats, Scan,
+    history_capacities,
 };
 use crate::traffic::{
     Decoded, Pairing, Record, StreamedImage, TrafficLimits, TrafficRow, TrafficStore,
@@ -480,7 +481,7 @@ impl Worker {
                     })
                     .collect();
                 d.stats = SamplerStats::default();
-                set_latest(&mut d, latest.as_ref());
+                set_latest(&mut d, latest.as_ref(), limits_of(settings));
             }
             *lock(&self.store) = TrafficStore::default();
             self.pending.clear();
@@ -490,6 +491,7 @@ impl Worker {
         let mut batch = Vec::new();
         let mut last = None;
         let data = Arc::clone(&self.data);
+        let scan_limits = limits_of(settings);
         let flush = |batch: &mut Vec<Reduced>, last: Option<&RecFrame>| {
             let mut d = lock(&data);
             for r in batch.drain(..) {
@@ -508,7 +510,7 @@ impl Worker {
                 }
             }
             if let Some(f) = last {
-                set_latest(&mut d, Some(f));
+                set_latest(&mut d, Some(f), scan_limits);
             }
         };
         self.rec.frames_between(from, cursor, |f| {
@@ -625,6 +627,10 @@ impl Worker {
     }
 }
 
+fn limits_of(s: &SamplerSettings) -> (f32, f32) {
+    (s.obs_limit, s.act_limit)
+}
+
 /// Lets the oldest rows go while the list is longer than its limit.
 fn trim(store: &mut TrafficStore, limits: TrafficLimits) {
     while store.rows.len() > limits.max_rows.max(1) {
@@ -682,12 +688,60 @@ fn decode_entry(
     }
 }
 
-fn set_latest(d: &mut SamplerData, f: Option<&RecFrame>) {
+/// NaN, Inf and out-of-range values of a frame: every env's reward, the recorded envs'
+/// observations and actions.
+fn scan(f: &RecFrame, g: &Geometry, limits: (f32, f32), scans: u64) -> Scan {
+    let mut s = Scan {
+        frame_seq: f.frame_seq,
+        scans,
+        ..Scan::default()
+    };
+    let mut affected = std::collections::BTreeSet::new();
+    let mut bad = |env: u32, channel: Channel, value: f32, limit: Option<f32>, s: &mut Scan| {
+        if value.is_nan() {
+            s.nan += 1;
+        } else if value.is_infinite() {
+            s.inf += 1;
+        } else if limit.is_some_and(|l| value.abs() > l) {
+            s.out_of_range += 1;
+        } else {
+            return;
+        }
+        affected.insert(env);
+        if s.examples.len() < 16 {
+            s.examples.push(BadValue {
+                env,
+                channel,
+                value,
+                frame_seq: f.frame_seq,
+            });
+        }
+    };
+    for (env, &r) in f.rewards.iter().enumerate() {
+        bad(env as u32, Channel::Reward, r, None, &mut s);
+    }
+    let (o, a) = (g.obs_size as usize, g.act_size as usize);
+    for (i, &env) in f.envs.iter().enumerate() {
+        for (j, &v) in f.observations.iter().skip(i * o).take(o).enumerate() {
+            bad(env, Channel::Obs(j as u32), v, Some(limits.0), &mut s);
+        }
+        for (j, &v) in f.actions.iter().skip(i * a).take(a).enumerate() {
+            bad(env, Channel::Act(j as u32), v, Some(limits.1), &mut s);
+        }
+    }
+    s.envs_affected = affected.len() as u32;
+    s
+}
+
+fn set_latest(d: &mut SamplerData, f: Option<&RecFrame>, limits: (f32, f32)) {
     let Some(f) = f else {
         d.latest = None;
         d.counters = Counters::default();
+        d.scan = Scan::default();
         return;
     };
+    let scans = d.scan.scans + 1;
+    d.scan = scan(f, &d.geometry, limits, scans);
     d.latest = Some((
         f.frame_seq,
         crate::snapshot::HotData {

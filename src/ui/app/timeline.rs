@@ -96,7 +96,7 @@ impl InspectorApp {
         let (start, end) = st.range;
         let length = secs(end.saturating_sub(start));
         ui.horizontal(|ui| {
-            let play = if st.playing { "⏸ Pause" } else { "▶ Play" };
+            let play = if st.playing { "Pause" } else { "Play" };
             if ui.button(play).on_hover_text("Space").clicked() {
                 let at_end = st.cursor_ns >= end;
                 player.request(|s| {
@@ -106,33 +106,46 @@ impl InspectorApp {
                     }
                 });
             }
-            if ui.button("◀").on_hover_text("previous frame (←)").clicked() {
+            if ui
+                .button("< frame")
+                .on_hover_text("previous frame (←)")
+                .clicked()
+            {
                 player.request(|s| {
                     s.playing = false;
                     s.step -= 1;
                 });
             }
-            if ui.button("▶").on_hover_text("next frame (→)").clicked() {
+            if ui
+                .button("frame >")
+                .on_hover_text("next frame (→)")
+                .clicked()
+            {
                 player.request(|s| {
                     s.playing = false;
                     s.step += 1;
                 });
             }
             let mut at = secs(st.cursor_ns.saturating_sub(start));
-            let width = (ui.available_width() - 520.0).max(120.0);
+            let time_label = ui.label("time");
+            let width = (ui.available_width() - 560.0).max(120.0);
             ui.spacing_mut().slider_width = width;
-            let slider = ui.add(
-                egui::Slider::new(&mut at, 0.0..=length.max(1e-9))
-                    .suffix(" s")
-                    .max_decimals(3)
-                    .trailing_fill(true),
-            );
-            if slider.changed() {
+            let slider = ui
+                .add(
+                    egui::Slider::new(&mut at, 0.0..=length.max(1e-9))
+                        .suffix(" s")
+                        .trailing_fill(true),
+                )
+                .labelled_by(time_label.id);
+            // Only the user's moves seek: the player moves the value too.
+            let by_user = slider.dragged() || slider.clicked() || slider.has_focus();
+            if slider.changed() && by_user {
                 let t = start.saturating_add((at.max(0.0) * 1e9) as u64);
                 player.request(|s| s.seek_to = Some(t));
             }
             ui.label(format!("of {length:.3} s"));
             let mut speed = st.speed;
+            let speed_label = ui.label("speed");
             let r = ui
                 .add(
                     egui::DragValue::new(&mut speed)
@@ -140,6 +153,7 @@ impl InspectorApp {
                         .speed(0.05)
                         .suffix("×"),
                 )
+                .labelled_by(speed_label.id)
                 .on_hover_text("playback speed, 0.1× to 10×");
             if r.changed() {
                 player.request(|s| s.speed = speed.clamp(0.1, 10.0));
