@@ -71,6 +71,13 @@ pub struct PlayState {
     stop: bool,
 }
 
+impl PlayState {
+    /// A request the player has not taken yet, or the player is stopping.
+    fn interrupted(&self) -> bool {
+        self.stop || self.seek_to.is_some() || self.step != 0 || self.find.is_some()
+    }
+}
+
 struct Shared {
     state: Mutex<PlayState>,
     wake: Condvar,
@@ -414,7 +421,7 @@ impl Worker {
         let shared = Arc::clone(&self.shared);
         self.rec
             .each_message(from.saturating_add(1), end, |kind, log_ns, data| {
-                if lock(&shared.state).stop {
+                if lock(&shared.state).interrupted() {
                     return false;
                 }
                 let hit = match (what, kind) {
@@ -513,15 +520,27 @@ impl Worker {
                 set_latest(&mut d, Some(f), scan_limits);
             }
         };
+        let shared = Arc::clone(&self.shared);
+        let mut seen = 0u32;
+        let mut cut_short = false;
         self.rec.frames_between(from, cursor, |f| {
             batch.push(reduce(&f, &watched, &g));
+            seen = seen.wrapping_add(1);
+            // A new request cuts a history filled from scratch short (its newest
+            // frame is already shown); filling forward while playing goes on to the
+            // cursor.
+            if !incremental && seen.is_multiple_of(256) && lock(&shared.state).interrupted() {
+                cut_short = true;
+                return false;
+            }
             if batch.len() >= 4096 {
                 flush(&mut batch, None);
             }
             last = Some(f);
             true
         })?;
-        flush(&mut batch, last.as_ref());
+        // Cut short, the newest frame read is not the cursor's (set at the start).
+        flush(&mut batch, if cut_short { None } else { last.as_ref() });
         let lucky = g.layout == Layout::LuckyrobotsIpc;
         let entries = self.rec.ring_between(from, cursor, limits.max_rows)?;
         {

@@ -10,6 +10,10 @@ use crate::sim::engine::{Engine, EngineConfig, Mode};
 use crate::testutil::unique_name;
 
 fn engine() -> Engine {
+    engine_with_nan(None)
+}
+
+fn engine_with_nan(nan_at_step: Option<u64>) -> Engine {
     Engine::create(EngineConfig {
         name: unique_name("replay"),
         layout: PlanLayout::Lrbc { ext: true },
@@ -25,7 +29,7 @@ fn engine() -> Engine {
         dynamics: true,
         camera_hz: 30.0,
         seed: 3,
-        nan_at_step: None,
+        nan_at_step,
     })
     .unwrap()
 }
@@ -33,7 +37,11 @@ fn engine() -> Engine {
 /// A finished recording of `steps` frames (envs 1 and 3), with a small chunk size so
 /// that it has many chunks.
 fn recording(steps: u64) -> (Vec<u8>, Vec<u64>) {
-    let mut e = engine();
+    recording_with_nan(steps, None)
+}
+
+fn recording_with_nan(steps: u64, nan_at_step: Option<u64>) -> (Vec<u8>, Vec<u64>) {
+    let mut e = engine_with_nan(nan_at_step);
     let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
     let mut rec = Recorder::new(a, vec![3, 1], Cursor::new(Vec::new())).unwrap();
     let mut seqs = Vec::new();
@@ -152,8 +160,8 @@ fn files_that_are_not_recordings_are_one_line_errors() {
 }
 
 #[test]
-fn the_player_fills_the_data_as_of_its_cursor_and_steps_frame_by_frame() {
-    let (bytes, _) = recording(30);
+fn the_player_fills_the_data_as_of_its_cursor_steps_and_finds_the_next_nan() {
+    let (bytes, _) = recording_with_nan(30, Some(12));
     let r = Recording::open(&write(&bytes)).unwrap();
     let (t0, t1) = r.time_range().unwrap();
     let p = Player::start(
@@ -189,4 +197,12 @@ fn the_player_fills_the_data_as_of_its_cursor_and_steps_frame_by_frame() {
     wait("two steps", &|| p.state().frame_seq == Some(3));
     p.request(|s| s.step = -1);
     wait("one back", &|| p.state().frame_seq == Some(2));
+    // The NaN written at step 12 is the only one: found once, then not again.
+    p.request(|s| s.find = Some(Find::Nan));
+    wait("the NaN", &|| p.state().frame_seq == Some(12));
+    assert!(p.data.lock().unwrap().scan.nan > 0);
+    p.request(|s| s.find = Some(Find::Nan));
+    wait("no other NaN", &|| p.state().note.is_some());
+    assert_eq!(p.state().note.as_deref(), Some("no NaN after this frame"));
+    assert_eq!(p.state().frame_seq, Some(12));
 }
