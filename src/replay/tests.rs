@@ -9,10 +9,6 @@ use crate::record::Recorder;
 use crate::sim::engine::{Engine, EngineConfig, Mode};
 use crate::testutil::unique_name;
 
-fn engine() -> Engine {
-    engine_with_nan(None)
-}
-
 fn engine_with_nan(nan_at_step: Option<u64>) -> Engine {
     Engine::create(EngineConfig {
         name: unique_name("replay"),
