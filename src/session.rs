@@ -12,7 +12,7 @@ use crate::attach::{Attached, Target, attach};
 use crate::clock::MonotonicClock;
 use crate::control::{ControlWorker, lease_holder, unavailable_reason};
 use crate::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
-use crate::replay::{Player, Recording};
+use crate::replay::{Frozen, Player, Recording};
 use crate::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
 use crate::traffic::{TrafficLimits, TrafficStore, TrafficTap};
 
@@ -124,6 +124,9 @@ pub struct Session {
     pub control_unavailable: Option<String>,
     /// The sampler generation this session's mapping and taps belong to.
     pub generation: u64,
+    /// The live view paused: the panels draw this copy of the history while the
+    /// sampler goes on.
+    pub paused: Option<Frozen>,
     waker: Arc<dyn Fn() + Send + Sync>,
 }
 
@@ -179,6 +182,7 @@ impl Session {
             control: None,
             control_unavailable,
             generation: 0,
+            paused: None,
             waker,
         })
     }
@@ -213,8 +217,45 @@ impl Session {
                 "a recording: control needs a live segment (attach to one)".into(),
             ),
             generation: 0,
+            paused: None,
             waker,
         })
+    }
+
+    /// The data the panels draw: the sampler's, the player's, or the paused view's.
+    pub fn data(&self) -> MutexGuard<'_, SamplerData> {
+        match &self.paused {
+            Some(f) => lock(&f.view),
+            None => self.sampler.lock(),
+        }
+    }
+
+    /// The traffic list the panels draw.
+    pub fn store(&self) -> MutexGuard<'_, TrafficStore> {
+        match &self.paused {
+            Some(f) => lock(&f.view_store),
+            None => self.traffic.lock(),
+        }
+    }
+
+    /// Pauses the live view (a copy of the history, the cursor at its newest frame);
+    /// false for a recording or a view already paused.
+    pub fn pause_live(&mut self) -> bool {
+        if self.recording().is_some() || self.paused.is_some() {
+            return false;
+        }
+        let frozen = {
+            let d = self.sampler.lock();
+            let s = self.traffic.lock();
+            Frozen::freeze(&d, &s)
+        };
+        self.paused = Some(frozen);
+        true
+    }
+
+    /// Goes back to the live data.
+    pub fn resume_live(&mut self) {
+        self.paused = None;
     }
 
     /// The segment's name or path, or the recording's file name.
@@ -251,6 +292,10 @@ impl Session {
     /// `frame_seq` and `action_seq` now: loaded live, or of the recording's current
     /// frame.
     pub fn seqs(&self) -> (u64, u64) {
+        if let Some(f) = &self.paused {
+            let c = lock(&f.view).counters;
+            return (c.frame_seq, c.action_seq);
+        }
         match &self.source {
             Source::Live(a) => {
                 let c = a.geometry.counters;
@@ -267,17 +312,17 @@ impl Session {
     }
 
     /// The header's fields: atomic words loaded live; for a recording, the header as
-    /// recorded with `frame_seq`, `action_seq` and `frame_time_ns` of the current frame.
+    /// recorded with `frame_seq`, `action_seq` and `frame_time_ns` of the current frame;
+    /// for the live view paused, the header at attach with the cursor's counters.
     pub fn header_values(&self) -> Vec<(&'static FieldSpec, FieldValue)> {
-        let r = match &self.source {
-            Source::Live(a) => return a.header_values(),
-            Source::Recording(r) => r,
+        let (g, c) = match (&self.source, &self.paused) {
+            (Source::Live(a), None) => return a.header_values(),
+            (Source::Live(a), Some(f)) => (&a.geometry, lock(&f.view).counters),
+            (Source::Recording(r), _) => (&r.geometry, self.sampler.lock().counters),
         };
-        let c = self.sampler.lock().counters;
-        r.geometry
-            .fields()
+        g.fields()
             .filter_map(|f| {
-                let copy = f.decode(&r.geometry.header)?;
+                let copy = f.decode(&g.header)?;
                 let now = match f.name {
                     "frame_seq" => Some(c.frame_seq),
                     "action_seq" => Some(c.action_seq),

@@ -356,3 +356,81 @@ fn files_that_are_not_recordings_are_one_line_and_exit_1() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("not an lrbc recording"), "{err}");
 }
+
+#[test]
+fn the_live_view_pauses_and_scrubs_back_through_its_history() {
+    use lrbc_inspector::sim::engine::Preset;
+    use lrbc_inspector::sim::inprocess::SimRun;
+    let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(
+        &ctx,
+        Settings {
+            screenshot_dir: std::env::temp_dir().join(unique_name("replay-live")),
+            ..Settings::default()
+        },
+        None,
+        Some(sim.target()),
+        LayoutChoice::Auto,
+    );
+    let mut h = harness(app);
+    step_until(&mut h, "sampled frames", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.stats().frames_sampled > 30)
+    });
+    h.get_by_label("Pause live view").click();
+    step_until(&mut h, "the pause", |a| {
+        a.session.as_ref().is_some_and(|s| s.paused.is_some())
+    });
+    h.run_steps(2);
+    assert!(h.query_by_label("live view paused").is_some());
+    // The newest frame kept when paused.
+    let paused_at = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .data()
+        .frames
+        .back()
+        .unwrap()
+        .frame_seq;
+    let held = h.state().session.as_ref().unwrap().data().frames.len();
+    // The sampler goes on; the panels' data does not.
+    step_until(&mut h, "more live frames", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.lock().counters.frame_seq > paused_at + 10)
+    });
+    assert_eq!(
+        h.state().session.as_ref().unwrap().data().frames.len(),
+        held
+    );
+    // A step back to the frame before in the history; the counters panel shows it.
+    h.get_by_label("< frame").click();
+    h.run_steps(2);
+    let back = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .data()
+        .frames
+        .back()
+        .unwrap()
+        .frame_seq;
+    assert!(back < paused_at, "{back} {paused_at}");
+    assert_eq!(
+        h.state().session.as_ref().unwrap().data().frames.len(),
+        held - 1
+    );
+    only_pane(h.state_mut(), Pane::Counters);
+    h.run_steps(2);
+    assert!(h.query_all_by_label(&back.to_string()).count() > 0);
+    h.get_by_label("Resume live").click();
+    step_until(&mut h, "live again", |a| {
+        a.session.as_ref().is_some_and(|s| s.paused.is_none())
+    });
+    assert!(h.query_by_label("live view paused").is_none());
+}

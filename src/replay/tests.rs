@@ -3,11 +3,16 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::attach::{Target, attach};
+use crate::layout::Geometry;
 use crate::layout::LayoutChoice;
 use crate::layout::plan::PlanLayout;
 use crate::record::Recorder;
+use crate::sampler::{Counters, FrameAgg, Ring, SamplerData, SamplerStats, Scan};
 use crate::sim::engine::{Engine, EngineConfig, Mode};
 use crate::testutil::unique_name;
+use crate::traffic::TrafficStore;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 fn engine_with_nan(nan_at_step: Option<u64>) -> Engine {
     Engine::create(EngineConfig {
@@ -164,7 +169,7 @@ fn the_player_fills_the_data_as_of_its_cursor_steps_and_finds_the_next_nan() {
         r,
         crate::sampler::SamplerSettings::default(),
         crate::traffic::TrafficLimits::of(crate::memory::MemoryBudget::default()),
-        std::sync::Arc::new(|| {}),
+        Arc::new(|| {}),
     )
     .unwrap();
     let wait = |what: &str, ok: &dyn Fn() -> bool| {
@@ -201,4 +206,81 @@ fn the_player_fills_the_data_as_of_its_cursor_steps_and_finds_the_next_nan() {
     wait("no other NaN", &|| p.state().note.is_some());
     assert_eq!(p.state().note.as_deref(), Some("no NaN after this frame"));
     assert_eq!(p.state().frame_seq, Some(12));
+}
+
+fn agg(seq: u64, dones: u32, nan: u32) -> FrameAgg {
+    FrameAgg {
+        frame_seq: seq,
+        t_ns: seq * 1000,
+        reward_min: 0.0,
+        reward_p10: 0.0,
+        reward_p50: 0.0,
+        reward_mean: 0.0,
+        reward_p90: 0.0,
+        reward_max: 0.0,
+        dones,
+        truncateds: 0,
+        resets: 0,
+        nan_rewards: nan,
+        step_latency_ns: None,
+    }
+}
+
+fn data(frames: &[FrameAgg], geometry: Geometry) -> SamplerData {
+    let mut ring = Ring::new(100);
+    for f in frames {
+        ring.push(*f);
+    }
+    SamplerData {
+        geometry: Arc::new(geometry),
+        generation: 0,
+        label: "x".into(),
+        report: None,
+        stats: SamplerStats::default(),
+        counters: Counters {
+            frame_seq: frames.last().map_or(0, |f| f.frame_seq),
+            ..Counters::default()
+        },
+        frames: ring,
+        envs: BTreeMap::new(),
+        latest: None,
+        scan: Scan::default(),
+        image: None,
+        image_fps: 0.0,
+        yielding: false,
+        image_note: None,
+    }
+}
+
+#[test]
+fn a_paused_view_scrubs_steps_and_finds_through_the_history() {
+    let e = engine_with_nan(None);
+    let e = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto)
+        .unwrap()
+        .geometry;
+    let frames: Vec<_> = (1..=10)
+        .map(|s| agg(s, u32::from(s == 7), u32::from(s == 4)))
+        .collect();
+    let mut f = Frozen::freeze(&data(&frames, e), &TrafficStore::default());
+    assert_eq!(f.range, (1000, 10_000));
+    assert_eq!(f.frame(), Some((10, 10_000)));
+    f.seek(5500);
+    assert_eq!(f.frame(), Some((5, 5000)));
+    assert_eq!(f.view.lock().unwrap().frames.len(), 5);
+    assert_eq!(f.view.lock().unwrap().counters.frame_seq, 5);
+    f.step(-2);
+    assert_eq!(f.frame(), Some((3, 3000)));
+    f.find(Find::Nan);
+    assert_eq!(f.frame(), Some((4, 4000)));
+    f.find(Find::Done);
+    assert_eq!(f.frame(), Some((7, 7000)));
+    f.find(Find::Done);
+    assert_eq!(f.frame(), Some((7, 7000)));
+    assert!(f.note.as_deref().unwrap().starts_with("no done after"));
+    f.playing = true;
+    f.tick(2500);
+    assert_eq!(f.frame(), Some((9, 9000)));
+    f.tick(5000);
+    assert!(!f.playing);
+    assert_eq!(f.frame(), Some((10, 10_000)));
 }

@@ -68,6 +68,8 @@ pub struct InspectorApp {
     server: ProcInfo,
     save_dialogs: SaveDialogs,
     open_dialog: timeline::OpenDialog,
+    /// When the paused live view last played on.
+    timeline_tick_ns: u64,
     shown_title: String,
     t0_ns: u64,
     /// The window closes itself when this is set.
@@ -128,6 +130,7 @@ impl InspectorApp {
             server: empty_proc(),
             save_dialogs: SaveDialogs::default(),
             open_dialog: timeline::OpenDialog::default(),
+            timeline_tick_ns: 0,
             shown_title: String::new(),
             t0_ns: monotonic_now_ns(),
             close_when: None,
@@ -269,6 +272,7 @@ impl InspectorApp {
             }
         }
         self.open_dialog_results();
+        self.timeline_logic(ctx);
         let now = monotonic_now_ns();
         if now.saturating_sub(self.processes_at_ns) > 1_000_000_000
             && let Some(a) = self.session.as_ref().and_then(Session::live)
@@ -342,12 +346,11 @@ impl InspectorApp {
         self.count_redraw();
         self.shortcuts(ui);
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
-        if self
+        let timeline = self
             .session
             .as_ref()
-            .is_some_and(|s| s.recording().is_some())
-            && !self.show_attach
-        {
+            .is_some_and(|s| s.recording().is_some() || s.paused.is_some());
+        if timeline && !self.show_attach {
             egui::Panel::top("timeline").show(ui, |ui| self.timeline(ui));
         }
         egui::Panel::bottom("status_bar").show(ui, |ui| self.status_bar(ui));
@@ -415,7 +418,7 @@ impl InspectorApp {
             return;
         }
         if self.timeline_keys(ui) {
-            // Space and the arrows move the recording's timeline.
+            // Space and the arrows move the timeline (a recording, or paused).
         } else if space && let Some(s) = &self.session {
             let store = s.traffic.lock();
             self.traffic_view.toggle_pause(&store);
@@ -468,6 +471,9 @@ impl InspectorApp {
                         .clicked()
                     {
                         self.detach();
+                    }
+                    if !recording {
+                        self.pause_button(ui);
                     }
                 }
                 None => {

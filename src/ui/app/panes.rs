@@ -45,7 +45,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                 }
                 Pane::Counters => {
                     let seqs = self.session.seqs();
-                    let d = self.session.sampler.lock();
+                    let d = self.session.data();
                     egui::ScrollArea::vertical()
                         .id_salt("counters")
                         .show(ui, |ui| {
@@ -54,7 +54,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                 }
                 Pane::Envs => {
                     let actions = {
-                        let d = self.session.sampler.lock();
+                        let d = self.session.data();
                         egui::ScrollArea::vertical()
                             .id_salt("envs")
                             .show(ui, |ui| envs::ui(ui, &d, self.settings, self.plot_cache))
@@ -65,7 +65,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     }
                 }
                 Pane::Traffic => {
-                    let store = self.session.traffic.lock();
+                    let store = self.session.store();
                     traffic::ui(
                         ui,
                         &store,
@@ -76,15 +76,15 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                 }
                 Pane::Cameras => {
                     // The traffic lock is held only to copy the newest frame per stream.
-                    let streams = self.session.traffic.lock().streams.clone();
-                    let d = self.session.sampler.lock();
+                    let streams = self.session.store().streams.clone();
+                    let d = self.session.data();
                     if let Some(r) = cameras::ui(ui, &d, &streams, self.cameras_view) {
                         self.shot = Some(r);
                     }
                 }
                 Pane::Rpc => {
                     let (report, flags) = {
-                        let d = self.session.sampler.lock();
+                        let d = self.session.data();
                         (d.report.clone(), d.counters.service_flags)
                     };
                     let holder = self.session.lease_holder();
