@@ -1,8 +1,9 @@
 //! `open`: a recording made by the real binary (`record` against `sim engine` and
 //! `sim client` processes) opened in the window, driven headlessly by egui_kittest:
-//! every panel shows the recorded data and the timeline moves it. A copy cut short
-//! opens and says it is not finished; files that are not recordings are one line and
-//! exit 1.
+//! every panel shows the recorded data and the timeline moves it. A copy cut short,
+//! and the file of a recorder killed with SIGKILL, open and say they are not finished;
+//! files that are not recordings are one line and exit 1. The live view pauses and
+//! scrubs back through its history.
 
 #![allow(
     clippy::expect_used,
@@ -317,6 +318,46 @@ fn a_recording_cut_short_opens_and_says_it_is_not_finished() {
     assert!(said.contains("not finished"), "{said}");
     step_until(&mut h, "a frame", |a| frame_seq(a).is_some());
     assert!(h.query_all_by_label_contains("not finished").count() > 0);
+}
+
+#[test]
+fn a_recorder_killed_with_sigkill_leaves_a_file_open_reads_up_to_its_last_chunk() {
+    let engine = Engine::start(&[
+        "--envs", "24", "--obs", "48", "--act", "2", "--image", "none",
+    ]);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = target_file("killed");
+    let mut record = inspector()
+        .args(["record", "--shm", &engine.name, "--all-envs", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Past two chunks of 1 MiB.
+    let deadline = Instant::now() + DEADLINE;
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 2_500_000 {
+        assert!(Instant::now() < deadline, "the recording did not grow");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL: nothing of the recorder's finishing runs.
+    record.kill().unwrap();
+    record.wait().unwrap();
+    let _ = client.kill();
+    let _ = client.wait();
+    let (code, text, err) = run_inspector(&["open", out.to_str().unwrap(), "--info"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("not finished: read up to"), "{text}");
+    let frames: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("frames: "))
+        .and_then(|n| n.parse().ok())
+        .expect("a frame count");
+    assert!(frames > 10, "{text}");
 }
 
 #[test]

@@ -269,6 +269,12 @@ impl Recording {
             return Ok(msgs);
         }
         let c = *self.chunks.get(i).ok_or("no such chunk")?;
+        if c.length < 9 || c.offset.saturating_add(c.length) > self.file_len {
+            return Err(format!(
+                "a chunk at byte {} of {} bytes runs past the end of the file",
+                c.offset, c.length
+            ));
+        }
         let body = read_at(&mut self.file, c.offset + 9, c.length.saturating_sub(9))?;
         let Record::Chunk { header, data } =
             mcap::read::parse_record(op::CHUNK, &body).map_err(|e| e.to_string())?
