@@ -20,6 +20,7 @@ pub mod memory;
 pub mod platform;
 pub mod procinfo;
 pub mod record;
+pub mod replay;
 pub mod rings;
 pub mod rpc;
 pub mod sampler;

@@ -1,29 +1,122 @@
-//! What an attachment holds for the window: its own read-only mapping, the sampler, a
-//! traffic tap thread ([`crate::traffic::TrafficTap`]) and, once used, a control worker
-//! thread ([`crate::control::ControlWorker`]). Nothing here draws, and nothing here
-//! blocks its caller: readers take short locks on data that background threads fill.
+//! What a source holds for the window. A live segment: its own read-only mapping, the
+//! sampler, a traffic tap thread ([`crate::traffic::TrafficTap`]) and, once used, a
+//! control worker thread ([`crate::control::ControlWorker`]). A recording: a
+//! [`crate::replay::Player`] thread filling the same kinds of data as of its timeline.
+//! Nothing here draws, and nothing here blocks its caller: readers take short locks on
+//! data that background threads fill.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::attach::{Attached, Target, attach};
 use crate::clock::MonotonicClock;
 use crate::control::{ControlWorker, lease_holder, unavailable_reason};
-use crate::layout::LayoutChoice;
-use crate::sampler::{Sampler, SamplerSettings};
-use crate::traffic::{TrafficLimits, TrafficTap};
+use crate::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
+use crate::replay::{Frozen, Player, Recording};
+use crate::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
+use crate::traffic::{TrafficLimits, TrafficStore, TrafficTap};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Everything the window holds for one attached segment.
+/// Where the window's data comes from.
+pub enum Source {
+    /// The UI thread's own read-only mapping (live words, header panel).
+    Live(Attached),
+    /// A recording (see [`Session::open_recording`]).
+    Recording(RecordingInfo),
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Live(a) => f.debug_tuple("Live").field(&a.label()).finish(),
+            Self::Recording(r) => f.debug_tuple("Recording").field(&r.path).finish(),
+        }
+    }
+}
+
+/// What the window shows of an open recording besides its data.
+#[derive(Clone, Debug)]
+pub struct RecordingInfo {
+    pub path: PathBuf,
+    pub label: String,
+    pub geometry: Geometry,
+    /// "not finished: …" when its recorder did not finish the file.
+    pub unfinished: Option<String>,
+    pub frame_count: Option<u64>,
+}
+
+/// The frames: a live sampler or a recording's player.
+#[derive(Debug)]
+pub enum Frames {
+    Live(Sampler),
+    Recording(Player),
+}
+
+impl Frames {
+    pub fn lock(&self) -> MutexGuard<'_, SamplerData> {
+        match self {
+            Self::Live(s) => s.lock(),
+            Self::Recording(p) => lock(&p.data),
+        }
+    }
+
+    pub fn stats(&self) -> SamplerStats {
+        match self {
+            Self::Live(s) => s.stats(),
+            Self::Recording(p) => lock(&p.data).stats,
+        }
+    }
+
+    pub fn settings(&self) -> SamplerSettings {
+        match self {
+            Self::Live(s) => s.settings(),
+            Self::Recording(p) => p.settings(),
+        }
+    }
+
+    pub fn set_settings(&self, settings: SamplerSettings) {
+        match self {
+            Self::Live(s) => s.set_settings(settings),
+            Self::Recording(p) => p.set_settings(settings),
+        }
+    }
+
+    /// The sampler's threads that have ended (none for a recording).
+    pub fn ended_threads(&self) -> Vec<String> {
+        match self {
+            Self::Live(s) => s.ended_threads(),
+            Self::Recording(_) => Vec::new(),
+        }
+    }
+}
+
+/// The ring traffic: a live tap, or the store a recording's player fills.
+#[derive(Debug)]
+pub enum Taps {
+    Live(TrafficTap),
+    Recording(Arc<Mutex<TrafficStore>>),
+}
+
+impl Taps {
+    pub fn lock(&self) -> MutexGuard<'_, TrafficStore> {
+        match self {
+            Self::Live(t) => t.lock(),
+            Self::Recording(s) => lock(s),
+        }
+    }
+}
+
+/// Everything the window holds for one source.
 pub struct Session {
+    /// The segment attached to; a recording's file as a path.
     pub target: Target,
     pub choice: LayoutChoice,
-    /// The UI thread's own read-only mapping (live words, header panel).
-    pub attached: Attached,
-    pub sampler: Sampler,
-    pub traffic: TrafficTap,
+    pub source: Source,
+    pub sampler: Frames,
+    pub traffic: Taps,
     /// What the traffic tap may keep; changed with the memory budget.
     pub traffic_limits: Arc<Mutex<TrafficLimits>>,
     pub control: Option<ControlWorker>,
@@ -31,6 +124,9 @@ pub struct Session {
     pub control_unavailable: Option<String>,
     /// The sampler generation this session's mapping and taps belong to.
     pub generation: u64,
+    /// The live view paused: the panels draw this copy of the history while the
+    /// sampler goes on.
+    pub paused: Option<Frozen>,
     waker: Arc<dyn Fn() + Send + Sync>,
 }
 
@@ -79,21 +175,177 @@ impl Session {
         Ok(Self {
             target,
             choice,
-            attached,
-            sampler,
-            traffic,
+            source: Source::Live(attached),
+            sampler: Frames::Live(sampler),
+            traffic: Taps::Live(traffic),
             traffic_limits,
             control: None,
             control_unavailable,
             generation: 0,
+            paused: None,
             waker,
         })
+    }
+
+    /// Opens a recording and starts its player, the cursor at its start.
+    pub fn open_recording(
+        path: &Path,
+        settings: SamplerSettings,
+        limits: TrafficLimits,
+        waker: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<Self, String> {
+        let rec = Recording::open(path).map_err(|e| e.to_string())?;
+        let info = RecordingInfo {
+            path: path.to_path_buf(),
+            label: rec.label(),
+            geometry: rec.geometry.clone(),
+            unfinished: rec.unfinished_note(),
+            frame_count: rec.frame_count,
+        };
+        let player =
+            Player::start(rec, settings, limits, Arc::clone(&waker)).map_err(|e| e.to_string())?;
+        let store = Arc::clone(&player.store);
+        Ok(Self {
+            target: Target::Path(path.to_path_buf()),
+            choice: LayoutChoice::Auto,
+            source: Source::Recording(info),
+            sampler: Frames::Recording(player),
+            traffic: Taps::Recording(store),
+            traffic_limits: Arc::new(Mutex::new(limits)),
+            control: None,
+            control_unavailable: Some(
+                "a recording: control needs a live segment (attach to one)".into(),
+            ),
+            generation: 0,
+            paused: None,
+            waker,
+        })
+    }
+
+    /// The data the panels draw: the sampler's, the player's, or the paused view's.
+    pub fn data(&self) -> MutexGuard<'_, SamplerData> {
+        match &self.paused {
+            Some(f) => lock(&f.view),
+            None => self.sampler.lock(),
+        }
+    }
+
+    /// The traffic list the panels draw.
+    pub fn store(&self) -> MutexGuard<'_, TrafficStore> {
+        match &self.paused {
+            Some(f) => lock(&f.view_store),
+            None => self.traffic.lock(),
+        }
+    }
+
+    /// Pauses the live view (a copy of the history, the cursor at its newest frame);
+    /// false for a recording or a view already paused.
+    pub fn pause_live(&mut self) -> bool {
+        if self.recording().is_some() || self.paused.is_some() {
+            return false;
+        }
+        let frozen = {
+            let d = self.sampler.lock();
+            let s = self.traffic.lock();
+            Frozen::freeze(&d, &s)
+        };
+        self.paused = Some(frozen);
+        true
+    }
+
+    /// Goes back to the live data.
+    pub fn resume_live(&mut self) {
+        self.paused = None;
+    }
+
+    /// The segment's name or path, or the recording's file name.
+    pub fn label(&self) -> String {
+        match &self.source {
+            Source::Live(a) => a.label(),
+            Source::Recording(r) => r.label.clone(),
+        }
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        match &self.source {
+            Source::Live(a) => &a.geometry,
+            Source::Recording(r) => &r.geometry,
+        }
+    }
+
+    /// The live mapping, when the source is a segment.
+    pub fn live(&self) -> Option<&Attached> {
+        match &self.source {
+            Source::Live(a) => Some(a),
+            Source::Recording(_) => None,
+        }
+    }
+
+    /// The recording and its player, when the source is one.
+    pub fn recording(&self) -> Option<(&RecordingInfo, &Player)> {
+        match (&self.source, &self.sampler) {
+            (Source::Recording(r), Frames::Recording(p)) => Some((r, p)),
+            _ => None,
+        }
+    }
+
+    /// `frame_seq` and `action_seq` now: loaded live, or of the recording's current
+    /// frame.
+    pub fn seqs(&self) -> (u64, u64) {
+        if let Some(f) = &self.paused {
+            let c = lock(&f.view).counters;
+            return (c.frame_seq, c.action_seq);
+        }
+        match &self.source {
+            Source::Live(a) => {
+                let c = a.geometry.counters;
+                (
+                    a.segment.load_u64(c.frame_seq).unwrap_or(0),
+                    a.segment.load_u64(c.action_seq).unwrap_or(0),
+                )
+            }
+            Source::Recording(_) => {
+                let d = self.sampler.lock();
+                (d.counters.frame_seq, d.counters.action_seq)
+            }
+        }
+    }
+
+    /// The header's fields: atomic words loaded live; for a recording, the header as
+    /// recorded with `frame_seq`, `action_seq` and `frame_time_ns` of the current frame;
+    /// for the live view paused, the header at attach with the cursor's counters.
+    pub fn header_values(&self) -> Vec<(&'static FieldSpec, FieldValue)> {
+        let (g, c) = match (&self.source, &self.paused) {
+            (Source::Live(a), None) => return a.header_values(),
+            (Source::Live(a), Some(f)) => (&a.geometry, lock(&f.view).counters),
+            (Source::Recording(r), _) => (&r.geometry, self.sampler.lock().counters),
+        };
+        g.fields()
+            .filter_map(|f| {
+                let copy = f.decode(&g.header)?;
+                let now = match f.name {
+                    "frame_seq" => Some(c.frame_seq),
+                    "action_seq" => Some(c.action_seq),
+                    "frame_time_ns" => c.frame_time_ns,
+                    _ => None,
+                };
+                let v = match (now, f.kind) {
+                    (Some(n), FieldKind::I64) => FieldValue::Signed(n as i64),
+                    (Some(n), _) => FieldValue::Unsigned(n),
+                    (None, _) => copy,
+                };
+                Some((f, v))
+            })
+            .collect()
     }
 
     /// Applies a new memory budget to the sampler's settings and the traffic tap.
     pub fn set_limits(&self, settings: SamplerSettings, limits: TrafficLimits) {
         self.sampler.set_settings(settings);
         *lock(&self.traffic_limits) = limits;
+        if let Frames::Recording(p) = &self.sampler {
+            p.set_limits(limits);
+        }
     }
 
     /// Bytes in use against the budget (textures of the window not included).
@@ -126,12 +378,15 @@ impl Session {
 
     /// The pid in the control lease word now.
     pub fn lease_holder(&self) -> Option<u32> {
-        lease_holder(&self.attached)
+        self.live().and_then(lease_holder)
     }
 
     /// Follows a re-attachment of the sampler: maps the new segment for the UI and
     /// restarts the taps. Returns true when it did.
     pub fn follow_replacement(&mut self) -> bool {
+        if self.recording().is_some() {
+            return false;
+        }
         let generation = self.sampler.lock().generation;
         if generation == self.generation {
             return false;
@@ -139,7 +394,7 @@ impl Session {
         self.generation = generation;
         if let Ok(a) = attach(&self.target, self.choice) {
             self.control_unavailable = unavailable_reason(&a);
-            self.attached = a;
+            self.source = Source::Live(a);
         }
         self.control = None;
         if let Ok(t) = TrafficTap::start(
@@ -148,7 +403,7 @@ impl Session {
             Arc::clone(&self.traffic_limits),
             Arc::clone(&self.waker),
         ) {
-            self.traffic = t;
+            self.traffic = Taps::Live(t);
         }
         true
     }

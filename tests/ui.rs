@@ -472,7 +472,7 @@ fn engine_death_and_replacement_never_freeze_the_window() {
     step_until(&mut h, "the replacement", |a| {
         a.session
             .as_ref()
-            .is_some_and(|s| s.attached.geometry.num_envs == 9)
+            .is_some_and(|s| s.geometry().num_envs == 9)
     });
     assert!(
         h.state()

@@ -8,6 +8,7 @@ mod control;
 mod demo;
 mod dump;
 mod list;
+mod open;
 mod recbench;
 mod record;
 pub mod screenshots;
@@ -187,6 +188,8 @@ pub enum Command {
         #[arg(long, value_name = "MIB", value_parser = record::parse_mib)]
         max_size: Option<u64>,
     },
+    /// Open a recording made by `record` in the window (or print its summary).
+    Open(open::OpenArgs),
     /// The simulated engine and client.
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -310,8 +313,10 @@ pub fn main() -> i32 {
     // The window under Mesa's software rasteriser on a small machine: one rasterising
     // thread (the window's own, niced) instead of one per core, so that drawing never
     // takes every core from the engine, the trainer and the sampler.
-    if matches!(cli.command, None | Some(Command::Demo(_)))
-        && std::env::var_os("LP_NUM_THREADS").is_none()
+    if matches!(
+        cli.command,
+        None | Some(Command::Demo(_) | Command::Open(_))
+    ) && std::env::var_os("LP_NUM_THREADS").is_none()
         && crate::ui::app::software_rendering_likely()
         && std::thread::available_parallelism().map_or(1, usize::from) <= 4
     {
@@ -502,6 +507,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Demo(args)) => demo::run(&args),
         Some(Command::Bench(cmd)) => benchmarks::run(&cmd),
         Some(Command::Screenshots { out }) => screenshots::run(&out),
+        Some(Command::Open(args)) => open::run(&args, cli.window),
         None => {
             let target = cli.target.resolve();
             crate::ui::run_window(target, cli.target.layout, cli.window.overrides())

@@ -33,6 +33,24 @@ pub fn run_window_until(
     stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     overrides: settings::Overrides,
 ) -> Result<(), String> {
+    run_window_on(target, None, choice, stop, overrides)
+}
+
+/// Opens the window on a recording (`lrbc-inspector open`).
+pub fn run_window_on_recording(
+    path: std::path::PathBuf,
+    overrides: settings::Overrides,
+) -> Result<(), String> {
+    run_window_on(None, Some(path), LayoutChoice::Auto, None, overrides)
+}
+
+fn run_window_on(
+    target: Option<Target>,
+    recording: Option<std::path::PathBuf>,
+    choice: LayoutChoice,
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    overrides: settings::Overrides,
+) -> Result<(), String> {
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("lrbc-inspector")
@@ -65,6 +83,9 @@ pub fn run_window_until(
             let tree = cc.storage.and_then(|s| eframe::get_value(s, app::TREE_KEY));
             let mut app = InspectorApp::new(&cc.egui_ctx, settings, tree, target, choice);
             app.close_when = stop;
+            if let Some(path) = &recording {
+                app.open_recording(path);
+            }
             app.software_rendering = app::software_rendering_likely();
             Ok(Box::new(app))
         }),

@@ -1,12 +1,14 @@
 //! The inspector window: attach view, top and status bars, and the panels as tiles.
 //! `pacing` sets how often it redraws, `save_dialog` runs the screenshot save dialog
-//! on its own thread, `settings_menu` and `status_bar` draw those, `panes` the tiles.
+//! on its own thread, `settings_menu` and `status_bar` draw those, `panes` the tiles,
+//! `timeline` the bar that moves through a recording (and its open dialog).
 
 mod pacing;
 mod panes;
 mod save_dialog;
 mod settings_menu;
 mod status_bar;
+mod timeline;
 
 pub use pacing::{BUSY_REDRAW_HZ, redraw_rate, software_rendering_likely, throttled_waker};
 
@@ -65,6 +67,9 @@ pub struct InspectorApp {
     client: ProcInfo,
     server: ProcInfo,
     save_dialogs: SaveDialogs,
+    open_dialog: timeline::OpenDialog,
+    /// When the paused live view last played on.
+    timeline_tick_ns: u64,
     shown_title: String,
     t0_ns: u64,
     /// The window closes itself when this is set.
@@ -124,6 +129,8 @@ impl InspectorApp {
             client: empty_proc(),
             server: empty_proc(),
             save_dialogs: SaveDialogs::default(),
+            open_dialog: timeline::OpenDialog::default(),
+            timeline_tick_ns: 0,
             shown_title: String::new(),
             t0_ns: monotonic_now_ns(),
             close_when: None,
@@ -146,27 +153,60 @@ impl InspectorApp {
         ) {
             Ok(s) => {
                 self.settings.remember(&remembered(&target));
-                self.say(format!("attached to {}", s.attached.label()), false);
-                self.session = Some(s);
-                self.show_attach = false;
-                self.form.error = None;
-                self.traffic_view = TrafficView::default();
-                self.cameras_view = CamerasView::default();
-                self.t0_ns = monotonic_now_ns();
-                self.discovery.set_active(false);
+                self.say(format!("attached to {}", s.label()), false);
+                self.shown(s);
             }
-            Err(e) => {
-                self.form.error = Some(e.clone());
-                self.say(e, true);
-                self.show_attach = true;
-                self.discovery.set_active(true);
-            }
+            Err(e) => self.not_shown(e),
         }
+    }
+
+    /// Opens a recording (its timeline at the start); on failure the attach view shows
+    /// why.
+    pub fn open_recording(&mut self, path: &std::path::Path) {
+        self.session = None;
+        match Session::open_recording(
+            path,
+            self.settings.sampler(),
+            self.settings.traffic_limits(),
+            Arc::clone(&self.waker),
+        ) {
+            Ok(s) => {
+                let note = s
+                    .recording()
+                    .and_then(|(r, _)| r.unfinished.clone())
+                    .map_or_else(String::new, |n| format!(" ({n})"));
+                self.say(format!("opened {}{note}", path.display()), false);
+                self.shown(s);
+            }
+            Err(e) => self.not_shown(e),
+        }
+    }
+
+    fn shown(&mut self, s: Session) {
+        self.session = Some(s);
+        self.show_attach = false;
+        self.form.error = None;
+        self.traffic_view = TrafficView::default();
+        self.cameras_view = CamerasView::default();
+        self.t0_ns = monotonic_now_ns();
+        self.discovery.set_active(false);
+    }
+
+    fn not_shown(&mut self, e: String) {
+        self.form.error = Some(e.clone());
+        self.say(e, true);
+        self.show_attach = true;
+        self.discovery.set_active(true);
     }
 
     pub fn detach(&mut self) {
         if let Some(s) = self.session.take() {
-            self.say(format!("detached from {}", s.attached.label()), false);
+            let what = if s.recording().is_some() {
+                "closed"
+            } else {
+                "detached from"
+            };
+            self.say(format!("{what} {}", s.label()), false);
         }
         self.show_attach = true;
         self.discovery.set_active(true);
@@ -183,7 +223,10 @@ impl InspectorApp {
     /// The window title: starts with `lrbc-inspector` and names the target.
     pub fn title(&self) -> String {
         match &self.session {
-            Some(s) => format!("lrbc-inspector — {}", s.attached.label()),
+            Some(s) if s.recording().is_some() => {
+                format!("lrbc-inspector — {} (recording)", s.label())
+            }
+            Some(s) => format!("lrbc-inspector — {}", s.label()),
             None => "lrbc-inspector — not attached".to_string(),
         }
     }
@@ -212,7 +255,7 @@ impl InspectorApp {
         {
             note = Some(format!(
                 "the segment was replaced; re-attached to {}",
-                s.attached.label()
+                s.label()
             ));
         }
         if let Some(n) = note {
@@ -228,14 +271,16 @@ impl InspectorApp {
                 Err(e) => self.say(e, true),
             }
         }
+        self.open_dialog_results();
+        self.timeline_logic(ctx);
         let now = monotonic_now_ns();
         if now.saturating_sub(self.processes_at_ns) > 1_000_000_000
-            && let Some(s) = &self.session
+            && let Some(a) = self.session.as_ref().and_then(Session::live)
         {
             self.processes_at_ns = now;
-            let c = s.attached.geometry.counters;
-            let server = s.attached.segment.load_u32(c.server_pid).unwrap_or(0);
-            let client = s.attached.segment.load_u32(c.client_pid).unwrap_or(0);
+            let c = a.geometry.counters;
+            let server = a.segment.load_u32(c.server_pid).unwrap_or(0);
+            let client = a.segment.load_u32(c.client_pid).unwrap_or(0);
             self.processes.refresh(&[server, client]);
             self.server = self.processes.info(server);
             self.client = self.processes.info(client);
@@ -272,7 +317,7 @@ impl InspectorApp {
             return;
         };
         let columns = (frame.num_envs as f32).sqrt().ceil() as u32;
-        let label = s.attached.label();
+        let label = s.label();
         match req {
             ShotRequest::Quick(shot) => match screenshot::quick_save(
                 &frame,
@@ -301,6 +346,13 @@ impl InspectorApp {
         self.count_redraw();
         self.shortcuts(ui);
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
+        let timeline = self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.recording().is_some() || s.paused.is_some());
+        if timeline && !self.show_attach {
+            egui::Panel::top("timeline").show(ui, |ui| self.timeline(ui));
+        }
         egui::Panel::bottom("status_bar").show(ui, |ui| self.status_bar(ui));
         let attach_shows = self.session.is_none() || self.show_attach;
         egui::CentralPanel::default().show(ui, |ui| {
@@ -365,7 +417,9 @@ impl InspectorApp {
         if typing {
             return;
         }
-        if space && let Some(s) = &self.session {
+        if self.timeline_keys(ui) {
+            // Space and the arrows move the timeline (a recording, or paused).
+        } else if space && let Some(s) = &self.session {
             let store = s.traffic.lock();
             self.traffic_view.toggle_pause(&store);
         }
@@ -376,7 +430,7 @@ impl InspectorApp {
         if (next || prev)
             && let Some(s) = &self.session
         {
-            let g = s.attached.geometry.clone();
+            let g = s.geometry().clone();
             envs::shift_envs(&mut self.settings, &g, if next { 1 } else { -1 });
             s.sampler.set_settings(self.settings.sampler());
         }
@@ -399,7 +453,8 @@ impl InspectorApp {
             ui.separator();
             match &self.session {
                 Some(s) => {
-                    ui.monospace(s.attached.label());
+                    ui.monospace(s.label());
+                    let recording = s.recording().is_some();
                     if ui
                         .button(if self.show_attach {
                             "Back to panels"
@@ -411,13 +466,26 @@ impl InspectorApp {
                         self.show_attach = !self.show_attach;
                         self.discovery.set_active(self.show_attach);
                     }
-                    if ui.button("Detach").clicked() {
+                    if ui
+                        .button(if recording { "Close" } else { "Detach" })
+                        .clicked()
+                    {
                         self.detach();
+                    }
+                    if !recording {
+                        self.pause_button(ui);
                     }
                 }
                 None => {
                     ui.weak("not attached");
                 }
+            }
+            if ui
+                .button("Open recording…")
+                .on_hover_text("an MCAP file of lrbc-inspector record")
+                .clicked()
+            {
+                self.ask_for_recording();
             }
             ui.separator();
             let theme = match self.settings.theme {

@@ -38,18 +38,23 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
         frame.show(ui, |ui| {
             ui.set_min_size(ui.available_size());
             match pane {
-                Pane::Header => header::ui(ui, &self.session.attached),
+                Pane::Header => {
+                    let values = self.session.header_values();
+                    let label = self.session.label();
+                    header::ui(ui, &label, self.session.geometry(), &values);
+                }
                 Pane::Counters => {
-                    let d = self.session.sampler.lock();
+                    let seqs = self.session.seqs();
+                    let d = self.session.data();
                     egui::ScrollArea::vertical()
                         .id_salt("counters")
                         .show(ui, |ui| {
-                            counters::ui(ui, &self.session.attached, &d, self.counters_cache);
+                            counters::ui(ui, seqs, &d, self.counters_cache);
                         });
                 }
                 Pane::Envs => {
                     let actions = {
-                        let d = self.session.sampler.lock();
+                        let d = self.session.data();
                         egui::ScrollArea::vertical()
                             .id_salt("envs")
                             .show(ui, |ui| envs::ui(ui, &d, self.settings, self.plot_cache))
@@ -60,7 +65,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     }
                 }
                 Pane::Traffic => {
-                    let store = self.session.traffic.lock();
+                    let store = self.session.store();
                     traffic::ui(
                         ui,
                         &store,
@@ -71,15 +76,15 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                 }
                 Pane::Cameras => {
                     // The traffic lock is held only to copy the newest frame per stream.
-                    let streams = self.session.traffic.lock().streams.clone();
-                    let d = self.session.sampler.lock();
+                    let streams = self.session.store().streams.clone();
+                    let d = self.session.data();
                     if let Some(r) = cameras::ui(ui, &d, &streams, self.cameras_view) {
                         self.shot = Some(r);
                     }
                 }
                 Pane::Rpc => {
                     let (report, flags) = {
-                        let d = self.session.sampler.lock();
+                        let d = self.session.data();
                         (d.report.clone(), d.counters.service_flags)
                     };
                     let holder = self.session.lease_holder();
@@ -88,7 +93,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                         .control
                         .as_ref()
                         .map(crate::control::ControlWorker::state);
-                    let label = self.session.attached.label();
+                    let label = self.session.label();
                     let unavailable = self.session.control_unavailable.clone();
                     let info = RpcInfo {
                         label: &label,

@@ -25,7 +25,7 @@ impl InspectorApp {
                         );
                     }
                     let d = s.sampler.lock();
-                    ui.monospace(s.attached.label());
+                    ui.monospace(s.label());
                     ui.label(d.geometry.layout.as_str());
                     match &d.report {
                         Some(r) => ui.colored_label(state_color(r.state), state_text(r.state)),

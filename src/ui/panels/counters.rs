@@ -1,10 +1,10 @@
-//! The counters panel: frame_seq and action_seq live, rates, lag, stalls, the sampler's
-//! figures, step latency (histogram and percentiles) and sparklines.
+//! The counters panel: frame_seq and action_seq (live, or of a recording's current
+//! frame), rates, lag, stalls, the sampler's figures, step latency (histogram and
+//! percentiles) and sparklines.
 
 use egui_plot::{Bar, BarChart, Line, Plot, PlotPoints};
 
 use super::super::widgets::{BAD, WARN, duration_ns, hz, state_color, state_text};
-use crate::attach::Attached;
 use crate::sampler::SamplerData;
 
 /// Latency percentiles over the last `n` frames that carried both times.
@@ -96,11 +96,11 @@ impl CountersCache {
     }
 }
 
-pub fn ui(ui: &mut egui::Ui, a: &Attached, d: &SamplerData, cache: &mut CountersCache) {
+/// Draws the panel; `seqs` is `(frame_seq, action_seq)` now.
+pub fn ui(ui: &mut egui::Ui, seqs: (u64, u64), d: &SamplerData, cache: &mut CountersCache) {
     cache.refresh(d);
-    let c = a.geometry.counters;
-    let frame_seq = a.segment.load_u64(c.frame_seq).unwrap_or(0);
-    let action_seq = a.segment.load_u64(c.action_seq).unwrap_or(0);
+    let c = d.geometry.counters;
+    let (frame_seq, action_seq) = seqs;
     let big = |ui: &mut egui::Ui, label: &str, value: String| {
         ui.vertical(|ui| {
             ui.weak(label);

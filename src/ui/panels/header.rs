@@ -1,16 +1,16 @@
-//! The header panel: every field with offset, value and hex (atomic words live), the
-//! region map as a bar over the segment's bytes, validation problems, and the names.
+//! The header panel: every field with offset, value and hex (atomic words live, or of
+//! the current frame of a recording), the region map as a bar over the segment's bytes,
+//! validation problems, and the names. It draws from a source-agnostic view: a label,
+//! the geometry and the header's values.
 
-use crate::attach::Attached;
-use crate::layout::FieldValue;
+use crate::layout::{FieldSpec, FieldValue, Geometry};
 use crate::rpc::header::describe;
 
 use super::super::widgets::{WARN, region_color};
 
-pub fn ui(ui: &mut egui::Ui, a: &Attached) {
-    let g = &a.geometry;
+pub fn ui(ui: &mut egui::Ui, label: &str, g: &Geometry, values: &[(&FieldSpec, FieldValue)]) {
     ui.horizontal(|ui| {
-        ui.strong(a.label());
+        ui.strong(label);
         ui.label(format!(
             "{} · {} bytes · {} envs × obs {} × act {}",
             g.layout, g.size_bytes, g.num_envs, g.obs_size, g.act_size
@@ -23,7 +23,7 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached) {
         }
     }
     ui.add_space(4.0);
-    region_bar(ui, a);
+    region_bar(ui, g);
     ui.add_space(6.0);
     egui::ScrollArea::vertical()
         .id_salt("header_fields")
@@ -38,7 +38,7 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached) {
                         ui.strong(h);
                     }
                     ui.end_row();
-                    for (f, v) in a.header_values() {
+                    for (f, v) in values {
                         ui.monospace(f.offset_bytes.to_string());
                         ui.monospace(f.size_bytes.to_string());
                         let name = ui.monospace(f.name);
@@ -54,7 +54,7 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached) {
                             value.clone()
                         };
                         ui.monospace(shown).on_hover_text(value);
-                        let hex = match &v {
+                        let hex = match v {
                             FieldValue::Blob(b) if b.iter().all(|&x| x == 0) => {
                                 "all zero".to_string()
                             }
@@ -62,7 +62,7 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached) {
                             other => other.hex(f.size_bytes),
                         };
                         ui.monospace(hex);
-                        match &v {
+                        match v {
                             FieldValue::Unsigned(n) => match describe(f.name, *n) {
                                 Some(meaning) => ui.monospace(format!("({meaning})")),
                                 None => ui.label(""),
@@ -90,8 +90,7 @@ pub fn ui(ui: &mut egui::Ui, a: &Attached) {
 }
 
 /// The regions drawn to scale over the segment's bytes; hover for details.
-fn region_bar(ui: &mut egui::Ui, a: &Attached) {
-    let g = &a.geometry;
+fn region_bar(ui: &mut egui::Ui, g: &Geometry) {
     let width = ui.available_width().max(100.0);
     let (rect, response) = ui.allocate_exact_size(egui::vec2(width, 22.0), egui::Sense::hover());
     let painter = ui.painter_at(rect);

@@ -1,0 +1,70 @@
+//! `open`: a recording of `record` in the window, or its summary with `--info`. A file
+//! that is not a recording is one line and exit 1, before any window.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+use crate::replay::Recording;
+
+#[derive(Debug, Args)]
+pub struct OpenArgs {
+    /// The MCAP file written by `lrbc-inspector record`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Print what the recording holds instead of opening the window.
+    #[arg(long)]
+    pub info: bool,
+}
+
+pub fn run(args: &OpenArgs, window: super::WindowArgs) -> Result<(), CliError> {
+    let mut rec = Recording::open(&args.file).map_err(|e| CliError::Other(e.to_string()))?;
+    if !args.info {
+        drop(rec);
+        return crate::ui::run_window_on_recording(args.file.clone(), window.overrides())
+            .map_err(CliError::Other);
+    }
+    let g = &rec.geometry;
+    println!("file: {}", args.file.display());
+    println!(
+        "segment: {} · {} bytes · {} envs × obs {} × act {}",
+        g.layout, g.size_bytes, g.num_envs, g.obs_size, g.act_size
+    );
+    if let Some(envs) = rec
+        .metadata
+        .get("lrbc.geometry")
+        .and_then(|m| m.get("recorded_envs"))
+    {
+        println!("recorded envs: {envs}");
+    }
+    let frames = rec
+        .frame_count
+        .map_or_else(|| "unknown".to_string(), |n| n.to_string());
+    println!("frames: {frames}");
+    println!("chunks: {}", rec.chunks.len());
+    match rec.time_range() {
+        Some((t0, t1)) => {
+            println!("duration: {:.3} s", t1.saturating_sub(t0) as f64 / 1e9);
+            let last = rec
+                .frame_at(t1)
+                .map_err(CliError::Other)?
+                .map(|f| f.frame_seq);
+            let mut start = None;
+            rec.frames_between(t0, t1, |f| {
+                start = Some(f.frame_seq);
+                false
+            })
+            .map_err(CliError::Other)?;
+            if let (Some(a), Some(b)) = (start, last) {
+                println!("frame_seq: {a} to {b}");
+            }
+        }
+        None => println!("duration: no message"),
+    }
+    match rec.unfinished_note() {
+        Some(n) => println!("{n}"),
+        None => println!("finished"),
+    }
+    Ok(())
+}

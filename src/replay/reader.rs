@@ -1,0 +1,594 @@
+//! Reading a recording from its index: the summary's chunk index when the file was
+//! finished, else an index built by walking the top-level records (a chunk's body is
+//! skipped with a seek) up to the last complete one. Messages are read a chunk at a
+//! time with positioned reads; a few decoded chunks are kept.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mcap::records::{Record, op};
+
+use crate::layout::{Geometry, LayoutChoice, RegionKind};
+use crate::record::{FRAME_SCHEMA, FRAME_TOPIC, SEGMENT_METADATA, segment_from_metadata};
+use crate::rpc::recording_fb as fb;
+
+/// A recording that cannot be opened, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("{path}: not an MCAP file")]
+    NotMcap { path: String },
+    #[error("{path}: an MCAP file, but not an lrbc recording ({why})")]
+    NotRecording { path: String, why: String },
+    #[error("{path}: unreadable recording: {why}")]
+    Corrupt { path: String, why: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// A chunk of the file: where it is and the log times of its messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkInfo {
+    pub offset: u64,
+    pub length: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// A frame of the recording, decoded.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecFrame {
+    /// The message's log time (the recorder's clock when it copied the frame).
+    pub log_ns: u64,
+    pub frame_seq: u64,
+    pub frame_time_ns: u64,
+    pub action_seq: u64,
+    pub rewards: Vec<f32>,
+    pub dones: Vec<u8>,
+    pub truncateds: Option<Vec<u8>>,
+    pub resets: Vec<u8>,
+    pub envs: Vec<u32>,
+    pub observations: Vec<f32>,
+    pub actions: Vec<f32>,
+}
+
+impl RecFrame {
+    /// Decodes a `lrbc.recording.Frame`; None when the bytes are not one.
+    pub fn decode(log_ns: u64, bytes: &[u8]) -> Option<Self> {
+        let f = fb::root_as_frame(bytes).ok()?;
+        Some(Self {
+            log_ns,
+            frame_seq: f.frame_seq(),
+            frame_time_ns: f.frame_time_ns(),
+            action_seq: f.action_seq(),
+            rewards: f.rewards().map(|v| v.iter().collect()).unwrap_or_default(),
+            dones: f.dones().map(|v| v.iter().collect()).unwrap_or_default(),
+            truncateds: f.truncateds().map(|v| v.iter().collect()),
+            resets: f.resets().map(|v| v.iter().collect()).unwrap_or_default(),
+            envs: f.envs().map(|v| v.iter().collect()).unwrap_or_default(),
+            observations: f
+                .observations()
+                .map(|v| v.iter().collect())
+                .unwrap_or_default(),
+            actions: f.actions().map(|v| v.iter().collect()).unwrap_or_default(),
+        })
+    }
+
+    /// Observations then actions of recorded env `env`, if it was recorded.
+    pub fn row(&self, env: u32, obs_size: usize, act_size: usize) -> Option<Vec<f32>> {
+        let i = self.envs.iter().position(|&e| e == env)?;
+        let obs = self.observations.get(i * obs_size..(i + 1) * obs_size)?;
+        let act = self.actions.get(i * act_size..(i + 1) * act_size)?;
+        Some(obs.iter().chain(act).copied().collect())
+    }
+}
+
+/// A ring entry's payload as recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingMessage {
+    pub log_ns: u64,
+    pub ring: RegionKind,
+    pub payload: Arc<[u8]>,
+}
+
+/// One message of a chunk.
+#[derive(Clone, Debug)]
+struct Msg {
+    channel: u16,
+    log_ns: u64,
+    data: Arc<[u8]>,
+}
+
+const CACHED_CHUNKS: usize = 6;
+/// Records longer than this are not read (a corrupt length).
+const MAX_RECORD_BYTES: u64 = 1 << 30;
+
+/// An open recording.
+pub struct Recording {
+    path: PathBuf,
+    file: File,
+    file_len: u64,
+    pub chunks: Vec<ChunkInfo>,
+    frame_channel: u16,
+    rings: HashMap<u16, RegionKind>,
+    pub metadata: BTreeMap<String, BTreeMap<String, String>>,
+    pub geometry: Geometry,
+    /// Where the file ends early (its recorder did not finish it): the last complete
+    /// byte read.
+    pub unfinished_at: Option<u64>,
+    /// Frames in the file (from the statistics or the message indexes), if known.
+    pub frame_count: Option<u64>,
+    cache: VecDeque<(usize, Arc<Vec<Msg>>)>,
+}
+
+impl std::fmt::Debug for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recording")
+            .field("path", &self.path)
+            .field("chunks", &self.chunks.len())
+            .field("unfinished_at", &self.unfinished_at)
+            .finish_non_exhaustive()
+    }
+}
+
+fn ring_kind(topic: &str) -> Option<RegionKind> {
+    let name = topic.strip_prefix("/lrbc/ring/")?;
+    [
+        RegionKind::CmdS2c,
+        RegionKind::CmdC2s,
+        RegionKind::CtlS2c,
+        RegionKind::CtlC2s,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == name)
+}
+
+/// What the index walk collects.
+#[derive(Default)]
+struct Index {
+    chunks: Vec<ChunkInfo>,
+    schemas: HashMap<u16, String>,
+    channels: Vec<mcap::records::Channel>,
+    metadata: BTreeMap<String, BTreeMap<String, String>>,
+    frame_count: Option<u64>,
+    channel_counts: BTreeMap<u16, u64>,
+    unfinished_at: Option<u64>,
+}
+
+impl Recording {
+    /// Opens `path`: reads its summary (or walks its records when it has none), the
+    /// metadata, and detects the recorded segment's geometry again.
+    pub fn open(path: &Path) -> Result<Self, ReplayError> {
+        let shown = path.display().to_string();
+        let io = |source| ReplayError::Io {
+            path: shown.clone(),
+            source,
+        };
+        let mut file = File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let mut magic = [0u8; 8];
+        if file_len < 8 || file.read_exact(&mut magic).is_err() || magic != mcap::MAGIC {
+            return Err(ReplayError::NotMcap { path: shown });
+        }
+        let corrupt = |why: String| ReplayError::Corrupt {
+            path: shown.clone(),
+            why,
+        };
+        let mut index = match read_summary(&mut file, file_len) {
+            Ok(Some(i)) => i,
+            Ok(None) | Err(_) => walk(&mut file, file_len).map_err(corrupt)?,
+        };
+        let frame_channel = index
+            .channels
+            .iter()
+            .find(|c| {
+                c.topic == FRAME_TOPIC
+                    && index.schemas.get(&c.schema_id).map(String::as_str) == Some(FRAME_SCHEMA)
+            })
+            .map(|c| c.id)
+            .ok_or_else(|| ReplayError::NotRecording {
+                path: shown.clone(),
+                why: format!("no {FRAME_TOPIC} channel with schema {FRAME_SCHEMA}"),
+            })?;
+        let rings = index
+            .channels
+            .iter()
+            .filter_map(|c| Some((c.id, ring_kind(&c.topic)?)))
+            .collect();
+        let segment = index
+            .metadata
+            .get(SEGMENT_METADATA)
+            .and_then(segment_from_metadata)
+            .ok_or_else(|| ReplayError::NotRecording {
+                path: shown.clone(),
+                why: format!("no valid {SEGMENT_METADATA} metadata"),
+            })?;
+        let geometry = crate::layout::inspect(&segment, LayoutChoice::Auto)
+            .map_err(|e| corrupt(format!("the recorded segment: {e}")))?;
+        index
+            .chunks
+            .retain(|c| c.start_ns <= c.end_ns && c.end_ns > 0);
+        index.chunks.sort_by_key(|c| (c.start_ns, c.offset));
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            file_len,
+            chunks: index.chunks,
+            frame_channel,
+            rings,
+            metadata: index.metadata,
+            geometry,
+            unfinished_at: index.unfinished_at,
+            frame_count: index
+                .frame_count
+                .or_else(|| index.channel_counts.get(&frame_channel).copied()),
+            cache: VecDeque::new(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's name, for titles.
+    pub fn label(&self) -> String {
+        self.path.file_name().map_or_else(
+            || self.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    }
+
+    /// Log times of the first and last message (ns, the recorder's clock).
+    pub fn time_range(&self) -> Option<(u64, u64)> {
+        let start = self.chunks.iter().map(|c| c.start_ns).min()?;
+        let end = self.chunks.iter().map(|c| c.end_ns).max()?;
+        Some((start, end))
+    }
+
+    /// "not finished: read up to byte N of M" for a file its recorder did not finish.
+    pub fn unfinished_note(&self) -> Option<String> {
+        self.unfinished_at.map(|at| {
+            format!(
+                "not finished: read up to its last complete chunk (byte {at} of {})",
+                self.file_len
+            )
+        })
+    }
+
+    /// The messages of chunk `i`, from the cache or the file.
+    fn chunk(&mut self, i: usize) -> Result<Arc<Vec<Msg>>, String> {
+        if let Some(pos) = self.cache.iter().position(|(j, _)| *j == i) {
+            let hit = self.cache.remove(pos).ok_or("cache")?;
+            let msgs = Arc::clone(&hit.1);
+            self.cache.push_front(hit);
+            return Ok(msgs);
+        }
+        let c = *self.chunks.get(i).ok_or("no such chunk")?;
+        if c.length < 9 || c.offset.saturating_add(c.length) > self.file_len {
+            return Err(format!(
+                "a chunk at byte {} of {} bytes runs past the end of the file",
+                c.offset, c.length
+            ));
+        }
+        let body = read_at(&mut self.file, c.offset + 9, c.length.saturating_sub(9))?;
+        let Record::Chunk { header, data } =
+            mcap::read::parse_record(op::CHUNK, &body).map_err(|e| e.to_string())?
+        else {
+            return Err("not a chunk".into());
+        };
+        if !header.compression.is_empty() {
+            return Err(format!(
+                "compressed chunks ({}) are not read",
+                header.compression
+            ));
+        }
+        let mut msgs = Vec::new();
+        let mut at = 0usize;
+        while at + 9 <= data.len() {
+            let opcode = data[at];
+            let len = u64::from_le_bytes(data[at + 1..at + 9].try_into().map_err(|_| "length")?);
+            let end = (at + 9).saturating_add(usize::try_from(len).map_err(|_| "length")?);
+            let Some(body) = data.get(at + 9..end) else {
+                break;
+            };
+            match mcap::read::parse_record(opcode, body) {
+                Ok(Record::Message { header, data }) => msgs.push(Msg {
+                    channel: header.channel_id,
+                    log_ns: header.log_time,
+                    data: Arc::from(&*data),
+                }),
+                Ok(Record::Channel(ch)) => {
+                    if let Some(k) = ring_kind(&ch.topic) {
+                        self.rings.insert(ch.id, k);
+                    }
+                }
+                _ => {}
+            }
+            at = end;
+        }
+        msgs.sort_by_key(|m| m.log_ns);
+        let msgs = Arc::new(msgs);
+        self.cache.push_front((i, Arc::clone(&msgs)));
+        self.cache.truncate(CACHED_CHUNKS);
+        Ok(msgs)
+    }
+
+    /// The first chunk that may hold messages at or after `t`.
+    fn first_chunk_from(&self, t: u64) -> usize {
+        self.chunks.partition_point(|c| c.end_ns < t)
+    }
+
+    /// The frame at `t` or the last one before it; None before the first frame.
+    pub fn frame_at(&mut self, t: u64) -> Result<Option<RecFrame>, String> {
+        let mut i = self.chunks.partition_point(|c| c.start_ns <= t);
+        while i > 0 {
+            i -= 1;
+            let msgs = self.chunk(i)?;
+            let found = msgs
+                .iter()
+                .rev()
+                .filter(|m| m.log_ns <= t && m.channel == self.frame_channel)
+                .find_map(|m| RecFrame::decode(m.log_ns, &m.data));
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Calls `each` with every message of `[t0, t1]` in order: a frame (`None`) or a
+    /// ring entry (its ring). Stops when `each` returns false.
+    pub fn each_message(
+        &mut self,
+        t0: u64,
+        t1: u64,
+        mut each: impl FnMut(Option<RegionKind>, u64, &Arc<[u8]>) -> bool,
+    ) -> Result<(), String> {
+        let mut i = self.first_chunk_from(t0);
+        while i < self.chunks.len() && self.chunks[i].start_ns <= t1 {
+            let msgs = self.chunk(i)?;
+            for m in msgs.iter() {
+                if m.log_ns < t0 || m.log_ns > t1 {
+                    continue;
+                }
+                let kind = if m.channel == self.frame_channel {
+                    None
+                } else if let Some(&ring) = self.rings.get(&m.channel) {
+                    Some(ring)
+                } else {
+                    continue;
+                };
+                if !each(kind, m.log_ns, &m.data) {
+                    return Ok(());
+                }
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Calls `each` with every frame of `[t0, t1]` in order; stops when it returns false.
+    pub fn frames_between(
+        &mut self,
+        t0: u64,
+        t1: u64,
+        mut each: impl FnMut(RecFrame) -> bool,
+    ) -> Result<(), String> {
+        self.each_message(t0, t1, |kind, log_ns, data| {
+            if kind.is_some() {
+                return true;
+            }
+            RecFrame::decode(log_ns, data).is_none_or(&mut each)
+        })
+    }
+
+    /// The ring entries of `[t0, t1]`, in order, at most `max` (the newest kept).
+    pub fn ring_between(
+        &mut self,
+        t0: u64,
+        t1: u64,
+        max: usize,
+    ) -> Result<Vec<RingMessage>, String> {
+        let mut out = VecDeque::new();
+        self.each_message(t0, t1, |kind, log_ns, data| {
+            if let Some(ring) = kind {
+                out.push_back(RingMessage {
+                    log_ns,
+                    ring,
+                    payload: Arc::clone(data),
+                });
+                if out.len() > max {
+                    out.pop_front();
+                }
+            }
+            true
+        })?;
+        Ok(out.into())
+    }
+}
+
+/// Reads `len` bytes at `offset`.
+fn read_at(file: &mut File, offset: u64, len: u64) -> Result<Vec<u8>, String> {
+    if len > MAX_RECORD_BYTES {
+        return Err(format!("a record of {len} bytes at {offset}"));
+    }
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; usize::try_from(len).map_err(|_| "length")?];
+    file.read_exact(&mut buf)
+        .map_err(|e| format!("reading {len} bytes at {offset}: {e}"))?;
+    Ok(buf)
+}
+
+/// Reads one record at `offset`: (opcode, body).
+fn record_at(file: &mut File, offset: u64) -> Result<(u8, Vec<u8>), String> {
+    let head = read_at(file, offset, 9)?;
+    let len = u64::from_le_bytes(head[1..9].try_into().map_err(|_| "length")?);
+    Ok((head[0], read_at(file, offset + 9, len)?))
+}
+
+fn add(index: &mut Index, record: Record<'_>) {
+    match record {
+        Record::Schema { header, .. } => {
+            index.schemas.insert(header.id, header.name);
+        }
+        Record::Channel(c) if !index.channels.iter().any(|x| x.id == c.id) => {
+            index.channels.push(c);
+        }
+        Record::Metadata(m) => {
+            index.metadata.insert(m.name, m.metadata);
+        }
+        _ => {}
+    }
+}
+
+/// The index from the summary section; None when the file has none (not finished, or
+/// written without one).
+fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, String> {
+    // Footer record (9 + 20 bytes) then the closing magic.
+    if len < 8 + 29 + 8 {
+        return Ok(None);
+    }
+    let tail = read_at(file, len - 37, 37)?;
+    if tail[29..] != *mcap::MAGIC || tail[0] != op::FOOTER {
+        return Ok(None);
+    }
+    let Ok(Record::Footer(footer)) = mcap::read::parse_record(op::FOOTER, &tail[9..29]) else {
+        return Ok(None);
+    };
+    if footer.summary_start == 0 || footer.summary_start >= len - 37 {
+        return Ok(None);
+    }
+    let summary = read_at(file, footer.summary_start, len - 37 - footer.summary_start)?;
+    let mut index = Index::default();
+    let mut metadata_at = Vec::new();
+    let mut at = 0usize;
+    while at + 9 <= summary.len() {
+        let opcode = summary[at];
+        let n = u64::from_le_bytes(summary[at + 1..at + 9].try_into().map_err(|_| "length")?);
+        let end = (at + 9).saturating_add(usize::try_from(n).map_err(|_| "length")?);
+        let body = summary
+            .get(at + 9..end)
+            .ok_or("summary record past its end")?;
+        match mcap::read::parse_record(opcode, body).map_err(|e| e.to_string())? {
+            Record::ChunkIndex(c) => index.chunks.push(ChunkInfo {
+                offset: c.chunk_start_offset,
+                length: c.chunk_length,
+                start_ns: c.message_start_time,
+                end_ns: c.message_end_time,
+            }),
+            Record::MetadataIndex(m) => metadata_at.push(m.offset),
+            Record::Statistics(s) => index.channel_counts = s.channel_message_counts,
+            r => add(&mut index, r),
+        }
+        at = end;
+    }
+    for offset in metadata_at {
+        let (opcode, body) = record_at(file, offset)?;
+        let r = mcap::read::parse_record(opcode, &body).map_err(|e| e.to_string())?;
+        add(&mut index, r);
+    }
+    Ok(Some(index))
+}
+
+/// The index built by walking the records: a chunk's body is skipped, bar the chunks
+/// before the first metadata record (where the recorder writes its channels).
+fn walk(file: &mut File, len: u64) -> Result<Index, String> {
+    let mut index = Index::default();
+    let mut at = 8u64;
+    let mut before_metadata = true;
+    let mut frames = 0u64;
+    let mut finished = false;
+    while at + 9 <= len {
+        let head = read_at(file, at, 9)?;
+        let opcode = head[0];
+        let n = u64::from_le_bytes(head[1..9].try_into().map_err(|_| "length")?);
+        let end = at.saturating_add(9).saturating_add(n);
+        if end > len {
+            break;
+        }
+        match opcode {
+            op::CHUNK => {
+                // message_start_time, message_end_time (the chunk header's first words).
+                let times = read_at(file, at + 9, 16.min(n))?;
+                let word = |i: usize| {
+                    times
+                        .get(i..i + 8)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, u64::from_le_bytes)
+                };
+                index.chunks.push(ChunkInfo {
+                    offset: at,
+                    length: end - at,
+                    start_ns: word(0),
+                    end_ns: word(8),
+                });
+                if before_metadata {
+                    let body = read_at(file, at + 9, n)?;
+                    if let Ok(Record::Chunk { data, .. }) =
+                        mcap::read::parse_record(op::CHUNK, &body)
+                    {
+                        let mut p = 0usize;
+                        while p + 9 <= data.len() {
+                            let o = data[p];
+                            let l = u64::from_le_bytes(
+                                data[p + 1..p + 9].try_into().map_err(|_| "length")?,
+                            );
+                            let e =
+                                (p + 9).saturating_add(usize::try_from(l).unwrap_or(usize::MAX));
+                            let Some(b) = data.get(p + 9..e) else { break };
+                            if let Ok(r) = mcap::read::parse_record(o, b) {
+                                add(&mut index, r);
+                            }
+                            p = e;
+                        }
+                    }
+                }
+            }
+            op::MESSAGE_INDEX | op::METADATA => {
+                let body = read_at(file, at + 9, n)?;
+                match mcap::read::parse_record(opcode, &body) {
+                    Ok(Record::MessageIndex(m))
+                        if index
+                            .channels
+                            .iter()
+                            .any(|c| c.id == m.channel_id && c.topic == FRAME_TOPIC) =>
+                    {
+                        frames += m.records.len() as u64;
+                    }
+                    Ok(r @ Record::Metadata(_)) => {
+                        before_metadata = false;
+                        add(&mut index, r);
+                    }
+                    _ => {}
+                }
+            }
+            op::SCHEMA | op::CHANNEL => {
+                let body = read_at(file, at + 9, n)?;
+                if let Ok(r) = mcap::read::parse_record(opcode, &body) {
+                    add(&mut index, r);
+                }
+            }
+            op::DATA_END | op::FOOTER => {
+                finished = true;
+                break;
+            }
+            _ => {}
+        }
+        at = end;
+    }
+    if index.channels.is_empty() && index.chunks.is_empty() {
+        return Err("no complete record after the magic".into());
+    }
+    // The message indexes follow their chunk: the last chunk's may be missing.
+    index.frame_count = (frames > 0).then_some(frames);
+    if !finished {
+        index.unfinished_at = Some(at);
+    }
+    Ok(index)
+}

@@ -1,0 +1,286 @@
+use std::io::Cursor;
+use std::path::PathBuf;
+
+use super::*;
+use crate::attach::{Target, attach};
+use crate::layout::Geometry;
+use crate::layout::LayoutChoice;
+use crate::layout::plan::PlanLayout;
+use crate::record::Recorder;
+use crate::sampler::{Counters, FrameAgg, Ring, SamplerData, SamplerStats, Scan};
+use crate::sim::engine::{Engine, EngineConfig, Mode};
+use crate::testutil::unique_name;
+use crate::traffic::TrafficStore;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn engine_with_nan(nan_at_step: Option<u64>) -> Engine {
+    Engine::create(EngineConfig {
+        name: unique_name("replay"),
+        layout: PlanLayout::Lrbc { ext: true },
+        num_envs: 5,
+        obs_size: 3,
+        act_size: 2,
+        image: None,
+        mode: Mode::Training,
+        hz: 60.0,
+        ring_size: 4096,
+        ctl_ring_size: None,
+        force: false,
+        dynamics: true,
+        camera_hz: 30.0,
+        seed: 3,
+        nan_at_step,
+    })
+    .unwrap()
+}
+
+/// A finished recording of `steps` frames (envs 1 and 3), with a small chunk size so
+/// that it has many chunks.
+fn recording(steps: u64) -> (Vec<u8>, Vec<u64>) {
+    recording_with_nan(steps, None)
+}
+
+fn recording_with_nan(steps: u64, nan_at_step: Option<u64>) -> (Vec<u8>, Vec<u64>) {
+    let mut e = engine_with_nan(nan_at_step);
+    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+    let mut rec = Recorder::new(a, vec![3, 1], Cursor::new(Vec::new())).unwrap();
+    let mut seqs = Vec::new();
+    for i in 1..=steps {
+        e.step_once(Some(i));
+        assert!(rec.poll().unwrap());
+        seqs.push(i);
+    }
+    (rec.finish_into_inner().unwrap().1.into_inner(), seqs)
+}
+
+fn write(bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique_name("replay-test"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("r.mcap");
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn all_frames(r: &mut Recording) -> Vec<RecFrame> {
+    let mut out = Vec::new();
+    let Some((t0, t1)) = r.time_range() else {
+        return out;
+    };
+    r.frames_between(t0, t1, |f| {
+        out.push(f);
+        true
+    })
+    .unwrap();
+    out
+}
+
+#[test]
+fn a_finished_recording_opens_from_its_summary_with_every_frame() {
+    let (bytes, seqs) = recording(40);
+    let mut r = Recording::open(&write(&bytes)).unwrap();
+    assert_eq!(r.unfinished_at, None);
+    assert_eq!(r.frame_count, Some(40));
+    assert_eq!((r.geometry.num_envs, r.geometry.obs_size), (5, 3));
+    let frames = all_frames(&mut r);
+    assert_eq!(frames.iter().map(|f| f.frame_seq).collect::<Vec<_>>(), seqs);
+    assert_eq!(frames[0].envs, [1, 3]);
+    assert_eq!(frames[0].rewards.len(), 5);
+    assert_eq!(frames[0].row(3, 3, 2).unwrap().len(), 5);
+    assert!(frames[0].row(0, 3, 2).is_none());
+    // The frame at a time is the last one at or before it.
+    let tenth = frames[9].log_ns;
+    assert_eq!(r.frame_at(tenth).unwrap().unwrap().frame_seq, 10);
+    assert_eq!(
+        r.frame_at(frames[10].log_ns - 1)
+            .unwrap()
+            .unwrap()
+            .frame_seq,
+        10
+    );
+    assert!(r.frame_at(frames[0].log_ns - 1).unwrap().is_none());
+}
+
+#[test]
+fn a_recording_cut_short_is_read_up_to_its_last_complete_chunk() {
+    let (bytes, _) = recording(40);
+    let whole = Recording::open(&write(&bytes)).unwrap();
+    let chunks = whole.chunks.clone();
+    assert!(!chunks.is_empty());
+    // Cut in the middle of the last chunk: the earlier chunks are read.
+    let last = chunks.last().unwrap();
+    let cut = (last.offset + last.length / 2) as usize;
+    let mut r = Recording::open(&write(&bytes[..cut])).unwrap();
+    let note = r.unfinished_note().unwrap();
+    assert!(note.starts_with("not finished"), "{note}");
+    assert_eq!(r.chunks.len(), chunks.len() - 1);
+    let frames = all_frames(&mut r);
+    if let Some(f) = frames.last() {
+        assert!(f.frame_seq < 40);
+    }
+    // Cut right after the last chunk: everything is there.
+    let end = (last.offset + last.length) as usize;
+    let mut r = Recording::open(&write(&bytes[..end])).unwrap();
+    assert!(r.unfinished_at.is_some());
+    assert_eq!(all_frames(&mut r).len(), 40);
+    // Its message indexes were cut off: the count is not known.
+    assert_eq!(r.frame_count, None);
+}
+
+#[test]
+fn files_that_are_not_recordings_are_one_line_errors() {
+    let p = write(b"hello, this is not mcap at all");
+    let e = Recording::open(&p).unwrap_err().to_string();
+    assert!(e.ends_with("not an MCAP file"), "{e}");
+    // A valid MCAP file without the frame channel.
+    let mut w = mcap::Writer::new(Cursor::new(Vec::new())).unwrap();
+    let s = w.add_schema("other.Thing", "json", b"{}").unwrap();
+    let c = w
+        .add_channel(s, "/other", "json", &Default::default())
+        .unwrap();
+    w.write_to_known_channel(
+        &mcap::records::MessageHeader {
+            channel_id: c,
+            sequence: 0,
+            log_time: 1,
+            publish_time: 1,
+        },
+        b"{}",
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let bytes = w.into_inner().into_inner();
+    let e = Recording::open(&write(&bytes)).unwrap_err().to_string();
+    assert!(e.contains("not an lrbc recording"), "{e}");
+    assert!(!e.contains('\n'));
+    // Only the magic.
+    let e = Recording::open(&write(mcap::MAGIC))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unreadable"), "{e}");
+}
+
+#[test]
+fn the_player_fills_the_data_as_of_its_cursor_steps_and_finds_the_next_nan() {
+    let (bytes, _) = recording_with_nan(30, Some(12));
+    let r = Recording::open(&write(&bytes)).unwrap();
+    let (t0, t1) = r.time_range().unwrap();
+    let p = Player::start(
+        r,
+        crate::sampler::SamplerSettings::default(),
+        crate::traffic::TrafficLimits::of(crate::memory::MemoryBudget::default()),
+        Arc::new(|| {}),
+    )
+    .unwrap();
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !ok() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    wait("the first frame", &|| p.state().frame_seq == Some(1));
+    p.request(|s| s.seek_to = Some(t1));
+    wait("the last frame", &|| p.state().frame_seq == Some(30));
+    {
+        let d = p.data.lock().unwrap();
+        assert_eq!(d.latest.as_ref().unwrap().0, 30);
+        assert_eq!(d.frames.len(), 30);
+        assert_eq!(d.envs[&1].points.len(), 30);
+        assert_eq!(d.envs[&1].detail.len(), 30);
+        // Env 0 was not recorded: points, no rows.
+        assert_eq!(d.envs[&0].points.len(), 30);
+        assert!(d.envs[&0].detail.is_empty());
+    }
+    p.request(|s| s.seek_to = Some(t0));
+    wait("back to the first", &|| p.state().frame_seq == Some(1));
+    p.request(|s| s.step = 2);
+    wait("two steps", &|| p.state().frame_seq == Some(3));
+    p.request(|s| s.step = -1);
+    wait("one back", &|| p.state().frame_seq == Some(2));
+    // The NaN written at step 12 is the only one: found once, then not again.
+    p.request(|s| s.find = Some(Find::Nan));
+    wait("the NaN", &|| p.state().frame_seq == Some(12));
+    assert!(p.data.lock().unwrap().scan.nan > 0);
+    p.request(|s| s.find = Some(Find::Nan));
+    wait("no other NaN", &|| p.state().note.is_some());
+    assert_eq!(p.state().note.as_deref(), Some("no NaN after this frame"));
+    assert_eq!(p.state().frame_seq, Some(12));
+}
+
+fn agg(seq: u64, dones: u32, nan: u32) -> FrameAgg {
+    FrameAgg {
+        frame_seq: seq,
+        t_ns: seq * 1000,
+        reward_min: 0.0,
+        reward_p10: 0.0,
+        reward_p50: 0.0,
+        reward_mean: 0.0,
+        reward_p90: 0.0,
+        reward_max: 0.0,
+        dones,
+        truncateds: 0,
+        resets: 0,
+        nan_rewards: nan,
+        step_latency_ns: None,
+    }
+}
+
+fn data(frames: &[FrameAgg], geometry: Geometry) -> SamplerData {
+    let mut ring = Ring::new(100);
+    for f in frames {
+        ring.push(*f);
+    }
+    SamplerData {
+        geometry: Arc::new(geometry),
+        generation: 0,
+        label: "x".into(),
+        report: None,
+        stats: SamplerStats::default(),
+        counters: Counters {
+            frame_seq: frames.last().map_or(0, |f| f.frame_seq),
+            ..Counters::default()
+        },
+        frames: ring,
+        envs: BTreeMap::new(),
+        latest: None,
+        scan: Scan::default(),
+        image: None,
+        image_fps: 0.0,
+        yielding: false,
+        image_note: None,
+    }
+}
+
+#[test]
+fn a_paused_view_scrubs_steps_and_finds_through_the_history() {
+    let e = engine_with_nan(None);
+    let e = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto)
+        .unwrap()
+        .geometry;
+    let frames: Vec<_> = (1..=10)
+        .map(|s| agg(s, u32::from(s == 7), u32::from(s == 4)))
+        .collect();
+    let mut f = Frozen::freeze(&data(&frames, e), &TrafficStore::default());
+    assert_eq!(f.range, (1000, 10_000));
+    assert_eq!(f.frame(), Some((10, 10_000)));
+    f.seek(5500);
+    assert_eq!(f.frame(), Some((5, 5000)));
+    assert_eq!(f.view.lock().unwrap().frames.len(), 5);
+    assert_eq!(f.view.lock().unwrap().counters.frame_seq, 5);
+    f.step(-2);
+    assert_eq!(f.frame(), Some((3, 3000)));
+    f.find(Find::Nan);
+    assert_eq!(f.frame(), Some((4, 4000)));
+    f.find(Find::Done);
+    assert_eq!(f.frame(), Some((7, 7000)));
+    f.find(Find::Done);
+    assert_eq!(f.frame(), Some((7, 7000)));
+    assert!(f.note.as_deref().unwrap().starts_with("no done after"));
+    f.playing = true;
+    f.tick(2500);
+    assert_eq!(f.frame(), Some((9, 9000)));
+    f.tick(5000);
+    assert!(!f.playing);
+    assert_eq!(f.frame(), Some((10, 10_000)));
+}

@@ -1,0 +1,477 @@
+//! `open`: a recording made by the real binary (`record` against `sim engine` and
+//! `sim client` processes) opened in the window, driven headlessly by egui_kittest:
+//! every panel shows the recorded data and the timeline moves it. A copy cut short,
+//! and the file of a recorder killed with SIGKILL, open and say they are not finished;
+//! files that are not recordings are one line and exit 1. The live view pauses and
+//! scrubs back through its history.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{DEADLINE, inspector, run_inspector, unique_name, wait_with_deadline};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable as _;
+use lrbc_inspector::layout::LayoutChoice;
+use lrbc_inspector::traffic::{Decoded, TrafficRow};
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::settings::{Pane, Settings};
+
+/// A `sim engine` process, stopped on drop.
+struct Engine {
+    child: Option<Child>,
+    name: String,
+}
+
+impl Engine {
+    fn start(args: &[&str]) -> Self {
+        let name = unique_name("replay");
+        let child = inspector()
+            .args(["sim", "engine", "--name", &name])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let path = PathBuf::from("/dev/shm").join(&name);
+        let deadline = Instant::now() + DEADLINE;
+        while !path.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "engine did not create its segment"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Self {
+            child: Some(child),
+            name,
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            common::interrupt(child.id());
+            let _ = child.wait();
+        }
+    }
+}
+
+fn target_file(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("{}-{tag}.mcap", unique_name("replay")))
+}
+
+/// Records 2 s of an engine with 24 envs (obs 48, act 2) that writes a NaN at step 150,
+/// stepped by a client at 200 Hz, every env recorded: several MiB, several chunks.
+fn record_a_live_run() -> PathBuf {
+    let engine = Engine::start(&[
+        "--envs",
+        "24",
+        "--obs",
+        "48",
+        "--act",
+        "2",
+        "--image",
+        "none",
+        "--nan-at-step",
+        "150",
+    ]);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = target_file("run");
+    let record = inspector()
+        .args([
+            "record",
+            "--shm",
+            &engine.name,
+            "--duration",
+            "2",
+            "--all-envs",
+            "-o",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_with_deadline(record);
+    let _ = client.kill();
+    let _ = client.wait();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "record failed: {stderr}");
+    out
+}
+
+fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
+    Harness::builder()
+        // Tall enough for the envs panel's values report below its plots.
+        .with_size(egui::vec2(1400.0, 2400.0))
+        .build_ui_state(|ui, app: &mut InspectorApp| app.run_frame(ui), app)
+}
+
+/// Steps the UI (real time passes for the player's thread) until `done`.
+fn step_until(
+    h: &mut Harness<'static, InspectorApp>,
+    what: &str,
+    mut done: impl FnMut(&InspectorApp) -> bool,
+) {
+    let deadline = Instant::now() + DEADLINE;
+    while !done(h.state()) {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        h.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    h.step();
+}
+
+fn only_pane(app: &mut InspectorApp, pane: Pane) {
+    app.tree = egui_tiles::Tree::new_tabs(egui::Id::unique(("test", pane.title())), vec![pane]);
+}
+
+fn frame_seq(app: &InspectorApp) -> Option<u64> {
+    let (_, p) = app.session.as_ref()?.recording()?;
+    p.state().frame_seq
+}
+
+/// The frame the panels draw (the player's data, not its timeline state).
+fn latest_seq(app: &InspectorApp) -> Option<u64> {
+    let s = app.session.as_ref()?;
+    s.sampler.lock().latest.as_ref().map(|(seq, _)| *seq)
+}
+
+fn opened(path: &Path) -> Harness<'static, InspectorApp> {
+    let ctx = egui::Context::default();
+    let dir = std::env::temp_dir().join(unique_name("replay-ui"));
+    let mut app = InspectorApp::new(
+        &ctx,
+        Settings {
+            screenshot_dir: dir,
+            ..Settings::default()
+        },
+        None,
+        None,
+        LayoutChoice::Auto,
+    );
+    app.open_recording(path);
+    harness(app)
+}
+
+#[test]
+fn a_recording_opens_in_the_window_and_every_panel_shows_it() {
+    let path = record_a_live_run();
+    let (code, out, err) = run_inspector(&["open", path.to_str().unwrap(), "--info"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("24 envs × obs 48 × act 2"), "{out}");
+    assert!(out.contains("\nfinished"), "{out}");
+
+    let mut h = opened(&path);
+    assert!(
+        h.state().session.is_some(),
+        "{:?}",
+        h.state().status_message()
+    );
+    assert!(h.state().title().ends_with("(recording)"));
+    step_until(&mut h, "the first frame", |a| frame_seq(a).is_some());
+    let first = frame_seq(h.state()).unwrap();
+
+    // The timeline: → steps one frame, a search finds the next done.
+    h.key_press(egui::Key::ArrowRight);
+    // (The next recorded frame: the recorder may have missed some.)
+    step_until(&mut h, "a step", |a| {
+        frame_seq(a).is_some_and(|s| s > first)
+    });
+    let stepped = frame_seq(h.state()).unwrap();
+    h.get_by_label("done").click();
+    step_until(&mut h, "the next done", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.sampler.lock().latest.clone())
+            .is_some_and(|(_, hot)| hot.dones.iter().any(|&d| d != 0))
+    });
+    let at_done = latest_seq(h.state()).unwrap();
+    assert!(at_done > stepped);
+
+    // The NaN written at step 150.
+    h.get_by_label("NaN").click();
+    step_until(&mut h, "the next NaN", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.lock().scan.nan > 0)
+    });
+    let at_nan = latest_seq(h.state()).unwrap();
+    let nan = h.state().session.as_ref().unwrap().sampler.lock().scan.nan;
+    only_pane(h.state_mut(), Pane::Envs);
+    h.run_steps(2);
+    assert!(
+        h.query_by_label(&format!("NaN {nan}")).is_some(),
+        "the envs panel does not show NaN {nan}"
+    );
+
+    // Counters and header show the frame at the cursor.
+    only_pane(h.state_mut(), Pane::Counters);
+    h.run_steps(2);
+    assert!(
+        h.query_all_by_label(&at_nan.to_string()).count() > 0,
+        "counters do not show frame_seq {at_nan}"
+    );
+    only_pane(h.state_mut(), Pane::Header);
+    h.run_steps(2);
+    assert!(h.query_by_label("frame_seq").is_some());
+    assert!(
+        h.query_all_by_label(&at_nan.to_string()).count() > 0,
+        "the header does not show frame_seq {at_nan}"
+    );
+
+    // The envs: the watched envs' points and rows up to the cursor.
+    {
+        let s = h.state().session.as_ref().unwrap();
+        let d = s.sampler.lock();
+        let env0 = d.envs.get(&0).expect("env 0 is watched");
+        assert!(env0.points.len() > 1);
+        assert_eq!(env0.points.back().unwrap().frame_seq, at_nan);
+        assert_eq!(env0.detail.back().unwrap().values.len(), 50);
+        assert!(d.frames.len() > 1);
+    }
+
+    // To the end: the traffic of the recording, decoded.
+    {
+        let (_, p) = h.state().session.as_ref().unwrap().recording().unwrap();
+        let end = p.state().range.1;
+        p.request(|s| s.seek_to = Some(end));
+    }
+    step_until(&mut h, "the last frame", |a| {
+        frame_seq(a).is_some_and(|s| s > at_nan)
+            && a.session.as_ref().is_some_and(|s| {
+                s.traffic.lock().rows.iter().any(|r| {
+                    matches!(r, TrafficRow::Record(r) if matches!(r.decoded, Decoded::Envelope(_)))
+                })
+            })
+    });
+    let method = {
+        let s = h.state().session.as_ref().unwrap();
+        let store = s.traffic.lock();
+        store
+            .rows
+            .iter()
+            .rev()
+            .find_map(|r| match r {
+                TrafficRow::Record(r) if !r.method.is_empty() => Some(r.method.clone()),
+                _ => None,
+            })
+            .expect("a decoded method")
+    };
+    only_pane(h.state_mut(), Pane::Traffic);
+    h.run_steps(3);
+    assert!(
+        h.query_all_by_label_contains(&method).count() > 0,
+        "the traffic panel does not show {method}"
+    );
+    // Control is refused on a recording, with the reason.
+    only_pane(h.state_mut(), Pane::Rpc);
+    h.run_steps(2);
+    assert!(
+        h.query_by_label_contains("control needs a live segment")
+            .is_some()
+    );
+    // Space plays: the frame moves on by itself (from the start).
+    {
+        let (_, p) = h.state().session.as_ref().unwrap().recording().unwrap();
+        let start = p.state().range.0;
+        p.request(|s| s.seek_to = Some(start));
+    }
+    step_until(&mut h, "back at the start", |a| frame_seq(a) == Some(first));
+    h.key_press(egui::Key::Space);
+    step_until(&mut h, "playing", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.recording())
+            .is_some_and(|(_, p)| p.state().playing)
+    });
+    step_until(&mut h, "frames played", |a| {
+        frame_seq(a).is_some_and(|s| s > first + 2)
+    });
+}
+
+#[test]
+fn a_recording_cut_short_opens_and_says_it_is_not_finished() {
+    let path = record_a_live_run();
+    let bytes = std::fs::read(&path).unwrap();
+    let cut = target_file("cut");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let (code, out, err) = run_inspector(&["open", cut.to_str().unwrap(), "--info"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("not finished: read up to"), "{out}");
+    let mut h = opened(&cut);
+    let said = h.state().status_message().unwrap_or_default().to_string();
+    assert!(said.contains("not finished"), "{said}");
+    step_until(&mut h, "a frame", |a| frame_seq(a).is_some());
+    assert!(h.query_all_by_label_contains("not finished").count() > 0);
+}
+
+#[test]
+fn a_recorder_killed_with_sigkill_leaves_a_file_open_reads_up_to_its_last_chunk() {
+    let engine = Engine::start(&[
+        "--envs", "24", "--obs", "48", "--act", "2", "--image", "none",
+    ]);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = target_file("killed");
+    let mut record = inspector()
+        .args(["record", "--shm", &engine.name, "--all-envs", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Past two chunks of 1 MiB.
+    let deadline = Instant::now() + DEADLINE;
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 2_500_000 {
+        assert!(Instant::now() < deadline, "the recording did not grow");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL: nothing of the recorder's finishing runs.
+    record.kill().unwrap();
+    record.wait().unwrap();
+    let _ = client.kill();
+    let _ = client.wait();
+    let (code, text, err) = run_inspector(&["open", out.to_str().unwrap(), "--info"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("not finished: read up to"), "{text}");
+    let frames: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("frames: "))
+        .and_then(|n| n.parse().ok())
+        .expect("a frame count");
+    assert!(frames > 10, "{text}");
+}
+
+#[test]
+fn files_that_are_not_recordings_are_one_line_and_exit_1() {
+    let dir = std::env::temp_dir().join(unique_name("replay-bad"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = dir.join("notes.mcap");
+    std::fs::write(&text, "not an mcap file\n").unwrap();
+    let (code, out, err) = run_inspector(&["open", text.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not an MCAP file"), "{err}");
+
+    let foreign = dir.join("foreign.mcap");
+    let mut w = mcap::Writer::new(std::io::BufWriter::new(
+        std::fs::File::create(&foreign).unwrap(),
+    ))
+    .unwrap();
+    let schema = w.add_schema("geometry.Pose", "jsonschema", b"{}").unwrap();
+    let channel = w
+        .add_channel(schema, "/pose", "json", &Default::default())
+        .unwrap();
+    w.write_to_known_channel(
+        &mcap::records::MessageHeader {
+            channel_id: channel,
+            sequence: 0,
+            log_time: 5,
+            publish_time: 5,
+        },
+        b"{}",
+    )
+    .unwrap();
+    w.finish().unwrap();
+    drop(w);
+    let (code, _, err) = run_inspector(&["open", foreign.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not an lrbc recording"), "{err}");
+}
+
+#[test]
+fn the_live_view_pauses_and_scrubs_back_through_its_history() {
+    use lrbc_inspector::sim::engine::Preset;
+    use lrbc_inspector::sim::inprocess::SimRun;
+    let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(
+        &ctx,
+        Settings {
+            screenshot_dir: std::env::temp_dir().join(unique_name("replay-live")),
+            ..Settings::default()
+        },
+        None,
+        Some(sim.target()),
+        LayoutChoice::Auto,
+    );
+    let mut h = harness(app);
+    step_until(&mut h, "sampled frames", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.stats().frames_sampled > 30)
+    });
+    h.get_by_label("Pause live view").click();
+    step_until(&mut h, "the pause", |a| {
+        a.session.as_ref().is_some_and(|s| s.paused.is_some())
+    });
+    h.run_steps(2);
+    assert!(h.query_by_label("live view paused").is_some());
+    // The newest frame kept when paused.
+    let paused_at = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .data()
+        .frames
+        .back()
+        .unwrap()
+        .frame_seq;
+    let held = h.state().session.as_ref().unwrap().data().frames.len();
+    // The sampler goes on; the panels' data does not.
+    step_until(&mut h, "more live frames", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.lock().counters.frame_seq > paused_at + 10)
+    });
+    assert_eq!(
+        h.state().session.as_ref().unwrap().data().frames.len(),
+        held
+    );
+    // A step back to the frame before in the history; the counters panel shows it.
+    h.get_by_label("< frame").click();
+    h.run_steps(2);
+    let back = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .data()
+        .frames
+        .back()
+        .unwrap()
+        .frame_seq;
+    assert!(back < paused_at, "{back} {paused_at}");
+    assert_eq!(
+        h.state().session.as_ref().unwrap().data().frames.len(),
+        held - 1
+    );
+    only_pane(h.state_mut(), Pane::Counters);
+    h.run_steps(2);
+    assert!(h.query_all_by_label(&back.to_string()).count() > 0);
+    h.get_by_label("Resume live").click();
+    step_until(&mut h, "live again", |a| {
+        a.session.as_ref().is_some_and(|s| s.paused.is_none())
+    });
+    assert!(h.query_by_label("live view paused").is_none());
+}
