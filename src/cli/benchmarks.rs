@@ -48,6 +48,8 @@ pub enum BenchCommand {
     /// Resident memory of `traffic`, the app and (with $DISPLAY) the window over a long
     /// run with command traffic: flat once their memory budgets are full.
     Soak(super::soak::SoakArgs),
+    /// Rows/s and MB/s of `export` on a large synthetic recording (1 GiB by default).
+    Export(super::export::BenchArgs),
     /// The app with every panel, driven without a window as eframe would drive it (a
     /// pass whenever a repaint is asked for; no raster), until Ctrl-C: an observer for
     /// `bench sampler`.
@@ -201,5 +203,6 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
             report_memory,
         } => super::uibench::headless_app(shm, window.overrides(), *report_memory),
         BenchCommand::Soak(args) => super::soak::run(args),
+        BenchCommand::Export(args) => super::export::bench(args),
     }
 }

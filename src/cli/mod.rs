@@ -7,6 +7,7 @@ mod children;
 mod control;
 mod demo;
 mod dump;
+mod export;
 mod list;
 mod record;
 pub mod screenshots;
@@ -186,6 +187,8 @@ pub enum Command {
         #[arg(long, value_name = "MIB", value_parser = record::parse_mib)]
         max_size: Option<u64>,
     },
+    /// Export a recording for analysis: a Parquet (or CSV) row per frame and env.
+    Export(export::ExportArgs),
     /// The simulated engine and client.
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -497,6 +500,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 json,
             )
         }
+        Some(Command::Export(args)) => export::run(&args),
         Some(Command::Sim(cmd)) => sim::run(cmd),
         Some(Command::Demo(args)) => demo::run(&args),
         Some(Command::Bench(cmd)) => benchmarks::run(&cmd),

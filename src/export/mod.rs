@@ -319,8 +319,7 @@ pub fn export_file(
     if file.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(ExportError::Input("it is a folder".into()));
     }
-    let created = std::fs::File::create(out)
-        .map_err(|e| ExportError::Output(format!("{}: {e}", out.display())))?;
+    let created = std::fs::File::create(out).map_err(|e| ExportError::Output(e.to_string()))?;
     let result = sink(format, created).and_then(|s| export(&mut file, s, options, progress));
     if result.is_err() {
         let _ = std::fs::remove_file(out);

@@ -48,7 +48,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
         (
             "lrbc.geometry",
             text(vec![
-                ("layout".into(), "lrbc-v1".into()),
+                ("layout".into(), "lrbc-v1-ext".into()),
                 ("num_envs".into(), spec.num_envs.to_string()),
                 ("obs_size".into(), spec.obs_size.to_string()),
                 ("act_size".into(), spec.act_size.to_string()),
