@@ -133,7 +133,7 @@ impl Frame {
         let k = self.envs.len();
         let split = |len: usize| match k {
             0 => (len == 0).then_some(0),
-            k => (len % k == 0).then_some(len / k),
+            k => len.is_multiple_of(k).then_some(len / k),
         };
         self.obs_size = split(self.observations.len())
             .ok_or_else(|| bad("its observations do not fit its recorded envs"))?;

@@ -107,7 +107,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
             }
         }
         for (i, f) in flags.iter_mut().enumerate() {
-            *f = u8::from((seq + i as u64) % 200 == 0);
+            *f = u8::from((seq + i as u64).is_multiple_of(200));
         }
         b.reset();
         let frame_time_ns = seq * spec.frame_interval_ns;
