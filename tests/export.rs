@@ -293,7 +293,7 @@ fn bad_inputs_are_one_line_and_exit_1() {
         .unwrap();
     w.finish().unwrap();
     drop(w);
-    let cases: [(Vec<String>, &str); 4] = [
+    let cases: [(Vec<String>, &str); 5] = [
         (
             vec![s(&dir.join("no-such.mcap")), "--parquet".into(), s(&out)],
             "no-such.mcap: reading the recording:",
@@ -314,6 +314,10 @@ fn bad_inputs_are_one_line_and_exit_1() {
             ],
             "x.parquet: writing:",
         ),
+        (
+            vec![s(&other), "--csv".into(), s(&other)],
+            "writing: it is the recording itself",
+        ),
     ];
     for (args, expected) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -327,5 +331,7 @@ fn bad_inputs_are_one_line_and_exit_1() {
         );
         assert!(!out.exists(), "{args:?} left {}", out.display());
     }
+    // The recording named as the output is left as it was.
+    assert!(std::fs::metadata(&other).unwrap().len() > 0);
     let _ = std::fs::remove_file(&other);
 }

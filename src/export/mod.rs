@@ -319,6 +319,10 @@ pub fn export_file(
     if file.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(ExportError::Input("it is a folder".into()));
     }
+    let same = |a: &Path, b: &Path| matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(a), Ok(b)) if a == b);
+    if same(input, out) {
+        return Err(ExportError::Output("it is the recording itself".into()));
+    }
     let created = std::fs::File::create(out).map_err(|e| ExportError::Output(e.to_string()))?;
     let result = sink(format, created).and_then(|s| export(&mut file, s, options, progress));
     if result.is_err() {
