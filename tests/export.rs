@@ -331,6 +331,10 @@ fn bad_inputs_are_one_line_and_exit_1() {
         );
         assert!(!out.exists(), "{args:?} left {}", out.display());
     }
+    // A range that ends before it starts is a usage error.
+    let (code, _, stderr) = export(&[&s(&other), "--csv", &s(&out), "--from", "2", "--to", "1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim(), "error: --from (2 s) is after --to (1 s)");
     // The recording named as the output is left as it was.
     assert!(std::fs::metadata(&other).unwrap().len() > 0);
     let _ = std::fs::remove_file(&other);
