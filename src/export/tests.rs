@@ -207,3 +207,31 @@ fn bad_inputs_are_typed_errors() {
     assert_eq!(msg, "env 6 does not exist (the recording has 6 envs)");
     let _ = std::fs::remove_file(&out);
 }
+
+#[test]
+fn cut_or_flipped_bytes_never_panic() {
+    let bytes = recording(&Spec {
+        chunk_size: Some(1024),
+        ..spec(40)
+    });
+    let out = temp("damaged.csv");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _ in 0..300 {
+        let mut damaged = bytes.clone();
+        let cut = (next() % bytes.len() as u64) as usize;
+        damaged.truncate(cut.max(1));
+        for _ in 0..(next() % 4) {
+            let at = (next() % damaged.len() as u64) as usize;
+            damaged[at] ^= 1 << (next() % 8);
+        }
+        // Any outcome but a panic or a hang.
+        let _ = run(&damaged, Format::Parquet, &Options::default(), &out);
+    }
+    let _ = std::fs::remove_file(&out);
+}
