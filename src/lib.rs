@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod control;
 pub mod discovery;
+pub mod export;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod layout;

@@ -58,6 +58,8 @@ pub enum BenchCommand {
     /// Resident memory of `traffic`, the app and (with $DISPLAY) the window over a long
     /// run with command traffic: flat once their memory budgets are full.
     Soak(super::soak::SoakArgs),
+    /// Rows/s and MB/s of `export` on a large synthetic recording (1 GiB by default).
+    Export(super::export::BenchArgs),
     /// The app with every panel, driven without a window as eframe would drive it (a
     /// pass whenever a repaint is asked for; no raster), until Ctrl-C: an observer for
     /// `bench sampler`.
@@ -212,5 +214,6 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
         } => super::uibench::headless_app(shm, window.overrides(), *report_memory),
         BenchCommand::Soak(args) => super::soak::run(args),
         BenchCommand::Record { secs, rate_secs } => super::recbench::run(*secs, *rate_secs),
+        BenchCommand::Export(args) => super::export::bench(args),
     }
 }

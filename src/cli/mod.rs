@@ -7,6 +7,7 @@ mod children;
 mod control;
 mod demo;
 mod dump;
+mod export;
 mod list;
 mod open;
 mod recbench;
@@ -190,6 +191,8 @@ pub enum Command {
     },
     /// Open a recording made by `record` in the window (or print its summary).
     Open(open::OpenArgs),
+    /// Export a recording for analysis: a Parquet (or CSV) row per frame and env.
+    Export(export::ExportArgs),
     /// The simulated engine and client.
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -503,6 +506,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 json,
             )
         }
+        Some(Command::Export(args)) => export::run(&args),
         Some(Command::Sim(cmd)) => sim::run(cmd),
         Some(Command::Demo(args)) => demo::run(&args),
         Some(Command::Bench(cmd)) => benchmarks::run(&cmd),

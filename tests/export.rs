@@ -1,0 +1,341 @@
+//! `export` of a recording made by the binary (`sim engine` and `sim client` processes,
+//! `record`): the Parquet file is read by pandas and pyarrow in an independent Python
+//! process (`tests/py/read_export.py`); a truncated copy exports its complete chunks;
+//! bad inputs are one line and exit 1.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Instant;
+
+use common::{DEADLINE, inspector, python, run_inspector, unique_name, wait_with_deadline};
+
+/// A `sim engine` process, stopped on drop.
+struct Engine {
+    child: Option<Child>,
+    name: String,
+}
+
+impl Engine {
+    fn start(args: &[&str]) -> Self {
+        let name = unique_name("export");
+        let child = inspector()
+            .args(["sim", "engine", "--name", &name])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let path = PathBuf::from("/dev/shm").join(&name);
+        let deadline = Instant::now() + DEADLINE;
+        while !path.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "engine did not create its segment"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Self {
+            child: Some(child),
+            name,
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            common::interrupt(child.id());
+            let _ = child.wait();
+        }
+    }
+}
+
+fn target_file(tag: &str, ext: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(format!("{}-{tag}.{ext}", unique_name("export")))
+}
+
+/// Records 2 s of an engine with 6 envs (`obs` observations, 2 actions) that writes a
+/// NaN at step 20, stepped by a client at 200 Hz, recording envs 0, 2 and 5.
+fn record_a_live_run(tag: &str, obs: &str) -> PathBuf {
+    let engine = Engine::start(&[
+        "--envs",
+        "6",
+        "--obs",
+        obs,
+        "--act",
+        "2",
+        "--image",
+        "none",
+        "--nan-at-step",
+        "20",
+    ]);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = target_file(tag, "mcap");
+    let record = inspector()
+        .args([
+            "record",
+            "--shm",
+            &engine.name,
+            "--duration",
+            "2",
+            "--envs",
+            "0,2,5",
+            "-o",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_with_deadline(record);
+    let _ = client.kill();
+    let _ = client.wait();
+    assert!(
+        output.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// Frames in the chunks of a finished recording that end at or before `cut` (all: None).
+fn frames_in(bytes: &[u8], cut: Option<u64>) -> u64 {
+    let summary = mcap::Summary::read(bytes).unwrap().unwrap();
+    let mut n = 0;
+    for index in &summary.chunk_indexes {
+        if cut.is_none_or(|c| index.chunk_start_offset + index.chunk_length <= c) {
+            n += summary
+                .stream_chunk(bytes, index)
+                .unwrap()
+                .map(Result::unwrap)
+                .filter(|m| m.channel.topic == "/lrbc/frame")
+                .count() as u64;
+        }
+    }
+    n
+}
+
+fn export(args: &[&str]) -> (i32, String, String) {
+    run_inspector(&[&["export"], args].concat())
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn an_export_reads_back_in_pandas_and_pyarrow() {
+    let rec = record_a_live_run("py", "5");
+    let frames = frames_in(&std::fs::read(&rec).unwrap(), None);
+    assert!(frames > 50, "only {frames} frames");
+    let out = target_file("py", "parquet");
+    let (code, _, stderr) = export(&[&s(&rec), "--parquet", &s(&out)]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(&format!("{} rows", frames * 6)), "{stderr}");
+    assert!(!stderr.contains("stops short"), "{stderr}");
+    let v = python("read_export.py", &[&s(&out)]);
+    assert_eq!(v["rows"], frames * 6, "{v}");
+    assert_eq!(v["frames"], frames);
+    assert_eq!(v["envs_per_frame"], serde_json::json!([6]));
+    assert_eq!(
+        v["columns"],
+        serde_json::json!([
+            "frame_seq",
+            "frame_time_ns",
+            "sampled_ns",
+            "time_s",
+            "env",
+            "reward",
+            "done",
+            "truncated",
+            "reset",
+            "observation",
+            "action"
+        ])
+    );
+    assert_eq!(v["types"]["frame_seq"], "uint64");
+    assert_eq!(v["types"]["env"], "uint32");
+    assert_eq!(v["types"]["reward"], "float");
+    assert_eq!(v["types"]["done"], "bool");
+    assert_eq!(v["types"]["observation"], "list<element: float not null>");
+    // Lock-step: the engine's step 20 publishes frame_seq 20, NaN in env 0 only.
+    assert_eq!(
+        v["nan_rows"],
+        serde_json::json!([{"frame_seq": 20, "env": 0}])
+    );
+    assert_eq!(v["nan_obs_frames"], serde_json::json!([20]));
+    for env in ["0", "2", "5"] {
+        assert_eq!(v["obs_lengths"][env], serde_json::json!([5]), "{v}");
+        assert_eq!(v["act_lengths"][env], serde_json::json!([2]), "{v}");
+        assert!(v["obs_nulls"].get(env).is_none(), "{v}");
+    }
+    for env in ["1", "3", "4"] {
+        assert_eq!(v["obs_lengths"][env], serde_json::json!([]), "{v}");
+        assert_eq!(v["obs_nulls"][env], frames, "{v}");
+    }
+    assert_eq!(v["time_s_first"], 0.0);
+    assert_eq!(v["time_s_increasing"], true);
+    let m = &v["metadata"];
+    let obs_names: Vec<String> =
+        serde_json::from_str(m["lrbc.obs_names"].as_str().unwrap()).unwrap();
+    let act_names: Vec<String> =
+        serde_json::from_str(m["lrbc.act_names"].as_str().unwrap()).unwrap();
+    assert_eq!(obs_names.len(), 5, "{m}");
+    assert_eq!(act_names.len(), 2, "{m}");
+    assert!(obs_names.iter().all(|n| !n.is_empty()), "{m}");
+    assert_eq!(m["lrbc.num_envs"], "6");
+    assert_eq!(m["lrbc.obs_size"], "5");
+    assert_eq!(m["lrbc.act_size"], "2");
+    assert_eq!(m["lrbc.recorded_envs"], "0,2,5");
+    assert_eq!(m["lrbc.layout"], "lrbc-v1-ext");
+    assert!(
+        m["lrbc.exported_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("lrbc-inspector ")
+    );
+
+    // The same rows as CSV, restricted to envs and a range.
+    let csv = target_file("py", "csv");
+    let (code, _, stderr) = export(&[&s(&rec), "--csv", &s(&csv), "--envs", "1,2"]);
+    assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count() as u64, 1 + frames * 2);
+    let (code, _, stderr) = export(&[&s(&rec), "--csv", &s(&csv), "--from", "0.5", "--to", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let times: Vec<f64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap().parse().unwrap())
+        .collect();
+    assert!(!times.is_empty());
+    assert!(times.iter().all(|t| (0.5..=1.0).contains(t)), "{times:?}");
+    for f in [rec, out, csv] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+#[test]
+fn a_truncated_copy_exports_its_complete_chunks() {
+    // Frames of 12 kB: several chunks of 1 MiB.
+    let rec = record_a_live_run("cut", "1000");
+    let bytes = std::fs::read(&rec).unwrap();
+    let summary = mcap::Summary::read(&bytes).unwrap().unwrap();
+    assert!(
+        summary.chunk_indexes.len() >= 2,
+        "{} chunks",
+        summary.chunk_indexes.len()
+    );
+    // Into the middle of the last chunk: what a killed recorder leaves.
+    let last = summary.chunk_indexes.last().unwrap();
+    let cut = last.chunk_start_offset + last.chunk_length / 2;
+    let copy = target_file("cut-copy", "mcap");
+    std::fs::write(&copy, &bytes[..cut as usize]).unwrap();
+    let expected = frames_in(&bytes, Some(cut));
+    assert!(expected > 0);
+    assert!(expected < frames_in(&bytes, None));
+    let out = target_file("cut", "csv");
+    let (code, _, stderr) = export(&[&s(&copy), "--csv", &s(&out)]);
+    assert_eq!(code, 0, "{stderr}");
+    let short: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("stops short"))
+        .collect();
+    assert_eq!(short.len(), 1, "{stderr}");
+    assert!(
+        short[0].contains(&format!(
+            "{} complete chunks, {expected} frames",
+            summary.chunk_indexes.len() - 1
+        )),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count() as u64, 1 + expected * 6);
+    // An env the recording does not have.
+    let (code, _, stderr) = export(&[&s(&rec), "--csv", &s(&out), "--envs", "2,9"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr.trim(),
+        "error: env 9 does not exist (the recording has 6 envs)"
+    );
+    for f in [rec, copy, out] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+#[test]
+fn bad_inputs_are_one_line_and_exit_1() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = target_file("bad", "parquet");
+    let not_mcap = dir.join("Cargo.toml");
+    let other = target_file("other", "mcap");
+    let mut w = mcap::WriteOptions::new()
+        .profile("ros2")
+        .create(std::io::BufWriter::new(
+            std::fs::File::create(&other).unwrap(),
+        ))
+        .unwrap();
+    w.finish().unwrap();
+    drop(w);
+    let cases: [(Vec<String>, &str); 5] = [
+        (
+            vec![s(&dir.join("no-such.mcap")), "--parquet".into(), s(&out)],
+            "no-such.mcap: reading the recording:",
+        ),
+        (
+            vec![s(&not_mcap), "--parquet".into(), s(&out)],
+            "Cargo.toml: not an MCAP file",
+        ),
+        (
+            vec![s(&other), "--parquet".into(), s(&out)],
+            "not an lrbc recording: its MCAP profile is \"ros2\"",
+        ),
+        (
+            vec![
+                s(&other),
+                "--parquet".into(),
+                s(&dir.join("no-such-dir").join("x.parquet")),
+            ],
+            "x.parquet: writing:",
+        ),
+        (
+            vec![s(&other), "--csv".into(), s(&other)],
+            "writing: it is the recording itself",
+        ),
+    ];
+    for (args, expected) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stdout, stderr) = export(&args);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(stdout.is_empty());
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(expected),
+            "{args:?}: {stderr}"
+        );
+        assert!(!out.exists(), "{args:?} left {}", out.display());
+    }
+    // A range that ends before it starts is a usage error.
+    let (code, _, stderr) = export(&[&s(&other), "--csv", &s(&out), "--from", "2", "--to", "1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim(), "error: --from (2 s) is after --to (1 s)");
+    // The recording named as the output is left as it was.
+    assert!(std::fs::metadata(&other).unwrap().len() > 0);
+    let _ = std::fs::remove_file(&other);
+}
