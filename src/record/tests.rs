@@ -118,3 +118,83 @@ fn the_stored_segment_bytes_detect_the_recorded_geometry_again() {
         assert_eq!(got.regions, want.regions);
     }
 }
+
+#[test]
+fn a_rolling_buffer_keeps_the_newest_frames_within_its_bytes_and_writes_a_whole_file() {
+    let mut e = engine();
+    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+    let mut capture = Capture::new(a, vec![0, 2]).unwrap();
+    let mut messages = Vec::new();
+    e.step_once(Some(1));
+    capture.poll(&mut messages);
+    let one = messages.iter().find(|m| m.is_frame()).unwrap().data.len() as u64;
+    // Room for three frames (and their overhead), with seconds to spare.
+    let mut rolling = Rolling::new(RollingLimits {
+        seconds: 3600.0,
+        max_bytes: 3 * (one + 64) + 32,
+    });
+    for m in messages.drain(..).filter(Message::is_frame) {
+        rolling.push(m);
+    }
+    for step in 2..=6 {
+        e.step_once(Some(step));
+        capture.poll(&mut messages);
+        for m in messages.drain(..).filter(Message::is_frame) {
+            rolling.push(m);
+        }
+    }
+    assert_eq!(rolling.frames(), 3);
+    assert!(rolling.bytes() <= rolling.limits().max_bytes);
+    let copy = rolling.copy(capture.counts());
+    assert_eq!(copy.counts.frames_dropped, 3);
+    assert_eq!(copy.counts.frames_seen, 6);
+    let bytes = copy
+        .write(capture.prelude(), Cursor::new(Vec::new()))
+        .unwrap()
+        .into_inner();
+    assert_eq!(frames(&bytes), [4, 5, 6]);
+    let summary = mcap::Summary::read(&bytes).unwrap().unwrap();
+    let index = summary
+        .metadata_indexes
+        .iter()
+        .find(|m| m.name == "lrbc.counts")
+        .unwrap();
+    let counts = mcap::read::metadata(&bytes, index).unwrap().metadata;
+    assert_eq!(counts["frames_dropped"], "3");
+    assert_eq!(counts["frames_recorded"], "3");
+    // The same schemas and metadata as a file recorded from the start.
+    assert!(
+        summary
+            .metadata_indexes
+            .iter()
+            .any(|m| m.name == SEGMENT_METADATA)
+    );
+    // With no seconds kept, only the newest frame stays.
+    rolling.set_limits(RollingLimits {
+        seconds: 0.0,
+        max_bytes: u64::MAX,
+    });
+    assert_eq!(rolling.frames(), 1);
+}
+
+#[test]
+fn a_write_error_is_the_cause_in_one_line() {
+    struct Full;
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from_raw_os_error(28))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl std::io::Seek for Full {
+        fn seek(&mut self, _: std::io::SeekFrom) -> std::io::Result<u64> {
+            Ok(0)
+        }
+    }
+    let e = engine();
+    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+    let err = Recorder::new(a, vec![0], Full).unwrap_err();
+    assert!(err.cause().starts_with("No space left on device"), "{err}");
+}
