@@ -53,10 +53,12 @@ pub struct FlightStatus {
 
 enum Command {
     Limits(RollingLimits),
-    /// Write the rolling buffer into a new file in this folder.
+    /// Write the rolling buffer into a new file in this folder; `nonfinite`: only if no
+    /// file was saved for a NaN or infinity yet.
     Save {
         dir: PathBuf,
         reason: String,
+        nonfinite: bool,
     },
     StartRecording {
         dir: PathBuf,
@@ -157,6 +159,17 @@ impl Flight {
         self.send(Command::Save {
             dir: dir.to_path_buf(),
             reason: reason.to_string(),
+            nonfinite: false,
+        })
+    }
+
+    /// Like [`Flight::save`], once for the first NaN or infinity (whether the capture or
+    /// the owner saw it first).
+    pub fn save_nonfinite(&self, dir: &Path, reason: &str) -> Result<(), String> {
+        self.send(Command::Save {
+            dir: dir.to_path_buf(),
+            reason: reason.to_string(),
+            nonfinite: true,
         })
     }
 
@@ -234,6 +247,10 @@ impl Worker {
             // A fast engine's frames come every few ms; a nap between looks.
             std::thread::sleep(Duration::from_millis(1));
         }
+        // Commands sent before the stop (a save as the segment goes) are carried out.
+        while let Ok(c) = self.rx.try_recv() {
+            self.command(c);
+        }
         if let Some(r) = self.recording.take() {
             self.finish_recording(r);
         }
@@ -260,7 +277,19 @@ impl Worker {
     fn command(&mut self, c: Command) {
         match c {
             Command::Limits(l) => self.rolling.set_limits(l),
-            Command::Save { dir, reason } => self.save(dir, reason),
+            Command::Save {
+                dir,
+                reason,
+                nonfinite,
+            } => {
+                if nonfinite {
+                    if self.saved_nonfinite {
+                        return;
+                    }
+                    self.saved_nonfinite = true;
+                }
+                self.save(dir, reason);
+            }
             Command::StartRecording { dir } => {
                 if self.recording.is_some() {
                     return;

@@ -2,6 +2,7 @@
 //! `pacing` sets how often it redraws, `save_dialog` runs the screenshot save dialog
 //! on its own thread, `settings_menu` and `status_bar` draw those, `panes` the tiles.
 
+mod flight;
 mod pacing;
 mod panes;
 mod save_dialog;
@@ -67,6 +68,8 @@ pub struct InspectorApp {
     save_dialogs: SaveDialogs,
     shown_title: String,
     t0_ns: u64,
+    /// The flight recorder of the session.
+    flight: flight::FlightUi,
     /// The window closes itself when this is set.
     pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
@@ -127,6 +130,7 @@ impl InspectorApp {
             shown_title: String::new(),
             t0_ns: monotonic_now_ns(),
             close_when: None,
+            flight: flight::FlightUi::default(),
         };
         if let Some(t) = target {
             app.attach(t);
@@ -220,6 +224,7 @@ impl InspectorApp {
             self.traffic_view = TrafficView::default();
             self.say(n, false);
         }
+        self.flight_logic();
         let results: Vec<_> = self.save_dialogs.results().collect();
         for r in results {
             match r {

@@ -1,0 +1,239 @@
+//! The window's flight recorder, driven headlessly with egui_kittest against a simulated
+//! engine and client on threads of this process: it saves the last seconds by itself
+//! when a NaN shows and when the engine goes, and records on "Record".
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use lrbc_inspector::attach::Target;
+use lrbc_inspector::layout::LayoutChoice;
+use lrbc_inspector::rpc::recording_fb;
+use lrbc_inspector::sim::client::{self, ClientConfig, Policy};
+use lrbc_inspector::sim::engine::{Engine, EngineConfig, Mode};
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::settings::Settings;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// An in-process engine (writing a NaN at `nan_at_step`) and a client stepping it.
+struct Sim {
+    name: String,
+    engine_stop: Arc<AtomicBool>,
+    client_stop: Arc<AtomicBool>,
+    engine: Option<std::thread::JoinHandle<()>>,
+    client: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sim {
+    fn start(tag: &str, nan_at_step: Option<u64>) -> Self {
+        let name = format!("lrbc-flight-{tag}-{}", std::process::id());
+        let mut engine = Engine::create(EngineConfig {
+            name: name.clone(),
+            layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
+            num_envs: 8,
+            obs_size: 6,
+            act_size: 2,
+            image: None,
+            mode: Mode::Training,
+            hz: 60.0,
+            ring_size: 64 * 1024,
+            ctl_ring_size: None,
+            force: false,
+            dynamics: true,
+            camera_hz: 30.0,
+            seed: 5,
+            nan_at_step,
+        })
+        .unwrap();
+        let engine_stop = Arc::new(AtomicBool::new(false));
+        let client_stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&engine_stop);
+        let engine = std::thread::Builder::new()
+            .name("sim-engine".into())
+            .spawn(move || {
+                engine.run(&s);
+            })
+            .unwrap();
+        let s = Arc::clone(&client_stop);
+        let cfg = ClientConfig {
+            name: name.clone(),
+            steps: None,
+            hz: Some(100.0),
+            policy: Policy::Balance,
+            commands: true,
+            record_latency: false,
+            step_timeout: Duration::from_secs(5),
+        };
+        let client = std::thread::Builder::new()
+            .name("sim-client".into())
+            .spawn(move || {
+                let _ = client::run(&cfg, &s);
+            })
+            .unwrap();
+        Self {
+            name,
+            engine_stop,
+            client_stop,
+            engine: Some(engine),
+            client: Some(client),
+        }
+    }
+
+    /// Stops the engine: it removes its segment.
+    fn stop_engine(&mut self) {
+        self.client_stop.store(true, Ordering::Relaxed);
+        self.engine_stop.store(true, Ordering::Relaxed);
+        for t in [self.client.take(), self.engine.take()]
+            .into_iter()
+            .flatten()
+        {
+            t.join().unwrap();
+        }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.stop_engine();
+    }
+}
+
+fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
+    Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .build_ui_state(|ui, app: &mut InspectorApp| app.run_frame(ui), app)
+}
+
+/// Steps the UI (real time passes for the background threads) until `done`.
+fn step_until(
+    h: &mut Harness<'static, InspectorApp>,
+    what: &str,
+    mut done: impl FnMut(&InspectorApp) -> bool,
+) {
+    let deadline = Instant::now() + DEADLINE;
+    while !done(h.state()) {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.step();
+}
+
+fn window(sim: &Sim, dir: &Path) -> Harness<'static, InspectorApp> {
+    let _ = std::fs::remove_dir_all(dir);
+    let settings = Settings {
+        recordings_dir: dir.to_path_buf(),
+        screenshot_dir: dir.to_path_buf(),
+        ..Settings::default()
+    };
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(
+        &ctx,
+        settings,
+        None,
+        Some(Target::Shm(sim.name.clone())),
+        LayoutChoice::Auto,
+    );
+    harness(app)
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("lrbc-flight-{tag}-{}", std::process::id()))
+}
+
+/// The frame_seqs of a file's frames and those holding a NaN.
+fn frames(path: &Path) -> (Vec<u64>, Vec<u64>) {
+    let bytes = std::fs::read(path).unwrap();
+    let (mut seqs, mut nan) = (Vec::new(), Vec::new());
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        if m.channel.topic != "/lrbc/frame" {
+            continue;
+        }
+        let f = recording_fb::root_as_frame(&m.data).unwrap();
+        seqs.push(f.frame_seq());
+        let values = f.observations().unwrap().iter().chain(f.rewards().unwrap());
+        if values.into_iter().any(f32::is_nan) {
+            nan.push(f.frame_seq());
+        }
+    }
+    (seqs, nan)
+}
+
+#[test]
+fn the_first_nan_and_the_engine_going_each_save_the_last_seconds_by_themselves() {
+    let mut sim = Sim::start("nan", Some(40));
+    let dir = temp_dir("nan");
+    let mut h = window(&sim, &dir);
+    step_until(&mut h, "a file saved for the NaN", |a| {
+        a.flight_last_file().is_some()
+    });
+    let first = h.state().flight_last_file().unwrap().to_path_buf();
+    let message = h.state().status_message().unwrap_or_default().to_string();
+    assert!(message.contains("NaN/Inf"), "{message}");
+    assert!(message.contains(&first.display().to_string()), "{message}");
+    let file_name = first.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        file_name.starts_with(&format!("lrbc-{}-", sim.name)),
+        "{file_name}"
+    );
+    assert!(file_name.ends_with("Z.mcap"), "{file_name}");
+    let (seqs, nan) = frames(&first);
+    assert!(!seqs.is_empty());
+    assert!(!nan.is_empty(), "no frame with the NaN in {seqs:?}");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    // The engine stops (its segment goes): the window saves once more.
+    sim.stop_engine();
+    step_until(&mut h, "a file saved as the engine went", |a| {
+        a.flight_last_file().is_some_and(|p| p != first)
+    });
+    let second = h.state().flight_last_file().unwrap().to_path_buf();
+    let message = h.state().status_message().unwrap_or_default().to_string();
+    assert!(message.contains("the engine is gone"), "{message}");
+    let (seqs2, _) = frames(&second);
+    assert!(seqs2.last() >= seqs.last(), "{seqs2:?} {seqs:?}");
+    // No other file: the NaN saved once.
+    let files = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(files, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn record_writes_from_now_until_pressed_again() {
+    let sim = Sim::start("rec", None);
+    let dir = temp_dir("rec");
+    let mut h = window(&sim, &dir);
+    step_until(&mut h, "the flight recorder", |a| {
+        a.flight_status().rolling_frames > 0
+    });
+    h.state_mut().flight_toggle_recording();
+    step_until(&mut h, "frames recorded", |a| {
+        a.flight_status()
+            .recording
+            .as_ref()
+            .is_some_and(|r| r.frames >= 20)
+    });
+    h.state_mut().flight_toggle_recording();
+    step_until(&mut h, "the recording finished", |a| {
+        a.flight_last_file().is_some()
+    });
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    let message = h.state().status_message().unwrap_or_default().to_string();
+    assert!(message.starts_with("recorded "), "{message}");
+    let (seqs, _) = frames(&path);
+    assert!(seqs.len() >= 20, "{}", seqs.len());
+    let bytes = std::fs::read(&path).unwrap();
+    // A finished file: its summary is there.
+    assert!(mcap::Summary::read(&bytes).unwrap().is_some());
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}
