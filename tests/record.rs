@@ -260,3 +260,73 @@ fn the_engine_dying_ends_the_recording_with_one_line_and_a_finished_file() {
     // The killed engine left its segment behind.
     let _ = std::fs::remove_file(PathBuf::from("/dev/shm").join(&engine.name));
 }
+
+/// Frames of a file read linearly up to its first error (a killed recorder's file ends in
+/// the middle of a chunk and has no summary).
+fn frames_up_to_the_first_error(bytes: &[u8]) -> usize {
+    let Ok(stream) = mcap::MessageStream::new(bytes) else {
+        return 0;
+    };
+    stream
+        .map_while(Result::ok)
+        .filter(|m| m.channel.topic == "/lrbc/frame")
+        .count()
+}
+
+#[test]
+fn a_killed_recorder_leaves_a_file_that_reads_up_to_its_last_whole_chunk() {
+    let engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let (mut record, mut client, out, lines) = start_open_ended(&engine, "sigkill");
+    // A chunk ends each second before the progress line: after two lines, two chunks
+    // are in the file.
+    let second = next_line(&lines, "the second progress line");
+    assert!(second.contains("frames"), "{second}");
+    record.kill().unwrap();
+    let _ = record.wait();
+    let bytes = std::fs::read(&out).unwrap();
+    assert!(
+        mcap::Summary::read(&bytes).map_or(true, |s| s.is_none()),
+        "a killed recorder wrote no summary"
+    );
+    let frames = frames_up_to_the_first_error(&bytes);
+    assert!(
+        frames > 0,
+        "no whole chunk with frames in {} bytes",
+        bytes.len()
+    );
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = std::fs::remove_file(&out);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_is_one_line_and_exit_1() {
+    let engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let record = inspector()
+        .args([
+            "record",
+            "--shm",
+            &engine.name,
+            "--duration",
+            "5",
+            "-o",
+            "/dev/full",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_with_deadline(record);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.starts_with("record: "))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("writing /dev/full: No space left on device"),
+        "{stderr}"
+    );
+}
