@@ -330,3 +330,90 @@ fn a_full_disk_is_one_line_and_exit_1() {
         "{stderr}"
     );
 }
+
+#[test]
+fn images_are_recorded_as_foxglove_images_of_the_region_and_the_streams() {
+    let engine = Engine::start(&[
+        "--envs", "3", "--obs", "3", "--act", "1", "--image", "32x24x3",
+    ]);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(format!("{}-images.mcap", unique_name("record")));
+    let record = inspector()
+        .args([
+            "record",
+            "--shm",
+            &engine.name,
+            "--duration",
+            "3",
+            "--envs",
+            "0,2",
+        ])
+        .args(["--images", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_with_deadline(record);
+    let _ = client.kill();
+    let _ = client.wait();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    let mut region = std::collections::BTreeMap::<String, usize>::new();
+    let mut streamed = 0;
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        let topic = m.channel.topic.clone();
+        if let Some(env) = topic.strip_prefix("/lrbc/camera/") {
+            let schema = m.channel.schema.as_ref().unwrap();
+            assert_eq!(schema.name, "foxglove.RawImage");
+            assert_eq!(schema.encoding, "flatbuffer");
+            assert_eq!(
+                &schema.data[..],
+                lrbc_inspector::rpc::FOXGLOVE_RAW_IMAGE_BFBS
+            );
+            let img = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
+            assert_eq!((img.width(), img.height(), img.step()), (32, 24, 96));
+            assert_eq!(img.encoding(), Some("rgb8"));
+            assert_eq!(img.frame_id(), Some(env));
+            assert_eq!(img.data().unwrap().len(), 32 * 24 * 3);
+            *region.entry(env.to_string()).or_default() += 1;
+        } else if topic.starts_with("/lrbc/stream/") {
+            let schema = m.channel.schema.as_ref().unwrap();
+            match schema.name.as_str() {
+                "foxglove.RawImage" => {
+                    let img = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
+                    let need = img.step() as usize * img.height() as usize;
+                    assert!(need > 0 && img.data().unwrap().len() >= need);
+                }
+                "foxglove.CompressedImage" => {
+                    let img = flatbuffers::root::<
+                        lrbc_inspector::rpc::foxglove_fb::CompressedImage<'_>,
+                    >(&m.data)
+                    .unwrap();
+                    assert!(matches!(img.format(), Some("jpeg" | "png")));
+                }
+                other => panic!("{topic}: schema {other}"),
+            }
+            streamed += 1;
+        }
+    }
+    assert_eq!(
+        region.keys().cloned().collect::<Vec<_>>(),
+        ["env0", "env2"],
+        "{region:?}"
+    );
+    assert!(region.values().all(|&n| n > 2), "{region:?}");
+    assert!(streamed > 0, "no streamed image recorded");
+    let _ = std::fs::remove_file(&out);
+}

@@ -185,6 +185,9 @@ pub enum Command {
         /// Stop once the file holds this many MiB.
         #[arg(long, value_name = "MIB", value_parser = record::parse_mib)]
         max_size: Option<u64>,
+        /// Record camera images too (image region and streamed camera/viewport frames).
+        #[arg(long)]
+        images: bool,
     },
     /// The simulated engine and client.
     #[command(subcommand)]
@@ -463,6 +466,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             all_envs,
             duration,
             max_size,
+            images,
         }) => record::run(
             &target.require()?,
             target.layout,
@@ -472,6 +476,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 all_envs,
                 duration,
                 max_bytes: max_size,
+                images,
             },
         ),
         Some(Command::Control {

@@ -22,6 +22,8 @@ pub struct Options {
     pub all_envs: bool,
     pub duration: Option<Duration>,
     pub max_bytes: Option<u64>,
+    /// Camera images too (image region and streamed frames).
+    pub images: bool,
 }
 
 /// Env indices, sorted, without repeats.
@@ -84,7 +86,11 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let writing = |e: crate::record::RecordError| {
         CliError::Other(format!("writing {}: {}", o.out.display(), e.cause()))
     };
-    let mut rec = Recorder::new(a, envs, BufWriter::new(file)).map_err(writing)?;
+    let mut capture = crate::record::Capture::new(a, envs).map_err(writing)?;
+    if o.images {
+        capture = capture.with_images();
+    }
+    let mut rec = Recorder::of(capture, BufWriter::new(file)).map_err(writing)?;
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut engine = EngineCheck::new();

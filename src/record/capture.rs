@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::images::Images;
 use super::{Counts, FRAME_SCHEMA, FRAME_TOPIC, RecordError, SEGMENT_METADATA, segment_metadata};
 use crate::attach::Attached;
 use crate::layout::{Layout, RegionKind};
@@ -73,6 +74,7 @@ pub struct Capture {
     events: Vec<TrafficEvent>,
     counts: Counts,
     first_nonfinite: Option<u64>,
+    images: Option<Images>,
 }
 
 impl std::fmt::Debug for Capture {
@@ -197,7 +199,25 @@ impl Capture {
             events: Vec::new(),
             counts: Counts::default(),
             first_nonfinite: None,
+            images: None,
         })
+    }
+
+    /// Also captures camera images: the recorded envs' images of the image region when
+    /// `image_seq` moves (`/lrbc/camera/env<N>`) and the camera and viewport frames
+    /// streamed through the command rings (`/lrbc/stream/<name>`), as Foxglove's
+    /// `foxglove.RawImage` and `foxglove.CompressedImage`. Streams add channels to the
+    /// prelude as they show up.
+    pub fn with_images(mut self) -> Self {
+        if self.images.is_none() {
+            self.images = Some(Images::new(&self.attached, &self.envs, &mut self.prelude));
+        }
+        self
+    }
+
+    /// Bytes of one copy of the recorded envs' images of the image region.
+    pub fn image_region_bytes(attached: &Attached, envs: usize) -> u64 {
+        Images::region_bytes(attached, envs)
     }
 
     pub fn attached(&self) -> &Attached {
@@ -222,7 +242,21 @@ impl Capture {
     /// the last call, to `out`.
     pub fn poll(&mut self, out: &mut Vec<Message>) {
         self.poll_frame(out);
+        if let Some(images) = &mut self.images {
+            let (seg, g) = (&self.attached.segment, &self.attached.geometry);
+            let now = monotonic_now_ns();
+            let frame_time_ns = g
+                .counters
+                .ext
+                .and_then(|e| seg.load_u64(e.frame_time_ns))
+                .filter(|&t| t != 0)
+                .unwrap_or(now);
+            images.poll_region(&self.attached, frame_time_ns, now, out);
+        }
         self.poll_rings(out);
+        if let Some(images) = &self.images {
+            self.counts.images = images.images;
+        }
     }
 
     fn poll_frame(&mut self, out: &mut Vec<Message>) {
@@ -326,6 +360,9 @@ impl Capture {
             let Some(&channel) = self.ring_channels.get(&r.ring) else {
                 continue;
             };
+            if let Some(images) = &mut self.images {
+                images.poll_entry(&r.payload, r.seen_ns, &mut self.prelude, out);
+            }
             out.push(Message {
                 channel,
                 log_time: r.seen_ns,

@@ -42,6 +42,8 @@ impl<W: Seek> Seek for Counting<W> {
 pub struct FileSink<W: Write + Seek> {
     writer: mcap::Writer<Counting<W>>,
     written: Arc<AtomicU64>,
+    /// The file's schema id of each prelude schema.
+    schema_ids: Vec<u16>,
     /// The file's channel id of each prelude channel.
     channel_ids: Vec<u16>,
     sequences: Vec<u32>,
@@ -64,41 +66,48 @@ impl<W: Write + Seek> FileSink<W> {
             .profile("lrbc")
             .library(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")));
         let written = Arc::new(AtomicU64::new(0));
-        let mut writer = options.create(Counting {
+        let writer = options.create(Counting {
             inner: out,
             pos: 0,
             len: Arc::clone(&written),
         })?;
-        let mut schema_ids = Vec::with_capacity(prelude.schemas.len());
-        for s in &prelude.schemas {
-            schema_ids.push(writer.add_schema(&s.name, &s.encoding, s.data)?);
-        }
-        let mut channel_ids = Vec::with_capacity(prelude.channels.len());
-        for c in &prelude.channels {
-            let schema = c
-                .schema
-                .and_then(|i| schema_ids.get(i).copied())
-                .unwrap_or(0);
-            channel_ids.push(writer.add_channel(
-                schema,
-                &c.topic,
-                &c.message_encoding,
-                &BTreeMap::new(),
-            )?);
-        }
+        let mut sink = Self {
+            writer,
+            written,
+            schema_ids: Vec::new(),
+            channel_ids: Vec::new(),
+            sequences: Vec::new(),
+            frames: 0,
+        };
+        sink.sync(prelude)?;
         for (name, metadata) in &prelude.metadata {
-            writer.write_metadata(&mcap::records::Metadata {
+            sink.writer.write_metadata(&mcap::records::Metadata {
                 name: name.clone(),
                 metadata: metadata.clone(),
             })?;
         }
-        Ok(Self {
-            writer,
-            written,
-            sequences: vec![0; channel_ids.len()],
-            channel_ids,
-            frames: 0,
-        })
+        Ok(sink)
+    }
+
+    /// Adds the schemas and channels of `prelude` the file does not have yet (a capture
+    /// adds channels as streams show up).
+    pub fn sync(&mut self, prelude: &Prelude) -> Result<(), RecordError> {
+        for s in prelude.schemas.iter().skip(self.schema_ids.len()) {
+            let id = self.writer.add_schema(&s.name, &s.encoding, s.data)?;
+            self.schema_ids.push(id);
+        }
+        for c in prelude.channels.iter().skip(self.channel_ids.len()) {
+            let schema = c
+                .schema
+                .and_then(|i| self.schema_ids.get(i).copied())
+                .unwrap_or(0);
+            let id =
+                self.writer
+                    .add_channel(schema, &c.topic, &c.message_encoding, &BTreeMap::new())?;
+            self.channel_ids.push(id);
+            self.sequences.push(0);
+        }
+        Ok(())
     }
 
     /// Bytes in the file so far.

@@ -110,7 +110,13 @@ impl Flight {
     ) -> Result<Self, String> {
         let mapped = attached.reopen().map_err(|e| e.to_string())?;
         let label = attached.label();
-        let capture = Capture::new(mapped, envs).map_err(|e| e.to_string())?;
+        // Images when at least a hundred copies of the recorded envs' images fit.
+        let images = Capture::image_region_bytes(&mapped, envs.len()).saturating_mul(100)
+            <= limits.max_bytes;
+        let mut capture = Capture::new(mapped, envs).map_err(|e| e.to_string())?;
+        if images {
+            capture = capture.with_images();
+        }
         let (commands, rx) = crossbeam_channel::bounded(16);
         let status = Arc::new(Mutex::new(FlightStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -329,7 +335,11 @@ impl Worker {
         let Some(r) = &mut self.recording else {
             return;
         };
-        if let Err(e) = r.file.write(m) {
+        let written = r
+            .file
+            .sync(self.capture.prelude())
+            .and_then(|()| r.file.write(m));
+        if let Err(e) = written {
             self.fail_recording(&e);
         }
     }

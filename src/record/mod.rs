@@ -13,6 +13,7 @@
 mod capture;
 mod file;
 pub mod flight;
+mod images;
 mod rolling;
 
 pub use capture::{Capture, ChannelDef, Message, Prelude, SchemaDef};
@@ -113,6 +114,8 @@ pub struct Counts {
     pub frames_dropped: u64,
     /// Ring entries dropped from the front of a rolling buffer.
     pub ring_entries_dropped: u64,
+    /// Camera images recorded (image region and streamed frames), when asked for.
+    pub images: u64,
 }
 
 /// Records one attachment into an MCAP file: a [`Capture`] feeding a [`FileSink`].
@@ -134,7 +137,11 @@ impl<W: Write + Seek> Recorder<W> {
     /// Starts a recording of `envs` of `attached` into `out`: writes the schemas,
     /// channels and the segment's metadata.
     pub fn new(attached: Attached, envs: Vec<u32>, out: W) -> Result<Self, RecordError> {
-        let capture = Capture::new(attached, envs)?;
+        Self::of(Capture::new(attached, envs)?, out)
+    }
+
+    /// A recording of `capture` (e.g. [`Capture::with_images`]) into `out`.
+    pub fn of(capture: Capture, out: W) -> Result<Self, RecordError> {
         let file = FileSink::new(out, capture.prelude())?;
         Ok(Self {
             capture,
@@ -161,6 +168,7 @@ impl<W: Write + Seek> Recorder<W> {
     pub fn poll(&mut self) -> Result<bool, RecordError> {
         self.messages.clear();
         self.capture.poll(&mut self.messages);
+        self.file.sync(self.capture.prelude())?;
         for m in &self.messages {
             self.file.write(m)?;
         }

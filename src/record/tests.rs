@@ -180,7 +180,7 @@ fn a_rolling_buffer_keeps_the_newest_frames_within_its_bytes_and_writes_a_whole_
 #[test]
 fn a_write_error_is_the_cause_in_one_line() {
     struct Full;
-    impl std::io::Write for Full {
+    impl Write for Full {
         fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
             Err(std::io::Error::from_raw_os_error(28))
         }
@@ -188,7 +188,7 @@ fn a_write_error_is_the_cause_in_one_line() {
             Ok(())
         }
     }
-    impl std::io::Seek for Full {
+    impl Seek for Full {
         fn seek(&mut self, _: std::io::SeekFrom) -> std::io::Result<u64> {
             Ok(0)
         }
