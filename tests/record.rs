@@ -415,5 +415,17 @@ fn images_are_recorded_as_foxglove_images_of_the_region_and_the_streams() {
     );
     assert!(region.values().all(|&n| n > 2), "{region:?}");
     assert!(streamed > 0, "no streamed image recorded");
+    // The independent reader decodes them too.
+    let v = python("read_recording.py", &[&out.to_string_lossy()]);
+    assert_eq!(
+        v["schema_names"]["/lrbc/camera/env2"], "foxglove.RawImage",
+        "{v}"
+    );
+    let image = &v["images"]["/lrbc/camera/env2"];
+    assert_eq!(
+        image,
+        &serde_json::json!({"width": 32, "height": 24, "step": 96, "encoding": "rgb8",
+            "frame_id": "env2", "data_len": 32 * 24 * 3}),
+    );
     let _ = std::fs::remove_file(&out);
 }
