@@ -178,7 +178,7 @@ fn the_first_nan_and_the_engine_going_each_save_the_last_seconds_by_themselves()
         a.flight_last_file().is_some()
     });
     let first = h.state().flight_last_file().unwrap().to_path_buf();
-    let message = h.state().status_message().unwrap_or_default().to_string();
+    let message = h.state().flight_note().unwrap_or_default().to_string();
     assert!(message.contains("NaN/Inf"), "{message}");
     assert!(message.contains(&first.display().to_string()), "{message}");
     let file_name = first.file_name().unwrap().to_string_lossy().to_string();
@@ -197,7 +197,7 @@ fn the_first_nan_and_the_engine_going_each_save_the_last_seconds_by_themselves()
         a.flight_last_file().is_some_and(|p| p != first)
     });
     let second = h.state().flight_last_file().unwrap().to_path_buf();
-    let message = h.state().status_message().unwrap_or_default().to_string();
+    let message = h.state().flight_note().unwrap_or_default().to_string();
     assert!(message.contains("the engine is gone"), "{message}");
     let (seqs2, _) = frames(&second);
     assert!(seqs2.last() >= seqs.last(), "{seqs2:?} {seqs:?}");
@@ -227,13 +227,60 @@ fn record_writes_from_now_until_pressed_again() {
         a.flight_last_file().is_some()
     });
     let path = h.state().flight_last_file().unwrap().to_path_buf();
-    let message = h.state().status_message().unwrap_or_default().to_string();
+    let message = h.state().flight_note().unwrap_or_default().to_string();
     assert!(message.starts_with("recorded "), "{message}");
     let (seqs, _) = frames(&path);
     assert!(seqs.len() >= 20, "{}", seqs.len());
     let bytes = std::fs::read(&path).unwrap();
     // A finished file: its summary is there.
     assert!(mcap::Summary::read(&bytes).unwrap().is_some());
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// Unix: a segment's name is taken over by a new one while the window is attached.
+#[cfg(unix)]
+#[test]
+fn a_replaced_segment_saves_the_last_seconds_of_the_old_one() {
+    let sim = Sim::start("replaced", None);
+    let dir = temp_dir("replaced");
+    let mut h = window(&sim, &dir);
+    step_until(&mut h, "the flight recorder", |a| {
+        a.flight_status().rolling_frames > 5
+    });
+    let engine = Engine::create(EngineConfig {
+        name: sim.name.clone(),
+        layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
+        num_envs: 3,
+        obs_size: 2,
+        act_size: 1,
+        image: None,
+        mode: Mode::Training,
+        hz: 60.0,
+        ring_size: 4096,
+        ctl_ring_size: None,
+        force: true,
+        dynamics: true,
+        camera_hz: 30.0,
+        seed: 2,
+        nan_at_step: None,
+    })
+    .unwrap();
+    step_until(&mut h, "a file saved as the segment was replaced", |a| {
+        a.flight_note()
+            .is_some_and(|n| n.starts_with("the segment was replaced: saved"))
+    });
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    // The old segment's frames: 8 envs' rewards.
+    let bytes = std::fs::read(&path).unwrap();
+    let first = mcap::MessageStream::new(&bytes)
+        .unwrap()
+        .map(Result::unwrap)
+        .find(|m| m.channel.topic == "/lrbc/frame")
+        .unwrap();
+    let frame = recording_fb::root_as_frame(&first.data).unwrap();
+    assert_eq!(frame.rewards().unwrap().len(), 8);
+    drop(engine);
     drop(sim);
     let _ = std::fs::remove_dir_all(&dir);
 }

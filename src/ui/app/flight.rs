@@ -10,6 +10,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::InspectorApp;
 use crate::record::flight::{Flight, FlightConfig, FlightStatus, Note};
+use crate::segment::monotonic_now_ns;
 use crate::ui::widgets::BAD;
 use crate::watch::State;
 
@@ -29,6 +30,9 @@ pub struct FlightUi {
     notes_rx: Receiver<Note>,
     /// The last file the flight recorder wrote.
     pub last_file: Option<std::path::PathBuf>,
+    /// What it last told (a file written, or why not), and when: shown in the status bar
+    /// next to the window's own messages.
+    note: Option<(Note, u64)>,
     status: FlightStatus,
 }
 
@@ -43,6 +47,7 @@ impl Default for FlightUi {
             notes_tx,
             notes_rx,
             last_file: None,
+            note: None,
             status: FlightStatus::default(),
         }
     }
@@ -69,6 +74,11 @@ impl InspectorApp {
         self.flight.last_file.as_deref()
     }
 
+    /// What the flight recorder last told: a file written, or why not.
+    pub fn flight_note(&self) -> Option<&str> {
+        self.flight.note.as_ref().map(|(n, _)| n.text.as_str())
+    }
+
     /// What the flight recorder holds now (as of the last pass).
     pub fn flight_status(&self) -> &FlightStatus {
         &self.flight.status
@@ -83,7 +93,7 @@ impl InspectorApp {
             if let Some(p) = &n.path {
                 self.flight.last_file = Some(p.clone());
             }
-            self.say(n.text, n.error);
+            self.flight.note = Some((n, monotonic_now_ns()));
         }
         let Some(s) = &self.session else {
             self.flight.flight = None;
@@ -182,8 +192,19 @@ impl InspectorApp {
         }
     }
 
-    /// The status bar's part: recording, and the buttons.
+    /// The status bar's part: recording, the buttons, and what the flight recorder last
+    /// told (for a minute).
     pub(super) fn flight_status_bar(&mut self, ui: &mut egui::Ui) {
+        if let Some((n, at)) = &self.flight.note
+            && monotonic_now_ns().saturating_sub(*at) < 60_000_000_000
+        {
+            ui.separator();
+            if n.error {
+                ui.colored_label(BAD, &n.text);
+            } else {
+                ui.label(&n.text);
+            }
+        }
         if self.session.is_none() {
             return;
         }
