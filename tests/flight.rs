@@ -1,6 +1,7 @@
 //! The window's flight recorder, driven headlessly with egui_kittest against a simulated
 //! engine and client on threads of this process: it saves the last seconds by itself
-//! when a NaN shows and when the engine goes, and records on "Record".
+//! when a NaN shows, when the engine stops or is killed and when the segment is
+//! replaced, and records on "Record".
 
 #![allow(
     clippy::expect_used,
@@ -8,7 +9,10 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
+mod common;
+
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -282,5 +286,64 @@ fn a_replaced_segment_saves_the_last_seconds_of_the_old_one() {
     assert_eq!(frame.rewards().unwrap().len(), 8);
     drop(engine);
     drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// Unix: a killed engine process leaves its segment behind with its dead pid.
+#[cfg(unix)]
+#[test]
+fn a_killed_engine_process_saves_the_last_seconds() {
+    let name = common::unique_name("flight-kill");
+    let mut engine = common::inspector()
+        .args([
+            "sim", "engine", "--name", &name, "--envs", "3", "--obs", "4",
+        ])
+        .args(["--act", "1", "--image", "none", "--hz", "200"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let shm = PathBuf::from("/dev/shm").join(&name);
+    let deadline = Instant::now() + DEADLINE;
+    while !shm.exists() {
+        assert!(Instant::now() < deadline, "the engine made no segment");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut client = common::inspector()
+        .args(["sim", "client", "--shm", &name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = temp_dir("kill");
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = Settings {
+        recordings_dir: dir.clone(),
+        screenshot_dir: dir.clone(),
+        ..Settings::default()
+    };
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(
+        &ctx,
+        settings,
+        None,
+        Some(Target::Shm(name.clone())),
+        LayoutChoice::Auto,
+    );
+    let mut h = harness(app);
+    step_until(&mut h, "frames in the flight recorder", |a| {
+        a.flight_status().rolling_frames > 5
+    });
+    engine.kill().unwrap();
+    let _ = engine.wait();
+    step_until(&mut h, "a file saved as the engine died", |a| {
+        a.flight_note()
+            .is_some_and(|n| n.starts_with("the engine is gone: saved"))
+    });
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    let (seqs, _) = frames(&path);
+    assert!(seqs.len() > 5, "{seqs:?}");
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = std::fs::remove_file(&shm);
     let _ = std::fs::remove_dir_all(&dir);
 }

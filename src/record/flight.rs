@@ -89,6 +89,8 @@ pub struct FlightConfig {
     /// Notes of files written and errors; sends never block (a full channel drops them).
     pub notes: Sender<Note>,
     pub waker: Arc<dyn Fn() + Send + Sync>,
+    /// Creates a file to write (`std::fs::File::create`; tests give a failing one).
+    pub create: fn(&Path) -> std::io::Result<std::fs::File>,
 }
 
 impl std::fmt::Debug for FlightConfig {
@@ -321,9 +323,9 @@ impl Worker {
 
     fn open_recording(&self, dir: &Path) -> Result<Recording, String> {
         let path = new_file_path(dir, &self.label)?;
-        let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file = (self.config.create)(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let file = FileSink::new(BufWriter::new(file), self.capture.prelude())
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            .map_err(|e| format!("writing {}: {}", path.display(), e.cause()))?;
         Ok(Recording {
             file,
             path,
@@ -395,12 +397,13 @@ impl Worker {
         let copy = self.rolling.copy(self.capture.counts());
         let prelude: Prelude = self.capture.prelude().clone();
         let label = self.label.clone();
+        let create = self.config.create;
         let notes = self.config.notes.clone();
         let waker = Arc::clone(&self.config.waker);
         let spawned = std::thread::Builder::new()
             .name("lrbc-flight-save".into())
             .spawn(move || {
-                let note = match write_copy(&dir, &label, &copy, &prelude) {
+                let note = match write_copy(&dir, &label, &copy, &prelude, create) {
                     Ok(path) => Note {
                         text: format!(
                             "{reason}: saved the last {:.0} s ({} frames) to {}",
@@ -438,9 +441,10 @@ fn write_copy(
     label: &str,
     copy: &super::RollingCopy,
     prelude: &Prelude,
+    create: fn(&Path) -> std::io::Result<std::fs::File>,
 ) -> Result<PathBuf, String> {
     let path = new_file_path(dir, label)?;
-    let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     copy.write(prelude, BufWriter::new(file))
         .map_err(|e| format!("writing {}: {}", path.display(), e.cause()))?;
     Ok(path)
@@ -501,6 +505,108 @@ pub fn utc_stamp(t: std::time::SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attach::{Target, attach};
+    use crate::layout::LayoutChoice;
+    use crate::sim::engine::{Engine, EngineConfig, Mode};
+
+    const DEADLINE: Duration = Duration::from_secs(30);
+
+    fn next_note(rx: &Receiver<Note>) -> Note {
+        rx.recv_timeout(DEADLINE)
+            .expect("a note within the deadline")
+    }
+
+    /// A full disk: files open, writes fail.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_full_disk_stops_the_recording_with_one_line_and_the_rolling_buffer_goes_on() {
+        let mut e = Engine::create(EngineConfig {
+            name: crate::testutil::unique_name("flight"),
+            layout: crate::layout::plan::PlanLayout::Lrbc { ext: true },
+            num_envs: 4,
+            obs_size: 64,
+            act_size: 2,
+            image: None,
+            mode: Mode::Training,
+            hz: 60.0,
+            ring_size: 4096,
+            ctl_ring_size: None,
+            force: false,
+            dynamics: true,
+            camera_hz: 30.0,
+            seed: 3,
+            nan_at_step: None,
+        })
+        .unwrap();
+        let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(16);
+        let dir = std::env::temp_dir().join(crate::testutil::unique_name("flight-full"));
+        let flight = Flight::start(
+            &a,
+            vec![0, 1, 2, 3],
+            RollingLimits {
+                seconds: 60.0,
+                max_bytes: 64 << 20,
+            },
+            FlightConfig {
+                save_on_nonfinite: None,
+                notes: tx,
+                waker: Arc::new(|| {}),
+                create: |_| std::fs::OpenOptions::new().write(true).open("/dev/full"),
+            },
+        )
+        .unwrap();
+        flight.start_recording(&dir).unwrap();
+        let mut step = 0;
+        let mut step_once = |e: &mut Engine| {
+            step += 1;
+            e.step_once(Some(step));
+        };
+        // The file opens; its first chunk end (within a second), or its start when the
+        // schemas and metadata fill the write buffer, fails.
+        let deadline = std::time::Instant::now() + DEADLINE;
+        let stopped = loop {
+            step_once(&mut e);
+            match rx.try_recv() {
+                Ok(n) if n.text.starts_with("recording into ") => {}
+                Ok(n) => break n,
+                Err(_) => {}
+            }
+            assert!(std::time::Instant::now() < deadline, "no error note");
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        assert!(stopped.error, "{stopped:?}");
+        assert!(
+            (stopped.text.starts_with("recording stopped: writing ")
+                || stopped.text.starts_with("cannot record: writing "))
+                && stopped
+                    .text
+                    .ends_with(": No space left on device (os error 28)"),
+            "{}",
+            stopped.text
+        );
+        assert!(!stopped.text.contains('\n'));
+        // The flight recorder goes on: new frames reach its buffer, a save says why it
+        // could not be written.
+        let before = flight.status().rolling_frames;
+        let deadline = std::time::Instant::now() + DEADLINE;
+        while flight.status().rolling_frames <= before {
+            assert!(std::time::Instant::now() < deadline, "the buffer stopped");
+            step_once(&mut e);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(flight.status().recording, None);
+        flight.save(&dir, "saved on request").unwrap();
+        let saved = next_note(&rx);
+        assert!(saved.error, "{saved:?}");
+        assert!(
+            saved.text.starts_with("saved on request: writing ")
+                && saved.text.contains("No space left on device"),
+            "{}",
+            saved.text
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn utc_stamps_are_civil_dates() {
