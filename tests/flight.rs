@@ -12,7 +12,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -299,8 +299,8 @@ fn a_killed_engine_process_saves_the_last_seconds() {
             "sim", "engine", "--name", &name, "--envs", "3", "--obs", "4",
         ])
         .args(["--act", "1", "--image", "none", "--hz", "200"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let shm = PathBuf::from("/dev/shm").join(&name);
@@ -311,7 +311,7 @@ fn a_killed_engine_process_saves_the_last_seconds() {
     }
     let mut client = common::inspector()
         .args(["sim", "client", "--shm", &name, "--hz", "200"])
-        .stdout(Stdio::null())
+        .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let dir = temp_dir("kill");

@@ -505,18 +505,23 @@ pub fn utc_stamp(t: std::time::SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
     use crate::attach::{Target, attach};
+    #[cfg(target_os = "linux")]
     use crate::layout::LayoutChoice;
+    #[cfg(target_os = "linux")]
     use crate::sim::engine::{Engine, EngineConfig, Mode};
 
+    #[cfg(target_os = "linux")]
     const DEADLINE: Duration = Duration::from_secs(30);
 
+    #[cfg(target_os = "linux")]
     fn next_note(rx: &Receiver<Note>) -> Note {
         rx.recv_timeout(DEADLINE)
             .expect("a note within the deadline")
     }
 
-    /// A full disk: files open, writes fail.
+    /// A full disk (`/dev/full`): files open, writes fail.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_full_disk_stops_the_recording_with_one_line_and_the_rolling_buffer_goes_on() {
