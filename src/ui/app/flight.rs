@@ -271,7 +271,7 @@ impl InspectorApp {
                 .changed();
             let st = &self.flight.status;
             ui.weak(format!(
-                "{:.1} MiB in use, {:.0} s, {} frames",
+                "holding {:.1} MiB: {:.0} s, {} frames",
                 st.rolling_bytes as f64 / 1048576.0,
                 st.rolling_seconds,
                 st.rolling_frames
