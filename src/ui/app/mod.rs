@@ -1,6 +1,7 @@
 //! The inspector window: attach view, top and status bars, and the panels as tiles.
 //! `pacing` sets how often it redraws, `save_dialog` runs the screenshot save dialog
-//! on its own thread, `settings_menu` and `status_bar` draw those, `panes` the tiles.
+//! on its own thread, `settings_menu` and `status_bar` draw those, `panes` the tiles,
+//! `flight` runs the flight recorder (`crate::record::flight`) for the session.
 
 mod flight;
 mod pacing;
