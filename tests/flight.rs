@@ -196,16 +196,20 @@ fn the_first_nan_saves_the_last_seconds_by_itself_once() {
     assert!(!seqs.is_empty());
     assert!(!nan.is_empty(), "no frame with the NaN in {seqs:?}");
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
-    // The independent reader (the PyPI mcap package) reads the saved file.
-    let v = common::python("read_recording.py", &[&first.to_string_lossy()]);
-    assert_eq!(
-        v["schema_names"]["/lrbc/frame"], "lrbc.recording.Frame",
-        "{v}"
-    );
-    assert_eq!(v["nan_frames"], serde_json::json!(nan), "{v}");
-    let counts = &v["metadata"]["lrbc.counts"];
-    assert_eq!(counts["frames_recorded"], seqs.len().to_string(), "{v}");
-    assert_eq!(counts["frames_dropped"], "0", "{v}");
+    // The independent reader (the PyPI mcap package) reads the saved file (where the
+    // tests' Python is: not under Wine).
+    #[cfg(not(windows))]
+    {
+        let v = common::python("read_recording.py", &[&first.to_string_lossy()]);
+        assert_eq!(
+            v["schema_names"]["/lrbc/frame"], "lrbc.recording.Frame",
+            "{v}"
+        );
+        assert_eq!(v["nan_frames"], serde_json::json!(nan), "{v}");
+        let counts = &v["metadata"]["lrbc.counts"];
+        assert_eq!(counts["frames_recorded"], seqs.len().to_string(), "{v}");
+        assert_eq!(counts["frames_dropped"], "0", "{v}");
+    }
     // The scan sees the NaN too, a while on: still one file.
     let scans = |a: &InspectorApp| {
         a.session
