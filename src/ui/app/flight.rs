@@ -112,7 +112,10 @@ impl InspectorApp {
         let mut errors = Vec::new();
         if let Some(f) = &self.flight.flight {
             if generation != self.flight.generation {
-                if let Err(e) = f.save(&dir, "the segment was replaced") {
+                // After the engine went (saved then), nothing new came from the old segment.
+                if !is_gone(self.flight.state)
+                    && let Err(e) = f.save(&dir, "the segment was replaced")
+                {
                     errors.push(e);
                 }
                 // Dropping it stops its thread after the save is under way.
