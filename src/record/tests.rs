@@ -198,3 +198,44 @@ fn a_write_error_is_the_cause_in_one_line() {
     let err = Recorder::new(a, vec![0], Full).unwrap_err();
     assert_eq!(err.cause(), "the disk is full", "{err}");
 }
+
+#[test]
+fn a_rolling_buffer_drops_what_is_older_than_its_seconds_against_the_newest() {
+    let message = |channel, t_ms: u64| Message {
+        channel,
+        log_time: t_ms * 1_000_000,
+        publish_time: t_ms * 1_000_000,
+        data: std::sync::Arc::from(vec![0u8; 100]),
+    };
+    let mut rolling = Rolling::new(RollingLimits {
+        seconds: 2.0,
+        max_bytes: u64::MAX,
+    });
+    // Frames each 500 ms, a ring entry (channel 1) between.
+    for i in 0..10 {
+        rolling.push(message(0, i * 500));
+        rolling.push(message(1, i * 500 + 250));
+    }
+    // The newest is at 4750 ms: kept from 2750 ms on (two seconds old is kept).
+    assert_eq!(rolling.frames(), 4);
+    assert!(
+        (rolling.seconds() - 2.0).abs() < 1e-9,
+        "{}",
+        rolling.seconds()
+    );
+    let copy = rolling.copy(Counts::default());
+    assert_eq!(
+        copy.messages.first().map(|m| m.log_time),
+        Some(2_750_000_000)
+    );
+    assert_eq!(
+        (
+            copy.counts.frames_recorded,
+            copy.counts.ring_entries,
+            copy.counts.frames_dropped,
+            copy.counts.ring_entries_dropped
+        ),
+        (4, 5, 6, 5)
+    );
+    assert_eq!(rolling.bytes(), 9 * (100 + 64));
+}
