@@ -66,6 +66,18 @@ enum Command {
     StopRecording,
 }
 
+/// Where a file's bytes go.
+pub trait Output: std::io::Write + std::io::Seek + Send {}
+impl<T: std::io::Write + std::io::Seek + Send> Output for T {}
+
+/// Creates the file at a path.
+pub type CreateFile = fn(&Path) -> std::io::Result<Box<dyn Output>>;
+
+/// `std::fs::File::create`.
+pub fn create_file(path: &Path) -> std::io::Result<Box<dyn Output>> {
+    Ok(Box::new(std::fs::File::create(path)?))
+}
+
 /// The flight recorder of one attachment.
 pub struct Flight {
     commands: Sender<Command>,
@@ -89,8 +101,8 @@ pub struct FlightConfig {
     /// Notes of files written and errors; sends never block (a full channel drops them).
     pub notes: Sender<Note>,
     pub waker: Arc<dyn Fn() + Send + Sync>,
-    /// Creates a file to write (`std::fs::File::create`; tests give a failing one).
-    pub create: fn(&Path) -> std::io::Result<std::fs::File>,
+    /// Creates a file to write ([`create_file`]; tests give a failing one).
+    pub create: CreateFile,
 }
 
 impl std::fmt::Debug for FlightConfig {
@@ -204,7 +216,7 @@ impl Drop for Flight {
 }
 
 struct Recording {
-    file: FileSink<BufWriter<std::fs::File>>,
+    file: FileSink<BufWriter<Box<dyn Output>>>,
     path: PathBuf,
     last_chunk_ns: u64,
 }
@@ -441,7 +453,7 @@ fn write_copy(
     label: &str,
     copy: &super::RollingCopy,
     prelude: &Prelude,
-    create: fn(&Path) -> std::io::Result<std::fs::File>,
+    create: CreateFile,
 ) -> Result<PathBuf, String> {
     let path = new_file_path(dir, label)?;
     let file = create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -505,24 +517,50 @@ pub fn utc_stamp(t: std::time::SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(target_os = "linux")]
     use crate::attach::{Target, attach};
-    #[cfg(target_os = "linux")]
     use crate::layout::LayoutChoice;
-    #[cfg(target_os = "linux")]
     use crate::sim::engine::{Engine, EngineConfig, Mode};
 
-    #[cfg(target_os = "linux")]
     const DEADLINE: Duration = Duration::from_secs(30);
 
-    #[cfg(target_os = "linux")]
     fn next_note(rx: &Receiver<Note>) -> Note {
         rx.recv_timeout(DEADLINE)
             .expect("a note within the deadline")
     }
 
-    /// A full disk (`/dev/full`): files open, writes fail.
-    #[cfg(target_os = "linux")]
+    /// A disk that fills up: the first 256 KiB are written (the schemas and metadata
+    /// take about 70), then every write fails.
+    #[derive(Default)]
+    struct FillsUp {
+        pos: u64,
+        len: u64,
+    }
+
+    impl std::io::Write for FillsUp {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.pos + buf.len() as u64 > 256 << 10 {
+                return Err(std::io::Error::other("the disk is full"));
+            }
+            self.pos += buf.len() as u64;
+            self.len = self.len.max(self.pos);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl std::io::Seek for FillsUp {
+        fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+            self.pos = match to {
+                std::io::SeekFrom::Start(p) => p,
+                std::io::SeekFrom::End(d) => self.len.saturating_add_signed(d),
+                std::io::SeekFrom::Current(d) => self.pos.saturating_add_signed(d),
+            };
+            Ok(self.pos)
+        }
+    }
+
     #[test]
     fn a_full_disk_stops_the_recording_with_one_line_and_the_rolling_buffer_goes_on() {
         let mut e = Engine::create(EngineConfig {
@@ -557,7 +595,7 @@ mod tests {
                 save_on_nonfinite: None,
                 notes: tx,
                 waker: Arc::new(|| {}),
-                create: |_| std::fs::OpenOptions::new().write(true).open("/dev/full"),
+                create: |_| Ok(Box::new(FillsUp::default())),
             },
         )
         .unwrap();
@@ -567,26 +605,22 @@ mod tests {
             step += 1;
             e.step_once(Some(step));
         };
-        // The file opens; its first chunk end (within a second), or its start when the
-        // schemas and metadata fill the write buffer, fails.
+        // The file opens; writing frames fails before long.
+        let opened = next_note(&rx);
+        assert!(opened.text.starts_with("recording into "), "{opened:?}");
         let deadline = std::time::Instant::now() + DEADLINE;
         let stopped = loop {
             step_once(&mut e);
-            match rx.try_recv() {
-                Ok(n) if n.text.starts_with("recording into ") => {}
-                Ok(n) => break n,
-                Err(_) => {}
+            if let Ok(n) = rx.try_recv() {
+                break n;
             }
             assert!(std::time::Instant::now() < deadline, "no error note");
             std::thread::sleep(Duration::from_millis(2));
         };
         assert!(stopped.error, "{stopped:?}");
         assert!(
-            (stopped.text.starts_with("recording stopped: writing ")
-                || stopped.text.starts_with("cannot record: writing "))
-                && stopped
-                    .text
-                    .ends_with(": No space left on device (os error 28)"),
+            stopped.text.starts_with("recording stopped: writing ")
+                && stopped.text.ends_with(".mcap: the disk is full"),
             "{}",
             stopped.text
         );
@@ -606,7 +640,7 @@ mod tests {
         assert!(saved.error, "{saved:?}");
         assert!(
             saved.text.starts_with("saved on request: writing ")
-                && saved.text.contains("No space left on device"),
+                && saved.text.ends_with(": the disk is full"),
             "{}",
             saved.text
         );

@@ -153,7 +153,7 @@ impl InspectorApp {
                 save_on_nonfinite: Some(dir),
                 notes: self.flight.notes_tx.clone(),
                 waker: Arc::new(move || w()),
-                create: |p| std::fs::File::create(p),
+                create: crate::record::flight::create_file,
             };
             match Flight::start(&s.attached, envs, self.settings.flight_limits(), config) {
                 Ok(f) => {
