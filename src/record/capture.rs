@@ -37,19 +37,27 @@ pub struct Prelude {
     pub metadata: Vec<(String, BTreeMap<String, String>)>,
 }
 
+/// What a message holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Frame,
+    RingEntry,
+    Image,
+}
+
 /// One encoded message; `channel` indexes [`Prelude::channels`].
 #[derive(Clone, Debug)]
 pub struct Message {
     pub channel: usize,
+    pub kind: Kind,
     pub log_time: u64,
     pub publish_time: u64,
     pub data: Arc<[u8]>,
 }
 
 impl Message {
-    /// True for a frame (channel 0).
     pub fn is_frame(&self) -> bool {
-        self.channel == FRAME_CHANNEL
+        self.kind == Kind::Frame
     }
 }
 
@@ -334,6 +342,7 @@ impl Capture {
         b.finish(frame, None);
         out.push(Message {
             channel: FRAME_CHANNEL,
+            kind: Kind::Frame,
             log_time: sampled_ns,
             publish_time: if frame_time_ns != 0 {
                 frame_time_ns
@@ -365,6 +374,7 @@ impl Capture {
             }
             out.push(Message {
                 channel,
+                kind: Kind::RingEntry,
                 log_time: r.seen_ns,
                 publish_time: r.seen_ns,
                 data: Arc::from(r.payload),

@@ -124,8 +124,9 @@ impl Flight {
     ) -> Result<Self, String> {
         let mapped = attached.reopen().map_err(|e| e.to_string())?;
         let label = attached.label();
-        // Images when at least a hundred copies of the recorded envs' images fit.
-        let images = Capture::image_region_bytes(&mapped, envs.len()).saturating_mul(100)
+        // Images when at least a hundred copies of the recorded envs' images fit their
+        // quarter of the budget.
+        let images = Capture::image_region_bytes(&mapped, envs.len()).saturating_mul(400)
             <= limits.max_bytes;
         let mut capture = Capture::new(mapped, envs).map_err(|e| e.to_string())?;
         if images {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{ChannelDef, Message, Prelude, SchemaDef};
+use super::{ChannelDef, Kind, Message, Prelude, SchemaDef};
 use crate::attach::Attached;
 use crate::rpc::{FOXGLOVE_COMPRESSED_IMAGE_BFBS, FOXGLOVE_RAW_IMAGE_BFBS, fb, foxglove_fb as fox};
 use crate::snapshot;
@@ -141,6 +141,7 @@ impl Images {
         self.images += 1;
         Message {
             channel,
+            kind: Kind::Image,
             log_time,
             publish_time: stamp_ns,
             data: Arc::from(b.finished_data()),
@@ -307,6 +308,7 @@ impl Images {
             self.images += 1;
             out.push(Message {
                 channel,
+                kind: Kind::Image,
                 log_time: seen_ns,
                 publish_time: stamp_ns,
                 data: Arc::from(b.finished_data()),

@@ -16,7 +16,7 @@ pub mod flight;
 mod images;
 mod rolling;
 
-pub use capture::{Capture, ChannelDef, Message, Prelude, SchemaDef};
+pub use capture::{Capture, ChannelDef, Kind, Message, Prelude, SchemaDef};
 pub use file::FileSink;
 pub use rolling::{Rolling, RollingCopy, RollingLimits};
 

@@ -1,30 +1,52 @@
 //! The rolling buffer: the messages of the last seconds, within a byte budget, written
-//! as a complete MCAP file on demand.
+//! as a complete MCAP file on demand. Camera images have a share of the budget of their
+//! own, so that they never crowd out frames and ring entries.
 
 use std::collections::VecDeque;
 use std::io::{Seek, Write};
 
-use super::{Counts, FileSink, Message, Prelude, RecordError};
+use super::{Counts, FileSink, Kind, Message, Prelude, RecordError};
 
 /// Bytes counted for a message besides its data (its place in the buffer, the header
 /// it gets in a file).
 const MESSAGE_OVERHEAD_BYTES: u64 = 64;
+/// The part of the budget camera images may take (a quarter).
+const IMAGE_SHARE_DIVISOR: u64 = 4;
 
 /// What a rolling buffer keeps.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RollingLimits {
     /// Messages older than this (by log time, against the newest) are dropped.
     pub seconds: f64,
-    /// The buffer's bytes stay within this; the oldest messages go first.
+    /// The buffer's bytes stay within this; the oldest messages go first. Camera images
+    /// take at most a quarter of it, frames and ring entries the rest.
     pub max_bytes: u64,
+}
+
+impl RollingLimits {
+    fn images(&self) -> u64 {
+        self.max_bytes / IMAGE_SHARE_DIVISOR
+    }
+
+    fn others(&self) -> u64 {
+        self.max_bytes - self.images()
+    }
+}
+
+/// Messages oldest first, with their bytes.
+#[derive(Debug, Default)]
+struct Queue {
+    messages: VecDeque<Message>,
+    bytes: u64,
 }
 
 /// The last seconds of messages.
 #[derive(Debug)]
 pub struct Rolling {
     limits: RollingLimits,
-    messages: VecDeque<Message>,
-    bytes: u64,
+    /// Frames and ring entries.
+    main: Queue,
+    images: Queue,
     frames: u64,
     frames_dropped: u64,
     ring_entries_dropped: u64,
@@ -33,9 +55,10 @@ pub struct Rolling {
 /// A copy of a rolling buffer's messages, to be written elsewhere (on another thread).
 #[derive(Clone, Debug)]
 pub struct RollingCopy {
+    /// Oldest first.
     pub messages: Vec<Message>,
-    /// The capture's counts, with `frames_recorded`, `ring_entries` and the dropped
-    /// counts of the buffer.
+    /// The capture's counts, with `frames_recorded`, `ring_entries`, `images` and the
+    /// dropped counts of the buffer.
     pub counts: Counts,
 }
 
@@ -47,8 +70,8 @@ impl Rolling {
     pub fn new(limits: RollingLimits) -> Self {
         Self {
             limits,
-            messages: VecDeque::new(),
-            bytes: 0,
+            main: Queue::default(),
+            images: Queue::default(),
             frames: 0,
             frames_dropped: 0,
             ring_entries_dropped: 0,
@@ -67,7 +90,7 @@ impl Rolling {
 
     /// Bytes held (data and per-message overhead).
     pub fn bytes(&self) -> u64 {
-        self.bytes
+        self.main.bytes + self.images.bytes
     }
 
     /// Frames held.
@@ -75,53 +98,85 @@ impl Rolling {
         self.frames
     }
 
+    fn newest(&self) -> u64 {
+        let last = |q: &Queue| q.messages.back().map_or(0, |m| m.log_time);
+        last(&self.main).max(last(&self.images))
+    }
+
     /// Seconds between the oldest and the newest message held.
     pub fn seconds(&self) -> f64 {
-        match (self.messages.front(), self.messages.back()) {
-            (Some(a), Some(b)) => b.log_time.saturating_sub(a.log_time) as f64 / 1e9,
-            _ => 0.0,
-        }
+        let first = [&self.main, &self.images]
+            .iter()
+            .filter_map(|q| q.messages.front().map(|m| m.log_time))
+            .min();
+        first.map_or(0.0, |f| self.newest().saturating_sub(f) as f64 / 1e9)
     }
 
     /// Adds a message and drops the oldest ones past the limits.
     pub fn push(&mut self, m: Message) {
-        self.bytes += cost(&m);
+        let q = if m.kind == Kind::Image {
+            &mut self.images
+        } else {
+            &mut self.main
+        };
+        q.bytes += cost(&m);
         if m.is_frame() {
             self.frames += 1;
         }
-        self.messages.push_back(m);
+        q.messages.push_back(m);
         self.evict();
     }
 
     fn evict(&mut self) {
-        let newest = self.messages.back().map_or(0, |m| m.log_time);
+        let newest = self.newest();
         let keep_ns = (self.limits.seconds.max(0.0) * 1e9) as u64;
-        while let Some(front) = self.messages.front() {
-            let old = newest.saturating_sub(front.log_time) > keep_ns;
-            if !old && self.bytes <= self.limits.max_bytes {
-                break;
-            }
-            let Some(m) = self.messages.pop_front() else {
-                break;
-            };
-            self.bytes = self.bytes.saturating_sub(cost(&m));
-            if m.is_frame() {
-                self.frames = self.frames.saturating_sub(1);
-                self.frames_dropped += 1;
-            } else {
-                self.ring_entries_dropped += 1;
+        let (others, images) = (self.limits.others(), self.limits.images());
+        for (q, max_bytes) in [(&mut self.main, others), (&mut self.images, images)] {
+            while let Some(front) = q.messages.front() {
+                let old = newest.saturating_sub(front.log_time) > keep_ns;
+                if !old && q.bytes <= max_bytes {
+                    break;
+                }
+                let Some(m) = q.messages.pop_front() else {
+                    break;
+                };
+                q.bytes = q.bytes.saturating_sub(cost(&m));
+                match m.kind {
+                    Kind::Frame => {
+                        self.frames = self.frames.saturating_sub(1);
+                        self.frames_dropped += 1;
+                    }
+                    Kind::RingEntry => self.ring_entries_dropped += 1,
+                    Kind::Image => {}
+                }
             }
         }
     }
 
-    /// The messages held and the counts a file of them says, from the capture's.
+    /// The messages held, oldest first, and the counts a file of them says, from the
+    /// capture's.
     pub fn copy(&self, capture: Counts) -> RollingCopy {
-        let messages: Vec<Message> = self.messages.iter().cloned().collect();
-        let ring_entries = messages.len() as u64 - self.frames.min(messages.len() as u64);
+        let mut messages =
+            Vec::with_capacity(self.main.messages.len() + self.images.messages.len());
+        let (mut a, mut b) = (
+            self.main.messages.iter().peekable(),
+            self.images.messages.iter().peekable(),
+        );
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if y.log_time < x.log_time => b.next(),
+                (Some(_), _) => a.next(),
+                (None, _) => b.next(),
+            };
+            let Some(m) = next else { break };
+            messages.push(m.clone());
+        }
+        let count = |k| messages.iter().filter(|m: &&Message| m.kind == k).count() as u64;
         RollingCopy {
             counts: Counts {
-                frames_recorded: self.frames,
-                ring_entries,
+                frames_recorded: count(Kind::Frame),
+                ring_entries: count(Kind::RingEntry),
+                images: count(Kind::Image),
                 frames_dropped: self.frames_dropped,
                 ring_entries_dropped: self.ring_entries_dropped,
                 ..capture

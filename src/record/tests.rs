@@ -128,10 +128,11 @@ fn a_rolling_buffer_keeps_the_newest_frames_within_its_bytes_and_writes_a_whole_
     e.step_once(Some(1));
     capture.poll(&mut messages);
     let one = messages.iter().find(|m| m.is_frame()).unwrap().data.len() as u64;
-    // Room for three frames (and their overhead), with seconds to spare.
+    // Room for three frames (and their overhead) in the three quarters of the budget
+    // that are not for images, with seconds to spare.
     let mut rolling = Rolling::new(RollingLimits {
         seconds: 3600.0,
-        max_bytes: 3 * (one + 64) + 32,
+        max_bytes: 4 * (one + 64) + 40,
     });
     for m in messages.drain(..).filter(Message::is_frame) {
         rolling.push(m);
@@ -144,7 +145,7 @@ fn a_rolling_buffer_keeps_the_newest_frames_within_its_bytes_and_writes_a_whole_
         }
     }
     assert_eq!(rolling.frames(), 3);
-    assert!(rolling.bytes() <= rolling.limits().max_bytes);
+    assert!(rolling.bytes() <= rolling.limits().max_bytes * 3 / 4);
     let copy = rolling.copy(capture.counts());
     assert_eq!(copy.counts.frames_dropped, 3);
     assert_eq!(copy.counts.frames_seen, 6);
@@ -203,6 +204,11 @@ fn a_write_error_is_the_cause_in_one_line() {
 fn a_rolling_buffer_drops_what_is_older_than_its_seconds_against_the_newest() {
     let message = |channel, t_ms: u64| Message {
         channel,
+        kind: if channel == 0 {
+            Kind::Frame
+        } else {
+            Kind::RingEntry
+        },
         log_time: t_ms * 1_000_000,
         publish_time: t_ms * 1_000_000,
         data: std::sync::Arc::from(vec![0u8; 100]),
@@ -238,4 +244,39 @@ fn a_rolling_buffer_drops_what_is_older_than_its_seconds_against_the_newest() {
         (4, 5, 6, 5)
     );
     assert_eq!(rolling.bytes(), 9 * (100 + 64));
+}
+
+#[test]
+fn camera_images_keep_to_their_quarter_of_a_rolling_buffer() {
+    let message = |kind, t_ms: u64, len| Message {
+        channel: usize::from(kind == Kind::Image),
+        kind,
+        log_time: t_ms * 1_000_000,
+        publish_time: t_ms * 1_000_000,
+        data: std::sync::Arc::from(vec![0u8; len]),
+    };
+    let mut rolling = Rolling::new(RollingLimits {
+        seconds: 3600.0,
+        max_bytes: 40_000,
+    });
+    for i in 0..50 {
+        rolling.push(message(Kind::Frame, i * 10, 136));
+        rolling.push(message(Kind::Image, i * 10 + 5, 1936));
+    }
+    // Frames: 50 × 200 bytes fit the three quarters; images: 5 × 2000 bytes the quarter.
+    assert_eq!(rolling.frames(), 50);
+    let copy = rolling.copy(Counts::default());
+    assert_eq!((copy.counts.frames_recorded, copy.counts.images), (50, 5));
+    assert_eq!(copy.counts.frames_dropped, 0);
+    assert_eq!(rolling.bytes(), 50 * 200 + 5 * 2000);
+    // Oldest first, images among the frames.
+    assert!(
+        copy.messages
+            .windows(2)
+            .all(|w| w[0].log_time <= w[1].log_time)
+    );
+    assert_eq!(
+        copy.messages.iter().position(|m| m.kind == Kind::Image),
+        Some(46)
+    );
 }
