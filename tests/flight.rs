@@ -395,3 +395,51 @@ fn a_killed_engine_process_saves_the_last_seconds() {
     let _ = std::fs::remove_file(&shm);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn save_writes_camera_images_with_the_frames() {
+    let sim = lrbc_inspector::sim::inprocess::SimRun::start(
+        lrbc_inspector::sim::engine::Preset::Cams64,
+        Some(300.0),
+    )
+    .unwrap();
+    let dir = temp_dir("images");
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = Settings {
+        recordings_dir: dir.clone(),
+        screenshot_dir: dir.clone(),
+        ..Settings::default()
+    };
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(&ctx, settings, None, Some(sim.target()), LayoutChoice::Auto);
+    let mut h = harness(app);
+    step_until(&mut h, "frames in the flight recorder", |a| {
+        a.flight_status().rolling_frames > 30
+    });
+    h.get_by_label_contains("Save last").click();
+    step_until(&mut h, "the saved file", |a| a.flight_last_file().is_some());
+    let note = h.state().flight_note().unwrap_or_default().to_string();
+    assert!(
+        note.starts_with("saved on request: saved the last"),
+        "{note}"
+    );
+    let bytes = std::fs::read(h.state().flight_last_file().unwrap()).unwrap();
+    let mut images = 0;
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        if !m.channel.topic.starts_with("/lrbc/camera/env") {
+            continue;
+        }
+        assert_eq!(m.channel.schema.as_ref().unwrap().name, "foxglove.RawImage");
+        let img = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
+        assert_eq!(
+            (img.width(), img.height(), img.encoding()),
+            (64, 64, Some("rgb8"))
+        );
+        assert_eq!(img.data().unwrap().len(), 64 * 64 * 3);
+        images += 1;
+    }
+    assert!(images > 0, "no camera image in the saved file");
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}
