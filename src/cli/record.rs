@@ -171,8 +171,13 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
 fn progress<W: Write + std::io::Seek>(rec: &Recorder<W>, started: Instant) -> String {
     let c = rec.counts();
     let secs = started.elapsed().as_secs_f64().max(1e-3);
+    let images = if c.images > 0 {
+        format!(", {} images", c.images)
+    } else {
+        String::new()
+    };
     format!(
-        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} ring entries, {} ring bytes lost",
+        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} ring entries, {} ring bytes lost{images}",
         c.frames_recorded,
         rec.bytes_written() as f64 / 1e6,
         c.frames_recorded as f64 / secs,
