@@ -24,6 +24,8 @@ pub struct FlightUi {
     generation: u64,
     /// The segment's state last seen, to save once as the engine goes.
     state: Option<State>,
+    /// The scan's NaN/Inf was passed on to the flight recorder (once per flight).
+    nonfinite_sent: bool,
     /// Why the flight recorder could not start (shown in the settings menu).
     error: Option<String>,
     notes_tx: Sender<Note>,
@@ -43,6 +45,7 @@ impl Default for FlightUi {
             flight: None,
             generation: 0,
             state: None,
+            nonfinite_sent: false,
             error: None,
             notes_tx,
             notes_rx,
@@ -127,10 +130,11 @@ impl InspectorApp {
                 {
                     errors.push(e);
                 }
-                if bad > 0
-                    && let Err(e) = f.save_nonfinite(&dir, "the scan found a NaN/Inf")
-                {
-                    errors.push(e);
+                if bad > 0 && !self.flight.nonfinite_sent {
+                    self.flight.nonfinite_sent = true;
+                    if let Err(e) = f.save_nonfinite(&dir, "the scan found a NaN/Inf") {
+                        errors.push(e);
+                    }
                 }
                 self.flight.status = f.status();
             }
@@ -158,6 +162,7 @@ impl InspectorApp {
             match Flight::start(&s.attached, envs, self.settings.flight_limits(), config) {
                 Ok(f) => {
                     self.flight.flight = Some(f);
+                    self.flight.nonfinite_sent = false;
                     self.flight.generation = generation;
                     self.flight.error = None;
                 }
