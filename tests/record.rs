@@ -260,3 +260,172 @@ fn the_engine_dying_ends_the_recording_with_one_line_and_a_finished_file() {
     // The killed engine left its segment behind.
     let _ = std::fs::remove_file(PathBuf::from("/dev/shm").join(&engine.name));
 }
+
+/// Frames of a file read linearly up to its first error (a killed recorder's file ends in
+/// the middle of a chunk and has no summary).
+fn frames_up_to_the_first_error(bytes: &[u8]) -> usize {
+    let Ok(stream) = mcap::MessageStream::new(bytes) else {
+        return 0;
+    };
+    stream
+        .map_while(Result::ok)
+        .filter(|m| m.channel.topic == "/lrbc/frame")
+        .count()
+}
+
+#[test]
+fn a_killed_recorder_leaves_a_file_that_reads_up_to_its_last_whole_chunk() {
+    let engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let (mut record, mut client, out, lines) = start_open_ended(&engine, "sigkill");
+    // A chunk ends each second before the progress line: after two lines, two chunks
+    // are in the file.
+    let second = next_line(&lines, "the second progress line");
+    assert!(second.contains("frames"), "{second}");
+    record.kill().unwrap();
+    let _ = record.wait();
+    let bytes = std::fs::read(&out).unwrap();
+    assert!(
+        mcap::Summary::read(&bytes).map_or(true, |s| s.is_none()),
+        "a killed recorder wrote no summary"
+    );
+    let frames = frames_up_to_the_first_error(&bytes);
+    assert!(
+        frames > 0,
+        "no whole chunk with frames in {} bytes",
+        bytes.len()
+    );
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = std::fs::remove_file(&out);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_is_one_line_and_exit_1() {
+    let engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let record = inspector()
+        .args([
+            "record",
+            "--shm",
+            &engine.name,
+            "--duration",
+            "5",
+            "-o",
+            "/dev/full",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_with_deadline(record);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.starts_with("record: "))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("writing /dev/full: No space left on device"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn images_are_recorded_as_foxglove_images_of_the_region_and_the_streams() {
+    let engine = Engine::start(&[
+        "--envs", "3", "--obs", "3", "--act", "1", "--image", "32x24x3",
+    ]);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(format!("{}-images.mcap", unique_name("record")));
+    let record = inspector()
+        .args([
+            "record",
+            "--shm",
+            &engine.name,
+            "--duration",
+            "3",
+            "--envs",
+            "0,2",
+        ])
+        .args(["--images", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_with_deadline(record);
+    let _ = client.kill();
+    let _ = client.wait();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    let mut region = std::collections::BTreeMap::<String, usize>::new();
+    let mut streamed = 0;
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        let topic = m.channel.topic.clone();
+        if let Some(env) = topic.strip_prefix("/lrbc/camera/") {
+            let schema = m.channel.schema.as_ref().unwrap();
+            assert_eq!(schema.name, "foxglove.RawImage");
+            assert_eq!(schema.encoding, "flatbuffer");
+            assert_eq!(
+                &schema.data[..],
+                lrbc_inspector::rpc::FOXGLOVE_RAW_IMAGE_BFBS
+            );
+            let img = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
+            assert_eq!((img.width(), img.height(), img.step()), (32, 24, 96));
+            assert_eq!(img.encoding(), Some("rgb8"));
+            assert_eq!(img.frame_id(), Some(env));
+            assert_eq!(img.data().unwrap().len(), 32 * 24 * 3);
+            *region.entry(env.to_string()).or_default() += 1;
+        } else if topic.starts_with("/lrbc/stream/") {
+            let schema = m.channel.schema.as_ref().unwrap();
+            match schema.name.as_str() {
+                "foxglove.RawImage" => {
+                    let img = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
+                    let need = img.step() as usize * img.height() as usize;
+                    assert!(need > 0 && img.data().unwrap().len() >= need);
+                }
+                "foxglove.CompressedImage" => {
+                    let img = flatbuffers::root::<
+                        lrbc_inspector::rpc::foxglove_fb::CompressedImage<'_>,
+                    >(&m.data)
+                    .unwrap();
+                    assert!(matches!(img.format(), Some("jpeg" | "png")));
+                }
+                other => panic!("{topic}: schema {other}"),
+            }
+            streamed += 1;
+        }
+    }
+    assert_eq!(
+        region.keys().cloned().collect::<Vec<_>>(),
+        ["env0", "env2"],
+        "{region:?}"
+    );
+    assert!(region.values().all(|&n| n > 2), "{region:?}");
+    assert!(streamed > 0, "no streamed image recorded");
+    // The independent reader decodes them too.
+    let v = python("read_recording.py", &[&out.to_string_lossy()]);
+    assert_eq!(
+        v["schema_names"]["/lrbc/camera/env2"], "foxglove.RawImage",
+        "{v}"
+    );
+    let image = &v["images"]["/lrbc/camera/env2"];
+    assert_eq!(
+        image,
+        &serde_json::json!({"width": 32, "height": 24, "step": 96, "encoding": "rgb8",
+            "frame_id": "env2", "data_len": 32 * 24 * 3}),
+    );
+    let _ = std::fs::remove_file(&out);
+}

@@ -23,6 +23,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 fn settings(shots: &std::path::Path) -> Settings {
     Settings {
         screenshot_dir: shots.to_path_buf(),
+        recordings_dir: shots.join("recordings"),
         ..Settings::default()
     }
 }

@@ -188,6 +188,9 @@ pub enum Command {
         /// Stop once the file holds this many MiB.
         #[arg(long, value_name = "MIB", value_parser = record::parse_mib)]
         max_size: Option<u64>,
+        /// Record camera images too (image region and streamed camera/viewport frames).
+        #[arg(long)]
+        images: bool,
     },
     /// Open a recording made by `record` in the window (or print its summary).
     Open(open::OpenArgs),
@@ -472,6 +475,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             all_envs,
             duration,
             max_size,
+            images,
         }) => record::run(
             &target.require()?,
             target.layout,
@@ -481,6 +485,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 all_envs,
                 duration,
                 max_bytes: max_size,
+                images,
             },
         ),
         Some(Command::Control {

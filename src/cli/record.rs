@@ -1,6 +1,7 @@
 //! `record`: a flight recording of a segment into an MCAP file.
 
 use std::io::{BufWriter, Write};
+
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -21,6 +22,8 @@ pub struct Options {
     pub all_envs: bool,
     pub duration: Option<Duration>,
     pub max_bytes: Option<u64>,
+    /// Camera images too (image region and streamed frames).
+    pub images: bool,
 }
 
 /// Env indices, sorted, without repeats.
@@ -80,8 +83,14 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     };
     let file = std::fs::File::create(&o.out)
         .map_err(|e| CliError::Other(format!("{}: {e}", o.out.display())))?;
-    let mut rec =
-        Recorder::new(a, envs, BufWriter::new(file)).map_err(|e| CliError::Other(e.to_string()))?;
+    let writing = |e: crate::record::RecordError| {
+        CliError::Other(format!("writing {}: {}", o.out.display(), e.cause()))
+    };
+    let mut capture = crate::record::Capture::new(a, envs).map_err(writing)?;
+    if o.images {
+        capture = capture.with_images();
+    }
+    let mut rec = Recorder::of(capture, BufWriter::new(file)).map_err(writing)?;
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut engine = EngineCheck::new();
@@ -89,6 +98,8 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let mut server_pid = 0;
     let mut next_check = started;
     let mut next_line = started + Duration::from_secs(1);
+    // A chunk ends each second: a killed recorder leaves a file that reads up to there.
+    let mut next_chunk = started + Duration::from_secs(1);
     let mut why = String::from("stopped");
     let mut failure = None;
     loop {
@@ -97,7 +108,14 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             // Nothing new: a short nap, often enough for a fast engine's frames.
             Ok(false) => std::thread::sleep(Duration::from_micros(200)),
             Err(e) => {
-                failure = Some(e.to_string());
+                failure = Some(e);
+                break;
+            }
+        }
+        if Instant::now() >= next_chunk {
+            next_chunk += Duration::from_secs(1);
+            if let Err(e) = rec.end_chunk() {
+                failure = Some(e);
                 break;
             }
         }
@@ -139,20 +157,13 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         }
     }
     let line = progress(&rec, started);
-    // The buffered tail is flushed here, where an error can still be reported.
-    let written = rec
-        .finish_into_inner()
-        .map_err(|e| e.to_string())
-        .and_then(|(_, mut out)| out.flush().map_err(|e| e.to_string()));
-    if let Err(e) = written {
-        return Err(CliError::Other(format!("{}: {e}", o.out.display())));
-    }
     if let Some(e) = failure {
-        return Err(CliError::Other(format!(
-            "{}: {e} (the file was finished with what was recorded)",
-            o.out.display()
-        )));
+        // The output failed: what reached the file reads up to its last whole chunk.
+        drop(rec);
+        return Err(writing(e));
     }
+    // The buffered tail is flushed here, where an error can still be reported.
+    rec.finish().map_err(writing)?;
     eprintln!("record: {why}; {line}; {} written", o.out.display());
     Ok(())
 }
@@ -160,8 +171,13 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
 fn progress<W: Write + std::io::Seek>(rec: &Recorder<W>, started: Instant) -> String {
     let c = rec.counts();
     let secs = started.elapsed().as_secs_f64().max(1e-3);
+    let images = if c.images > 0 {
+        format!(", {} images", c.images)
+    } else {
+        String::new()
+    };
     format!(
-        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} ring entries, {} ring bytes lost",
+        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} ring entries, {} ring bytes lost{images}",
         c.frames_recorded,
         rec.bytes_written() as f64 / 1e6,
         c.frames_recorded as f64 / secs,

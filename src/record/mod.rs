@@ -4,18 +4,30 @@
 //! written, on `/lrbc/ring/<ring>`. Metadata records describe the segment (`lrbc.header`,
 //! `lrbc.geometry`, `lrbc.names`, `lrbc.tool`) and, at the end, what was kept and lost
 //! (`lrbc.counts`). Chunks are uncompressed.
+//!
+//! One [`Capture`] (`capture`) follows the segment and produces encoded messages; they go
+//! to an MCAP file ([`FileSink`], `file`) and/or to a [`Rolling`] buffer of the last
+//! seconds (`rolling`), which writes a complete file on demand. [`Recorder`] is a capture
+//! feeding a file; [`flight::Flight`] runs a capture on its own thread for the window.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::{Seek, SeekFrom, Write};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+mod capture;
+mod file;
+pub mod flight;
+mod images;
+mod rolling;
+
+pub use capture::{Capture, ChannelDef, Kind, Message, Prelude, SchemaDef};
+pub use file::FileSink;
+pub use rolling::{Rolling, RollingCopy, RollingLimits};
+
+use std::collections::BTreeMap;
+use std::io::{Seek, Write};
 
 use crate::attach::Attached;
-use crate::layout::{Layout, RegionKind};
-use crate::rpc::{RECORDING_BFBS, recording_fb as fb};
-use crate::segment::monotonic_now_ns;
-use crate::snapshot::{self, HotData};
-use crate::traffic::{RingSelection, Traffic, TrafficEvent};
+#[cfg(test)]
+use crate::layout::RegionKind;
+#[cfg(test)]
+use crate::rpc::recording_fb as fb;
 
 /// The channel of frames.
 pub const FRAME_TOPIC: &str = "/lrbc/frame";
@@ -67,8 +79,21 @@ pub fn segment_from_metadata(m: &BTreeMap<String, String>) -> Option<crate::layo
 pub enum RecordError {
     #[error("writing the recording: {0}")]
     Mcap(#[from] mcap::McapError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
     #[error("env {env} does not exist (the segment has {num_envs} envs)")]
     NoSuchEnv { env: u32, num_envs: u32 },
+}
+
+impl RecordError {
+    /// The cause of a write error, without the layers around it (e.g. "No space left on
+    /// device (os error 28)").
+    pub fn cause(&self) -> String {
+        match self {
+            Self::Mcap(mcap::McapError::Io(io)) | Self::Io(io) => io.to_string(),
+            other => other.to_string(),
+        }
+    }
 }
 
 /// What the recorder saw, kept and lost.
@@ -84,337 +109,76 @@ pub struct Counts {
     pub ring_entries: u64,
     /// Ring bytes overwritten before the recorder read them.
     pub ring_lost_bytes: u64,
+    /// Frames recorded and then dropped from the front of a rolling buffer (its seconds
+    /// or bytes were full); 0 in a file recorded from start to end.
+    pub frames_dropped: u64,
+    /// Ring entries dropped from the front of a rolling buffer.
+    pub ring_entries_dropped: u64,
+    /// Camera images recorded (image region and streamed frames), when asked for.
+    pub images: u64,
 }
 
-/// A writer that counts the bytes of the file (its length, shared with the recorder).
-#[derive(Debug)]
-struct Counting<W> {
-    inner: W,
-    pos: u64,
-    len: Arc<AtomicU64>,
-}
-
-impl<W: Write> Write for Counting<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.pos += n as u64;
-        // Relaxed: a figure for progress lines, with no data behind it.
-        self.len.fetch_max(self.pos, Ordering::Relaxed);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl<W: Seek> Seek for Counting<W> {
-    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
-        self.pos = self.inner.seek(to)?;
-        Ok(self.pos)
-    }
-}
-
-/// Records one attachment into an MCAP file.
+/// Records one attachment into an MCAP file: a [`Capture`] feeding a [`FileSink`].
 pub struct Recorder<W: Write + Seek> {
-    writer: mcap::Writer<Counting<W>>,
-    written: Arc<AtomicU64>,
-    attached: Attached,
-    traffic: Traffic,
-    envs: Vec<u32>,
-    frame_channel: u16,
-    ring_channels: HashMap<RegionKind, u16>,
-    frame_sequence: u32,
-    ring_sequence: u32,
-    last_frame_seq: Option<u64>,
-    hot: HotData,
-    rows: Vec<f32>,
-    builder: flatbuffers::FlatBufferBuilder<'static>,
-    events: Vec<TrafficEvent>,
-    counts: Counts,
+    capture: Capture,
+    file: FileSink<W>,
+    messages: Vec<Message>,
 }
 
 impl<W: Write + Seek> std::fmt::Debug for Recorder<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recorder")
-            .field("envs", &self.envs)
-            .field("counts", &self.counts)
+            .field("capture", &self.capture)
             .finish_non_exhaustive()
     }
-}
-
-fn strings(pairs: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
-    pairs.into_iter().collect()
 }
 
 impl<W: Write + Seek> Recorder<W> {
     /// Starts a recording of `envs` of `attached` into `out`: writes the schemas,
     /// channels and the segment's metadata.
-    pub fn new(attached: Attached, mut envs: Vec<u32>, out: W) -> Result<Self, RecordError> {
-        envs.sort_unstable();
-        envs.dedup();
-        let g = &attached.geometry;
-        if let Some(&env) = envs.iter().find(|&&e| e >= g.num_envs) {
-            return Err(RecordError::NoSuchEnv {
-                env,
-                num_envs: g.num_envs,
-            });
-        }
-        let options = mcap::WriteOptions::new()
-            .compression(None)
-            .profile("lrbc")
-            .library(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")));
-        let written = Arc::new(AtomicU64::new(0));
-        let mut writer = options.create(Counting {
-            inner: out,
-            pos: 0,
-            len: Arc::clone(&written),
-        })?;
-        let frame_schema = writer.add_schema(FRAME_SCHEMA, "flatbuffer", RECORDING_BFBS)?;
-        let frame_channel =
-            writer.add_channel(frame_schema, FRAME_TOPIC, "flatbuffer", &BTreeMap::new())?;
-        let traffic = Traffic::new(&attached, RingSelection::All);
-        let mut ring_channels = HashMap::new();
-        let lucky = g.layout == Layout::LuckyrobotsIpc;
-        let envelope_schema = if lucky {
-            0
-        } else {
-            writer.add_schema(
-                "hazel.rpc.Envelope",
-                "flatbuffer",
-                crate::rpc::schema::SCHEMA_BFBS,
-            )?
-        };
-        for kind in traffic.rings() {
-            let topic = format!("/lrbc/ring/{}", kind.as_str());
-            let encoding = if lucky { "json" } else { "flatbuffer" };
-            let id = writer.add_channel(envelope_schema, &topic, encoding, &BTreeMap::new())?;
-            ring_channels.insert(kind, id);
-        }
-        let header = strings(g.fields().filter_map(|f| {
-            let v = f.decode(&g.header)?;
-            Some((f.name.to_string(), v.display()))
-        }));
-        writer.write_metadata(&mcap::records::Metadata {
-            name: "lrbc.header".into(),
-            metadata: header,
-        })?;
-        let mut geometry = strings([
-            ("layout".into(), g.layout.as_str().into()),
-            ("size_bytes".into(), g.size_bytes.to_string()),
-            ("num_envs".into(), g.num_envs.to_string()),
-            ("obs_size".into(), g.obs_size.to_string()),
-            ("act_size".into(), g.act_size.to_string()),
-            (
-                "recorded_envs".into(),
-                envs.iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-        ]);
-        for r in &g.regions {
-            geometry.insert(
-                format!("region.{}", r.kind.as_str()),
-                format!("{}+{}", r.offset_bytes, r.length_bytes),
-            );
-        }
-        writer.write_metadata(&mcap::records::Metadata {
-            name: "lrbc.geometry".into(),
-            metadata: geometry,
-        })?;
-        let names = strings(
-            g.names
-                .obs
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (format!("obs.{i}"), n.clone()))
-                .chain(
-                    g.names
-                        .act
-                        .iter()
-                        .enumerate()
-                        .map(|(i, n)| (format!("act.{i}"), n.clone())),
-                ),
-        );
-        writer.write_metadata(&mcap::records::Metadata {
-            name: "lrbc.names".into(),
-            metadata: names,
-        })?;
-        let traced = crate::layout::Traced::new(&attached.segment);
-        // The same bytes as at attach, bar the counters: the geometry is detected again
-        // only to learn which bytes detection reads.
-        let _ = crate::layout::inspect(&traced, attached.choice);
-        writer.write_metadata(&mcap::records::Metadata {
-            name: SEGMENT_METADATA.into(),
-            metadata: segment_metadata(&traced.into_sparse()),
-        })?;
-        writer.write_metadata(&mcap::records::Metadata {
-            name: "lrbc.tool".into(),
-            metadata: strings([
-                ("name".into(), "lrbc-inspector".into()),
-                ("version".into(), env!("CARGO_PKG_VERSION").into()),
-            ]),
-        })?;
+    pub fn new(attached: Attached, envs: Vec<u32>, out: W) -> Result<Self, RecordError> {
+        Self::of(Capture::new(attached, envs)?, out)
+    }
+
+    /// A recording of `capture` (e.g. [`Capture::with_images`]) into `out`.
+    pub fn of(capture: Capture, out: W) -> Result<Self, RecordError> {
+        let file = FileSink::new(out, capture.prelude())?;
         Ok(Self {
-            writer,
-            written,
-            attached,
-            traffic,
-            envs,
-            frame_channel,
-            ring_channels,
-            frame_sequence: 0,
-            ring_sequence: 0,
-            last_frame_seq: None,
-            hot: HotData::default(),
-            rows: Vec::new(),
-            builder: flatbuffers::FlatBufferBuilder::new(),
-            events: Vec::new(),
-            counts: Counts::default(),
+            capture,
+            file,
+            messages: Vec::new(),
         })
     }
 
     pub fn attached(&self) -> &Attached {
-        &self.attached
+        self.capture.attached()
     }
 
     pub fn counts(&self) -> Counts {
-        self.counts
+        self.capture.counts()
     }
 
     /// Bytes in the file so far.
     pub fn bytes_written(&self) -> u64 {
-        // Relaxed: see `Counting::write`.
-        self.written.load(Ordering::Relaxed)
+        self.file.bytes_written()
     }
 
     /// Records a new frame, if one was published, and the ring entries published since
     /// the last call. True when anything was written.
     pub fn poll(&mut self) -> Result<bool, RecordError> {
-        let wrote_frame = self.poll_frame()?;
-        let wrote_entries = self.poll_rings()?;
-        Ok(wrote_frame || wrote_entries)
+        self.messages.clear();
+        self.capture.poll(&mut self.messages);
+        self.file.sync(self.capture.prelude())?;
+        for m in &self.messages {
+            self.file.write(m)?;
+        }
+        Ok(!self.messages.is_empty())
     }
 
-    fn poll_frame(&mut self) -> Result<bool, RecordError> {
-        let (seg, g) = (&self.attached.segment, &self.attached.geometry);
-        let now_seq = seg.load_u64(g.counters.frame_seq).unwrap_or(0);
-        if self.last_frame_seq == Some(now_seq) {
-            return Ok(false);
-        }
-        let (hot, rows, envs) = (&mut self.hot, &mut self.rows, &self.envs);
-        let copy = snapshot::guarded_read(seg, g, 3, |s| {
-            snapshot::copy_hot_into(s, g, hot);
-            snapshot::copy_rows_into(s, g, envs, rows);
-        });
-        let sampled_ns = monotonic_now_ns();
-        if self.last_frame_seq == Some(copy.frame_seq) {
-            return Ok(false);
-        }
-        let jumped = self.last_frame_seq.map_or(0, |last| {
-            copy.frame_seq.saturating_sub(last).saturating_sub(1)
-        });
-        self.counts.frames_missed += jumped;
-        self.counts.frames_seen += 1;
-        self.last_frame_seq = Some(copy.frame_seq);
-        if !copy.consistent {
-            self.counts.frames_torn += 1;
-            return Ok(false);
-        }
-        let frame_time_ns = g
-            .counters
-            .ext
-            .and_then(|e| seg.load_u64(e.frame_time_ns))
-            .unwrap_or(0);
-        let (o, a) = (g.obs_size as usize, g.act_size as usize);
-        let mut observations = Vec::with_capacity(envs.len() * o);
-        let mut actions = Vec::with_capacity(envs.len() * a);
-        for row in rows.chunks_exact((o + a).max(1)) {
-            let (obs, act) = row.split_at(o.min(row.len()));
-            observations.extend_from_slice(obs);
-            actions.extend_from_slice(act);
-        }
-        let b = &mut self.builder;
-        b.reset();
-        let rewards = b.create_vector(&hot.rewards);
-        let dones = b.create_vector(&hot.dones);
-        let truncateds = hot.truncateds.as_deref().map(|t| b.create_vector(t));
-        let resets = b.create_vector(&hot.resets);
-        let env_list = b.create_vector(envs);
-        let observations = b.create_vector(&observations);
-        let actions = b.create_vector(&actions);
-        let frame = fb::Frame::create(
-            b,
-            &fb::FrameArgs {
-                frame_seq: copy.frame_seq,
-                frame_time_ns,
-                action_seq: copy.action_seq,
-                sampled_ns,
-                rewards: Some(rewards),
-                dones: Some(dones),
-                truncateds,
-                resets: Some(resets),
-                envs: Some(env_list),
-                observations: Some(observations),
-                actions: Some(actions),
-            },
-        );
-        b.finish(frame, None);
-        self.writer.write_to_known_channel(
-            &mcap::records::MessageHeader {
-                channel_id: self.frame_channel,
-                sequence: self.frame_sequence,
-                log_time: sampled_ns,
-                publish_time: if frame_time_ns != 0 {
-                    frame_time_ns
-                } else {
-                    sampled_ns
-                },
-            },
-            self.builder.finished_data(),
-        )?;
-        self.frame_sequence = self.frame_sequence.wrapping_add(1);
-        self.counts.frames_recorded += 1;
-        Ok(true)
-    }
-
-    fn poll_rings(&mut self) -> Result<bool, RecordError> {
-        self.events.clear();
-        self.traffic.poll(
-            &self.attached.segment,
-            monotonic_now_ns(),
-            4096,
-            &mut self.events,
-        );
-        let mut wrote = false;
-        for e in &self.events {
-            let TrafficEvent::Record(r) = e else {
-                continue;
-            };
-            let Some(&channel_id) = self.ring_channels.get(&r.ring) else {
-                continue;
-            };
-            self.writer.write_to_known_channel(
-                &mcap::records::MessageHeader {
-                    channel_id,
-                    sequence: self.ring_sequence,
-                    log_time: r.seen_ns,
-                    publish_time: r.seen_ns,
-                },
-                &r.payload,
-            )?;
-            self.ring_sequence = self.ring_sequence.wrapping_add(1);
-            self.counts.ring_entries += 1;
-            wrote = true;
-        }
-        self.counts.ring_lost_bytes = self
-            .traffic
-            .totals()
-            .iter()
-            .map(|(_, t)| t.lost_bytes)
-            .sum();
-        Ok(wrote)
+    /// Ends the current chunk and flushes it to the output: what was recorded so far
+    /// reads back even if the process dies before [`Recorder::finish`].
+    pub fn end_chunk(&mut self) -> Result<(), RecordError> {
+        self.file.end_chunk()
     }
 
     /// Writes `lrbc.counts` and the summary: the file is complete.
@@ -423,23 +187,10 @@ impl<W: Write + Seek> Recorder<W> {
     }
 
     /// Like [`Recorder::finish`], and gives back the output.
-    pub fn finish_into_inner(mut self) -> Result<(Counts, W), RecordError> {
-        let c = self.counts;
-        let json = serde_json::to_value(c).unwrap_or_default();
-        let metadata = json
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.to_string()))
-                    .collect::<BTreeMap<_, _>>()
-            })
-            .unwrap_or_default();
-        self.writer.write_metadata(&mcap::records::Metadata {
-            name: "lrbc.counts".into(),
-            metadata,
-        })?;
-        self.writer.finish()?;
-        Ok((c, self.writer.into_inner().inner))
+    pub fn finish_into_inner(self) -> Result<(Counts, W), RecordError> {
+        let c = self.capture.counts();
+        let out = self.file.finish(&c)?;
+        Ok((c, out))
     }
 }
 

@@ -118,3 +118,165 @@ fn the_stored_segment_bytes_detect_the_recorded_geometry_again() {
         assert_eq!(got.regions, want.regions);
     }
 }
+
+#[test]
+fn a_rolling_buffer_keeps_the_newest_frames_within_its_bytes_and_writes_a_whole_file() {
+    let mut e = engine();
+    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+    let mut capture = Capture::new(a, vec![0, 2]).unwrap();
+    let mut messages = Vec::new();
+    e.step_once(Some(1));
+    capture.poll(&mut messages);
+    let one = messages.iter().find(|m| m.is_frame()).unwrap().data.len() as u64;
+    // Room for three frames (and their overhead) in the three quarters of the budget
+    // that are not for images, with seconds to spare.
+    let mut rolling = Rolling::new(RollingLimits {
+        seconds: 3600.0,
+        max_bytes: 4 * (one + 64) + 40,
+    });
+    for m in messages.drain(..).filter(Message::is_frame) {
+        rolling.push(m);
+    }
+    for step in 2..=6 {
+        e.step_once(Some(step));
+        capture.poll(&mut messages);
+        for m in messages.drain(..).filter(Message::is_frame) {
+            rolling.push(m);
+        }
+    }
+    assert_eq!(rolling.frames(), 3);
+    assert!(rolling.bytes() <= rolling.limits().max_bytes * 3 / 4);
+    let copy = rolling.copy(capture.counts());
+    assert_eq!(copy.counts.frames_dropped, 3);
+    assert_eq!(copy.counts.frames_seen, 6);
+    let bytes = copy
+        .write(capture.prelude(), Cursor::new(Vec::new()))
+        .unwrap()
+        .into_inner();
+    assert_eq!(frames(&bytes), [4, 5, 6]);
+    let summary = mcap::Summary::read(&bytes).unwrap().unwrap();
+    let index = summary
+        .metadata_indexes
+        .iter()
+        .find(|m| m.name == "lrbc.counts")
+        .unwrap();
+    let counts = mcap::read::metadata(&bytes, index).unwrap().metadata;
+    assert_eq!(counts["frames_dropped"], "3");
+    assert_eq!(counts["frames_recorded"], "3");
+    // The same schemas and metadata as a file recorded from the start.
+    assert!(
+        summary
+            .metadata_indexes
+            .iter()
+            .any(|m| m.name == SEGMENT_METADATA)
+    );
+    // With no seconds kept, only the newest frame stays.
+    rolling.set_limits(RollingLimits {
+        seconds: 0.0,
+        max_bytes: u64::MAX,
+    });
+    assert_eq!(rolling.frames(), 1);
+}
+
+#[test]
+fn a_write_error_is_the_cause_in_one_line() {
+    struct Full;
+    impl Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("the disk is full"))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl Seek for Full {
+        fn seek(&mut self, _: std::io::SeekFrom) -> std::io::Result<u64> {
+            Ok(0)
+        }
+    }
+    let e = engine();
+    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+    let err = Recorder::new(a, vec![0], Full).unwrap_err();
+    assert_eq!(err.cause(), "the disk is full", "{err}");
+}
+
+#[test]
+fn a_rolling_buffer_drops_what_is_older_than_its_seconds_against_the_newest() {
+    let message = |channel, t_ms: u64| Message {
+        channel,
+        kind: if channel == 0 {
+            Kind::Frame
+        } else {
+            Kind::RingEntry
+        },
+        log_time: t_ms * 1_000_000,
+        publish_time: t_ms * 1_000_000,
+        data: std::sync::Arc::from(vec![0u8; 100]),
+    };
+    let mut rolling = Rolling::new(RollingLimits {
+        seconds: 2.0,
+        max_bytes: u64::MAX,
+    });
+    // Frames each 500 ms, a ring entry (channel 1) between.
+    for i in 0..10 {
+        rolling.push(message(0, i * 500));
+        rolling.push(message(1, i * 500 + 250));
+    }
+    // The newest is at 4750 ms: kept from 2750 ms on (two seconds old is kept).
+    assert_eq!(rolling.frames(), 4);
+    assert!(
+        (rolling.seconds() - 2.0).abs() < 1e-9,
+        "{}",
+        rolling.seconds()
+    );
+    let copy = rolling.copy(Counts::default());
+    assert_eq!(
+        copy.messages.first().map(|m| m.log_time),
+        Some(2_750_000_000)
+    );
+    assert_eq!(
+        (
+            copy.counts.frames_recorded,
+            copy.counts.ring_entries,
+            copy.counts.frames_dropped,
+            copy.counts.ring_entries_dropped
+        ),
+        (4, 5, 6, 5)
+    );
+    assert_eq!(rolling.bytes(), 9 * (100 + 64));
+}
+
+#[test]
+fn camera_images_keep_to_their_quarter_of_a_rolling_buffer() {
+    let message = |kind, t_ms: u64, len| Message {
+        channel: usize::from(kind == Kind::Image),
+        kind,
+        log_time: t_ms * 1_000_000,
+        publish_time: t_ms * 1_000_000,
+        data: std::sync::Arc::from(vec![0u8; len]),
+    };
+    let mut rolling = Rolling::new(RollingLimits {
+        seconds: 3600.0,
+        max_bytes: 40_000,
+    });
+    for i in 0..50 {
+        rolling.push(message(Kind::Frame, i * 10, 136));
+        rolling.push(message(Kind::Image, i * 10 + 5, 1936));
+    }
+    // Frames: 50 × 200 bytes fit the three quarters; images: 5 × 2000 bytes the quarter.
+    assert_eq!(rolling.frames(), 50);
+    let copy = rolling.copy(Counts::default());
+    assert_eq!((copy.counts.frames_recorded, copy.counts.images), (50, 5));
+    assert_eq!(copy.counts.frames_dropped, 0);
+    assert_eq!(rolling.bytes(), 50 * 200 + 5 * 2000);
+    // Oldest first, images among the frames.
+    assert!(
+        copy.messages
+            .windows(2)
+            .all(|w| w[0].log_time <= w[1].log_time)
+    );
+    assert_eq!(
+        copy.messages.iter().position(|m| m.kind == Kind::Image),
+        Some(46)
+    );
+}

@@ -93,6 +93,12 @@ pub struct Settings {
     /// What the window's data may take (histories, traffic list, images, streamed
     /// frames), in MiB.
     pub memory_budget_mib: u32,
+    /// Seconds the flight recorder keeps.
+    pub flight_seconds: f32,
+    /// What the flight recorder's buffer may take, in MiB.
+    pub flight_budget_mib: u32,
+    /// Where recordings and saved flight recordings go.
+    pub recordings_dir: PathBuf,
 }
 
 impl Default for Settings {
@@ -114,6 +120,9 @@ impl Default for Settings {
             max_fps: 0,
             busy_budget_percent: crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT,
             memory_budget_mib: crate::memory::DEFAULT_BUDGET_MIB,
+            flight_seconds: 60.0,
+            flight_budget_mib: 128,
+            recordings_dir: default_recordings_dir(),
         }
     }
 }
@@ -128,6 +137,18 @@ pub fn default_screenshot_dir() -> PathBuf {
         return PathBuf::from(home).join("Pictures").join("lrbc-inspector");
     }
     PathBuf::from("lrbc-inspector-screenshots")
+}
+
+/// `$HOME/lrbc-recordings` (`%USERPROFILE%\\lrbc-recordings` on Windows), else
+/// `./lrbc-recordings`.
+pub fn default_recordings_dir() -> PathBuf {
+    let home = if cfg!(windows) {
+        std::env::var_os("USERPROFILE").or_else(|| std::env::var_os("HOME"))
+    } else {
+        std::env::var_os("HOME")
+    };
+    home.map_or_else(PathBuf::new, PathBuf::from)
+        .join("lrbc-recordings")
 }
 
 /// Settings given on the command line for one run (they are kept like any change made
@@ -174,6 +195,14 @@ impl Settings {
                 && self.busy_budget_percent > 0.0)
                 .then(|| self.busy_budget_percent.min(100.0)),
             ..crate::sampler::SamplerSettings::default()
+        }
+    }
+
+    /// What the flight recorder keeps.
+    pub fn flight_limits(&self) -> crate::record::RollingLimits {
+        crate::record::RollingLimits {
+            seconds: f64::from(self.flight_seconds.clamp(1.0, 3600.0)),
+            max_bytes: u64::from(self.flight_budget_mib.clamp(8, 16_384)) << 20,
         }
     }
 

@@ -1,6 +1,7 @@
 """An independent reader of a flight recording (`lrbc-inspector record`): the PyPI `mcap`
 package reads the file, the Python code flatc generates from schema/recording.fbs
-decodes one frame. Prints one JSON object.
+decodes one frame, and from schema/foxglove_image.fbs the first camera image of each
+`/lrbc/camera/...` topic. Prints one JSON object.
 
     python3 read_recording.py FILE.mcap
 """
@@ -11,6 +12,7 @@ import sys
 
 from mcap.reader import make_reader
 
+from foxglove.RawImage import RawImage
 from lrbc.recording.Frame import Frame
 
 
@@ -22,6 +24,7 @@ def main() -> None:
     first = None
     frame_seqs = []
     nan_frames = []
+    images: dict[str, dict] = {}
     with open(sys.argv[1], "rb") as f:
         reader = make_reader(f)
         metadata = {m.name: dict(m.metadata) for m in reader.iter_metadata()}
@@ -31,6 +34,16 @@ def main() -> None:
             if schema is not None:
                 schema_encodings[channel.topic] = schema.encoding
                 schema_names[channel.topic] = schema.name
+            if channel.topic.startswith("/lrbc/camera/") and channel.topic not in images:
+                img = RawImage.GetRootAs(message.data, 0)
+                images[channel.topic] = {
+                    "width": img.Width(),
+                    "height": img.Height(),
+                    "step": img.Step(),
+                    "encoding": img.Encoding().decode(),
+                    "frame_id": img.FrameId().decode(),
+                    "data_len": img.DataLength(),
+                }
             if channel.topic != "/lrbc/frame":
                 continue
             frame = Frame.GetRootAs(message.data, 0)
@@ -58,6 +71,7 @@ def main() -> None:
                     a < b for a, b in zip(frame_seqs, frame_seqs[1:])
                 ),
                 "nan_frames": nan_frames,
+                "images": images,
             }
         )
     )

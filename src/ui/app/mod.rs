@@ -1,8 +1,10 @@
 //! The inspector window: attach view, top and status bars, and the panels as tiles.
 //! `pacing` sets how often it redraws, `save_dialog` runs the screenshot save dialog
 //! on its own thread, `settings_menu` and `status_bar` draw those, `panes` the tiles,
-//! `timeline` the bar that moves through a recording (and its open dialog).
+//! `timeline` the bar that moves through a recording (and its open dialog); `flight` runs
+//! the flight recorder (`crate::record::flight`) for a live session.
 
+mod flight;
 mod pacing;
 mod panes;
 mod save_dialog;
@@ -72,6 +74,8 @@ pub struct InspectorApp {
     timeline_tick_ns: u64,
     shown_title: String,
     t0_ns: u64,
+    /// The flight recorder of the session.
+    flight: flight::FlightUi,
     /// The window closes itself when this is set.
     pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
@@ -134,6 +138,7 @@ impl InspectorApp {
             shown_title: String::new(),
             t0_ns: monotonic_now_ns(),
             close_when: None,
+            flight: flight::FlightUi::default(),
         };
         if let Some(t) = target {
             app.attach(t);
@@ -263,6 +268,7 @@ impl InspectorApp {
             self.traffic_view = TrafficView::default();
             self.say(n, false);
         }
+        self.flight_logic();
         let results: Vec<_> = self.save_dialogs.results().collect();
         for r in results {
             match r {

@@ -138,6 +138,7 @@ impl InspectorApp {
                     self.settings.screenshot_dir = dir.into();
                 }
                 ui.end_row();
+                self.flight_settings(ui);
             });
         if memory_changed && let Some(s) = &self.session {
             s.set_limits(self.settings.sampler(), self.settings.traffic_limits());

@@ -72,6 +72,7 @@ impl InspectorApp {
                     }
                 }
             }
+            self.flight_status_bar(ui);
             if let Some(m) = &self.message {
                 ui.separator();
                 let age = monotonic_now_ns().saturating_sub(m.at_ns);

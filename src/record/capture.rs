@@ -1,0 +1,391 @@
+//! The capture: follows `frame_seq` and the rings of one attachment and turns what it
+//! sees into encoded messages, with the schemas, channels and metadata that describe them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::images::Images;
+use super::{Counts, FRAME_SCHEMA, FRAME_TOPIC, RecordError, SEGMENT_METADATA, segment_metadata};
+use crate::attach::Attached;
+use crate::layout::{Layout, RegionKind};
+use crate::rpc::{RECORDING_BFBS, recording_fb as fb};
+use crate::segment::monotonic_now_ns;
+use crate::snapshot::{self, HotData};
+use crate::traffic::{RingSelection, Traffic, TrafficEvent};
+
+/// A schema record.
+#[derive(Clone, Debug)]
+pub struct SchemaDef {
+    pub name: String,
+    pub encoding: String,
+    pub data: &'static [u8],
+}
+
+/// A channel record; `schema` indexes [`Prelude::schemas`] (None: no schema).
+#[derive(Clone, Debug)]
+pub struct ChannelDef {
+    pub topic: String,
+    pub schema: Option<usize>,
+    pub message_encoding: String,
+}
+
+/// What a file starts with: schemas, channels and metadata records.
+#[derive(Clone, Debug, Default)]
+pub struct Prelude {
+    pub schemas: Vec<SchemaDef>,
+    pub channels: Vec<ChannelDef>,
+    pub metadata: Vec<(String, BTreeMap<String, String>)>,
+}
+
+/// What a message holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Frame,
+    RingEntry,
+    Image,
+}
+
+/// One encoded message; `channel` indexes [`Prelude::channels`].
+#[derive(Clone, Debug)]
+pub struct Message {
+    pub channel: usize,
+    pub kind: Kind,
+    pub log_time: u64,
+    pub publish_time: u64,
+    pub data: Arc<[u8]>,
+}
+
+impl Message {
+    pub fn is_frame(&self) -> bool {
+        self.kind == Kind::Frame
+    }
+}
+
+/// The index of `/lrbc/frame` in the prelude's channels.
+pub(super) const FRAME_CHANNEL: usize = 0;
+
+fn strings(pairs: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    pairs.into_iter().collect()
+}
+
+/// Follows one attachment: frames of the recorded envs and ring entries.
+pub struct Capture {
+    attached: Attached,
+    traffic: Traffic,
+    envs: Vec<u32>,
+    prelude: Prelude,
+    ring_channels: HashMap<RegionKind, usize>,
+    last_frame_seq: Option<u64>,
+    hot: HotData,
+    rows: Vec<f32>,
+    builder: flatbuffers::FlatBufferBuilder<'static>,
+    events: Vec<TrafficEvent>,
+    counts: Counts,
+    first_nonfinite: Option<u64>,
+    images: Option<Images>,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("envs", &self.envs)
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Capture {
+    /// A capture of `envs` of `attached`, with the prelude describing it.
+    pub fn new(attached: Attached, mut envs: Vec<u32>) -> Result<Self, RecordError> {
+        envs.sort_unstable();
+        envs.dedup();
+        let g = &attached.geometry;
+        if let Some(&env) = envs.iter().find(|&&e| e >= g.num_envs) {
+            return Err(RecordError::NoSuchEnv {
+                env,
+                num_envs: g.num_envs,
+            });
+        }
+        let mut prelude = Prelude::default();
+        prelude.schemas.push(SchemaDef {
+            name: FRAME_SCHEMA.into(),
+            encoding: "flatbuffer".into(),
+            data: RECORDING_BFBS,
+        });
+        prelude.channels.push(ChannelDef {
+            topic: FRAME_TOPIC.into(),
+            schema: Some(0),
+            message_encoding: "flatbuffer".into(),
+        });
+        let traffic = Traffic::new(&attached, RingSelection::All);
+        let lucky = g.layout == Layout::LuckyrobotsIpc;
+        let envelope_schema = if lucky {
+            None
+        } else {
+            prelude.schemas.push(SchemaDef {
+                name: "hazel.rpc.Envelope".into(),
+                encoding: "flatbuffer".into(),
+                data: crate::rpc::schema::SCHEMA_BFBS,
+            });
+            Some(prelude.schemas.len() - 1)
+        };
+        let mut ring_channels = HashMap::new();
+        for kind in traffic.rings() {
+            prelude.channels.push(ChannelDef {
+                topic: format!("/lrbc/ring/{}", kind.as_str()),
+                schema: envelope_schema,
+                message_encoding: if lucky { "json" } else { "flatbuffer" }.into(),
+            });
+            ring_channels.insert(kind, prelude.channels.len() - 1);
+        }
+        let header = strings(g.fields().filter_map(|f| {
+            let v = f.decode(&g.header)?;
+            Some((f.name.to_string(), v.display()))
+        }));
+        prelude.metadata.push(("lrbc.header".into(), header));
+        let mut geometry = strings([
+            ("layout".into(), g.layout.as_str().into()),
+            ("size_bytes".into(), g.size_bytes.to_string()),
+            ("num_envs".into(), g.num_envs.to_string()),
+            ("obs_size".into(), g.obs_size.to_string()),
+            ("act_size".into(), g.act_size.to_string()),
+            (
+                "recorded_envs".into(),
+                envs.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        ]);
+        for r in &g.regions {
+            geometry.insert(
+                format!("region.{}", r.kind.as_str()),
+                format!("{}+{}", r.offset_bytes, r.length_bytes),
+            );
+        }
+        prelude.metadata.push(("lrbc.geometry".into(), geometry));
+        let names = strings(
+            g.names
+                .obs
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (format!("obs.{i}"), n.clone()))
+                .chain(
+                    g.names
+                        .act
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| (format!("act.{i}"), n.clone())),
+                ),
+        );
+        prelude.metadata.push(("lrbc.names".into(), names));
+        let traced = crate::layout::Traced::new(&attached.segment);
+        // The same bytes as at attach, bar the counters: the geometry is detected again
+        // only to learn which bytes detection reads.
+        let _ = crate::layout::inspect(&traced, attached.choice);
+        prelude.metadata.push((
+            SEGMENT_METADATA.into(),
+            segment_metadata(&traced.into_sparse()),
+        ));
+        prelude.metadata.push((
+            "lrbc.tool".into(),
+            strings([
+                ("name".into(), "lrbc-inspector".into()),
+                ("version".into(), env!("CARGO_PKG_VERSION").into()),
+            ]),
+        ));
+        Ok(Self {
+            attached,
+            traffic,
+            envs,
+            prelude,
+            ring_channels,
+            last_frame_seq: None,
+            hot: HotData::default(),
+            rows: Vec::new(),
+            builder: flatbuffers::FlatBufferBuilder::new(),
+            events: Vec::new(),
+            counts: Counts::default(),
+            first_nonfinite: None,
+            images: None,
+        })
+    }
+
+    /// Also captures camera images: the recorded envs' images of the image region when
+    /// `image_seq` moves (`/lrbc/camera/env<N>`) and the camera and viewport frames
+    /// streamed through the command rings (`/lrbc/stream/<name>`), as Foxglove's
+    /// `foxglove.RawImage` and `foxglove.CompressedImage`. Streams add channels to the
+    /// prelude as they show up.
+    pub fn with_images(mut self) -> Self {
+        if self.images.is_none() {
+            self.images = Some(Images::new(&self.attached, &self.envs, &mut self.prelude));
+        }
+        self
+    }
+
+    /// Bytes of one copy of the recorded envs' images of the image region.
+    pub fn image_region_bytes(attached: &Attached, envs: usize) -> u64 {
+        Images::region_bytes(attached, envs)
+    }
+
+    pub fn attached(&self) -> &Attached {
+        &self.attached
+    }
+
+    pub fn prelude(&self) -> &Prelude {
+        &self.prelude
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// The `frame_seq` of the first captured frame holding a NaN or an infinity (in
+    /// rewards or the recorded envs' observations and actions).
+    pub fn first_nonfinite(&self) -> Option<u64> {
+        self.first_nonfinite
+    }
+
+    /// Appends a new frame, if one was published, and the ring entries published since
+    /// the last call, to `out`.
+    pub fn poll(&mut self, out: &mut Vec<Message>) {
+        self.poll_frame(out);
+        if let Some(images) = &mut self.images {
+            let (seg, g) = (&self.attached.segment, &self.attached.geometry);
+            let now = monotonic_now_ns();
+            let frame_time_ns = g
+                .counters
+                .ext
+                .and_then(|e| seg.load_u64(e.frame_time_ns))
+                .filter(|&t| t != 0)
+                .unwrap_or(now);
+            images.poll_region(&self.attached, frame_time_ns, now, out);
+        }
+        self.poll_rings(out);
+        if let Some(images) = &self.images {
+            self.counts.images = images.images;
+        }
+    }
+
+    fn poll_frame(&mut self, out: &mut Vec<Message>) {
+        let (seg, g) = (&self.attached.segment, &self.attached.geometry);
+        let now_seq = seg.load_u64(g.counters.frame_seq).unwrap_or(0);
+        if self.last_frame_seq == Some(now_seq) {
+            return;
+        }
+        let (hot, rows, envs) = (&mut self.hot, &mut self.rows, &self.envs);
+        let copy = snapshot::guarded_read(seg, g, 3, |s| {
+            snapshot::copy_hot_into(s, g, hot);
+            snapshot::copy_rows_into(s, g, envs, rows);
+        });
+        let sampled_ns = monotonic_now_ns();
+        if self.last_frame_seq == Some(copy.frame_seq) {
+            return;
+        }
+        let jumped = self.last_frame_seq.map_or(0, |last| {
+            copy.frame_seq.saturating_sub(last).saturating_sub(1)
+        });
+        self.counts.frames_missed += jumped;
+        self.counts.frames_seen += 1;
+        self.last_frame_seq = Some(copy.frame_seq);
+        if !copy.consistent {
+            self.counts.frames_torn += 1;
+            return;
+        }
+        if self.first_nonfinite.is_none()
+            && (hot
+                .rewards
+                .iter()
+                .chain(rows.iter())
+                .any(|v| !v.is_finite()))
+        {
+            self.first_nonfinite = Some(copy.frame_seq);
+        }
+        let frame_time_ns = g
+            .counters
+            .ext
+            .and_then(|e| seg.load_u64(e.frame_time_ns))
+            .unwrap_or(0);
+        let (o, a) = (g.obs_size as usize, g.act_size as usize);
+        let mut observations = Vec::with_capacity(envs.len() * o);
+        let mut actions = Vec::with_capacity(envs.len() * a);
+        for row in rows.chunks_exact((o + a).max(1)) {
+            let (obs, act) = row.split_at(o.min(row.len()));
+            observations.extend_from_slice(obs);
+            actions.extend_from_slice(act);
+        }
+        let b = &mut self.builder;
+        b.reset();
+        let rewards = b.create_vector(&hot.rewards);
+        let dones = b.create_vector(&hot.dones);
+        let truncateds = hot.truncateds.as_deref().map(|t| b.create_vector(t));
+        let resets = b.create_vector(&hot.resets);
+        let env_list = b.create_vector(envs);
+        let observations = b.create_vector(&observations);
+        let actions = b.create_vector(&actions);
+        let frame = fb::Frame::create(
+            b,
+            &fb::FrameArgs {
+                frame_seq: copy.frame_seq,
+                frame_time_ns,
+                action_seq: copy.action_seq,
+                sampled_ns,
+                rewards: Some(rewards),
+                dones: Some(dones),
+                truncateds,
+                resets: Some(resets),
+                envs: Some(env_list),
+                observations: Some(observations),
+                actions: Some(actions),
+            },
+        );
+        b.finish(frame, None);
+        out.push(Message {
+            channel: FRAME_CHANNEL,
+            kind: Kind::Frame,
+            log_time: sampled_ns,
+            publish_time: if frame_time_ns != 0 {
+                frame_time_ns
+            } else {
+                sampled_ns
+            },
+            data: Arc::from(self.builder.finished_data()),
+        });
+        self.counts.frames_recorded += 1;
+    }
+
+    fn poll_rings(&mut self, out: &mut Vec<Message>) {
+        self.events.clear();
+        self.traffic.poll(
+            &self.attached.segment,
+            monotonic_now_ns(),
+            4096,
+            &mut self.events,
+        );
+        for e in self.events.drain(..) {
+            let TrafficEvent::Record(r) = e else {
+                continue;
+            };
+            let Some(&channel) = self.ring_channels.get(&r.ring) else {
+                continue;
+            };
+            if let Some(images) = &mut self.images {
+                images.poll_entry(&r.payload, r.seen_ns, &mut self.prelude, out);
+            }
+            out.push(Message {
+                channel,
+                kind: Kind::RingEntry,
+                log_time: r.seen_ns,
+                publish_time: r.seen_ns,
+                data: Arc::from(r.payload),
+            });
+            self.counts.ring_entries += 1;
+        }
+        self.counts.ring_lost_bytes = self
+            .traffic
+            .totals()
+            .iter()
+            .map(|(_, t)| t.lost_bytes)
+            .sum();
+    }
+}

@@ -1,0 +1,445 @@
+//! The window's flight recorder, driven headlessly with egui_kittest against a simulated
+//! engine and client on threads of this process: it saves the last seconds by itself
+//! when a NaN shows, when the engine stops or is killed and when the segment is
+//! replaced, and records on "Record".
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable as _;
+use lrbc_inspector::attach::Target;
+use lrbc_inspector::layout::LayoutChoice;
+use lrbc_inspector::rpc::recording_fb;
+use lrbc_inspector::sim::client::{self, ClientConfig, Policy};
+use lrbc_inspector::sim::engine::{Engine, EngineConfig, Mode};
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::settings::Settings;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// An in-process engine (writing a NaN at `nan_at_step`) and a client stepping it.
+struct Sim {
+    name: String,
+    engine_stop: Arc<AtomicBool>,
+    client_stop: Arc<AtomicBool>,
+    engine: Option<std::thread::JoinHandle<()>>,
+    client: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sim {
+    fn start(tag: &str, nan_at_step: Option<u64>) -> Self {
+        let name = format!("lrbc-flight-{tag}-{}", std::process::id());
+        let mut engine = Engine::create(EngineConfig {
+            name: name.clone(),
+            layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
+            num_envs: 8,
+            obs_size: 6,
+            act_size: 2,
+            image: None,
+            mode: Mode::Training,
+            hz: 60.0,
+            ring_size: 64 * 1024,
+            ctl_ring_size: None,
+            force: false,
+            dynamics: true,
+            camera_hz: 30.0,
+            seed: 5,
+            nan_at_step,
+        })
+        .unwrap();
+        let engine_stop = Arc::new(AtomicBool::new(false));
+        let client_stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&engine_stop);
+        let engine = std::thread::Builder::new()
+            .name("sim-engine".into())
+            .spawn(move || {
+                engine.run(&s);
+            })
+            .unwrap();
+        let s = Arc::clone(&client_stop);
+        let cfg = ClientConfig {
+            name: name.clone(),
+            steps: None,
+            hz: Some(100.0),
+            policy: Policy::Balance,
+            commands: true,
+            record_latency: false,
+            step_timeout: Duration::from_secs(5),
+        };
+        let client = std::thread::Builder::new()
+            .name("sim-client".into())
+            .spawn(move || {
+                let _ = client::run(&cfg, &s);
+            })
+            .unwrap();
+        Self {
+            name,
+            engine_stop,
+            client_stop,
+            engine: Some(engine),
+            client: Some(client),
+        }
+    }
+
+    /// Stops the engine: it removes its segment.
+    fn stop_engine(&mut self) {
+        self.client_stop.store(true, Ordering::Relaxed);
+        self.engine_stop.store(true, Ordering::Relaxed);
+        for t in [self.client.take(), self.engine.take()]
+            .into_iter()
+            .flatten()
+        {
+            t.join().unwrap();
+        }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.stop_engine();
+    }
+}
+
+fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
+    Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .build_ui_state(|ui, app: &mut InspectorApp| app.run_frame(ui), app)
+}
+
+/// Steps the UI (real time passes for the background threads) until `done`.
+fn step_until(
+    h: &mut Harness<'static, InspectorApp>,
+    what: &str,
+    mut done: impl FnMut(&InspectorApp) -> bool,
+) {
+    let deadline = Instant::now() + DEADLINE;
+    while !done(h.state()) {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        h.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.step();
+}
+
+fn window(sim: &Sim, dir: &Path) -> Harness<'static, InspectorApp> {
+    let _ = std::fs::remove_dir_all(dir);
+    let settings = Settings {
+        recordings_dir: dir.to_path_buf(),
+        screenshot_dir: dir.to_path_buf(),
+        ..Settings::default()
+    };
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(
+        &ctx,
+        settings,
+        None,
+        Some(Target::Shm(sim.name.clone())),
+        LayoutChoice::Auto,
+    );
+    harness(app)
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("lrbc-flight-{tag}-{}", std::process::id()))
+}
+
+/// The frame_seqs of a file's frames and those holding a NaN.
+fn frames(path: &Path) -> (Vec<u64>, Vec<u64>) {
+    let bytes = std::fs::read(path).unwrap();
+    let (mut seqs, mut nan) = (Vec::new(), Vec::new());
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        if m.channel.topic != "/lrbc/frame" {
+            continue;
+        }
+        let f = recording_fb::root_as_frame(&m.data).unwrap();
+        seqs.push(f.frame_seq());
+        let values = f.observations().unwrap().iter().chain(f.rewards().unwrap());
+        if values.into_iter().any(f32::is_nan) {
+            nan.push(f.frame_seq());
+        }
+    }
+    (seqs, nan)
+}
+
+#[test]
+fn the_first_nan_saves_the_last_seconds_by_itself_once() {
+    let sim = Sim::start("nan", Some(40));
+    let dir = temp_dir("nan");
+    let mut h = window(&sim, &dir);
+    step_until(&mut h, "a file saved for the NaN", |a| {
+        a.flight_last_file().is_some()
+    });
+    let first = h.state().flight_last_file().unwrap().to_path_buf();
+    let note = h.state().flight_note().unwrap_or_default().to_string();
+    assert!(note.contains("NaN/Inf"), "{note}");
+    assert!(note.contains(&first.display().to_string()), "{note}");
+    let file_name = first.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        file_name.starts_with(&format!("lrbc-{}-", sim.name)),
+        "{file_name}"
+    );
+    assert!(file_name.ends_with("Z.mcap"), "{file_name}");
+    let (seqs, nan) = frames(&first);
+    assert!(!seqs.is_empty());
+    assert!(!nan.is_empty(), "no frame with the NaN in {seqs:?}");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    // The independent reader (the PyPI mcap package) reads the saved file (where the
+    // tests' Python is: not under Wine).
+    #[cfg(not(windows))]
+    {
+        let v = common::python("read_recording.py", &[&first.to_string_lossy()]);
+        assert_eq!(
+            v["schema_names"]["/lrbc/frame"], "lrbc.recording.Frame",
+            "{v}"
+        );
+        assert_eq!(v["nan_frames"], serde_json::json!(nan), "{v}");
+        let counts = &v["metadata"]["lrbc.counts"];
+        assert_eq!(counts["frames_recorded"], seqs.len().to_string(), "{v}");
+        assert_eq!(counts["frames_dropped"], "0", "{v}");
+    }
+    // The scan sees the NaN too, a while on: still one file.
+    let scans = |a: &InspectorApp| {
+        a.session
+            .as_ref()
+            .map_or(0, |s| s.sampler.lock().scan.scans)
+    };
+    let seen = scans(h.state());
+    step_until(&mut h, "two more scans", |a| scans(a) >= seen + 2);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// Unix: the in-process engine's segment goes when it stops (on Windows the window's own
+// mapping keeps it, and the engine's pid, this process's, stays alive).
+#[cfg(unix)]
+#[test]
+fn a_stopped_engine_saves_the_last_seconds_by_itself() {
+    let mut sim = Sim::start("stop", None);
+    let dir = temp_dir("stop");
+    let mut h = window(&sim, &dir);
+    step_until(&mut h, "frames in the flight recorder", |a| {
+        a.flight_status().rolling_frames > 5
+    });
+    let last = h.state().flight_status().rolling_frames;
+    sim.stop_engine();
+    step_until(&mut h, "a file saved as the engine went", |a| {
+        a.flight_last_file().is_some()
+    });
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    let note = h.state().flight_note().unwrap_or_default().to_string();
+    assert!(note.starts_with("the engine is gone: saved"), "{note}");
+    let (seqs, _) = frames(&path);
+    assert!(seqs.len() as u64 >= last, "{} < {last}", seqs.len());
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn record_writes_from_now_until_pressed_again() {
+    let sim = Sim::start("rec", None);
+    let dir = temp_dir("rec");
+    let mut h = window(&sim, &dir);
+    step_until(&mut h, "the flight recorder", |a| {
+        a.flight_status().rolling_frames > 0
+    });
+    // The buttons of the status bar.
+    h.get_by_label("Record").click();
+    h.run_steps(2);
+    step_until(&mut h, "frames recorded", |a| {
+        a.flight_status()
+            .recording
+            .as_ref()
+            .is_some_and(|r| r.frames >= 20)
+    });
+    assert!(h.query_by_label_contains("REC ").is_some());
+    h.get_by_label("Stop recording").click();
+    h.run_steps(2);
+    step_until(&mut h, "the recording finished", |a| {
+        a.flight_last_file().is_some()
+    });
+    assert!(h.query_by_label_contains("REC ").is_none());
+    // The settings menu shows the flight recorder's settings and what it holds.
+    h.get_by_label("Settings").click();
+    h.run_steps(2);
+    assert!(h.query_by_label("Flight recorder (s)").is_some());
+    assert!(h.query_by_label("Recordings folder").is_some());
+    assert!(h.query_by_label_contains(" MiB: ").is_some());
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    let message = h.state().flight_note().unwrap_or_default().to_string();
+    assert!(message.starts_with("recorded "), "{message}");
+    let (seqs, _) = frames(&path);
+    assert!(seqs.len() >= 20, "{}", seqs.len());
+    let bytes = std::fs::read(&path).unwrap();
+    // A finished file: its summary is there.
+    assert!(mcap::Summary::read(&bytes).unwrap().is_some());
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// Unix: a segment's name is taken over by a new one while the window is attached.
+#[cfg(unix)]
+#[test]
+fn a_replaced_segment_saves_the_last_seconds_of_the_old_one() {
+    let sim = Sim::start("replaced", None);
+    let dir = temp_dir("replaced");
+    let mut h = window(&sim, &dir);
+    step_until(&mut h, "the flight recorder", |a| {
+        a.flight_status().rolling_frames > 5
+    });
+    let engine = Engine::create(EngineConfig {
+        name: sim.name.clone(),
+        layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
+        num_envs: 3,
+        obs_size: 2,
+        act_size: 1,
+        image: None,
+        mode: Mode::Training,
+        hz: 60.0,
+        ring_size: 4096,
+        ctl_ring_size: None,
+        force: true,
+        dynamics: true,
+        camera_hz: 30.0,
+        seed: 2,
+        nan_at_step: None,
+    })
+    .unwrap();
+    step_until(&mut h, "a file saved as the segment was replaced", |a| {
+        a.flight_note()
+            .is_some_and(|n| n.starts_with("the segment was replaced: saved"))
+    });
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    // The old segment's frames: 8 envs' rewards.
+    let bytes = std::fs::read(&path).unwrap();
+    let first = mcap::MessageStream::new(&bytes)
+        .unwrap()
+        .map(Result::unwrap)
+        .find(|m| m.channel.topic == "/lrbc/frame")
+        .unwrap();
+    let frame = recording_fb::root_as_frame(&first.data).unwrap();
+    assert_eq!(frame.rewards().unwrap().len(), 8);
+    drop(engine);
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// Unix: a killed engine process leaves its segment behind with its dead pid.
+#[cfg(unix)]
+#[test]
+fn a_killed_engine_process_saves_the_last_seconds() {
+    let name = common::unique_name("flight-kill");
+    let mut engine = common::inspector()
+        .args([
+            "sim", "engine", "--name", &name, "--envs", "3", "--obs", "4",
+        ])
+        .args(["--act", "1", "--image", "none", "--hz", "200"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let shm = PathBuf::from("/dev/shm").join(&name);
+    let deadline = Instant::now() + DEADLINE;
+    while !shm.exists() {
+        assert!(Instant::now() < deadline, "the engine made no segment");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut client = common::inspector()
+        .args(["sim", "client", "--shm", &name, "--hz", "200"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = temp_dir("kill");
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = Settings {
+        recordings_dir: dir.clone(),
+        screenshot_dir: dir.clone(),
+        ..Settings::default()
+    };
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(
+        &ctx,
+        settings,
+        None,
+        Some(Target::Shm(name.clone())),
+        LayoutChoice::Auto,
+    );
+    let mut h = harness(app);
+    step_until(&mut h, "frames in the flight recorder", |a| {
+        a.flight_status().rolling_frames > 5
+    });
+    engine.kill().unwrap();
+    let _ = engine.wait();
+    step_until(&mut h, "a file saved as the engine died", |a| {
+        a.flight_note()
+            .is_some_and(|n| n.starts_with("the engine is gone: saved"))
+    });
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    let (seqs, _) = frames(&path);
+    assert!(seqs.len() > 5, "{seqs:?}");
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = std::fs::remove_file(&shm);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn save_writes_camera_images_with_the_frames() {
+    let sim = lrbc_inspector::sim::inprocess::SimRun::start(
+        lrbc_inspector::sim::engine::Preset::Cams64,
+        Some(300.0),
+    )
+    .unwrap();
+    let dir = temp_dir("images");
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = Settings {
+        recordings_dir: dir.clone(),
+        screenshot_dir: dir.clone(),
+        ..Settings::default()
+    };
+    let ctx = egui::Context::default();
+    let app = InspectorApp::new(&ctx, settings, None, Some(sim.target()), LayoutChoice::Auto);
+    let mut h = harness(app);
+    step_until(&mut h, "frames in the flight recorder", |a| {
+        a.flight_status().rolling_frames > 30
+    });
+    h.get_by_label_contains("Save last").click();
+    step_until(&mut h, "the saved file", |a| a.flight_last_file().is_some());
+    let note = h.state().flight_note().unwrap_or_default().to_string();
+    assert!(
+        note.starts_with("saved on request: saved the last"),
+        "{note}"
+    );
+    let bytes = std::fs::read(h.state().flight_last_file().unwrap()).unwrap();
+    let mut images = 0;
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        if !m.channel.topic.starts_with("/lrbc/camera/env") {
+            continue;
+        }
+        assert_eq!(m.channel.schema.as_ref().unwrap().name, "foxglove.RawImage");
+        let img = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
+        assert_eq!(
+            (img.width(), img.height(), img.encoding()),
+            (64, 64, Some("rgb8"))
+        );
+        assert_eq!(img.data().unwrap().len(), 64 * 64 * 3);
+        images += 1;
+    }
+    assert!(images > 0, "no camera image in the saved file");
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}
