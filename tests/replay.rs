@@ -476,11 +476,14 @@ fn the_live_view_pauses_and_scrubs_back_through_its_history() {
     assert!(h.query_by_label("live view paused").is_none());
 }
 
-/// The newest message of `topic` at or before `t` in the file (read whole: a test).
+/// The newest message kept by `keep` (topic, data) at or before `t` in the file (read
+/// whole, up to its last complete chunk: a test).
 fn newest_on(bytes: &[u8], t: u64, keep: impl Fn(&str, &[u8]) -> bool) -> Option<(u64, Vec<u8>)> {
     let mut found = None;
-    for m in mcap::MessageStream::new(bytes).unwrap() {
-        let m = m.unwrap();
+    for m in mcap::MessageStream::new(bytes)
+        .unwrap()
+        .map_while(Result::ok)
+    {
         if m.log_time <= t
             && keep(&m.channel.topic, &m.data)
             && found.as_ref().is_none_or(|(at, _)| m.log_time >= *at)
@@ -524,6 +527,12 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
     step_until(&mut h, "the first frame", |a| frame_seq(a).is_some());
     let range = {
         let (_, p) = h.state().session.as_ref().unwrap().recording().unwrap();
+        // One traffic row: the streams' frames come from the file's index, not from
+        // the rows of the history window.
+        p.set_limits(lrbc_inspector::traffic::TrafficLimits {
+            max_rows: 1,
+            ..h.state().settings.traffic_limits()
+        });
         p.state().range
     };
     // The middle, then the end: the images shown are the newest at or before the cursor.
@@ -571,6 +580,20 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
         );
         // Every stream's newest frame at or before the cursor, as its ring entry.
         let streams = s.traffic.lock().streams.clone();
+        let mut sources = std::collections::BTreeSet::new();
+        for m in mcap::MessageStream::new(&bytes).unwrap() {
+            let m = m.unwrap();
+            if m.log_time <= target && m.channel.topic.starts_with("/lrbc/ring/") {
+                sources.extend(lrbc_inspector::rpc::image::image_source(&m.data));
+            }
+        }
+        assert_eq!(
+            streams
+                .keys()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>(),
+            sources
+        );
         for (source, st) in &streams {
             let (_, envelope) = newest_on(&bytes, target, |topic, data| {
                 topic.starts_with("/lrbc/ring/")
@@ -583,7 +606,15 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
             assert!(shown.is_ok(), "{source}: {shown:?}");
         }
     }
-    let streams = h.state().session.as_ref().unwrap().traffic.lock().streams.len();
+    let streams = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .traffic
+        .lock()
+        .streams
+        .len();
     only_pane(h.state_mut(), Pane::Cameras);
     h.run_steps(3);
     assert!(h.query_by_label_contains("32×24×3").is_some());
@@ -592,5 +623,36 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
             .is_some()
     );
     assert!(h.query_by_label("Quick save grid").is_some());
+
+    // Cut short (no summary: the index is walked), the images up to the last chunk.
+    let cut = target_file("images-cut");
+    let kept = &bytes[..bytes.len() * 2 / 3];
+    std::fs::write(&cut, kept).unwrap();
+    let mut rec = lrbc_inspector::replay::Recording::open(&cut).unwrap();
+    assert!(rec.unfinished_at.is_some());
+    let end = rec.time_range().unwrap().1;
+    let latest = rec.images_at(end).unwrap();
+    assert_eq!(latest.cameras.keys().copied().collect::<Vec<_>>(), [0, 2]);
+    for (env, (at, data)) in &latest.cameras {
+        let (t, raw) = newest_on(kept, end, |topic, _| {
+            topic == format!("/lrbc/camera/env{env}")
+        })
+        .unwrap();
+        assert_eq!((*at, &data[..]), (t, &raw[..]), "env {env}");
+    }
+    assert!(!latest.streams.is_empty());
+    for (name, (at, envelope)) in &latest.streams {
+        let (t, _) = newest_on(kept, end, |topic, _| {
+            topic == format!("/lrbc/stream/{name}")
+        })
+        .unwrap();
+        assert_eq!(*at, t, "{name}");
+        assert!(
+            lrbc_inspector::rpc::image::image_of(envelope)
+                .unwrap()
+                .is_ok()
+        );
+    }
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&cut);
 }

@@ -580,7 +580,10 @@ impl Worker {
     ) -> Result<(), String> {
         let LatestImages { cameras, streams } = self.rec.images_at(cursor)?;
         let key = (
-            cameras.iter().map(|(&e, &(t, _))| (e, t)).collect::<Vec<_>>(),
+            cameras
+                .iter()
+                .map(|(&e, &(t, _))| (e, t))
+                .collect::<Vec<_>>(),
             settings.image_bytes,
         );
         if self.images_shown.as_ref() != Some(&key) {

@@ -120,7 +120,11 @@ fn stream_name_of(envelope: &[u8]) -> Option<String> {
     }
     let env = fb::root_as_envelope(envelope).ok()?;
     let (kind, name, index) = if let Some(f) = env.payload_as_camera_image_frame() {
-        ("camera", f.camera_name().unwrap_or("camera"), Some(f.env_index()))
+        (
+            "camera",
+            f.camera_name().unwrap_or("camera"),
+            Some(f.env_index()),
+        )
     } else if let Some(f) = env.payload_as_viewport_image_frame() {
         ("viewport", f.viewport_name().unwrap_or("viewport"), None)
     } else {
@@ -498,6 +502,31 @@ impl Recording {
     /// stream at or before `t`. Chunks are read newest first, only those whose message
     /// indexes list an image channel not found yet (or a channel not known yet).
     pub fn images_at(&mut self, t: u64) -> Result<LatestImages, String> {
+        // A channel's record is in the chunk of its first message: those chunks are
+        // read first (once), so that every channel listed in the indexes is known.
+        let unknown: Vec<u16> = self
+            .indexed
+            .iter()
+            .filter(|id| !self.known.contains(id))
+            .copied()
+            .collect();
+        for id in unknown {
+            if self.known.contains(&id) {
+                continue;
+            }
+            let first = self.chunks.iter().position(|c| {
+                self.chunk_channels
+                    .get(&c.offset)
+                    .is_some_and(|chs| chs.contains(&id))
+            });
+            if let Some(i) = first {
+                self.chunk(i)?;
+            }
+            if !self.known.contains(&id) {
+                // Not in its chunk: not looked for again.
+                self.known.insert(id);
+            }
+        }
         let mut out = LatestImages::default();
         let mut found: HashSet<u16> = HashSet::new();
         let mut i = self.chunks.partition_point(|c| c.start_ns <= t);
