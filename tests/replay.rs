@@ -622,7 +622,27 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
         h.query_by_label(&format!("Streamed in traffic ({streams})"))
             .is_some()
     );
-    assert!(h.query_by_label("Quick save grid").is_some());
+    // A screenshot of the selected env (0) is its recorded image.
+    h.get_by_label("Quick save env").click();
+    h.run_steps(2);
+    let dir = h.state().settings.screenshot_dir.clone();
+    let png = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "png"))
+        .expect("a screenshot");
+    let shot = image::open(&png).unwrap().to_rgb8();
+    let image = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .sampler
+        .lock()
+        .image
+        .clone()
+        .unwrap();
+    assert_eq!(shot.as_raw()[..], image.pixels[..32 * 24 * 3]);
 
     // Cut short (no summary: the index is walked), the images up to the last chunk.
     let cut = target_file("images-cut");

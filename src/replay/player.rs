@@ -589,7 +589,12 @@ impl Worker {
         if self.images_shown.as_ref() != Some(&key) {
             self.images_shown = Some(key);
             self.image_seq += 1;
-            let frame_seq = lock(&self.data).latest.as_ref().map_or(0, |(s, _)| *s);
+            // The frame recorded last before the newest image.
+            let newest = cameras.values().map(|(t, _)| *t).max();
+            let frame_seq = match newest {
+                Some(t) => self.rec.frame_at(t)?.map_or(0, |f| f.frame_seq),
+                None => 0,
+            };
             let (image, note) = region_image(
                 &self.rec.geometry,
                 &cameras,
