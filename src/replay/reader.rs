@@ -529,6 +529,7 @@ impl Recording {
         }
         let mut out = LatestImages::default();
         let mut found: HashSet<u16> = HashSet::new();
+        let mut unmatched = Vec::new();
         let mut i = self.chunks.partition_point(|c| c.start_ns <= t);
         while i > 0 {
             i -= 1;
@@ -558,17 +559,24 @@ impl Recording {
                     found.insert(m.channel);
                     // The ring entry written with it (same log time) is the frame as
                     // the engine sent it.
-                    let envelope = msgs.iter().find(|r| {
-                        r.log_ns == m.log_ns
-                            && self.rings.contains_key(&r.channel)
-                            && stream_name_of(&r.data).as_deref() == Some(name.as_str())
-                    });
-                    if let Some(r) = envelope {
-                        out.streams
-                            .insert(name.clone(), (m.log_ns, Arc::clone(&r.data)));
+                    match self.envelope_of(&msgs, m.log_ns, name) {
+                        Some(e) => {
+                            out.streams.insert(name.clone(), (m.log_ns, e));
+                        }
+                        None => unmatched.push((name.clone(), m.log_ns)),
                     }
                 }
             }
+            // A chunk closed between the image and its ring entry: the next one has it.
+            if !unmatched.is_empty() && i + 1 < self.chunks.len() {
+                let next = self.chunk(i + 1)?;
+                for (name, log_ns) in unmatched.drain(..) {
+                    if let Some(e) = self.envelope_of(&next, log_ns, &name) {
+                        out.streams.insert(name, (log_ns, e));
+                    }
+                }
+            }
+            unmatched.clear();
             let complete = self
                 .cameras
                 .keys()
@@ -580,6 +588,19 @@ impl Recording {
             }
         }
         Ok(out)
+    }
+}
+
+impl Recording {
+    /// The ring entry of `msgs` logged at `log_ns` that is a frame of stream `name`.
+    fn envelope_of(&self, msgs: &[Msg], log_ns: u64, name: &str) -> Option<Arc<[u8]>> {
+        msgs.iter()
+            .find(|r| {
+                r.log_ns == log_ns
+                    && self.rings.contains_key(&r.channel)
+                    && stream_name_of(&r.data).as_deref() == Some(name)
+            })
+            .map(|r| Arc::clone(&r.data))
     }
 }
 
