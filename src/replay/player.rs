@@ -735,7 +735,7 @@ impl Worker {
 
 /// The image region as of the newest recorded images: the recorded envs' pixels, the
 /// other envs black. No image: why, for the cameras panel.
-fn region_image(
+pub(super) fn region_image(
     g: &Geometry,
     cameras: &BTreeMap<u32, (u64, Arc<[u8]>)>,
     budget: usize,
