@@ -564,7 +564,13 @@ impl Worker {
                 self.push_entry(&mut store, e.ring, e.log_ns, &e.payload, lucky, limits);
             }
         }
-        self.publish_images(cursor, settings, limits)?;
+        if let Err(e) = self.publish_images(cursor, settings, limits) {
+            // The frames stand; the cameras panel says why it has no image.
+            self.images_shown = None;
+            let mut d = lock(&self.data);
+            d.image = None;
+            d.image_note = Some(format!("camera images unreadable: {e}"));
+        }
         self.shown = Some(cursor);
         self.applied = Some(settings.clone());
         Ok(())
