@@ -1,8 +1,9 @@
 //! [`Player`]: a named thread that moves a cursor over a recording (play, pause, seek,
 //! step, speed, search) and fills a [`SamplerData`] and a [`TrafficStore`] as of the
 //! cursor: the frame at the cursor as `latest`, the frames of the history window before
-//! it, the watched envs' points and rows (rows only for the recorded envs), and the ring
-//! entries of the window decoded into traffic rows.
+//! it, the watched envs' points and rows (rows only for the recorded envs), the ring
+//! entries of the window decoded into traffic rows, and the newest camera images at or
+//! before the cursor (the image region's, and each stream's frame).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -1,7 +1,8 @@
 //! Reading a recording from its index: the summary's chunk index when the file was
 //! finished, else an index built by walking the top-level records (a chunk's body is
 //! skipped with a seek) up to the last complete one. Messages are read a chunk at a
-//! time with positioned reads; a few decoded chunks are kept.
+//! time with positioned reads; a few decoded chunks are kept. The camera images at a
+//! time come from the newest chunks whose message indexes list an image channel.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs::File;
