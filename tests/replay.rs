@@ -475,3 +475,204 @@ fn the_live_view_pauses_and_scrubs_back_through_its_history() {
     });
     assert!(h.query_by_label("live view paused").is_none());
 }
+
+/// The newest message kept by `keep` (topic, data) at or before `t` in the file (read
+/// whole, up to its last complete chunk: a test).
+fn newest_on(bytes: &[u8], t: u64, keep: impl Fn(&str, &[u8]) -> bool) -> Option<(u64, Vec<u8>)> {
+    let mut found = None;
+    for m in mcap::MessageStream::new(bytes)
+        .unwrap()
+        .map_while(Result::ok)
+    {
+        if m.log_time <= t
+            && keep(&m.channel.topic, &m.data)
+            && found.as_ref().is_none_or(|(at, _)| m.log_time >= *at)
+        {
+            found = Some((m.log_time, m.data.to_vec()));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
+    let engine = Engine::start(&[
+        "--envs", "3", "--obs", "3", "--act", "1", "--image", "32x24x3",
+    ]);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let path = target_file("images");
+    let record = inspector()
+        .args(["record", "--shm", &engine.name, "--duration", "3"])
+        .args(["--envs", "0,2", "--images", "-o"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_with_deadline(record);
+    let _ = client.kill();
+    let _ = client.wait();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let bytes = std::fs::read(&path).unwrap();
+
+    let mut h = opened(&path);
+    step_until(&mut h, "the first frame", |a| frame_seq(a).is_some());
+    let range = {
+        let (_, p) = h.state().session.as_ref().unwrap().recording().unwrap();
+        // One traffic row: the streams' frames come from the file's index, not from
+        // the rows of the history window.
+        p.set_limits(lrbc_inspector::traffic::TrafficLimits {
+            max_rows: 1,
+            ..h.state().settings.traffic_limits()
+        });
+        p.state().range
+    };
+    // The middle, then the end: the images shown are the newest at or before the cursor.
+    for target in [range.0 + (range.1 - range.0) / 2, range.1] {
+        {
+            let (_, p) = h.state().session.as_ref().unwrap().recording().unwrap();
+            p.request(|s| s.seek_to = Some(target));
+        }
+        step_until(&mut h, "the images at the cursor", |a| {
+            a.session.as_ref().is_some_and(|s| {
+                s.recording()
+                    .is_some_and(|(_, p)| p.state().cursor_ns == target)
+                    && s.sampler
+                        .lock()
+                        .image
+                        .as_ref()
+                        .is_some_and(|i| i.captured_ns <= target)
+                    && !s.traffic.lock().streams.is_empty()
+            })
+        });
+        // Settled: the player published the cursor.
+        h.run_steps(3);
+        let s = h.state().session.as_ref().unwrap();
+        let image = s.sampler.lock().image.clone().unwrap();
+        assert_eq!(
+            (image.width, image.height, image.channels, image.num_envs),
+            (32, 24, 3, 3)
+        );
+        let per = 32 * 24 * 3;
+        for env in [0usize, 2] {
+            let (_, raw) = newest_on(&bytes, target, |topic, _| {
+                topic == format!("/lrbc/camera/env{env}")
+            })
+            .expect("a recorded image before the cursor");
+            let raw = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&raw).unwrap();
+            assert_eq!(
+                &image.pixels[env * per..(env + 1) * per],
+                raw.data().unwrap().bytes(),
+                "env {env} at {target}"
+            );
+        }
+        assert!(
+            image.pixels[per..2 * per].iter().all(|&p| p == 0),
+            "env 1 is not recorded: black"
+        );
+        // Every stream's newest frame at or before the cursor, as its ring entry.
+        let streams = s.traffic.lock().streams.clone();
+        let mut sources = std::collections::BTreeSet::new();
+        for m in mcap::MessageStream::new(&bytes).unwrap() {
+            let m = m.unwrap();
+            if m.log_time <= target && m.channel.topic.starts_with("/lrbc/ring/") {
+                sources.extend(lrbc_inspector::rpc::image::image_source(&m.data));
+            }
+        }
+        assert_eq!(
+            streams
+                .keys()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>(),
+            sources
+        );
+        for (source, st) in &streams {
+            let (_, envelope) = newest_on(&bytes, target, |topic, data| {
+                topic.starts_with("/lrbc/ring/")
+                    && lrbc_inspector::rpc::image::image_source(data).as_deref()
+                        == Some(source.as_str())
+            })
+            .expect("the stream's ring entry");
+            assert_eq!(&st.envelope[..], &envelope[..], "{source} at {target}");
+            let shown = lrbc_inspector::rpc::image::image_of(&st.envelope).unwrap();
+            assert!(shown.is_ok(), "{source}: {shown:?}");
+        }
+    }
+    let streams = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .traffic
+        .lock()
+        .streams
+        .len();
+    only_pane(h.state_mut(), Pane::Cameras);
+    h.run_steps(3);
+    assert!(h.query_by_label_contains("32×24×3").is_some());
+    assert!(
+        h.query_by_label(&format!("Streamed in traffic ({streams})"))
+            .is_some()
+    );
+    // A screenshot of the selected env (0) is its recorded image.
+    h.get_by_label("Quick save env").click();
+    h.run_steps(2);
+    let dir = h.state().settings.screenshot_dir.clone();
+    let png = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "png"))
+        .expect("a screenshot");
+    let shot = image::open(&png).unwrap().to_rgb8();
+    let image = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .sampler
+        .lock()
+        .image
+        .clone()
+        .unwrap();
+    assert_eq!(shot.as_raw()[..], image.pixels[..32 * 24 * 3]);
+
+    // Cut short (no summary: the index is walked), the images up to the last chunk.
+    let cut = target_file("images-cut");
+    let kept = &bytes[..bytes.len() * 2 / 3];
+    std::fs::write(&cut, kept).unwrap();
+    let mut rec = lrbc_inspector::replay::Recording::open(&cut).unwrap();
+    assert!(rec.unfinished_at.is_some());
+    let end = rec.time_range().unwrap().1;
+    let latest = rec.images_at(end).unwrap();
+    assert_eq!(latest.cameras.keys().copied().collect::<Vec<_>>(), [0, 2]);
+    for (env, (at, data)) in &latest.cameras {
+        let (t, raw) = newest_on(kept, end, |topic, _| {
+            topic == format!("/lrbc/camera/env{env}")
+        })
+        .unwrap();
+        assert_eq!((*at, &data[..]), (t, &raw[..]), "env {env}");
+    }
+    assert!(!latest.streams.is_empty());
+    for (name, (at, envelope)) in &latest.streams {
+        let (t, _) = newest_on(kept, end, |topic, _| {
+            topic == format!("/lrbc/stream/{name}")
+        })
+        .unwrap();
+        assert_eq!(*at, t, "{name}");
+        assert!(
+            lrbc_inspector::rpc::image::image_of(envelope)
+                .unwrap()
+                .is_ok()
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&cut);
+}
