@@ -34,7 +34,12 @@ fn record_a_live_run(tag: &str, obs: &str) -> PathBuf {
         "--nan-at-step",
         "20",
     ];
-    record_live_run(&format!("export-{tag}"), &engine, &["--envs", "0,2,5"]).0
+    record_live_run(
+        &format!("export-{tag}"),
+        &engine,
+        &["--duration", "2", "--envs", "0,2,5"],
+    )
+    .0
 }
 
 /// Frames in the chunks of a finished recording that end at or before `cut` (all: None).

@@ -38,7 +38,7 @@ fn record_a_live_run(tag: &str) -> PathBuf {
             "--nan-at-step",
             "20",
         ],
-        &["--envs", "0,2,5"],
+        &["--duration", "2", "--envs", "0,2,5"],
     );
     assert!(stderr.contains("duration reached"), "{stderr}");
     out

@@ -14,10 +14,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, inspector, run_inspector, unique_name, wait_with_deadline};
+use common::{
+    DEADLINE, SimEngine, inspector, record_live_run, run_inspector, temp_file, unique_name,
+};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::layout::LayoutChoice;
@@ -25,55 +27,14 @@ use lrbc_inspector::traffic::{Decoded, TrafficRow};
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};
 
-/// A `sim engine` process, stopped on drop.
-struct Engine {
-    child: Option<Child>,
-    name: String,
-}
-
-impl Engine {
-    fn start(args: &[&str]) -> Self {
-        let name = unique_name("replay");
-        let child = inspector()
-            .args(["sim", "engine", "--name", &name])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let path = PathBuf::from("/dev/shm").join(&name);
-        let deadline = Instant::now() + DEADLINE;
-        while !path.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "engine did not create its segment"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Self {
-            child: Some(child),
-            name,
-        }
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            common::interrupt(child.id());
-            let _ = child.wait();
-        }
-    }
-}
-
 fn target_file(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("{}-{tag}.mcap", unique_name("replay")))
+    temp_file(&format!("replay-{tag}"), "mcap")
 }
 
 /// Records 2 s of an engine with 24 envs (obs 48, act 2) that writes a NaN at step 150,
 /// stepped by a client at 200 Hz, every env recorded: several MiB, several chunks.
 fn record_a_live_run() -> PathBuf {
-    let engine = Engine::start(&[
+    let engine = [
         "--envs",
         "24",
         "--obs",
@@ -84,34 +45,8 @@ fn record_a_live_run() -> PathBuf {
         "none",
         "--nan-at-step",
         "150",
-    ]);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = target_file("run");
-    let record = inspector()
-        .args([
-            "record",
-            "--shm",
-            &engine.name,
-            "--duration",
-            "2",
-            "--all-envs",
-            "-o",
-        ])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = wait_with_deadline(record);
-    let _ = client.kill();
-    let _ = client.wait();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "record failed: {stderr}");
-    out
+    ];
+    record_live_run("replay", &engine, &["--duration", "2", "--all-envs"]).0
 }
 
 fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
@@ -322,9 +257,12 @@ fn a_recording_cut_short_opens_and_says_it_is_not_finished() {
 
 #[test]
 fn a_recorder_killed_with_sigkill_leaves_a_file_open_reads_up_to_its_last_chunk() {
-    let engine = Engine::start(&[
-        "--envs", "24", "--obs", "48", "--act", "2", "--image", "none",
-    ]);
+    let engine = SimEngine::start(
+        "replay",
+        &[
+            "--envs", "24", "--obs", "48", "--act", "2", "--image", "none",
+        ],
+    );
     let mut client = inspector()
         .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
         .stdout(Stdio::null())
@@ -496,31 +434,11 @@ fn newest_on(bytes: &[u8], t: u64, keep: impl Fn(&str, &[u8]) -> bool) -> Option
 
 #[test]
 fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
-    let engine = Engine::start(&[
+    let engine = [
         "--envs", "3", "--obs", "3", "--act", "1", "--image", "32x24x3",
-    ]);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let path = target_file("images");
-    let record = inspector()
-        .args(["record", "--shm", &engine.name, "--duration", "3"])
-        .args(["--envs", "0,2", "--images", "-o"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = wait_with_deadline(record);
-    let _ = client.kill();
-    let _ = client.wait();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ];
+    let record = ["--duration", "3", "--envs", "0,2", "--images"];
+    let (path, _) = record_live_run("replay-images", &engine, &record);
     let bytes = std::fs::read(&path).unwrap();
 
     let mut h = opened(&path);

@@ -108,22 +108,11 @@ impl Player {
         waker: Arc<dyn Fn() + Send + Sync>,
     ) -> std::io::Result<Self> {
         let range = rec.time_range().unwrap_or((0, 0));
-        let data = Arc::new(Mutex::new(SamplerData {
-            geometry: Arc::new(rec.geometry.clone()),
-            generation: 0,
-            label: rec.label(),
-            report: None,
-            stats: SamplerStats::default(),
-            counters: Counters::default(),
-            frames: Ring::new(1),
-            envs: BTreeMap::new(),
-            latest: None,
-            scan: Scan::default(),
-            image: None,
-            image_fps: 0.0,
-            yielding: false,
-            image_note: None,
-        }));
+        let data = Arc::new(Mutex::new(SamplerData::empty(
+            Arc::new(rec.geometry.clone()),
+            rec.label(),
+            1,
+        )));
         let store = Arc::new(Mutex::new(TrafficStore::default()));
         let shared = Arc::new(Shared {
             state: Mutex::new(PlayState {

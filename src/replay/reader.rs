@@ -112,42 +112,6 @@ fn camera_env(topic: &str) -> Option<u32> {
     topic.strip_prefix("/lrbc/camera/env")?.parse().ok()
 }
 
-/// The stream name of an image frame envelope as the recorder names its topic
-/// (`/lrbc/stream/<name>`: `camera-<name>-env<N>`, `viewport-<name>`).
-fn stream_name_of(envelope: &[u8]) -> Option<String> {
-    use crate::rpc::fb;
-    if envelope.get(4..8) != Some(crate::rpc::FILE_IDENTIFIER.as_slice()) {
-        return None;
-    }
-    let env = fb::root_as_envelope(envelope).ok()?;
-    let (kind, name, index) = if let Some(f) = env.payload_as_camera_image_frame() {
-        (
-            "camera",
-            f.camera_name().unwrap_or("camera"),
-            Some(f.env_index()),
-        )
-    } else if let Some(f) = env.payload_as_viewport_image_frame() {
-        ("viewport", f.viewport_name().unwrap_or("viewport"), None)
-    } else {
-        return None;
-    };
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    Some(match index {
-        Some(e) => format!("{kind}-{clean}-env{e}"),
-        None => format!("{kind}-{clean}"),
-    })
-}
-
 /// One message of a chunk.
 #[derive(Clone, Debug)]
 struct Msg {
@@ -599,7 +563,7 @@ impl Recording {
             .find(|r| {
                 r.log_ns == log_ns
                     && self.rings.contains_key(&r.channel)
-                    && stream_name_of(&r.data).as_deref() == Some(name)
+                    && crate::record::stream_name_of(&r.data).as_deref() == Some(name)
             })
             .map(|r| Arc::clone(&r.data))
     }

@@ -7,7 +7,7 @@ use crate::layout::Geometry;
 use crate::layout::LayoutChoice;
 use crate::layout::plan::PlanLayout;
 use crate::record::Recorder;
-use crate::sampler::{Counters, FrameAgg, Ring, SamplerData, SamplerStats, Scan};
+use crate::sampler::{Counters, FrameAgg, Ring, SamplerData};
 use crate::sim::engine::{Engine, EngineConfig, Mode};
 use crate::testutil::unique_name;
 use crate::traffic::TrafficStore;
@@ -16,21 +16,14 @@ use std::sync::Arc;
 
 fn engine_with_nan(nan_at_step: Option<u64>) -> Engine {
     Engine::create(EngineConfig {
-        name: unique_name("replay"),
-        layout: PlanLayout::Lrbc { ext: true },
-        num_envs: 5,
-        obs_size: 3,
-        act_size: 2,
-        image: None,
-        mode: Mode::Training,
-        hz: 60.0,
-        ring_size: 4096,
-        ctl_ring_size: None,
-        force: false,
-        dynamics: true,
-        camera_hz: 30.0,
-        seed: 3,
         nan_at_step,
+        ..EngineConfig::small(
+            unique_name("replay"),
+            PlanLayout::Lrbc { ext: true },
+            5,
+            3,
+            2,
+        )
     })
     .unwrap()
 }
@@ -232,23 +225,12 @@ fn data(frames: &[FrameAgg], geometry: Geometry) -> SamplerData {
         ring.push(*f);
     }
     SamplerData {
-        geometry: Arc::new(geometry),
-        generation: 0,
-        label: "x".into(),
-        report: None,
-        stats: SamplerStats::default(),
         counters: Counters {
             frame_seq: frames.last().map_or(0, |f| f.frame_seq),
             ..Counters::default()
         },
         frames: ring,
-        envs: BTreeMap::new(),
-        latest: None,
-        scan: Scan::default(),
-        image: None,
-        image_fps: 0.0,
-        yielding: false,
-        image_note: None,
+        ..SamplerData::empty(Arc::new(geometry), "x".into(), 1)
     }
 }
 

@@ -268,8 +268,9 @@ pub fn temp_file(tag: &str, ext: &str) -> PathBuf {
     std::env::temp_dir().join(format!("{}.{ext}", unique_name(tag)))
 }
 
-/// Records 2 s of `sim engine ENGINE_ARGS` stepped by `sim client --hz 200`, with
-/// `record --duration 2 RECORD_ARGS`; asserts it succeeded. The file and record's stderr.
+/// Records `sim engine ENGINE_ARGS` stepped by `sim client --hz 200` with `record
+/// RECORD_ARGS` (which end it: `--duration`); asserts it succeeded. The file and
+/// record's stderr.
 pub fn record_live_run(tag: &str, engine_args: &[&str], record_args: &[&str]) -> (PathBuf, String) {
     let engine = SimEngine::start(tag, engine_args);
     let mut client = inspector()
@@ -280,7 +281,7 @@ pub fn record_live_run(tag: &str, engine_args: &[&str], record_args: &[&str]) ->
         .expect("start sim client");
     let out = temp_file(tag, "mcap");
     let record = inspector()
-        .args(["record", "--shm", &engine.name, "--duration", "2"])
+        .args(["record", "--shm", &engine.name])
         .args(record_args)
         .arg("-o")
         .arg(&out)
