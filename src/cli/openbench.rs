@@ -323,7 +323,12 @@ pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
     }
     println!("{:<52} {:>10} {:>10} {:>10}", "ms", "median", "p99", "max");
     for (what, a, b, c) in rows {
-        println!("{what:<52} {a:>10.1} {b:>10.1} {c:>10.1}");
+        let b = if b.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{b:.1}")
+        };
+        println!("{what:<52} {a:>10.1} {b:>10} {c:>10.1}");
     }
     Ok(())
 }
