@@ -22,7 +22,7 @@ use crate::ui::settings::{Settings, grid_tree};
 pub struct OpenBenchArgs {
     /// Size of the recording in MiB (made once in the temp folder, then reused).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..))]
-    pub mib: u64,
+    pub size_mib: u64,
     /// Seeks to random times.
     #[arg(long, default_value_t = 200)]
     pub seeks: usize,
@@ -248,8 +248,8 @@ fn summary(v: &mut [f64]) -> (f64, f64, f64) {
 }
 
 pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
-    let bytes = args.mib << 20;
-    let path = file_for(args.mib);
+    let bytes = args.size_mib << 20;
+    let path = file_for(args.size_mib);
     if fits(&path, bytes) {
         println!("bench open: reusing {}", path.display());
     } else {
@@ -278,7 +278,7 @@ pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
     rows.push((
         "first frame drawn, warm cache (5 opens)".into(),
         p50,
-        max,
+        f64::NAN,
         max,
     ));
     if can_drop {
@@ -291,7 +291,7 @@ pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
         rows.push((
             "first frame drawn, page cache dropped (5 opens)".into(),
             p50,
-            max,
+            f64::NAN,
             max,
         ));
     }
