@@ -12,62 +12,17 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::Instant;
 
-use common::{DEADLINE, inspector, python, run_inspector, unique_name, wait_with_deadline};
-
-/// A `sim engine` process, stopped on drop.
-struct Engine {
-    child: Option<Child>,
-    name: String,
-}
-
-impl Engine {
-    fn start(args: &[&str]) -> Self {
-        let name = unique_name("export");
-        let child = inspector()
-            .args(["sim", "engine", "--name", &name])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let path = PathBuf::from("/dev/shm").join(&name);
-        let deadline = Instant::now() + DEADLINE;
-        while !path.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "engine did not create its segment"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        Self {
-            child: Some(child),
-            name,
-        }
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            common::interrupt(child.id());
-            let _ = child.wait();
-        }
-    }
-}
+use common::{python, record_live_run, run_inspector, temp_file};
 
 fn target_file(tag: &str, ext: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join(format!("{}-{tag}.{ext}", unique_name("export")))
+    temp_file(&format!("export-{tag}"), ext)
 }
 
 /// Records 2 s of an engine with 6 envs (`obs` observations, 2 actions) that writes a
 /// NaN at step 20, stepped by a client at 200 Hz, recording envs 0, 2 and 5.
 fn record_a_live_run(tag: &str, obs: &str) -> PathBuf {
-    let engine = Engine::start(&[
+    let engine = [
         "--envs",
         "6",
         "--obs",
@@ -78,39 +33,13 @@ fn record_a_live_run(tag: &str, obs: &str) -> PathBuf {
         "none",
         "--nan-at-step",
         "20",
-    ]);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = target_file(tag, "mcap");
-    let record = inspector()
-        .args([
-            "record",
-            "--shm",
-            &engine.name,
-            "--duration",
-            "2",
-            "--envs",
-            "0,2,5",
-            "-o",
-        ])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = wait_with_deadline(record);
-    let _ = client.kill();
-    let _ = client.wait();
-    assert!(
-        output.status.success(),
-        "record failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    out
+    ];
+    record_live_run(
+        &format!("export-{tag}"),
+        &engine,
+        &["--duration", "2", "--envs", "0,2,5"],
+    )
+    .0
 }
 
 /// Frames in the chunks of a finished recording that end at or before `cut` (all: None).

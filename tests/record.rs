@@ -13,99 +13,33 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::time::Instant;
 
 use common::{
-    DEADLINE, inspector, line_channel, next_line, python, unique_name, wait_with_deadline,
+    SimEngine, inspector, line_channel, next_line, python, record_live_run, temp_file,
+    wait_with_deadline,
 };
 use crossbeam_channel::Receiver;
 use lrbc_inspector::rpc::recording_fb;
 
-/// A `sim engine` process, stopped on drop.
-struct Engine {
-    child: Option<Child>,
-    name: String,
-}
-
-impl Engine {
-    fn start(args: &[&str]) -> Self {
-        let name = unique_name("record");
-        let child = inspector()
-            .args(["sim", "engine", "--name", &name])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let path = PathBuf::from("/dev/shm").join(&name);
-        let deadline = Instant::now() + DEADLINE;
-        while !path.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "engine did not create its segment"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        Self {
-            child: Some(child),
-            name,
-        }
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            common::interrupt(child.id());
-            let _ = child.wait();
-        }
-    }
-}
-
 /// Records 2 s of an engine with 6 envs (obs 5, act 2) that writes a NaN at step 20,
 /// stepped by a client, recording envs 0, 2 and 5. Returns the file.
 fn record_a_live_run(tag: &str) -> PathBuf {
-    let engine = Engine::start(&[
-        "--envs",
-        "6",
-        "--obs",
-        "5",
-        "--act",
-        "2",
-        "--image",
-        "none",
-        "--nan-at-step",
-        "20",
-    ]);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join(format!("{}-{tag}.mcap", unique_name("record")));
-    let record = inspector()
-        .args([
-            "record",
-            "--shm",
-            &engine.name,
-            "--duration",
-            "2",
+    let (out, stderr) = record_live_run(
+        tag,
+        &[
             "--envs",
-            "0,2,5",
-            "-o",
-        ])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = wait_with_deadline(record);
-    let _ = client.kill();
-    let _ = client.wait();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "record failed: {stderr}");
+            "6",
+            "--obs",
+            "5",
+            "--act",
+            "2",
+            "--image",
+            "none",
+            "--nan-at-step",
+            "20",
+        ],
+        &["--duration", "2", "--envs", "0,2,5"],
+    );
     assert!(stderr.contains("duration reached"), "{stderr}");
     out
 }
@@ -181,15 +115,13 @@ fn an_independent_python_reader_counts_the_channels_and_decodes_a_frame() {
 
 /// Starts `record` with no end of its own on a live engine and client, and waits for its
 /// first progress line.
-fn start_open_ended(engine: &Engine, tag: &str) -> (Child, Child, PathBuf, Receiver<String>) {
+fn start_open_ended(engine: &SimEngine, tag: &str) -> (Child, Child, PathBuf, Receiver<String>) {
     let client = inspector()
         .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join(format!("{}-{tag}.mcap", unique_name("record")));
+    let out = temp_file(&format!("record-{tag}"), "mcap");
     let mut record = inspector()
         .args(["record", "--shm", &engine.name, "-o"])
         .arg(&out)
@@ -221,7 +153,10 @@ fn frames_in(path: &PathBuf) -> usize {
 
 #[test]
 fn ctrl_c_finishes_the_file() {
-    let engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let engine = SimEngine::start(
+        "record",
+        &["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"],
+    );
     let (record, mut client, out, lines) = start_open_ended(&engine, "sigint");
     common::interrupt(record.id());
     let output = wait_with_deadline(record);
@@ -236,7 +171,10 @@ fn ctrl_c_finishes_the_file() {
 
 #[test]
 fn the_engine_dying_ends_the_recording_with_one_line_and_a_finished_file() {
-    let mut engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let mut engine = SimEngine::start(
+        "record",
+        &["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"],
+    );
     let (record, mut client, out, lines) = start_open_ended(&engine, "death");
     let mut child = engine.child.take().unwrap();
     let _ = child.kill();
@@ -275,7 +213,10 @@ fn frames_up_to_the_first_error(bytes: &[u8]) -> usize {
 
 #[test]
 fn a_killed_recorder_leaves_a_file_that_reads_up_to_its_last_whole_chunk() {
-    let engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let engine = SimEngine::start(
+        "record",
+        &["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"],
+    );
     let (mut record, mut client, out, lines) = start_open_ended(&engine, "sigkill");
     // A chunk ends each second before the progress line: after two lines, two chunks
     // are in the file.
@@ -302,7 +243,10 @@ fn a_killed_recorder_leaves_a_file_that_reads_up_to_its_last_whole_chunk() {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_full_disk_is_one_line_and_exit_1() {
-    let engine = Engine::start(&["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"]);
+    let engine = SimEngine::start(
+        "record",
+        &["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"],
+    );
     let record = inspector()
         .args([
             "record",
@@ -333,17 +277,18 @@ fn a_full_disk_is_one_line_and_exit_1() {
 
 #[test]
 fn images_are_recorded_as_foxglove_images_of_the_region_and_the_streams() {
-    let engine = Engine::start(&[
-        "--envs", "3", "--obs", "3", "--act", "1", "--image", "32x24x3",
-    ]);
+    let engine = SimEngine::start(
+        "record",
+        &[
+            "--envs", "3", "--obs", "3", "--act", "1", "--image", "32x24x3",
+        ],
+    );
     let mut client = inspector()
         .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join(format!("{}-images.mcap", unique_name("record")));
+    let out = temp_file("record-images", "mcap");
     let record = inspector()
         .args([
             "record",

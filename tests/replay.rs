@@ -14,10 +14,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, inspector, run_inspector, unique_name, wait_with_deadline};
+use common::{
+    DEADLINE, SimEngine, inspector, record_live_run, run_inspector, temp_file, unique_name,
+};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::layout::LayoutChoice;
@@ -25,55 +27,14 @@ use lrbc_inspector::traffic::{Decoded, TrafficRow};
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};
 
-/// A `sim engine` process, stopped on drop.
-struct Engine {
-    child: Option<Child>,
-    name: String,
-}
-
-impl Engine {
-    fn start(args: &[&str]) -> Self {
-        let name = unique_name("replay");
-        let child = inspector()
-            .args(["sim", "engine", "--name", &name])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let path = PathBuf::from("/dev/shm").join(&name);
-        let deadline = Instant::now() + DEADLINE;
-        while !path.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "engine did not create its segment"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Self {
-            child: Some(child),
-            name,
-        }
-    }
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            common::interrupt(child.id());
-            let _ = child.wait();
-        }
-    }
-}
-
 fn target_file(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("{}-{tag}.mcap", unique_name("replay")))
+    temp_file(&format!("replay-{tag}"), "mcap")
 }
 
 /// Records 2 s of an engine with 24 envs (obs 48, act 2) that writes a NaN at step 150,
 /// stepped by a client at 200 Hz, every env recorded: several MiB, several chunks.
 fn record_a_live_run() -> PathBuf {
-    let engine = Engine::start(&[
+    let engine = [
         "--envs",
         "24",
         "--obs",
@@ -84,34 +45,8 @@ fn record_a_live_run() -> PathBuf {
         "none",
         "--nan-at-step",
         "150",
-    ]);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = target_file("run");
-    let record = inspector()
-        .args([
-            "record",
-            "--shm",
-            &engine.name,
-            "--duration",
-            "2",
-            "--all-envs",
-            "-o",
-        ])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = wait_with_deadline(record);
-    let _ = client.kill();
-    let _ = client.wait();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "record failed: {stderr}");
-    out
+    ];
+    record_live_run("replay", &engine, &["--duration", "2", "--all-envs"]).0
 }
 
 fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
@@ -322,9 +257,12 @@ fn a_recording_cut_short_opens_and_says_it_is_not_finished() {
 
 #[test]
 fn a_recorder_killed_with_sigkill_leaves_a_file_open_reads_up_to_its_last_chunk() {
-    let engine = Engine::start(&[
-        "--envs", "24", "--obs", "48", "--act", "2", "--image", "none",
-    ]);
+    let engine = SimEngine::start(
+        "replay",
+        &[
+            "--envs", "24", "--obs", "48", "--act", "2", "--image", "none",
+        ],
+    );
     let mut client = inspector()
         .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
         .stdout(Stdio::null())
@@ -474,4 +412,185 @@ fn the_live_view_pauses_and_scrubs_back_through_its_history() {
         a.session.as_ref().is_some_and(|s| s.paused.is_none())
     });
     assert!(h.query_by_label("live view paused").is_none());
+}
+
+/// The newest message kept by `keep` (topic, data) at or before `t` in the file (read
+/// whole, up to its last complete chunk: a test).
+fn newest_on(bytes: &[u8], t: u64, keep: impl Fn(&str, &[u8]) -> bool) -> Option<(u64, Vec<u8>)> {
+    let mut found = None;
+    for m in mcap::MessageStream::new(bytes)
+        .unwrap()
+        .map_while(Result::ok)
+    {
+        if m.log_time <= t
+            && keep(&m.channel.topic, &m.data)
+            && found.as_ref().is_none_or(|(at, _)| m.log_time >= *at)
+        {
+            found = Some((m.log_time, m.data.to_vec()));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
+    let engine = [
+        "--envs", "3", "--obs", "3", "--act", "1", "--image", "32x24x3",
+    ];
+    let record = ["--duration", "3", "--envs", "0,2", "--images"];
+    let (path, _) = record_live_run("replay-images", &engine, &record);
+    let bytes = std::fs::read(&path).unwrap();
+
+    let mut h = opened(&path);
+    step_until(&mut h, "the first frame", |a| frame_seq(a).is_some());
+    let range = {
+        let (_, p) = h.state().session.as_ref().unwrap().recording().unwrap();
+        // One traffic row: the streams' frames come from the file's index, not from
+        // the rows of the history window.
+        p.set_limits(lrbc_inspector::traffic::TrafficLimits {
+            max_rows: 1,
+            ..h.state().settings.traffic_limits()
+        });
+        p.state().range
+    };
+    // The middle, then the end: the images shown are the newest at or before the cursor.
+    for target in [range.0 + (range.1 - range.0) / 2, range.1] {
+        {
+            let (_, p) = h.state().session.as_ref().unwrap().recording().unwrap();
+            p.request(|s| s.seek_to = Some(target));
+        }
+        step_until(&mut h, "the images at the cursor", |a| {
+            a.session.as_ref().is_some_and(|s| {
+                s.recording()
+                    .is_some_and(|(_, p)| p.state().cursor_ns == target)
+                    && s.sampler
+                        .lock()
+                        .image
+                        .as_ref()
+                        .is_some_and(|i| i.captured_ns <= target)
+                    && !s.traffic.lock().streams.is_empty()
+            })
+        });
+        // Settled: the player published the cursor.
+        h.run_steps(3);
+        let s = h.state().session.as_ref().unwrap();
+        let image = s.sampler.lock().image.clone().unwrap();
+        assert_eq!(
+            (image.width, image.height, image.channels, image.num_envs),
+            (32, 24, 3, 3)
+        );
+        let per = 32 * 24 * 3;
+        for env in [0usize, 2] {
+            let (_, raw) = newest_on(&bytes, target, |topic, _| {
+                topic == format!("/lrbc/camera/env{env}")
+            })
+            .expect("a recorded image before the cursor");
+            let raw = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&raw).unwrap();
+            assert_eq!(
+                &image.pixels[env * per..(env + 1) * per],
+                raw.data().unwrap().bytes(),
+                "env {env} at {target}"
+            );
+        }
+        assert!(
+            image.pixels[per..2 * per].iter().all(|&p| p == 0),
+            "env 1 is not recorded: black"
+        );
+        // Every stream's newest frame at or before the cursor, as its ring entry.
+        let streams = s.traffic.lock().streams.clone();
+        let mut sources = std::collections::BTreeSet::new();
+        for m in mcap::MessageStream::new(&bytes).unwrap() {
+            let m = m.unwrap();
+            if m.log_time <= target && m.channel.topic.starts_with("/lrbc/ring/") {
+                sources.extend(lrbc_inspector::rpc::image::image_source(&m.data));
+            }
+        }
+        assert_eq!(
+            streams
+                .keys()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>(),
+            sources
+        );
+        for (source, st) in &streams {
+            let (_, envelope) = newest_on(&bytes, target, |topic, data| {
+                topic.starts_with("/lrbc/ring/")
+                    && lrbc_inspector::rpc::image::image_source(data).as_deref()
+                        == Some(source.as_str())
+            })
+            .expect("the stream's ring entry");
+            assert_eq!(&st.envelope[..], &envelope[..], "{source} at {target}");
+            let shown = lrbc_inspector::rpc::image::image_of(&st.envelope).unwrap();
+            assert!(shown.is_ok(), "{source}: {shown:?}");
+        }
+    }
+    let streams = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .traffic
+        .lock()
+        .streams
+        .len();
+    only_pane(h.state_mut(), Pane::Cameras);
+    h.run_steps(3);
+    assert!(h.query_by_label_contains("32×24×3").is_some());
+    assert!(
+        h.query_by_label(&format!("Streamed in traffic ({streams})"))
+            .is_some()
+    );
+    // A screenshot of the selected env (0) is its recorded image.
+    h.get_by_label("Quick save env").click();
+    h.run_steps(2);
+    let dir = h.state().settings.screenshot_dir.clone();
+    let png = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "png"))
+        .expect("a screenshot");
+    let shot = image::open(&png).unwrap().to_rgb8();
+    let image = h
+        .state()
+        .session
+        .as_ref()
+        .unwrap()
+        .sampler
+        .lock()
+        .image
+        .clone()
+        .unwrap();
+    assert_eq!(shot.as_raw()[..], image.pixels[..32 * 24 * 3]);
+
+    // Cut short (no summary: the index is walked), the images up to the last chunk.
+    let cut = target_file("images-cut");
+    let kept = &bytes[..bytes.len() * 2 / 3];
+    std::fs::write(&cut, kept).unwrap();
+    let mut rec = lrbc_inspector::replay::Recording::open(&cut).unwrap();
+    assert!(rec.unfinished_at.is_some());
+    let end = rec.time_range().unwrap().1;
+    let latest = rec.images_at(end).unwrap();
+    assert_eq!(latest.cameras.keys().copied().collect::<Vec<_>>(), [0, 2]);
+    for (env, (at, data)) in &latest.cameras {
+        let (t, raw) = newest_on(kept, end, |topic, _| {
+            topic == format!("/lrbc/camera/env{env}")
+        })
+        .unwrap();
+        assert_eq!((*at, &data[..]), (t, &raw[..]), "env {env}");
+    }
+    assert!(!latest.streams.is_empty());
+    for (name, (at, envelope)) in &latest.streams {
+        let (t, _) = newest_on(kept, end, |topic, _| {
+            topic == format!("/lrbc/stream/{name}")
+        })
+        .unwrap();
+        assert_eq!(*at, t, "{name}");
+        assert!(
+            lrbc_inspector::rpc::image::image_of(envelope)
+                .unwrap()
+                .is_ok()
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&cut);
 }

@@ -108,7 +108,7 @@ fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
         published as f64 / secs,
         get("frames_missed"),
         get("frames_torn"),
-        get("images_recorded"),
+        get("images"),
         size as f64 / 1e6 / secs,
     );
 }

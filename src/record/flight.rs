@@ -520,7 +520,7 @@ mod tests {
     use super::*;
     use crate::attach::{Target, attach};
     use crate::layout::LayoutChoice;
-    use crate::sim::engine::{Engine, EngineConfig, Mode};
+    use crate::sim::engine::{Engine, EngineConfig};
 
     const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -564,23 +564,13 @@ mod tests {
 
     #[test]
     fn a_full_disk_stops_the_recording_with_one_line_and_the_rolling_buffer_goes_on() {
-        let mut e = Engine::create(EngineConfig {
-            name: crate::testutil::unique_name("flight"),
-            layout: crate::layout::plan::PlanLayout::Lrbc { ext: true },
-            num_envs: 4,
-            obs_size: 64,
-            act_size: 2,
-            image: None,
-            mode: Mode::Training,
-            hz: 60.0,
-            ring_size: 4096,
-            ctl_ring_size: None,
-            force: false,
-            dynamics: true,
-            camera_hz: 30.0,
-            seed: 3,
-            nan_at_step: None,
-        })
+        let mut e = Engine::create(EngineConfig::small(
+            crate::testutil::unique_name("flight"),
+            crate::layout::plan::PlanLayout::Lrbc { ext: true },
+            4,
+            64,
+            2,
+        ))
         .unwrap();
         let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
         let (tx, rx) = crossbeam_channel::bounded(16);

@@ -18,6 +18,7 @@ mod rolling;
 
 pub use capture::{Capture, ChannelDef, Kind, Message, Prelude, SchemaDef};
 pub use file::FileSink;
+pub use images::stream_name_of;
 pub use rolling::{Rolling, RollingCopy, RollingLimits};
 
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@ use super::*;
 use crate::attach::{Target, attach};
 use crate::layout::LayoutChoice;
 use crate::layout::plan::PlanLayout;
-use crate::sim::engine::{Engine, EngineConfig, Mode};
+use crate::sim::engine::{Engine, EngineConfig};
 use crate::testutil::unique_name;
 
 fn engine() -> Engine {
@@ -12,24 +12,7 @@ fn engine() -> Engine {
 }
 
 fn engine_with(layout: PlanLayout) -> Engine {
-    Engine::create(EngineConfig {
-        name: unique_name("record"),
-        layout,
-        num_envs: 5,
-        obs_size: 3,
-        act_size: 2,
-        image: None,
-        mode: Mode::Training,
-        hz: 60.0,
-        ring_size: 4096,
-        ctl_ring_size: None,
-        force: false,
-        dynamics: true,
-        camera_hz: 30.0,
-        seed: 3,
-        nan_at_step: None,
-    })
-    .unwrap()
+    Engine::create(EngineConfig::small(unique_name("record"), layout, 5, 3, 2)).unwrap()
 }
 
 fn frames(bytes: &[u8]) -> Vec<u64> {

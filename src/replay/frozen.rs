@@ -14,26 +14,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A copy of `d`.
-fn copy_data(d: &SamplerData) -> SamplerData {
-    SamplerData {
-        geometry: Arc::clone(&d.geometry),
-        generation: d.generation,
-        label: d.label.clone(),
-        report: d.report.clone(),
-        stats: d.stats,
-        counters: d.counters,
-        frames: d.frames.clone(),
-        envs: d.envs.clone(),
-        latest: d.latest.clone(),
-        scan: d.scan.clone(),
-        image: d.image.clone(),
-        image_fps: d.image_fps,
-        yielding: d.yielding,
-        image_note: d.image_note.clone(),
-    }
-}
-
 /// A copy of the rows of `s` up to `until` (all with None).
 fn copy_store(s: &TrafficStore, until: Option<u64>) -> TrafficStore {
     let mut out = TrafficStore::default();
@@ -106,7 +86,7 @@ impl Frozen {
     /// Copies what the sampler and the traffic list hold now; the cursor at the newest
     /// frame.
     pub fn freeze(d: &SamplerData, s: &TrafficStore) -> Self {
-        let mut full = copy_data(d);
+        let mut full = d.clone();
         full.frames = in_frame_order(&d.frames, |f| f.frame_seq, |f| &mut f.t_ns);
         for h in full.envs.values_mut() {
             h.points = in_frame_order(&h.points, |p| p.frame_seq, |p| &mut p.t_ns);
@@ -115,7 +95,7 @@ impl Frozen {
         let store = copy_store(s, None);
         let first = full.frames.iter().next().map_or(0, |f| f.t_ns);
         let last = full.frames.back().map_or(first, |f| f.t_ns);
-        let view = Arc::new(Mutex::new(copy_data(&full)));
+        let view = Arc::new(Mutex::new(full.clone()));
         let view_store = Arc::new(Mutex::new(copy_store(&store, None)));
         Self {
             full,
@@ -159,7 +139,7 @@ impl Frozen {
                     )
                 })
                 .collect::<BTreeMap<_, _>>(),
-            ..copy_data(d)
+            ..d.clone()
         };
         let mut view = view;
         if !at_end {

@@ -12,7 +12,7 @@ mod reader;
 
 pub use frozen::Frozen;
 pub use player::{Find, PlayState, Player};
-pub use reader::{ChunkInfo, RecFrame, Recording, ReplayError, RingMessage};
+pub use reader::{ChunkInfo, LatestImages, RecFrame, Recording, ReplayError, RingMessage};
 
 #[cfg(test)]
 mod tests;

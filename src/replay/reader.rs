@@ -1,9 +1,10 @@
 //! Reading a recording from its index: the summary's chunk index when the file was
 //! finished, else an index built by walking the top-level records (a chunk's body is
 //! skipped with a seek) up to the last complete one. Messages are read a chunk at a
-//! time with positioned reads; a few decoded chunks are kept.
+//! time with positioned reads; a few decoded chunks are kept. The camera images at a
+//! time come from the newest chunks whose message indexes list an image channel.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -96,6 +97,21 @@ pub struct RingMessage {
     pub payload: Arc<[u8]>,
 }
 
+/// The newest camera images at or before a time: the foxglove messages as recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LatestImages {
+    /// Recorded env → (log time, its `foxglove.RawImage` on `/lrbc/camera/env<N>`).
+    pub cameras: BTreeMap<u32, (u64, Arc<[u8]>)>,
+    /// Stream (the topic's last part, `camera-front-env3`) → (log time, the ring
+    /// entry's envelope that carried the frame, as the window decodes live streams).
+    pub streams: BTreeMap<String, (u64, Arc<[u8]>)>,
+}
+
+/// The camera env of a `/lrbc/camera/env<N>` topic.
+fn camera_env(topic: &str) -> Option<u32> {
+    topic.strip_prefix("/lrbc/camera/env")?.parse().ok()
+}
+
 /// One message of a chunk.
 #[derive(Clone, Debug)]
 struct Msg {
@@ -116,6 +132,16 @@ pub struct Recording {
     pub chunks: Vec<ChunkInfo>,
     frame_channel: u16,
     rings: HashMap<u16, RegionKind>,
+    /// Camera channels of the image region: channel → env.
+    cameras: HashMap<u16, u32>,
+    /// Streamed image channels: channel → the topic's last part.
+    streams: HashMap<u16, String>,
+    /// Every channel whose record was read.
+    known: HashSet<u16>,
+    /// Channels with messages in the file, from the message indexes.
+    indexed: BTreeSet<u16>,
+    /// A chunk's (by its offset) channels with messages, from its message indexes.
+    chunk_channels: HashMap<u64, Vec<u16>>,
     pub metadata: BTreeMap<String, BTreeMap<String, String>>,
     pub geometry: Geometry,
     /// Where the file ends early (its recorder did not finish it): the last complete
@@ -158,6 +184,7 @@ struct Index {
     frame_count: Option<u64>,
     channel_counts: BTreeMap<u16, u64>,
     unfinished_at: Option<u64>,
+    chunk_channels: HashMap<u64, Vec<u16>>,
 }
 
 impl Recording {
@@ -214,13 +241,19 @@ impl Recording {
             .chunks
             .retain(|c| c.start_ns <= c.end_ns && c.end_ns > 0);
         index.chunks.sort_by_key(|c| (c.start_ns, c.offset));
-        Ok(Self {
+        let indexed = index.chunk_channels.values().flatten().copied().collect();
+        let mut rec = Self {
             path: path.to_path_buf(),
             file,
             file_len,
             chunks: index.chunks,
             frame_channel,
             rings,
+            cameras: HashMap::new(),
+            streams: HashMap::new(),
+            known: HashSet::new(),
+            indexed,
+            chunk_channels: index.chunk_channels,
             metadata: index.metadata,
             geometry,
             unfinished_at: index.unfinished_at,
@@ -228,7 +261,28 @@ impl Recording {
                 .frame_count
                 .or_else(|| index.channel_counts.get(&frame_channel).copied()),
             cache: VecDeque::new(),
-        })
+        };
+        for c in &index.channels {
+            rec.register(c);
+        }
+        Ok(rec)
+    }
+
+    /// Notes a channel's topic: a ring, a camera or a stream.
+    fn register(&mut self, c: &mcap::records::Channel) {
+        self.known.insert(c.id);
+        if let Some(k) = ring_kind(&c.topic) {
+            self.rings.insert(c.id, k);
+        } else if let Some(env) = camera_env(&c.topic) {
+            self.cameras.insert(c.id, env);
+        } else if let Some(name) = c.topic.strip_prefix("/lrbc/stream/") {
+            self.streams.insert(c.id, name.to_string());
+        }
+    }
+
+    /// Whether the recording has camera images of the image region (as far as read).
+    pub fn has_camera_images(&self) -> bool {
+        !self.cameras.is_empty()
     }
 
     pub fn path(&self) -> &Path {
@@ -302,11 +356,7 @@ impl Recording {
                     log_ns: header.log_time,
                     data: Arc::from(&*data),
                 }),
-                Ok(Record::Channel(ch)) => {
-                    if let Some(k) = ring_kind(&ch.topic) {
-                        self.rings.insert(ch.id, k);
-                    }
-                }
+                Ok(Record::Channel(ch)) => self.register(&ch),
                 _ => {}
             }
             at = end;
@@ -412,6 +462,113 @@ impl Recording {
     }
 }
 
+impl Recording {
+    /// The newest camera image of every recorded env and the newest frame of every
+    /// stream at or before `t`. Chunks are read newest first, only those whose message
+    /// indexes list an image channel not found yet (or a channel not known yet).
+    pub fn images_at(&mut self, t: u64) -> Result<LatestImages, String> {
+        // A channel's record is in the chunk of its first message: those chunks are
+        // read first (once), so that every channel listed in the indexes is known.
+        let unknown: Vec<u16> = self
+            .indexed
+            .iter()
+            .filter(|id| !self.known.contains(id))
+            .copied()
+            .collect();
+        for id in unknown {
+            if self.known.contains(&id) {
+                continue;
+            }
+            let first = self.chunks.iter().position(|c| {
+                self.chunk_channels
+                    .get(&c.offset)
+                    .is_some_and(|chs| chs.contains(&id))
+            });
+            if let Some(i) = first {
+                self.chunk(i)?;
+            }
+            if !self.known.contains(&id) {
+                // Not in its chunk: not looked for again.
+                self.known.insert(id);
+            }
+        }
+        let mut out = LatestImages::default();
+        let mut found: HashSet<u16> = HashSet::new();
+        let mut unmatched = Vec::new();
+        let mut i = self.chunks.partition_point(|c| c.start_ns <= t);
+        while i > 0 {
+            i -= 1;
+            let wanted = |id: &u16| {
+                !found.contains(id)
+                    && (self.cameras.contains_key(id)
+                        || self.streams.contains_key(id)
+                        || !self.known.contains(id))
+            };
+            let offset = self.chunks[i].offset;
+            if self
+                .chunk_channels
+                .get(&offset)
+                .is_some_and(|chs| !chs.iter().any(wanted))
+            {
+                continue;
+            }
+            let msgs = self.chunk(i)?;
+            for m in msgs.iter().rev() {
+                if m.log_ns > t || found.contains(&m.channel) {
+                    continue;
+                }
+                if let Some(&env) = self.cameras.get(&m.channel) {
+                    found.insert(m.channel);
+                    out.cameras.insert(env, (m.log_ns, Arc::clone(&m.data)));
+                } else if let Some(name) = self.streams.get(&m.channel) {
+                    found.insert(m.channel);
+                    // The ring entry written with it (same log time) is the frame as
+                    // the engine sent it.
+                    match self.envelope_of(&msgs, m.log_ns, name) {
+                        Some(e) => {
+                            out.streams.insert(name.clone(), (m.log_ns, e));
+                        }
+                        None => unmatched.push((name.clone(), m.log_ns)),
+                    }
+                }
+            }
+            // A chunk closed between the image and its ring entry: the next one has it.
+            if !unmatched.is_empty() && i + 1 < self.chunks.len() {
+                let next = self.chunk(i + 1)?;
+                for (name, log_ns) in unmatched.drain(..) {
+                    if let Some(e) = self.envelope_of(&next, log_ns, &name) {
+                        out.streams.insert(name, (log_ns, e));
+                    }
+                }
+            }
+            unmatched.clear();
+            let complete = self
+                .cameras
+                .keys()
+                .chain(self.streams.keys())
+                .all(|id| found.contains(id))
+                && self.indexed.iter().all(|id| self.known.contains(id));
+            if complete {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Recording {
+    /// The ring entry of `msgs` logged at `log_ns` that is a frame of stream `name`.
+    fn envelope_of(&self, msgs: &[Msg], log_ns: u64, name: &str) -> Option<Arc<[u8]>> {
+        msgs.iter()
+            .find(|r| {
+                r.log_ns == log_ns
+                    && self.rings.contains_key(&r.channel)
+                    && crate::record::stream_name_of(&r.data).as_deref() == Some(name)
+            })
+            .map(|r| Arc::clone(&r.data))
+    }
+}
+
 /// Reads `len` bytes at `offset`.
 fn read_at(file: &mut File, offset: u64, len: u64) -> Result<Vec<u8>, String> {
     if len > MAX_RECORD_BYTES {
@@ -476,12 +633,18 @@ fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, String> {
             .get(at + 9..end)
             .ok_or("summary record past its end")?;
         match mcap::read::parse_record(opcode, body).map_err(|e| e.to_string())? {
-            Record::ChunkIndex(c) => index.chunks.push(ChunkInfo {
-                offset: c.chunk_start_offset,
-                length: c.chunk_length,
-                start_ns: c.message_start_time,
-                end_ns: c.message_end_time,
-            }),
+            Record::ChunkIndex(c) => {
+                index.chunk_channels.insert(
+                    c.chunk_start_offset,
+                    c.message_index_offsets.keys().copied().collect(),
+                );
+                index.chunks.push(ChunkInfo {
+                    offset: c.chunk_start_offset,
+                    length: c.chunk_length,
+                    start_ns: c.message_start_time,
+                    end_ns: c.message_end_time,
+                });
+            }
             Record::MetadataIndex(m) => metadata_at.push(m.offset),
             Record::Statistics(s) => index.channel_counts = s.channel_message_counts,
             r => add(&mut index, r),
@@ -553,13 +716,23 @@ fn walk(file: &mut File, len: u64) -> Result<Index, String> {
             op::MESSAGE_INDEX | op::METADATA => {
                 let body = read_at(file, at + 9, n)?;
                 match mcap::read::parse_record(opcode, &body) {
-                    Ok(Record::MessageIndex(m))
+                    Ok(Record::MessageIndex(m)) => {
+                        if let Some(c) = index.chunks.last()
+                            && !m.records.is_empty()
+                        {
+                            index
+                                .chunk_channels
+                                .entry(c.offset)
+                                .or_default()
+                                .push(m.channel_id);
+                        }
                         if index
                             .channels
                             .iter()
-                            .any(|c| c.id == m.channel_id && c.topic == FRAME_TOPIC) =>
-                    {
-                        frames += m.records.len() as u64;
+                            .any(|c| c.id == m.channel_id && c.topic == FRAME_TOPIC)
+                        {
+                            frames += m.records.len() as u64;
+                        }
                     }
                     Ok(r @ Record::Metadata(_)) => {
                         before_metadata = false;

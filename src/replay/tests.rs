@@ -7,7 +7,7 @@ use crate::layout::Geometry;
 use crate::layout::LayoutChoice;
 use crate::layout::plan::PlanLayout;
 use crate::record::Recorder;
-use crate::sampler::{Counters, FrameAgg, Ring, SamplerData, SamplerStats, Scan};
+use crate::sampler::{Counters, FrameAgg, Ring, SamplerData};
 use crate::sim::engine::{Engine, EngineConfig, Mode};
 use crate::testutil::unique_name;
 use crate::traffic::TrafficStore;
@@ -16,21 +16,14 @@ use std::sync::Arc;
 
 fn engine_with_nan(nan_at_step: Option<u64>) -> Engine {
     Engine::create(EngineConfig {
-        name: unique_name("replay"),
-        layout: PlanLayout::Lrbc { ext: true },
-        num_envs: 5,
-        obs_size: 3,
-        act_size: 2,
-        image: None,
-        mode: Mode::Training,
-        hz: 60.0,
-        ring_size: 4096,
-        ctl_ring_size: None,
-        force: false,
-        dynamics: true,
-        camera_hz: 30.0,
-        seed: 3,
         nan_at_step,
+        ..EngineConfig::small(
+            unique_name("replay"),
+            PlanLayout::Lrbc { ext: true },
+            5,
+            3,
+            2,
+        )
     })
     .unwrap()
 }
@@ -232,23 +225,12 @@ fn data(frames: &[FrameAgg], geometry: Geometry) -> SamplerData {
         ring.push(*f);
     }
     SamplerData {
-        geometry: Arc::new(geometry),
-        generation: 0,
-        label: "x".into(),
-        report: None,
-        stats: SamplerStats::default(),
         counters: Counters {
             frame_seq: frames.last().map_or(0, |f| f.frame_seq),
             ..Counters::default()
         },
         frames: ring,
-        envs: BTreeMap::new(),
-        latest: None,
-        scan: Scan::default(),
-        image: None,
-        image_fps: 0.0,
-        yielding: false,
-        image_note: None,
+        ..SamplerData::empty(Arc::new(geometry), "x".into(), 1)
     }
 }
 
@@ -323,4 +305,87 @@ fn a_seek_forward_publishes_the_cursor_from_scratch_and_a_step_adds_to_the_histo
     p.request(|s| s.step = 1);
     wait("one forward", &|| p.state().frame_seq == Some(30));
     assert_eq!(p.data.lock().unwrap().generation, generation);
+}
+
+/// A `foxglove.RawImage` as the recorder writes one.
+fn raw_image(width: u32, height: u32, encoding: &str, step: u32, data: &[u8]) -> Arc<[u8]> {
+    use crate::rpc::foxglove_fb as fox;
+    let mut b = flatbuffers::FlatBufferBuilder::new();
+    let encoding = b.create_string(encoding);
+    let data = b.create_vector(data);
+    let img = fox::RawImage::create(
+        &mut b,
+        &fox::RawImageArgs {
+            width,
+            height,
+            encoding: Some(encoding),
+            step,
+            data: Some(data),
+            ..Default::default()
+        },
+    );
+    b.finish(img, None);
+    Arc::from(b.finished_data())
+}
+
+#[test]
+fn the_image_region_of_a_recording_is_the_recorded_envs_pixels_and_bad_images_are_explained() {
+    let name = unique_name("replay-img");
+    let e = Engine::create(EngineConfig {
+        name,
+        layout: PlanLayout::Lrbc { ext: true },
+        num_envs: 3,
+        obs_size: 1,
+        act_size: 1,
+        image: Some((4, 2, 4)),
+        mode: Mode::Training,
+        hz: 60.0,
+        ring_size: 4096,
+        ctl_ring_size: None,
+        force: false,
+        dynamics: true,
+        camera_hz: 30.0,
+        seed: 3,
+        nan_at_step: None,
+    })
+    .unwrap();
+    let g = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto)
+        .unwrap()
+        .geometry;
+    let px: Vec<u8> = (0..32u8).collect();
+    // A step wider than the row: the padding is not copied.
+    let mut padded = Vec::new();
+    for row in px.chunks(16) {
+        padded.extend_from_slice(row);
+        padded.extend_from_slice(&[9, 9]);
+    }
+    let mut cameras = BTreeMap::new();
+    cameras.insert(1, (50, raw_image(4, 2, "rgba8", 18, &padded)));
+    let (img, note) = player::region_image(&g, &cameras, usize::MAX, (7, 3), true);
+    let img = img.unwrap();
+    assert_eq!(note, None);
+    assert_eq!((img.image_seq, img.frame_seq, img.captured_ns), (7, 3, 50));
+    assert_eq!(&img.pixels[32..64], &px[..]);
+    // The envs not recorded are opaque black.
+    assert!(img.pixels[..32].chunks(4).all(|p| p == [0, 0, 0, 255]));
+    assert!(img.pixels[64..].chunks(4).all(|p| p == [0, 0, 0, 255]));
+
+    // Wrong size, wrong encoding, too few bytes, not a RawImage: a note, no panic.
+    for bad in [
+        raw_image(5, 2, "rgba8", 20, &[0; 40]),
+        raw_image(4, 2, "rgb8", 12, &[0; 24]),
+        raw_image(4, 2, "rgba8", 16, &[0; 20]),
+        raw_image(4, 2, "rgba8", u32::MAX, &[0; 32]),
+        Arc::from(&b"not a flatbuffer"[..]),
+    ] {
+        let mut cameras = BTreeMap::new();
+        cameras.insert(0, (1, bad));
+        let (img, note) = player::region_image(&g, &cameras, usize::MAX, (1, 1), true);
+        assert!(img.is_none());
+        assert!(note.unwrap().contains("not 4×2 rgba8"));
+    }
+    let (img, note) = player::region_image(&g, &BTreeMap::new(), usize::MAX, (1, 1), false);
+    assert!(img.is_none() && note.unwrap().contains("no camera images"));
+    let (_, note) = player::region_image(&g, &cameras, 10, (1, 1), true);
+    assert!(note.unwrap().contains("memory budget"));
 }

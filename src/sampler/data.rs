@@ -142,7 +142,7 @@ pub struct SamplerStats {
 }
 
 /// What the sampler shares with its readers.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SamplerData {
     pub geometry: Arc<Geometry>,
     /// Bumped when the sampler re-attaches to a replaced segment.
@@ -183,14 +183,24 @@ pub fn history_capacities(s: &SamplerSettings, watched: usize, values: usize) ->
 impl SamplerData {
     /// The data of a sampler just attached: empty histories sized by `settings`.
     pub(super) fn new(attached: &Attached, settings: &SamplerSettings) -> Self {
+        Self::empty(
+            Arc::new(attached.geometry.clone()),
+            attached.label(),
+            settings.history_frames,
+        )
+    }
+
+    /// Nothing yet of the source `label` of `geometry`; room for `frames` frames of
+    /// overview.
+    pub fn empty(geometry: Arc<Geometry>, label: String, frames: usize) -> Self {
         Self {
-            geometry: Arc::new(attached.geometry.clone()),
+            geometry,
             generation: 0,
-            label: attached.label(),
+            label,
             report: None,
             stats: SamplerStats::default(),
             counters: Counters::default(),
-            frames: Ring::new(settings.history_frames),
+            frames: Ring::new(frames),
             envs: BTreeMap::new(),
             latest: None,
             scan: Scan::default(),

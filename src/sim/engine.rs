@@ -149,6 +149,35 @@ impl std::fmt::Debug for Engine {
 }
 
 impl EngineConfig {
+    /// A training-mode engine named `name` with `num_envs` envs of `obs_size`
+    /// observations and `act_size` actions: no images, a 4 KiB command ring, no control
+    /// rings, dynamics on, seed 3. Change what else a caller needs with `..`.
+    pub fn small(
+        name: String,
+        layout: PlanLayout,
+        num_envs: u32,
+        obs_size: u32,
+        act_size: u32,
+    ) -> Self {
+        Self {
+            name,
+            layout,
+            num_envs,
+            obs_size,
+            act_size,
+            image: None,
+            mode: Mode::Training,
+            hz: 60.0,
+            ring_size: 4096,
+            ctl_ring_size: None,
+            force: false,
+            dynamics: true,
+            camera_hz: 30.0,
+            seed: 3,
+            nan_at_step: None,
+        }
+    }
+
     /// The segment this configuration describes, checked before anything is created.
     pub fn plan(&self) -> Result<(PlanSpec, Plan), EngineError> {
         validate_name(&self.name)?;

@@ -33,21 +33,17 @@ impl SimRun {
         );
         let (num_envs, obs_size, act_size, image) = preset.sizes();
         let cfg = EngineConfig {
-            name: name.clone(),
-            layout: crate::layout::plan::PlanLayout::Lrbc { ext: true },
-            num_envs,
-            obs_size,
-            act_size,
             image,
-            mode: crate::sim::engine::Mode::Training,
-            hz: 60.0,
             ring_size: 512 * 1024,
             ctl_ring_size: Some(64 * 1024),
-            force: false,
-            dynamics: true,
-            camera_hz: 30.0,
             seed: 7,
-            nan_at_step: None,
+            ..EngineConfig::small(
+                name.clone(),
+                crate::layout::plan::PlanLayout::Lrbc { ext: true },
+                num_envs,
+                obs_size,
+                act_size,
+            )
         };
         let mut engine = Engine::create(cfg).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));

@@ -220,3 +220,79 @@ pub fn python(script: &str, args: &[&str]) -> Value {
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A `sim engine` process on a segment of its own name, interrupted on drop.
+pub struct SimEngine {
+    pub child: Option<Child>,
+    pub name: String,
+}
+
+impl SimEngine {
+    /// Starts `sim engine ARGS` and waits until its segment exists.
+    pub fn start(tag: &str, args: &[&str]) -> Self {
+        let name = unique_name(tag);
+        let child = inspector()
+            .args(["sim", "engine", "--name", &name])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start sim engine");
+        let path = PathBuf::from("/dev/shm").join(&name);
+        let deadline = Instant::now() + DEADLINE;
+        while !path.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "engine did not create its segment"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Self {
+            child: Some(child),
+            name,
+        }
+    }
+}
+
+impl Drop for SimEngine {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            interrupt(child.id());
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A file for a test's output in the temporary folder.
+pub fn temp_file(tag: &str, ext: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("{}.{ext}", unique_name(tag)))
+}
+
+/// Records `sim engine ENGINE_ARGS` stepped by `sim client --hz 200` with `record
+/// RECORD_ARGS` (which end it: `--duration`); asserts it succeeded. The file and
+/// record's stderr.
+pub fn record_live_run(tag: &str, engine_args: &[&str], record_args: &[&str]) -> (PathBuf, String) {
+    let engine = SimEngine::start(tag, engine_args);
+    let mut client = inspector()
+        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sim client");
+    let out = temp_file(tag, "mcap");
+    let record = inspector()
+        .args(["record", "--shm", &engine.name])
+        .args(record_args)
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start record");
+    let output = wait_with_deadline(record);
+    let _ = client.kill();
+    let _ = client.wait();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "record failed: {stderr}");
+    (out, stderr)
+}

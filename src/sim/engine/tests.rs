@@ -5,25 +5,11 @@ use crate::testutil::unique_name;
 
 fn config(layout: PlanLayout) -> EngineConfig {
     EngineConfig {
-        name: unique_name("engine"),
-        layout,
-        num_envs: 3,
-        obs_size: 10,
-        act_size: 2,
-        image: if layout == PlanLayout::Lucky {
-            None
-        } else {
-            Some((16, 12, 3))
-        },
-        mode: Mode::Training,
-        hz: 60.0,
-        ring_size: 4096,
+        image: (layout != PlanLayout::Lucky).then_some((16, 12, 3)),
         ctl_ring_size: Some(4096),
-        force: false,
-        dynamics: true,
         camera_hz: 1000.0,
         seed: 5,
-        nan_at_step: None,
+        ..EngineConfig::small(unique_name("engine"), layout, 3, 10, 2)
     }
 }
 
