@@ -60,6 +60,9 @@ pub enum BenchCommand {
     Soak(super::soak::SoakArgs),
     /// Rows/s and MB/s of `export` on a large synthetic recording (1 GiB by default).
     Export(super::export::BenchArgs),
+    /// `open` of a large recording (1 GiB by default): time to the first frame drawn
+    /// and to a scrub to any time.
+    Open(super::openbench::OpenBenchArgs),
     /// The app with every panel, driven without a window as eframe would drive it (a
     /// pass whenever a repaint is asked for; no raster), until Ctrl-C: an observer for
     /// `bench sampler`.
@@ -215,5 +218,6 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
         BenchCommand::Soak(args) => super::soak::run(args),
         BenchCommand::Record { secs, rate_secs } => super::recbench::run(*secs, *rate_secs),
         BenchCommand::Export(args) => super::export::bench(args),
+        BenchCommand::Open(args) => super::openbench::run(args),
     }
 }

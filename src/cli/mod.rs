@@ -10,6 +10,7 @@ mod dump;
 mod export;
 mod list;
 mod open;
+mod openbench;
 mod recbench;
 mod record;
 pub mod screenshots;

@@ -351,7 +351,7 @@ impl Worker {
             let settings = lock(&self.settings).clone();
             let moved = self.shown != Some(cursor) || self.applied.as_ref() != Some(&settings.0);
             let mut error = None;
-            if moved && let Err(e) = self.publish(cursor, &settings.0, settings.1) {
+            if moved && let Err(e) = self.publish(cursor, seek.is_some(), &settings.0, settings.1) {
                 error = Some(e);
             }
             {
@@ -446,14 +446,17 @@ impl Worker {
     }
 
     /// Fills the data as of `cursor`: incrementally when it moved forward within the
-    /// window with the same settings, else from scratch.
+    /// window with the same settings and not by a seek, else from scratch (a seek shows
+    /// the frame at the cursor at once).
     fn publish(
         &mut self,
         cursor: u64,
+        seek: bool,
         settings: &SamplerSettings,
         limits: TrafficLimits,
     ) -> Result<(), String> {
         let incremental = match self.shown {
+            Some(_) if seek => false,
             Some(shown) => {
                 cursor > shown
                     && cursor - shown < HISTORY_WINDOW_NS

@@ -267,6 +267,46 @@ fn a_paused_view_scrubs_steps_and_finds_through_the_history() {
     assert_eq!(f.frame(), Some((10, 10_000)));
 }
 
+#[test]
+fn a_seek_forward_publishes_the_cursor_from_scratch_and_a_step_adds_to_the_history() {
+    let (bytes, _) = recording(30);
+    let r = Recording::open(&write(&bytes)).unwrap();
+    let (_, t1) = r.time_range().unwrap();
+    let p = Player::start(
+        r,
+        crate::sampler::SamplerSettings::default(),
+        crate::traffic::TrafficLimits::of(crate::memory::MemoryBudget::default()),
+        Arc::new(|| {}),
+    )
+    .unwrap();
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !ok() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    wait("the first frame", &|| p.state().frame_seq == Some(1));
+    let generation = p.data.lock().unwrap().generation;
+    // Forward within the history window: the frame at the new cursor is set first, as
+    // for any seek (a new generation), then the history behind it.
+    p.request(|s| s.seek_to = Some(t1));
+    wait("the last frame", &|| p.state().frame_seq == Some(30));
+    let after_seek = {
+        let d = p.data.lock().unwrap();
+        assert_eq!(d.frames.len(), 30);
+        d.generation
+    };
+    assert!(after_seek > generation);
+    p.request(|s| s.step = -1);
+    wait("one back", &|| p.state().frame_seq == Some(29));
+    let generation = p.data.lock().unwrap().generation;
+    // A step forward adds to the history.
+    p.request(|s| s.step = 1);
+    wait("one forward", &|| p.state().frame_seq == Some(30));
+    assert_eq!(p.data.lock().unwrap().generation, generation);
+}
+
 /// A `foxglove.RawImage` as the recorder writes one.
 fn raw_image(width: u32, height: u32, encoding: &str, step: u32, data: &[u8]) -> Arc<[u8]> {
     use crate::rpc::foxglove_fb as fox;

@@ -1,0 +1,334 @@
+//! `bench open`: the time from `open` to the first frame drawn, and the time a scrub
+//! takes, on a large recording of train4096 (figures in docs/benchmarks.md).
+
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::CliError;
+use crate::attach::{Target, attach};
+use crate::layout::LayoutChoice;
+use crate::record::Recorder;
+use crate::replay::Recording;
+use crate::sim::engine::Preset;
+use crate::sim::inprocess::SimRun;
+use crate::ui::InspectorApp;
+use crate::ui::raster::HeadlessRenderer;
+use crate::ui::settings::{Settings, grid_tree};
+
+#[derive(Debug, Clone, Args)]
+pub struct OpenBenchArgs {
+    /// Size of the recording in MiB (made once in the temp folder, then reused).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..))]
+    pub size_mib: u64,
+    /// Seeks to random times.
+    #[arg(long, default_value_t = 200)]
+    pub seeks: usize,
+}
+
+/// The envs `record --envs 0-7` records.
+const RECORDED: u32 = 8;
+/// How long a step may take before the benchmark gives up.
+const WAIT: Duration = Duration::from_secs(120);
+
+fn fail(e: impl std::fmt::Display) -> CliError {
+    CliError::Other(e.to_string())
+}
+
+fn file_for(mib: u64) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "lrbc-bench-open-train4096-{RECORDED}envs-{mib}mib.mcap"
+    ))
+}
+
+/// A finished recording of train4096's envs 0 to 7 of at least `bytes`.
+fn fits(path: &Path, bytes: u64) -> bool {
+    let Ok(len) = std::fs::metadata(path).map(|m| m.len()) else {
+        return false;
+    };
+    let Ok(rec) = Recording::open(path) else {
+        return false;
+    };
+    let g = &rec.geometry;
+    let recorded = (0..RECORDED)
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    len >= bytes
+        && rec.unfinished_at.is_none()
+        && (g.num_envs, g.obs_size, g.act_size) == (4096, 100, 12)
+        && rec
+            .metadata
+            .get("lrbc.geometry")
+            .and_then(|m| m.get("recorded_envs"))
+            == Some(&recorded)
+}
+
+/// Records an in-process train4096 engine and client (unpaced, with command traffic)
+/// as `record --envs 0-7` does, until the file holds `bytes`.
+fn make(path: &Path, bytes: u64) -> Result<(), CliError> {
+    let part = path.with_extension("mcap.part");
+    let sim = SimRun::start(Preset::Train4096, None).map_err(CliError::Other)?;
+    let a = attach(&Target::Shm(sim.name.clone()), LayoutChoice::Auto)?;
+    let file =
+        std::fs::File::create(&part).map_err(|e| fail(format!("{}: {e}", part.display())))?;
+    let writing =
+        |e: crate::record::RecordError| fail(format!("writing {}: {}", part.display(), e.cause()));
+    let mut rec =
+        Recorder::new(a, (0..RECORDED).collect(), BufWriter::new(file)).map_err(writing)?;
+    let started = Instant::now();
+    let mut next_chunk = started + Duration::from_secs(1);
+    let mut next_line = started + Duration::from_secs(5);
+    while rec.bytes_written() < bytes {
+        if !rec.poll().map_err(writing)? {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // A chunk ends each second, as `record` ends them.
+        if Instant::now() >= next_chunk {
+            next_chunk += Duration::from_secs(1);
+            rec.end_chunk().map_err(writing)?;
+        }
+        if Instant::now() >= next_line {
+            next_line += Duration::from_secs(5);
+            eprintln!(
+                "bench open: recording {} MiB of {} MiB",
+                rec.bytes_written() >> 20,
+                bytes >> 20
+            );
+        }
+        if started.elapsed() > Duration::from_secs(1800) {
+            return Err(fail("the recording took over 30 minutes"));
+        }
+    }
+    rec.finish().map_err(writing)?;
+    drop(sim);
+    std::fs::rename(&part, path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    Ok(())
+}
+
+/// Drops the page cache (root on Linux); false when it cannot.
+fn drop_caches() -> bool {
+    cfg!(target_os = "linux") && std::fs::write("/proc/sys/vm/drop_caches", "1").is_ok()
+}
+
+/// `open` in an app that is already up: (ms to the end of the first pass that draws a
+/// frame of the recording, its frame_seq).
+fn first_frame(path: &Path) -> Result<(f64, u64), CliError> {
+    let ctx = egui::Context::default();
+    let mut app = InspectorApp::new(
+        &ctx,
+        Settings::default(),
+        Some(grid_tree()),
+        None,
+        LayoutChoice::Auto,
+    );
+    let mut renderer = HeadlessRenderer::new();
+    let size = egui::vec2(1600.0, 1000.0);
+    // The window's own start (fonts) is not part of opening the file.
+    for _ in 0..3 {
+        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
+    }
+    let t0 = Instant::now();
+    app.open_recording(path);
+    loop {
+        let shown = app
+            .session
+            .as_ref()
+            .ok_or_else(|| fail(format!("{}: the window did not open it", path.display())))?
+            .sampler
+            .lock()
+            .latest
+            .as_ref()
+            .map(|(seq, _)| *seq);
+        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
+        if let Some(seq) = shown {
+            return Ok((t0.elapsed().as_secs_f64() * 1e3, seq));
+        }
+        if t0.elapsed() > WAIT {
+            return Err(fail("no frame drawn within 2 minutes"));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Milliseconds until the frame at each target time was published, and until the
+/// history behind it was filled.
+struct Scrub {
+    frame_ms: Vec<f64>,
+    history_ms: Vec<f64>,
+}
+
+/// `seeks` seeks to random times across the recording, caches dropped before each when
+/// `cold`.
+fn scrub(path: &Path, seeks: usize, cold: bool) -> Result<Scrub, CliError> {
+    let ctx = egui::Context::default();
+    let mut app = InspectorApp::new(
+        &ctx,
+        Settings::default(),
+        Some(grid_tree()),
+        None,
+        LayoutChoice::Auto,
+    );
+    app.open_recording(path);
+    let session = app
+        .session
+        .as_ref()
+        .ok_or_else(|| fail(format!("{}: the window did not open it", path.display())))?;
+    let (_, player) = session
+        .recording()
+        .ok_or_else(|| fail("not a recording session"))?;
+    let settled = |t: Option<u64>| -> Result<(), CliError> {
+        let start = Instant::now();
+        loop {
+            let s = player.state();
+            if s.seek_to.is_none() && t.is_none_or(|t| s.cursor_ns == t) && s.frame_seq.is_some() {
+                return Ok(());
+            }
+            if start.elapsed() > WAIT {
+                return Err(fail("the player did not settle within 2 minutes"));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    };
+    settled(None)?;
+    let (t0, t1) = player.state().range;
+    let mut rng = XorShift(0x5eed);
+    let mut out = Scrub {
+        frame_ms: Vec::with_capacity(seeks),
+        history_ms: Vec::with_capacity(seeks),
+    };
+    for _ in 0..seeks {
+        let t = t0 + rng.next() % (t1 - t0).max(1);
+        let generation = player.data.lock().map_or(0, |d| d.generation);
+        if cold {
+            drop_caches();
+        }
+        let start = Instant::now();
+        player.request(|s| s.seek_to = Some(t));
+        loop {
+            let published = player.data.lock().is_ok_and(|d| {
+                d.generation != generation && d.latest.is_some() && d.counters.read_ns <= t
+            });
+            if published {
+                break;
+            }
+            if start.elapsed() > WAIT {
+                return Err(fail("no frame published within 2 minutes"));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        out.frame_ms.push(start.elapsed().as_secs_f64() * 1e3);
+        settled(Some(t))?;
+        out.history_ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(out)
+}
+
+/// A small xorshift generator: the same times on every run.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn summary(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (
+        crate::stats::quantile(v, 0.5).unwrap_or(0.0),
+        crate::stats::quantile(v, 0.99).unwrap_or(0.0),
+        v.last().copied().unwrap_or(0.0),
+    )
+}
+
+pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
+    let bytes = args.size_mib << 20;
+    let path = file_for(args.size_mib);
+    if fits(&path, bytes) {
+        println!("bench open: reusing {}", path.display());
+    } else {
+        println!("bench open: making {}", path.display());
+        make(&path, bytes)?;
+    }
+    let len = std::fs::metadata(&path).map_err(fail)?.len();
+    let rec = Recording::open(&path).map_err(fail)?;
+    let (t0, t1) = rec.time_range().unwrap_or((0, 0));
+    println!(
+        "{}: {:.1} MiB, {} chunks, {} frames over {:.1} s; train4096 (4096 envs × obs 100 × act 12), envs 0-7 recorded",
+        path.display(),
+        len as f64 / f64::from(1 << 20),
+        rec.chunks.len(),
+        rec.frame_count.unwrap_or(0),
+        t1.saturating_sub(t0) as f64 / 1e9
+    );
+    drop(rec);
+    let can_drop = drop_caches();
+    let mut rows: Vec<(String, f64, f64, f64)> = Vec::new();
+    let mut first = Vec::new();
+    for _ in 0..5 {
+        first.push(first_frame(&path)?.0);
+    }
+    let (p50, _, max) = summary(&mut first);
+    rows.push((
+        "first frame drawn, warm cache (5 opens)".into(),
+        p50,
+        f64::NAN,
+        max,
+    ));
+    if can_drop {
+        let mut cold = Vec::new();
+        for _ in 0..5 {
+            drop_caches();
+            cold.push(first_frame(&path)?.0);
+        }
+        let (p50, _, max) = summary(&mut cold);
+        rows.push((
+            "first frame drawn, page cache dropped (5 opens)".into(),
+            p50,
+            f64::NAN,
+            max,
+        ));
+    }
+    let mut warm = scrub(&path, args.seeks, false)?;
+    let n = args.seeks;
+    let (a, b, c) = summary(&mut warm.frame_ms);
+    rows.push((
+        format!("scrub: frame at the cursor, warm ({n} seeks)"),
+        a,
+        b,
+        c,
+    ));
+    let (a, b, c) = summary(&mut warm.history_ms);
+    rows.push((format!("scrub: history filled, warm ({n} seeks)"), a, b, c));
+    if can_drop {
+        let n = (args.seeks / 10).max(5);
+        let mut cold = scrub(&path, n, true)?;
+        let (a, b, c) = summary(&mut cold.frame_ms);
+        rows.push((
+            format!("scrub: frame at the cursor, cold ({n} seeks)"),
+            a,
+            b,
+            c,
+        ));
+        let (a, b, c) = summary(&mut cold.history_ms);
+        rows.push((format!("scrub: history filled, cold ({n} seeks)"), a, b, c));
+    } else {
+        println!("(the page cache cannot be dropped here: every figure is with a warm cache)");
+    }
+    println!("{:<52} {:>10} {:>10} {:>10}", "ms", "median", "p99", "max");
+    for (what, a, b, c) in rows {
+        let b = if b.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{b:.1}")
+        };
+        println!("{what:<52} {a:>10.1} {b:>10} {c:>10.1}");
+    }
+    Ok(())
+}
