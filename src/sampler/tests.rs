@@ -15,6 +15,29 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until `count` reaches `target`. A slow or loaded host may take its time: the
+/// wait fails only when the count stands still for 20 s short of the target, or passes it.
+fn wait_for_count(what: &str, target: u64, mut count: impl FnMut() -> u64) {
+    let mut last = count();
+    let mut deadline = Instant::now() + Duration::from_secs(20);
+    while last != target {
+        assert!(
+            last < target,
+            "{what}: {last} counted, more than the {target} there are"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {last} of {target}, no progress in 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+        let now = count();
+        if now != last {
+            deadline = Instant::now() + Duration::from_secs(20);
+            last = now;
+        }
+    }
+}
+
 /// A sampler on `seg`, on a machine whose cores are idle (whatever the host's load).
 fn start_sampler(seg: &TestSegment, settings: SamplerSettings) -> Sampler {
     start_sampler_with_load(seg, settings, idle_machine)
@@ -320,8 +343,8 @@ fn on_a_busy_machine_the_sampler_keeps_to_its_budget_and_counts_the_frames_it_sk
         }
         at_yield.is_some_and(|s0| d.stats.frames_skipped >= s0.frames_skipped + 1_000)
     });
-    wait_until("every frame to be accounted for", || {
-        sampler.stats().frames_seen == published
+    wait_for_count("every frame to be accounted for", published, || {
+        sampler.stats().frames_seen
     });
     sampler.stop();
     let d = sampler.lock();
@@ -364,8 +387,8 @@ fn with_spare_cpu_or_without_a_budget_no_frame_is_skipped() {
         // Past two readings of the load, so that the sampler has judged the machine.
         let until = Instant::now() + Duration::from_millis(700);
         let published = publish_until(&seg, || Instant::now() >= until);
-        wait_until("every frame to be accounted for", || {
-            sampler.stats().frames_seen == published
+        wait_for_count("every frame to be accounted for", published, || {
+            sampler.stats().frames_seen
         });
         sampler.stop();
         let d = sampler.lock();
