@@ -5,6 +5,7 @@
 //! flatc generates for `rpc`).
 
 pub mod attach;
+pub mod busy;
 pub mod cli;
 pub mod clock;
 pub mod control;

@@ -9,8 +9,7 @@ use crate::layout::Geometry;
 use crate::snapshot::HotData;
 use crate::watch::Report;
 
-/// The frame thread's share of one core on a busy machine, by default (percent).
-pub const DEFAULT_BUSY_BUDGET_PERCENT: f32 = 1.0;
+pub use crate::busy::DEFAULT_BUSY_BUDGET_PERCENT;
 
 /// `done` in [`EnvPoint::flags`].
 pub const FLAG_DONE: u8 = 1;

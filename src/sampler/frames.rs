@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::accounting::FrameAccounting;
-use super::budget::{Budget, CpuTimes};
+use crate::busy::{Budget, CpuTimes};
 use super::copy::{copy_frame, load_counters, reopen_if_reattached};
 use super::data::{
     EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, SamplerData,

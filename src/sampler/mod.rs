@@ -7,8 +7,9 @@
 //!
 //! One file per part: the shared data (`data`), bounded histories (`history`), the
 //! per-frame reductions (`reduce`), the frame accounting (`accounting`, a pure state
-//! machine), the guarded copy (`copy`), the polling pace (`pace`), the busy-machine
-//! budget (`budget`), and the three threads: `frames`, `spotter` and `auxiliary`.
+//! machine), the guarded copy (`copy`), the polling pace (`pace`), and the three threads:
+//! `frames`, `spotter` and `auxiliary`. On a busy machine the frame thread keeps to the
+//! budget of `crate::busy`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,7 +20,6 @@ use crate::watch::Watcher;
 
 mod accounting;
 mod auxiliary;
-mod budget;
 mod copy;
 mod data;
 mod frames;
@@ -37,7 +37,7 @@ pub use history::Ring;
 pub use reduce::scan_values;
 
 use auxiliary::AuxWorker;
-use budget::{Budget, CpuTimes};
+use crate::busy::{Budget, CpuTimes};
 use frames::FrameWorker;
 use spotter::{Handover, Spotter};
 
@@ -158,7 +158,7 @@ impl Sampler {
             clock,
             waker,
             repaint_hz,
-            budget::read_cpu_times,
+            crate::busy::read_cpu_times,
         )
     }
 

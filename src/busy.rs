@@ -1,11 +1,15 @@
 //! Yielding to a busy machine. An observer that takes CPU from a saturated machine
 //! slows the run it observes: on two cores with engine and trainer busy-waiting, every
-//! wakeup of the sampler is paid for by the run. So while the machine has no spare CPU,
-//! the frame thread keeps its own CPU time within a budget (a share of one core) by
-//! sleeping between samples, and takes at most one sample per repaint of its reader (a
-//! wakeup costs the run a context switch whatever the thread then does, and in lock-step
-//! a stalled engine or trainer stalls the other too); the frames that pass meanwhile are
-//! counted as skipped. With spare CPU it follows every frame.
+//! wakeup of an observer is paid for by the run. So while the machine has no spare CPU,
+//! an observer (the window's sampler, the recorder) keeps its own CPU time within a
+//! budget (a share of one core) by sleeping between samples, and takes at most one
+//! sample per repaint of its reader (a wakeup costs the run a context switch whatever the
+//! thread then does, and in lock-step a stalled engine or trainer stalls the other too);
+//! the frames that pass meanwhile are counted as skipped. With spare CPU it follows every
+//! frame.
+
+/// The budget of an observer on a busy machine, percent of one core, unless set.
+pub const DEFAULT_BUSY_BUDGET_PERCENT: f32 = 1.0;
 
 /// Spare CPU (in cores, averaged over a check) below which the machine is busy.
 const BUSY_BELOW_CORES: f64 = 0.25;
