@@ -147,7 +147,7 @@ pub enum Command {
         json: bool,
         /// While the machine has no spare CPU, the sampler uses at most this percent of
         /// one core and skips frames to stay within it; 0 follows every frame.
-        #[arg(long, value_name = "PCT", default_value_t = crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
+        #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
         busy_budget: f32,
     },
     /// Decoded command-ring traffic: what is in the rings now, or as it happens.
@@ -192,6 +192,11 @@ pub enum Command {
         /// Record camera images too (image region and streamed camera/viewport frames).
         #[arg(long)]
         images: bool,
+        /// While the machine has no spare CPU, the recorder uses at most this percent of
+        /// one core and skips frames (counted) to stay within it; 0 records every frame
+        /// it can, whatever it costs the run.
+        #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
+        busy_budget: f32,
     },
     /// Open a recording made by `record` in the window (or print its summary).
     Open(open::OpenArgs),
@@ -477,6 +482,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             duration,
             max_size,
             images,
+            busy_budget,
         }) => record::run(
             &target.require()?,
             target.layout,
@@ -487,6 +493,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 duration,
                 max_bytes: max_size,
                 images,
+                busy_budget: (busy_budget > 0.0).then_some(busy_budget),
             },
         ),
         Some(Command::Control {

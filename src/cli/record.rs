@@ -24,6 +24,9 @@ pub struct Options {
     pub max_bytes: Option<u64>,
     /// Camera images too (image region and streamed frames).
     pub images: bool,
+    /// Percent of one core the recorder keeps to while the machine has no spare CPU;
+    /// None: every frame it can.
+    pub busy_budget: Option<f32>,
 }
 
 /// Env indices, sorted, without repeats.
@@ -90,6 +93,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     if o.images {
         capture = capture.with_images();
     }
+    capture.set_busy_budget(o.busy_budget);
     let mut rec = Recorder::of(capture, BufWriter::new(file)).map_err(writing)?;
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
@@ -111,6 +115,10 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
                 failure = Some(e);
                 break;
             }
+        }
+        // On a machine without spare CPU, no look before the budget allows one.
+        if let Some(hold) = rec.hold_ns(crate::segment::monotonic_now_ns()) {
+            std::thread::sleep(Duration::from_nanos(hold));
         }
         if Instant::now() >= next_chunk {
             next_chunk += Duration::from_secs(1);
@@ -177,12 +185,18 @@ fn progress<W: Write + std::io::Seek>(rec: &Recorder<W>, started: Instant) -> St
         String::new()
     };
     format!(
-        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} ring entries, {} ring bytes lost{images}",
+        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} skipped{}, {} ring entries, {} ring bytes lost{images}",
         c.frames_recorded,
         rec.bytes_written() as f64 / 1e6,
         c.frames_recorded as f64 / secs,
         c.frames_missed,
         c.frames_torn,
+        c.frames_skipped,
+        if rec.yielding() {
+            " (busy machine: keeping to the CPU budget)"
+        } else {
+            ""
+        },
         c.ring_entries,
         c.ring_lost_bytes
     )

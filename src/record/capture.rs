@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::images::Images;
 use super::{Counts, FRAME_SCHEMA, FRAME_TOPIC, RecordError, SEGMENT_METADATA, segment_metadata};
 use crate::attach::Attached;
+use crate::busy::{Budget, CpuTimes};
 use crate::layout::{Layout, RegionKind};
 use crate::rpc::{RECORDING_BFBS, recording_fb as fb};
 use crate::segment::monotonic_now_ns;
@@ -83,6 +84,12 @@ pub struct Capture {
     counts: Counts,
     first_nonfinite: Option<u64>,
     images: Option<Images>,
+    /// How much CPU the capture may take from a busy machine.
+    budget: Budget,
+    read_load: fn() -> Option<CpuTimes>,
+    /// The capture held off (yielding to a busy machine) since its last copy: frames
+    /// that pass meanwhile are skipped on purpose, not missed.
+    held: bool,
 }
 
 impl std::fmt::Debug for Capture {
@@ -208,7 +215,42 @@ impl Capture {
             counts: Counts::default(),
             first_nonfinite: None,
             images: None,
+            budget: Budget::new(None, crate::busy::MIN_HOLD_NS),
+            read_load: crate::busy::read_cpu_times,
+            held: false,
         })
+    }
+
+    /// On a machine without spare CPU, keeps the capture's CPU time within
+    /// `percent_of_a_core` (None or 0: follows every frame whatever the load); see
+    /// [`Capture::hold_ns`].
+    pub fn set_busy_budget(&mut self, percent_of_a_core: Option<f32>) {
+        self.budget.set_percent(percent_of_a_core);
+    }
+
+    /// Reads the machine's load with `read_load` (tests give a busy or an idle machine).
+    pub fn with_load_reading(mut self, read_load: fn() -> Option<CpuTimes>) -> Self {
+        self.read_load = read_load;
+        self
+    }
+
+    /// How long to wait before the next [`Capture::poll`], while the machine has no spare
+    /// CPU and the capture keeps to its budget; None: poll as often as frames come. The
+    /// frames that pass while the capture holds off are counted as skipped.
+    pub fn hold_ns(&mut self, now_ns: u64) -> Option<u64> {
+        if self.budget.check_due(now_ns) {
+            self.budget.observe(now_ns, (self.read_load)());
+        }
+        let hold = self.budget.hold_ns(now_ns);
+        if hold.is_some() {
+            self.held = true;
+        }
+        hold
+    }
+
+    /// True while the capture keeps to its budget on a busy machine.
+    pub fn yielding(&self) -> bool {
+        self.budget.yielding()
     }
 
     /// Also captures camera images: the recorded envs' images of the image region when
@@ -273,6 +315,16 @@ impl Capture {
         if self.last_frame_seq == Some(now_seq) {
             return;
         }
+        let passed = self
+            .last_frame_seq
+            .map_or(0, |last| now_seq.saturating_sub(last));
+        if self.held && passed > 0 && !snapshot::settled_now(seg, g) {
+            // Back from holding off, the engine is already writing the next frame: let
+            // these pass rather than copy a torn one (its retries cost the run).
+            self.counts.frames_skipped += passed;
+            self.last_frame_seq = Some(now_seq);
+            return;
+        }
         let (hot, rows, envs) = (&mut self.hot, &mut self.rows, &self.envs);
         let copy = snapshot::guarded_read(seg, g, 3, |s| {
             snapshot::copy_hot_into(s, g, hot);
@@ -285,9 +337,15 @@ impl Capture {
         let jumped = self.last_frame_seq.map_or(0, |last| {
             copy.frame_seq.saturating_sub(last).saturating_sub(1)
         });
-        self.counts.frames_missed += jumped;
+        if std::mem::take(&mut self.held) {
+            self.counts.frames_skipped += jumped;
+        } else {
+            self.counts.frames_missed += jumped;
+        }
         self.counts.frames_seen += 1;
         self.last_frame_seq = Some(copy.frame_seq);
+        self.budget
+            .sampled(monotonic_now_ns(), crate::platform::thread_cpu_ns());
         if !copy.consistent {
             self.counts.frames_torn += 1;
             return;

@@ -49,10 +49,15 @@ pub struct FlightStatus {
     pub recording: Option<RecordingStatus>,
     /// `frame_seq` of the first captured frame with a NaN or an infinity.
     pub first_nonfinite: Option<u64>,
+    /// Frames let pass while keeping to the CPU budget on a busy machine.
+    pub frames_skipped: u64,
+    /// The machine is busy and the flight recorder keeps to its CPU budget.
+    pub yielding: bool,
 }
 
 enum Command {
     Limits(RollingLimits),
+    BusyBudget(Option<f32>),
     /// Write the rolling buffer into a new file in this folder; `nonfinite`: only if no
     /// file was saved for a NaN or infinity yet.
     Save {
@@ -174,6 +179,13 @@ impl Flight {
         self.send(Command::Limits(limits))
     }
 
+    /// While the machine has no spare CPU, the flight recorder keeps its CPU time within
+    /// this percent of one core and lets frames pass (counted as skipped); None (the
+    /// default): it follows every frame it can.
+    pub fn set_busy_budget(&self, percent_of_a_core: Option<f32>) -> Result<(), String> {
+        self.send(Command::BusyBudget(percent_of_a_core))
+    }
+
     /// Writes the rolling buffer into a new file in `dir` (on a thread of its own); a
     /// [`Note`] tells where it went.
     pub fn save(&self, dir: &Path, reason: &str) -> Result<(), String> {
@@ -265,8 +277,10 @@ impl Worker {
                 last_status = now;
                 self.publish();
             }
-            // A fast engine's frames come every few ms; a nap between looks.
-            std::thread::sleep(Duration::from_millis(1));
+            // A fast engine's frames come every few ms; a nap between looks, longer on a
+            // busy machine (the capture's budget).
+            let hold = self.capture.hold_ns(crate::segment::monotonic_now_ns());
+            std::thread::sleep(hold.map_or(Duration::from_millis(1), Duration::from_nanos));
         }
         // Commands sent before the stop (a save as the segment goes) are carried out.
         while let Ok(c) = self.rx.try_recv() {
@@ -283,6 +297,8 @@ impl Worker {
         s.rolling_frames = self.rolling.frames();
         s.rolling_seconds = self.rolling.seconds();
         s.first_nonfinite = self.capture.first_nonfinite();
+        s.frames_skipped = self.capture.counts().frames_skipped;
+        s.yielding = self.capture.yielding();
         s.recording = self.recording.as_ref().map(|r| RecordingStatus {
             path: r.path.clone(),
             bytes: r.file.bytes_written(),
@@ -298,6 +314,7 @@ impl Worker {
     fn command(&mut self, c: Command) {
         match c {
             Command::Limits(l) => self.rolling.set_limits(l),
+            Command::BusyBudget(p) => self.capture.set_busy_budget(p),
             Command::Save {
                 dir,
                 reason,

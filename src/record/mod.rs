@@ -107,6 +107,9 @@ pub struct Counts {
     pub frames_missed: u64,
     /// Frames copied while the engine wrote them, so not kept.
     pub frames_torn: u64,
+    /// Frames let pass on purpose while the recorder held off, keeping to its budget on
+    /// a machine without spare CPU.
+    pub frames_skipped: u64,
     pub ring_entries: u64,
     /// Ring bytes overwritten before the recorder read them.
     pub ring_lost_bytes: u64,
@@ -157,6 +160,17 @@ impl<W: Write + Seek> Recorder<W> {
 
     pub fn counts(&self) -> Counts {
         self.capture.counts()
+    }
+
+    /// How long to wait before the next poll while the machine is busy
+    /// ([`Capture::hold_ns`]).
+    pub fn hold_ns(&mut self, now_ns: u64) -> Option<u64> {
+        self.capture.hold_ns(now_ns)
+    }
+
+    /// True while the recorder keeps to its budget on a busy machine.
+    pub fn yielding(&self) -> bool {
+        self.capture.yielding()
     }
 
     /// Bytes in the file so far.

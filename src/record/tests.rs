@@ -263,3 +263,63 @@ fn camera_images_keep_to_their_quarter_of_a_rolling_buffer() {
         Some(46)
     );
 }
+
+/// A machine whose cores are all busy, or all idle, whatever the host's load.
+fn machine(idle_share: u64) -> Option<crate::busy::CpuTimes> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static TICKS: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: a counter with no data behind it.
+    let total = TICKS.fetch_add(100, Ordering::Relaxed) + 100;
+    Some(crate::busy::CpuTimes {
+        idle: total * idle_share / 100,
+        total,
+        cores: 2,
+    })
+}
+
+#[test]
+fn on_a_busy_machine_the_capture_holds_off_and_counts_the_frames_it_lets_pass_as_skipped() {
+    fn busy() -> Option<crate::busy::CpuTimes> {
+        machine(0)
+    }
+    fn idle() -> Option<crate::busy::CpuTimes> {
+        machine(100)
+    }
+    for (load, yields) in [
+        (busy as fn() -> Option<crate::busy::CpuTimes>, true),
+        (idle, false),
+    ] {
+        let mut e = engine();
+        let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+        let mut c = Capture::new(a, vec![0]).unwrap().with_load_reading(load);
+        c.set_busy_budget(Some(1.0));
+        // Two readings of the machine's load, a check interval apart.
+        let t0 = crate::segment::monotonic_now_ns();
+        assert_eq!(c.hold_ns(t0), None);
+        assert_eq!(c.hold_ns(t0 + crate::busy::CHECK_INTERVAL_NS), None);
+        assert_eq!(c.yielding(), yields);
+        let mut out = Vec::new();
+        e.step_once(Some(1));
+        c.poll(&mut out);
+        // After a copy, a busy machine holds the next look off for at least the shortest
+        // hold; an idle one does not.
+        let hold = c.hold_ns(crate::segment::monotonic_now_ns());
+        assert_eq!(hold.is_some(), yields, "{hold:?}");
+        e.step_once(Some(2));
+        e.step_once(Some(3));
+        e.step_once(Some(4));
+        c.poll(&mut out);
+        let n = c.counts();
+        assert_eq!((n.frames_seen, n.frames_recorded), (2, 2), "{n:?}");
+        let (skipped, missed) = if yields { (2, 0) } else { (0, 2) };
+        assert_eq!(
+            (n.frames_skipped, n.frames_missed),
+            (skipped, missed),
+            "{n:?}"
+        );
+        // Without a budget, nothing holds off, busy or not.
+        c.set_busy_budget(None);
+        assert_eq!(c.hold_ns(crate::segment::monotonic_now_ns()), None);
+        assert!(!c.yielding());
+    }
+}

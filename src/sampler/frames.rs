@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::accounting::FrameAccounting;
-use crate::busy::{Budget, CpuTimes};
 use super::copy::{copy_frame, load_counters, reopen_if_reattached};
 use super::data::{
     EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, SamplerData,
@@ -17,6 +16,7 @@ use super::reduce::aggregate;
 use super::spotter::{Handover, SpotCopy};
 use super::{SAMPLER_NICE, lock};
 use crate::attach::Attached;
+use crate::busy::{Budget, CpuTimes};
 use crate::snapshot::{self, HotData};
 
 /// Samples not yet moved into the shared data (the lock was busy).

@@ -36,8 +36,8 @@ pub use data::{
 pub use history::Ring;
 pub use reduce::scan_values;
 
-use auxiliary::AuxWorker;
 use crate::busy::{Budget, CpuTimes};
+use auxiliary::AuxWorker;
 use frames::FrameWorker;
 use spotter::{Handover, Spotter};
 

@@ -162,6 +162,10 @@ impl InspectorApp {
             };
             match Flight::start(live, envs, self.settings.flight_limits(), config) {
                 Ok(f) => {
+                    // The sampler's budget on a busy machine holds for the recorder too.
+                    if let Err(e) = f.set_busy_budget(self.settings.sampler().busy_budget_percent) {
+                        errors.push(format!("flight recorder: {e}"));
+                    }
                     self.flight.flight = Some(f);
                     self.flight.nonfinite_sent = false;
                     self.flight.generation = generation;
@@ -172,6 +176,15 @@ impl InspectorApp {
         }
         for e in errors {
             self.say(e, true);
+        }
+    }
+
+    /// The flight recorder keeps to the sampler's budget on a busy machine, as set now.
+    pub(super) fn flight_follow_busy_budget(&mut self) {
+        if let Some(f) = &self.flight.flight
+            && let Err(e) = f.set_busy_budget(self.settings.sampler().busy_budget_percent)
+        {
+            self.say(format!("flight recorder: {e}"), true);
         }
     }
 
@@ -248,10 +261,19 @@ impl InspectorApp {
         if ui
             .button(format!("Save last {secs:.0} s"))
             .on_hover_text(format!(
-                "write what the flight recorder holds ({:.0} s, {} frames) into {}",
+                "write what the flight recorder holds ({:.0} s, {} frames) into {}{}",
                 self.flight.status.rolling_seconds,
                 self.flight.status.rolling_frames,
-                self.settings.recordings_dir.display()
+                self.settings.recordings_dir.display(),
+                if self.flight.status.frames_skipped > 0 {
+                    format!(
+                        "\n{} frames let pass to keep to the CPU budget on a busy machine (Settings){}",
+                        self.flight.status.frames_skipped,
+                        if self.flight.status.yielding { ", now too" } else { "" }
+                    )
+                } else {
+                    String::new()
+                }
             ))
             .clicked()
         {

@@ -145,6 +145,9 @@ impl InspectorApp {
         } else if changed && let Some(s) = &self.session {
             s.sampler.set_settings(self.settings.sampler());
         }
+        if changed {
+            self.flight_follow_busy_budget();
+        }
     }
 }
 
