@@ -568,3 +568,44 @@ fn streams_seen_subscribing_pair_their_items_and_every_count_stays_right() {
         (0, 0, 0)
     );
 }
+
+#[test]
+fn a_luckyrobots_payload_without_its_header_decodes_from_its_json_fields() {
+    use crate::layout::RingFormat;
+    let decode = |ring, payload: &[u8]| decode_entry(ring, RingFormat::Lucky, payload, None);
+    let req = decode(RegionKind::CmdC2s, br#"{"mode": "fast"}"#).unwrap();
+    assert_eq!(
+        (req.method.as_str(), req.correlation_id),
+        ("SetSimulationMode", 0)
+    );
+    let req = decode(RegionKind::CmdC2s, br#"{"agent_name": "a"}"#).unwrap();
+    assert_eq!(req.method, "ResetAgent");
+    assert_eq!(decode(RegionKind::CmdC2s, b"{}").unwrap().method, "");
+    let resp = decode(RegionKind::CmdS2c, br#"{"error": {"code": 3}}"#).unwrap();
+    assert_eq!(resp.error.as_deref(), Some(r#"{"code":3}"#));
+    assert_eq!(
+        decode(RegionKind::CmdS2c, br#"{"success": true}"#)
+            .unwrap()
+            .error,
+        None
+    );
+    // With its header, the status decides, as live.
+    let h = LuckyEntryHeader {
+        correlation_id: 4,
+        method_or_status: 0,
+        payload_length: 0,
+    };
+    let ok = decode_entry(
+        RegionKind::CmdS2c,
+        RingFormat::Lucky,
+        br#"{"error": "ignored"}"#,
+        Some(h),
+    )
+    .unwrap();
+    assert_eq!((ok.error, ok.correlation_id), (None, 4));
+    assert!(
+        decode(RegionKind::CmdS2c, b"nope")
+            .unwrap_err()
+            .starts_with("payload is not JSON")
+    );
+}
