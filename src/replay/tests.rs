@@ -64,12 +64,12 @@ fn wait(what: &str, ok: &dyn Fn() -> bool) {
     }
 }
 
-/// A player on `r` with the default settings.
-fn start(r: Recording) -> Player {
+/// A player on `r` with the default settings and traffic `limits`.
+fn start(r: Recording, limits: crate::traffic::TrafficLimits) -> Player {
     Player::start(
         r,
         crate::sampler::SamplerSettings::default(),
-        crate::traffic::TrafficLimits::of(crate::memory::MemoryBudget::default()),
+        limits,
         Arc::new(|| {}),
     )
     .unwrap()
@@ -77,7 +77,7 @@ fn start(r: Recording) -> Player {
 
 /// A player on `r` with the default settings, once it shows the first frame.
 fn play(r: Recording) -> Player {
-    let p = start(r);
+    let p = start(r, crate::traffic::TrafficLimits::default());
     wait("the first frame", &|| p.state().frame_seq == Some(1));
     p
 }
@@ -439,16 +439,33 @@ fn recording_with_entries(layout: PlanLayout, entries: &[(RegionKind, Vec<u8>)])
     file.finish(&capture.counts()).unwrap().into_inner()
 }
 
-/// The player's traffic store once it shows the whole of `bytes` with `rows` rows.
-fn replayed_traffic(bytes: &[u8], rows: u64) -> Vec<crate::traffic::TrafficRow> {
+/// A player with traffic `limits` at the end of `bytes`, once its traffic list has had
+/// `rows` rows.
+fn replayed(bytes: &[u8], rows: u64, limits: crate::traffic::TrafficLimits) -> Player {
     let r = Recording::open(&write(bytes)).unwrap();
     let (_, t1) = r.time_range().unwrap();
-    let p = start(r);
+    let p = start(r, limits);
     p.request(|s| s.seek_to = Some(t1));
     wait("every entry in the traffic list", &|| {
         p.state().cursor_ns == t1 && p.store.lock().unwrap().total_rows() == rows
     });
+    p
+}
+
+/// The rows of the player's traffic list at the end of `bytes` (`rows` of them).
+fn replayed_traffic(bytes: &[u8], rows: u64) -> Vec<crate::traffic::TrafficRow> {
+    let p = replayed(bytes, rows, crate::traffic::TrafficLimits::default());
     p.store.lock().unwrap().rows.iter().cloned().collect()
+}
+
+/// The records among traffic rows.
+fn records_of(rows: &[crate::traffic::TrafficRow]) -> Vec<&crate::traffic::Record> {
+    rows.iter()
+        .filter_map(|r| match r {
+            crate::traffic::TrafficRow::Record(r) => Some(&**r),
+            _ => None,
+        })
+        .collect()
 }
 
 fn envelope(
@@ -508,13 +525,7 @@ fn recorded_envelopes_show_decoded_and_paired_as_the_same_entries_did_live() {
             _ => None,
         })
         .collect();
-    let records: Vec<_> = rows
-        .iter()
-        .filter_map(|r| match r {
-            TrafficRow::Record(r) => Some(r),
-            _ => None,
-        })
-        .collect();
+    let records = records_of(&rows);
     assert_eq!(records.len(), 5);
     for r in &records {
         let l = live_records
@@ -587,13 +598,7 @@ fn recorded_luckyrobots_entries_show_their_json_error_and_pairing_without_their_
         &recording_with_entries(PlanLayout::Lucky, &entries),
         entries.len() as u64,
     );
-    let records: Vec<_> = rows
-        .iter()
-        .filter_map(|r| match r {
-            TrafficRow::Record(r) => Some(r),
-            _ => None,
-        })
-        .collect();
+    let records = records_of(&rows);
     let shown: Vec<_> = records
         .iter()
         .map(|r| {
@@ -638,28 +643,16 @@ fn a_recordings_traffic_list_keeps_within_the_bytes_of_its_limits_as_a_live_one(
             )
         })
         .collect();
-    let r = Recording::open(&write(&recording_with_entries(
-        PlanLayout::Lrbc { ext: true },
-        &entries,
-    )))
-    .unwrap();
-    let (_, t1) = r.time_range().unwrap();
     let limits = crate::traffic::TrafficLimits {
         max_rows: 1_000,
         max_bytes: 64 << 10,
         max_stream_bytes: 1 << 20,
     };
-    let p = Player::start(
-        r,
-        crate::sampler::SamplerSettings::default(),
+    let p = replayed(
+        &recording_with_entries(PlanLayout::Lrbc { ext: true }, &entries),
+        200,
         limits,
-        Arc::new(|| {}),
-    )
-    .unwrap();
-    p.request(|s| s.seek_to = Some(t1));
-    wait("every entry seen", &|| {
-        p.state().cursor_ns == t1 && p.store.lock().unwrap().total_rows() == 200
-    });
+    );
     let store = p.store.lock().unwrap();
     assert!(store.rows_dropped > 0);
     assert!(store.memory().0 <= limits.max_bytes, "{:?}", store.memory());
