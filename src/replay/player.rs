@@ -5,11 +5,12 @@
 //! entries of the window decoded into traffic rows, and the newest camera images at or
 //! before the cursor (the image region's, and each stream's frame).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::reader::{LatestImages, RecFrame, Recording};
+use crate::layout::RingFormat;
 use crate::layout::{Geometry, Layout, RegionKind};
 use crate::sampler::{
     BadValue, Channel, Counters, EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET,
@@ -17,7 +18,7 @@ use crate::sampler::{
     history_capacities,
 };
 use crate::traffic::{
-    Decoded, Pairing, Record, StreamedImage, TrafficLimits, TrafficRow, TrafficStore,
+    EntryDecoder, RingEntry, StreamedImage, TrafficEvent, TrafficLimits, TrafficStore,
 };
 
 /// How far back of the cursor the history reaches, at most.
@@ -141,7 +142,8 @@ impl Player {
             waker,
             shown: None,
             applied: None,
-            pending: HashMap::new(),
+            decoder: EntryDecoder::default(),
+            events: Vec::new(),
             images_shown: None,
             image_seq: 0,
             stream_marks: 0,
@@ -204,8 +206,10 @@ struct Worker {
     shown: Option<u64>,
     /// The settings the data was filled with.
     applied: Option<SamplerSettings>,
-    /// Requests in the traffic store not answered yet: (pair, correlation id) → index.
-    pending: HashMap<(bool, u64), u64>,
+    /// Decodes and pairs the ring entries put in the traffic store, as a live traffic
+    /// tap does.
+    decoder: EntryDecoder,
+    events: Vec<TrafficEvent>,
     /// The camera images the data shows: (env, log time) of each, and the settings'
     /// image budget.
     images_shown: Option<(Vec<(u32, u64)>, usize)>,
@@ -421,7 +425,7 @@ impl Worker {
     /// The log time of the first message after `from` that `what` looks for.
     fn search(&mut self, from: u64, end: u64, what: Find) -> Result<Option<u64>, String> {
         let mut found = None;
-        let lucky = self.rec.geometry.layout == Layout::LuckyrobotsIpc;
+        let g = self.rec.geometry.clone();
         let shared = Arc::clone(&self.shared);
         self.rec
             .each_message(from.saturating_add(1), end, |kind, log_ns, data| {
@@ -434,7 +438,10 @@ impl Worker {
                     (Find::Nan, None) => {
                         RecFrame::decode(log_ns, data).is_some_and(|f| has_nan(&f))
                     }
-                    (Find::Error, Some(ring)) => decode_entry(ring, data, lucky).4.is_some(),
+                    (Find::Error, Some(ring)) => {
+                        crate::traffic::decode_entry(ring, ring_format(&g, ring), data, None)
+                            .map_or(true, |d| d.error.is_some())
+                    }
                     _ => false,
                 };
                 if hit {
@@ -498,7 +505,8 @@ impl Worker {
                 set_latest(&mut d, latest.as_ref(), limits_of(settings));
             }
             *lock(&self.store) = TrafficStore::default();
-            self.pending.clear();
+            // Record indexes go on from those shown before (the panels key on them).
+            self.decoder = EntryDecoder::starting_at(self.decoder.next_index());
             (self.waker)();
             cursor.saturating_sub(HISTORY_WINDOW_NS)
         };
@@ -548,13 +556,28 @@ impl Worker {
         })?;
         // Cut short, the newest frame read is not the cursor's (set at the start).
         flush(&mut batch, if cut_short { None } else { last.as_ref() });
-        let lucky = g.layout == Layout::LuckyrobotsIpc;
         let entries = self.rec.ring_between(from, cursor, limits.max_rows)?;
         {
-            let store = Arc::clone(&self.store);
-            let mut store = lock(&store);
+            let mut store = lock(&self.store);
             for e in entries {
-                self.push_entry(&mut store, e.ring, e.log_ns, &e.payload, lucky, limits);
+                // As a traffic tap would have shown it when the recorder saw it.
+                let entry = RingEntry {
+                    ring: e.ring,
+                    format: ring_format(&g, e.ring),
+                    position: 0,
+                    payload: e.payload.to_vec(),
+                    lucky: None,
+                    at_risk: false,
+                };
+                self.decoder.entry(entry, e.log_ns, &mut self.events);
+                self.decoder.expire(e.log_ns, &mut self.events);
+                for ev in self.events.drain(..) {
+                    store.apply(ev, e.log_ns, limits);
+                }
+            }
+            self.decoder.expire(cursor, &mut self.events);
+            for ev in self.events.drain(..) {
+                store.apply(ev, cursor, limits);
             }
         }
         if let Err(e) = self.publish_images(cursor, settings, limits) {
@@ -639,96 +662,6 @@ impl Worker {
             }
         }
         Ok(())
-    }
-
-    fn push_entry(
-        &mut self,
-        store: &mut TrafficStore,
-        ring: RegionKind,
-        log_ns: u64,
-        payload: &[u8],
-        lucky: bool,
-        limits: TrafficLimits,
-    ) {
-        let index = store.total_rows();
-        let (decoded, correlation_id, method_id, method, error) =
-            decode_entry(ring, payload, lucky);
-        let Some(decoded) = decoded else {
-            store.rows.push_back(TrafficRow::Malformed {
-                seen_ns: log_ns,
-                ring,
-                position: 0,
-                error: error.unwrap_or_default(),
-                raw: payload.to_vec(),
-            });
-            trim(store, limits);
-            return;
-        };
-        let is_request = crate::rings::is_request_ring(ring);
-        let key = (
-            matches!(ring, RegionKind::CtlC2s | RegionKind::CtlS2c),
-            correlation_id,
-        );
-        let mut record = Record {
-            index,
-            seen_ns: log_ns,
-            ring,
-            position: 0,
-            payload: payload.to_vec(),
-            lucky: None,
-            decoded,
-            correlation_id,
-            method,
-            error,
-            is_request,
-            latency_ns: None,
-            partner: None,
-            pairing: if is_request {
-                Pairing::Pending
-            } else {
-                Pairing::Orphan
-            },
-        };
-        if is_request {
-            self.pending.insert(key, index);
-        } else if method_id.is_some_and(crate::rpc::is_stream_item) {
-            record.pairing = Pairing::StreamItem;
-        } else if let Some(req) = self.pending.remove(&key) {
-            record.pairing = Pairing::Response;
-            record.partner = Some(req);
-            let first = store.first_index;
-            if let Some(TrafficRow::Record(r)) = req
-                .checked_sub(first)
-                .and_then(|i| store.rows.get_mut(i as usize))
-            {
-                r.partner = Some(index);
-                r.pairing = Pairing::Answered;
-                record.latency_ns = Some(log_ns.saturating_sub(r.seen_ns));
-                if record.method.is_empty() {
-                    record.method = r.method.clone();
-                }
-            }
-        }
-        if record.method.ends_with("Frame")
-            && let Some(source) = crate::rpc::image::image_source(payload)
-            && payload.len() <= limits.max_stream_bytes
-        {
-            let s = store
-                .streams
-                .entry(source)
-                .or_insert_with(|| StreamedImage {
-                    record_index: index,
-                    frames: 0,
-                    envelope: Arc::from(&[][..]),
-                    not_kept: None,
-                });
-            s.record_index = index;
-            s.frames += 1;
-            s.envelope = Arc::from(payload);
-        }
-        record.shrink();
-        store.rows.push_back(TrafficRow::Record(Box::new(record)));
-        trim(store, limits);
     }
 }
 
@@ -846,61 +779,16 @@ fn limits_of(s: &SamplerSettings) -> (f32, f32) {
     (s.obs_limit, s.act_limit)
 }
 
-/// Lets the oldest rows go while the list is longer than its limit.
-fn trim(store: &mut TrafficStore, limits: TrafficLimits) {
-    while store.rows.len() > limits.max_rows.max(1) {
-        store.rows.pop_front();
-        store.first_index += 1;
-        store.rows_dropped += 1;
-    }
-}
-
-/// An entry decoded as the traffic tap decodes it: (tree or JSON, correlation id,
-/// method number, method label, error). No tree: the error says why.
-fn decode_entry(
-    ring: RegionKind,
-    payload: &[u8],
-    lucky: bool,
-) -> (Option<Decoded>, u64, Option<u16>, String, Option<String>) {
-    if lucky {
-        let value = if payload.is_empty() {
-            serde_json::Value::Null
+/// The format of a recorded ring's entries: the recorded geometry's, else the layout's.
+fn ring_format(g: &Geometry, ring: RegionKind) -> RingFormat {
+    g.ring(ring).map_or(
+        if g.layout == Layout::LuckyrobotsIpc {
+            RingFormat::Lucky
         } else {
-            match serde_json::from_slice::<serde_json::Value>(payload) {
-                Ok(v) => v,
-                Err(e) => {
-                    return (
-                        None,
-                        0,
-                        None,
-                        String::new(),
-                        Some(format!("payload is not JSON: {e}")),
-                    );
-                }
-            }
-        };
-        let error = (!crate::rings::is_request_ring(ring))
-            .then(|| {
-                value
-                    .get("error")
-                    .and_then(|e| e.as_str())
-                    .map(str::to_string)
-            })
-            .flatten();
-        return (Some(Decoded::Json(value)), 0, None, String::new(), error);
-    }
-    match crate::rpc::decode_envelope(payload) {
-        Ok(d) => {
-            let (c, m, label, err) = (
-                d.correlation_id,
-                d.method,
-                d.method_label(),
-                d.error.clone(),
-            );
-            (Some(Decoded::Envelope(d)), c, Some(m), label, err)
-        }
-        Err(e) => (None, 0, None, String::new(), Some(e.to_string())),
-    }
+            RingFormat::Lrbc
+        },
+        |r| r.format,
+    )
 }
 
 /// NaN, Inf and out-of-range values of a frame: every env's reward, the recorded envs'

@@ -5,14 +5,18 @@
 //! started, and orphan responses.
 
 //!
-//! `follower` holds [`Traffic`], which does the watching, decoding and pairing;
-//! `store` the bounded list a window keeps of it ([`TrafficStore`]); `tap` the thread
-//! that fills one ([`TrafficTap`]).
+//! `follower` holds [`Traffic`], which does the watching; `decode` the
+//! [`EntryDecoder`], which decodes each entry and pairs it, for a live ring as for a
+//! recording's entries (the replay's player); `store` the bounded list a window keeps
+//! of it ([`TrafficStore`], filled by [`TrafficStore::apply`]); `tap` the thread that
+//! fills one ([`TrafficTap`]).
 
+mod decode;
 mod follower;
 mod store;
 mod tap;
 
+pub use decode::{DecodedEntry, EntryDecoder, RingEntry, decode_entry};
 pub use follower::Traffic;
 pub use store::{StreamedImage, TrafficLimits, TrafficRow, TrafficStore};
 pub use tap::TrafficTap;

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::{Record, Totals};
+use super::{Pairing, Record, Totals, TrafficEvent};
 use crate::layout::RegionKind;
 
 /// A row of the traffic list: a record, or a loss, malformed entry or unanswered
@@ -83,6 +83,81 @@ impl TrafficStore {
     pub fn memory(&self) -> (usize, usize) {
         let slots = crate::memory::heap(self.rows.capacity() * size_of::<TrafficRow>());
         (self.bytes_held + slots, self.stream_bytes)
+    }
+
+    /// Shows an event of an [`EntryDecoder`](super::EntryDecoder) seen at `now_ns`: a
+    /// record as a row (a streamed image frame also as its stream's newest frame), a
+    /// response's request marked answered, a request flagged unanswered marked so and
+    /// the flag as a row, a loss or malformed entry as a row; within `limits`.
+    pub fn apply(&mut self, event: TrafficEvent, now_ns: u64, limits: TrafficLimits) {
+        let row = match event {
+            TrafficEvent::Record(mut r) => {
+                if r.method.ends_with("Frame")
+                    && let Some(source) = crate::rpc::image::image_source(&r.payload)
+                {
+                    self.keep_frame(source, r.index, &r.payload, limits);
+                }
+                r.shrink();
+                TrafficRow::Record(r)
+            }
+            TrafficEvent::Answered { request, response } => {
+                if let Some(r) = self.record_mut(request) {
+                    r.partner = Some(response);
+                    r.pairing = Pairing::Answered;
+                }
+                return;
+            }
+            TrafficEvent::Lost {
+                ring,
+                lost_bytes,
+                lost_entries,
+            } => TrafficRow::Lost {
+                seen_ns: now_ns,
+                ring,
+                lost_bytes,
+                lost_entries,
+            },
+            TrafficEvent::Malformed {
+                ring,
+                position,
+                error,
+                raw,
+            } => TrafficRow::Malformed {
+                seen_ns: now_ns,
+                ring,
+                position,
+                error,
+                raw,
+            },
+            TrafficEvent::Unanswered {
+                ring,
+                correlation_id,
+                method,
+                waited_ns,
+                request,
+            } => {
+                if let Some(r) = self.record_mut(request) {
+                    r.pairing = Pairing::Unanswered;
+                }
+                TrafficRow::Unanswered {
+                    seen_ns: now_ns,
+                    ring,
+                    correlation_id,
+                    method,
+                    waited_ns,
+                }
+            }
+        };
+        self.push_row(row, limits);
+    }
+
+    /// The record with this record index, if the list still holds it.
+    fn record_mut(&mut self, record_index: u64) -> Option<&mut Record> {
+        let i = self.find_record(record_index)? - self.first_index;
+        match self.rows.get_mut(usize::try_from(i).ok()?) {
+            Some(TrafficRow::Record(r)) => Some(r),
+            _ => None,
+        }
     }
 
     /// Appends a row, then lets the oldest go while the list is over its limits.

@@ -4,10 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{
-    FollowPace, Pairing, RingSelection, Traffic, TrafficEvent, TrafficLimits, TrafficRow,
-    TrafficStore,
-};
+use super::{FollowPace, RingSelection, Traffic, TrafficLimits, TrafficStore};
 use crate::attach::{Target, attach};
 use crate::layout::LayoutChoice;
 use crate::segment::monotonic_now_ns;
@@ -69,74 +66,7 @@ impl TrafficTap {
                     let limits = *lock(&limits);
                     let mut store = lock(&s);
                     for e in events.drain(..) {
-                        let row = match e {
-                            TrafficEvent::Record(mut r) => {
-                                if r.method.ends_with("Frame")
-                                    && let Some(source) =
-                                        crate::rpc::image::image_source(&r.payload)
-                                {
-                                    store.keep_frame(source, r.index, &r.payload, limits);
-                                }
-                                r.shrink();
-                                TrafficRow::Record(r)
-                            }
-                            TrafficEvent::Answered { request, response } => {
-                                let first = store.first_index;
-                                if let Some(i) = store.find_record(request)
-                                    && let Some(TrafficRow::Record(r)) =
-                                        store.rows.get_mut((i - first) as usize)
-                                {
-                                    r.partner = Some(response);
-                                    r.pairing = Pairing::Answered;
-                                }
-                                continue;
-                            }
-                            TrafficEvent::Lost {
-                                ring,
-                                lost_bytes,
-                                lost_entries,
-                            } => TrafficRow::Lost {
-                                seen_ns: now,
-                                ring,
-                                lost_bytes,
-                                lost_entries,
-                            },
-                            TrafficEvent::Malformed {
-                                ring,
-                                position,
-                                error,
-                                raw,
-                            } => TrafficRow::Malformed {
-                                seen_ns: now,
-                                ring,
-                                position,
-                                error,
-                                raw,
-                            },
-                            TrafficEvent::Unanswered {
-                                ring,
-                                correlation_id,
-                                method,
-                                waited_ns,
-                                request,
-                            } => {
-                                let first = store.first_index;
-                                if let Some(i) = store.find_record(request)
-                                    && let Some(TrafficRow::Record(r)) =
-                                        store.rows.get_mut((i - first) as usize)
-                                {
-                                    r.pairing = Pairing::Unanswered;
-                                }
-                                TrafficRow::Unanswered {
-                                    seen_ns: now,
-                                    ring,
-                                    correlation_id,
-                                    method,
-                                    waited_ns,
-                                }
-                            }
-                        };
-                        store.push_row(row, limits);
+                        store.apply(e, now, limits);
                     }
                     store.totals = traffic.totals();
                     drop(store);

@@ -1,4 +1,4 @@
-use super::follower::MAX_PENDING;
+use super::decode::MAX_PENDING;
 use super::*;
 use crate::attach::Attached;
 use crate::layout::plan::PlanLayout;
@@ -78,7 +78,12 @@ fn requests_and_responses_pair_by_correlation_id_with_latency() {
     assert_eq!(orphan.to_json()["orphan"], true);
     // Request 2 never gets an answer: flagged once the timeout passes.
     out.clear();
-    t.poll(&a.segment, 10_000 + t.timeout_ns + 1, usize::MAX, &mut out);
+    t.poll(
+        &a.segment,
+        10_000 + t.decoder.timeout_ns + 1,
+        usize::MAX,
+        &mut out,
+    );
     assert!(matches!(
         &out[..],
         [TrafficEvent::Unanswered {
@@ -89,7 +94,7 @@ fn requests_and_responses_pair_by_correlation_id_with_latency() {
     // A late answer to request 2 is paired, with the observed latency.
     engine.try_push(&seg.rw, &response(2, 0, None)).unwrap();
     out.clear();
-    let now = 20_000 + t.timeout_ns;
+    let now = 20_000 + t.decoder.timeout_ns;
     t.poll(&a.segment, now, usize::MAX, &mut out);
     assert_eq!(records(&out)[0].latency_ns, Some(now - 10_000));
     let totals = t.totals();
@@ -265,7 +270,7 @@ fn answered_requests_leave_nothing_behind_however_many_there_are() {
         peak = peak.max(t.bookkeeping_len());
     }
     // Every request was answered: the pairing keeps (almost) nothing, and never did.
-    assert!(t.pending.is_empty());
+    assert!(t.decoder.pending.is_empty());
     assert!(peak <= 80, "peak bookkeeping {peak} entries");
 }
 
@@ -273,7 +278,7 @@ fn answered_requests_leave_nothing_behind_however_many_there_are() {
 fn unanswered_requests_are_flagged_once_and_their_bookkeeping_is_capped() {
     let (mut x, a) = Exchange::new("unanswered");
     let mut t = Traffic::new(&a, RingSelection::Cmd);
-    t.timeout_ns = 1_000_000;
+    t.decoder.timeout_ns = 1_000_000;
     let mut out = Vec::new();
     let mut flagged = 0u64;
     let n = MAX_PENDING as u64 + 5_000;
@@ -302,7 +307,11 @@ fn unanswered_requests_are_flagged_once_and_their_bookkeeping_is_capped() {
         "{} entries",
         t.bookkeeping_len()
     );
-    assert_eq!(t.pending.len(), MAX_PENDING, "the oldest are let go");
+    assert_eq!(
+        t.decoder.pending.len(),
+        MAX_PENDING,
+        "the oldest are let go"
+    );
     // A late response to a request still remembered pairs; one too old is an orphan.
     out.clear();
     x.step(
@@ -521,7 +530,12 @@ fn streams_seen_subscribing_pair_their_items_and_every_count_stays_right() {
         .unwrap();
     t.poll(&a.segment, 3_000, usize::MAX, &mut out);
     // Long after: the stream subscription is never flagged unanswered.
-    t.poll(&a.segment, 3_000 + t.timeout_ns + 1, usize::MAX, &mut out);
+    t.poll(
+        &a.segment,
+        3_000 + t.decoder.timeout_ns + 1,
+        usize::MAX,
+        &mut out,
+    );
     let r = records(&out);
     let count = |p: Pairing| r.iter().filter(|r| r.pairing == p).count();
     assert_eq!(count(Pairing::StreamItem), 4);
@@ -552,5 +566,46 @@ fn streams_seen_subscribing_pair_their_items_and_every_count_stays_right() {
     assert_eq!(
         (c2s.orphans, c2s.subscribed_before_attach, c2s.unanswered),
         (0, 0, 0)
+    );
+}
+
+#[test]
+fn a_luckyrobots_payload_without_its_header_decodes_from_its_json_fields() {
+    use crate::layout::RingFormat;
+    let decode = |ring, payload: &[u8]| decode_entry(ring, RingFormat::Lucky, payload, None);
+    let req = decode(RegionKind::CmdC2s, br#"{"mode": "fast"}"#).unwrap();
+    assert_eq!(
+        (req.method.as_str(), req.correlation_id),
+        ("SetSimulationMode", 0)
+    );
+    let req = decode(RegionKind::CmdC2s, br#"{"agent_name": "a"}"#).unwrap();
+    assert_eq!(req.method, "ResetAgent");
+    assert_eq!(decode(RegionKind::CmdC2s, b"{}").unwrap().method, "");
+    let resp = decode(RegionKind::CmdS2c, br#"{"error": {"code": 3}}"#).unwrap();
+    assert_eq!(resp.error.as_deref(), Some(r#"{"code":3}"#));
+    assert_eq!(
+        decode(RegionKind::CmdS2c, br#"{"success": true}"#)
+            .unwrap()
+            .error,
+        None
+    );
+    // With its header, the status decides, as live.
+    let h = LuckyEntryHeader {
+        correlation_id: 4,
+        method_or_status: 0,
+        payload_length: 0,
+    };
+    let ok = decode_entry(
+        RegionKind::CmdS2c,
+        RingFormat::Lucky,
+        br#"{"error": "ignored"}"#,
+        Some(h),
+    )
+    .unwrap();
+    assert_eq!((ok.error, ok.correlation_id), (None, 4));
+    assert!(
+        decode(RegionKind::CmdS2c, b"nope")
+            .unwrap_err()
+            .starts_with("payload is not JSON")
     );
 }
