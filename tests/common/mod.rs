@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, bounded};
 use serde_json::Value;
 
+pub mod window;
+
 /// How long any single expected event may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -268,17 +270,27 @@ pub fn temp_file(tag: &str, ext: &str) -> PathBuf {
     std::env::temp_dir().join(format!("{}.{ext}", unique_name(tag)))
 }
 
+/// A folder name of its own for a test's output in the temporary folder (not created).
+pub fn temp_dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(unique_name(tag))
+}
+
+/// `sim client --shm NAME --hz HZ`, its output discarded; the caller ends it.
+pub fn sim_client(name: &str, hz: &str) -> Child {
+    inspector()
+        .args(["sim", "client", "--shm", name, "--hz", hz])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sim client")
+}
+
 /// Records `sim engine ENGINE_ARGS` stepped by `sim client --hz 200` with `record
 /// RECORD_ARGS` (which end it: `--duration`); asserts it succeeded. The file and
 /// record's stderr.
 pub fn record_live_run(tag: &str, engine_args: &[&str], record_args: &[&str]) -> (PathBuf, String) {
     let engine = SimEngine::start(tag, engine_args);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start sim client");
+    let mut client = sim_client(&engine.name, "200");
     let out = temp_file(tag, "mcap");
     let record = inspector()
         .args(["record", "--shm", &engine.name])
