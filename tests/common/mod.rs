@@ -54,6 +54,51 @@ pub fn line_channel(out: impl std::io::Read + Send + 'static) -> Receiver<String
     rx
 }
 
+/// The inspector running `args`, and the lines of its stdout (its stderr in a pipe).
+pub fn inspector_lines(args: &[&str]) -> (Child, Receiver<String>) {
+    let mut child = inspector()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("inspector runs");
+    let lines = line_channel(child.stdout.take().expect("stdout"));
+    (child, lines)
+}
+
+/// `traffic --follow --json --duration SECS` on the segment `name`, returned once it is
+/// following: the reader starts at read_pos, so status requests (`control --status`) go
+/// until it prints an entry of a control ring, where a request and its response go.
+pub fn follow_traffic(name: &str, secs: &str) -> (Child, Receiver<String>) {
+    let (traffic, rx) = inspector_lines(&[
+        "traffic",
+        "--shm",
+        name,
+        "--follow",
+        "--json",
+        "--duration",
+        secs,
+    ]);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "traffic did not show a status request on the control ring"
+        );
+        let (code, _, err) =
+            run_inspector(&["control", "--shm", name, "--service", "camera", "--status"]);
+        assert_eq!(code, 0, "{err}");
+        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
+            let v: Value = serde_json::from_str(&line).expect("traffic --json prints JSON");
+            assert!(
+                v["ring"].as_str().is_some_and(|r| r.starts_with("ctl_")),
+                "{v}"
+            );
+            return (traffic, rx);
+        }
+    }
+}
+
 pub fn next_line(rx: &Receiver<String>, what: &str) -> String {
     rx.recv_timeout(DEADLINE)
         .unwrap_or_else(|_| panic!("no line within {DEADLINE:?} while waiting for {what}"))
