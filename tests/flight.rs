@@ -261,30 +261,14 @@ fn record_writes_from_now_until_pressed_again() {
 #[cfg(unix)]
 #[test]
 fn a_replaced_segment_saves_the_last_seconds_of_the_old_one() {
+    use common::window::replacement_engine;
     let sim = Sim::start("replaced", None);
     let dir = temp_dir("flight-replaced");
     let mut h = window(Target::Shm(sim.name.clone()), &dir);
     step_until(&mut h, "the flight recorder", |a| {
         a.flight_status().rolling_frames > 5
     });
-    let engine = Engine::create(EngineConfig {
-        name: sim.name.clone(),
-        layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
-        num_envs: 3,
-        obs_size: 2,
-        act_size: 1,
-        image: None,
-        mode: Mode::Training,
-        hz: 60.0,
-        ring_size: 4096,
-        ctl_ring_size: None,
-        force: true,
-        dynamics: true,
-        camera_hz: 30.0,
-        seed: 2,
-        nan_at_step: None,
-    })
-    .unwrap();
+    let engine = replacement_engine(&sim.name, 3, 2, 2);
     step_until(&mut h, "a file saved as the segment was replaced", |a| {
         a.flight_note()
             .is_some_and(|n| n.starts_with("the segment was replaced: saved"))

@@ -64,6 +64,12 @@ fn latest_seq(app: &InspectorApp) -> Option<u64> {
     s.sampler.lock().latest.as_ref().map(|(seq, _)| *seq)
 }
 
+/// The frames of the panels' data: how many, and the newest one's frame_seq.
+fn panel_frames(app: &InspectorApp) -> (usize, u64) {
+    let data = app.session.as_ref().unwrap().data();
+    (data.frames.len(), data.frames.back().unwrap().frame_seq)
+}
+
 fn opened(path: &Path) -> Window {
     let mut app = app(
         Settings {
@@ -329,45 +335,20 @@ fn the_live_view_pauses_and_scrubs_back_through_its_history() {
     h.run_steps(2);
     assert!(h.query_by_label("live view paused").is_some());
     // The newest frame kept when paused.
-    let paused_at = h
-        .state()
-        .session
-        .as_ref()
-        .unwrap()
-        .data()
-        .frames
-        .back()
-        .unwrap()
-        .frame_seq;
-    let held = h.state().session.as_ref().unwrap().data().frames.len();
+    let (held, paused_at) = panel_frames(h.state());
     // The sampler goes on; the panels' data does not.
     step_until(&mut h, "more live frames", |a| {
         a.session
             .as_ref()
             .is_some_and(|s| s.sampler.lock().counters.frame_seq > paused_at + 10)
     });
-    assert_eq!(
-        h.state().session.as_ref().unwrap().data().frames.len(),
-        held
-    );
+    assert_eq!(panel_frames(h.state()).0, held);
     // A step back to the frame before in the history; the counters panel shows it.
     h.get_by_label("< frame").click();
     h.run_steps(2);
-    let back = h
-        .state()
-        .session
-        .as_ref()
-        .unwrap()
-        .data()
-        .frames
-        .back()
-        .unwrap()
-        .frame_seq;
+    let (kept, back) = panel_frames(h.state());
     assert!(back < paused_at, "{back} {paused_at}");
-    assert_eq!(
-        h.state().session.as_ref().unwrap().data().frames.len(),
-        held - 1
-    );
+    assert_eq!(kept, held - 1);
     only_pane(h.state_mut(), Pane::Counters);
     h.run_steps(2);
     assert!(h.query_all_by_label(&back.to_string()).count() > 0);

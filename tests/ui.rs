@@ -365,6 +365,7 @@ fn quick_save_writes_the_selected_env_image_as_png() {
 // very process) lives; tests/windows.rs covers an engine's death across processes.
 #[cfg(unix)]
 fn engine_death_and_replacement_never_freeze_the_window() {
+    use common::window::replacement_engine;
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
     let name = sim.name.clone();
     let mut h = harness(app(settings(&temp_dir("ui-gone")), Some(sim.target())));
@@ -384,24 +385,7 @@ fn engine_death_and_replacement_never_freeze_the_window() {
     });
     assert!(started.elapsed() < Duration::from_secs(10));
     // A new run under the same name: the window follows it.
-    let cfg = lrbc_inspector::sim::engine::EngineConfig {
-        name: name.clone(),
-        layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
-        num_envs: 9,
-        obs_size: 4,
-        act_size: 1,
-        image: None,
-        mode: lrbc_inspector::sim::engine::Mode::Training,
-        hz: 60.0,
-        ring_size: 4096,
-        ctl_ring_size: None,
-        force: true,
-        dynamics: true,
-        camera_hz: 30.0,
-        seed: 1,
-        nan_at_step: None,
-    };
-    let engine = lrbc_inspector::sim::engine::Engine::create(cfg).unwrap();
+    let engine = replacement_engine(&name, 9, 4, 1);
     step_until(&mut h, "the replacement", |a| {
         a.session
             .as_ref()

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 use egui_kittest::Harness;
 use lrbc_inspector::attach::Target;
 use lrbc_inspector::layout::LayoutChoice;
+use lrbc_inspector::layout::plan::PlanLayout;
+use lrbc_inspector::sim::engine::{Engine, EngineConfig, Mode};
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};
 
@@ -55,4 +57,27 @@ pub fn step_until(h: &mut Window, what: &str, mut done: impl FnMut(&InspectorApp
 /// Shows `pane` alone.
 pub fn only_pane(app: &mut InspectorApp, pane: Pane) {
     app.tree = egui_tiles::Tree::new_tabs(egui::Id::unique(("test", pane.title())), vec![pane]);
+}
+
+/// An in-process engine that takes over the segment `name` (it need not be gone): no
+/// images, 60 Hz, act 1, its values from `seed`. Nothing steps it.
+pub fn replacement_engine(name: &str, num_envs: u32, obs_size: u32, seed: u64) -> Engine {
+    Engine::create(EngineConfig {
+        name: name.to_string(),
+        layout: PlanLayout::Lrbc { ext: true },
+        num_envs,
+        obs_size,
+        act_size: 1,
+        image: None,
+        mode: Mode::Training,
+        hz: 60.0,
+        ring_size: 4096,
+        ctl_ring_size: None,
+        force: true,
+        dynamics: true,
+        camera_hz: 30.0,
+        seed,
+        nan_at_step: None,
+    })
+    .expect("the replacing engine starts")
 }
