@@ -497,11 +497,7 @@ fn watch_samples_the_frames_of_a_live_engine_and_client() {
         "--busy-budget",
         "0",
     ]);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "500"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut client = sim_client(&engine.name, "500");
     // The sampler thread takes frames as they come, every line says how many.
     let deadline = Instant::now() + DEADLINE;
     let sampled = loop {
@@ -523,11 +519,7 @@ fn watch_samples_the_frames_of_a_live_engine_and_client() {
 #[test]
 fn traffic_started_after_the_client_subscribed_lists_stream_items_not_orphans() {
     let engine = Engine::start("preattach", &["--preset", "cams64"]);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "500"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut client = sim_client(&engine.name, "500");
     // The client subscribes to telemetry and the camera as it starts.
     let deadline = Instant::now() + DEADLINE;
     while dump(&engine.name, 0)["header"]["frame_seq"]
