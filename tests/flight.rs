@@ -11,23 +11,21 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use egui_kittest::Harness;
+use common::temp_dir;
+use common::window::{Window, app, harness, step_until};
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::attach::Target;
-use lrbc_inspector::layout::LayoutChoice;
 use lrbc_inspector::rpc::recording_fb;
 use lrbc_inspector::sim::client::{self, ClientConfig, Policy};
 use lrbc_inspector::sim::engine::{Engine, EngineConfig, Mode};
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::Settings;
-
-const DEADLINE: Duration = Duration::from_secs(30);
 
 /// An in-process engine (writing a NaN at `nan_at_step`) and a client stepping it.
 struct Sim {
@@ -112,47 +110,16 @@ impl Drop for Sim {
     }
 }
 
-fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
-    Harness::builder()
-        .with_size(egui::vec2(1400.0, 900.0))
-        .build_ui_state(|ui, app: &mut InspectorApp| app.run_frame(ui), app)
-}
-
-/// Steps the UI (real time passes for the background threads) until `done`.
-fn step_until(
-    h: &mut Harness<'static, InspectorApp>,
-    what: &str,
-    mut done: impl FnMut(&InspectorApp) -> bool,
-) {
-    let deadline = Instant::now() + DEADLINE;
-    while !done(h.state()) {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    h.step();
-}
-
-fn window(sim: &Sim, dir: &Path) -> Harness<'static, InspectorApp> {
+/// The window attached to `target`, its recordings and screenshots going to `dir`
+/// (emptied first).
+fn window(target: Target, dir: &Path) -> Window {
     let _ = std::fs::remove_dir_all(dir);
     let settings = Settings {
         recordings_dir: dir.to_path_buf(),
         screenshot_dir: dir.to_path_buf(),
         ..Settings::default()
     };
-    let ctx = egui::Context::default();
-    let app = InspectorApp::new(
-        &ctx,
-        settings,
-        None,
-        Some(Target::Shm(sim.name.clone())),
-        LayoutChoice::Auto,
-    );
-    harness(app)
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("lrbc-flight-{tag}-{}", std::process::id()))
+    harness(app(settings, Some(target)))
 }
 
 /// The frame_seqs of a file's frames and those holding a NaN.
@@ -177,8 +144,8 @@ fn frames(path: &Path) -> (Vec<u64>, Vec<u64>) {
 #[test]
 fn the_first_nan_saves_the_last_seconds_by_itself_once() {
     let sim = Sim::start("nan", Some(40));
-    let dir = temp_dir("nan");
-    let mut h = window(&sim, &dir);
+    let dir = temp_dir("flight-nan");
+    let mut h = window(Target::Shm(sim.name.clone()), &dir);
     step_until(&mut h, "a file saved for the NaN", |a| {
         a.flight_last_file().is_some()
     });
@@ -229,8 +196,8 @@ fn the_first_nan_saves_the_last_seconds_by_itself_once() {
 #[test]
 fn a_stopped_engine_saves_the_last_seconds_by_itself() {
     let mut sim = Sim::start("stop", None);
-    let dir = temp_dir("stop");
-    let mut h = window(&sim, &dir);
+    let dir = temp_dir("flight-stop");
+    let mut h = window(Target::Shm(sim.name.clone()), &dir);
     step_until(&mut h, "frames in the flight recorder", |a| {
         a.flight_status().rolling_frames > 5
     });
@@ -251,8 +218,8 @@ fn a_stopped_engine_saves_the_last_seconds_by_itself() {
 #[test]
 fn record_writes_from_now_until_pressed_again() {
     let sim = Sim::start("rec", None);
-    let dir = temp_dir("rec");
-    let mut h = window(&sim, &dir);
+    let dir = temp_dir("flight-rec");
+    let mut h = window(Target::Shm(sim.name.clone()), &dir);
     step_until(&mut h, "the flight recorder", |a| {
         a.flight_status().rolling_frames > 0
     });
@@ -294,30 +261,14 @@ fn record_writes_from_now_until_pressed_again() {
 #[cfg(unix)]
 #[test]
 fn a_replaced_segment_saves_the_last_seconds_of_the_old_one() {
+    use common::window::replacement_engine;
     let sim = Sim::start("replaced", None);
-    let dir = temp_dir("replaced");
-    let mut h = window(&sim, &dir);
+    let dir = temp_dir("flight-replaced");
+    let mut h = window(Target::Shm(sim.name.clone()), &dir);
     step_until(&mut h, "the flight recorder", |a| {
         a.flight_status().rolling_frames > 5
     });
-    let engine = Engine::create(EngineConfig {
-        name: sim.name.clone(),
-        layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
-        num_envs: 3,
-        obs_size: 2,
-        act_size: 1,
-        image: None,
-        mode: Mode::Training,
-        hz: 60.0,
-        ring_size: 4096,
-        ctl_ring_size: None,
-        force: true,
-        dynamics: true,
-        camera_hz: 30.0,
-        seed: 2,
-        nan_at_step: None,
-    })
-    .unwrap();
+    let engine = replacement_engine(&sim.name, 3, 2, 2);
     step_until(&mut h, "a file saved as the segment was replaced", |a| {
         a.flight_note()
             .is_some_and(|n| n.starts_with("the segment was replaced: saved"))
@@ -341,48 +292,24 @@ fn a_replaced_segment_saves_the_last_seconds_of_the_old_one() {
 #[cfg(unix)]
 #[test]
 fn a_killed_engine_process_saves_the_last_seconds() {
-    let name = common::unique_name("flight-kill");
-    let mut engine = common::inspector()
-        .args([
-            "sim", "engine", "--name", &name, "--envs", "3", "--obs", "4",
-        ])
-        .args(["--act", "1", "--image", "none", "--hz", "200"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let shm = PathBuf::from("/dev/shm").join(&name);
-    let deadline = Instant::now() + DEADLINE;
-    while !shm.exists() {
-        assert!(Instant::now() < deadline, "the engine made no segment");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut client = common::inspector()
-        .args(["sim", "client", "--shm", &name, "--hz", "200"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let dir = temp_dir("kill");
-    let _ = std::fs::remove_dir_all(&dir);
-    let settings = Settings {
-        recordings_dir: dir.clone(),
-        screenshot_dir: dir.clone(),
-        ..Settings::default()
-    };
-    let ctx = egui::Context::default();
-    let app = InspectorApp::new(
-        &ctx,
-        settings,
-        None,
-        Some(Target::Shm(name.clone())),
-        LayoutChoice::Auto,
+    use common::{SimEngine, sim_client};
+    let mut engine = SimEngine::start(
+        "flight-kill",
+        &[
+            "--envs", "3", "--obs", "4", "--act", "1", "--image", "none", "--hz", "200",
+        ],
     );
-    let mut h = harness(app);
+    let name = engine.name.clone();
+    let shm = std::path::PathBuf::from("/dev/shm").join(&name);
+    let mut client = sim_client(&name, "200");
+    let dir = temp_dir("flight-kill");
+    let mut h = window(Target::Shm(name), &dir);
     step_until(&mut h, "frames in the flight recorder", |a| {
         a.flight_status().rolling_frames > 5
     });
-    engine.kill().unwrap();
-    let _ = engine.wait();
+    let mut process = engine.child.take().unwrap();
+    process.kill().unwrap();
+    let _ = process.wait();
     step_until(&mut h, "a file saved as the engine died", |a| {
         a.flight_note()
             .is_some_and(|n| n.starts_with("the engine is gone: saved"))
@@ -403,16 +330,8 @@ fn save_writes_camera_images_with_the_frames() {
         Some(300.0),
     )
     .unwrap();
-    let dir = temp_dir("images");
-    let _ = std::fs::remove_dir_all(&dir);
-    let settings = Settings {
-        recordings_dir: dir.clone(),
-        screenshot_dir: dir.clone(),
-        ..Settings::default()
-    };
-    let ctx = egui::Context::default();
-    let app = InspectorApp::new(&ctx, settings, None, Some(sim.target()), LayoutChoice::Auto);
-    let mut h = harness(app);
+    let dir = temp_dir("flight-images");
+    let mut h = window(sim.target(), &dir);
     step_until(&mut h, "frames in the flight recorder", |a| {
         a.flight_status().rolling_frames > 30
     });

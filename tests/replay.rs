@@ -17,12 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::window::{Window, app, harness_sized, only_pane, step_until};
 use common::{
-    DEADLINE, SimEngine, inspector, record_live_run, run_inspector, temp_file, unique_name,
+    DEADLINE, SimEngine, inspector, record_live_run, run_inspector, sim_client, temp_dir, temp_file,
 };
-use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable as _;
-use lrbc_inspector::layout::LayoutChoice;
 use lrbc_inspector::traffic::{Decoded, TrafficRow};
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};
@@ -49,30 +48,9 @@ fn record_a_live_run() -> PathBuf {
     record_live_run("replay", &engine, &["--duration", "2", "--all-envs"]).0
 }
 
-fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
-    Harness::builder()
-        // Tall enough for the envs panel's values report below its plots.
-        .with_size(egui::vec2(1400.0, 2400.0))
-        .build_ui_state(|ui, app: &mut InspectorApp| app.run_frame(ui), app)
-}
-
-/// Steps the UI (real time passes for the player's thread) until `done`.
-fn step_until(
-    h: &mut Harness<'static, InspectorApp>,
-    what: &str,
-    mut done: impl FnMut(&InspectorApp) -> bool,
-) {
-    let deadline = Instant::now() + DEADLINE;
-    while !done(h.state()) {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    h.step();
-}
-
-fn only_pane(app: &mut InspectorApp, pane: Pane) {
-    app.tree = egui_tiles::Tree::new_tabs(egui::Id::unique(("test", pane.title())), vec![pane]);
+/// `app` in a harness tall enough for the envs panel's values report below its plots.
+fn harness(app: InspectorApp) -> Window {
+    harness_sized(app, egui::vec2(1400.0, 2400.0))
 }
 
 fn frame_seq(app: &InspectorApp) -> Option<u64> {
@@ -86,18 +64,19 @@ fn latest_seq(app: &InspectorApp) -> Option<u64> {
     s.sampler.lock().latest.as_ref().map(|(seq, _)| *seq)
 }
 
-fn opened(path: &Path) -> Harness<'static, InspectorApp> {
-    let ctx = egui::Context::default();
-    let dir = std::env::temp_dir().join(unique_name("replay-ui"));
-    let mut app = InspectorApp::new(
-        &ctx,
+/// The frames of the panels' data: how many, and the newest one's frame_seq.
+fn panel_frames(app: &InspectorApp) -> (usize, u64) {
+    let data = app.session.as_ref().unwrap().data();
+    (data.frames.len(), data.frames.back().unwrap().frame_seq)
+}
+
+fn opened(path: &Path) -> Window {
+    let mut app = app(
         Settings {
-            screenshot_dir: dir,
+            screenshot_dir: temp_dir("replay-ui"),
             ..Settings::default()
         },
         None,
-        None,
-        LayoutChoice::Auto,
     );
     app.open_recording(path);
     harness(app)
@@ -263,11 +242,7 @@ fn a_recorder_killed_with_sigkill_leaves_a_file_open_reads_up_to_its_last_chunk(
             "--envs", "24", "--obs", "48", "--act", "2", "--image", "none",
         ],
     );
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut client = sim_client(&engine.name, "200");
     let out = target_file("killed");
     let mut record = inspector()
         .args(["record", "--shm", &engine.name, "--all-envs", "-o"])
@@ -300,7 +275,7 @@ fn a_recorder_killed_with_sigkill_leaves_a_file_open_reads_up_to_its_last_chunk(
 
 #[test]
 fn files_that_are_not_recordings_are_one_line_and_exit_1() {
-    let dir = std::env::temp_dir().join(unique_name("replay-bad"));
+    let dir = temp_dir("replay-bad");
     std::fs::create_dir_all(&dir).unwrap();
     let text = dir.join("notes.mcap");
     std::fs::write(&text, "not an mcap file\n").unwrap();
@@ -341,18 +316,13 @@ fn the_live_view_pauses_and_scrubs_back_through_its_history() {
     use lrbc_inspector::sim::engine::Preset;
     use lrbc_inspector::sim::inprocess::SimRun;
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
-    let ctx = egui::Context::default();
-    let app = InspectorApp::new(
-        &ctx,
+    let mut h = harness(app(
         Settings {
-            screenshot_dir: std::env::temp_dir().join(unique_name("replay-live")),
+            screenshot_dir: temp_dir("replay-live"),
             ..Settings::default()
         },
-        None,
         Some(sim.target()),
-        LayoutChoice::Auto,
-    );
-    let mut h = harness(app);
+    ));
     step_until(&mut h, "sampled frames", |a| {
         a.session
             .as_ref()
@@ -365,45 +335,20 @@ fn the_live_view_pauses_and_scrubs_back_through_its_history() {
     h.run_steps(2);
     assert!(h.query_by_label("live view paused").is_some());
     // The newest frame kept when paused.
-    let paused_at = h
-        .state()
-        .session
-        .as_ref()
-        .unwrap()
-        .data()
-        .frames
-        .back()
-        .unwrap()
-        .frame_seq;
-    let held = h.state().session.as_ref().unwrap().data().frames.len();
+    let (held, paused_at) = panel_frames(h.state());
     // The sampler goes on; the panels' data does not.
     step_until(&mut h, "more live frames", |a| {
         a.session
             .as_ref()
             .is_some_and(|s| s.sampler.lock().counters.frame_seq > paused_at + 10)
     });
-    assert_eq!(
-        h.state().session.as_ref().unwrap().data().frames.len(),
-        held
-    );
+    assert_eq!(panel_frames(h.state()).0, held);
     // A step back to the frame before in the history; the counters panel shows it.
     h.get_by_label("< frame").click();
     h.run_steps(2);
-    let back = h
-        .state()
-        .session
-        .as_ref()
-        .unwrap()
-        .data()
-        .frames
-        .back()
-        .unwrap()
-        .frame_seq;
+    let (kept, back) = panel_frames(h.state());
     assert!(back < paused_at, "{back} {paused_at}");
-    assert_eq!(
-        h.state().session.as_ref().unwrap().data().frames.len(),
-        held - 1
-    );
+    assert_eq!(kept, held - 1);
     only_pane(h.state_mut(), Pane::Counters);
     h.run_steps(2);
     assert!(h.query_all_by_label(&back.to_string()).count() > 0);

@@ -283,13 +283,8 @@ fn wait_for_report(
 #[test]
 fn watch_survives_shrink_unlink_and_replace_and_reattaches() {
     let mut w = PyWriter::start("watch", &[]);
-    let mut watch = inspector()
-        .args(["watch", "--shm", &w.name, "--interval", "0.05", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = line_channel(watch.stdout.take().unwrap());
+    let (mut watch, rx) =
+        inspector_lines(&["watch", "--shm", &w.name, "--interval", "0.05", "--json"]);
     let r = wait_for_report(&rx, "attached", |r| r["state"] == "attached");
     assert_eq!(r["frame_seq"], 41);
     for _ in 0..5 {
@@ -386,13 +381,7 @@ fn watch_text_lines_show_state_counters_rates_and_lag() {
 #[test]
 fn watch_json_carries_the_samplers_cumulative_figures() {
     let mut w = PyWriter::start("sampler", &[]);
-    let mut watch = inspector()
-        .args(["watch", "--shm", &w.name, "--interval", "0.05", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = line_channel(watch.stdout.take().unwrap());
+    let (watch, rx) = inspector_lines(&["watch", "--shm", &w.name, "--interval", "0.05", "--json"]);
     let first = wait_for_report(&rx, "a first line", |_| true);
     for key in [
         "frames_seen",

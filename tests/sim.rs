@@ -429,45 +429,9 @@ fn a_luckyrobots_client_steps_the_luckyrobots_engine() {
 #[test]
 fn traffic_follows_a_live_engine_and_client_with_paired_responses() {
     let engine = Engine::start("traffic", &["--preset", "cams64"]);
-    let mut traffic = inspector()
-        .args([
-            "traffic",
-            "--shm",
-            &engine.name,
-            "--follow",
-            "--json",
-            "--duration",
-            "20",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = line_channel(traffic.stdout.take().unwrap());
-    // The reader starts at read_pos: entries before it attached are not its. It is
-    // following once it prints an entry of a control ring, where a status request and
-    // its response go (and none of what the client is checked for below).
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "traffic did not show a status request on the control ring"
-        );
-        let (code, _, err) = run_inspector(&[
-            "control",
-            "--shm",
-            &engine.name,
-            "--service",
-            "camera",
-            "--status",
-        ]);
-        assert_eq!(code, 0, "{err}");
-        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
-            let v: Value = serde_json::from_str(&line).unwrap();
-            assert!(v["ring"].as_str().unwrap().starts_with("ctl_"), "{v}");
-            break;
-        }
-    }
+    // The reader is following once it prints an entry of a control ring (none of what
+    // the client is checked for below).
+    let (traffic, rx) = follow_traffic(&engine.name, "20");
     let (code, _, err) = run_inspector(&[
         "sim",
         "client",
@@ -523,27 +487,17 @@ fn traffic_follows_a_live_engine_and_client_with_paired_responses() {
 #[test]
 fn watch_samples_the_frames_of_a_live_engine_and_client() {
     let engine = Engine::start("watchsampler", &["--preset", "cams64"]);
-    let mut watch = inspector()
-        .args([
-            "watch",
-            "--shm",
-            &engine.name,
-            "--json",
-            "--interval",
-            "0.2",
-            "--busy-budget",
-            "0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = line_channel(watch.stdout.take().unwrap());
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "500"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (watch, rx) = inspector_lines(&[
+        "watch",
+        "--shm",
+        &engine.name,
+        "--json",
+        "--interval",
+        "0.2",
+        "--busy-budget",
+        "0",
+    ]);
+    let mut client = sim_client(&engine.name, "500");
     // The sampler thread takes frames as they come, every line says how many.
     let deadline = Instant::now() + DEADLINE;
     let sampled = loop {
@@ -565,11 +519,7 @@ fn watch_samples_the_frames_of_a_live_engine_and_client() {
 #[test]
 fn traffic_started_after_the_client_subscribed_lists_stream_items_not_orphans() {
     let engine = Engine::start("preattach", &["--preset", "cams64"]);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "500"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut client = sim_client(&engine.name, "500");
     // The client subscribes to telemetry and the camera as it starts.
     let deadline = Instant::now() + DEADLINE;
     while dump(&engine.name, 0)["header"]["frame_seq"]

@@ -7,9 +7,12 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
-use egui_kittest::Harness;
+use common::window::{Window, app, harness, only_pane, step_until};
+use common::{DEADLINE, temp_dir};
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::attach::Target;
 use lrbc_inspector::layout::LayoutChoice;
@@ -17,8 +20,6 @@ use lrbc_inspector::sim::engine::Preset;
 use lrbc_inspector::sim::inprocess::SimRun;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};
-
-const DEADLINE: Duration = Duration::from_secs(30);
 
 fn settings(shots: &std::path::Path) -> Settings {
     Settings {
@@ -28,39 +29,12 @@ fn settings(shots: &std::path::Path) -> Settings {
     }
 }
 
-fn harness(app: InspectorApp) -> Harness<'static, InspectorApp> {
-    Harness::builder()
-        .with_size(egui::vec2(1400.0, 900.0))
-        .build_ui_state(|ui, app: &mut InspectorApp| app.run_frame(ui), app)
-}
-
-/// Steps the UI (real time passes for the background threads) until `done`.
-fn step_until(
-    h: &mut Harness<'static, InspectorApp>,
-    what: &str,
-    mut done: impl FnMut(&InspectorApp) -> bool,
-) {
-    let deadline = Instant::now() + DEADLINE;
-    while !done(h.state()) {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        h.step();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The sampler's threads update the state between frames: draw it once more so
-    // that what the condition saw is on screen before the test looks for it.
-    h.step();
-}
-
 /// Focuses the labelled field and types into it.
-fn type_into(h: &mut Harness<'static, InspectorApp>, label: &str, text: &str) {
+fn type_into(h: &mut Window, label: &str, text: &str) {
     h.get_by_label(label).click();
     h.run_steps(2);
     h.get_by_label(label).type_text(text);
     h.run_steps(2);
-}
-
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("lrbc-ui-{tag}-{}", std::process::id()))
 }
 
 /// Waits until the simulated engine has stepped a few frames: by then the client has
@@ -79,22 +53,10 @@ fn wait_for_steps(sim: &SimRun) {
     }
 }
 
-fn only_pane(app: &mut InspectorApp, pane: Pane) {
-    app.tree = egui_tiles::Tree::new_tabs(egui::Id::unique(("test", pane.title())), vec![pane]);
-}
-
 #[test]
 fn attaching_by_typed_name_opens_the_panels_and_names_the_target() {
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
-    let ctx = egui::Context::default();
-    let app = InspectorApp::new(
-        &ctx,
-        settings(&temp_dir("attach")),
-        None,
-        None,
-        LayoutChoice::Auto,
-    );
-    let mut h = harness(app);
+    let mut h = harness(app(settings(&temp_dir("ui-attach")), None));
     h.step();
     assert!(h.state().session.is_none());
     assert!(h.state().title().starts_with("lrbc-inspector"));
@@ -145,15 +107,7 @@ fn attaching_by_typed_name_opens_the_panels_and_names_the_target() {
 fn panels_switch_envs_change_and_the_traffic_list_pauses() {
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
     wait_for_steps(&sim);
-    let ctx = egui::Context::default();
-    let app = InspectorApp::new(
-        &ctx,
-        settings(&temp_dir("panels")),
-        None,
-        Some(sim.target()),
-        LayoutChoice::Auto,
-    );
-    let mut h = harness(app);
+    let mut h = harness(app(settings(&temp_dir("ui-panels")), Some(sim.target())));
     step_until(&mut h, "traffic", |a| {
         a.session
             .as_ref()
@@ -272,14 +226,7 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
 #[test]
 fn a_service_toggle_goes_through_the_control_ring_and_flips_service_flags() {
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
-    let ctx = egui::Context::default();
-    let mut app = InspectorApp::new(
-        &ctx,
-        settings(&temp_dir("toggle")),
-        None,
-        Some(sim.target()),
-        LayoutChoice::Auto,
-    );
+    let mut app = app(settings(&temp_dir("ui-toggle")), Some(sim.target()));
     only_pane(&mut app, Pane::Rpc);
     let mut h = harness(app);
     let flags = |a: &InspectorApp| {
@@ -341,16 +288,9 @@ fn a_service_toggle_goes_through_the_control_ring_and_flips_service_flags() {
 #[test]
 fn quick_save_writes_the_selected_env_image_as_png() {
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
-    let dir = temp_dir("shots");
+    let dir = temp_dir("ui-shots");
     let _ = std::fs::remove_dir_all(&dir);
-    let ctx = egui::Context::default();
-    let mut app = InspectorApp::new(
-        &ctx,
-        settings(&dir),
-        None,
-        Some(Target::Shm(sim.name.clone())),
-        LayoutChoice::Auto,
-    );
+    let mut app = app(settings(&dir), Some(Target::Shm(sim.name.clone())));
     only_pane(&mut app, Pane::Cameras);
     let mut h = harness(app);
     step_until(&mut h, "camera images", |a| {
@@ -425,17 +365,10 @@ fn quick_save_writes_the_selected_env_image_as_png() {
 // very process) lives; tests/windows.rs covers an engine's death across processes.
 #[cfg(unix)]
 fn engine_death_and_replacement_never_freeze_the_window() {
+    use common::window::replacement_engine;
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
     let name = sim.name.clone();
-    let ctx = egui::Context::default();
-    let app = InspectorApp::new(
-        &ctx,
-        settings(&temp_dir("gone")),
-        None,
-        Some(sim.target()),
-        LayoutChoice::Auto,
-    );
-    let mut h = harness(app);
+    let mut h = harness(app(settings(&temp_dir("ui-gone")), Some(sim.target())));
     step_until(&mut h, "frames", |a| {
         a.session
             .as_ref()
@@ -452,24 +385,7 @@ fn engine_death_and_replacement_never_freeze_the_window() {
     });
     assert!(started.elapsed() < Duration::from_secs(10));
     // A new run under the same name: the window follows it.
-    let cfg = lrbc_inspector::sim::engine::EngineConfig {
-        name: name.clone(),
-        layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
-        num_envs: 9,
-        obs_size: 4,
-        act_size: 1,
-        image: None,
-        mode: lrbc_inspector::sim::engine::Mode::Training,
-        hz: 60.0,
-        ring_size: 4096,
-        ctl_ring_size: None,
-        force: true,
-        dynamics: true,
-        camera_hz: 30.0,
-        seed: 1,
-        nan_at_step: None,
-    };
-    let engine = lrbc_inspector::sim::engine::Engine::create(cfg).unwrap();
+    let engine = replacement_engine(&name, 9, 4, 1);
     step_until(&mut h, "the replacement", |a| {
         a.session
             .as_ref()
@@ -505,7 +421,7 @@ fn ctrl_c_and_a_close_request_are_handled_while_the_window_is_minimised() {
     let ctx = egui::Context::default();
     let mut app = InspectorApp::new(
         &ctx,
-        settings(&temp_dir("minimised")),
+        settings(&temp_dir("ui-minimised")),
         None,
         None,
         LayoutChoice::Auto,

@@ -225,39 +225,8 @@ fn the_simulated_engine_is_attached_watched_and_controlled_and_its_death_seen() 
     assert_eq!(code, 1);
     assert!(err.contains("already exists"), "{err}");
 
-    // A client steps it and sends commands; traffic follows and decodes them. The reader
-    // starts at read_pos: it is following once it prints an entry of a control ring, where
-    // a status request and its response go.
-    let mut traffic = inspector()
-        .args([
-            "traffic",
-            "--shm",
-            &name,
-            "--follow",
-            "--duration",
-            "25",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = line_channel(traffic.stdout.take().unwrap());
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "traffic did not show a status request on the control ring"
-        );
-        let (code, _, err) =
-            run_inspector(&["control", "--shm", &name, "--service", "camera", "--status"]);
-        assert_eq!(code, 0, "{err}");
-        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
-            let v: Value = serde_json::from_str(&line).unwrap();
-            assert!(v["ring"].as_str().unwrap().starts_with("ctl_"), "{v}");
-            break;
-        }
-    }
+    // A client steps it and sends commands; traffic follows and decodes them.
+    let (mut traffic, rx) = follow_traffic(&name, "25");
     let client = inspector()
         .args(["sim", "client", "--shm", &name, "--steps", "200"])
         .stdout(Stdio::null())
@@ -373,13 +342,8 @@ fn an_engine_restarted_under_the_same_name_while_watched_can_create_it_and_is_fo
         .spawn()
         .unwrap();
     let lines = line_channel(watch.stdout.take().unwrap());
-    let mut traffic = inspector()
-        .args(["traffic", "--shm", &name, "--follow", "--ring", "cmd"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let traffic_lines = line_channel(traffic.stdout.take().unwrap());
+    let (traffic, traffic_lines) =
+        inspector_lines(&["traffic", "--shm", &name, "--follow", "--ring", "cmd"]);
     // A client's commands show that traffic is attached.
     let client = inspector()
         .args(["sim", "client", "--shm", &name, "--steps", "100"])

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, bounded};
 use serde_json::Value;
 
+pub mod window;
+
 /// How long any single expected event may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -50,6 +52,51 @@ pub fn line_channel(out: impl std::io::Read + Send + 'static) -> Receiver<String
         })
         .expect("spawn reader thread");
     rx
+}
+
+/// The inspector running `args`, and the lines of its stdout (its stderr in a pipe).
+pub fn inspector_lines(args: &[&str]) -> (Child, Receiver<String>) {
+    let mut child = inspector()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("inspector runs");
+    let lines = line_channel(child.stdout.take().expect("stdout"));
+    (child, lines)
+}
+
+/// `traffic --follow --json --duration SECS` on the segment `name`, returned once it is
+/// following: the reader starts at read_pos, so status requests (`control --status`) go
+/// until it prints an entry of a control ring, where a request and its response go.
+pub fn follow_traffic(name: &str, secs: &str) -> (Child, Receiver<String>) {
+    let (traffic, rx) = inspector_lines(&[
+        "traffic",
+        "--shm",
+        name,
+        "--follow",
+        "--json",
+        "--duration",
+        secs,
+    ]);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "traffic did not show a status request on the control ring"
+        );
+        let (code, _, err) =
+            run_inspector(&["control", "--shm", name, "--service", "camera", "--status"]);
+        assert_eq!(code, 0, "{err}");
+        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
+            let v: Value = serde_json::from_str(&line).expect("traffic --json prints JSON");
+            assert!(
+                v["ring"].as_str().is_some_and(|r| r.starts_with("ctl_")),
+                "{v}"
+            );
+            return (traffic, rx);
+        }
+    }
 }
 
 pub fn next_line(rx: &Receiver<String>, what: &str) -> String {
@@ -268,17 +315,27 @@ pub fn temp_file(tag: &str, ext: &str) -> PathBuf {
     std::env::temp_dir().join(format!("{}.{ext}", unique_name(tag)))
 }
 
+/// A folder name of its own for a test's output in the temporary folder (not created).
+pub fn temp_dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(unique_name(tag))
+}
+
+/// `sim client --shm NAME --hz HZ`, its output discarded; the caller ends it.
+pub fn sim_client(name: &str, hz: &str) -> Child {
+    inspector()
+        .args(["sim", "client", "--shm", name, "--hz", hz])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sim client")
+}
+
 /// Records `sim engine ENGINE_ARGS` stepped by `sim client --hz 200` with `record
 /// RECORD_ARGS` (which end it: `--duration`); asserts it succeeded. The file and
 /// record's stderr.
 pub fn record_live_run(tag: &str, engine_args: &[&str], record_args: &[&str]) -> (PathBuf, String) {
     let engine = SimEngine::start(tag, engine_args);
-    let mut client = inspector()
-        .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start sim client");
+    let mut client = sim_client(&engine.name, "200");
     let out = temp_file(tag, "mcap");
     let record = inspector()
         .args(["record", "--shm", &engine.name])
