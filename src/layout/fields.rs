@@ -110,6 +110,17 @@ pub fn hex_string(bytes: &[u8]) -> String {
     out
 }
 
+/// The bytes of lowercase or uppercase hex digits, two per byte; None for anything else.
+pub fn bytes_of_hex(hex: &str) -> Option<Vec<u8>> {
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// Declares a little-endian wire struct whose fields sit at the offsets written next to
 /// them. Each offset is checked at compile time, so the struct cannot drift from the
 /// spec table it copies. Every field is a byte, a byte array or a zerocopy little-endian

@@ -46,6 +46,13 @@ impl RegionKind {
             Self::Names => "names",
         }
     }
+
+    /// The ring named `name` (`cmd_s2c`, `cmd_c2s`, `ctl_s2c`, `ctl_c2s`).
+    pub fn ring_named(name: &str) -> Option<Self> {
+        [Self::CmdS2c, Self::CmdC2s, Self::CtlS2c, Self::CtlC2s]
+            .into_iter()
+            .find(|k| k.as_str() == name)
+    }
 }
 
 impl fmt::Display for RegionKind {

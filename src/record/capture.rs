@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::images::Images;
-use super::{Counts, FRAME_SCHEMA, FRAME_TOPIC, RecordError, SEGMENT_METADATA, segment_metadata};
+use super::{
+    Counts, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecordError, SEGMENT_METADATA,
+    ring_event_json, segment_metadata,
+};
 use crate::attach::Attached;
 use crate::busy::{Budget, CpuTimes};
 use crate::layout::{Layout, RegionKind};
@@ -43,6 +46,8 @@ pub struct Prelude {
 pub enum Kind {
     Frame,
     RingEntry,
+    /// A loss or a malformed entry of a ring, on `/lrbc/ring_events`.
+    RingEvent,
     Image,
 }
 
@@ -76,6 +81,10 @@ pub struct Capture {
     envs: Vec<u32>,
     prelude: Prelude,
     ring_channels: HashMap<RegionKind, usize>,
+    /// The channel of losses and malformed entries.
+    ring_events_channel: usize,
+    /// When the rings were last read.
+    traffic_now_ns: u64,
     last_frame_seq: Option<u64>,
     hot: HotData,
     rows: Vec<f32>,
@@ -145,6 +154,12 @@ impl Capture {
             });
             ring_channels.insert(kind, prelude.channels.len() - 1);
         }
+        prelude.channels.push(ChannelDef {
+            topic: RING_EVENTS_TOPIC.into(),
+            schema: None,
+            message_encoding: "json".into(),
+        });
+        let ring_events_channel = prelude.channels.len() - 1;
         let header = strings(g.fields().filter_map(|f| {
             let v = f.decode(&g.header)?;
             Some((f.name.to_string(), v.display()))
@@ -207,6 +222,8 @@ impl Capture {
             envs,
             prelude,
             ring_channels,
+            ring_events_channel,
+            traffic_now_ns: 0,
             last_frame_seq: None,
             hot: HotData::default(),
             rows: Vec::new(),
@@ -414,15 +431,30 @@ impl Capture {
 
     fn poll_rings(&mut self, out: &mut Vec<Message>) {
         self.events.clear();
+        self.traffic_now_ns = monotonic_now_ns();
         self.traffic.poll(
             &self.attached.segment,
-            monotonic_now_ns(),
+            self.traffic_now_ns,
             4096,
             &mut self.events,
         );
         for e in self.events.drain(..) {
-            let TrafficEvent::Record(r) = e else {
-                continue;
+            let r = match e {
+                TrafficEvent::Record(r) => r,
+                TrafficEvent::Lost { .. } | TrafficEvent::Malformed { .. } => {
+                    if let Some(json) = ring_event_json(&e) {
+                        out.push(Message {
+                            channel: self.ring_events_channel,
+                            kind: Kind::RingEvent,
+                            log_time: self.traffic_now_ns,
+                            publish_time: self.traffic_now_ns,
+                            data: Arc::from(json.into_bytes()),
+                        });
+                        self.counts.ring_events += 1;
+                    }
+                    continue;
+                }
+                _ => continue,
             };
             let Some(&channel) = self.ring_channels.get(&r.ring) else {
                 continue;

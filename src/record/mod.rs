@@ -25,7 +25,6 @@ use std::collections::BTreeMap;
 use std::io::{Seek, Write};
 
 use crate::attach::Attached;
-#[cfg(test)]
 use crate::layout::RegionKind;
 #[cfg(test)]
 use crate::rpc::recording_fb as fb;
@@ -34,6 +33,68 @@ use crate::rpc::recording_fb as fb;
 pub const FRAME_TOPIC: &str = "/lrbc/frame";
 /// The schema name of frames.
 pub const FRAME_SCHEMA: &str = "lrbc.recording.Frame";
+
+/// The channel of ring losses and malformed ring entries: one JSON object per event,
+/// `{"event": "lost", "ring", "lost_bytes", "lost_entries"}` (`lost_entries` null when
+/// the ring cannot tell) or `{"event": "malformed", "ring", "position", "error",
+/// "raw_hex"}`.
+pub const RING_EVENTS_TOPIC: &str = "/lrbc/ring_events";
+
+/// The `/lrbc/ring_events` message of a loss or a malformed entry; None for other events.
+pub fn ring_event_json(e: &crate::traffic::TrafficEvent) -> Option<String> {
+    use crate::traffic::TrafficEvent;
+    let v = match e {
+        TrafficEvent::Lost {
+            ring,
+            lost_bytes,
+            lost_entries,
+        } => serde_json::json!({
+            "event": "lost",
+            "ring": ring.as_str(),
+            "lost_bytes": lost_bytes,
+            "lost_entries": lost_entries,
+        }),
+        TrafficEvent::Malformed {
+            ring,
+            position,
+            error,
+            raw,
+        } => serde_json::json!({
+            "event": "malformed",
+            "ring": ring.as_str(),
+            "position": position,
+            "error": error,
+            "raw_hex": crate::layout::fields::hex_string(raw),
+        }),
+        _ => return None,
+    };
+    Some(v.to_string())
+}
+
+/// The loss or malformed entry of a `/lrbc/ring_events` message; None when the message
+/// is not one ([`ring_event_json`] writes them).
+pub fn ring_event_of(json: &[u8]) -> Option<crate::traffic::TrafficEvent> {
+    use crate::traffic::TrafficEvent;
+    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let ring = RegionKind::ring_named(v.get("ring")?.as_str()?)?;
+    match v.get("event")?.as_str()? {
+        "lost" => Some(TrafficEvent::Lost {
+            ring,
+            lost_bytes: v.get("lost_bytes")?.as_u64()?,
+            lost_entries: v.get("lost_entries").and_then(serde_json::Value::as_u64),
+        }),
+        "malformed" => {
+            let hex = v.get("raw_hex")?.as_str()?;
+            Some(TrafficEvent::Malformed {
+                ring,
+                position: v.get("position")?.as_u64()?,
+                error: v.get("error")?.as_str()?.to_string(),
+                raw: crate::layout::fields::bytes_of_hex(hex)?,
+            })
+        }
+        _ => None,
+    }
+}
 
 /// The metadata record holding the bytes of the segment that layout detection reads
 /// (header, names, ring headers): `size_bytes`, and `bytes@OFFSET` as lowercase hex.
@@ -44,8 +105,10 @@ pub fn segment_metadata(sparse: &crate::layout::Sparse) -> BTreeMap<String, Stri
     let mut m = BTreeMap::new();
     m.insert("size_bytes".into(), sparse.len_bytes.to_string());
     for (offset, bytes) in &sparse.pieces {
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        m.insert(format!("bytes@{offset}"), hex);
+        m.insert(
+            format!("bytes@{offset}"),
+            crate::layout::fields::hex_string(bytes),
+        );
     }
     m
 }
@@ -59,14 +122,7 @@ pub fn segment_from_metadata(m: &BTreeMap<String, String>) -> Option<crate::layo
             continue;
         };
         let offset: u64 = offset.parse().ok()?;
-        if hex.len() % 2 != 0 {
-            return None;
-        }
-        let bytes = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-            .collect::<Option<Vec<u8>>>()?;
-        pieces.push((offset, bytes));
+        pieces.push((offset, crate::layout::fields::bytes_of_hex(hex)?));
     }
     pieces.sort_by_key(|(o, _)| *o);
     let overlapping = pieces
@@ -111,6 +167,8 @@ pub struct Counts {
     /// a machine without spare CPU.
     pub frames_skipped: u64,
     pub ring_entries: u64,
+    /// Ring losses and malformed ring entries recorded on `/lrbc/ring_events`.
+    pub ring_events: u64,
     /// Ring bytes overwritten before the recorder read them.
     pub ring_lost_bytes: u64,
     /// Frames recorded and then dropped from the front of a rolling buffer (its seconds

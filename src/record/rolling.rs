@@ -147,7 +147,7 @@ impl Rolling {
                         self.frames_dropped += 1;
                     }
                     Kind::RingEntry => self.ring_entries_dropped += 1,
-                    Kind::Image => {}
+                    Kind::RingEvent | Kind::Image => {}
                 }
             }
         }
@@ -176,6 +176,7 @@ impl Rolling {
             counts: Counts {
                 frames_recorded: count(Kind::Frame),
                 ring_entries: count(Kind::RingEntry),
+                ring_events: count(Kind::RingEvent),
                 images: count(Kind::Image),
                 frames_dropped: self.frames_dropped,
                 ring_entries_dropped: self.ring_entries_dropped,

@@ -323,3 +323,109 @@ fn on_a_busy_machine_the_capture_holds_off_and_counts_the_frames_it_lets_pass_as
         assert!(!c.yielding());
     }
 }
+
+#[test]
+fn ring_losses_and_malformed_entries_are_recorded_as_ring_events() {
+    use crate::rings::lrbc::{Consumer, Producer};
+    use crate::testutil::{TestSegment, spec};
+    let seg = TestSegment::create("recevents", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let a = seg.attach();
+    let c2s = *a.geometry.ring(RegionKind::CmdC2s).unwrap();
+    let mut c = Capture::new(a, vec![0]).unwrap();
+    let mut out = Vec::new();
+    c.poll(&mut out);
+    let (mut client, mut engine) = (Producer::new(&seg.rw, c2s), Consumer::new(&seg.rw, c2s));
+    client.try_push(&seg.rw, b"not a flatbuffer").unwrap();
+    c.poll(&mut out);
+    // The engine takes entries faster than the recorder looks: the ring laps the recorder.
+    let mut buf = Vec::new();
+    let entry = vec![7u8; 64];
+    let mut pushed = 0u64;
+    while pushed < 4 * u64::from(c2s.capacity_bytes) {
+        client.try_push(&seg.rw, &entry).unwrap();
+        engine.try_pop(&seg.rw, &mut buf).unwrap();
+        pushed += entry.len() as u64;
+    }
+    c.poll(&mut out);
+    let events: Vec<_> = out
+        .iter()
+        .filter(|m| m.kind == Kind::RingEvent)
+        .map(|m| ring_event_of(&m.data).unwrap())
+        .collect();
+    let malformed: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            crate::traffic::TrafficEvent::Malformed { ring, raw, error, .. } => {
+                Some((*ring, raw.clone(), error.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        malformed.iter().any(|(ring, raw, error)| *ring == RegionKind::CmdC2s
+            && raw == b"not a flatbuffer"
+            && !error.is_empty()),
+        "{events:?}"
+    );
+    let lost: u64 = events
+        .iter()
+        .filter_map(|e| match e {
+            crate::traffic::TrafficEvent::Lost {
+                ring: RegionKind::CmdC2s,
+                lost_bytes,
+                ..
+            } => Some(*lost_bytes),
+            _ => None,
+        })
+        .sum();
+    assert!(lost > 0, "{events:?}");
+    let n = c.counts();
+    assert_eq!(n.ring_events, events.len() as u64);
+    assert_eq!(n.ring_lost_bytes, lost, "every lost byte is in an event");
+    // Each event's channel is /lrbc/ring_events, JSON.
+    let ch = &c.prelude().channels[out
+        .iter()
+        .find(|m| m.kind == Kind::RingEvent)
+        .unwrap()
+        .channel];
+    assert_eq!(
+        (ch.topic.as_str(), ch.message_encoding.as_str()),
+        (RING_EVENTS_TOPIC, "json")
+    );
+}
+
+#[test]
+fn a_ring_event_reads_back_as_the_event_written_and_nothing_else_does() {
+    use crate::traffic::TrafficEvent;
+    let lost = TrafficEvent::Lost {
+        ring: RegionKind::CtlS2c,
+        lost_bytes: 96,
+        lost_entries: None,
+    };
+    let malformed = TrafficEvent::Malformed {
+        ring: RegionKind::CmdS2c,
+        position: 4096,
+        error: "length 9999 is past the ring".into(),
+        raw: vec![0, 1, 0xfe, 0xff],
+    };
+    for e in [&lost, &malformed] {
+        let json = ring_event_json(e).unwrap();
+        let back = ring_event_of(json.as_bytes()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{e:?}"));
+    }
+    assert!(
+        ring_event_json(&TrafficEvent::Answered {
+            request: 1,
+            response: 2
+        })
+        .is_none()
+    );
+    for bad in [
+        &b"not json"[..],
+        br#"{"event":"lost","ring":"obs","lost_bytes":1}"#,
+        br#"{"event":"malformed","ring":"cmd_c2s","position":0,"error":"e","raw_hex":"zz"}"#,
+        br#"{"event":"other","ring":"cmd_c2s"}"#,
+    ] {
+        assert!(ring_event_of(bad).is_none(), "{}", String::from_utf8_lossy(bad));
+    }
+}
