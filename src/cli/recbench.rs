@@ -96,7 +96,7 @@ fn record_for(
 /// One line of the share table.
 fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
-    let published = get("frames_seen") + get("frames_missed");
+    let published = get("frames_seen") + get("frames_missed") + get("frames_skipped");
     let recorded = get("frames_recorded");
     let share = if published > 0 {
         100.0 * recorded as f64 / published as f64
@@ -104,10 +104,11 @@ fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
         0.0
     };
     println!(
-        "  {label:<44} {:>9.0} {recorded:>10} {published:>10} {:>7} {:>6} {:>7} {share:>8.2}% {:>8.1}",
+        "  {label:<44} {:>9.0} {recorded:>10} {published:>10} {:>7} {:>6} {:>8} {:>7} {share:>8.2}% {:>8.1}",
         published as f64 / secs,
         get("frames_missed"),
         get("frames_torn"),
+        get("frames_skipped"),
         get("images"),
         size as f64 / 1e6 / secs,
     );
@@ -116,13 +117,14 @@ fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
 pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
     println!("bench record: engine, client and recorder in separate processes");
     println!(
-        "  {:<44} {:>9} {:>10} {:>10} {:>7} {:>6} {:>7} {:>9} {:>8}",
+        "  {:<44} {:>9} {:>10} {:>10} {:>7} {:>6} {:>8} {:>7} {:>9} {:>8}",
         "share of frames recorded",
         "frames/s",
         "recorded",
         "published",
         "missed",
         "torn",
+        "skipped",
         "images",
         "share",
         "MB/s"

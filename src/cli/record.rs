@@ -176,7 +176,10 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     Ok(())
 }
 
-fn progress<W: Write + std::io::Seek>(rec: &Recorder<W>, started: Instant) -> String {
+fn progress<W: Write + std::io::Seek + Send + 'static>(
+    rec: &Recorder<W>,
+    started: Instant,
+) -> String {
     let c = rec.counts();
     let secs = started.elapsed().as_secs_f64().max(1e-3);
     let images = if c.images > 0 {

@@ -110,6 +110,11 @@ impl<W: Write + Seek> FileSink<W> {
         Ok(())
     }
 
+    /// The count of bytes in the file, as it grows (for another thread's progress line).
+    pub fn written(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.written)
+    }
+
     /// Bytes in the file so far.
     pub fn bytes_written(&self) -> u64 {
         // Relaxed: see `Counting::write`.

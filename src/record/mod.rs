@@ -15,6 +15,7 @@ mod file;
 pub mod flight;
 mod images;
 mod rolling;
+mod writer;
 
 pub use capture::{Capture, ChannelDef, Kind, Message, Prelude, SchemaDef};
 pub use file::FileSink;
@@ -180,14 +181,17 @@ pub struct Counts {
     pub images: u64,
 }
 
-/// Records one attachment into an MCAP file: a [`Capture`] feeding a [`FileSink`].
-pub struct Recorder<W: Write + Seek> {
+/// Records one attachment into an MCAP file: a [`Capture`] on the caller's thread
+/// feeding a [`FileSink`] on a writer thread (`writer`), so that looking at the segment
+/// never waits for the disk.
+pub struct Recorder<W: Write + Seek + Send + 'static> {
     capture: Capture,
-    file: FileSink<W>,
-    messages: Vec<Message>,
+    writer: writer::Writer<W>,
+    /// Schemas and channels of the capture's prelude handed to the writer.
+    synced: (usize, usize),
 }
 
-impl<W: Write + Seek> std::fmt::Debug for Recorder<W> {
+impl<W: Write + Seek + Send + 'static> std::fmt::Debug for Recorder<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recorder")
             .field("capture", &self.capture)
@@ -195,7 +199,7 @@ impl<W: Write + Seek> std::fmt::Debug for Recorder<W> {
     }
 }
 
-impl<W: Write + Seek> Recorder<W> {
+impl<W: Write + Seek + Send + 'static> Recorder<W> {
     /// Starts a recording of `envs` of `attached` into `out`: writes the schemas,
     /// channels and the segment's metadata.
     pub fn new(attached: Attached, envs: Vec<u32>, out: W) -> Result<Self, RecordError> {
@@ -205,10 +209,12 @@ impl<W: Write + Seek> Recorder<W> {
     /// A recording of `capture` (e.g. [`Capture::with_images`]) into `out`.
     pub fn of(capture: Capture, out: W) -> Result<Self, RecordError> {
         let file = FileSink::new(out, capture.prelude())?;
+        let p = capture.prelude();
+        let synced = (p.schemas.len(), p.channels.len());
         Ok(Self {
+            writer: writer::Writer::start(file)?,
             capture,
-            file,
-            messages: Vec::new(),
+            synced,
         })
     }
 
@@ -233,28 +239,41 @@ impl<W: Write + Seek> Recorder<W> {
 
     /// Bytes in the file so far.
     pub fn bytes_written(&self) -> u64 {
-        self.file.bytes_written()
+        self.writer.bytes_written()
     }
 
     /// Records a new frame, if one was published, and the ring entries published since
-    /// the last call. True when anything was written.
+    /// the last call. True when anything was captured. An error is the file's: the
+    /// writer stopped at it.
     pub fn poll(&mut self) -> Result<bool, RecordError> {
-        self.messages.clear();
-        self.capture.poll(&mut self.messages);
-        self.file.sync(self.capture.prelude())?;
-        for m in &self.messages {
-            self.file.write(m)?;
+        if let Some(e) = self.writer.take_error() {
+            return Err(e);
         }
-        Ok(!self.messages.is_empty())
+        let mut messages = Vec::new();
+        self.capture.poll(&mut messages);
+        let p = self.capture.prelude();
+        if (p.schemas.len(), p.channels.len()) != self.synced {
+            self.synced = (p.schemas.len(), p.channels.len());
+            self.writer.prelude(p);
+        }
+        if messages.is_empty() {
+            return Ok(false);
+        }
+        self.writer.messages(messages);
+        Ok(true)
     }
 
     /// Ends the current chunk and flushes it to the output: what was recorded so far
     /// reads back even if the process dies before [`Recorder::finish`].
     pub fn end_chunk(&mut self) -> Result<(), RecordError> {
-        self.file.end_chunk()
+        if let Some(e) = self.writer.take_error() {
+            return Err(e);
+        }
+        self.writer.end_chunk();
+        Ok(())
     }
 
-    /// Writes `lrbc.counts` and the summary: the file is complete.
+    /// Writes what is left, `lrbc.counts` and the summary: the file is complete.
     pub fn finish(self) -> Result<Counts, RecordError> {
         self.finish_into_inner().map(|(c, _)| c)
     }
@@ -262,7 +281,7 @@ impl<W: Write + Seek> Recorder<W> {
     /// Like [`Recorder::finish`], and gives back the output.
     pub fn finish_into_inner(self) -> Result<(Counts, W), RecordError> {
         let c = self.capture.counts();
-        let out = self.file.finish(&c)?;
+        let out = self.writer.finish()?.finish(&c)?;
         Ok((c, out))
     }
 }

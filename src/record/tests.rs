@@ -355,16 +355,18 @@ fn ring_losses_and_malformed_entries_are_recorded_as_ring_events() {
     let malformed: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
-            crate::traffic::TrafficEvent::Malformed { ring, raw, error, .. } => {
-                Some((*ring, raw.clone(), error.clone()))
-            }
+            crate::traffic::TrafficEvent::Malformed {
+                ring, raw, error, ..
+            } => Some((*ring, raw.clone(), error.clone())),
             _ => None,
         })
         .collect();
     assert!(
-        malformed.iter().any(|(ring, raw, error)| *ring == RegionKind::CmdC2s
-            && raw == b"not a flatbuffer"
-            && !error.is_empty()),
+        malformed
+            .iter()
+            .any(|(ring, raw, error)| *ring == RegionKind::CmdC2s
+                && raw == b"not a flatbuffer"
+                && !error.is_empty()),
         "{events:?}"
     );
     let lost: u64 = events
@@ -426,6 +428,10 @@ fn a_ring_event_reads_back_as_the_event_written_and_nothing_else_does() {
         br#"{"event":"malformed","ring":"cmd_c2s","position":0,"error":"e","raw_hex":"zz"}"#,
         br#"{"event":"other","ring":"cmd_c2s"}"#,
     ] {
-        assert!(ring_event_of(bad).is_none(), "{}", String::from_utf8_lossy(bad));
+        assert!(
+            ring_event_of(bad).is_none(),
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
     }
 }
