@@ -112,7 +112,7 @@ pub fn hex_string(bytes: &[u8]) -> String {
 
 /// The bytes of lowercase or uppercase hex digits, two per byte; None for anything else.
 pub fn bytes_of_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     (0..hex.len())
