@@ -1,7 +1,8 @@
 //! `export` of a recording made by the binary (`sim engine` and `sim client` processes,
 //! `record`): the Parquet file is read by pandas and pyarrow in an independent Python
-//! process (`tests/py/read_export.py`); a truncated copy exports its complete chunks;
-//! bad inputs are one line and exit 1.
+//! process (`tests/py/read_export.py`); a truncated copy exports its complete chunks,
+//! and the reader of `open` reads the same frames from both files; bad inputs are one
+//! line and exit 1.
 
 #![allow(
     clippy::expect_used,
@@ -14,6 +15,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{python, record_live_run, run_inspector, temp_file};
+use lrbc_inspector::replay::{Event, ReadError, RecFrame, Recording, read_recording};
 
 fn target_file(tag: &str, ext: &str) -> PathBuf {
     temp_file(&format!("export-{tag}"), ext)
@@ -57,6 +59,42 @@ fn frames_in(bytes: &[u8], cut: Option<u64>) -> u64 {
         }
     }
     n
+}
+
+/// Frames of `path` read by `Recording` (the reader of `open` and the player), checked
+/// to be those of the export's pass (`read_recording`) frame by frame, and its
+/// unfinished note.
+fn both_readers(path: &Path) -> (u64, Option<String>) {
+    let mut rec = Recording::open(path).unwrap();
+    let (t0, t1) = rec.time_range().unwrap();
+    let mut indexed = Vec::new();
+    rec.frames_between(t0, t1, |f| {
+        indexed.push(f);
+        true
+    })
+    .unwrap();
+    let mut streamed = Vec::new();
+    let end = read_recording::<ReadError>(
+        &mut std::fs::File::open(path).unwrap(),
+        |e| {
+            if let Event::Frame { log_ns, data } = e {
+                streamed.push(RecFrame::decode(log_ns, data).unwrap());
+            }
+            Ok(())
+        },
+        |_| {},
+    )
+    .unwrap();
+    let seqs = |v: &[RecFrame]| v.iter().map(|f| f.frame_seq).collect::<Vec<_>>();
+    assert_eq!(seqs(&indexed), seqs(&streamed));
+    // As text: the recording has NaNs, which equal nothing.
+    let text = |v: &[RecFrame]| format!("{v:?}");
+    assert!(
+        text(&indexed) == text(&streamed),
+        "the frames' contents differ"
+    );
+    assert_eq!(end.truncated, rec.unfinished_at.is_some());
+    (indexed.len() as u64, rec.unfinished_note())
 }
 
 fn export(args: &[&str]) -> (i32, String, String) {
@@ -196,6 +234,15 @@ fn a_truncated_copy_exports_its_complete_chunks() {
     );
     let text = std::fs::read_to_string(&out).unwrap();
     assert_eq!(text.lines().count() as u64, 1 + expected * 6);
+    // The reader `open` uses says the same of both files: the frames the pass reads.
+    let full = frames_in(&bytes, None);
+    assert_eq!(both_readers(&rec), (full, None));
+    let (frames, note) = both_readers(&copy);
+    assert_eq!(frames, expected);
+    assert!(note.unwrap().contains("not finished"));
+    let counts = Recording::open(&rec).unwrap().counts().unwrap();
+    assert_eq!(counts.get("frames_recorded"), Some(&full), "{counts:?}");
+    assert_eq!(Recording::open(&copy).unwrap().counts(), None);
     // An env the recording does not have.
     let (code, _, stderr) = export(&[&s(&rec), "--csv", &s(&out), "--envs", "2,9"]);
     assert_eq!(code, 1);

@@ -47,7 +47,7 @@ impl Sink for CsvSink {
             let e = env as usize;
             let line = &mut self.line;
             line.clear();
-            let flag = |v: &[bool]| v.get(e).copied().unwrap_or(false);
+            let flag = |v: &[u8]| v.get(e).is_some_and(|&b| b != 0);
             let _ = write!(
                 line,
                 "{},{},{},{},{env},{},{},",
@@ -58,8 +58,8 @@ impl Sink for CsvSink {
                 f.rewards.get(e).copied().unwrap_or(f32::NAN),
                 flag(&f.dones),
             );
-            if f.has_truncateds {
-                let _ = write!(line, "{}", flag(&f.truncateds));
+            if let Some(truncateds) = &f.truncateds {
+                let _ = write!(line, "{}", flag(truncateds));
             }
             let _ = write!(line, ",{},", flag(&f.resets));
             if let Some((obs, act)) = f.rows_of(env) {

@@ -2,21 +2,21 @@
 //! times, env, reward, done, truncated, reset, and the observation and action lists of
 //! the recorded envs) into a Parquet file (`parquet`, the crate's low-level writer, row
 //! groups of bounded size, Snappy pages) or a CSV file (`csv`). The recording is
-//! streamed in blocks (`read`): memory does not grow with the file, and a file whose
-//! recorder was killed gives its complete chunks. `synthetic` writes recordings for the
-//! benchmark and the tests. No egui.
+//! streamed in blocks by the recordings' reader (`replay::read_recording`): memory does
+//! not grow with the file, and a file whose recorder was killed gives its complete
+//! chunks; frames are decoded by the one frame decoder (`replay::RecFrame`).
+//! `synthetic` writes recordings for the benchmark and the tests. No egui.
 
 mod csv;
 mod parquet;
-pub mod read;
 pub mod synthetic;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::rpc::recording_fb as fb;
+use crate::replay::{self, ReadError, RecFrame};
 
-pub use read::End;
+pub use replay::End;
 
 /// An export that could not be made, as one line.
 #[derive(Debug, thiserror::Error)]
@@ -73,90 +73,30 @@ pub struct Progress {
     pub rows: u64,
 }
 
-/// One frame, decoded into reused buffers.
+/// One frame, decoded into reused buffers, and its time in the export.
 #[derive(Clone, Debug, Default)]
 pub struct Frame {
-    pub frame_seq: u64,
-    pub frame_time_ns: u64,
-    pub sampled_ns: u64,
+    pub frame: RecFrame,
     /// Seconds since the first frame of the file.
     pub time_s: f64,
-    pub rewards: Vec<f32>,
-    pub dones: Vec<bool>,
-    /// Empty when the frame has none.
-    pub truncateds: Vec<bool>,
-    pub has_truncateds: bool,
-    pub resets: Vec<bool>,
-    /// The recorded envs, ascending.
-    pub envs: Vec<u32>,
-    pub observations: Vec<f32>,
-    pub actions: Vec<f32>,
-    pub obs_size: usize,
-    pub act_size: usize,
 }
 
-impl Frame {
-    /// Decodes `bytes` (a verified `lrbc.recording.Frame`) into `self`.
-    pub fn decode(&mut self, bytes: &[u8]) -> Result<(), ExportError> {
-        let f = fb::root_as_frame(bytes)
-            .map_err(|e| ExportError::Damaged(format!("a frame does not decode: {e}")))?;
-        self.frame_seq = f.frame_seq();
-        self.frame_time_ns = f.frame_time_ns();
-        self.sampled_ns = f.sampled_ns();
-        let bad = |what: &str| ExportError::Damaged(format!("frame {}: {what}", f.frame_seq()));
-        fill(&mut self.rewards, f.rewards().map(|v| v.iter()));
-        fill(&mut self.dones, f.dones().map(|v| v.iter().map(|b| b != 0)));
-        fill(
-            &mut self.resets,
-            f.resets().map(|v| v.iter().map(|b| b != 0)),
-        );
-        self.has_truncateds = f.truncateds().is_some();
-        fill(
-            &mut self.truncateds,
-            f.truncateds().map(|v| v.iter().map(|b| b != 0)),
-        );
-        fill(&mut self.envs, f.envs().map(|v| v.iter()));
-        fill(&mut self.observations, f.observations().map(|v| v.iter()));
-        fill(&mut self.actions, f.actions().map(|v| v.iter()));
-        let n = self.rewards.len();
-        if self.dones.len() != n
-            || self.resets.len() != n
-            || (self.has_truncateds && self.truncateds.len() != n)
-        {
-            return Err(bad("its flag lists and rewards differ in length"));
-        }
-        if self.envs.windows(2).any(|w| w[0] >= w[1])
-            || self.envs.last().is_some_and(|&e| e as usize >= n)
-        {
-            return Err(bad("its recorded envs are not ascending env indices"));
-        }
-        let k = self.envs.len();
-        let split = |len: usize| match k {
-            0 => (len == 0).then_some(0),
-            k => len.is_multiple_of(k).then_some(len / k),
-        };
-        self.obs_size = split(self.observations.len())
-            .ok_or_else(|| bad("its observations do not fit its recorded envs"))?;
-        self.act_size = split(self.actions.len())
-            .ok_or_else(|| bad("its actions do not fit its recorded envs"))?;
-        Ok(())
-    }
+impl std::ops::Deref for Frame {
+    type Target = RecFrame;
 
-    /// The observation and action rows of `env`, if it is recorded.
-    pub fn rows_of(&self, env: u32) -> Option<(&[f32], &[f32])> {
-        let i = self.envs.binary_search(&env).ok()?;
-        let (o, a) = (self.obs_size, self.act_size);
-        Some((
-            self.observations.get(i * o..(i + 1) * o)?,
-            self.actions.get(i * a..(i + 1) * a)?,
-        ))
+    fn deref(&self) -> &RecFrame {
+        &self.frame
     }
 }
 
-fn fill<T>(buf: &mut Vec<T>, values: Option<impl Iterator<Item = T>>) {
-    buf.clear();
-    if let Some(v) = values {
-        buf.extend(v);
+impl From<ReadError> for ExportError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Input(why) => Self::Input(why),
+            ReadError::NotMcap => Self::NotMcap,
+            ReadError::NotRecording(why) => Self::NotLrbc(why),
+            ReadError::Damaged(why) => Self::Damaged(why),
+        }
     }
 }
 
@@ -242,15 +182,18 @@ pub fn export(
     let mut t0: Option<(bool, u64)> = None;
     let mut all_envs: Vec<u32> = Vec::new();
     let rows = std::cell::Cell::new(0u64);
-    let end = read::read_recording(
+    let end = replay::read_recording(
         input,
         |event| {
             match event {
-                read::Event::Metadata(m) => {
+                replay::Event::Metadata(m) => {
                     metadata.insert(m.name.clone(), m.metadata.clone());
                 }
-                read::Event::Frame(bytes) => {
-                    frame.decode(bytes)?;
+                replay::Event::Frame { log_ns, data } => {
+                    frame
+                        .frame
+                        .decode_into(log_ns, data)
+                        .map_err(|e| ExportError::Damaged(e.to_string()))?;
                     summary.frames_read += 1;
                     // Engine time when the recording has it, else the recorder's.
                     let (engine, t0_ns) = *t0.get_or_insert((

@@ -189,15 +189,16 @@ impl Sink for ParquetSink {
             c.time_s.push(f.time_s);
             c.env.push(env as i32);
             c.reward.push(f.rewards.get(e).copied().unwrap_or(f32::NAN));
-            c.done.push(f.dones.get(e).copied().unwrap_or(false));
-            match f.truncateds.get(e) {
-                Some(&t) if f.has_truncateds => {
-                    c.truncated.push(t);
+            let flag = |v: &[u8]| v.get(e).is_some_and(|&b| b != 0);
+            c.done.push(flag(&f.dones));
+            match f.truncateds.as_deref().and_then(|t| t.get(e)) {
+                Some(&t) => {
+                    c.truncated.push(t != 0);
                     c.truncated_def.push(1);
                 }
-                _ => c.truncated_def.push(0),
+                None => c.truncated_def.push(0),
             }
-            c.reset.push(f.resets.get(e).copied().unwrap_or(false));
+            c.reset.push(flag(&f.resets));
             let rows = f.rows_of(env);
             c.observation.push(rows.map(|(o, _)| o));
             c.action.push(rows.map(|(_, a)| a));

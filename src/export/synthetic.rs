@@ -29,7 +29,7 @@ pub struct Spec {
 pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::McapError> {
     let mut options = mcap::WriteOptions::new()
         .compression(None)
-        .profile(super::read::PROFILE)
+        .profile(crate::replay::PROFILE)
         .library(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")));
     if let Some(size) = spec.chunk_size {
         options = options.chunk_size(Some(size));

@@ -235,3 +235,58 @@ fn cut_or_flipped_bytes_never_panic() {
     }
     let _ = std::fs::remove_file(&out);
 }
+
+/// An MCAP file of profile `profile` whose `/lrbc/frame` channel has `schema`.
+fn mcap_with(profile: &str, schema: &str) -> Vec<u8> {
+    let mut w = mcap::WriteOptions::new()
+        .profile(profile)
+        .create(Cursor::new(Vec::new()))
+        .unwrap();
+    let s = w.add_schema(schema, "flatbuffer", b"").unwrap();
+    let c = w
+        .add_channel(
+            s,
+            crate::record::FRAME_TOPIC,
+            "flatbuffer",
+            &BTreeMap::new(),
+        )
+        .unwrap();
+    let header = mcap::records::MessageHeader {
+        channel_id: c,
+        sequence: 1,
+        log_time: 1,
+        publish_time: 1,
+    };
+    w.write_to_known_channel(&header, b"x").unwrap();
+    w.finish().unwrap();
+    w.into_inner().into_inner()
+}
+
+#[test]
+fn export_and_open_refuse_the_same_files_with_the_same_reason() {
+    let out = temp("refused.csv");
+    let file = temp("refused.mcap");
+    let cases = [
+        (
+            mcap_with("ros2", crate::record::FRAME_SCHEMA),
+            "its MCAP profile is \"ros2\"",
+        ),
+        (
+            mcap_with(replay::PROFILE, "other.Frame"),
+            "has the schema \"other.Frame\"",
+        ),
+    ];
+    for (bytes, why) in cases {
+        let e = run(&bytes, Format::Csv, &Options::default(), &out).unwrap_err();
+        assert!(matches!(e, ExportError::NotLrbc(_)), "{e}");
+        assert!(e.to_string().contains(why), "{e}");
+        std::fs::write(&file, &bytes).unwrap();
+        let e = replay::Recording::open(&file).unwrap_err().to_string();
+        assert!(
+            e.contains("not an lrbc recording") && e.contains(why),
+            "{e}"
+        );
+    }
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(&file);
+}

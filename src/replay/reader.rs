@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use mcap::records::{Record, op};
 
+/// The frame decoder, where the player looks for it.
+pub use super::frame::RecFrame;
 use crate::layout::{Geometry, LayoutChoice, RegionKind};
 use crate::record::{FRAME_SCHEMA, FRAME_TOPIC, SEGMENT_METADATA, segment_from_metadata};
-use crate::rpc::recording_fb as fb;
 
 /// A recording that cannot be opened, as one line.
 #[derive(Debug, thiserror::Error)]
@@ -39,54 +40,6 @@ pub struct ChunkInfo {
     pub length: u64,
     pub start_ns: u64,
     pub end_ns: u64,
-}
-
-/// A frame of the recording, decoded.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RecFrame {
-    /// The message's log time (the recorder's clock when it copied the frame).
-    pub log_ns: u64,
-    pub frame_seq: u64,
-    pub frame_time_ns: u64,
-    pub action_seq: u64,
-    pub rewards: Vec<f32>,
-    pub dones: Vec<u8>,
-    pub truncateds: Option<Vec<u8>>,
-    pub resets: Vec<u8>,
-    pub envs: Vec<u32>,
-    pub observations: Vec<f32>,
-    pub actions: Vec<f32>,
-}
-
-impl RecFrame {
-    /// Decodes a `lrbc.recording.Frame`; None when the bytes are not one.
-    pub fn decode(log_ns: u64, bytes: &[u8]) -> Option<Self> {
-        let f = fb::root_as_frame(bytes).ok()?;
-        Some(Self {
-            log_ns,
-            frame_seq: f.frame_seq(),
-            frame_time_ns: f.frame_time_ns(),
-            action_seq: f.action_seq(),
-            rewards: f.rewards().map(|v| v.iter().collect()).unwrap_or_default(),
-            dones: f.dones().map(|v| v.iter().collect()).unwrap_or_default(),
-            truncateds: f.truncateds().map(|v| v.iter().collect()),
-            resets: f.resets().map(|v| v.iter().collect()).unwrap_or_default(),
-            envs: f.envs().map(|v| v.iter().collect()).unwrap_or_default(),
-            observations: f
-                .observations()
-                .map(|v| v.iter().collect())
-                .unwrap_or_default(),
-            actions: f.actions().map(|v| v.iter().collect()).unwrap_or_default(),
-        })
-    }
-
-    /// Observations then actions of recorded env `env`, if it was recorded.
-    pub fn row(&self, env: u32, obs_size: usize, act_size: usize) -> Option<Vec<f32>> {
-        let i = self.envs.iter().position(|&e| e == env)?;
-        let obs = self.observations.get(i * obs_size..(i + 1) * obs_size)?;
-        let act = self.actions.get(i * act_size..(i + 1) * act_size)?;
-        Some(obs.iter().chain(act).copied().collect())
-    }
 }
 
 /// A ring entry's payload as recorded.
@@ -122,7 +75,84 @@ struct Msg {
 
 const CACHED_CHUNKS: usize = 6;
 /// Records longer than this are not read (a corrupt length).
-const MAX_RECORD_BYTES: u64 = 1 << 30;
+pub(super) const MAX_RECORD_BYTES: u64 = 1 << 30;
+
+/// The metadata record of the counts a recorder writes when it finishes.
+pub const COUNTS_METADATA: &str = "lrbc.counts";
+
+/// The profile recordings carry in their MCAP header.
+pub const PROFILE: &str = "lrbc";
+
+/// Whether an MCAP header's profile is a recording's; else why not.
+pub(super) fn check_profile(profile: &str) -> Result<(), String> {
+    if profile == PROFILE {
+        Ok(())
+    } else {
+        Err(format!("its MCAP profile is {profile:?}, not {PROFILE:?}"))
+    }
+}
+
+/// Whether channel `c` (its schema named `schema`) carries the frames; an error when
+/// it is on the frame topic with another encoding or schema.
+pub(super) fn is_frame_channel(
+    c: &mcap::records::Channel,
+    schema: Option<&str>,
+) -> Result<bool, String> {
+    if c.topic != FRAME_TOPIC {
+        return Ok(false);
+    }
+    if c.message_encoding != "flatbuffer" {
+        return Err(format!(
+            "{FRAME_TOPIC} is encoded as {:?}",
+            c.message_encoding
+        ));
+    }
+    if schema != Some(FRAME_SCHEMA) {
+        return Err(format!(
+            "{FRAME_TOPIC} has the schema {:?}, not {FRAME_SCHEMA}",
+            schema.unwrap_or("")
+        ));
+    }
+    Ok(true)
+}
+
+/// Whether a chunk can be read (recordings are not compressed); else why not.
+pub(super) fn check_chunk(header: &mcap::records::ChunkHeader) -> Result<(), String> {
+    if header.compression.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "a chunk is compressed with {:?} (recordings are not)",
+            header.compression
+        ))
+    }
+}
+
+/// The records of a run of bytes (a chunk's records, the summary section): opcode,
+/// then the body; an error, then the end, when a record runs past the end.
+pub(super) struct Records<'a>(pub &'a [u8]);
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<(u8, &'a [u8]), String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let (Some(&op), Some(body)) = (
+            self.0.first(),
+            self.0.get(1..9).and_then(|len| {
+                let len = usize::try_from(u64::from_le_bytes(len.try_into().ok()?)).ok()?;
+                self.0.get(9..9usize.checked_add(len)?)
+            }),
+        ) else {
+            self.0 = &[];
+            return Some(Err("a record runs past the end of its chunk".into()));
+        };
+        self.0 = &self.0[9 + body.len()..];
+        Some(Ok((op, body)))
+    }
+}
 
 /// An open recording.
 pub struct Recording {
@@ -202,6 +232,16 @@ impl Recording {
         if file_len < 8 || file.read_exact(&mut magic).is_err() || magic != mcap::MAGIC {
             return Err(ReplayError::NotMcap { path: shown });
         }
+        let not_recording = |why: String| ReplayError::NotRecording {
+            path: shown.clone(),
+            why,
+        };
+        // The header's profile, when the header is there (else the walk says what is).
+        if let Ok((op::HEADER, body)) = record_at(&mut file, 8)
+            && let Ok(Record::Header(h)) = mcap::read::parse_record(op::HEADER, &body)
+        {
+            check_profile(&h.profile).map_err(not_recording)?;
+        }
         let corrupt = |why: String| ReplayError::Corrupt {
             path: shown.clone(),
             why,
@@ -210,18 +250,19 @@ impl Recording {
             Ok(Some(i)) => i,
             Ok(None) | Err(_) => walk(&mut file, file_len).map_err(corrupt)?,
         };
-        let frame_channel = index
-            .channels
-            .iter()
-            .find(|c| {
-                c.topic == FRAME_TOPIC
-                    && index.schemas.get(&c.schema_id).map(String::as_str) == Some(FRAME_SCHEMA)
-            })
-            .map(|c| c.id)
-            .ok_or_else(|| ReplayError::NotRecording {
-                path: shown.clone(),
-                why: format!("no {FRAME_TOPIC} channel with schema {FRAME_SCHEMA}"),
-            })?;
+        let mut frame_channel = None;
+        for c in &index.channels {
+            let schema = index.schemas.get(&c.schema_id).map(String::as_str);
+            if is_frame_channel(c, schema).map_err(not_recording)? {
+                frame_channel = Some(c.id);
+                break;
+            }
+        }
+        let frame_channel = frame_channel.ok_or_else(|| {
+            not_recording(format!(
+                "no {FRAME_TOPIC} channel with schema {FRAME_SCHEMA}"
+            ))
+        })?;
         let rings = index
             .channels
             .iter()
@@ -280,6 +321,18 @@ impl Recording {
         }
     }
 
+    /// The counts its recorder wrote at the end (`lrbc.counts`: frames recorded,
+    /// missed, torn, ...), those that are numbers; None when the file has none (its
+    /// recorder did not finish it).
+    pub fn counts(&self) -> Option<BTreeMap<String, u64>> {
+        let m = self.metadata.get(COUNTS_METADATA)?;
+        Some(
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
+                .collect(),
+        )
+    }
+
     /// Whether the recording has camera images of the image region (as far as read).
     pub fn has_camera_images(&self) -> bool {
         !self.cameras.is_empty()
@@ -335,21 +388,9 @@ impl Recording {
         else {
             return Err("not a chunk".into());
         };
-        if !header.compression.is_empty() {
-            return Err(format!(
-                "compressed chunks ({}) are not read",
-                header.compression
-            ));
-        }
+        check_chunk(&header)?;
         let mut msgs = Vec::new();
-        let mut at = 0usize;
-        while at + 9 <= data.len() {
-            let opcode = data[at];
-            let len = u64::from_le_bytes(data[at + 1..at + 9].try_into().map_err(|_| "length")?);
-            let end = (at + 9).saturating_add(usize::try_from(len).map_err(|_| "length")?);
-            let Some(body) = data.get(at + 9..end) else {
-                break;
-            };
+        for (opcode, body) in Records(&data).map_while(Result::ok) {
             match mcap::read::parse_record(opcode, body) {
                 Ok(Record::Message { header, data }) => msgs.push(Msg {
                     channel: header.channel_id,
@@ -359,7 +400,6 @@ impl Recording {
                 Ok(Record::Channel(ch)) => self.register(&ch),
                 _ => {}
             }
-            at = end;
         }
         msgs.sort_by_key(|m| m.log_ns);
         let msgs = Arc::new(msgs);
@@ -624,14 +664,8 @@ fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, String> {
     let summary = read_at(file, footer.summary_start, len - 37 - footer.summary_start)?;
     let mut index = Index::default();
     let mut metadata_at = Vec::new();
-    let mut at = 0usize;
-    while at + 9 <= summary.len() {
-        let opcode = summary[at];
-        let n = u64::from_le_bytes(summary[at + 1..at + 9].try_into().map_err(|_| "length")?);
-        let end = (at + 9).saturating_add(usize::try_from(n).map_err(|_| "length")?);
-        let body = summary
-            .get(at + 9..end)
-            .ok_or("summary record past its end")?;
+    for record in Records(&summary) {
+        let (opcode, body) = record?;
         match mcap::read::parse_record(opcode, body).map_err(|e| e.to_string())? {
             Record::ChunkIndex(c) => {
                 index.chunk_channels.insert(
@@ -649,7 +683,6 @@ fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, String> {
             Record::Statistics(s) => index.channel_counts = s.channel_message_counts,
             r => add(&mut index, r),
         }
-        at = end;
     }
     for offset in metadata_at {
         let (opcode, body) = record_at(file, offset)?;
@@ -696,19 +729,10 @@ fn walk(file: &mut File, len: u64) -> Result<Index, String> {
                     if let Ok(Record::Chunk { data, .. }) =
                         mcap::read::parse_record(op::CHUNK, &body)
                     {
-                        let mut p = 0usize;
-                        while p + 9 <= data.len() {
-                            let o = data[p];
-                            let l = u64::from_le_bytes(
-                                data[p + 1..p + 9].try_into().map_err(|_| "length")?,
-                            );
-                            let e =
-                                (p + 9).saturating_add(usize::try_from(l).unwrap_or(usize::MAX));
-                            let Some(b) = data.get(p + 9..e) else { break };
+                        for (o, b) in Records(&data).map_while(Result::ok) {
                             if let Ok(r) = mcap::read::parse_record(o, b) {
                                 add(&mut index, r);
                             }
-                            p = e;
                         }
                     }
                 }
