@@ -3,7 +3,6 @@
 //! docs/benchmarks.md).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -13,47 +12,13 @@ use super::children::ChildProcess;
 use super::uibench::{Observer, fmt_cpu, observer_cost, record_file, start};
 use crate::sim::engine::Preset;
 
-/// The `lrbc.counts` metadata of a finished recording, read from its summary alone.
+/// The `lrbc.counts` metadata of a finished recording.
 fn counts(path: &Path) -> Result<BTreeMap<String, u64>, CliError> {
-    let fail = |what: &str| CliError::Other(format!("{}: {what}", path.display()));
-    let mut file = std::fs::File::open(path).map_err(|e| fail(&e.to_string()))?;
-    let mut reader = mcap::sans_io::summary_reader::SummaryReader::new();
-    while let Some(event) = reader.next_event() {
-        match event.map_err(|e| fail(&e.to_string()))? {
-            mcap::sans_io::summary_reader::SummaryReadEvent::ReadRequest(need) => {
-                let n = file
-                    .read(reader.insert(need))
-                    .map_err(|e| fail(&e.to_string()))?;
-                reader.notify_read(n);
-            }
-            mcap::sans_io::summary_reader::SummaryReadEvent::SeekRequest(to) => {
-                let at = file.seek(to).map_err(|e| fail(&e.to_string()))?;
-                reader.notify_seeked(at);
-            }
-        }
-    }
-    let summary = reader
-        .finish()
-        .ok_or_else(|| fail("not a finished recording"))?;
-    let index = summary
-        .metadata_indexes
-        .iter()
-        .find(|m| m.name == "lrbc.counts")
-        .ok_or_else(|| fail("no lrbc.counts"))?;
-    let mut bytes = vec![0u8; usize::try_from(index.length).unwrap_or(0)];
-    file.seek(SeekFrom::Start(index.offset))
-        .and_then(|_| file.read_exact(&mut bytes))
-        .map_err(|e| fail(&e.to_string()))?;
-    let at_zero = mcap::records::MetadataIndex {
-        offset: 0,
-        ..index.clone()
-    };
-    let meta = mcap::read::metadata(&bytes, &at_zero).map_err(|e| fail(&e.to_string()))?;
-    Ok(meta
-        .metadata
-        .iter()
-        .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
-        .collect())
+    let fail = |what: String| CliError::Other(format!("{}: {what}", path.display()));
+    crate::replay::Recording::open(path)
+        .map_err(|e| fail(e.to_string()))?
+        .counts()
+        .ok_or_else(|| fail("no lrbc.counts".into()))
 }
 
 /// Records `run`'s segment for `secs` with `extra` options; returns the counts and the

@@ -16,7 +16,7 @@ pub mod stream;
 pub use frame::{FrameError, RecFrame};
 pub use frozen::Frozen;
 pub use player::{Find, PlayState, Player};
-pub use reader::{ChunkInfo, LatestImages, PROFILE, Recording, ReplayError, RingMessage};
+pub use reader::{ChunkInfo, LatestImages, PROFILE, Recording, ReplayError, RingMessage, Topic};
 pub use stream::{End, Event, ReadError, read_recording};
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::reader::{LatestImages, RecFrame, Recording};
+use super::reader::{LatestImages, RecFrame, Recording, RingMessage, Topic};
 use crate::layout::RingFormat;
 use crate::layout::{Geometry, Layout, RegionKind};
 use crate::sampler::{
@@ -433,15 +433,20 @@ impl Worker {
                     return false;
                 }
                 let hit = match (what, kind) {
-                    (Find::Done, None) => RecFrame::decode(log_ns, data)
+                    (Find::Done, Topic::Frame) => RecFrame::decode(log_ns, data)
                         .is_some_and(|f| f.dones.iter().any(|&d| d != 0)),
-                    (Find::Nan, None) => {
+                    (Find::Nan, Topic::Frame) => {
                         RecFrame::decode(log_ns, data).is_some_and(|f| has_nan(&f))
                     }
-                    (Find::Error, Some(ring)) => {
+                    (Find::Error, Topic::Ring(ring)) => {
                         crate::traffic::decode_entry(ring, ring_format(&g, ring), data, None)
                             .map_or(true, |d| d.error.is_some())
                     }
+                    // A malformed entry is an error; a loss is not.
+                    (Find::Error, Topic::RingEvent) => matches!(
+                        crate::record::ring_event_of(data),
+                        Some(TrafficEvent::Malformed { .. })
+                    ),
                     _ => false,
                 };
                 if hit {
@@ -560,19 +565,31 @@ impl Worker {
         {
             let mut store = lock(&self.store);
             for e in entries {
+                let (ring, log_ns, payload) = match e {
+                    RingMessage::Entry {
+                        log_ns,
+                        ring,
+                        payload,
+                    } => (ring, log_ns, payload),
+                    // A loss or a malformed entry, as the traffic tap showed it.
+                    RingMessage::Event { log_ns, event } => {
+                        store.apply(event, log_ns, limits);
+                        continue;
+                    }
+                };
                 // As a traffic tap would have shown it when the recorder saw it.
                 let entry = RingEntry {
-                    ring: e.ring,
-                    format: ring_format(&g, e.ring),
+                    ring,
+                    format: ring_format(&g, ring),
                     position: 0,
-                    payload: e.payload.to_vec(),
+                    payload: payload.to_vec(),
                     lucky: None,
                     at_risk: false,
                 };
-                self.decoder.entry(entry, e.log_ns, &mut self.events);
-                self.decoder.expire(e.log_ns, &mut self.events);
+                self.decoder.entry(entry, log_ns, &mut self.events);
+                self.decoder.expire(log_ns, &mut self.events);
                 for ev in self.events.drain(..) {
-                    store.apply(ev, e.log_ns, limits);
+                    store.apply(ev, log_ns, limits);
                 }
             }
             self.decoder.expire(cursor, &mut self.events);

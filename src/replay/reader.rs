@@ -42,12 +42,30 @@ pub struct ChunkInfo {
     pub end_ns: u64,
 }
 
-/// A ring entry's payload as recorded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RingMessage {
-    pub log_ns: u64,
-    pub ring: RegionKind,
-    pub payload: Arc<[u8]>,
+/// A ring entry's payload as recorded, or a ring's loss or malformed entry.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RingMessage {
+    Entry {
+        log_ns: u64,
+        ring: RegionKind,
+        payload: Arc<[u8]>,
+    },
+    /// A loss or a malformed entry of `/lrbc/ring_events`.
+    Event {
+        log_ns: u64,
+        event: crate::traffic::TrafficEvent,
+    },
+}
+
+/// What a message of a recording is, among those the player reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topic {
+    /// `/lrbc/frame`.
+    Frame,
+    /// `/lrbc/ring/<ring>`.
+    Ring(RegionKind),
+    /// `/lrbc/ring_events`.
+    RingEvent,
 }
 
 /// The newest camera images at or before a time: the foxglove messages as recorded.
@@ -162,6 +180,8 @@ pub struct Recording {
     pub chunks: Vec<ChunkInfo>,
     frame_channel: u16,
     rings: HashMap<u16, RegionKind>,
+    /// The channel of ring losses and malformed entries, when the file has it.
+    ring_events: Option<u16>,
     /// Camera channels of the image region: channel → env.
     cameras: HashMap<u16, u32>,
     /// Streamed image channels: channel → the topic's last part.
@@ -290,6 +310,7 @@ impl Recording {
             chunks: index.chunks,
             frame_channel,
             rings,
+            ring_events: None,
             cameras: HashMap::new(),
             streams: HashMap::new(),
             known: HashSet::new(),
@@ -314,6 +335,8 @@ impl Recording {
         self.known.insert(c.id);
         if let Some(k) = ring_kind(&c.topic) {
             self.rings.insert(c.id, k);
+        } else if c.topic == crate::record::RING_EVENTS_TOPIC {
+            self.ring_events = Some(c.id);
         } else if let Some(env) = camera_env(&c.topic) {
             self.cameras.insert(c.id, env);
         } else if let Some(name) = c.topic.strip_prefix("/lrbc/stream/") {
@@ -431,13 +454,13 @@ impl Recording {
         Ok(None)
     }
 
-    /// Calls `each` with every message of `[t0, t1]` in order: a frame (`None`) or a
-    /// ring entry (its ring). Stops when `each` returns false.
+    /// Calls `each` with every message of `[t0, t1]` in order: a frame, a ring entry or
+    /// a ring event. Stops when `each` returns false.
     pub fn each_message(
         &mut self,
         t0: u64,
         t1: u64,
-        mut each: impl FnMut(Option<RegionKind>, u64, &Arc<[u8]>) -> bool,
+        mut each: impl FnMut(Topic, u64, &Arc<[u8]>) -> bool,
     ) -> Result<(), String> {
         let mut i = self.first_chunk_from(t0);
         while i < self.chunks.len() && self.chunks[i].start_ns <= t1 {
@@ -447,9 +470,11 @@ impl Recording {
                     continue;
                 }
                 let kind = if m.channel == self.frame_channel {
-                    None
+                    Topic::Frame
                 } else if let Some(&ring) = self.rings.get(&m.channel) {
-                    Some(ring)
+                    Topic::Ring(ring)
+                } else if self.ring_events == Some(m.channel) {
+                    Topic::RingEvent
                 } else {
                     continue;
                 };
@@ -470,14 +495,15 @@ impl Recording {
         mut each: impl FnMut(RecFrame) -> bool,
     ) -> Result<(), String> {
         self.each_message(t0, t1, |kind, log_ns, data| {
-            if kind.is_some() {
+            if kind != Topic::Frame {
                 return true;
             }
             RecFrame::decode(log_ns, data).is_none_or(&mut each)
         })
     }
 
-    /// The ring entries of `[t0, t1]`, in order, at most `max` (the newest kept).
+    /// The ring entries, losses and malformed entries of `[t0, t1]`, in order, at most
+    /// `max` (the newest kept). A ring event that does not read is left out.
     pub fn ring_between(
         &mut self,
         t0: u64,
@@ -486,15 +512,21 @@ impl Recording {
     ) -> Result<Vec<RingMessage>, String> {
         let mut out = VecDeque::new();
         self.each_message(t0, t1, |kind, log_ns, data| {
-            if let Some(ring) = kind {
-                out.push_back(RingMessage {
+            let m = match kind {
+                Topic::Frame => return true,
+                Topic::Ring(ring) => RingMessage::Entry {
                     log_ns,
                     ring,
                     payload: Arc::clone(data),
-                });
-                if out.len() > max {
-                    out.pop_front();
-                }
+                },
+                Topic::RingEvent => match crate::record::ring_event_of(data) {
+                    Some(event) => RingMessage::Event { log_ns, event },
+                    None => return true,
+                },
+            };
+            out.push_back(m);
+            if out.len() > max {
+                out.pop_front();
             }
             true
         })?;

@@ -657,3 +657,60 @@ fn a_recordings_traffic_list_keeps_within_the_bytes_of_its_limits_as_a_live_one(
     assert!(store.rows_dropped > 0);
     assert!(store.memory().0 <= limits.max_bytes, "{:?}", store.memory());
 }
+
+#[test]
+fn a_recordings_ring_losses_and_malformed_entries_show_in_its_traffic_list_as_they_did_live() {
+    use crate::rings::lrbc::{Consumer, Producer};
+    use crate::testutil::{TestSegment, spec};
+    use crate::traffic::TrafficRow;
+    let seg = TestSegment::create("replayevents", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let a = seg.attach();
+    let c2s = *a.geometry.ring(RegionKind::CmdC2s).unwrap();
+    let mut rec = Recorder::new(a, vec![0], Cursor::new(Vec::new())).unwrap();
+    let (mut client, mut engine) = (Producer::new(&seg.rw, c2s), Consumer::new(&seg.rw, c2s));
+    // A frame, so that the recording has a time range.
+    seg.rw
+        .store_u64(crate::layout::headers::LrbcHeader::FRAME_SEQ_OFFSET, 1);
+    client
+        .try_push(&seg.rw, b"hello, not a flatbuffer")
+        .unwrap();
+    rec.poll().unwrap();
+    // The engine takes requests faster than the recorder looks: the ring laps it.
+    let mut buf = Vec::new();
+    let request = envelope(7, crate::rpc::fb::MethodId::GetServiceStatus, None, 1);
+    for _ in 0..(4 * c2s.capacity_bytes as usize / request.len()) {
+        client.try_push(&seg.rw, &request).unwrap();
+        engine.try_pop(&seg.rw, &mut buf).unwrap();
+    }
+    seg.rw
+        .store_u64(crate::layout::headers::LrbcHeader::FRAME_SEQ_OFFSET, 2);
+    rec.poll().unwrap();
+    let (counts, out) = rec.finish_into_inner().unwrap();
+    assert!(
+        counts.ring_lost_bytes > 0 && counts.ring_events >= 2,
+        "{counts:?}"
+    );
+    let r = Recording::open(&write(&out.into_inner())).unwrap();
+    let (_, t1) = r.time_range().unwrap();
+    let p = start(r, crate::traffic::TrafficLimits::default());
+    p.request(|s| s.seek_to = Some(t1));
+    let shown = || {
+        let store = p.store.lock().unwrap();
+        let lost: u64 = store
+            .rows
+            .iter()
+            .filter_map(|r| match r {
+                TrafficRow::Lost { lost_bytes, .. } => Some(*lost_bytes),
+                _ => None,
+            })
+            .sum();
+        let malformed = store.rows.iter().any(|r| {
+            matches!(r, TrafficRow::Malformed { ring: RegionKind::CmdC2s, raw, error, .. }
+                if raw.as_slice() == b"hello, not a flatbuffer" && error.contains("identifier"))
+        });
+        (lost, malformed)
+    };
+    wait("the loss and the malformed entry in the list", &|| {
+        p.state().cursor_ns == t1 && shown() == (counts.ring_lost_bytes, true)
+    });
+}
