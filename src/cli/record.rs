@@ -94,6 +94,9 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         capture = capture.with_images();
     }
     capture.set_busy_budget(o.busy_budget);
+    // A nap of this thread may last milliseconds on a loaded machine; a second thread
+    // on the other cores copies the frames it comes late for.
+    let capture = capture.with_spotter().map_err(writing)?;
     let mut rec = Recorder::of(capture, BufWriter::new(file)).map_err(writing)?;
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::images::Images;
+use super::spot::Spotter;
 use super::{
     Counts, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecordError, SEGMENT_METADATA,
     ring_event_json, segment_metadata,
@@ -67,6 +68,15 @@ impl Message {
     }
 }
 
+/// When and which frame a copy is of.
+#[derive(Clone, Copy, Debug)]
+struct FrameStamp {
+    frame_seq: u64,
+    action_seq: u64,
+    frame_time_ns: u64,
+    sampled_ns: u64,
+}
+
 /// The index of `/lrbc/frame` in the prelude's channels.
 pub(super) const FRAME_CHANNEL: usize = 0;
 
@@ -99,6 +109,8 @@ pub struct Capture {
     /// The capture held off (yielding to a busy machine) since its last copy: frames
     /// that pass meanwhile are skipped on purpose, not missed.
     held: bool,
+    /// A second thread copying the frames this one is late for.
+    spotter: Option<Spotter>,
 }
 
 impl std::fmt::Debug for Capture {
@@ -235,7 +247,24 @@ impl Capture {
             budget: Budget::new(None, crate::busy::MIN_HOLD_NS),
             read_load: crate::busy::read_cpu_times,
             held: false,
+            spotter: None,
         })
+    }
+
+    /// A second thread, on the other half of the cores, copies the frames that the
+    /// caller's polls come late for (a nap that lasts milliseconds on a loaded machine)
+    /// and hands them over: for a recorder that should keep every frame of a paced run.
+    /// It rests while the capture holds off on a busy machine.
+    pub fn with_spotter(mut self) -> Result<Self, RecordError> {
+        if self.spotter.is_none() {
+            let (seg, g) = (&self.attached.segment, &self.attached.geometry);
+            let from = self
+                .last_frame_seq
+                .or_else(|| seg.load_u64(g.counters.frame_seq))
+                .unwrap_or(0);
+            self.spotter = Some(Spotter::start(&self.attached, self.envs.clone(), from)?);
+        }
+        Ok(self)
     }
 
     /// On a machine without spare CPU, keeps the capture's CPU time within
@@ -262,7 +291,16 @@ impl Capture {
         if hold.is_some() {
             self.held = true;
         }
+        if let Some(spot) = &self.spotter {
+            spot.rest(self.budget.yielding());
+        }
         hold
+    }
+
+    /// Copies the spotter handed over and the capture has not taken yet.
+    #[cfg(test)]
+    pub(super) fn spotted(&self) -> usize {
+        self.spotter.as_ref().map_or(0, Spotter::pending)
     }
 
     /// True while the capture keeps to its budget on a busy machine.
@@ -327,6 +365,25 @@ impl Capture {
     }
 
     fn poll_frame(&mut self, out: &mut Vec<Message>) {
+        // Frames the spotter copied while this thread was late, in order.
+        if let Some(spot) = &self.spotter {
+            for c in spot.take() {
+                if self.last_frame_seq.is_some_and(|last| c.frame_seq <= last) {
+                    continue;
+                }
+                self.account(c.frame_seq);
+                let ((hot, rows), frame) = (
+                    (&c.hot, &c.rows),
+                    FrameStamp {
+                        frame_seq: c.frame_seq,
+                        action_seq: c.action_seq,
+                        frame_time_ns: c.frame_time_ns,
+                        sampled_ns: c.sampled_ns,
+                    },
+                );
+                self.emit(frame, hot, rows, out);
+            }
+        }
         let (seg, g) = (&self.attached.segment, &self.attached.geometry);
         let now_seq = seg.load_u64(g.counters.frame_seq).unwrap_or(0);
         if self.last_frame_seq == Some(now_seq) {
@@ -342,31 +399,59 @@ impl Capture {
             self.last_frame_seq = Some(now_seq);
             return;
         }
-        let (hot, rows, envs) = (&mut self.hot, &mut self.rows, &self.envs);
+        let (mut hot, mut rows, envs) = (
+            std::mem::take(&mut self.hot),
+            std::mem::take(&mut self.rows),
+            &self.envs,
+        );
         let copy = snapshot::guarded_read(seg, g, 3, |s| {
-            snapshot::copy_hot_into(s, g, hot);
-            snapshot::copy_rows_into(s, g, envs, rows);
+            snapshot::copy_hot_into(s, g, &mut hot);
+            snapshot::copy_rows_into(s, g, envs, &mut rows);
         });
-        let sampled_ns = monotonic_now_ns();
-        if self.last_frame_seq == Some(copy.frame_seq) {
-            return;
+        let stamp = FrameStamp {
+            frame_seq: copy.frame_seq,
+            action_seq: copy.action_seq,
+            frame_time_ns: g
+                .counters
+                .ext
+                .and_then(|e| seg.load_u64(e.frame_time_ns))
+                .unwrap_or(0),
+            sampled_ns: monotonic_now_ns(),
+        };
+        if self.last_frame_seq != Some(copy.frame_seq) {
+            self.account(copy.frame_seq);
+            self.budget
+                .sampled(monotonic_now_ns(), crate::platform::thread_cpu_ns());
+            if copy.consistent {
+                self.emit(stamp, &hot, &rows, out);
+            } else {
+                self.counts.frames_torn += 1;
+            }
         }
-        let jumped = self.last_frame_seq.map_or(0, |last| {
-            copy.frame_seq.saturating_sub(last).saturating_sub(1)
-        });
+        (self.hot, self.rows) = (hot, rows);
+    }
+
+    /// Frame `f` was taken (copied by this thread or the spotter): counts it seen, and
+    /// the frames since the last one missed, or skipped after holding off.
+    fn account(&mut self, f: u64) {
+        let jumped = self
+            .last_frame_seq
+            .map_or(0, |last| f.saturating_sub(last).saturating_sub(1));
         if std::mem::take(&mut self.held) {
             self.counts.frames_skipped += jumped;
         } else {
             self.counts.frames_missed += jumped;
         }
         self.counts.frames_seen += 1;
-        self.last_frame_seq = Some(copy.frame_seq);
-        self.budget
-            .sampled(monotonic_now_ns(), crate::platform::thread_cpu_ns());
-        if !copy.consistent {
-            self.counts.frames_torn += 1;
-            return;
+        self.last_frame_seq = Some(f);
+        if let Some(spot) = &self.spotter {
+            spot.taken(f);
         }
+    }
+
+    /// Encodes a consistent copy of a frame into a `/lrbc/frame` message.
+    fn emit(&mut self, stamp: FrameStamp, hot: &HotData, rows: &[f32], out: &mut Vec<Message>) {
+        let (g, envs) = (&self.attached.geometry, &self.envs);
         if self.first_nonfinite.is_none()
             && (hot
                 .rewards
@@ -374,13 +459,8 @@ impl Capture {
                 .chain(rows.iter())
                 .any(|v| !v.is_finite()))
         {
-            self.first_nonfinite = Some(copy.frame_seq);
+            self.first_nonfinite = Some(stamp.frame_seq);
         }
-        let frame_time_ns = g
-            .counters
-            .ext
-            .and_then(|e| seg.load_u64(e.frame_time_ns))
-            .unwrap_or(0);
         let (o, a) = (g.obs_size as usize, g.act_size as usize);
         let mut observations = Vec::with_capacity(envs.len() * o);
         let mut actions = Vec::with_capacity(envs.len() * a);
@@ -401,10 +481,10 @@ impl Capture {
         let frame = fb::Frame::create(
             b,
             &fb::FrameArgs {
-                frame_seq: copy.frame_seq,
-                frame_time_ns,
-                action_seq: copy.action_seq,
-                sampled_ns,
+                frame_seq: stamp.frame_seq,
+                frame_time_ns: stamp.frame_time_ns,
+                action_seq: stamp.action_seq,
+                sampled_ns: stamp.sampled_ns,
                 rewards: Some(rewards),
                 dones: Some(dones),
                 truncateds,
@@ -418,11 +498,11 @@ impl Capture {
         out.push(Message {
             channel: FRAME_CHANNEL,
             kind: Kind::Frame,
-            log_time: sampled_ns,
-            publish_time: if frame_time_ns != 0 {
-                frame_time_ns
+            log_time: stamp.sampled_ns,
+            publish_time: if stamp.frame_time_ns != 0 {
+                stamp.frame_time_ns
             } else {
-                sampled_ns
+                stamp.sampled_ns
             },
             data: Arc::from(self.builder.finished_data()),
         });

@@ -15,6 +15,7 @@ mod file;
 pub mod flight;
 mod images;
 mod rolling;
+mod spot;
 mod writer;
 
 pub use capture::{Capture, ChannelDef, Kind, Message, Prelude, SchemaDef};

@@ -435,3 +435,42 @@ fn a_ring_event_reads_back_as_the_event_written_and_nothing_else_does() {
         );
     }
 }
+
+#[test]
+fn the_spotter_copies_the_frames_the_capture_comes_late_for() {
+    let mut e = engine();
+    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+    let mut c = Capture::new(a, vec![2]).unwrap().with_spotter().unwrap();
+    let mut out = Vec::new();
+    // The capture does not look while two frames come and go: the spotter copies each.
+    for (f, spotted) in [(1, 1), (2, 2)] {
+        e.step_once(Some(f));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while c.spotted() < spotted {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "frame {f} not spotted"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    c.poll(&mut out);
+    let n = c.counts();
+    assert_eq!(
+        (n.frames_seen, n.frames_recorded, n.frames_missed),
+        (2, 2, 0),
+        "{n:?}"
+    );
+    let seqs: Vec<u64> = out
+        .iter()
+        .filter(|m| m.is_frame())
+        .map(|m| fb::root_as_frame(&m.data).unwrap().frame_seq())
+        .collect();
+    assert_eq!(seqs, [1, 2]);
+    // A frame the capture takes itself is not taken again from the spotter.
+    e.step_once(Some(3));
+    c.poll(&mut out);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    c.poll(&mut out);
+    assert_eq!(c.counts().frames_recorded, 3, "{:?}", c.counts());
+}

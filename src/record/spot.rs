@@ -1,0 +1,175 @@
+//! A second pair of eyes on `frame_seq` for the recorder. On this kind of machine a
+//! thread's nap of a hundred microseconds now and then lasts milliseconds; when the
+//! capture has not taken a frame a little while after it appeared, the spotter (on the
+//! other half of the cores) copies it and hands the copy over, so that one thread's late
+//! wakeup does not lose the frame. The window's sampler does the same for its frames.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::attach::Attached;
+use crate::segment::monotonic_now_ns;
+use crate::snapshot::{self, HotData};
+
+/// How long after a frame appears the spotter copies it when the capture has not.
+const LATE_NS: u64 = 150_000;
+/// The spotter's nap between looks.
+const NAP_NS: u64 = 100_000;
+/// Copies handed over and not yet taken, at most (the oldest go first).
+const QUEUE: usize = 16;
+
+/// A consistent copy of a frame the capture had not taken.
+#[derive(Debug)]
+pub(super) struct SpotCopy {
+    pub frame_seq: u64,
+    pub action_seq: u64,
+    pub sampled_ns: u64,
+    pub frame_time_ns: u64,
+    pub hot: HotData,
+    pub rows: Vec<f32>,
+}
+
+/// Shared by the capture and the spotter.
+#[derive(Debug, Default)]
+struct Handover {
+    /// The newest frame the capture has taken.
+    taken: AtomicU64,
+    /// The capture holds off on a busy machine: the spotter rests too.
+    resting: AtomicBool,
+    stop: AtomicBool,
+    copies: Mutex<VecDeque<SpotCopy>>,
+}
+
+/// The spotter thread, stopped when dropped.
+#[derive(Debug)]
+pub(super) struct Spotter {
+    handover: Arc<Handover>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere leaves plain values.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Spotter {
+    /// Starts a spotter on its own mapping of `attached`, copying `envs`' rows, for the
+    /// frames after `taken`.
+    pub fn start(attached: &Attached, envs: Vec<u32>, taken: u64) -> std::io::Result<Self> {
+        let mapped = attached.reopen().map_err(std::io::Error::other)?;
+        let handover = Arc::new(Handover {
+            taken: AtomicU64::new(taken),
+            ..Handover::default()
+        });
+        let h = Arc::clone(&handover);
+        let thread = std::thread::Builder::new()
+            .name("lrbc-record-spot".into())
+            .spawn(move || run(&mapped, &envs, &h))?;
+        Ok(Self {
+            handover,
+            thread: Some(thread),
+        })
+    }
+
+    /// The capture took frame `f`.
+    pub fn taken(&self, f: u64) {
+        // Relaxed: a hint for the spotter, with no data behind it (a stale value costs
+        // at most a copy that is then dropped).
+        self.handover.taken.store(f, Ordering::Relaxed);
+    }
+
+    /// The copies handed over since the last call, oldest first.
+    pub fn take(&self) -> Vec<SpotCopy> {
+        match self.handover.copies.try_lock() {
+            Ok(mut q) => q.drain(..).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Copies waiting to be taken.
+    #[cfg(test)]
+    pub fn pending(&self) -> usize {
+        lock(&self.handover.copies).len()
+    }
+
+    /// Rests while the capture holds off on a busy machine (no wakeups of its own).
+    pub fn rest(&self, resting: bool) {
+        // Relaxed: a flag with no data behind it; the unpark wakes the thread to read it.
+        let was = self.handover.resting.swap(resting, Ordering::Relaxed);
+        if was
+            && !resting
+            && let Some(t) = &self.thread
+        {
+            t.thread().unpark();
+        }
+    }
+}
+
+impl Drop for Spotter {
+    fn drop(&mut self) {
+        // Relaxed: a flag with no data behind it; the join waits for the thread.
+        self.handover.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(a: &Attached, envs: &[u32], h: &Handover) {
+    crate::platform::set_timer_slack_ns(1_000);
+    crate::platform::lower_thread_priority(19);
+    // Never on the capture's cores: a stall of one core must not blind both.
+    if let Some(cores) = crate::platform::CoreSet::of_this_thread() {
+        cores.keep_to(Some(1));
+    }
+    let (seg, g) = (&a.segment, &a.geometry);
+    let mut last = 0u64;
+    let mut seen_at = monotonic_now_ns();
+    let mut tried = 0u64;
+    // Relaxed: flags with no data behind them.
+    while !h.stop.load(Ordering::Relaxed) {
+        if h.resting.load(Ordering::Relaxed) {
+            std::thread::park_timeout(Duration::from_millis(250));
+            continue;
+        }
+        let now = monotonic_now_ns();
+        let f = seg.load_u64(g.counters.frame_seq).unwrap_or(0);
+        if f != last {
+            last = f;
+            seen_at = now;
+        }
+        // Relaxed: a hint, with no data behind it.
+        let late = |f: u64| f > h.taken.load(Ordering::Relaxed);
+        if f != tried && late(f) && now.saturating_sub(seen_at) >= LATE_NS {
+            tried = f;
+            let (mut hot, mut rows) = (HotData::default(), Vec::new());
+            let copy = snapshot::guarded_read(seg, g, 3, |s| {
+                snapshot::copy_hot_into(s, g, &mut hot);
+                snapshot::copy_rows_into(s, g, envs, &mut rows);
+            });
+            if copy.consistent && late(copy.frame_seq) {
+                let frame_time_ns = g
+                    .counters
+                    .ext
+                    .and_then(|e| seg.load_u64(e.frame_time_ns))
+                    .unwrap_or(0);
+                let mut q = lock(&h.copies);
+                if q.len() >= QUEUE {
+                    q.pop_front();
+                }
+                q.push_back(SpotCopy {
+                    frame_seq: copy.frame_seq,
+                    action_seq: copy.action_seq,
+                    sampled_ns: monotonic_now_ns(),
+                    frame_time_ns,
+                    hot,
+                    rows,
+                });
+            }
+        }
+        std::thread::sleep(Duration::from_nanos(NAP_NS));
+    }
+}
