@@ -75,6 +75,8 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let stop = stop_flag();
     // An observer: it runs in the time the engine and trainer leave over.
     crate::platform::lower_thread_priority(19);
+    // Naps of a hundred microseconds must not turn into two.
+    crate::platform::set_timer_slack_ns(1_000);
     let a = attach(target, choice)?;
     let envs = if o.all_envs {
         (0..a.geometry.num_envs).collect()
@@ -113,7 +115,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         match rec.poll() {
             Ok(true) => {}
             // Nothing new: a short nap, often enough for a fast engine's frames.
-            Ok(false) => std::thread::sleep(Duration::from_micros(200)),
+            Ok(false) => std::thread::sleep(Duration::from_micros(100)),
             Err(e) => {
                 failure = Some(e);
                 break;

@@ -365,25 +365,7 @@ impl Capture {
     }
 
     fn poll_frame(&mut self, out: &mut Vec<Message>) {
-        // Frames the spotter copied while this thread was late, in order.
-        if let Some(spot) = &self.spotter {
-            for c in spot.take() {
-                if self.last_frame_seq.is_some_and(|last| c.frame_seq <= last) {
-                    continue;
-                }
-                self.account(c.frame_seq);
-                let ((hot, rows), frame) = (
-                    (&c.hot, &c.rows),
-                    FrameStamp {
-                        frame_seq: c.frame_seq,
-                        action_seq: c.action_seq,
-                        frame_time_ns: c.frame_time_ns,
-                        sampled_ns: c.sampled_ns,
-                    },
-                );
-                self.emit(frame, hot, rows, out);
-            }
-        }
+        self.take_spotted(None, out);
         let (seg, g) = (&self.attached.segment, &self.attached.geometry);
         let now_seq = seg.load_u64(g.counters.frame_seq).unwrap_or(0);
         if self.last_frame_seq == Some(now_seq) {
@@ -418,6 +400,9 @@ impl Capture {
                 .unwrap_or(0),
             sampled_ns: monotonic_now_ns(),
         };
+        // The spotter may have copied frames before this one meanwhile (this thread
+        // stalled between its looks): those first.
+        self.take_spotted(Some(copy.frame_seq), out);
         if self.last_frame_seq != Some(copy.frame_seq) {
             self.account(copy.frame_seq);
             self.budget
@@ -429,6 +414,35 @@ impl Capture {
             }
         }
         (self.hot, self.rows) = (hot, rows);
+    }
+
+    /// Records the copies the spotter handed over, in order: those after the last frame
+    /// taken and, with `before`, before that frame (which this thread copied itself). When
+    /// frames passed since the last one taken, a copy the spotter is making is waited for.
+    fn take_spotted(&mut self, before: Option<u64>, out: &mut Vec<Message>) {
+        let Some(spot) = &self.spotter else {
+            return;
+        };
+        let (seg, g) = (&self.attached.segment, &self.attached.geometry);
+        let newest = before.or_else(|| seg.load_u64(g.counters.frame_seq));
+        let late = self
+            .last_frame_seq
+            .zip(newest)
+            .is_some_and(|(last, newest)| newest.saturating_sub(last) > 1);
+        for c in spot.take(late) {
+            let after_last = self.last_frame_seq.is_none_or(|last| c.frame_seq > last);
+            if !after_last || before.is_some_and(|b| c.frame_seq >= b) {
+                continue;
+            }
+            self.account(c.frame_seq);
+            let stamp = FrameStamp {
+                frame_seq: c.frame_seq,
+                action_seq: c.action_seq,
+                frame_time_ns: c.frame_time_ns,
+                sampled_ns: c.sampled_ns,
+            };
+            self.emit(stamp, &c.hot, &c.rows, out);
+        }
     }
 
     /// Frame `f` was taken (copied by this thread or the spotter): counts it seen, and

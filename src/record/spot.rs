@@ -14,9 +14,9 @@ use crate::segment::monotonic_now_ns;
 use crate::snapshot::{self, HotData};
 
 /// How long after a frame appears the spotter copies it when the capture has not.
-const LATE_NS: u64 = 150_000;
+const LATE_NS: u64 = 100_000;
 /// The spotter's nap between looks.
-const NAP_NS: u64 = 100_000;
+const NAP_NS: u64 = 50_000;
 /// Copies handed over and not yet taken, at most (the oldest go first).
 const QUEUE: usize = 16;
 
@@ -38,6 +38,8 @@ struct Handover {
     taken: AtomicU64,
     /// The capture holds off on a busy machine: the spotter rests too.
     resting: AtomicBool,
+    /// The spotter is copying a frame (it will be handed over, or found torn).
+    copying: AtomicBool,
     stop: AtomicBool,
     copies: Mutex<VecDeque<SpotCopy>>,
 }
@@ -80,12 +82,18 @@ impl Spotter {
         self.handover.taken.store(f, Ordering::Relaxed);
     }
 
-    /// The copies handed over since the last call, oldest first.
-    pub fn take(&self) -> Vec<SpotCopy> {
-        match self.handover.copies.try_lock() {
-            Ok(mut q) => q.drain(..).collect(),
-            Err(_) => Vec::new(),
+    /// The copies handed over since the last call, oldest first. With `wait`, a copy
+    /// under way is waited for first (at most a millisecond): the caller is about to
+    /// take a newer frame, and the one being copied would otherwise be missed.
+    pub fn take(&self, wait: bool) -> Vec<SpotCopy> {
+        if wait {
+            let deadline = monotonic_now_ns() + 1_000_000;
+            // Acquire: pairs with the Release store that ends a copy, after its push.
+            while self.handover.copying.load(Ordering::Acquire) && monotonic_now_ns() < deadline {
+                std::thread::yield_now();
+            }
         }
+        lock(&self.handover.copies).drain(..).collect()
     }
 
     /// Copies waiting to be taken.
@@ -145,6 +153,8 @@ fn run(a: &Attached, envs: &[u32], h: &Handover) {
         let late = |f: u64| f > h.taken.load(Ordering::Relaxed);
         if f != tried && late(f) && now.saturating_sub(seen_at) >= LATE_NS {
             tried = f;
+            // Relaxed: the Release store below, after the push, ends the copy.
+            h.copying.store(true, Ordering::Relaxed);
             let (mut hot, mut rows) = (HotData::default(), Vec::new());
             let copy = snapshot::guarded_read(seg, g, 3, |s| {
                 snapshot::copy_hot_into(s, g, &mut hot);
@@ -169,6 +179,9 @@ fn run(a: &Attached, envs: &[u32], h: &Handover) {
                     rows,
                 });
             }
+            // Release: pairs with the Acquire load in `Spotter::take`, so that a copy
+            // pushed is seen once the flag is down.
+            h.copying.store(false, Ordering::Release);
         }
         std::thread::sleep(Duration::from_nanos(NAP_NS));
     }
