@@ -69,7 +69,7 @@ fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
         0.0
     };
     println!(
-        "  {label:<44} {:>9.0} {recorded:>10} {published:>10} {:>7} {:>6} {:>8} {:>7} {share:>8.2}% {:>8.1}",
+        "  {label:<48} {:>9.0} {recorded:>10} {published:>10} {:>7} {:>6} {:>8} {:>7} {share:>8.2}% {:>8.1}",
         published as f64 / secs,
         get("frames_missed"),
         get("frames_torn"),
@@ -82,7 +82,7 @@ fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
 pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
     println!("bench record: engine, client and recorder in separate processes");
     println!(
-        "  {:<44} {:>9} {:>10} {:>10} {:>7} {:>6} {:>8} {:>7} {:>9} {:>8}",
+        "  {:<48} {:>9} {:>10} {:>10} {:>7} {:>6} {:>8} {:>7} {:>9} {:>8}",
         "share of frames recorded",
         "frames/s",
         "recorded",
@@ -104,6 +104,13 @@ pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
         )?;
         let (c, size) = record_for(&run.name, secs, &["--envs", "0-7"])?;
         share_line("train4096 unpaced, --envs 0-7", secs, &c, size);
+        let (c, size) = record_for(&run.name, secs, &["--envs", "0-7", "--busy-budget", "0"])?;
+        share_line(
+            "train4096 unpaced, --envs 0-7 --busy-budget 0",
+            secs,
+            &c,
+            size,
+        );
     }
     {
         let run = start(Preset::Cams64, (Some(1000.0), "random"), None, "cams")?;
