@@ -308,6 +308,15 @@ fn bad_names_sizes_and_values_are_one_line_errors() {
     }
     for v in ["-1", "101", "NaN", "inf"] {
         cases.push(case(&["watch", "--shm", shm, "--busy-budget", v]));
+        cases.push(case(&[
+            "record",
+            "--shm",
+            shm,
+            "-o",
+            "unused.mcap",
+            "--busy-budget",
+            v,
+        ]));
     }
     cases.push(case(&["dump", "--shm", shm, "--layout", "bogus"]));
     cases.push(case(&[
