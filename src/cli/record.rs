@@ -99,6 +99,11 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     // A nap of this thread may last milliseconds on a loaded machine; a second thread
     // on the other cores copies the frames it comes late for.
     let capture = capture.with_spotter().map_err(writing)?;
+    // This thread on one half of the cores, the spotter on the other, so that a core that
+    // stalls does not blind both; while yielding to a busy machine (the spotter rests),
+    // any core will do.
+    let cores = crate::platform::CoreSet::of_this_thread();
+    let mut kept_to_half = false;
     let mut rec = Recorder::of(capture, BufWriter::new(file)).map_err(writing)?;
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
@@ -124,6 +129,12 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         // On a machine without spare CPU, no look before the budget allows one.
         if let Some(hold) = rec.hold_ns(crate::segment::monotonic_now_ns()) {
             std::thread::sleep(Duration::from_nanos(hold));
+        }
+        if let Some(c) = &cores
+            && kept_to_half == rec.yielding()
+        {
+            kept_to_half = !rec.yielding();
+            c.keep_to(kept_to_half.then_some(0));
         }
         if Instant::now() >= next_chunk {
             next_chunk += Duration::from_secs(1);
