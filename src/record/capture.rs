@@ -8,7 +8,7 @@ use super::images::Images;
 use super::spot::Spotter;
 use super::{
     Counts, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecordError, SEGMENT_METADATA,
-    ring_event_json, segment_metadata,
+    lucky_header_json, ring_event_json, ring_header_topic, segment_metadata,
 };
 use crate::attach::Attached;
 use crate::busy::{Budget, CpuTimes};
@@ -49,6 +49,9 @@ pub enum Kind {
     RingEntry,
     /// A loss or a malformed entry of a ring, on `/lrbc/ring_events`.
     RingEvent,
+    /// A luckyrobots entry's header, on `/lrbc/ring/<ring>/header`, just before its
+    /// payload.
+    RingHeader,
     Image,
 }
 
@@ -91,6 +94,8 @@ pub struct Capture {
     envs: Vec<u32>,
     prelude: Prelude,
     ring_channels: HashMap<RegionKind, usize>,
+    /// The header channel of each luckyrobots ring.
+    header_channels: HashMap<RegionKind, usize>,
     /// The channel of losses and malformed entries.
     ring_events_channel: usize,
     /// When the rings were last read.
@@ -166,6 +171,19 @@ impl Capture {
             });
             ring_channels.insert(kind, prelude.channels.len() - 1);
         }
+        // The luckyrobots entry header (correlation id, method or status) is not part of
+        // the payload: a channel of its own per ring, for pairing on replay.
+        let mut header_channels = HashMap::new();
+        if lucky {
+            for kind in traffic.rings() {
+                prelude.channels.push(ChannelDef {
+                    topic: ring_header_topic(kind),
+                    schema: None,
+                    message_encoding: "json".into(),
+                });
+                header_channels.insert(kind, prelude.channels.len() - 1);
+            }
+        }
         prelude.channels.push(ChannelDef {
             topic: RING_EVENTS_TOPIC.into(),
             schema: None,
@@ -234,6 +252,7 @@ impl Capture {
             envs,
             prelude,
             ring_channels,
+            header_channels,
             ring_events_channel,
             traffic_now_ns: 0,
             last_frame_seq: None,
@@ -555,6 +574,15 @@ impl Capture {
             };
             if let Some(images) = &mut self.images {
                 images.poll_entry(&r.payload, r.seen_ns, &mut self.prelude, out);
+            }
+            if let (Some(h), Some(&header_channel)) = (r.lucky, self.header_channels.get(&r.ring)) {
+                out.push(Message {
+                    channel: header_channel,
+                    kind: Kind::RingHeader,
+                    log_time: r.seen_ns,
+                    publish_time: r.seen_ns,
+                    data: Arc::from(lucky_header_json(h).into_bytes()),
+                });
             }
             out.push(Message {
                 channel,

@@ -42,6 +42,43 @@ pub const FRAME_SCHEMA: &str = "lrbc.recording.Frame";
 /// "raw_hex"}`.
 pub const RING_EVENTS_TOPIC: &str = "/lrbc/ring_events";
 
+/// The channel of the luckyrobots entry headers of `ring`: one JSON object per entry,
+/// `{"correlation_id": 7, "method_or_status": 2}`, written just before the entry's
+/// payload on `/lrbc/ring/<ring>`.
+pub fn ring_header_topic(ring: RegionKind) -> String {
+    format!("/lrbc/ring/{}/header", ring.as_str())
+}
+
+/// The ring of a `/lrbc/ring/<ring>/header` topic.
+pub fn ring_of_header_topic(topic: &str) -> Option<RegionKind> {
+    let name = topic.strip_prefix("/lrbc/ring/")?.strip_suffix("/header")?;
+    RegionKind::ring_named(name)
+}
+
+/// The message of a luckyrobots entry header.
+pub fn lucky_header_json(h: crate::rings::LuckyEntryHeader) -> String {
+    serde_json::json!({
+        "correlation_id": h.correlation_id,
+        "method_or_status": h.method_or_status,
+    })
+    .to_string()
+}
+
+/// The luckyrobots entry header of a `/lrbc/ring/<ring>/header` message (its payload
+/// length is the payload's, which follows).
+pub fn lucky_header_of(
+    json: &[u8],
+    payload_length: usize,
+) -> Option<crate::rings::LuckyEntryHeader> {
+    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let field = |k: &str| u32::try_from(v.get(k)?.as_u64()?).ok();
+    Some(crate::rings::LuckyEntryHeader {
+        correlation_id: field("correlation_id")?,
+        method_or_status: field("method_or_status")?,
+        payload_length: u32::try_from(payload_length).ok()?,
+    })
+}
+
 /// The `/lrbc/ring_events` message of a loss or a malformed entry; None for other events.
 pub fn ring_event_json(e: &crate::traffic::TrafficEvent) -> Option<String> {
     use crate::traffic::TrafficEvent;

@@ -427,6 +427,8 @@ impl Worker {
         let mut found = None;
         let g = self.rec.geometry.clone();
         let shared = Arc::clone(&self.shared);
+        // A luckyrobots entry's header, recorded just before its payload.
+        let mut headers = std::collections::HashMap::new();
         self.rec
             .each_message(from.saturating_add(1), end, |kind, log_ns, data| {
                 if lock(&shared.state).interrupted() {
@@ -439,8 +441,15 @@ impl Worker {
                         RecFrame::decode(log_ns, data).is_some_and(|f| has_nan(&f))
                     }
                     (Find::Error, Topic::Ring(ring)) => {
-                        crate::traffic::decode_entry(ring, ring_format(&g, ring), data, None)
+                        let lucky = headers.remove(&ring).and_then(|h: Arc<[u8]>| {
+                            crate::record::lucky_header_of(&h, data.len())
+                        });
+                        crate::traffic::decode_entry(ring, ring_format(&g, ring), data, lucky)
                             .map_or(true, |d| d.error.is_some())
+                    }
+                    (_, Topic::RingHeader(ring)) => {
+                        headers.insert(ring, Arc::clone(data));
+                        false
                     }
                     // A malformed entry is an error; a loss is not.
                     (Find::Error, Topic::RingEvent) => matches!(
@@ -564,6 +573,9 @@ impl Worker {
         let entries = self.rec.ring_between(from, cursor, limits.max_rows)?;
         {
             let mut store = lock(&self.store);
+            // A luckyrobots entry's header, recorded just before its payload.
+            let mut headers: std::collections::HashMap<RegionKind, Arc<[u8]>> =
+                std::collections::HashMap::new();
             for e in entries {
                 let (ring, log_ns, payload) = match e {
                     RingMessage::Entry {
@@ -576,14 +588,21 @@ impl Worker {
                         store.apply(event, log_ns, limits);
                         continue;
                     }
+                    RingMessage::Header { ring, json } => {
+                        headers.insert(ring, json);
+                        continue;
+                    }
                 };
+                let lucky = headers
+                    .remove(&ring)
+                    .and_then(|h| crate::record::lucky_header_of(&h[..], payload.len()));
                 // As a traffic tap would have shown it when the recorder saw it.
                 let entry = RingEntry {
                     ring,
                     format: ring_format(&g, ring),
                     position: 0,
                     payload: payload.to_vec(),
-                    lucky: None,
+                    lucky,
                     at_risk: false,
                 };
                 self.decoder.entry(entry, log_ns, &mut self.events);

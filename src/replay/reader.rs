@@ -55,6 +55,9 @@ pub enum RingMessage {
         log_ns: u64,
         event: crate::traffic::TrafficEvent,
     },
+    /// The luckyrobots entry header of the next entry of `ring` (its JSON, as recorded
+    /// on `/lrbc/ring/<ring>/header`).
+    Header { ring: RegionKind, json: Arc<[u8]> },
 }
 
 /// What a message of a recording is, among those the player reads.
@@ -66,6 +69,8 @@ pub enum Topic {
     Ring(RegionKind),
     /// `/lrbc/ring_events`.
     RingEvent,
+    /// `/lrbc/ring/<ring>/header`.
+    RingHeader(RegionKind),
 }
 
 /// The newest camera images at or before a time: the foxglove messages as recorded.
@@ -182,6 +187,8 @@ pub struct Recording {
     rings: HashMap<u16, RegionKind>,
     /// The channel of ring losses and malformed entries, when the file has it.
     ring_events: Option<u16>,
+    /// The channels of luckyrobots entry headers: channel → ring.
+    ring_headers: HashMap<u16, RegionKind>,
     /// Camera channels of the image region: channel → env.
     cameras: HashMap<u16, u32>,
     /// Streamed image channels: channel → the topic's last part.
@@ -311,6 +318,7 @@ impl Recording {
             frame_channel,
             rings,
             ring_events: None,
+            ring_headers: HashMap::new(),
             cameras: HashMap::new(),
             streams: HashMap::new(),
             known: HashSet::new(),
@@ -337,6 +345,8 @@ impl Recording {
             self.rings.insert(c.id, k);
         } else if c.topic == crate::record::RING_EVENTS_TOPIC {
             self.ring_events = Some(c.id);
+        } else if let Some(ring) = crate::record::ring_of_header_topic(&c.topic) {
+            self.ring_headers.insert(c.id, ring);
         } else if let Some(env) = camera_env(&c.topic) {
             self.cameras.insert(c.id, env);
         } else if let Some(name) = c.topic.strip_prefix("/lrbc/stream/") {
@@ -475,6 +485,8 @@ impl Recording {
                     Topic::Ring(ring)
                 } else if self.ring_events == Some(m.channel) {
                     Topic::RingEvent
+                } else if let Some(&ring) = self.ring_headers.get(&m.channel) {
+                    Topic::RingHeader(ring)
                 } else {
                     continue;
                 };
@@ -522,6 +534,10 @@ impl Recording {
                 Topic::RingEvent => match crate::record::ring_event_of(data) {
                     Some(event) => RingMessage::Event { log_ns, event },
                     None => return true,
+                },
+                Topic::RingHeader(ring) => RingMessage::Header {
+                    ring,
+                    json: Arc::clone(data),
                 },
             };
             out.push_back(m);

@@ -714,3 +714,62 @@ fn a_recordings_ring_losses_and_malformed_entries_show_in_its_traffic_list_as_th
         p.state().cursor_ns == t1 && shown() == (counts.ring_lost_bytes, true)
     });
 }
+
+#[test]
+fn recorded_luckyrobots_headers_pair_responses_by_correlation_id_and_give_status_errors() {
+    use crate::rings::{LuckyEntryHeader, lucky};
+    use crate::testutil::{TestSegment, spec};
+    use crate::traffic::{Pairing, TrafficRow};
+    let seg = TestSegment::create("replaylucky", &spec(PlanLayout::Lucky, 2));
+    let a = seg.attach();
+    let (c2s, s2c) = (
+        *a.geometry.ring(RegionKind::CmdC2s).unwrap(),
+        *a.geometry.ring(RegionKind::CmdS2c).unwrap(),
+    );
+    let mut rec = Recorder::new(a, vec![0], Cursor::new(Vec::new())).unwrap();
+    let (mut client, mut engine) = (
+        lucky::Producer::new(&seg.rw, c2s),
+        lucky::Producer::new(&seg.rw, s2c),
+    );
+    let h = |corr, word| LuckyEntryHeader {
+        correlation_id: corr,
+        method_or_status: word,
+        payload_length: 0,
+    };
+    // Two requests, answered in the other order; the second answer has a bad status.
+    client
+        .try_push(&seg.rw, h(5, 2), br#"{"mode": "warp"}"#)
+        .unwrap();
+    client
+        .try_push(&seg.rw, h(6, 1), br#"{"agent_name": "a"}"#)
+        .unwrap();
+    engine
+        .try_push(&seg.rw, h(6, 0), br#"{"success": true}"#)
+        .unwrap();
+    engine.try_push(&seg.rw, h(5, 3), br#"{}"#).unwrap();
+    let header = crate::layout::headers::LuckyHeader::FRAME_SEQ_OFFSET;
+    seg.rw.store_u64(header, 1);
+    rec.poll().unwrap();
+    let (counts, out) = rec.finish_into_inner().unwrap();
+    assert_eq!(counts.ring_entries, 4, "{counts:?}");
+    let rows = replayed_traffic(&out.into_inner(), 4);
+    let records = records_of(&rows);
+    let by_corr = |corr: u64, request: bool| {
+        records
+            .iter()
+            .find(|r| r.correlation_id == corr && r.is_request == request)
+            .unwrap_or_else(|| panic!("no {corr} {request} in {records:?}"))
+    };
+    assert_eq!(by_corr(5, true).method, "SetSimulationMode");
+    assert_eq!(by_corr(6, true).method, "ResetAgent");
+    assert_eq!(by_corr(6, false).partner, Some(by_corr(6, true).index));
+    assert_eq!(by_corr(5, false).partner, Some(by_corr(5, true).index));
+    assert_eq!(by_corr(5, false).error.as_deref(), Some("status 3"));
+    assert_eq!(by_corr(6, false).error, None);
+    assert!(records.iter().all(|r| r.pairing != Pairing::Orphan));
+    assert!(
+        !rows
+            .iter()
+            .any(|r| matches!(r, TrafficRow::Malformed { .. }))
+    );
+}
