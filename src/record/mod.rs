@@ -79,34 +79,20 @@ pub fn lucky_header_of(
     })
 }
 
-/// The `/lrbc/ring_events` message of a loss or a malformed entry; None for other events.
+/// The `/lrbc/ring_events` message of a loss or a malformed entry; None for other events:
+/// the event's `traffic --json` object, with `event` and a malformed entry's `position`.
 pub fn ring_event_json(e: &crate::traffic::TrafficEvent) -> Option<String> {
     use crate::traffic::TrafficEvent;
-    let v = match e {
-        TrafficEvent::Lost {
-            ring,
-            lost_bytes,
-            lost_entries,
-        } => serde_json::json!({
-            "event": "lost",
-            "ring": ring.as_str(),
-            "lost_bytes": lost_bytes,
-            "lost_entries": lost_entries,
-        }),
-        TrafficEvent::Malformed {
-            ring,
-            position,
-            error,
-            raw,
-        } => serde_json::json!({
-            "event": "malformed",
-            "ring": ring.as_str(),
-            "position": position,
-            "error": error,
-            "raw_hex": crate::layout::fields::hex_string(raw),
-        }),
+    let (event, position) = match e {
+        TrafficEvent::Lost { .. } => ("lost", None),
+        TrafficEvent::Malformed { position, .. } => ("malformed", Some(*position)),
         _ => return None,
     };
+    let mut v = e.to_json()?;
+    v["event"] = event.into();
+    if let Some(p) = position {
+        v["position"] = p.into();
+    }
     Some(v.to_string())
 }
 

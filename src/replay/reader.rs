@@ -220,15 +220,7 @@ impl std::fmt::Debug for Recording {
 }
 
 fn ring_kind(topic: &str) -> Option<RegionKind> {
-    let name = topic.strip_prefix("/lrbc/ring/")?;
-    [
-        RegionKind::CmdS2c,
-        RegionKind::CmdC2s,
-        RegionKind::CtlS2c,
-        RegionKind::CtlC2s,
-    ]
-    .into_iter()
-    .find(|k| k.as_str() == name)
+    RegionKind::ring_named(topic.strip_prefix("/lrbc/ring/")?)
 }
 
 /// What the index walk collects.
