@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::images::Images;
-use super::spot::Spotter;
+use super::spot::{FrameStamp, Spotter, copy_frame};
 use super::{
     Counts, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecordError, SEGMENT_METADATA,
     lucky_header_json, ring_event_json, ring_header_topic, segment_metadata,
@@ -69,15 +69,6 @@ impl Message {
     pub fn is_frame(&self) -> bool {
         self.kind == Kind::Frame
     }
-}
-
-/// When and which frame a copy is of.
-#[derive(Clone, Copy, Debug)]
-struct FrameStamp {
-    frame_seq: u64,
-    action_seq: u64,
-    frame_time_ns: u64,
-    sampled_ns: u64,
 }
 
 /// The index of `/lrbc/frame` in the prelude's channels.
@@ -384,12 +375,13 @@ impl Capture {
     }
 
     fn poll_frame(&mut self, out: &mut Vec<Message>) {
-        self.take_spotted(None, out);
         let (seg, g) = (&self.attached.segment, &self.attached.geometry);
         let now_seq = seg.load_u64(g.counters.frame_seq).unwrap_or(0);
+        self.take_spotted(now_seq, false, out);
         if self.last_frame_seq == Some(now_seq) {
             return;
         }
+        let (seg, g) = (&self.attached.segment, &self.attached.geometry);
         let passed = self
             .last_frame_seq
             .map_or(0, |last| now_seq.saturating_sub(last));
@@ -400,33 +392,19 @@ impl Capture {
             self.last_frame_seq = Some(now_seq);
             return;
         }
-        let (mut hot, mut rows, envs) = (
+        let (mut hot, mut rows) = (
             std::mem::take(&mut self.hot),
             std::mem::take(&mut self.rows),
-            &self.envs,
         );
-        let copy = snapshot::guarded_read(seg, g, 3, |s| {
-            snapshot::copy_hot_into(s, g, &mut hot);
-            snapshot::copy_rows_into(s, g, envs, &mut rows);
-        });
-        let stamp = FrameStamp {
-            frame_seq: copy.frame_seq,
-            action_seq: copy.action_seq,
-            frame_time_ns: g
-                .counters
-                .ext
-                .and_then(|e| seg.load_u64(e.frame_time_ns))
-                .unwrap_or(0),
-            sampled_ns: monotonic_now_ns(),
-        };
+        let (consistent, stamp) = copy_frame(&self.attached, &self.envs, &mut hot, &mut rows);
         // The spotter may have copied frames before this one meanwhile (this thread
         // stalled between its looks): those first.
-        self.take_spotted(Some(copy.frame_seq), out);
-        if self.last_frame_seq != Some(copy.frame_seq) {
-            self.account(copy.frame_seq);
+        self.take_spotted(stamp.frame_seq, true, out);
+        if self.last_frame_seq != Some(stamp.frame_seq) {
+            self.account(stamp.frame_seq);
             self.budget
                 .sampled(monotonic_now_ns(), crate::platform::thread_cpu_ns());
-            if copy.consistent {
+            if consistent {
                 self.emit(stamp, &hot, &rows, out);
             } else {
                 self.counts.frames_torn += 1;
@@ -436,31 +414,22 @@ impl Capture {
     }
 
     /// Records the copies the spotter handed over, in order: those after the last frame
-    /// taken and, with `before`, before that frame (which this thread copied itself). When
-    /// frames passed since the last one taken, a copy the spotter is making is waited for.
-    fn take_spotted(&mut self, before: Option<u64>, out: &mut Vec<Message>) {
+    /// taken and, when this thread `copied` frame `newest` itself, before it. When frames
+    /// passed since the last one taken, a copy the spotter is making is waited for.
+    fn take_spotted(&mut self, newest: u64, copied: bool, out: &mut Vec<Message>) {
         let Some(spot) = &self.spotter else {
             return;
         };
-        let (seg, g) = (&self.attached.segment, &self.attached.geometry);
-        let newest = before.or_else(|| seg.load_u64(g.counters.frame_seq));
         let late = self
             .last_frame_seq
-            .zip(newest)
-            .is_some_and(|(last, newest)| newest.saturating_sub(last) > 1);
+            .is_some_and(|last| newest.saturating_sub(last) > 1);
         for c in spot.take(late) {
-            let after_last = self.last_frame_seq.is_none_or(|last| c.frame_seq > last);
-            if !after_last || before.is_some_and(|b| c.frame_seq >= b) {
+            let f = c.stamp.frame_seq;
+            if self.last_frame_seq.is_some_and(|last| f <= last) || (copied && f >= newest) {
                 continue;
             }
-            self.account(c.frame_seq);
-            let stamp = FrameStamp {
-                frame_seq: c.frame_seq,
-                action_seq: c.action_seq,
-                frame_time_ns: c.frame_time_ns,
-                sampled_ns: c.sampled_ns,
-            };
-            self.emit(stamp, &c.hot, &c.rows, out);
+            self.account(f);
+            self.emit(c.stamp, &c.hot, &c.rows, out);
         }
     }
 

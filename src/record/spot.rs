@@ -20,13 +20,45 @@ const NAP_NS: u64 = 50_000;
 /// Copies handed over and not yet taken, at most (the oldest go first).
 const QUEUE: usize = 16;
 
+/// When and which frame a copy is of.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FrameStamp {
+    pub frame_seq: u64,
+    pub action_seq: u64,
+    pub frame_time_ns: u64,
+    pub sampled_ns: u64,
+}
+
+/// A guarded copy of the newest frame's hot data and `envs`' rows into `hot` and `rows`
+/// (the capture's and the spotter's): whether it is consistent, and its stamp.
+pub(super) fn copy_frame(
+    a: &Attached,
+    envs: &[u32],
+    hot: &mut HotData,
+    rows: &mut Vec<f32>,
+) -> (bool, FrameStamp) {
+    let (seg, g) = (&a.segment, &a.geometry);
+    let copy = snapshot::guarded_read(seg, g, 3, |s| {
+        snapshot::copy_hot_into(s, g, hot);
+        snapshot::copy_rows_into(s, g, envs, rows);
+    });
+    let stamp = FrameStamp {
+        frame_seq: copy.frame_seq,
+        action_seq: copy.action_seq,
+        frame_time_ns: g
+            .counters
+            .ext
+            .and_then(|e| seg.load_u64(e.frame_time_ns))
+            .unwrap_or(0),
+        sampled_ns: monotonic_now_ns(),
+    };
+    (copy.consistent, stamp)
+}
+
 /// A consistent copy of a frame the capture had not taken.
 #[derive(Debug)]
 pub(super) struct SpotCopy {
-    pub frame_seq: u64,
-    pub action_seq: u64,
-    pub sampled_ns: u64,
-    pub frame_time_ns: u64,
+    pub stamp: FrameStamp,
     pub hot: HotData,
     pub rows: Vec<f32>,
 }
@@ -156,28 +188,13 @@ fn run(a: &Attached, envs: &[u32], h: &Handover) {
             // Relaxed: the Release store below, after the push, ends the copy.
             h.copying.store(true, Ordering::Relaxed);
             let (mut hot, mut rows) = (HotData::default(), Vec::new());
-            let copy = snapshot::guarded_read(seg, g, 3, |s| {
-                snapshot::copy_hot_into(s, g, &mut hot);
-                snapshot::copy_rows_into(s, g, envs, &mut rows);
-            });
-            if copy.consistent && late(copy.frame_seq) {
-                let frame_time_ns = g
-                    .counters
-                    .ext
-                    .and_then(|e| seg.load_u64(e.frame_time_ns))
-                    .unwrap_or(0);
+            let (consistent, stamp) = copy_frame(a, envs, &mut hot, &mut rows);
+            if consistent && late(stamp.frame_seq) {
                 let mut q = lock(&h.copies);
                 if q.len() >= QUEUE {
                     q.pop_front();
                 }
-                q.push_back(SpotCopy {
-                    frame_seq: copy.frame_seq,
-                    action_seq: copy.action_seq,
-                    sampled_ns: monotonic_now_ns(),
-                    frame_time_ns,
-                    hot,
-                    rows,
-                });
+                q.push_back(SpotCopy { stamp, hot, rows });
             }
             // Release: pairs with the Acquire load in `Spotter::take`, so that a copy
             // pushed is seen once the flag is down.
