@@ -6,11 +6,12 @@
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
+use super::lock;
 use super::{Capture, FileSink, Message, Prelude, RecordError, Rolling, RollingLimits};
 use crate::attach::Attached;
 
@@ -18,10 +19,6 @@ use crate::attach::Attached;
 const CHUNK_EVERY_NS: u64 = 1_000_000_000;
 /// How often the status is brought up to date.
 const STATUS_EVERY_NS: u64 = 100_000_000;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Something the flight recorder did, for the status bar.
 #[derive(Clone, Debug, PartialEq, Eq)]

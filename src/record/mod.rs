@@ -31,6 +31,11 @@ use crate::layout::RegionKind;
 #[cfg(test)]
 use crate::rpc::recording_fb as fb;
 
+/// Locks `m`; a panic in another holder leaves plain values, still usable.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The channel of frames.
 pub const FRAME_TOPIC: &str = "/lrbc/frame";
 /// The schema name of frames.

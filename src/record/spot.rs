@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::lock;
 use crate::attach::Attached;
 use crate::segment::monotonic_now_ns;
 use crate::snapshot::{self, HotData};
@@ -81,11 +82,6 @@ struct Handover {
 pub(super) struct Spotter {
     handover: Arc<Handover>,
     thread: Option<std::thread::JoinHandle<()>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic elsewhere leaves plain values.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Spotter {

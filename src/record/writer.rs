@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::lock;
 use super::{FileSink, Message, Prelude, RecordError};
 
 /// Messages handed over and not yet written, in bytes, at most: past it the capture
@@ -121,11 +122,6 @@ impl<W: Write + Seek + Send + 'static> Drop for Writer<W> {
             let _ = t.join();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic elsewhere leaves a plain value.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn run<W: Write + Seek>(
