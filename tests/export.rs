@@ -14,7 +14,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{python, record_live_run, run_inspector, temp_file};
+use common::{python, record_nan_run, run_inspector, temp_file};
 use lrbc_inspector::replay::{Event, ReadError, RecFrame, Recording, read_recording};
 
 fn target_file(tag: &str, ext: &str) -> PathBuf {
@@ -24,24 +24,7 @@ fn target_file(tag: &str, ext: &str) -> PathBuf {
 /// Records 2 s of an engine with 6 envs (`obs` observations, 2 actions) that writes a
 /// NaN at step 20, stepped by a client at 200 Hz, recording envs 0, 2 and 5.
 fn record_a_live_run(tag: &str, obs: &str) -> PathBuf {
-    let engine = [
-        "--envs",
-        "6",
-        "--obs",
-        obs,
-        "--act",
-        "2",
-        "--image",
-        "none",
-        "--nan-at-step",
-        "20",
-    ];
-    record_live_run(
-        &format!("export-{tag}"),
-        &engine,
-        &["--duration", "2", "--envs", "0,2,5"],
-    )
-    .0
+    record_nan_run(&format!("export-{tag}"), obs).0
 }
 
 /// Frames in the chunks of a finished recording that end at or before `cut` (all: None).

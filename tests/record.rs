@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 
 use common::{
-    SimEngine, inspector, line_channel, next_line, python, record_live_run, temp_file,
+    SimEngine, inspector, line_channel, next_line, python, record_nan_run, temp_file,
     wait_with_deadline,
 };
 use crossbeam_channel::Receiver;
@@ -24,22 +24,7 @@ use lrbc_inspector::rpc::recording_fb;
 /// Records 2 s of an engine with 6 envs (obs 5, act 2) that writes a NaN at step 20,
 /// stepped by a client, recording envs 0, 2 and 5. Returns the file.
 fn record_a_live_run(tag: &str) -> PathBuf {
-    let (out, stderr) = record_live_run(
-        tag,
-        &[
-            "--envs",
-            "6",
-            "--obs",
-            "5",
-            "--act",
-            "2",
-            "--image",
-            "none",
-            "--nan-at-step",
-            "20",
-        ],
-        &["--duration", "2", "--envs", "0,2,5"],
-    );
+    let (out, stderr) = record_nan_run(tag, "5");
     assert!(stderr.contains("duration reached"), "{stderr}");
     out
 }
@@ -138,6 +123,14 @@ fn start_open_ended(engine: &SimEngine, tag: &str) -> (Child, Child, PathBuf, Re
     (record, client, out, lines)
 }
 
+/// An engine of 2 envs × obs 3 × act 1 without images, in its own process.
+fn small_engine() -> SimEngine {
+    SimEngine::start(
+        "record",
+        &["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"],
+    )
+}
+
 /// Frames in a finished file (reading fails on a file without its summary and footer).
 fn frames_in(path: &PathBuf) -> usize {
     let bytes = std::fs::read(path).unwrap();
@@ -153,10 +146,7 @@ fn frames_in(path: &PathBuf) -> usize {
 
 #[test]
 fn ctrl_c_finishes_the_file() {
-    let engine = SimEngine::start(
-        "record",
-        &["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"],
-    );
+    let engine = small_engine();
     let (record, mut client, out, lines) = start_open_ended(&engine, "sigint");
     common::interrupt(record.id());
     let output = wait_with_deadline(record);
@@ -171,10 +161,7 @@ fn ctrl_c_finishes_the_file() {
 
 #[test]
 fn the_engine_dying_ends_the_recording_with_one_line_and_a_finished_file() {
-    let mut engine = SimEngine::start(
-        "record",
-        &["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"],
-    );
+    let mut engine = small_engine();
     let (record, mut client, out, lines) = start_open_ended(&engine, "death");
     let mut child = engine.child.take().unwrap();
     let _ = child.kill();
@@ -213,10 +200,7 @@ fn frames_up_to_the_first_error(bytes: &[u8]) -> usize {
 
 #[test]
 fn a_killed_recorder_leaves_a_file_that_reads_up_to_its_last_whole_chunk() {
-    let engine = SimEngine::start(
-        "record",
-        &["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"],
-    );
+    let engine = small_engine();
     let (mut record, mut client, out, lines) = start_open_ended(&engine, "sigkill");
     // A chunk ends each second before the progress line: after two lines, two chunks
     // are in the file.
@@ -243,10 +227,7 @@ fn a_killed_recorder_leaves_a_file_that_reads_up_to_its_last_whole_chunk() {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_full_disk_is_one_line_and_exit_1() {
-    let engine = SimEngine::start(
-        "record",
-        &["--envs", "2", "--obs", "3", "--act", "1", "--image", "none"],
-    );
+    let engine = small_engine();
     let record = inspector()
         .args([
             "record",

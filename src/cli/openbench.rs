@@ -113,17 +113,22 @@ fn drop_caches() -> bool {
     cfg!(target_os = "linux") && std::fs::write("/proc/sys/vm/drop_caches", "1").is_ok()
 }
 
-/// `open` in an app that is already up: (ms to the end of the first pass that draws a
-/// frame of the recording, its frame_seq).
-fn first_frame(path: &Path) -> Result<(f64, u64), CliError> {
-    let ctx = egui::Context::default();
-    let mut app = InspectorApp::new(
-        &ctx,
+/// The window with default settings and the benchmarks' panel grid, attached to nothing.
+fn app(ctx: &egui::Context) -> InspectorApp {
+    InspectorApp::new(
+        ctx,
         Settings::default(),
         Some(grid_tree()),
         None,
         LayoutChoice::Auto,
-    );
+    )
+}
+
+/// `open` in an app that is already up: (ms to the end of the first pass that draws a
+/// frame of the recording, its frame_seq).
+fn first_frame(path: &Path) -> Result<(f64, u64), CliError> {
+    let ctx = egui::Context::default();
+    let mut app = app(&ctx);
     let mut renderer = HeadlessRenderer::new();
     let size = egui::vec2(1600.0, 1000.0);
     // The window's own start (fonts) is not part of opening the file.
@@ -164,13 +169,7 @@ struct Scrub {
 /// `cold`.
 fn scrub(path: &Path, seeks: usize, cold: bool) -> Result<Scrub, CliError> {
     let ctx = egui::Context::default();
-    let mut app = InspectorApp::new(
-        &ctx,
-        Settings::default(),
-        Some(grid_tree()),
-        None,
-        LayoutChoice::Auto,
-    );
+    let mut app = app(&ctx);
     app.open_recording(path);
     let session = app
         .session

@@ -8,7 +8,7 @@ use crate::layout::plan::PlanLayout;
 use crate::layout::{Geometry, RegionKind};
 use crate::record::Recorder;
 use crate::sampler::{Counters, FrameAgg, Ring, SamplerData};
-use crate::sim::engine::{Engine, EngineConfig, Mode};
+use crate::sim::engine::{Engine, EngineConfig};
 use crate::testutil::unique_name;
 use crate::traffic::TrafficStore;
 use std::collections::BTreeMap;
@@ -331,21 +331,8 @@ fn raw_image(width: u32, height: u32, encoding: &str, step: u32, data: &[u8]) ->
 fn the_image_region_of_a_recording_is_the_recorded_envs_pixels_and_bad_images_are_explained() {
     let name = unique_name("replay-img");
     let e = Engine::create(EngineConfig {
-        name,
-        layout: PlanLayout::Lrbc { ext: true },
-        num_envs: 3,
-        obs_size: 1,
-        act_size: 1,
         image: Some((4, 2, 4)),
-        mode: Mode::Training,
-        hz: 60.0,
-        ring_size: 4096,
-        ctl_ring_size: None,
-        force: false,
-        dynamics: true,
-        camera_hz: 30.0,
-        seed: 3,
-        nan_at_step: None,
+        ..EngineConfig::small(name, PlanLayout::Lrbc { ext: true }, 3, 1, 1)
     })
     .unwrap();
     let g = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto)

@@ -353,3 +353,24 @@ pub fn record_live_run(tag: &str, engine_args: &[&str], record_args: &[&str]) ->
     assert!(output.status.success(), "record failed: {stderr}");
     (out, stderr)
 }
+
+/// [`record_live_run`] of an engine with 6 envs × obs `obs` × act 2, no images, that
+/// writes a NaN at step 20, recording envs 0, 2 and 5 for 2 s.
+pub fn record_nan_run(tag: &str, obs: &str) -> (PathBuf, String) {
+    record_live_run(
+        tag,
+        &[
+            "--envs",
+            "6",
+            "--obs",
+            obs,
+            "--act",
+            "2",
+            "--image",
+            "none",
+            "--nan-at-step",
+            "20",
+        ],
+        &["--duration", "2", "--envs", "0,2,5"],
+    )
+}
