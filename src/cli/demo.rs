@@ -68,10 +68,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         ],
         Stdio::null(),
     )?;
-    // Windows and macOS always have one; X11 and Wayland say where theirs is.
-    let display = !cfg!(target_os = "linux")
-        || std::env::var_os("DISPLAY").is_some()
-        || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    let display = crate::ui::display_available();
     eprintln!(
         "demo: engine pid {}, client pid {} at {} Hz, segment {name}; Ctrl-C stops all three",
         engine.pid(),

@@ -56,6 +56,10 @@ pub struct WindowArgs {
     /// frame; default: as last set, 1).
     #[arg(long, value_name = "PCT", value_parser = args::parse_percent)]
     pub busy_budget: Option<f32>,
+    /// Start recording (as Record in the status bar) once attached to a live segment;
+    /// the file goes to the recordings folder (Settings).
+    #[arg(long)]
+    pub record: bool,
 }
 
 impl WindowArgs {
@@ -63,6 +67,7 @@ impl WindowArgs {
         crate::ui::settings::Overrides {
             memory_budget_mib: self.memory_budget,
             busy_budget_percent: self.busy_budget,
+            record: self.record,
         }
     }
 }
@@ -283,13 +288,11 @@ impl CliError {
     }
 }
 
-/// Set by SIGINT or SIGTERM; long-running commands poll it and exit cleanly.
+/// Set by Ctrl-C (SIGINT, SIGTERM; Ctrl-C, Ctrl-Break or closing a Windows console);
+/// long-running commands and the window poll it and end cleanly.
 pub fn stop_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // Registration fails only for forbidden signals; these two are allowed.
-        let _ = signal_hook::flag::register(signal, Arc::clone(&flag));
-    }
+    crate::platform::stop_on_interrupt(&flag);
     flag
 }
 
@@ -318,6 +321,8 @@ pub fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
+    // Before anything prints: on Windows, output goes to the console started from.
+    crate::platform::attach_to_parent_console();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),

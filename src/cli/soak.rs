@@ -147,8 +147,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Other(e.to_string()))?;
     }
     let mut data_samples: Vec<(f64, u64)> = Vec::new();
-    let display =
-        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    let display = crate::ui::display_available();
     if display {
         observers.push(Observed {
             label: "the window on $DISPLAY, every panel",

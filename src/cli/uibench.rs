@@ -554,7 +554,7 @@ fn rate_table(secs: f64) -> Result<(), CliError> {
         "engine's unpaced lock-step rate, train4096, each observer switched off and on in \
          windows of 0.1 s, blocks of off-on-on-off, {secs:.0} s of one run each:"
     );
-    let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
+    let display = crate::ui::display_available();
     let mut observers = vec![
         Observer::Watch,
         Observer::WatchEveryFrame,

@@ -14,6 +14,15 @@ mod windows;
 #[cfg(windows)]
 pub use windows::*;
 
+/// The OpenGL driver's renderer name (`GL_RENDERER`: "llvmpipe (LLVM …)", "NVIDIA
+/// GeForce …"), for the window to tell a software rasteriser from a GPU.
+pub fn gl_renderer(gl: &eframe::glow::Context) -> String {
+    use eframe::glow::HasContext as _;
+    // SAFETY: eframe hands the context out current on the thread that calls this (the
+    // window's creation callback); RENDERER is a valid string query.
+    unsafe { gl.get_parameter_string(eframe::glow::RENDERER) }
+}
+
 /// What to ask of another process (`send_signal`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {

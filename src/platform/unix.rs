@@ -156,6 +156,33 @@ pub fn send_signal(pid: u32, signal: Signal) -> bool {
     unsafe { libc::kill(pid, sig) == 0 }
 }
 
+/// Sets `flag` on SIGINT (Ctrl-C) and SIGTERM instead of their default action (ending the
+/// process at once), so that the command or the window stops as it would by itself.
+pub fn stop_on_interrupt(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // Registration fails only for forbidden signals; these two are allowed.
+        let _ = signal_hook::flag::register(signal, std::sync::Arc::clone(flag));
+    }
+}
+
+/// A Unix program has its terminal already; nothing to attach to.
+pub fn attach_to_parent_console() {}
+
+/// The user's home folder (`$HOME`).
+pub fn home_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
+/// The user's pictures folder: `$XDG_PICTURES_DIR`, else `~/Pictures`.
+pub fn pictures_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("XDG_PICTURES_DIR")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| home_dir().map(|h| h.join("Pictures")))
+}
+
 /// Restores the default action of SIGPIPE, so that writing to a closed pipe
 /// (`lrbc-inspector traffic | head`) ends the process quietly, as Unix tools do,
 /// instead of failing every later write.

@@ -1,6 +1,7 @@
 //! The Windows backend of `platform` (through `windows-sys`).
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use windows_sys::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
@@ -14,6 +15,7 @@ use windows_sys::Win32::System::Threading::{
     SetThreadAffinityMask, SetThreadPriority, THREAD_PRIORITY_BELOW_NORMAL, THREAD_PRIORITY_LOWEST,
     TerminateProcess,
 };
+use windows_sys::core::BOOL;
 
 use super::{CpuTimes, Signal};
 
@@ -183,6 +185,157 @@ pub fn terminate_with_parent(_command: &mut std::process::Command) {
         // the children.
         job as usize
     });
+}
+
+/// The flags that a console's Ctrl-C, Ctrl-Break or close sets (`stop_on_interrupt`).
+fn stop_flags() -> &'static std::sync::Mutex<Vec<Arc<AtomicBool>>> {
+    static FLAGS: OnceLock<std::sync::Mutex<Vec<Arc<AtomicBool>>>> = OnceLock::new();
+    FLAGS.get_or_init(Default::default)
+}
+
+/// Windows calls this on a thread of its own for each console event.
+unsafe extern "system" fn on_console_event(event: u32) -> BOOL {
+    use windows_sys::Win32::System::Console::{
+        CTRL_BREAK_EVENT, CTRL_C_EVENT, CTRL_CLOSE_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
+    };
+    if !matches!(
+        event,
+        CTRL_C_EVENT
+            | CTRL_BREAK_EVENT
+            | CTRL_CLOSE_EVENT
+            | CTRL_LOGOFF_EVENT
+            | CTRL_SHUTDOWN_EVENT
+    ) {
+        return 0;
+    }
+    let flags = stop_flags()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    for f in &flags {
+        // Relaxed: a flag with no data behind it (its readers poll it).
+        f.store(true, Ordering::Relaxed);
+    }
+    if event != CTRL_C_EVENT && event != CTRL_BREAK_EVENT {
+        // Windows ends the process as soon as this returns (the console closes, the user
+        // logs off): give the main thread the time Windows allows (5 s) to finish; its
+        // exit ends this thread.
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
+    1
+}
+
+/// Sets `flag` on Ctrl-C or Ctrl-Break in the console, and when the console closes or
+/// the user logs off, instead of the default (ending the process at once), so that the
+/// command or the window stops as it would by itself. Without a console it is never set
+/// from here (the window is closed by its own button, or by `taskkill`, which closes it).
+pub fn stop_on_interrupt(flag: &Arc<AtomicBool>) {
+    use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+    let mut flags = stop_flags()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if flags.is_empty() {
+        // SAFETY: `on_console_event` has the signature of a PHANDLER_ROUTINE and lives
+        // as long as the program.
+        unsafe { SetConsoleCtrlHandler(Some(on_console_event), 1) };
+    }
+    flags.push(Arc::clone(flag));
+}
+
+/// This program is a Windows GUI program (no console window when started from
+/// Explorer). Started from a console, it attaches to that console and writes its
+/// command-line output there: each standard handle the parent did not give (no pipe,
+/// file or NUL) is pointed at the console. Handles the parent gave are kept as they are.
+pub fn attach_to_parent_console() {
+    use windows_sys::Win32::Foundation::{GENERIC_READ, GENERIC_WRITE, INVALID_HANDLE_VALUE};
+    use windows_sys::Win32::Storage::FileSystem::{
+        CreateFileW, FILE_SHARE_READ, FILE_SHARE_WRITE, OPEN_EXISTING,
+    };
+    use windows_sys::Win32::System::Console::{
+        ATTACH_PARENT_PROCESS, AttachConsole, GetStdHandle, STD_ERROR_HANDLE, STD_INPUT_HANDLE,
+        STD_OUTPUT_HANDLE, SetStdHandle,
+    };
+    let given = |id| {
+        // SAFETY: GetStdHandle has no preconditions.
+        let h = unsafe { GetStdHandle(id) };
+        !h.is_null() && h != INVALID_HANDLE_VALUE
+    };
+    let ids = [STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE];
+    if ids.iter().all(|&id| given(id)) {
+        return;
+    }
+    // SAFETY: AttachConsole has no memory-safety preconditions; failure is checked:
+    // no parent console (started from Explorer) ends here, while "access denied" means
+    // that this process has a console already (Wine gives GUI programs their parent's).
+    if unsafe { AttachConsole(ATTACH_PARENT_PROCESS) } == 0
+        && std::io::Error::last_os_error().raw_os_error()
+            != Some(windows_sys::Win32::Foundation::ERROR_ACCESS_DENIED as i32)
+    {
+        return;
+    }
+    for id in ids {
+        if given(id) {
+            continue;
+        }
+        let device: Vec<u16> = if id == STD_INPUT_HANDLE {
+            "CONIN$"
+        } else {
+            "CONOUT$"
+        }
+        .encode_utf16()
+        .chain(std::iter::once(0))
+        .collect();
+        // SAFETY: `device` is a NUL-terminated name that outlives the call; null security
+        // attributes and template are allowed; an invalid result is checked.
+        let h = unsafe {
+            CreateFileW(
+                device.as_ptr(),
+                GENERIC_READ | GENERIC_WRITE,
+                FILE_SHARE_READ | FILE_SHARE_WRITE,
+                std::ptr::null(),
+                OPEN_EXISTING,
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        if h != INVALID_HANDLE_VALUE {
+            // SAFETY: `h` is a console handle opened above, kept open for the process's life.
+            unsafe { SetStdHandle(id, h) };
+        }
+    }
+}
+
+/// A known folder's path (`SHGetKnownFolderPath`), None where Windows has none.
+fn known_folder(id: &windows_sys::core::GUID) -> Option<std::path::PathBuf> {
+    use std::os::windows::ffi::OsStringExt as _;
+    use windows_sys::Win32::System::Com::CoTaskMemFree;
+    use windows_sys::Win32::UI::Shell::SHGetKnownFolderPath;
+    let mut path: windows_sys::core::PWSTR = std::ptr::null_mut();
+    // SAFETY: `id` is a valid GUID; `path` is writable; a null token is the current
+    // user. The string Windows returns is freed below, on success and failure alike.
+    let hr = unsafe { SHGetKnownFolderPath(id, 0, std::ptr::null_mut(), &mut path) };
+    let out = (hr >= 0 && !path.is_null()).then(|| {
+        // SAFETY: on success `path` is a NUL-terminated UTF-16 string; its length is
+        // counted up to the NUL.
+        let units = unsafe {
+            let len = (0..).take_while(|&i| *path.add(i) != 0).count();
+            std::slice::from_raw_parts(path, len)
+        };
+        std::path::PathBuf::from(std::ffi::OsString::from_wide(units))
+    });
+    // SAFETY: `path` was allocated by SHGetKnownFolderPath (or is null, which is allowed).
+    unsafe { CoTaskMemFree(path.cast()) };
+    out.filter(|p| !p.as_os_str().is_empty())
+}
+
+/// The user's profile folder (`%USERPROFILE%`, `C:\Users\NAME`).
+pub fn home_dir() -> Option<std::path::PathBuf> {
+    known_folder(&windows_sys::Win32::UI::Shell::FOLDERID_Profile)
+}
+
+/// The user's Pictures folder (where Windows keeps it, perhaps moved to OneDrive).
+pub fn pictures_dir() -> Option<std::path::PathBuf> {
+    known_folder(&windows_sys::Win32::UI::Shell::FOLDERID_Pictures)
 }
 
 fn system_info() -> SYSTEM_INFO {

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod decimate;
+pub mod icon;
 pub mod panels;
 pub mod raster;
 pub mod screenshot;
@@ -11,13 +12,16 @@ pub mod widgets;
 
 pub use app::InspectorApp;
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use crate::attach::Target;
 use crate::layout::LayoutChoice;
 
 /// The nice value of the window's thread (and of the threads the GL driver starts).
 const WINDOW_NICE: i32 = 15;
 
-/// Opens the window (blocks until it is closed).
+/// Opens the window (blocks until it is closed, or Ctrl-C closes it).
 pub fn run_window(
     target: Option<Target>,
     choice: LayoutChoice,
@@ -26,11 +30,12 @@ pub fn run_window(
     run_window_until(target, choice, None, overrides)
 }
 
-/// Opens the window; it closes itself when `stop` is set (Ctrl-C in `demo`).
+/// Opens the window; it closes itself, as its close button would, when `stop` is set
+/// (by default, and in `demo`, by Ctrl-C).
 pub fn run_window_until(
     target: Option<Target>,
     choice: LayoutChoice,
-    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    stop: Option<Arc<AtomicBool>>,
     overrides: settings::Overrides,
 ) -> Result<(), String> {
     run_window_on(target, None, choice, stop, overrides)
@@ -44,23 +49,39 @@ pub fn run_window_on_recording(
     run_window_on(None, Some(path), LayoutChoice::Auto, None, overrides)
 }
 
-fn run_window_on(
-    target: Option<Target>,
-    recording: Option<std::path::PathBuf>,
-    choice: LayoutChoice,
-    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-    overrides: settings::Overrides,
-) -> Result<(), String> {
-    let options = eframe::NativeOptions {
+/// Whether a window can be opened here: always on Windows and macOS; on Linux and the
+/// BSDs, when X11 (`DISPLAY`) or Wayland (`WAYLAND_DISPLAY`, `WAYLAND_SOCKET`) says
+/// where its display is.
+pub fn display_available() -> bool {
+    if cfg!(any(windows, target_os = "macos")) {
+        return true;
+    }
+    let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    set("DISPLAY") || set("WAYLAND_DISPLAY") || set("WAYLAND_SOCKET")
+}
+
+/// The window's options: title, size and icon.
+pub fn native_options() -> eframe::NativeOptions {
+    eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("lrbc-inspector")
+            .with_app_id("lrbc-inspector")
+            .with_icon(Arc::new(icon::window_icon()))
             .with_inner_size([1400.0, 900.0])
             .with_min_inner_size([640.0, 400.0]),
         persist_window: true,
         ..Default::default()
-    };
-    let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
-    if !set("DISPLAY") && !set("WAYLAND_DISPLAY") && !set("WAYLAND_SOCKET") {
+    }
+}
+
+fn run_window_on(
+    target: Option<Target>,
+    recording: Option<std::path::PathBuf>,
+    choice: LayoutChoice,
+    stop: Option<Arc<AtomicBool>>,
+    overrides: settings::Overrides,
+) -> Result<(), String> {
+    if !display_available() {
         return Err(
             "no display to open the window on (DISPLAY and WAYLAND_DISPLAY are unset); \
              the command-line views work without one (`lrbc-inspector --help`), or run under X \
@@ -68,6 +89,14 @@ fn run_window_on(
                 .into(),
         );
     }
+    let options = native_options();
+    // Ctrl-C closes the window as its close button does: settings saved, the control
+    // lease released, a recording under way finished.
+    let stop = stop.unwrap_or_else(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        crate::platform::stop_on_interrupt(&flag);
+        flag
+    });
     // Drawing yields to the engine, the trainer and the sampler: the window thread and
     // every thread it starts from here on (a software rasteriser's among them) run niced.
     crate::platform::lower_thread_priority(WINDOW_NICE);
@@ -82,11 +111,16 @@ fn run_window_on(
                 .with(overrides);
             let tree = cc.storage.and_then(|s| eframe::get_value(s, app::TREE_KEY));
             let mut app = InspectorApp::new(&cc.egui_ctx, settings, tree, target, choice);
-            app.close_when = stop;
+            app.close_when = Some(stop);
+            app.record_when_attached = overrides.record;
             if let Some(path) = &recording {
                 app.open_recording(path);
             }
-            app.software_rendering = app::software_rendering_likely();
+            app.software_rendering = app::software_rendering_likely()
+                || cc
+                    .gl
+                    .as_deref()
+                    .is_some_and(|gl| app::software_renderer(&crate::platform::gl_renderer(gl)));
             Ok(Box::new(app))
         }),
     )

@@ -127,27 +127,21 @@ impl Default for Settings {
     }
 }
 
-/// `$XDG_PICTURES_DIR/lrbc-inspector`, else `~/Pictures/lrbc-inspector`, else
+/// The user's pictures folder's `lrbc-inspector` (Linux: `$XDG_PICTURES_DIR`, else
+/// `~/Pictures`; Windows: the Pictures known folder), else
 /// `./lrbc-inspector-screenshots`.
 pub fn default_screenshot_dir() -> PathBuf {
-    if let Some(p) = std::env::var_os("XDG_PICTURES_DIR") {
-        return PathBuf::from(p).join("lrbc-inspector");
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        return PathBuf::from(home).join("Pictures").join("lrbc-inspector");
-    }
-    PathBuf::from("lrbc-inspector-screenshots")
+    crate::platform::pictures_dir().map_or_else(
+        || PathBuf::from("lrbc-inspector-screenshots"),
+        |p| p.join("lrbc-inspector"),
+    )
 }
 
-/// `$HOME/lrbc-recordings` (`%USERPROFILE%\\lrbc-recordings` on Windows), else
-/// `./lrbc-recordings`.
+/// `lrbc-recordings` in the user's home folder (Linux: `$HOME`; Windows: the profile
+/// folder, `%USERPROFILE%`), else `./lrbc-recordings`.
 pub fn default_recordings_dir() -> PathBuf {
-    let home = if cfg!(windows) {
-        std::env::var_os("USERPROFILE").or_else(|| std::env::var_os("HOME"))
-    } else {
-        std::env::var_os("HOME")
-    };
-    home.map_or_else(PathBuf::new, PathBuf::from)
+    crate::platform::home_dir()
+        .unwrap_or_default()
         .join("lrbc-recordings")
 }
 
@@ -157,6 +151,9 @@ pub fn default_recordings_dir() -> PathBuf {
 pub struct Overrides {
     pub memory_budget_mib: Option<u32>,
     pub busy_budget_percent: Option<f32>,
+    /// Record from the start (as Record in the status bar), once a live segment is
+    /// attached; not a setting (not kept).
+    pub record: bool,
 }
 
 impl Settings {

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, bounded};
 use serde_json::Value;
 
+#[cfg(windows)]
+pub mod win32;
 pub mod window;
 
 /// How long any single expected event may take before the test fails.
@@ -373,4 +375,32 @@ pub fn record_nan_run(tag: &str, obs: &str) -> (PathBuf, String) {
         ],
         &["--duration", "2", "--envs", "0,2,5"],
     )
+}
+
+/// A child process that is killed and reaped when dropped, so that a failing test leaves
+/// nothing running (nor holding the test run's output open).
+pub struct Guarded(Option<Child>);
+
+impl Guarded {
+    pub fn new(child: Child) -> Self {
+        Self(Some(child))
+    }
+
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("the child is there until finished")
+    }
+
+    /// Its output once it exits, within the deadline.
+    pub fn finish(mut self) -> std::process::Output {
+        wait_with_deadline(self.0.take().expect("the child is there until finished"))
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }

@@ -174,6 +174,14 @@ impl InspectorApp {
                 Err(e) => self.flight.error = Some(format!("flight recorder: {e}")),
             }
         }
+        if self.record_when_attached
+            && let Some(f) = &self.flight.flight
+        {
+            self.record_when_attached = false;
+            if let Err(e) = f.start_recording(&self.settings.recordings_dir) {
+                errors.push(format!("flight recorder: {e}"));
+            }
+        }
         for e in errors {
             self.say(e, true);
         }

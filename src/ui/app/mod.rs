@@ -12,7 +12,9 @@ mod settings_menu;
 mod status_bar;
 mod timeline;
 
-pub use pacing::{BUSY_REDRAW_HZ, redraw_rate, software_rendering_likely, throttled_waker};
+pub use pacing::{
+    BUSY_REDRAW_HZ, redraw_rate, software_renderer, software_rendering_likely, throttled_waker,
+};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -78,6 +80,8 @@ pub struct InspectorApp {
     flight: flight::FlightUi,
     /// The window closes itself when this is set.
     pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Start recording once the flight recorder runs on a live segment (`--record`).
+    pub record_when_attached: bool,
 }
 
 impl std::fmt::Debug for InspectorApp {
@@ -138,6 +142,7 @@ impl InspectorApp {
             shown_title: String::new(),
             t0_ns: monotonic_now_ns(),
             close_when: None,
+            record_when_attached: false,
             flight: flight::FlightUi::default(),
         };
         if let Some(t) = target {

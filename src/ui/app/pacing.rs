@@ -29,18 +29,39 @@ pub fn throttled_waker(
     })
 }
 
-/// Whether OpenGL here is most likely Mesa's software rasteriser: no GPU render node, or
-/// software rendering asked for. Redrawing then costs whole cores, so the window redraws
-/// less often by default.
+/// Whether OpenGL here is most likely a software rasteriser, before the window exists:
+/// software rendering asked for (Mesa's `LIBGL_ALWAYS_SOFTWARE`), or, on Linux and the
+/// BSDs, no GPU render node in `/dev/dri`. Redrawing then costs whole cores, so the
+/// window redraws less often by default. Once the window exists, [`software_renderer`]
+/// tells from the driver's own name.
 pub fn software_rendering_likely() -> bool {
     if std::env::var_os("LIBGL_ALWAYS_SOFTWARE").is_some_and(|v| v != "0") {
         return true;
+    }
+    if cfg!(any(windows, target_os = "macos")) {
+        // No /dev/dri to look at: the driver's name tells, once there is a context.
+        return false;
     }
     let has_render_node = std::fs::read_dir("/dev/dri").is_ok_and(|d| {
         d.filter_map(Result::ok)
             .any(|e| e.file_name().to_string_lossy().starts_with("renderD"))
     });
     !has_render_node
+}
+
+/// Whether an OpenGL renderer's name (`GL_RENDERER`) is a software rasteriser: Mesa's
+/// llvmpipe and softpipe, SwiftShader, Windows' own GDI renderer and Basic Render Driver.
+pub fn software_renderer(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "llvmpipe",
+        "softpipe",
+        "swiftshader",
+        "gdi generic",
+        "basic render",
+    ]
+    .iter()
+    .any(|s| name.contains(s))
 }
 
 /// Redraws per second while the machine has no spare CPU (the sampler is yielding) and
@@ -126,5 +147,27 @@ mod tests {
         assert_eq!(redraw_rate(30, true, true), 30);
         assert_eq!(redraw_rate(1, false, false), 5);
         assert_eq!(redraw_rate(1000, false, false), 240);
+    }
+}
+
+#[cfg(test)]
+mod renderer_tests {
+    #[test]
+    fn software_rasterisers_are_told_from_gpus_by_their_renderer_name() {
+        for soft in [
+            "llvmpipe (LLVM 15.0.6, 256 bits)",
+            "GDI Generic",
+            "Microsoft Basic Render Driver",
+            "Google SwiftShader",
+        ] {
+            assert!(super::software_renderer(soft), "{soft}");
+        }
+        for gpu in [
+            "NVIDIA GeForce RTX 4090/PCIe/SSE2",
+            "AMD Radeon RX 7900",
+            "Intel(R) UHD Graphics 770",
+        ] {
+            assert!(!super::software_renderer(gpu), "{gpu}");
+        }
     }
 }
