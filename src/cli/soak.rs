@@ -150,7 +150,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
     let display = crate::ui::display_available();
     if display {
         observers.push(Observed {
-            label: "the window on $DISPLAY, every panel",
+            label: "the window, every panel",
             process: ChildProcess::spawn("observer", &window(Vec::new()), Stdio::null())?,
             samples: Vec::new(),
         });
@@ -166,7 +166,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         if display {
             ""
         } else {
-            " (no $DISPLAY: the real window is not measured)"
+            " (no display: the real window is not measured)"
         }
     );
     let header: Vec<String> = observers

@@ -231,7 +231,7 @@ impl Observer {
             Observer::Watch => "`watch` (sampler running)",
             Observer::WatchEveryFrame => "`watch --busy-budget 0` (every frame)",
             Observer::HeadlessApp => "the app, every panel, no window (no raster)",
-            Observer::Window => "the window on $DISPLAY (every panel)",
+            Observer::Window => "the window (every panel)",
             Observer::Record => "`record --envs 0-7` (to a file)",
         }
     }
@@ -586,7 +586,7 @@ fn rate_table(secs: f64) -> Result<(), CliError> {
     }
     if !display {
         println!(
-            "  (no $DISPLAY: the real window was not measured; run under X or Xvfb for that row)"
+            "  (no display: the real window was not measured; run under X or Xvfb for that row)"
         );
     }
     println!(
