@@ -78,6 +78,11 @@ impl Budget {
         b
     }
 
+    /// The reader's repaint interval changed (see [`Budget::new`]).
+    pub fn set_min_hold_ns(&mut self, min_hold_ns: u64) {
+        self.min_hold_ns = min_hold_ns.clamp(MIN_HOLD_NS, MAX_HOLD_NS);
+    }
+
     pub fn set_percent(&mut self, percent_of_a_core: Option<f32>) {
         self.share = percent_of_a_core
             .filter(|p| p.is_finite() && *p > 0.0)

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod control;
 pub mod discovery;
 pub mod export;
+pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod layout;
@@ -35,6 +36,7 @@ pub mod session;
 pub mod sim;
 pub mod snapshot;
 pub mod stats;
+pub mod sync;
 pub mod traffic;
 pub mod ui;
 pub mod watch;

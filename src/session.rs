@@ -14,11 +14,8 @@ use crate::control::{ControlWorker, lease_holder, unavailable_reason};
 use crate::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
 use crate::replay::{Frozen, Player, Recording};
 use crate::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
+use crate::sync::lock;
 use crate::traffic::{TrafficLimits, TrafficStore, TrafficTap};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Where the window's data comes from.
 pub enum Source {

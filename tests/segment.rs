@@ -290,14 +290,28 @@ fn watch_survives_shrink_unlink_and_replace_and_reattaches() {
     for _ in 0..5 {
         assert_eq!(w.send("tick"), "ok");
     }
-    wait_for_report(&rx, "frame_seq 46", |r| {
-        r["frame_seq"] == 46 && r["lag"] == 0
+    let before = wait_for_report(&rx, "frame_seq 46 followed", |r| {
+        r["frame_seq"] == 46 && r["lag"] == 0 && r["frames_seen"] == 5
     });
 
     // Shrink to the header page, then to nothing: reads past the end must not kill it.
     assert_eq!(w.send("shrink 4096"), "ok");
     let r = wait_for_report(&rx, "truncated", |r| r["state"] == "truncated");
     assert!(r["note"].as_str().unwrap().contains("to 4096 bytes"));
+    // The engine goes on publishing frame_seq in the header page: those frames are
+    // counted unreadable (their data reads as zeros), never sampled.
+    for _ in 0..5 {
+        assert_eq!(w.send("tick"), "ok");
+    }
+    let r = wait_for_report(&rx, "the frames of the truncated segment", |r| {
+        r["frames_seen"] == 10
+    });
+    assert_eq!(r["frames_sampled"], before["frames_sampled"], "{r}");
+    let (unreadable, missed) = (
+        r["frames_unreadable"].as_u64().unwrap(),
+        r["frames_missed"].as_u64().unwrap() - before["frames_missed"].as_u64().unwrap(),
+    );
+    assert!(unreadable >= 1 && unreadable + missed == 5, "{r}");
     assert_eq!(w.send("shrink 0"), "ok");
     wait_for_report(&rx, "truncated to 0", |r| {
         r["state"] == "truncated" && r["note"].as_str().unwrap().contains("to 0 bytes")

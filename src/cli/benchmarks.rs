@@ -55,6 +55,9 @@ pub enum BenchCommand {
         #[arg(long, default_value = "90", value_parser = super::args::seconds_f64)]
         rate_secs: f64,
     },
+    /// `watch` against the numpy poller a user would write, interleaved in one run: frames
+    /// lost, CPU and wake-ups per second (cams64 and train4096 at 250 Hz, 1 kHz, 2 kHz).
+    Poller(super::pollerbench::PollerBenchArgs),
     /// Resident memory of `traffic`, the app and (with $DISPLAY) the window over a long
     /// run with command traffic: flat once their memory budgets are full.
     Soak(super::soak::SoakArgs),
@@ -216,6 +219,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
             report_memory,
         } => super::uibench::headless_app(shm, window.overrides(), *report_memory),
         BenchCommand::Soak(args) => super::soak::run(args),
+        BenchCommand::Poller(args) => super::pollerbench::run(args),
         BenchCommand::Record { secs, rate_secs } => super::recbench::run(*secs, *rate_secs),
         BenchCommand::Export(args) => super::export::bench(args),
         BenchCommand::Open(args) => super::openbench::run(args),

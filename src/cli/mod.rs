@@ -11,6 +11,7 @@ mod export;
 mod list;
 mod open;
 mod openbench;
+mod pollerbench;
 mod recbench;
 mod record;
 pub mod screenshots;

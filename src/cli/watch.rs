@@ -13,7 +13,7 @@ fn hz(v: Option<f64>) -> String {
 
 fn line(r: &Report, s: &SamplerStats, yielding: bool) -> String {
     let mut line = format!(
-        "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={} torn={} skipped={}",
+        "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={} torn={} skipped={} unreadable={}",
         r.t_secs,
         r.state.as_str(),
         r.frame_seq,
@@ -25,7 +25,8 @@ fn line(r: &Report, s: &SamplerStats, yielding: bool) -> String {
         s.frames_seen,
         s.frames_missed,
         s.frames_torn,
-        s.frames_skipped
+        s.frames_skipped,
+        s.frames_unreadable
     );
     if yielding {
         line.push_str(" (machine busy: the sampler skips frames to stay within its budget)");
@@ -98,6 +99,7 @@ pub fn run(
                 m.insert("frames_missed".into(), stats.frames_missed.into());
                 m.insert("frames_torn".into(), stats.frames_torn.into());
                 m.insert("frames_skipped".into(), stats.frames_skipped.into());
+                m.insert("frames_unreadable".into(), stats.frames_unreadable.into());
                 m.insert("sampler_yielding".into(), yielding.into());
             }
             println!("{v}");

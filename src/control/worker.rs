@@ -1,7 +1,7 @@
 //! [`ControlWorker`]: a named thread that holds the control lease (claimed on first
 //! use) and makes control calls for a window without blocking it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -10,10 +10,7 @@ use super::Lease;
 use crate::attach::{Attached, Target, attach};
 use crate::layout::LayoutChoice;
 use crate::rpc::tree::NodeValue;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::sync::lock;
 
 /// A request for the control worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

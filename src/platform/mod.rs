@@ -36,6 +36,16 @@ pub enum Signal {
     Resume,
 }
 
+/// What a child process used over its life, read when it was reaped.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcessUsage {
+    /// User and system CPU seconds, every thread.
+    pub cpu_secs: f64,
+    /// Context switches, voluntary (a sleep or a wait) and not: how often its threads
+    /// woke up, give or take the preemptions.
+    pub context_switches: u64,
+}
+
 /// The machine's CPU time, all cores together.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuTimes {

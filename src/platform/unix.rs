@@ -1,6 +1,6 @@
 //! The Unix (Linux) backend of `platform`.
 
-use super::{CpuTimes, Signal};
+use super::{CpuTimes, ProcessUsage, Signal};
 
 fn timespec_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -281,6 +281,39 @@ pub fn threads_cpu_secs(pid: u32) -> Vec<(String, f64)> {
         }
     }
     out
+}
+
+/// Waits for `child` to end and reaps it, returning its exit code (None: killed by a
+/// signal) and what it used over its life (`wait4`).
+pub fn wait_with_usage(
+    child: &mut std::process::Child,
+) -> std::io::Result<(Option<i32>, ProcessUsage)> {
+    let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
+    let mut status: libc::c_int = 0;
+    // SAFETY: all-zero bytes are a valid `rusage` (plain integers and timevals).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `pid` is our own child, not yet reaped (std's `Child` only reaps in
+        // `wait`/`try_wait`, which the caller no longer calls); `status` and `usage` are
+        // valid and writable.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    Ok((
+        code,
+        ProcessUsage {
+            cpu_secs: secs(usage.ru_utime) + secs(usage.ru_stime),
+            context_switches: (usage.ru_nvcsw + usage.ru_nivcsw) as u64,
+        },
+    ))
 }
 
 /// Named mappings exist only on Windows.

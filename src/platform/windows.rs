@@ -408,6 +408,24 @@ pub fn resident_kib(pid: u32) -> Option<u64> {
     })
 }
 
+/// Waits for `child` to end and returns its exit code and what it used over its life:
+/// its CPU time; Windows does not count a process's context switches, so that is 0.
+pub fn wait_with_usage(
+    child: &mut std::process::Child,
+) -> std::io::Result<(Option<i32>, super::ProcessUsage)> {
+    let pid = child.id();
+    // Read before the handle closes: the process has ended but is not yet released.
+    let status = child.wait()?;
+    let cpu_secs = threads_cpu_secs(pid).first().map_or(0.0, |(_, s)| *s);
+    Ok((
+        status.code(),
+        super::ProcessUsage {
+            cpu_secs,
+            context_switches: 0,
+        },
+    ))
+}
+
 /// CPU seconds of process `pid`. Windows does not name threads for other processes
 /// cheaply, so the whole process is one entry, named "process".
 pub fn threads_cpu_secs(pid: u32) -> Vec<(String, f64)> {

@@ -30,11 +30,7 @@ use crate::attach::Attached;
 use crate::layout::RegionKind;
 #[cfg(test)]
 use crate::rpc::recording_fb as fb;
-
-/// Locks `m`; a panic in another holder leaves plain values, still usable.
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+pub(super) use crate::sync::lock;
 
 /// The channel of frames.
 pub const FRAME_TOPIC: &str = "/lrbc/frame";

@@ -4,15 +4,12 @@
 //! speed, next done, NaN or error), as it moves through a recording.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use super::player::Find;
 use crate::sampler::{EnvHistory, Ring, SamplerData};
+use crate::sync::lock;
 use crate::traffic::{TrafficRow, TrafficStore};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// A copy of the rows of `s` up to `until` (all with None).
 fn copy_store(s: &TrafficStore, until: Option<u64>) -> TrafficStore {

@@ -6,7 +6,7 @@
 //! before the cursor (the image region's, and each stream's frame).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::reader::{LatestImages, RecFrame, Recording, RingMessage, Topic};
@@ -17,16 +17,13 @@ use crate::sampler::{
     FLAG_TRUNCATED, FrameAgg, ImageFrame, Ring, SamplerData, SamplerSettings, SamplerStats, Scan,
     history_capacities,
 };
+use crate::sync::lock;
 use crate::traffic::{
     EntryDecoder, RingEntry, StreamedImage, TrafficEvent, TrafficLimits, TrafficStore,
 };
 
 /// How far back of the cursor the history reaches, at most.
 pub const HISTORY_WINDOW_NS: u64 = 30_000_000_000;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// What a search forward looks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

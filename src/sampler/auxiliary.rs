@@ -28,6 +28,8 @@ pub(super) struct AuxWorker<C: Clock> {
     pub stop: Arc<AtomicBool>,
     pub waker: Waker,
     pub repaint_interval_ns: u64,
+    /// The sampler's place at the frame follower, moved to a replaced segment here.
+    pub follower: Arc<crate::follow::Subscription>,
 }
 
 impl<C: Clock> AuxWorker<C> {
@@ -115,6 +117,9 @@ impl<C: Clock> AuxWorker<C> {
             d.latest = None;
             d.image = None;
             d.scan = Scan::default();
+            if let Ok(mapped) = a.reopen() {
+                self.follower.retarget(mapped, d.generation);
+            }
         }
         d.report = Some(report);
     }
@@ -152,6 +157,11 @@ impl<C: Clock> AuxWorker<C> {
         let copy = snapshot::guarded_read(seg, &g, 16, |s| {
             s.read_vec(region.offset_bytes, len).unwrap_or_default()
         });
+        if seg.sigbus_faults() != 0 {
+            // Zeros where a shrunk file's pixels were (the guard's pages stay zeros in
+            // this mapping): not an image.
+            return None;
+        }
         let mut d = lock(&self.data);
         d.image_note = None;
         if copy.consistent || copy.guard == snapshot::Guard::Unguarded {
@@ -190,7 +200,10 @@ impl<C: Clock> AuxWorker<C> {
                 read(RegionKind::Rewards),
             )
         });
-        if !copy.consistent && copy.guard != snapshot::Guard::Unguarded {
+        // A mapping the guard served pages of (a shrunk file) reads zeros, not values.
+        if seg.sigbus_faults() != 0
+            || (!copy.consistent && copy.guard != snapshot::Guard::Unguarded)
+        {
             return;
         }
         let (obs, act, rewards) = copy.value;

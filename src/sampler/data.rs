@@ -136,6 +136,9 @@ pub struct SamplerStats {
     /// Frames let pass on purpose while the machine was busy (see
     /// [`SamplerSettings::busy_budget_percent`]).
     pub frames_skipped: u64,
+    /// Frames not readable: a copy the guard against a shrunk file served in part, or a
+    /// frame published while the segment was shorter than its geometry (never kept).
+    pub frames_unreadable: u64,
     pub images_captured: u64,
     pub images_torn: u64,
 }

@@ -1,32 +1,31 @@
-//! The sampler: background threads that follow `frame_seq` and take a consistent
-//! snapshot of every frame they can (spec 3.2): rewards, dones, truncateds and resets of
-//! all envs, the observations and actions of the watched envs, camera images when
+//! The sampler: the window's and `watch`'s consumer of the frame follower
+//! (`crate::follow`), which copies every frame it can under the guard of spec 3.2. The
+//! sampler keeps an aggregate of each frame (rewards, dones, truncateds and resets of
+//! all envs), the observations and actions of the watched envs, camera images when
 //! `image_seq` moves, and a periodic scan of every env for NaN, Inf and out-of-range
-//! values. History is bounded. Torn snapshots are retried, then counted, never kept.
-//! The UI thread only reads the shared data and never waits on the engine.
+//! values. History is bounded. The UI thread only reads the shared data and never
+//! waits on the engine.
 //!
 //! One file per part: the shared data (`data`), bounded histories (`history`), the
-//! per-frame reductions (`reduce`), the frame accounting (`accounting`, a pure state
-//! machine), the guarded copy (`copy`), the polling pace (`pace`), and the three threads:
-//! `frames`, `spotter` and `auxiliary`. On a busy machine the frame thread keeps to the
-//! budget of `crate::busy`.
+//! per-frame reductions (`reduce`), the live counters (`copy`), the follower's sink
+//! (`sink`), and the auxiliary thread (`auxiliary`: state, re-attachment, images,
+//! scans). On a busy machine the follower keeps to the budget of `crate::busy`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::attach::Attached;
 use crate::clock::Clock;
+use crate::follow::Subscription;
+pub(super) use crate::sync::lock;
 use crate::watch::Watcher;
 
-mod accounting;
 mod auxiliary;
 mod copy;
 mod data;
-mod frames;
 mod history;
-mod pace;
 mod reduce;
-mod spotter;
+mod sink;
 
 pub use data::{
     BadValue, Channel, Counters, DEFAULT_BUSY_BUDGET_PERCENT, EnvDetail, EnvHistory, EnvPoint,
@@ -36,102 +35,26 @@ pub use data::{
 pub use history::Ring;
 pub use reduce::scan_values;
 
-use crate::busy::{Budget, CpuTimes};
+use crate::busy::CpuTimes;
 use auxiliary::AuxWorker;
-use frames::FrameWorker;
-use spotter::{Handover, Spotter};
+use sink::SamplerSink;
 
-/// The sampler's threads run at this nice value: observing must not slow the run.
+/// The sampler's auxiliary thread runs at this nice value: observing must not slow the
+/// run.
 const SAMPLER_NICE: i32 = 10;
 
 /// Wakes the reader (the UI's `request_repaint`), at most at the given rate.
 pub type Waker = Box<dyn Fn() + Send>;
 
-/// A running sampler: its three named threads and the data they share.
+/// A running sampler: its place at the frame follower, its auxiliary thread, and the
+/// data they share.
 #[derive(Debug)]
 pub struct Sampler {
     data: Arc<Mutex<SamplerData>>,
     settings: Arc<Mutex<SamplerSettings>>,
     stop: Arc<AtomicBool>,
+    follower: Option<Arc<Subscription>>,
     threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic in another holder leaves the data usable (plain values).
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// A sampler's parts before their threads start.
-struct Parts<C: Clock> {
-    data: Arc<Mutex<SamplerData>>,
-    settings: Arc<Mutex<SamplerSettings>>,
-    stop: Arc<AtomicBool>,
-    frames: FrameWorker,
-    spotter: Spotter,
-    aux: AuxWorker<C>,
-}
-
-impl<C: Clock + 'static> Parts<C> {
-    fn new(
-        attached: Attached,
-        settings: SamplerSettings,
-        clock: C,
-        waker: Waker,
-        repaint_hz: f32,
-        read_load: fn() -> Option<CpuTimes>,
-    ) -> std::io::Result<Self> {
-        let data = Arc::new(Mutex::new(SamplerData::new(&attached, &settings)));
-        let repaint_interval_ns = (1e9 / repaint_hz.max(1.0)) as u64;
-        let budget = Budget::new(settings.busy_budget_percent, repaint_interval_ns);
-        let settings = Arc::new(Mutex::new(settings));
-        let stop = Arc::new(AtomicBool::new(false));
-        // Frames count from the moment of attach, not from when the thread starts.
-        let frame_at_attach = attached
-            .segment
-            .load_u64(attached.geometry.counters.frame_seq)
-            .unwrap_or(0);
-        // The frame thread and the spotter have a mapping each; the auxiliary thread
-        // keeps the watcher (state, re-attachment), the images and the value scans, so
-        // that the frame thread's loop stays tight enough to catch frames that come in
-        // bursts.
-        let handover = Arc::new(Handover::default());
-        // Relaxed: a hint for the spotter, with no data behind it.
-        handover.taken.store(frame_at_attach, Ordering::Relaxed);
-        let reopen = |a: &Attached| a.reopen().map_err(|e| std::io::Error::other(e.to_string()));
-        let frames = FrameWorker::new(
-            reopen(&attached)?,
-            frame_at_attach,
-            (&data, &settings, &stop),
-            budget,
-            read_load,
-            Arc::clone(&handover),
-        );
-        let spotter = Spotter {
-            attached: reopen(&attached)?,
-            start_frame: frame_at_attach,
-            generation: 0,
-            handover,
-            data: Arc::clone(&data),
-            settings: Arc::clone(&settings),
-            stop: Arc::clone(&stop),
-        };
-        let aux = AuxWorker {
-            watcher: Watcher::new(attached, clock),
-            data: Arc::clone(&data),
-            settings: Arc::clone(&settings),
-            stop: Arc::clone(&stop),
-            waker,
-            repaint_interval_ns,
-        };
-        Ok(Self {
-            data,
-            settings,
-            stop,
-            frames,
-            spotter,
-            aux,
-        })
-    }
 }
 
 fn spawn(
@@ -142,9 +65,9 @@ fn spawn(
 }
 
 impl Sampler {
-    /// Starts sampling `attached` on named threads. The reader repaints at `repaint_hz`:
-    /// `waker` is called at that rate, and while yielding to a busy machine the sampler
-    /// takes no more than one frame per repaint.
+    /// Starts sampling `attached`. The reader repaints at `repaint_hz`: `waker` is called
+    /// at that rate, and while yielding to a busy machine the follower takes no more than
+    /// one frame per repaint.
     pub fn start<C: Clock + 'static>(
         attached: Attached,
         settings: SamplerSettings,
@@ -171,23 +94,34 @@ impl Sampler {
         repaint_hz: f32,
         read_load: fn() -> Option<CpuTimes>,
     ) -> std::io::Result<Self> {
-        let Parts {
-            data,
-            settings,
-            stop,
-            mut frames,
-            spotter,
-            aux,
-        } = Parts::new(attached, settings, clock, waker, repaint_hz, read_load)?;
-        let spotter_thread = spawn("lrbc-spotter", move || spotter.run())?;
-        frames.spotter = Some(spotter_thread.thread().clone());
-        let frame_thread = spawn("lrbc-sampler", move || frames.run())?;
+        let data = Arc::new(Mutex::new(SamplerData::new(&attached, &settings)));
+        let repaint_interval_ns = (1e9 / repaint_hz.max(1.0)) as u64;
+        let settings = Arc::new(Mutex::new(settings));
+        let stop = Arc::new(AtomicBool::new(false));
+        let sink = SamplerSink::new(&data, &settings, repaint_interval_ns);
+        let follower = Arc::new(crate::follow::subscribe_with_load(
+            &attached,
+            Box::new(sink),
+            read_load,
+        )?);
+        // The auxiliary thread keeps the watcher (state, re-attachment), the images and
+        // the value scans, so that the follower's looks stay short.
+        let aux = AuxWorker {
+            watcher: Watcher::new(attached, clock),
+            data: Arc::clone(&data),
+            settings: Arc::clone(&settings),
+            stop: Arc::clone(&stop),
+            waker,
+            repaint_interval_ns,
+            follower: Arc::clone(&follower),
+        };
         let aux_thread = spawn("lrbc-sampler-aux", move || aux.run())?;
         Ok(Self {
             data,
             settings,
             stop,
-            threads: vec![frame_thread, aux_thread, spotter_thread],
+            follower: Some(follower),
+            threads: vec![aux_thread],
         })
     }
 
@@ -219,11 +153,16 @@ impl Sampler {
         if self.stop.load(Ordering::Relaxed) {
             return Vec::new();
         }
-        self.threads
+        let mut ended: Vec<String> = self
+            .threads
             .iter()
             .filter(|t| t.is_finished())
             .map(|t| t.thread().name().unwrap_or("sampler").to_string())
-            .collect()
+            .collect();
+        if self.follower.as_ref().is_some_and(|f| f.thread_ended()) {
+            ended.push("lrbc-follower".into());
+        }
+        ended
     }
 
     /// Stops the threads and waits for them.
@@ -235,6 +174,8 @@ impl Sampler {
             t.thread().unpark();
             let _ = t.join();
         }
+        // The last holder of the subscription: the sink leaves the follower.
+        self.follower = None;
     }
 }
 

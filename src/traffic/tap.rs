@@ -8,10 +8,7 @@ use super::{FollowPace, RingSelection, Traffic, TrafficLimits, TrafficStore};
 use crate::attach::{Target, attach};
 use crate::layout::LayoutChoice;
 use crate::segment::monotonic_now_ns;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::sync::lock;
 
 /// A thread that follows the rings and fills a [`TrafficStore`].
 #[derive(Debug)]

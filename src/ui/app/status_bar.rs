@@ -54,6 +54,10 @@ impl InspectorApp {
                             format!("missed {} torn {}", st.frames_missed, st.frames_torn),
                         );
                     }
+                    if st.frames_unreadable > 0 {
+                        ui.colored_label(BAD, format!("unreadable {}", st.frames_unreadable))
+                            .on_hover_text("frames published while the segment's file was shorter than its layout: the data read as zeros, so they were not kept");
+                    }
                     if st.frames_skipped > 0 {
                         let busy = if d.yielding { " (machine busy)" } else { "" };
                         ui.label(format!("skipped {}{busy}", st.frames_skipped))

@@ -139,13 +139,19 @@ pub fn ui(ui: &mut egui::Ui, seqs: (u64, u64), d: &SamplerData, cache: &mut Coun
     let s = d.stats;
     ui.horizontal(|ui| {
         ui.label(format!(
-            "sampler: {} of {} frames sampled, {} missed, {} torn, {} skipped",
-            s.frames_sampled, s.frames_seen, s.frames_missed, s.frames_torn, s.frames_skipped
+            "sampler: {} of {} frames sampled, {} missed, {} torn, {} skipped, {} unreadable",
+            s.frames_sampled,
+            s.frames_seen,
+            s.frames_missed,
+            s.frames_torn,
+            s.frames_skipped,
+            s.frames_unreadable
         ));
         if s.frames_seen > 0 && s.frames_sampled < s.frames_seen {
             let share = 100.0 * s.frames_sampled as f64 / s.frames_seen as f64;
             // Frames skipped on purpose are no fault; lost ones are.
-            let lost = 100.0 * (s.frames_missed + s.frames_torn) as f64 / s.frames_seen as f64;
+            let lost = 100.0 * (s.frames_missed + s.frames_torn + s.frames_unreadable) as f64
+                / s.frames_seen as f64;
             ui.colored_label(
                 if lost > 1.0 {
                     WARN

@@ -1,18 +1,18 @@
-//! The frame accounting: every frame the engine publishes while the sampler is attached
-//! is counted once as seen and once as sampled, missed, torn or skipped. A pure state
-//! machine: the frame thread tells it what it saw and what it took; the tests replay
-//! interleavings with it, without threads.
+//! The frame accounting: every frame the engine publishes while the follower is attached
+//! is counted once as seen and once as sampled, missed, torn, unreadable or skipped. A
+//! pure state machine: the follower tells it what it saw and what it took; the tests
+//! replay interleavings with it, without threads.
 
 /// How far `newer` is ahead of `older` in frames, when it is (a frame_seq that went back
 /// is a new run, not 2^64 frames).
-pub(super) fn frames_ahead(newer: u64, older: u64) -> Option<u64> {
+pub fn frames_ahead(newer: u64, older: u64) -> Option<u64> {
     let delta = newer.wrapping_sub(older);
     (delta > 0 && delta < 1 << 40).then_some(delta)
 }
 
 /// Frames counted since the counts were last taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct FrameCounts {
+pub struct FrameCounts {
     /// Frames the engine published.
     pub seen: u64,
     /// Frames with a consistent copy kept.
@@ -23,13 +23,41 @@ pub(super) struct FrameCounts {
     pub torn: u64,
     /// Frames let pass on purpose while holding off on a busy machine.
     pub skipped: u64,
+    /// Frames whose copy was served, in whole or in part, by the guard against a file
+    /// that shrank (zeros where the data was), or that were published while the segment
+    /// was shorter than its geometry: not a frame, never kept.
+    pub unreadable: u64,
+}
+
+impl FrameCounts {
+    /// Adds `other` to these counts.
+    pub fn add(&mut self, other: &FrameCounts) {
+        self.seen += other.seen;
+        self.sampled += other.sampled;
+        self.missed += other.missed;
+        self.torn += other.torn;
+        self.skipped += other.skipped;
+        self.unreadable += other.unreadable;
+    }
+}
+
+/// What a copy of the newest frame gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copied {
+    /// Consistent: kept.
+    Whole,
+    /// The engine wrote during every attempt.
+    Torn,
+    /// The guard served part of it (a file that shrank), or the segment is shorter than
+    /// its geometry.
+    Unreadable,
 }
 
 /// The accounting of one attachment's frames. Invariant: `seen = sampled + missed +
-/// torn + skipped` over the counts taken so far plus those pending, and every frame
+/// torn + unreadable + skipped` over the counts taken so far plus those pending, and every frame
 /// between the `frame_seq` at attach and `last_frame` has been counted exactly once.
 #[derive(Debug)]
-pub(super) struct FrameAccounting {
+pub struct FrameAccounting {
     /// The newest frame taken, let pass or handed over.
     last_frame: u64,
     /// The thread held off (yielding to a busy machine) since it last took a frame: the
@@ -74,16 +102,16 @@ impl FrameAccounting {
     }
 
     /// `frame_seq` read `f` and a copy was taken: the frames before `f` passed, and the
-    /// copy was `consistent` or torn. Nothing is counted when `f` is not ahead.
-    pub fn copied(&mut self, f: u64, consistent: bool) {
+    /// copy gave `what`. Nothing is counted when `f` is not ahead.
+    pub fn copied(&mut self, f: u64, what: Copied) {
         let Some(delta) = self.ahead(f) else {
             return;
         };
         self.pass(delta);
-        if consistent {
-            self.counts.sampled += 1;
-        } else {
-            self.counts.torn += 1;
+        match what {
+            Copied::Whole => self.counts.sampled += 1,
+            Copied::Torn => self.counts.torn += 1,
+            Copied::Unreadable => self.counts.unreadable += 1,
         }
         self.held = false;
         self.last_frame = f;
@@ -98,17 +126,6 @@ impl FrameAccounting {
         self.counts.seen += delta;
         self.counts.skipped += delta;
         self.last_frame = f;
-    }
-
-    /// Another thread handed over a consistent copy of frame `f`. Returns how many new
-    /// frames it accounts for, or None (and counts nothing) for a frame already past.
-    pub fn handed_over(&mut self, f: u64) -> Option<u64> {
-        let delta = self.ahead(f)?;
-        self.pass(delta);
-        self.counts.sampled += 1;
-        self.held = false;
-        self.last_frame = f;
-        Some(delta)
     }
 
     /// The counts since the last call.
@@ -138,7 +155,7 @@ mod tests {
     use super::*;
 
     fn balanced(c: FrameCounts) -> bool {
-        c.seen == c.sampled + c.missed + c.torn + c.skipped
+        c.seen == c.sampled + c.missed + c.torn + c.unreadable + c.skipped
     }
 
     #[test]
@@ -146,7 +163,7 @@ mod tests {
         let mut a = FrameAccounting::new(10);
         for f in 11..=20 {
             assert_eq!(a.ahead(f), Some(1));
-            a.copied(f, true);
+            a.copied(f, Copied::Whole);
         }
         let c = a.take();
         assert_eq!((c.seen, c.sampled, c.missed), (10, 10, 0));
@@ -156,7 +173,7 @@ mod tests {
     #[test]
     fn frames_between_two_looks_are_missed_and_a_torn_copy_is_counted_torn() {
         let mut a = FrameAccounting::new(0);
-        a.copied(10, false);
+        a.copied(10, Copied::Torn);
         let c = a.take();
         assert_eq!((c.seen, c.missed, c.torn, c.sampled), (10, 9, 1, 0));
         assert!(balanced(c));
@@ -166,9 +183,9 @@ mod tests {
     fn frames_that_pass_while_holding_off_are_skipped_not_missed() {
         let mut a = FrameAccounting::new(0);
         a.hold();
-        a.copied(5, true);
+        a.copied(5, Copied::Whole);
         assert!(!a.is_held(), "a copy ends the holding off");
-        a.copied(7, true);
+        a.copied(7, Copied::Whole);
         let c = a.take();
         assert_eq!((c.seen, c.skipped, c.missed, c.sampled), (7, 4, 1, 2));
         assert!(balanced(c));
@@ -187,57 +204,45 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_handed_over_before_the_look_that_sees_two_frames_leaves_none_missed() {
-        // The spotter copied frame 1; the frame thread then sees frame_seq at 2. It
-        // takes the handed-over copy first, then copies frame 2 itself.
+    fn a_copy_the_guard_served_is_counted_unreadable_never_sampled() {
         let mut a = FrameAccounting::new(0);
-        assert_eq!(a.ahead(2), Some(2));
-        assert_eq!(a.handed_over(1), Some(1));
-        a.copied(2, true);
+        a.copied(1, Copied::Whole);
+        a.copied(3, Copied::Unreadable);
         let c = a.take();
-        assert_eq!((c.seen, c.sampled, c.missed), (2, 2, 0));
-    }
-
-    #[test]
-    fn a_copy_handed_over_for_a_frame_already_past_counts_nothing() {
-        let mut a = FrameAccounting::new(0);
-        a.copied(4, true);
-        assert_eq!(a.handed_over(3), None);
-        assert_eq!(a.handed_over(4), None);
-        let c = a.take();
-        assert_eq!((c.seen, c.sampled, c.missed), (4, 1, 3));
+        assert_eq!((c.seen, c.sampled, c.missed, c.unreadable), (3, 1, 1, 1));
+        assert!(balanced(c));
     }
 
     #[test]
     fn a_frame_seq_that_goes_back_is_a_new_run_and_counts_nothing() {
         let mut a = FrameAccounting::new(1_000);
         assert_eq!(a.ahead(5), None);
-        a.copied(5, true);
+        a.copied(5, Copied::Whole);
         a.skipped_to(5);
         assert_eq!(a.take(), FrameCounts::default());
         a.restart_at(5);
-        a.copied(6, true);
+        a.copied(6, Copied::Whole);
         assert_eq!(a.take().sampled, 1);
     }
 
     #[test]
     fn counts_not_yet_taken_when_a_new_run_starts_are_kept() {
         let mut a = FrameAccounting::new(0);
-        a.copied(5, true);
+        a.copied(5, Copied::Whole);
         a.restart_at(2);
         let c = a.take();
         assert_eq!((c.seen, c.sampled, c.missed), (5, 1, 4));
-        a.copied(3, true);
+        a.copied(3, Copied::Whole);
         assert_eq!(a.take().seen, 1, "counting goes on from the new run");
     }
 
     #[test]
     fn discarded_counts_are_gone_and_counting_goes_on_from_the_last_frame() {
         let mut a = FrameAccounting::new(0);
-        a.copied(3, true);
+        a.copied(3, Copied::Whole);
         a.discard();
         assert_eq!(a.take(), FrameCounts::default());
-        a.copied(4, true);
+        a.copied(4, Copied::Whole);
         assert_eq!(a.take().seen, 1);
     }
 
@@ -252,18 +257,13 @@ mod tests {
             for (what, step) in steps {
                 f += step;
                 match what {
-                    0 => a.copied(f, true),
-                    1 => a.copied(f, false),
+                    0 => a.copied(f, Copied::Whole),
+                    1 => a.copied(f, Copied::Torn),
                     2 => { a.hold(); a.skipped_to(f) }
-                    3 => { a.handed_over(f); }
+                    3 => a.copied(f, Copied::Unreadable),
                     _ => a.hold(),
                 }
-                let c = a.take();
-                total.seen += c.seen;
-                total.sampled += c.sampled;
-                total.missed += c.missed;
-                total.torn += c.torn;
-                total.skipped += c.skipped;
+                total.add(&a.take());
             }
             proptest::prop_assert!(balanced(total));
             proptest::prop_assert_eq!(total.seen, a.last_frame());

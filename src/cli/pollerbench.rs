@@ -1,0 +1,247 @@
+//! `bench poller`: `watch` against the numpy poller a user would write instead
+//! (`benches/numpy_poller.py`: spins on `frame_seq`, copies every env's rewards and
+//! dones under the seqlock, naps 200 µs), interleaved in one run, on the same engine
+//! and client: frames lost, CPU and wake-ups of each.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::CliError;
+use crate::platform::ProcessUsage;
+use crate::sim::engine::Preset;
+
+/// Arguments of `bench poller`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PollerBenchArgs {
+    /// Seconds of each observer's turn.
+    #[arg(long, default_value = "10", value_parser = super::args::seconds_f64)]
+    pub secs: f64,
+    /// Turns of each observer per preset and pace (in alternating order).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Only these paces (Hz), instead of 250, 1000 and 2000.
+    #[arg(long, value_delimiter = ',')]
+    pub hz: Vec<f64>,
+    /// Only this preset (cams64 or train4096), instead of both.
+    #[arg(long)]
+    pub preset: Option<String>,
+}
+
+/// One observer's turn.
+#[derive(Clone, Copy, Debug, Default)]
+struct Turn {
+    seen: u64,
+    lost: u64,
+    /// Frames let pass on purpose on a busy machine (`watch` only).
+    skipped: u64,
+    cpu_share: f64,
+    wakeups_per_s: f64,
+}
+
+impl Turn {
+    fn add(&mut self, o: &Turn) {
+        self.seen += o.seen;
+        self.lost += o.lost;
+        self.skipped += o.skipped;
+        self.cpu_share += o.cpu_share;
+        self.wakeups_per_s += o.wakeups_per_s;
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Observer {
+    Poller,
+    Watch,
+}
+
+fn poller_script() -> Result<PathBuf, CliError> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let script = root.join("benches/numpy_poller.py");
+    if script.exists() {
+        Ok(script)
+    } else {
+        Err(CliError::Other(format!(
+            "{}: not found (bench poller runs from a checkout of the source)",
+            script.display()
+        )))
+    }
+}
+
+/// PYTHONPATH with numpy: the test command installs it under target/pydeps.
+fn python_path() -> String {
+    let deps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pydeps");
+    let mut path = deps.display().to_string();
+    if let Ok(p) = std::env::var("PYTHONPATH") {
+        path = format!("{path}:{p}");
+    }
+    path
+}
+
+fn check_numpy() -> Result<(), CliError> {
+    let ok = Command::new("python3")
+        .args(["-c", "import numpy"])
+        .env("PYTHONPATH", python_path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::Other(
+            "bench poller needs python3 with numpy (the test command, bash .ci/test, installs it under target/pydeps)".into(),
+        ))
+    }
+}
+
+/// Runs `command` to its end; its stdout's last line as JSON, and what it used.
+fn run_to_end(
+    mut command: Command,
+    what: &str,
+) -> Result<(serde_json::Value, ProcessUsage), CliError> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| CliError::Other(format!("cannot start {what}: {e}")))?;
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        use std::io::Read as _;
+        stdout
+            .read_to_string(&mut out)
+            .map_err(|e| CliError::Other(format!("{what}: {e}")))?;
+    }
+    let (code, usage) = crate::platform::wait_with_usage(&mut child)
+        .map_err(|e| CliError::Other(format!("{what}: {e}")))?;
+    if code != Some(0) {
+        return Err(CliError::Other(format!("{what} ended with {code:?}")));
+    }
+    let line = out.lines().last().unwrap_or_default();
+    let json = serde_json::from_str(line)
+        .map_err(|e| CliError::Other(format!("{what} printed {line:?}: {e}")))?;
+    Ok((json, usage))
+}
+
+fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, CliError> {
+    let get = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+    match observer {
+        Observer::Poller => {
+            let mut c = Command::new("python3");
+            c.arg(poller_script()?)
+                .args([name, &secs.to_string(), "--nap", "200"])
+                .env("PYTHONPATH", python_path());
+            let (v, usage) = run_to_end(c, "the numpy poller")?;
+            Ok(Turn {
+                seen: get(&v, "frames_seen"),
+                lost: get(&v, "frames_missed") + get(&v, "frames_torn"),
+                skipped: 0,
+                // Its own figure, over its loop (the interpreter's start and numpy's
+                // import left out).
+                cpu_share: v["cpu_share_of_core"].as_f64().unwrap_or(0.0),
+                wakeups_per_s: usage.context_switches as f64 / secs,
+            })
+        }
+        Observer::Watch => {
+            let exe = std::env::current_exe()
+                .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
+            let mut c = Command::new(exe);
+            c.args(["watch", "--shm", name, "--count", "1", "--json"])
+                .args(["--interval", &secs.to_string()]);
+            let (v, usage) = run_to_end(c, "watch")?;
+            Ok(Turn {
+                seen: get(&v, "frames_seen"),
+                lost: get(&v, "frames_missed")
+                    + get(&v, "frames_torn")
+                    + get(&v, "frames_unreadable"),
+                skipped: get(&v, "frames_skipped"),
+                // The whole process, its start and attach included.
+                cpu_share: usage.cpu_secs / secs,
+                wakeups_per_s: usage.context_switches as f64 / secs,
+            })
+        }
+    }
+}
+
+pub fn run(args: &PollerBenchArgs) -> Result<(), CliError> {
+    check_numpy()?;
+    let presets = match args.preset.as_deref() {
+        None => vec![Preset::Cams64, Preset::Train4096],
+        Some("cams64") => vec![Preset::Cams64],
+        Some("train4096") => vec![Preset::Train4096],
+        Some(p) => {
+            return Err(CliError::Usage(format!(
+                "--preset {p}: cams64 or train4096"
+            )));
+        }
+    };
+    let paces = if args.hz.is_empty() {
+        vec![250.0, 1000.0, 2000.0]
+    } else {
+        args.hz.clone()
+    };
+    if let Some(bad) = paces.iter().find(|h| !(h.is_finite() && **h > 0.0)) {
+        return Err(CliError::Usage(format!("--hz {bad}: a pace above 0")));
+    }
+    println!(
+        "bench poller: watch against the numpy poller (benches/numpy_poller.py, --nap 200), \
+         {} rounds of {:.0} s each per preset and pace, interleaved on one engine and client",
+        args.rounds, args.secs
+    );
+    println!(
+        "{:<10} {:>7} {:<8} {:>9} {:>7} {:>8} {:>8} {:>9} {:>11}",
+        "preset", "pace", "observer", "seen", "lost", "lost ‰", "skipped", "CPU", "wake-ups/s"
+    );
+    for &preset in &presets {
+        for (i, &hz) in paces.iter().enumerate() {
+            let run =
+                super::uibench::start(preset, (Some(hz), "random"), None, &format!("poller{i}"))?;
+            // Let the pace settle.
+            std::thread::sleep(Duration::from_millis(500));
+            let mut totals = [Turn::default(), Turn::default()];
+            let mut rounds = [Vec::new(), Vec::new()];
+            for r in 0..args.rounds {
+                let order = if r % 2 == 0 {
+                    [Observer::Poller, Observer::Watch]
+                } else {
+                    [Observer::Watch, Observer::Poller]
+                };
+                for o in order {
+                    let t = turn(o, &run.name, args.secs)?;
+                    let k = usize::from(o == Observer::Watch);
+                    totals[k].add(&t);
+                    rounds[k].push(t);
+                }
+            }
+            drop(run);
+            for (k, o) in ["numpy", "watch"].iter().enumerate() {
+                let t = totals[k];
+                let n = f64::from(args.rounds);
+                let per_round: Vec<String> = rounds[k].iter().map(|t| t.lost.to_string()).collect();
+                println!(
+                    "{:<10} {:>5.0} Hz {:<8} {:>9} {:>7} {:>8.2} {:>8} {:>8.1} % {:>11.0}   lost per round: {}",
+                    preset.as_str(),
+                    hz,
+                    o,
+                    t.seen,
+                    t.lost,
+                    if t.seen > 0 {
+                        1000.0 * t.lost as f64 / t.seen as f64
+                    } else {
+                        0.0
+                    },
+                    t.skipped,
+                    100.0 * t.cpu_share / n,
+                    t.wakeups_per_s / n,
+                    per_round.join(", ")
+                );
+            }
+        }
+    }
+    println!(
+        "(lost: missed + torn (+ unreadable); skipped: let pass on purpose on a busy machine; \
+         CPU: share of one core, the mean of the rounds; wake-ups: context switches per second)"
+    );
+    Ok(())
+}
