@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lrbc_inspector::attach::Attached;
+use lrbc_inspector::clock::monotonic_now_ns;
 use lrbc_inspector::layout::{LayoutChoice, RegionKind};
 use lrbc_inspector::rings::lrbc::{Consumer, Producer};
-use lrbc_inspector::segment::monotonic_now_ns;
 use lrbc_inspector::sim::bench::{RingSegment, sample_envelopes};
 use lrbc_inspector::traffic::{RingSelection, Traffic, TrafficEvent};
 

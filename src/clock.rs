@@ -4,6 +4,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Nanoseconds of `CLOCK_MONOTONIC` (on Windows, the performance counter): the clock
+/// of the spec's `*_time_ns` words and of every time this program measures.
+pub use crate::platform::monotonic_now_ns;
+
 /// A monotonic nanosecond clock.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now_ns(&self) -> u64;
@@ -15,7 +19,7 @@ pub struct MonotonicClock;
 
 impl Clock for MonotonicClock {
     fn now_ns(&self) -> u64 {
-        crate::segment::monotonic_now_ns()
+        monotonic_now_ns()
     }
 }
 

@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::clock::monotonic_now_ns;
 use crate::clock::secs_between;
 use crate::layout::{self, Layout, LayoutChoice, LayoutError};
 use crate::procinfo::{ProcInfo, Processes};
-use crate::segment::{Location, OpenError, SHM_DIR, Segment, monotonic_now_ns};
+use crate::segment::{Location, OpenError, SHM_DIR, Segment};
 
 /// One segment found.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::CliError;
-use super::children::{ChildProcess, wait_for_segment};
+use super::children::{ChildProcess, start_client, start_engine};
 use crate::sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
@@ -55,20 +55,12 @@ const VARIANTS: [Variant; 3] = [
 
 fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliError> {
     let name = format!("lrbc-bench-{}-{index}", std::process::id());
-    let mut engine_args = vec![
-        "sim".to_string(),
-        "engine".into(),
-        "--name".into(),
-        name.clone(),
-        "--preset".into(),
-        args.preset.as_str().into(),
-        "--force".into(),
-    ];
-    if !v.dynamics {
-        engine_args.push("--no-dynamics".into());
-    }
-    let mut engine = ChildProcess::spawn("engine", &engine_args, Stdio::null())?;
-    wait_for_segment(&name, &mut engine, Duration::from_secs(30))?;
+    let engine_args: &[&str] = if v.dynamics {
+        &["--force"]
+    } else {
+        &["--force", "--no-dynamics"]
+    };
+    let mut engine = start_engine(&name, args.preset, engine_args)?;
     let mut observers = Vec::new();
     if v.observers {
         observers.push(ChildProcess::spawn(
@@ -95,13 +87,9 @@ fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliErro
         // Let them attach before the clock starts.
         std::thread::sleep(Duration::from_millis(300));
     }
-    let mut client = ChildProcess::spawn(
-        "client",
+    let mut client = start_client(
+        &name,
         &[
-            "sim".into(),
-            "client".into(),
-            "--shm".into(),
-            name.clone(),
             "--steps".into(),
             args.steps.to_string(),
             "--no-commands".into(),

@@ -10,9 +10,9 @@ use clap::Subcommand;
 
 use super::CliError;
 use super::uibench::SamplerPart;
+use crate::clock::monotonic_now_ns;
 use crate::layout::{LayoutChoice, RegionKind};
 use crate::rings::lrbc::{Consumer, Producer};
-use crate::segment::monotonic_now_ns;
 use crate::sim::bench::{RingSegment, sample_envelopes};
 use crate::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 

@@ -69,6 +69,34 @@ impl Drop for ChildProcess {
     }
 }
 
+/// Starts a simulated engine (`sim engine`) of `preset` on segment `name`, with `extra`
+/// arguments, and waits until its segment can be attached.
+pub fn start_engine(
+    name: &str,
+    preset: crate::sim::engine::Preset,
+    extra: &[&str],
+) -> Result<ChildProcess, CliError> {
+    let mut args: Vec<String> = vec![
+        "sim".into(),
+        "engine".into(),
+        "--name".into(),
+        name.into(),
+        "--preset".into(),
+        preset.as_str().into(),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_string()));
+    let mut engine = ChildProcess::spawn("engine", &args, Stdio::null())?;
+    wait_for_segment(name, &mut engine, Duration::from_secs(30))?;
+    Ok(engine)
+}
+
+/// Starts a simulated client (`sim client`) of segment `name` with `extra` arguments.
+pub fn start_client(name: &str, extra: &[String], stdout: Stdio) -> Result<ChildProcess, CliError> {
+    let mut args: Vec<String> = vec!["sim".into(), "client".into(), "--shm".into(), name.into()];
+    args.extend(extra.iter().cloned());
+    ChildProcess::spawn("client", &args, stdout)
+}
+
 /// Waits until the segment `name` can be attached, or the engine exits, or the deadline.
 pub fn wait_for_segment(
     name: &str,

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::children::{ChildProcess, wait_for_segment};
+use super::children::{ChildProcess, start_client, start_engine};
 use super::{CliError, stop_flag};
 use crate::attach::{Target, attach};
 use crate::clock::MonotonicClock;
+use crate::clock::monotonic_now_ns;
 use crate::layout::LayoutChoice;
-use crate::segment::monotonic_now_ns;
 use crate::sim::engine::Preset;
 use crate::traffic::{RingSelection, Traffic, TrafficEvent};
 use crate::watch::Watcher;
@@ -41,26 +41,10 @@ pub struct DemoArgs {
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     let stop = stop_flag();
     let name = format!("LuckyEngine_{}", std::process::id());
-    let mut engine = ChildProcess::spawn(
-        "engine",
+    let mut engine = start_engine(&name, args.preset, &[])?;
+    let mut client = start_client(
+        &name,
         &[
-            "sim".into(),
-            "engine".into(),
-            "--name".into(),
-            name.clone(),
-            "--preset".into(),
-            args.preset.as_str().into(),
-        ],
-        Stdio::null(),
-    )?;
-    wait_for_segment(&name, &mut engine, Duration::from_secs(30))?;
-    let mut client = ChildProcess::spawn(
-        "client",
-        &[
-            "sim".into(),
-            "client".into(),
-            "--shm".into(),
-            name.clone(),
             "--hz".into(),
             args.hz.to_string(),
             "--policy".into(),

@@ -71,6 +71,9 @@ pub fn parse_mib(text: &str) -> Result<u64, String> {
     }
 }
 
+/// How often the rings are read while no frame comes.
+const RING_EVERY: Duration = Duration::from_millis(2);
+
 pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
     let stop = stop_flag();
     // An observer: it runs in the time the engine and trainer leave over.
@@ -96,14 +99,6 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         capture = capture.with_images();
     }
     capture.set_busy_budget(o.busy_budget);
-    // A nap of this thread may last milliseconds on a loaded machine; a second thread
-    // on the other cores copies the frames it comes late for.
-    let capture = capture.with_spotter().map_err(writing)?;
-    // This thread on one half of the cores, the spotter on the other, so that a core that
-    // stalls does not blind both; while yielding to a busy machine (the spotter rests),
-    // any core will do.
-    let cores = crate::platform::CoreSet::of_this_thread();
-    let mut kept_to_half = false;
     let mut rec = Recorder::of(capture, BufWriter::new(file)).map_err(writing)?;
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
@@ -119,22 +114,13 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     loop {
         match rec.poll() {
             Ok(true) => {}
-            // Nothing new: a short nap, often enough for a fast engine's frames.
-            Ok(false) => std::thread::sleep(Duration::from_micros(100)),
+            // Nothing new: frames wake this thread when the follower delivers them; the
+            // rings are read at least every RING_EVERY.
+            Ok(false) => rec.wait(RING_EVERY),
             Err(e) => {
                 failure = Some(e);
                 break;
             }
-        }
-        // On a machine without spare CPU, no look before the budget allows one.
-        if let Some(hold) = rec.hold_ns(crate::segment::monotonic_now_ns()) {
-            std::thread::sleep(Duration::from_nanos(hold));
-        }
-        if let Some(c) = &cores
-            && kept_to_half == rec.yielding()
-        {
-            kept_to_half = !rec.yielding();
-            c.keep_to(kept_to_half.then_some(0));
         }
         if Instant::now() >= next_chunk {
             next_chunk += Duration::from_secs(1);
@@ -203,8 +189,16 @@ fn progress<W: Write + std::io::Seek + Send + 'static>(
     } else {
         String::new()
     };
+    let unreadable = if c.frames_unreadable > 0 {
+        format!(
+            ", {} unreadable (the segment's file is shorter than its layout)",
+            c.frames_unreadable
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} skipped{}, {} ring entries, {} ring bytes lost{images}",
+        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} skipped{}{unreadable}, {} ring entries, {} ring bytes lost{images}",
         c.frames_recorded,
         rec.bytes_written() as f64 / 1e6,
         c.frames_recorded as f64 / secs,

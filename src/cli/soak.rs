@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use super::CliError;
-use super::children::{ChildProcess, wait_for_segment};
+use super::children::{ChildProcess, start_client, start_engine};
 use crate::sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
@@ -62,32 +62,8 @@ pub fn slope_kib_per_min(samples: &[(f64, u64)]) -> f64 {
 pub fn run(args: &SoakArgs) -> Result<(), CliError> {
     let stop = super::stop_flag();
     let name = format!("lrbc-soak-{}", std::process::id());
-    let mut engine = ChildProcess::spawn(
-        "engine",
-        &[
-            "sim".into(),
-            "engine".into(),
-            "--name".into(),
-            name.clone(),
-            "--preset".into(),
-            args.preset.as_str().into(),
-            "--force".into(),
-        ],
-        Stdio::null(),
-    )?;
-    wait_for_segment(&name, &mut engine, Duration::from_secs(30))?;
-    let mut client = ChildProcess::spawn(
-        "client",
-        &[
-            "sim".into(),
-            "client".into(),
-            "--shm".into(),
-            name.clone(),
-            "--hz".into(),
-            args.hz.to_string(),
-        ],
-        Stdio::null(),
-    )?;
+    let mut engine = start_engine(&name, args.preset, &["--force"])?;
+    let mut client = start_client(&name, &["--hz".into(), args.hz.to_string()], Stdio::null())?;
     let window = |mut a: Vec<String>| {
         a.extend([
             "--shm".into(),

@@ -4,8 +4,8 @@ use std::time::{Duration, Instant};
 
 use super::{CliError, stop_flag};
 use crate::attach::{Target, attach};
+use crate::clock::monotonic_now_ns;
 use crate::layout::LayoutChoice;
-use crate::segment::monotonic_now_ns;
 use crate::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 
 /// Options of `traffic`.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::CliError;
 use super::bench::median;
-use super::children::{ChildProcess, wait_for_segment};
+use super::children::{ChildProcess, start_client, start_engine};
 use crate::attach::{Target, attach};
 use crate::clock::MonotonicClock;
 use crate::layout::LayoutChoice;
@@ -32,31 +32,11 @@ pub(super) fn start(
 ) -> Result<Run, CliError> {
     let (client_hz, policy) = client;
     let name = format!("lrbc-uibench-{}-{tag}", std::process::id());
-    let mut engine = ChildProcess::spawn(
-        "engine",
-        &[
-            "sim".into(),
-            "engine".into(),
-            "--name".into(),
-            name.clone(),
-            "--preset".into(),
-            preset.as_str().into(),
-            "--force".into(),
-        ],
-        Stdio::null(),
-    )?;
-    wait_for_segment(&name, &mut engine, Duration::from_secs(30))?;
+    let engine = start_engine(&name, preset, &["--force"])?;
     let client = match (client_hz, client_steps) {
         (None, None) => None,
         _ => {
-            let mut args = vec![
-                "sim".to_string(),
-                "client".into(),
-                "--shm".into(),
-                name.clone(),
-                "--policy".into(),
-                policy.into(),
-            ];
+            let mut args = vec!["--policy".to_string(), policy.into()];
             if let Some(hz) = client_hz {
                 args.extend(["--hz".into(), hz.to_string()]);
             }
@@ -73,7 +53,7 @@ pub(super) fn start(
             } else {
                 Stdio::null()
             };
-            Some(ChildProcess::spawn("client", &args, stdout)?)
+            Some(start_client(&name, &args, stdout)?)
         }
     };
     Ok(Run {

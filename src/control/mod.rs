@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::attach::Attached;
+use crate::clock::monotonic_now_ns;
 use crate::layout::{Layout, RegionKind, RingGeometry};
 use crate::procinfo::Processes;
 use crate::rings::lrbc::{Consumer, OWNER_PID, Producer, PushError};
 use crate::rings::{RingRead, RingWrite};
 use crate::rpc::{self, DecodedEnvelope, fb};
-use crate::segment::{ControlPages, OpenError, monotonic_now_ns};
+use crate::segment::{ControlPages, OpenError};
 
 /// Why the control channel cannot be used.
 #[derive(Debug, thiserror::Error)]

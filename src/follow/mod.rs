@@ -30,9 +30,11 @@ pub use accounting::{Copied, FrameAccounting, FrameCounts, frames_ahead};
 
 /// The follower runs at this nice value: observing must not slow the run.
 pub const FOLLOWER_NICE: i32 = 10;
-/// How often the sinks are ticked (at most; a follower asleep for a frame ticks when it
-/// wakes, within [`pace::QUIET_LOOK_NS`] of this).
+/// How often the sinks are ticked: at the first look this long after the last tick (a
+/// tick costs no wake-up of its own while frames come), and at least every
+/// [`MAX_TICK_NS`].
 pub const TICK_NS: u64 = 5_000_000;
+pub const MAX_TICK_NS: u64 = 50_000_000;
 
 /// One consistent copy of a frame: the hot arrays of every env and the observation and
 /// action rows of the envs the sinks want.

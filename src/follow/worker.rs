@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use super::accounting::{Copied, FrameAccounting};
 use super::pace::Pace;
-use super::{FOLLOWER_NICE, FrameCopy, Shared, TICK_NS, Tick};
+use super::{FOLLOWER_NICE, FrameCopy, MAX_TICK_NS, Shared, TICK_NS, Tick};
 use crate::attach::Attached;
 use crate::busy::{Budget, CpuTimes};
-use crate::segment::{Health, monotonic_now_ns};
+use crate::clock::monotonic_now_ns;
+use crate::segment::Health;
 use crate::snapshot;
 
 /// Copies kept for reuse: a sink that holds a frame for a while (the newest one, say)
@@ -70,11 +71,11 @@ impl Worker {
             // On a busy machine, no look before the budget allows one.
             if let Some(hold) = self.budget.hold_ns(now) {
                 self.accounting.hold();
-                std::thread::park_timeout(Duration::from_nanos(hold.min(TICK_NS)));
+                std::thread::park_timeout(Duration::from_nanos(hold.min(MAX_TICK_NS)));
                 continue;
             }
             self.look(now, &mut pace);
-            let next = pace.next_look_ns(now).min(last_tick + TICK_NS);
+            let next = pace.next_look_ns(now).min(last_tick + MAX_TICK_NS);
             let after = monotonic_now_ns();
             if next > after {
                 std::thread::park_timeout(Duration::from_nanos(next - after));

@@ -5,18 +5,22 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::images::Images;
-use super::spot::{FrameStamp, Spotter, copy_frame};
+use super::inbox::{CaptureSink, Inbox};
 use super::{
     Counts, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecordError, SEGMENT_METADATA,
-    lucky_header_json, ring_event_json, ring_header_topic, segment_metadata,
+    STATE_TOPIC, lock, lucky_header_json, ring_event_json, ring_header_topic, segment_metadata,
 };
 use crate::attach::Attached;
-use crate::busy::{Budget, CpuTimes};
+use crate::busy::CpuTimes;
+use crate::clock::{MonotonicClock, monotonic_now_ns};
+use crate::follow::{FrameCopy, Subscription};
 use crate::layout::{Layout, RegionKind};
 use crate::rpc::{RECORDING_BFBS, recording_fb as fb};
-use crate::segment::monotonic_now_ns;
-use crate::snapshot::{self, HotData};
 use crate::traffic::{RingSelection, Traffic, TrafficEvent};
+use crate::watch::{State, Watcher};
+
+/// How often the segment's state (truncated, unlinked, replaced, engine gone) is read.
+const STATE_EVERY_NS: u64 = 250_000_000;
 
 /// A schema record.
 #[derive(Clone, Debug)]
@@ -52,6 +56,8 @@ pub enum Kind {
     /// A luckyrobots entry's header, on `/lrbc/ring/<ring>/header`, just before its
     /// payload.
     RingHeader,
+    /// A change of the segment's state, on `/lrbc/state`.
+    State,
     Image,
 }
 
@@ -91,22 +97,20 @@ pub struct Capture {
     ring_events_channel: usize,
     /// When the rings were last read.
     traffic_now_ns: u64,
-    last_frame_seq: Option<u64>,
-    hot: HotData,
-    rows: Vec<f32>,
+    /// The channel of the segment's state changes.
+    state_channel: usize,
+    /// The segment's state, on a mapping of its own; None when it could not be mapped.
+    watcher: Option<Watcher<MonotonicClock>>,
+    state: Option<State>,
+    state_read_ns: u64,
+    /// Frames come from the process's follower of the segment through the inbox.
+    inbox: Arc<Inbox>,
+    subscription: Option<Subscription>,
     builder: flatbuffers::FlatBufferBuilder<'static>,
     events: Vec<TrafficEvent>,
     counts: Counts,
     first_nonfinite: Option<u64>,
     images: Option<Images>,
-    /// How much CPU the capture may take from a busy machine.
-    budget: Budget,
-    read_load: fn() -> Option<CpuTimes>,
-    /// The capture held off (yielding to a busy machine) since its last copy: frames
-    /// that pass meanwhile are skipped on purpose, not missed.
-    held: bool,
-    /// A second thread copying the frames this one is late for.
-    spotter: Option<Spotter>,
 }
 
 impl std::fmt::Debug for Capture {
@@ -181,6 +185,12 @@ impl Capture {
             message_encoding: "json".into(),
         });
         let ring_events_channel = prelude.channels.len() - 1;
+        prelude.channels.push(ChannelDef {
+            topic: STATE_TOPIC.into(),
+            schema: None,
+            message_encoding: "json".into(),
+        });
+        let state_channel = prelude.channels.len() - 1;
         let header = strings(g.fields().filter_map(|f| {
             let v = f.decode(&g.header)?;
             Some((f.name.to_string(), v.display()))
@@ -237,7 +247,11 @@ impl Capture {
                 ("version".into(), env!("CARGO_PKG_VERSION").into()),
             ]),
         ));
-        Ok(Self {
+        let watcher = attached
+            .reopen()
+            .ok()
+            .map(|a| Watcher::new(a, MonotonicClock));
+        let mut capture = Self {
             attached,
             traffic,
             envs,
@@ -246,76 +260,90 @@ impl Capture {
             header_channels,
             ring_events_channel,
             traffic_now_ns: 0,
-            last_frame_seq: None,
-            hot: HotData::default(),
-            rows: Vec::new(),
+            state_channel,
+            watcher,
+            state: Some(State::Attached),
+            state_read_ns: 0,
+            inbox: Arc::new(Inbox::default()),
+            subscription: None,
             builder: flatbuffers::FlatBufferBuilder::new(),
             events: Vec::new(),
             counts: Counts::default(),
             first_nonfinite: None,
             images: None,
-            budget: Budget::new(None, crate::busy::MIN_HOLD_NS),
-            read_load: crate::busy::read_cpu_times,
-            held: false,
-            spotter: None,
-        })
+        };
+        capture.follow(crate::busy::read_cpu_times)?;
+        Ok(capture)
     }
 
-    /// A second thread, on the other half of the cores, copies the frames that the
-    /// caller's polls come late for (a nap that lasts milliseconds on a loaded machine)
-    /// and hands them over: for a recorder that should keep every frame of a paced run.
-    /// It rests while the capture holds off on a busy machine.
-    pub fn with_spotter(mut self) -> Result<Self, RecordError> {
-        if self.spotter.is_none() {
-            let (seg, g) = (&self.attached.segment, &self.attached.geometry);
-            let from = self
-                .last_frame_seq
-                .or_else(|| seg.load_u64(g.counters.frame_seq))
-                .unwrap_or(0);
-            self.spotter = Some(Spotter::start(&self.attached, self.envs.clone(), from)?);
-        }
+    /// Joins the process's follower of the segment (starting one if there is none, which
+    /// reads the machine's load with `read_load`).
+    fn follow(&mut self, read_load: fn() -> Option<CpuTimes>) -> Result<(), RecordError> {
+        self.subscription = None;
+        let sink = CaptureSink {
+            inbox: Arc::clone(&self.inbox),
+            envs: self.envs.clone(),
+        };
+        self.subscription = Some(crate::follow::subscribe_with_load(
+            &self.attached,
+            Box::new(sink),
+            read_load,
+        )?);
+        Ok(())
+    }
+
+    /// On a machine without spare CPU, keeps the follower's CPU time within
+    /// `percent_of_a_core` (None or 0: follows every frame whatever the load). The
+    /// frames that pass while it holds off are counted as skipped. The follower keeps to
+    /// the largest budget of its consumers, and to none if one of them sets none.
+    pub fn set_busy_budget(&mut self, percent_of_a_core: Option<f32>) {
+        *lock(&self.inbox.busy_budget) = percent_of_a_core;
+    }
+
+    /// Reads the machine's load with `read_load` (tests give a busy or an idle machine):
+    /// joins a follower started with it.
+    pub fn with_load_reading(
+        mut self,
+        read_load: fn() -> Option<CpuTimes>,
+    ) -> Result<Self, RecordError> {
+        self.follow(read_load)?;
         Ok(self)
     }
 
-    /// On a machine without spare CPU, keeps the capture's CPU time within
-    /// `percent_of_a_core` (None or 0: follows every frame whatever the load); see
-    /// [`Capture::hold_ns`].
-    pub fn set_busy_budget(&mut self, percent_of_a_core: Option<f32>) {
-        self.budget.set_percent(percent_of_a_core);
+    /// Leaves the follower: no frame comes after those already delivered (the next
+    /// [`Capture::poll`] takes them).
+    pub fn stop_following(&mut self) {
+        self.subscription = None;
     }
 
-    /// Reads the machine's load with `read_load` (tests give a busy or an idle machine).
-    pub fn with_load_reading(mut self, read_load: fn() -> Option<CpuTimes>) -> Self {
-        self.read_load = read_load;
-        self
+    /// Waits up to `timeout` for a frame (at once if one is waiting): the caller's loop
+    /// polls when frames come, and for the rings at least every `timeout`.
+    pub fn wait(&self, timeout: std::time::Duration) {
+        self.inbox.wait(timeout);
     }
 
-    /// How long to wait before the next [`Capture::poll`], while the machine has no spare
-    /// CPU and the capture keeps to its budget; None: poll as often as frames come. The
-    /// frames that pass while the capture holds off are counted as skipped.
-    pub fn hold_ns(&mut self, now_ns: u64) -> Option<u64> {
-        if self.budget.check_due(now_ns) {
-            self.budget.observe(now_ns, (self.read_load)());
-        }
-        let hold = self.budget.hold_ns(now_ns);
-        if hold.is_some() {
-            self.held = true;
-        }
-        if let Some(spot) = &self.spotter {
-            spot.rest(self.budget.yielding());
-        }
-        hold
-    }
-
-    /// Copies the spotter handed over and the capture has not taken yet.
+    /// Polls as frames come from the follower until `done` says so (tests; fails after
+    /// 20 s without it).
     #[cfg(test)]
-    pub(super) fn spotted(&self) -> usize {
-        self.spotter.as_ref().map_or(0, Spotter::pending)
+    pub(crate) fn poll_until(&mut self, out: &mut Vec<Message>, done: impl Fn(&Counts) -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            self.poll(out);
+            if done(&self.counts) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waited 20 s: {:?}",
+                self.counts
+            );
+            self.wait(std::time::Duration::from_millis(10));
+        }
     }
 
-    /// True while the capture keeps to its budget on a busy machine.
+    /// True while the follower keeps to its budget on a busy machine.
     pub fn yielding(&self) -> bool {
-        self.budget.yielding()
+        lock(&self.inbox.delivered).yielding
     }
 
     /// Also captures camera images: the recorded envs' images of the image region when
@@ -357,6 +385,7 @@ impl Capture {
     /// the last call, to `out`.
     pub fn poll(&mut self, out: &mut Vec<Message>) {
         self.poll_frame(out);
+        self.poll_state(monotonic_now_ns(), out);
         if let Some(images) = &mut self.images {
             let (seg, g) = (&self.attached.segment, &self.attached.geometry);
             let now = monotonic_now_ns();
@@ -374,102 +403,95 @@ impl Capture {
         }
     }
 
+    /// Records the frames the follower delivered, and its counts.
     fn poll_frame(&mut self, out: &mut Vec<Message>) {
-        let (seg, g) = (&self.attached.segment, &self.attached.geometry);
-        let now_seq = seg.load_u64(g.counters.frame_seq).unwrap_or(0);
-        self.take_spotted(now_seq, false, out);
-        if self.last_frame_seq == Some(now_seq) {
-            return;
+        let (frames, counts, overflowed) = {
+            let mut d = lock(&self.inbox.delivered);
+            (
+                std::mem::take(&mut d.frames),
+                std::mem::take(&mut d.counts),
+                std::mem::take(&mut d.overflowed),
+            )
+        };
+        let c = &mut self.counts;
+        // Frames recorded count as seen when they are (below); the follower's counts
+        // add those it saw and did not deliver.
+        c.frames_seen += counts.torn + counts.unreadable;
+        c.frames_missed += counts.missed + overflowed;
+        c.frames_torn += counts.torn;
+        c.frames_skipped += counts.skipped;
+        c.frames_unreadable += counts.unreadable;
+        for f in &frames {
+            self.counts.frames_seen += 1;
+            self.emit(f, out);
         }
-        let (seg, g) = (&self.attached.segment, &self.attached.geometry);
-        let passed = self
-            .last_frame_seq
-            .map_or(0, |last| now_seq.saturating_sub(last));
-        if self.held && passed > 0 && !snapshot::settled_now(seg, g) {
-            // Back from holding off, the engine is already writing the next frame: let
-            // these pass rather than copy a torn one (its retries cost the run).
-            self.counts.frames_skipped += passed;
-            self.last_frame_seq = Some(now_seq);
-            return;
-        }
-        let (mut hot, mut rows) = (
-            std::mem::take(&mut self.hot),
-            std::mem::take(&mut self.rows),
-        );
-        let (consistent, stamp) = copy_frame(&self.attached, &self.envs, &mut hot, &mut rows);
-        // The spotter may have copied frames before this one meanwhile (this thread
-        // stalled between its looks): those first.
-        self.take_spotted(stamp.frame_seq, true, out);
-        if self.last_frame_seq != Some(stamp.frame_seq) {
-            self.account(stamp.frame_seq);
-            self.budget
-                .sampled(monotonic_now_ns(), crate::platform::thread_cpu_ns());
-            if consistent {
-                self.emit(stamp, &hot, &rows, out);
-            } else {
-                self.counts.frames_torn += 1;
-            }
-        }
-        (self.hot, self.rows) = (hot, rows);
     }
 
-    /// Records the copies the spotter handed over, in order: those after the last frame
-    /// taken and, when this thread `copied` frame `newest` itself, before it. When frames
-    /// passed since the last one taken, a copy the spotter is making is waited for.
-    fn take_spotted(&mut self, newest: u64, copied: bool, out: &mut Vec<Message>) {
-        let Some(spot) = &self.spotter else {
+    /// Reads the segment's state every [`STATE_EVERY_NS`]; a change is a message on
+    /// [`STATE_TOPIC`] (`{"state": …, "note": …, "frame_seq": …}`).
+    fn poll_state(&mut self, now: u64, out: &mut Vec<Message>) {
+        if now.saturating_sub(self.state_read_ns) < STATE_EVERY_NS {
+            return;
+        }
+        self.state_read_ns = now;
+        let moved_on = lock(&self.inbox.delivered).moved_on;
+        let Some(w) = &mut self.watcher else {
             return;
         };
-        let late = self
-            .last_frame_seq
-            .is_some_and(|last| newest.saturating_sub(last) > 1);
-        for c in spot.take(late) {
-            let f = c.stamp.frame_seq;
-            if self.last_frame_seq.is_some_and(|last| f <= last) || (copied && f >= newest) {
-                continue;
-            }
-            self.account(f);
-            self.emit(c.stamp, &c.hot, &c.rows, out);
-        }
-    }
-
-    /// Frame `f` was taken (copied by this thread or the spotter): counts it seen, and
-    /// the frames since the last one missed, or skipped after holding off.
-    fn account(&mut self, f: u64) {
-        let jumped = self
-            .last_frame_seq
-            .map_or(0, |last| f.saturating_sub(last).saturating_sub(1));
-        if std::mem::take(&mut self.held) {
-            self.counts.frames_skipped += jumped;
+        let report = w.tick();
+        // Once replaced, this recording's segment is gone for good, whatever the watcher
+        // attached to since.
+        let state = if moved_on || self.state == Some(State::Replaced) {
+            State::Replaced
         } else {
-            self.counts.frames_missed += jumped;
+            report.state
+        };
+        if self.state == Some(state) {
+            return;
         }
-        self.counts.frames_seen += 1;
-        self.last_frame_seq = Some(f);
-        if let Some(spot) = &self.spotter {
-            spot.taken(f);
-        }
+        self.state = Some(state);
+        let json = serde_json::json!({
+            "state": state.as_str(),
+            "note": report.note,
+            "frame_seq": report.frame_seq,
+        });
+        out.push(Message {
+            channel: self.state_channel,
+            kind: Kind::State,
+            log_time: now,
+            publish_time: now,
+            data: Arc::from(json.to_string().into_bytes()),
+        });
+        self.counts.state_changes += 1;
     }
 
-    /// Encodes a consistent copy of a frame into a `/lrbc/frame` message.
-    fn emit(&mut self, stamp: FrameStamp, hot: &HotData, rows: &[f32], out: &mut Vec<Message>) {
+    /// Encodes a consistent copy of a frame into a `/lrbc/frame` message: the hot data of
+    /// every env and the rows of the recorded envs.
+    fn emit(&mut self, copy: &FrameCopy, out: &mut Vec<Message>) {
         let (g, envs) = (&self.attached.geometry, &self.envs);
-        if self.first_nonfinite.is_none()
-            && (hot
-                .rewards
-                .iter()
-                .chain(rows.iter())
-                .any(|v| !v.is_finite()))
-        {
-            self.first_nonfinite = Some(stamp.frame_seq);
-        }
+        let hot = &copy.hot;
+        let stamp = (
+            copy.frame_seq,
+            copy.frame_time_ns.unwrap_or(0),
+            copy.action_seq,
+            copy.sampled_ns,
+        );
         let (o, a) = (g.obs_size as usize, g.act_size as usize);
         let mut observations = Vec::with_capacity(envs.len() * o);
         let mut actions = Vec::with_capacity(envs.len() * a);
-        for row in rows.chunks_exact((o + a).max(1)) {
+        // The follower copies the rows of every env its consumers want: these envs' only.
+        for row in envs.iter().filter_map(|&e| copy.row(e)) {
             let (obs, act) = row.split_at(o.min(row.len()));
             observations.extend_from_slice(obs);
             actions.extend_from_slice(act);
+        }
+        if self.first_nonfinite.is_none()
+            && (hot.rewards.iter())
+                .chain(&observations)
+                .chain(&actions)
+                .any(|v| !v.is_finite())
+        {
+            self.first_nonfinite = Some(stamp.0);
         }
         let b = &mut self.builder;
         b.reset();
@@ -483,10 +505,10 @@ impl Capture {
         let frame = fb::Frame::create(
             b,
             &fb::FrameArgs {
-                frame_seq: stamp.frame_seq,
-                frame_time_ns: stamp.frame_time_ns,
-                action_seq: stamp.action_seq,
-                sampled_ns: stamp.sampled_ns,
+                frame_seq: stamp.0,
+                frame_time_ns: stamp.1,
+                action_seq: stamp.2,
+                sampled_ns: stamp.3,
                 rewards: Some(rewards),
                 dones: Some(dones),
                 truncateds,
@@ -500,12 +522,8 @@ impl Capture {
         out.push(Message {
             channel: FRAME_CHANNEL,
             kind: Kind::Frame,
-            log_time: stamp.sampled_ns,
-            publish_time: if stamp.frame_time_ns != 0 {
-                stamp.frame_time_ns
-            } else {
-                stamp.sampled_ns
-            },
+            log_time: stamp.3,
+            publish_time: if stamp.1 != 0 { stamp.1 } else { stamp.3 },
             data: Arc::from(self.builder.finished_data()),
         });
         self.counts.frames_recorded += 1;

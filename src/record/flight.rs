@@ -256,7 +256,7 @@ impl Worker {
             }
             messages.clear();
             self.capture.poll(&mut messages);
-            let now = crate::segment::monotonic_now_ns();
+            let now = crate::clock::monotonic_now_ns();
             for m in messages.drain(..) {
                 self.record(&m);
                 self.rolling.push(m);
@@ -274,10 +274,9 @@ impl Worker {
                 last_status = now;
                 self.publish();
             }
-            // A fast engine's frames come every few ms; a nap between looks, longer on a
-            // busy machine (the capture's budget).
-            let hold = self.capture.hold_ns(crate::segment::monotonic_now_ns());
-            std::thread::sleep(hold.map_or(Duration::from_millis(1), Duration::from_nanos));
+            // Woken by the follower's frames; the rings and commands are read at least
+            // every few milliseconds.
+            self.capture.wait(Duration::from_millis(5));
         }
         // Commands sent before the stop (a save as the segment goes) are carried out.
         while let Ok(c) = self.rx.try_recv() {
@@ -356,7 +355,7 @@ impl Worker {
         Ok(Recording {
             file,
             path,
-            last_chunk_ns: crate::segment::monotonic_now_ns(),
+            last_chunk_ns: crate::clock::monotonic_now_ns(),
         })
     }
 

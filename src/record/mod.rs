@@ -14,8 +14,8 @@ mod capture;
 mod file;
 pub mod flight;
 mod images;
+mod inbox;
 mod rolling;
-mod spot;
 mod writer;
 
 pub use capture::{Capture, ChannelDef, Kind, Message, Prelude, SchemaDef};
@@ -42,6 +42,9 @@ pub const FRAME_SCHEMA: &str = "lrbc.recording.Frame";
 /// the ring cannot tell) or `{"event": "malformed", "ring", "position", "error",
 /// "raw_hex"}`.
 pub const RING_EVENTS_TOPIC: &str = "/lrbc/ring_events";
+/// The channel of the segment's state changes (JSON: `state`, `note`, `frame_seq`):
+/// truncated, unlinked, replaced, engine gone, and back to attached.
+pub const STATE_TOPIC: &str = "/lrbc/state";
 
 /// The channel of the luckyrobots entry headers of `ring`: one JSON object per entry,
 /// `{"correlation_id": 7, "method_or_status": 2}`, written just before the entry's
@@ -192,6 +195,11 @@ pub struct Counts {
     /// Frames let pass on purpose while the recorder held off, keeping to its budget on
     /// a machine without spare CPU.
     pub frames_skipped: u64,
+    /// Frames published while the segment's file was shorter than its layout (their data
+    /// read as zeros), so not kept.
+    pub frames_unreadable: u64,
+    /// Changes of the segment's state recorded on `/lrbc/state`.
+    pub state_changes: u64,
     pub ring_entries: u64,
     /// Ring losses and malformed ring entries recorded on `/lrbc/ring_events`.
     pub ring_events: u64,
@@ -251,10 +259,9 @@ impl<W: Write + Seek + Send + 'static> Recorder<W> {
         self.capture.counts()
     }
 
-    /// How long to wait before the next poll while the machine is busy
-    /// ([`Capture::hold_ns`]).
-    pub fn hold_ns(&mut self, now_ns: u64) -> Option<u64> {
-        self.capture.hold_ns(now_ns)
+    /// Waits up to `timeout` for a frame to record ([`Capture::wait`]).
+    pub fn wait(&self, timeout: std::time::Duration) {
+        self.capture.wait(timeout);
     }
 
     /// True while the recorder keeps to its budget on a busy machine.
@@ -288,6 +295,29 @@ impl<W: Write + Seek + Send + 'static> Recorder<W> {
         Ok(true)
     }
 
+    /// Polls as frames come from the follower until `frames` are recorded (tests; fails
+    /// after 20 s without them).
+    #[cfg(test)]
+    pub(crate) fn poll_until_recorded(&mut self, frames: u64) {
+        self.poll_until(|c| c.frames_recorded >= frames);
+    }
+
+    /// Polls as frames come from the follower until `done` says so (tests; fails after
+    /// 20 s without it).
+    #[cfg(test)]
+    pub(crate) fn poll_until(&mut self, done: impl Fn(&Counts) -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !done(&self.counts()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waited 20 s: {:?}",
+                self.counts()
+            );
+            self.wait(std::time::Duration::from_millis(10));
+            self.poll().expect("the recording is written");
+        }
+    }
+
     /// Ends the current chunk and flushes it to the output: what was recorded so far
     /// reads back even if the process dies before [`Recorder::finish`].
     pub fn end_chunk(&mut self) -> Result<(), RecordError> {
@@ -304,7 +334,10 @@ impl<W: Write + Seek + Send + 'static> Recorder<W> {
     }
 
     /// Like [`Recorder::finish`], and gives back the output.
-    pub fn finish_into_inner(self) -> Result<(Counts, W), RecordError> {
+    pub fn finish_into_inner(mut self) -> Result<(Counts, W), RecordError> {
+        // What the follower delivered before it let go is recorded too.
+        self.capture.stop_following();
+        self.poll()?;
         let c = self.capture.counts();
         let out = self.writer.finish()?.finish(&c)?;
         Ok((c, out))

@@ -24,32 +24,44 @@ fn frames(bytes: &[u8]) -> Vec<u64> {
         .collect()
 }
 
+fn poll_until(c: &mut Capture, out: &mut Vec<Message>, done: impl Fn(&Counts) -> bool) {
+    c.poll_until(out, done);
+}
+
+/// Every frame published is counted once: seen (recorded, torn or unreadable), missed or
+/// skipped.
+fn balanced(n: &Counts, published: u64) -> bool {
+    n.frames_seen + n.frames_missed + n.frames_skipped == published
+        && n.frames_seen == n.frames_recorded + n.frames_torn + n.frames_unreadable
+}
+
 #[test]
-fn each_new_frame_is_recorded_once_and_frames_that_came_and_went_are_counted_missed() {
+fn each_new_frame_is_recorded_once_and_every_frame_published_is_counted() {
     let mut e = engine();
     let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
     let mut rec = Recorder::new(a, vec![1, 4], Cursor::new(Vec::new())).unwrap();
     e.step_once(Some(1));
-    assert!(rec.poll().unwrap());
+    rec.poll_until_recorded(1);
     // Nothing new: nothing written.
     assert!(!rec.poll().unwrap());
+    // Three frames at once: the follower sees some of them or only the last; the others
+    // are missed, and none is counted twice.
     e.step_once(Some(2));
     e.step_once(Some(3));
     e.step_once(Some(4));
-    assert!(rec.poll().unwrap());
-    let counts = rec.counts();
-    assert_eq!(
-        (
-            counts.frames_seen,
-            counts.frames_recorded,
-            counts.frames_missed,
-            counts.frames_torn
-        ),
-        (2, 2, 2, 0)
-    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !balanced(&rec.counts(), 4) {
+        assert!(std::time::Instant::now() < deadline, "{:?}", rec.counts());
+        rec.wait(std::time::Duration::from_millis(10));
+        rec.poll().unwrap();
+    }
     assert!(rec.bytes_written() > 0);
+    let counts = rec.counts();
     let written = finish_into_bytes(rec);
-    assert_eq!(frames(&written), [1, 4]);
+    let recorded = frames(&written);
+    assert_eq!(recorded.len() as u64, counts.frames_recorded);
+    assert_eq!((recorded.first(), recorded.last()), (Some(&1), Some(&4)));
+    assert!(recorded.windows(2).all(|w| w[0] < w[1]), "{recorded:?}");
 }
 
 #[test]
@@ -109,7 +121,7 @@ fn a_rolling_buffer_keeps_the_newest_frames_within_its_bytes_and_writes_a_whole_
     let mut capture = Capture::new(a, vec![0, 2]).unwrap();
     let mut messages = Vec::new();
     e.step_once(Some(1));
-    capture.poll(&mut messages);
+    poll_until(&mut capture, &mut messages, |n| n.frames_recorded == 1);
     let one = messages.iter().find(|m| m.is_frame()).unwrap().data.len() as u64;
     // Room for three frames (and their overhead) in the three quarters of the budget
     // that are not for images, with seconds to spare.
@@ -122,7 +134,7 @@ fn a_rolling_buffer_keeps_the_newest_frames_within_its_bytes_and_writes_a_whole_
     }
     for step in 2..=6 {
         e.step_once(Some(step));
-        capture.poll(&mut messages);
+        poll_until(&mut capture, &mut messages, |n| n.frames_recorded == step);
         for m in messages.drain(..).filter(Message::is_frame) {
             rolling.push(m);
         }
@@ -278,7 +290,8 @@ fn machine(idle_share: u64) -> Option<crate::busy::CpuTimes> {
 }
 
 #[test]
-fn on_a_busy_machine_the_capture_holds_off_and_counts_the_frames_it_lets_pass_as_skipped() {
+fn on_a_busy_machine_the_follower_holds_off_and_the_capture_counts_the_frames_let_pass_as_skipped()
+{
     fn busy() -> Option<crate::busy::CpuTimes> {
         machine(0)
     }
@@ -291,35 +304,38 @@ fn on_a_busy_machine_the_capture_holds_off_and_counts_the_frames_it_lets_pass_as
     ] {
         let mut e = engine();
         let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
-        let mut c = Capture::new(a, vec![0]).unwrap().with_load_reading(load);
+        let mut c = Capture::new(a, vec![0])
+            .unwrap()
+            .with_load_reading(load)
+            .unwrap();
         c.set_busy_budget(Some(1.0));
-        // Two readings of the machine's load, a check interval apart.
-        let t0 = crate::segment::monotonic_now_ns();
-        assert_eq!(c.hold_ns(t0), None);
-        assert_eq!(c.hold_ns(t0 + crate::busy::CHECK_INTERVAL_NS), None);
-        assert_eq!(c.yielding(), yields);
         let mut out = Vec::new();
-        e.step_once(Some(1));
-        c.poll(&mut out);
-        // After a copy, a busy machine holds the next look off for at least the shortest
-        // hold; an idle one does not.
-        let hold = c.hold_ns(crate::segment::monotonic_now_ns());
-        assert_eq!(hold.is_some(), yields, "{hold:?}");
-        e.step_once(Some(2));
-        e.step_once(Some(3));
-        e.step_once(Some(4));
-        c.poll(&mut out);
+        // The follower reads the machine's load twice, a check interval apart.
+        let t0 = std::time::Instant::now();
+        let check = std::time::Duration::from_nanos(crate::busy::CHECK_INTERVAL_NS);
+        while t0.elapsed() < 3 * check && c.yielding() != yields {
+            c.wait(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(c.yielding(), yields);
+        // Frames every 2 ms: on a busy machine the follower holds off at least 10 ms after
+        // each copy (the shortest hold), so frames pass meanwhile, skipped, not missed.
+        for f in 1..=50 {
+            e.step_once(Some(f));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        poll_until(&mut c, &mut out, |n| balanced(n, 50));
         let n = c.counts();
-        assert_eq!((n.frames_seen, n.frames_recorded), (2, 2), "{n:?}");
-        let (skipped, missed) = if yields { (2, 0) } else { (0, 2) };
-        assert_eq!(
-            (n.frames_skipped, n.frames_missed),
-            (skipped, missed),
-            "{n:?}"
-        );
+        if yields {
+            assert!(n.frames_skipped >= 1, "{n:?}");
+        } else {
+            assert_eq!(n.frames_skipped, 0, "{n:?}");
+        }
         // Without a budget, nothing holds off, busy or not.
         c.set_busy_budget(None);
-        assert_eq!(c.hold_ns(crate::segment::monotonic_now_ns()), None);
+        let t0 = std::time::Instant::now();
+        while c.yielding() && t0.elapsed() < std::time::Duration::from_secs(20) {
+            c.wait(std::time::Duration::from_millis(10));
+        }
         assert!(!c.yielding());
     }
 }
@@ -436,41 +452,53 @@ fn a_ring_event_reads_back_as_the_event_written_and_nothing_else_does() {
     }
 }
 
+/// A segment truncated under the recorder: the engine goes on publishing `frame_seq` in
+/// the header page, but the data is gone. No frame of zeros is recorded, the frames are
+/// counted unreadable, and the truncation is a message on `/lrbc/state`.
+#[cfg(unix)]
 #[test]
-fn the_spotter_copies_the_frames_the_capture_comes_late_for() {
-    let mut e = engine();
-    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
-    let mut c = Capture::new(a, vec![2]).unwrap().with_spotter().unwrap();
+fn frames_of_a_truncated_segment_are_not_recorded_and_the_truncation_is() {
+    use crate::layout::LrbcHeader;
+    use crate::testutil::{TestSegment, spec};
+    let seg = TestSegment::create("rectrunc", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let publish = |frame: u64| {
+        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
+    };
+    let mut c = Capture::new(seg.attach(), vec![1]).unwrap();
     let mut out = Vec::new();
-    // The capture does not look while two frames come and go: the spotter copies each.
-    for (f, spotted) in [(1, 1), (2, 2)] {
-        e.step_once(Some(f));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while c.spotted() < spotted {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "frame {f} not spotted"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+    seg.rw.write_f32s(seg.plan.rewards_offset, &[1.0, 2.0]);
+    publish(1);
+    poll_until(&mut c, &mut out, |n| n.frames_recorded == 1);
+    let path = seg.location.file_path().expect("a file in /dev/shm");
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    assert!(
+        seg.plan.rewards_offset >= 4096,
+        "the data lies past the first page"
+    );
+    file.set_len(4096).unwrap();
+    let mut frame = 1;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while c.counts().frames_unreadable < 5 || c.counts().state_changes == 0 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", c.counts());
+        frame += 1;
+        publish(frame);
+        c.wait(std::time::Duration::from_millis(5));
+        c.poll(&mut out);
     }
-    c.poll(&mut out);
     let n = c.counts();
     assert_eq!(
-        (n.frames_seen, n.frames_recorded, n.frames_missed),
-        (2, 2, 0),
-        "{n:?}"
+        n.frames_recorded, 1,
+        "no frame of the truncated segment: {n:?}"
     );
-    let seqs: Vec<u64> = out
+    let states: Vec<serde_json::Value> = out
         .iter()
-        .filter(|m| m.is_frame())
-        .map(|m| fb::root_as_frame(&m.data).unwrap().frame_seq())
+        .filter(|m| m.kind == Kind::State)
+        .map(|m| serde_json::from_slice(&m.data).unwrap())
         .collect();
-    assert_eq!(seqs, [1, 2]);
-    // A frame the capture takes itself is not taken again from the spotter.
-    e.step_once(Some(3));
-    c.poll(&mut out);
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    c.poll(&mut out);
-    assert_eq!(c.counts().frames_recorded, 3, "{:?}", c.counts());
+    assert_eq!(states[0]["state"], "truncated", "{states:?}");
+    assert!(
+        states[0]["note"].as_str().unwrap().contains("4096"),
+        "{states:?}"
+    );
 }

@@ -41,7 +41,7 @@ fn recording_with_nan(steps: u64, nan_at_step: Option<u64>) -> (Vec<u8>, Vec<u64
     let mut seqs = Vec::new();
     for i in 1..=steps {
         e.step_once(Some(i));
-        assert!(rec.poll().unwrap());
+        rec.poll_until_recorded(i);
         seqs.push(i);
     }
     (rec.finish_into_inner().unwrap().1.into_inner(), seqs)
@@ -393,12 +393,10 @@ fn recording_with_entries(layout: PlanLayout, entries: &[(RegionKind, Vec<u8>)])
     let mut capture = Capture::new(a, vec![0]).unwrap();
     let mut file = FileSink::new(Cursor::new(Vec::new()), capture.prelude()).unwrap();
     let mut messages = Vec::new();
-    // The capture's first look, not written (a luckyrobots segment's frames count from
-    // there; an LRBC segment's frame 0 would be recorded).
-    capture.poll(&mut messages);
-    messages.clear();
+    // Frames count from the attach: the first seen is the next one (torn: this engine
+    // writes no action_seq).
     e.step_once(Some(1));
-    capture.poll(&mut messages);
+    capture.poll_until(&mut messages, |n| n.frames_seen == 1);
     file.sync(capture.prelude()).unwrap();
     let mut t = 0;
     for m in &messages {
@@ -661,7 +659,8 @@ fn a_recordings_ring_losses_and_malformed_entries_show_in_its_traffic_list_as_th
     client
         .try_push(&seg.rw, b"hello, not a flatbuffer")
         .unwrap();
-    rec.poll().unwrap();
+    // (Torn: this engine writes no action_seq; seen all the same.)
+    rec.poll_until(|c| c.frames_seen >= 1);
     // The engine takes requests faster than the recorder looks: the ring laps it.
     let mut buf = Vec::new();
     let request = envelope(7, crate::rpc::fb::MethodId::GetServiceStatus, None, 1);
@@ -671,7 +670,7 @@ fn a_recordings_ring_losses_and_malformed_entries_show_in_its_traffic_list_as_th
     }
     seg.rw
         .store_u64(crate::layout::headers::LrbcHeader::FRAME_SEQ_OFFSET, 2);
-    rec.poll().unwrap();
+    rec.poll_until(|c| c.frames_seen >= 2);
     let (counts, out) = rec.finish_into_inner().unwrap();
     assert!(
         counts.ring_lost_bytes > 0 && counts.ring_events >= 2,
@@ -736,7 +735,7 @@ fn recorded_luckyrobots_headers_pair_responses_by_correlation_id_and_give_status
     engine.try_push(&seg.rw, h(5, 3), br#"{}"#).unwrap();
     let header = crate::layout::headers::LuckyHeader::FRAME_SEQ_OFFSET;
     seg.rw.store_u64(header, 1);
-    rec.poll().unwrap();
+    rec.poll_until(|c| c.frames_seen >= 1);
     let (counts, out) = rec.finish_into_inner().unwrap();
     assert_eq!(counts.ring_entries, 4, "{counts:?}");
     let rows = replayed_traffic(&out.into_inner(), 4);

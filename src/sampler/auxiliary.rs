@@ -43,7 +43,7 @@ impl<C: Clock> AuxWorker<C> {
         self.tick();
         // Relaxed: a flag with no data behind it.
         while !self.stop.load(Ordering::Relaxed) {
-            let now = crate::segment::monotonic_now_ns();
+            let now = crate::clock::monotonic_now_ns();
             if let Ok(s) = self.settings.try_lock() {
                 settings.clone_from(&s);
             }
@@ -86,7 +86,7 @@ impl<C: Clock> AuxWorker<C> {
                 scan_period.map(|p| last_scan + p),
             ];
             let next = due.into_iter().flatten().min().unwrap_or(now);
-            let after = crate::segment::monotonic_now_ns();
+            let after = crate::clock::monotonic_now_ns();
             std::thread::sleep(Duration::from_nanos(
                 next.saturating_sub(after)
                     .clamp(1_000_000, AUX_MAX_SLEEP_NS),

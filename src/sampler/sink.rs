@@ -131,11 +131,7 @@ impl SamplerSink {
                 None => d.latest = Some((latest.frame_seq, latest.hot.clone())),
             }
         }
-        d.counters = load_counters(
-            &tick.attached.segment,
-            g,
-            crate::segment::monotonic_now_ns(),
-        );
+        d.counters = load_counters(&tick.attached.segment, g, crate::clock::monotonic_now_ns());
     }
 }
 

@@ -34,7 +34,6 @@ mod write;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use crate::platform::monotonic_now_ns;
 pub use control::ControlPages;
 pub use location::{
     Follow, Location, NameError, SHM_DIR, SHM_PLACE, shm_location, shm_path, validate_name,

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::wait::Waiter;
+use crate::clock::monotonic_now_ns;
 use crate::layout::{self, Geometry, Layout, LayoutChoice, RegionKind};
 use crate::rings::{LuckyEntryHeader, lrbc, lucky};
 use crate::rpc::{self, fb};
-use crate::segment::{NameError, SegmentRw, monotonic_now_ns, shm_location};
+use crate::segment::{NameError, SegmentRw, shm_location};
 
 /// How actions are chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -29,7 +29,7 @@ impl SimRun {
         let name = format!(
             "lrbc-sim-{}-{}",
             std::process::id(),
-            crate::segment::monotonic_now_ns() % 1_000_000
+            crate::clock::monotonic_now_ns() % 1_000_000
         );
         let (num_envs, obs_size, act_size, image) = preset.sizes();
         let cfg = EngineConfig {

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{FollowPace, RingSelection, Traffic, TrafficLimits, TrafficStore};
 use crate::attach::{Target, attach};
+use crate::clock::monotonic_now_ns;
 use crate::layout::LayoutChoice;
-use crate::segment::monotonic_now_ns;
 use crate::sync::lock;
 
 /// A thread that follows the rings and fills a [`TrafficStore`].

@@ -4,10 +4,11 @@
 use serde_json::{Value, json};
 
 use super::{Engine, EngineConfig};
+use crate::clock::monotonic_now_ns;
 use crate::layout::plan::{Plan, PlanLayout, PlanSpec};
 use crate::layout::{LrbcHeader, RegionKind, RingFormat, RingGeometry};
 use crate::rings::{LuckyEntryHeader, lrbc, lucky};
-use crate::segment::{SegmentRw, monotonic_now_ns};
+use crate::segment::SegmentRw;
 use crate::sim::services::World;
 
 /// The engine's ends of the segment's rings.

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Engine, EngineStats, Mode, OBS_CHUNK_FLOATS};
+use crate::clock::monotonic_now_ns;
 use crate::layout::plan::PlanLayout;
 use crate::layout::{LrbcHeader, LuckyHeader};
-use crate::segment::monotonic_now_ns;
 use crate::sim::render::render_env;
 use crate::sim::wait::Waiter;
 

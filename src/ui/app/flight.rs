@@ -9,8 +9,8 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::InspectorApp;
+use crate::clock::monotonic_now_ns;
 use crate::record::flight::{Flight, FlightConfig, FlightStatus, Note};
-use crate::segment::monotonic_now_ns;
 use crate::ui::widgets::BAD;
 use crate::watch::State;
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::InspectorApp;
-use crate::segment::monotonic_now_ns;
+use crate::clock::monotonic_now_ns;
 
 /// Wakes the UI from other threads, at most once per `interval_ns` (read at each call,
 /// so that the rate can change while the threads run).

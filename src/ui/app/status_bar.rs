@@ -2,8 +2,8 @@
 //! sampler's counts, traffic losses and the last message.
 
 use super::InspectorApp;
+use crate::clock::monotonic_now_ns;
 use crate::procinfo::ProcInfo;
-use crate::segment::monotonic_now_ns;
 use crate::ui::widgets::{BAD, WARN, state_color, state_text};
 
 impl InspectorApp {

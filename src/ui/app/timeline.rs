@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::InspectorApp;
+use crate::clock::monotonic_now_ns;
 use crate::replay::Find;
-use crate::segment::monotonic_now_ns;
 use crate::ui::widgets::{BAD, WARN};
 
 /// The file dialog for recordings; its choice comes back through a bounded channel.
