@@ -1,6 +1,6 @@
 //! `record`: a flight recording of a segment into an MCAP file.
 
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -10,7 +10,7 @@ use super::traffic::EngineCheck;
 use super::{CliError, stop_flag};
 use crate::attach::{Target, attach};
 use crate::layout::LayoutChoice;
-use crate::record::Recorder;
+use crate::record::{Counts, Recorder};
 
 /// Envs recorded when none are chosen: the first four.
 const DEFAULT_ENVS: u32 = 4;
@@ -76,8 +76,6 @@ const RING_EVERY: Duration = Duration::from_millis(2);
 
 pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
     let stop = stop_flag();
-    // An observer: it runs in the time the engine and trainer leave over.
-    crate::platform::lower_thread_priority(19);
     // Naps of a hundred microseconds must not turn into two.
     crate::platform::set_timer_slack_ns(1_000);
     let a = attach(target, choice)?;
@@ -95,6 +93,10 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         CliError::Other(format!("writing {}: {}", o.out.display(), e.cause()))
     };
     let mut capture = crate::record::Capture::new(a, envs).map_err(writing)?;
+    // An observer: this thread (encoding) runs in the time the engine and trainer leave
+    // over. The frame follower, started above, keeps its own priority: a follower niced
+    // below them would be woken late and lose frames.
+    crate::platform::lower_thread_priority(19);
     if o.images {
         capture = capture.with_images();
     }
@@ -163,26 +165,30 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         }
         if Instant::now() >= next_line {
             next_line += Duration::from_secs(1);
-            eprintln!("record: {}", progress(&rec, started));
+            let line = progress(&rec.counts(), rec.bytes_written(), rec.yielding(), started);
+            eprintln!("record: {line}");
         }
     }
-    let line = progress(&rec, started);
     if let Some(e) = failure {
         // The output failed: what reached the file reads up to its last whole chunk.
         drop(rec);
         return Err(writing(e));
     }
-    // The buffered tail is flushed here, where an error can still be reported.
-    rec.finish().map_err(writing)?;
+    let yielding = rec.yielding();
+    // The frames delivered and not yet written, and the buffered tail, are written here,
+    // where an error can still be reported; the last line counts them.
+    let (counts, out) = rec.finish_into_inner().map_err(writing)?;
+    let bytes = out
+        .into_inner()
+        .ok()
+        .and_then(|f| f.metadata().ok())
+        .map_or(0, |m| m.len());
+    let line = progress(&counts, bytes, yielding, started);
     eprintln!("record: {why}; {line}; {} written", o.out.display());
     Ok(())
 }
 
-fn progress<W: Write + std::io::Seek + Send + 'static>(
-    rec: &Recorder<W>,
-    started: Instant,
-) -> String {
-    let c = rec.counts();
+fn progress(c: &Counts, bytes: u64, yielding: bool, started: Instant) -> String {
     let secs = started.elapsed().as_secs_f64().max(1e-3);
     let images = if c.images > 0 {
         format!(", {} images", c.images)
@@ -200,12 +206,12 @@ fn progress<W: Write + std::io::Seek + Send + 'static>(
     format!(
         "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} skipped{}{unreadable}, {} ring entries, {} ring bytes lost{images}",
         c.frames_recorded,
-        rec.bytes_written() as f64 / 1e6,
+        bytes as f64 / 1e6,
         c.frames_recorded as f64 / secs,
         c.frames_missed,
         c.frames_torn,
         c.frames_skipped,
-        if rec.yielding() {
+        if yielding {
             " (busy machine: keeping to the CPU budget)"
         } else {
             ""
