@@ -245,6 +245,56 @@ pub fn subscribe_with_load(
     Ok(Subscription { follower, id })
 }
 
+/// A request to start a thread, with where to send its handle.
+type Launch = (
+    Box<dyn FnOnce() -> std::io::Result<std::thread::JoinHandle<()>> + Send>,
+    std::sync::mpsc::SyncSender<std::io::Result<std::thread::JoinHandle<()>>>,
+);
+
+/// The thread that starts followers, once [`keep_priority_for_followers`] made it.
+static LAUNCHER: std::sync::OnceLock<Mutex<std::sync::mpsc::SyncSender<Launch>>> =
+    std::sync::OnceLock::new();
+
+/// Followers started from now on keep the calling thread's priority, whatever priority it
+/// takes later: a thread's priority passes to the threads it starts, and an unprivileged
+/// process cannot raise it back. The window calls this before it lowers its own.
+pub fn keep_priority_for_followers() {
+    LAUNCHER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Launch>(4);
+        let spawned = std::thread::Builder::new()
+            .name("lrbc-follow-start".into())
+            .spawn(move || {
+                while let Ok((launch, reply)) = rx.recv() {
+                    let _ = reply.send(launch());
+                }
+            });
+        if let Err(e) = spawned {
+            eprintln!("warning: followers start at the window's priority: {e}");
+        }
+        Mutex::new(tx)
+    });
+}
+
+/// Starts `f` on a thread named `name`: from the launcher if there is one.
+fn spawn(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let builder = std::thread::Builder::new().name(name.into());
+    let Some(launcher) = LAUNCHER.get() else {
+        return builder.spawn(f);
+    };
+    let (reply, handle) = std::sync::mpsc::sync_channel(1);
+    let launch: Launch = (Box::new(move || builder.spawn(f)), reply);
+    let sent = crate::sync::lock(launcher).send(launch);
+    match sent {
+        Ok(()) => handle
+            .recv()
+            .map_err(|_| std::io::Error::other("the follower launcher stopped"))?,
+        Err(std::sync::mpsc::SendError((launch, _))) => launch(),
+    }
+}
+
 fn start(attached: &Attached, read_load: fn() -> Option<CpuTimes>) -> std::io::Result<Follower> {
     let mapped = attached
         .reopen()
@@ -258,9 +308,7 @@ fn start(attached: &Attached, read_load: fn() -> Option<CpuTimes>) -> std::io::R
         next_id: AtomicU64::new(0),
     });
     let worker = worker::Worker::new(mapped, Arc::clone(&shared), read_load);
-    let thread = std::thread::Builder::new()
-        .name("lrbc-follower".into())
-        .spawn(move || worker.run())?;
+    let thread = spawn("lrbc-follower", move || worker.run())?;
     Ok(Follower {
         shared,
         thread: Some(thread),

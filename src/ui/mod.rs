@@ -98,7 +98,9 @@ fn run_window_on(
         flag
     });
     // Drawing yields to the engine, the trainer and the sampler: the window thread and
-    // every thread it starts from here on (a software rasteriser's among them) run niced.
+    // every thread it starts from here on (a software rasteriser's among them) run niced,
+    // but for the frame followers, which keep this priority.
+    crate::follow::keep_priority_for_followers();
     crate::platform::lower_thread_priority(WINDOW_NICE);
     eframe::run_native(
         "lrbc-inspector",
