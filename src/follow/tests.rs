@@ -3,7 +3,7 @@ use crate::layout::LrbcHeader;
 use crate::layout::plan::PlanLayout;
 use crate::testutil::{TestSegment, spec};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a test sink saw, sent to the test.
 #[derive(Debug)]
@@ -209,6 +209,7 @@ fn frames_of_the_follower_stop_when_the_last_consumer_leaves() {
 #[cfg(unix)]
 #[test]
 fn frames_of_a_truncated_segment_are_counted_unreadable_and_never_handed_over() {
+    use std::time::Instant;
     let seg = TestSegment::create("follow-trunc", &spec(PlanLayout::Lrbc { ext: true }, 2));
     let (a, mut rx) = probe(vec![1]);
     let _sub = subscribe_with_load(&seg.attach(), a, idle_machine).unwrap();
