@@ -44,7 +44,8 @@ pub const MAX_TICK_NS: u64 = 50_000_000;
 /// action rows of the envs the sinks want.
 #[derive(Clone, Debug, Default)]
 pub struct FrameCopy {
-    /// The attachment the frame belongs to (moves on when the segment is replaced).
+    /// The attachment the frame belongs to: the follower's count of re-attachments, which
+    /// a sink compares with the one it joined at.
     pub generation: u64,
     pub frame_seq: u64,
     pub action_seq: u64,
@@ -120,8 +121,8 @@ struct Shared {
     sinks: Mutex<Vec<Entry>>,
     /// A sink joined: tick it now.
     joined: AtomicBool,
-    /// The segment was re-attached: the new mapping and its generation.
-    retarget: Mutex<Option<(Attached, u64)>>,
+    /// The segment was re-attached: the new mapping.
+    retarget: Mutex<Option<Attached>>,
     stop: AtomicBool,
     next_id: AtomicU64,
 }
@@ -171,11 +172,11 @@ impl Subscription {
             .is_none_or(|t| t.is_finished())
     }
 
-    /// The segment was replaced and mapped again as `attached`, attachment `generation`:
-    /// the follower follows it from now on (a generation not newer than its own is
-    /// ignored).
-    pub fn retarget(&self, attached: Attached, generation: u64) {
-        *crate::sync::lock(&self.follower.shared.retarget) = Some((attached, generation));
+    /// The segment was replaced and mapped again as `attached`: the follower follows it
+    /// from now on, and its generation moves on by one (every sink sees it at its next
+    /// tick, and the frames of the new segment carry it).
+    pub fn retarget(&self, attached: Attached) {
+        *crate::sync::lock(&self.follower.shared.retarget) = Some(attached);
         if let Some(t) = &self.follower.thread {
             t.thread().unpark();
         }

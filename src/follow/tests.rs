@@ -252,3 +252,20 @@ fn frames_of_a_truncated_segment_are_counted_unreadable_and_never_handed_over() 
         total.sampled + total.missed + total.torn + total.unreadable + total.skipped
     );
 }
+
+#[test]
+fn a_consumer_that_joins_after_a_reattachment_gets_the_new_segments_frames() {
+    let seg = TestSegment::create("follow-gen", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let (a, mut rx_a) = probe(vec![]);
+    let sub_a = subscribe_with_load(&seg.attach(), a, idle_machine).unwrap();
+    rx_a.joined();
+    // The segment mapped again (as after a replacement): the follower moves on.
+    sub_a.retarget(seg.attach());
+    let (b, mut rx_b) = probe(vec![1]);
+    let _sub_b = subscribe_with_load(&seg.attach(), b, idle_machine).unwrap();
+    rx_b.joined();
+    publish(&seg, 3);
+    // Both get it: the one that joined before and the one that joined after.
+    rx_a.frame(3);
+    rx_b.until(|s| matches!(s, Seen::Frame { frame_seq: 3, row: Some(r), .. } if r[0] == 9.0));
+}

@@ -172,12 +172,10 @@ impl Worker {
     /// sinks' ticks (their counts, and what they want).
     fn tick(&mut self, now: u64) {
         let retarget = crate::sync::lock(&self.shared.retarget).take();
-        if let Some((attached, generation)) = retarget
-            && generation > self.generation
-        {
+        if let Some(attached) = retarget {
             let f = frame_seq(&attached);
             self.attached = attached;
-            self.generation = generation;
+            self.generation += 1;
             // The counts belong to the segment that was replaced.
             self.accounting.discard();
             self.accounting.restart_at(f);

@@ -283,6 +283,7 @@ impl Capture {
         let sink = CaptureSink {
             inbox: Arc::clone(&self.inbox),
             envs: self.envs.clone(),
+            generation: None,
         };
         self.subscription = Some(crate::follow::subscribe_with_load(
             &self.attached,

@@ -50,12 +50,14 @@ impl Inbox {
 pub(super) struct CaptureSink {
     pub inbox: Arc<Inbox>,
     pub envs: Vec<u32>,
+    /// The follower's generation at the first frame or tick: the recorded segment's.
+    pub generation: Option<u64>,
 }
 
 impl FrameSink for CaptureSink {
     fn frame(&mut self, copy: &Arc<FrameCopy>) {
         let mut d = lock(&self.inbox.delivered);
-        if copy.generation != 0 {
+        if *self.generation.get_or_insert(copy.generation) != copy.generation {
             // Frames of a segment that replaced the recorded one are not this recording's.
             return;
         }
@@ -70,7 +72,7 @@ impl FrameSink for CaptureSink {
 
     fn tick(&mut self, tick: &Tick<'_>) -> Wants {
         let mut d = lock(&self.inbox.delivered);
-        if tick.generation != 0 {
+        if *self.generation.get_or_insert(tick.generation) != tick.generation {
             d.moved_on = true;
         } else {
             d.counts.add(&tick.counts);

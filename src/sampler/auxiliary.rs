@@ -118,7 +118,7 @@ impl<C: Clock> AuxWorker<C> {
             d.image = None;
             d.scan = Scan::default();
             if let Ok(mapped) = a.reopen() {
-                self.follower.retarget(mapped, d.generation);
+                self.follower.retarget(mapped);
             }
         }
         d.report = Some(report);

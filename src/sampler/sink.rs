@@ -29,7 +29,11 @@ pub(super) struct SamplerSink {
     /// The settings as of the last tick (the follower never waits for their lock).
     current: SamplerSettings,
     repaint_interval_ns: u64,
-    generation: u64,
+    /// The follower's generation whose frames are kept (None before the first tick), and
+    /// the shared data's generation it goes with: the auxiliary thread moves both on when
+    /// the segment is replaced (the data's first, then the follower).
+    generation: Option<u64>,
+    data_generation: u64,
     scratch: Vec<f32>,
     pending: Pending,
     /// The newest frame, for the envs table.
@@ -47,7 +51,8 @@ impl SamplerSink {
             current: lock(settings).clone(),
             settings: Arc::clone(settings),
             repaint_interval_ns,
-            generation: 0,
+            generation: None,
+            data_generation: 0,
             scratch: Vec::new(),
             pending: Pending::default(),
             latest: None,
@@ -69,7 +74,7 @@ impl SamplerSink {
     }
 
     fn flush_locked(&mut self, d: &mut SamplerData, tick: &Tick<'_>) {
-        if d.generation != self.generation {
+        if d.generation != self.data_generation {
             // The samples belong to the segment that was replaced, or the follower has
             // not yet followed the new one.
             self.pending = Pending::default();
@@ -137,7 +142,7 @@ impl SamplerSink {
 
 impl FrameSink for SamplerSink {
     fn frame(&mut self, c: &Arc<FrameCopy>) {
-        if c.generation != self.generation {
+        if Some(c.generation) != self.generation {
             return;
         }
         let (f, now, hot) = (c.frame_seq, c.sampled_ns, &c.hot);
@@ -189,11 +194,13 @@ impl FrameSink for SamplerSink {
         if let Ok(s) = self.settings.try_lock() {
             self.current.clone_from(&s);
         }
-        if tick.generation != self.generation {
-            // A new segment: what was pending belongs to the old one.
+        if Some(tick.generation) != self.generation {
+            // The first tick, or a new segment: what was pending belongs to the old one,
+            // and the shared data's generation is already the new segment's.
             self.pending = Pending::default();
             self.latest = None;
-            self.generation = tick.generation;
+            self.generation = Some(tick.generation);
+            self.data_generation = lock(&self.data).generation;
         }
         self.pending.counts.add(&tick.counts);
         self.flush(tick);
