@@ -131,7 +131,15 @@ impl Worker {
         } else {
             Copied::Torn
         };
-        self.accounting.copied(f, what);
+        // The engine may have published again between the look and the copy: the copy is
+        // of the frame the guard saw, and counting it as the one looked at would take that
+        // frame a second time at the next look.
+        let copied = if self.accounting.ahead(taken.frame_seq).is_some() {
+            taken.frame_seq
+        } else {
+            f
+        };
+        self.accounting.copied(copied, what);
         self.budget
             .sampled(monotonic_now_ns(), crate::platform::thread_cpu_ns());
         if what != Copied::Whole {
@@ -139,7 +147,7 @@ impl Worker {
             return;
         }
         c.generation = self.generation;
-        c.frame_seq = taken.frame_seq;
+        c.frame_seq = copied;
         c.action_seq = taken.action_seq;
         c.frame_time_ns = frame_time;
         c.sampled_ns = now;
