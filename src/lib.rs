@@ -23,6 +23,7 @@ pub mod memory;
 pub mod platform;
 pub mod procinfo;
 pub mod record;
+pub mod recording;
 pub mod replay;
 pub mod rings;
 pub mod rpc;

@@ -4,7 +4,7 @@
 //! groups of bounded size, Snappy pages) or a CSV file (`csv`). The recording is
 //! streamed in blocks by the recordings' reader (`replay::read_recording`): memory does
 //! not grow with the file, and a file whose recorder was killed gives its complete
-//! chunks; frames are decoded by the one frame decoder (`replay::RecFrame`).
+//! chunks; frames are decoded by the one frame decoder (`recording::RecFrame`).
 //! `synthetic` writes recordings for the benchmark and the tests. No egui.
 
 mod csv;
@@ -14,7 +14,8 @@ pub mod synthetic;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::replay::{self, ReadError, RecFrame};
+use crate::recording::{GEOMETRY_METADATA, NAMES_METADATA, RecFrame, TOOL_METADATA};
+use crate::replay::{self, ReadError};
 
 pub use replay::End;
 
@@ -139,13 +140,13 @@ fn names(m: &BTreeMap<String, String>, prefix: &str) -> Vec<String> {
 /// The key-value metadata of an export: the recording's names and geometry, and the tool.
 fn file_metadata(metadata: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    if let Some(m) = metadata.get("lrbc.names") {
+    if let Some(m) = metadata.get(NAMES_METADATA) {
         for (key, prefix) in [("lrbc.obs_names", "obs"), ("lrbc.act_names", "act")] {
             let json = serde_json::to_string(&names(m, prefix)).unwrap_or_default();
             out.push((key.to_string(), json));
         }
     }
-    if let Some(g) = metadata.get("lrbc.geometry") {
+    if let Some(g) = metadata.get(GEOMETRY_METADATA) {
         for key in [
             "layout",
             "num_envs",
@@ -158,7 +159,7 @@ fn file_metadata(metadata: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<(
             }
         }
     }
-    if let Some(t) = metadata.get("lrbc.tool").and_then(|t| t.get("version")) {
+    if let Some(t) = metadata.get(TOOL_METADATA).and_then(|t| t.get("version")) {
         out.push(("lrbc.recorded_by".into(), format!("lrbc-inspector {t}")));
     }
     out.push((

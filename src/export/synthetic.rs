@@ -5,8 +5,11 @@
 use std::collections::BTreeMap;
 use std::io::{Seek, Write};
 
-use crate::record::{FRAME_SCHEMA, FRAME_TOPIC};
-use crate::rpc::{RECORDING_BFBS, recording_fb as fb};
+use crate::recording::{
+    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, FrameRef, GEOMETRY_METADATA, NAMES_METADATA,
+    PROFILE, TOOL_METADATA,
+};
+use crate::rpc::RECORDING_BFBS;
 
 /// What a synthetic recording holds.
 #[derive(Clone, Debug)]
@@ -29,7 +32,7 @@ pub struct Spec {
 pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::McapError> {
     let mut options = mcap::WriteOptions::new()
         .compression(None)
-        .profile(crate::replay::PROFILE)
+        .profile(PROFILE)
         .library(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")));
     if let Some(size) = spec.chunk_size {
         options = options.chunk_size(Some(size));
@@ -46,7 +49,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
         .join(",");
     for (name, metadata) in [
         (
-            "lrbc.geometry",
+            GEOMETRY_METADATA,
             text(vec![
                 ("layout".into(), "lrbc-v1-ext".into()),
                 ("num_envs".into(), spec.num_envs.to_string()),
@@ -56,7 +59,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
             ]),
         ),
         (
-            "lrbc.names",
+            NAMES_METADATA,
             text(
                 (0..spec.obs_size)
                     .map(|i| (format!("obs.{i}"), format!("obs_{i}")))
@@ -65,7 +68,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
             ),
         ),
         (
-            "lrbc.tool",
+            TOOL_METADATA,
             text(vec![
                 ("name".into(), "lrbc-inspector".into()),
                 ("version".into(), env!("CARGO_PKG_VERSION").into()),
@@ -109,25 +112,23 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
         for (i, f) in flags.iter_mut().enumerate() {
             *f = u8::from((seq + i as u64).is_multiple_of(200));
         }
-        b.reset();
         let frame_time_ns = seq * spec.frame_interval_ns;
         let sampled_ns = 1_000_000_000 + frame_time_ns;
-        let args = fb::FrameArgs {
+        let frame = FrameRef {
             frame_seq: seq,
             frame_time_ns,
             action_seq: seq,
             sampled_ns,
-            rewards: Some(b.create_vector(&rewards)),
-            dones: Some(b.create_vector(&flags)),
-            truncateds: Some(b.create_vector(&zeros)),
-            resets: Some(b.create_vector(&flags)),
-            envs: Some(b.create_vector(&spec.recorded)),
-            observations: Some(b.create_vector(&obs)),
-            actions: Some(b.create_vector(&act)),
-        };
-        let frame = fb::Frame::create(&mut b, &args);
-        b.finish(frame, None);
-        message_bytes = b.finished_data().len();
+            rewards: &rewards,
+            dones: &flags,
+            truncateds: Some(&zeros),
+            resets: &flags,
+            envs: &spec.recorded,
+            observations: &obs,
+            actions: &act,
+        }
+        .encode(&mut b);
+        message_bytes = frame.len();
         w.write_to_known_channel(
             &mcap::records::MessageHeader {
                 channel_id: channel,
@@ -135,11 +136,11 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
                 log_time: sampled_ns,
                 publish_time: frame_time_ns,
             },
-            b.finished_data(),
+            frame,
         )?;
     }
     w.write_metadata(&mcap::records::Metadata {
-        name: "lrbc.counts".into(),
+        name: COUNTS_METADATA.into(),
         metadata: text(vec![("frames_recorded".into(), spec.frames.to_string())]),
     })?;
     w.finish()?;

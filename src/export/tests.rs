@@ -246,7 +246,7 @@ fn mcap_with(profile: &str, schema: &str) -> Vec<u8> {
     let c = w
         .add_channel(
             s,
-            crate::record::FRAME_TOPIC,
+            crate::recording::FRAME_TOPIC,
             "flatbuffer",
             &BTreeMap::new(),
         )
@@ -268,11 +268,11 @@ fn export_and_open_refuse_the_same_files_with_the_same_reason() {
     let file = temp("refused.mcap");
     let cases = [
         (
-            mcap_with("ros2", crate::record::FRAME_SCHEMA),
+            mcap_with("ros2", crate::recording::FRAME_SCHEMA),
             "its MCAP profile is \"ros2\"",
         ),
         (
-            mcap_with(replay::PROFILE, "other.Frame"),
+            mcap_with(crate::recording::PROFILE, "other.Frame"),
             "has the schema \"other.Frame\"",
         ),
     ];

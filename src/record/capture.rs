@@ -6,16 +6,18 @@ use std::sync::Arc;
 
 use super::images::Images;
 use super::inbox::{CaptureSink, Inbox};
-use super::{
-    Counts, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecordError, SEGMENT_METADATA,
-    STATE_TOPIC, lock, lucky_header_json, ring_event_json, ring_header_topic, segment_metadata,
-};
+use super::{Counts, RecordError, lock};
 use crate::attach::Attached;
 use crate::busy::CpuTimes;
 use crate::clock::{MonotonicClock, monotonic_now_ns};
 use crate::follow::{FrameCopy, Subscription};
 use crate::layout::{Layout, RegionKind};
-use crate::rpc::{RECORDING_BFBS, recording_fb as fb};
+use crate::recording::{
+    ENVELOPE_SCHEMA, FRAME_SCHEMA, FRAME_TOPIC, FrameRef, GEOMETRY_METADATA, HEADER_METADATA,
+    NAMES_METADATA, RING_EVENTS_TOPIC, SEGMENT_METADATA, STATE_TOPIC, TOOL_METADATA,
+    lucky_header_json, ring_event_json, ring_header_topic, ring_topic, segment_metadata,
+};
+use crate::rpc::RECORDING_BFBS;
 use crate::traffic::{RingSelection, Traffic, TrafficEvent};
 use crate::watch::{State, Watcher};
 
@@ -151,7 +153,7 @@ impl Capture {
             None
         } else {
             prelude.schemas.push(SchemaDef {
-                name: "hazel.rpc.Envelope".into(),
+                name: ENVELOPE_SCHEMA.into(),
                 encoding: "flatbuffer".into(),
                 data: crate::rpc::schema::SCHEMA_BFBS,
             });
@@ -160,7 +162,7 @@ impl Capture {
         let mut ring_channels = HashMap::new();
         for kind in traffic.rings() {
             prelude.channels.push(ChannelDef {
-                topic: format!("/lrbc/ring/{}", kind.as_str()),
+                topic: ring_topic(kind),
                 schema: envelope_schema,
                 message_encoding: if lucky { "json" } else { "flatbuffer" }.into(),
             });
@@ -195,7 +197,7 @@ impl Capture {
             let v = f.decode(&g.header)?;
             Some((f.name.to_string(), v.display()))
         }));
-        prelude.metadata.push(("lrbc.header".into(), header));
+        prelude.metadata.push((HEADER_METADATA.into(), header));
         let mut geometry = strings([
             ("layout".into(), g.layout.as_str().into()),
             ("size_bytes".into(), g.size_bytes.to_string()),
@@ -216,7 +218,7 @@ impl Capture {
                 format!("{}+{}", r.offset_bytes, r.length_bytes),
             );
         }
-        prelude.metadata.push(("lrbc.geometry".into(), geometry));
+        prelude.metadata.push((GEOMETRY_METADATA.into(), geometry));
         let names = strings(
             g.names
                 .obs
@@ -231,7 +233,7 @@ impl Capture {
                         .map(|(i, n)| (format!("act.{i}"), n.clone())),
                 ),
         );
-        prelude.metadata.push(("lrbc.names".into(), names));
+        prelude.metadata.push((NAMES_METADATA.into(), names));
         let traced = crate::layout::Traced::new(&attached.segment);
         // The same bytes as at attach, bar the counters: the geometry is detected again
         // only to learn which bytes detection reads.
@@ -241,7 +243,7 @@ impl Capture {
             segment_metadata(&traced.into_sparse()),
         ));
         prelude.metadata.push((
-            "lrbc.tool".into(),
+            TOOL_METADATA.into(),
             strings([
                 ("name".into(), "lrbc-inspector".into()),
                 ("version".into(), env!("CARGO_PKG_VERSION").into()),
@@ -494,38 +496,25 @@ impl Capture {
         {
             self.first_nonfinite = Some(stamp.0);
         }
-        let b = &mut self.builder;
-        b.reset();
-        let rewards = b.create_vector(&hot.rewards);
-        let dones = b.create_vector(&hot.dones);
-        let truncateds = hot.truncateds.as_deref().map(|t| b.create_vector(t));
-        let resets = b.create_vector(&hot.resets);
-        let env_list = b.create_vector(envs);
-        let observations = b.create_vector(&observations);
-        let actions = b.create_vector(&actions);
-        let frame = fb::Frame::create(
-            b,
-            &fb::FrameArgs {
-                frame_seq: stamp.0,
-                frame_time_ns: stamp.1,
-                action_seq: stamp.2,
-                sampled_ns: stamp.3,
-                rewards: Some(rewards),
-                dones: Some(dones),
-                truncateds,
-                resets: Some(resets),
-                envs: Some(env_list),
-                observations: Some(observations),
-                actions: Some(actions),
-            },
-        );
-        b.finish(frame, None);
+        let frame = FrameRef {
+            frame_seq: stamp.0,
+            frame_time_ns: stamp.1,
+            action_seq: stamp.2,
+            sampled_ns: stamp.3,
+            rewards: &hot.rewards,
+            dones: &hot.dones,
+            truncateds: hot.truncateds.as_deref(),
+            resets: &hot.resets,
+            envs,
+            observations: &observations,
+            actions: &actions,
+        };
         out.push(Message {
             channel: FRAME_CHANNEL,
             kind: Kind::Frame,
             log_time: stamp.3,
             publish_time: if stamp.1 != 0 { stamp.1 } else { stamp.3 },
-            data: Arc::from(self.builder.finished_data()),
+            data: Arc::from(frame.encode(&mut self.builder)),
         });
         self.counts.frames_recorded += 1;
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Counts, Message, Prelude, RecordError};
+use crate::recording::{COUNTS_METADATA, PROFILE};
 
 /// A writer that counts the bytes of the file (its length, shared with the recorder).
 #[derive(Debug)]
@@ -63,7 +64,7 @@ impl<W: Write + Seek> FileSink<W> {
     pub fn new(out: W, prelude: &Prelude) -> Result<Self, RecordError> {
         let options = mcap::WriteOptions::new()
             .compression(None)
-            .profile("lrbc")
+            .profile(PROFILE)
             .library(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")));
         let written = Arc::new(AtomicU64::new(0));
         let writer = options.create(Counting {
@@ -168,7 +169,7 @@ impl<W: Write + Seek> FileSink<W> {
             })
             .unwrap_or_default();
         self.writer.write_metadata(&mcap::records::Metadata {
-            name: "lrbc.counts".into(),
+            name: COUNTS_METADATA.into(),
             metadata,
         })?;
         self.writer.finish()?;

@@ -8,6 +8,9 @@ use std::sync::Arc;
 
 use super::{ChannelDef, Kind, Message, Prelude, SchemaDef};
 use crate::attach::Attached;
+use crate::recording::{
+    COMPRESSED_IMAGE_SCHEMA, RAW_IMAGE_SCHEMA, camera_topic, stream_frame, stream_topic,
+};
 use crate::rpc::{FOXGLOVE_COMPRESSED_IMAGE_BFBS, FOXGLOVE_RAW_IMAGE_BFBS, fb, foxglove_fb as fox};
 use crate::snapshot;
 
@@ -43,75 +46,17 @@ fn time(ns: u64) -> fox::Time {
     )
 }
 
-/// `camera-front-env3`, `viewport-main`: a topic's last part.
-/// A camera or viewport frame of a ring entry: its stream's name, (width, height,
-/// channels), format, the engine's time stamp (ms) and the image bytes.
-type StreamFrame<'a> = (String, (u32, u32, u32), fb::ImageFormat, u64, &'a [u8]);
-
-fn stream_frame(payload: &[u8]) -> Option<StreamFrame<'_>> {
-    if payload.get(4..8) != Some(crate::rpc::FILE_IDENTIFIER.as_slice()) {
-        return None;
-    }
-    let env = fb::root_as_envelope(payload).ok()?;
-    if let Some(f) = env.payload_as_camera_image_frame() {
-        Some((
-            stream_name(
-                "camera",
-                f.camera_name().unwrap_or("camera"),
-                Some(f.env_index()),
-            ),
-            (f.width(), f.height(), f.channels()),
-            f.format(),
-            f.timestamp_ms(),
-            f.data().map(|d| d.bytes()).unwrap_or_default(),
-        ))
-    } else {
-        let f = env.payload_as_viewport_image_frame()?;
-        Some((
-            stream_name("viewport", f.viewport_name().unwrap_or("viewport"), None),
-            (f.width(), f.height(), f.channels()),
-            f.format(),
-            f.timestamp_ms(),
-            f.data().map(|d| d.bytes()).unwrap_or_default(),
-        ))
-    }
-}
-
-/// The stream of a ring entry that carries a camera or viewport frame, as the recorder
-/// names its topic (`/lrbc/stream/<name>`: `camera-<name>-env<N>`, `viewport-<name>`).
-pub fn stream_name_of(payload: &[u8]) -> Option<String> {
-    stream_frame(payload).map(|f| f.0)
-}
-
-fn stream_name(kind: &str, name: &str, env: Option<u32>) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    match env {
-        Some(e) => format!("{kind}-{clean}-env{e}"),
-        None => format!("{kind}-{clean}"),
-    }
-}
-
 impl Images {
     /// Adds the image schemas and the recorded envs' camera channels to `prelude`.
     pub fn new(attached: &Attached, envs: &[u32], prelude: &mut Prelude) -> Self {
         prelude.schemas.push(SchemaDef {
-            name: "foxglove.RawImage".into(),
+            name: RAW_IMAGE_SCHEMA.into(),
             encoding: "flatbuffer".into(),
             data: FOXGLOVE_RAW_IMAGE_BFBS,
         });
         let raw_schema = prelude.schemas.len() - 1;
         prelude.schemas.push(SchemaDef {
-            name: "foxglove.CompressedImage".into(),
+            name: COMPRESSED_IMAGE_SCHEMA.into(),
             encoding: "flatbuffer".into(),
             data: FOXGLOVE_COMPRESSED_IMAGE_BFBS,
         });
@@ -124,7 +69,7 @@ impl Images {
         {
             for &env in envs {
                 prelude.channels.push(ChannelDef {
-                    topic: format!("/lrbc/camera/env{env}"),
+                    topic: camera_topic(env),
                     schema: Some(raw_schema),
                     message_encoding: "flatbuffer".into(),
                 });
@@ -287,7 +232,7 @@ impl Images {
             Some(&c) => c,
             None if self.streams.len() < MAX_STREAMS => {
                 prelude.channels.push(ChannelDef {
-                    topic: format!("/lrbc/stream/{name}"),
+                    topic: stream_topic(&name),
                     schema: Some(schema),
                     message_encoding: "flatbuffer".into(),
                 });

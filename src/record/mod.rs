@@ -3,7 +3,8 @@
 //! MCAP channel `/lrbc/frame`, and each command or control ring entry's payload, as
 //! written, on `/lrbc/ring/<ring>`. Metadata records describe the segment (`lrbc.header`,
 //! `lrbc.geometry`, `lrbc.names`, `lrbc.tool`) and, at the end, what was kept and lost
-//! (`lrbc.counts`). Chunks are uncompressed.
+//! (`lrbc.counts`). Chunks are uncompressed. The format (topics, the names of schemas
+//! and metadata, the frame's encoder, the JSON messages) is `crate::recording`'s.
 //!
 //! One [`Capture`] (`capture`) follows the segment and produces encoded messages; they go
 //! to an MCAP file ([`FileSink`], `file`) and/or to a [`Rolling`] buffer of the last
@@ -20,145 +21,14 @@ mod writer;
 
 pub use capture::{Capture, ChannelDef, Kind, Message, Prelude, SchemaDef};
 pub use file::FileSink;
-pub use images::stream_name_of;
 pub use rolling::{Rolling, RollingCopy, RollingLimits};
 
-use std::collections::BTreeMap;
 use std::io::{Seek, Write};
 
 use crate::attach::Attached;
-use crate::layout::RegionKind;
 #[cfg(test)]
 use crate::rpc::recording_fb as fb;
 pub(super) use crate::sync::lock;
-
-/// The channel of frames.
-pub const FRAME_TOPIC: &str = "/lrbc/frame";
-/// The schema name of frames.
-pub const FRAME_SCHEMA: &str = "lrbc.recording.Frame";
-
-/// The channel of ring losses and malformed ring entries: one JSON object per event,
-/// `{"event": "lost", "ring", "lost_bytes", "lost_entries"}` (`lost_entries` null when
-/// the ring cannot tell) or `{"event": "malformed", "ring", "position", "error",
-/// "raw_hex"}`.
-pub const RING_EVENTS_TOPIC: &str = "/lrbc/ring_events";
-/// The channel of the segment's state changes (JSON: `state`, `note`, `frame_seq`):
-/// truncated, unlinked, replaced, engine gone, and back to attached.
-pub const STATE_TOPIC: &str = "/lrbc/state";
-
-/// The channel of the luckyrobots entry headers of `ring`: one JSON object per entry,
-/// `{"correlation_id": 7, "method_or_status": 2}`, written just before the entry's
-/// payload on `/lrbc/ring/<ring>`.
-pub fn ring_header_topic(ring: RegionKind) -> String {
-    format!("/lrbc/ring/{}/header", ring.as_str())
-}
-
-/// The ring of a `/lrbc/ring/<ring>/header` topic.
-pub fn ring_of_header_topic(topic: &str) -> Option<RegionKind> {
-    let name = topic.strip_prefix("/lrbc/ring/")?.strip_suffix("/header")?;
-    RegionKind::ring_named(name)
-}
-
-/// The message of a luckyrobots entry header.
-pub fn lucky_header_json(h: crate::rings::LuckyEntryHeader) -> String {
-    serde_json::json!({
-        "correlation_id": h.correlation_id,
-        "method_or_status": h.method_or_status,
-    })
-    .to_string()
-}
-
-/// The luckyrobots entry header of a `/lrbc/ring/<ring>/header` message (its payload
-/// length is the payload's, which follows).
-pub fn lucky_header_of(
-    json: &[u8],
-    payload_length: usize,
-) -> Option<crate::rings::LuckyEntryHeader> {
-    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
-    let field = |k: &str| u32::try_from(v.get(k)?.as_u64()?).ok();
-    Some(crate::rings::LuckyEntryHeader {
-        correlation_id: field("correlation_id")?,
-        method_or_status: field("method_or_status")?,
-        payload_length: u32::try_from(payload_length).ok()?,
-    })
-}
-
-/// The `/lrbc/ring_events` message of a loss or a malformed entry; None for other events:
-/// the event's `traffic --json` object, with `event` and a malformed entry's `position`.
-pub fn ring_event_json(e: &crate::traffic::TrafficEvent) -> Option<String> {
-    use crate::traffic::TrafficEvent;
-    let (event, position) = match e {
-        TrafficEvent::Lost { .. } => ("lost", None),
-        TrafficEvent::Malformed { position, .. } => ("malformed", Some(*position)),
-        _ => return None,
-    };
-    let mut v = e.to_json()?;
-    v["event"] = event.into();
-    if let Some(p) = position {
-        v["position"] = p.into();
-    }
-    Some(v.to_string())
-}
-
-/// The loss or malformed entry of a `/lrbc/ring_events` message; None when the message
-/// is not one ([`ring_event_json`] writes them).
-pub fn ring_event_of(json: &[u8]) -> Option<crate::traffic::TrafficEvent> {
-    use crate::traffic::TrafficEvent;
-    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
-    let ring = RegionKind::ring_named(v.get("ring")?.as_str()?)?;
-    match v.get("event")?.as_str()? {
-        "lost" => Some(TrafficEvent::Lost {
-            ring,
-            lost_bytes: v.get("lost_bytes")?.as_u64()?,
-            lost_entries: v.get("lost_entries").and_then(serde_json::Value::as_u64),
-        }),
-        "malformed" => {
-            let hex = v.get("raw_hex")?.as_str()?;
-            Some(TrafficEvent::Malformed {
-                ring,
-                position: v.get("position")?.as_u64()?,
-                error: v.get("error")?.as_str()?.to_string(),
-                raw: crate::layout::fields::bytes_of_hex(hex)?,
-            })
-        }
-        _ => None,
-    }
-}
-
-/// The metadata record holding the bytes of the segment that layout detection reads
-/// (header, names, ring headers): `size_bytes`, and `bytes@OFFSET` as lowercase hex.
-pub const SEGMENT_METADATA: &str = "lrbc.segment";
-
-/// The `lrbc.segment` metadata of `sparse`.
-pub fn segment_metadata(sparse: &crate::layout::Sparse) -> BTreeMap<String, String> {
-    let mut m = BTreeMap::new();
-    m.insert("size_bytes".into(), sparse.len_bytes.to_string());
-    for (offset, bytes) in &sparse.pieces {
-        m.insert(
-            format!("bytes@{offset}"),
-            crate::layout::fields::hex_string(bytes),
-        );
-    }
-    m
-}
-
-/// The bytes stored by [`segment_metadata`]; None when a value is not what it writes.
-pub fn segment_from_metadata(m: &BTreeMap<String, String>) -> Option<crate::layout::Sparse> {
-    let len_bytes = m.get("size_bytes")?.parse().ok()?;
-    let mut pieces = Vec::new();
-    for (key, hex) in m {
-        let Some(offset) = key.strip_prefix("bytes@") else {
-            continue;
-        };
-        let offset: u64 = offset.parse().ok()?;
-        pieces.push((offset, crate::layout::fields::bytes_of_hex(hex)?));
-    }
-    pieces.sort_by_key(|(o, _)| *o);
-    let overlapping = pieces
-        .windows(2)
-        .any(|w| w[0].0 + w[0].1.len() as u64 > w[1].0);
-    (!overlapping).then_some(crate::layout::Sparse { len_bytes, pieces })
-}
 
 /// A recording that could not be written or started, as one line.
 #[derive(Debug, thiserror::Error)]

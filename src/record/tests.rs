@@ -2,8 +2,11 @@ use std::io::Cursor;
 
 use super::*;
 use crate::attach::{Target, attach};
-use crate::layout::LayoutChoice;
 use crate::layout::plan::PlanLayout;
+use crate::layout::{LayoutChoice, RegionKind};
+use crate::recording::{
+    FRAME_TOPIC, RING_EVENTS_TOPIC, SEGMENT_METADATA, ring_event_of, segment_from_metadata,
+};
 use crate::sim::engine::{Engine, EngineConfig};
 use crate::testutil::unique_name;
 
@@ -410,46 +413,6 @@ fn ring_losses_and_malformed_entries_are_recorded_as_ring_events() {
         (ch.topic.as_str(), ch.message_encoding.as_str()),
         (RING_EVENTS_TOPIC, "json")
     );
-}
-
-#[test]
-fn a_ring_event_reads_back_as_the_event_written_and_nothing_else_does() {
-    use crate::traffic::TrafficEvent;
-    let lost = TrafficEvent::Lost {
-        ring: RegionKind::CtlS2c,
-        lost_bytes: 96,
-        lost_entries: None,
-    };
-    let malformed = TrafficEvent::Malformed {
-        ring: RegionKind::CmdS2c,
-        position: 4096,
-        error: "length 9999 is past the ring".into(),
-        raw: vec![0, 1, 0xfe, 0xff],
-    };
-    for e in [&lost, &malformed] {
-        let json = ring_event_json(e).unwrap();
-        let back = ring_event_of(json.as_bytes()).unwrap();
-        assert_eq!(format!("{back:?}"), format!("{e:?}"));
-    }
-    assert!(
-        ring_event_json(&TrafficEvent::Answered {
-            request: 1,
-            response: 2
-        })
-        .is_none()
-    );
-    for bad in [
-        &b"not json"[..],
-        br#"{"event":"lost","ring":"obs","lost_bytes":1}"#,
-        br#"{"event":"malformed","ring":"cmd_c2s","position":0,"error":"e","raw_hex":"zz"}"#,
-        br#"{"event":"other","ring":"cmd_c2s"}"#,
-    ] {
-        assert!(
-            ring_event_of(bad).is_none(),
-            "{}",
-            String::from_utf8_lossy(bad)
-        );
-    }
 }
 
 /// A segment truncated under the recorder: the engine goes on publishing `frame_seq` in

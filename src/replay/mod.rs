@@ -1,22 +1,22 @@
 //! Recordings as a source: [`Recording`] (`reader`) reads an MCAP file made by the
 //! flight recorder from its index, and [`read_recording`] (`stream`) reads one from end
-//! to end in blocks for the export, with the same checks; [`RecFrame`] (`frame`) is
-//! the one decoder of a recorded frame. [`Player`] (`player`), a named thread, fills a
-//! [`crate::sampler::SamplerData`] and a [`crate::traffic::TrafficStore`] as of a
-//! timeline cursor, so that the panels draw a recording as they draw a live segment.
-//! [`Frozen`] (`frozen`) is the live view paused: a copy of the sampler's in-memory
-//! history moved through the same way. No egui.
+//! to end in blocks for the export, with the same checks; frames are decoded by
+//! [`RecFrame`], the recording format's one decoder (`crate::recording`). [`Player`]
+//! (`player`), a named thread, fills a [`crate::sampler::SamplerData`] and a
+//! [`crate::traffic::TrafficStore`] as of a timeline cursor, so that the panels draw a
+//! recording as they draw a live segment. [`Frozen`] (`frozen`) is the live view
+//! paused: a copy of the sampler's in-memory history moved through the same way. No
+//! egui.
 
-mod frame;
 mod frozen;
 mod player;
 mod reader;
 pub mod stream;
 
-pub use frame::{FrameError, RecFrame};
+pub use crate::recording::{FrameError, RecFrame};
 pub use frozen::Frozen;
 pub use player::{Find, PlayState, Player};
-pub use reader::{ChunkInfo, LatestImages, PROFILE, Recording, ReplayError, RingMessage, Topic};
+pub use reader::{ChunkInfo, LatestImages, Recording, ReplayError, RingMessage, Topic};
 pub use stream::{End, Event, ReadError, read_recording};
 
 #[cfg(test)]

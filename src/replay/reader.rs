@@ -2,20 +2,32 @@
 //! finished, else an index built by walking the top-level records (a chunk's body is
 //! skipped with a seek) up to the last complete one. Messages are read a chunk at a
 //! time with positioned reads; a few decoded chunks are kept. The camera images at a
-//! time come from the newest chunks whose message indexes list an image channel.
+//! time come from the newest chunks whose message indexes list an image channel
+//! (`images`). The index is read or built in `index`; `checks` holds what the
+//! whole-file pass (`stream`) checks the same way.
+
+mod checks;
+mod images;
+mod index;
+
+pub(super) use checks::{MAX_RECORD_BYTES, Records, check_chunk, check_profile, is_frame_channel};
+pub use images::LatestImages;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mcap::records::{Record, op};
 
-/// The frame decoder, where the player looks for it.
-pub use super::frame::RecFrame;
 use crate::layout::{Geometry, LayoutChoice, RegionKind};
-use crate::record::{FRAME_SCHEMA, FRAME_TOPIC, SEGMENT_METADATA, segment_from_metadata};
+use crate::recording::{
+    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA,
+    camera_env_of_topic, ring_event_of, ring_of_header_topic, ring_of_topic, segment_from_metadata,
+    stream_of_topic,
+};
+use index::{read_at, read_summary, record_at, walk};
 
 /// A recording that cannot be opened, as one line.
 #[derive(Debug, thiserror::Error)]
@@ -73,21 +85,6 @@ pub enum Topic {
     RingHeader(RegionKind),
 }
 
-/// The newest camera images at or before a time: the foxglove messages as recorded.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LatestImages {
-    /// Recorded env → (log time, its `foxglove.RawImage` on `/lrbc/camera/env<N>`).
-    pub cameras: BTreeMap<u32, (u64, Arc<[u8]>)>,
-    /// Stream (the topic's last part, `camera-front-env3`) → (log time, the ring
-    /// entry's envelope that carried the frame, as the window decodes live streams).
-    pub streams: BTreeMap<String, (u64, Arc<[u8]>)>,
-}
-
-/// The camera env of a `/lrbc/camera/env<N>` topic.
-fn camera_env(topic: &str) -> Option<u32> {
-    topic.strip_prefix("/lrbc/camera/env")?.parse().ok()
-}
-
 /// One message of a chunk.
 #[derive(Clone, Debug)]
 struct Msg {
@@ -97,85 +94,6 @@ struct Msg {
 }
 
 const CACHED_CHUNKS: usize = 6;
-/// Records longer than this are not read (a corrupt length).
-pub(super) const MAX_RECORD_BYTES: u64 = 1 << 30;
-
-/// The metadata record of the counts a recorder writes when it finishes.
-pub const COUNTS_METADATA: &str = "lrbc.counts";
-
-/// The profile recordings carry in their MCAP header.
-pub const PROFILE: &str = "lrbc";
-
-/// Whether an MCAP header's profile is a recording's; else why not.
-pub(super) fn check_profile(profile: &str) -> Result<(), String> {
-    if profile == PROFILE {
-        Ok(())
-    } else {
-        Err(format!("its MCAP profile is {profile:?}, not {PROFILE:?}"))
-    }
-}
-
-/// Whether channel `c` (its schema named `schema`) carries the frames; an error when
-/// it is on the frame topic with another encoding or schema.
-pub(super) fn is_frame_channel(
-    c: &mcap::records::Channel,
-    schema: Option<&str>,
-) -> Result<bool, String> {
-    if c.topic != FRAME_TOPIC {
-        return Ok(false);
-    }
-    if c.message_encoding != "flatbuffer" {
-        return Err(format!(
-            "{FRAME_TOPIC} is encoded as {:?}",
-            c.message_encoding
-        ));
-    }
-    if schema != Some(FRAME_SCHEMA) {
-        return Err(format!(
-            "{FRAME_TOPIC} has the schema {:?}, not {FRAME_SCHEMA}",
-            schema.unwrap_or("")
-        ));
-    }
-    Ok(true)
-}
-
-/// Whether a chunk can be read (recordings are not compressed); else why not.
-pub(super) fn check_chunk(header: &mcap::records::ChunkHeader) -> Result<(), String> {
-    if header.compression.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "a chunk is compressed with {:?} (recordings are not)",
-            header.compression
-        ))
-    }
-}
-
-/// The records of a run of bytes (a chunk's records, the summary section): opcode,
-/// then the body; an error, then the end, when a record runs past the end.
-pub(super) struct Records<'a>(pub &'a [u8]);
-
-impl<'a> Iterator for Records<'a> {
-    type Item = Result<(u8, &'a [u8]), String>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.0.is_empty() {
-            return None;
-        }
-        let (Some(&op), Some(body)) = (
-            self.0.first(),
-            self.0.get(1..9).and_then(|len| {
-                let len = usize::try_from(u64::from_le_bytes(len.try_into().ok()?)).ok()?;
-                self.0.get(9..9usize.checked_add(len)?)
-            }),
-        ) else {
-            self.0 = &[];
-            return Some(Err("a record runs past the end of its chunk".into()));
-        };
-        self.0 = &self.0[9 + body.len()..];
-        Some(Ok((op, body)))
-    }
-}
 
 /// An open recording.
 pub struct Recording {
@@ -217,23 +135,6 @@ impl std::fmt::Debug for Recording {
             .field("unfinished_at", &self.unfinished_at)
             .finish_non_exhaustive()
     }
-}
-
-fn ring_kind(topic: &str) -> Option<RegionKind> {
-    RegionKind::ring_named(topic.strip_prefix("/lrbc/ring/")?)
-}
-
-/// What the index walk collects.
-#[derive(Default)]
-struct Index {
-    chunks: Vec<ChunkInfo>,
-    schemas: HashMap<u16, String>,
-    channels: Vec<mcap::records::Channel>,
-    metadata: BTreeMap<String, BTreeMap<String, String>>,
-    frame_count: Option<u64>,
-    channel_counts: BTreeMap<u16, u64>,
-    unfinished_at: Option<u64>,
-    chunk_channels: HashMap<u64, Vec<u16>>,
 }
 
 impl Recording {
@@ -285,7 +186,7 @@ impl Recording {
         let rings = index
             .channels
             .iter()
-            .filter_map(|c| Some((c.id, ring_kind(&c.topic)?)))
+            .filter_map(|c| Some((c.id, ring_of_topic(&c.topic)?)))
             .collect();
         let segment = index
             .metadata
@@ -333,15 +234,15 @@ impl Recording {
     /// Notes a channel's topic: a ring, a camera or a stream.
     fn register(&mut self, c: &mcap::records::Channel) {
         self.known.insert(c.id);
-        if let Some(k) = ring_kind(&c.topic) {
+        if let Some(k) = ring_of_topic(&c.topic) {
             self.rings.insert(c.id, k);
-        } else if c.topic == crate::record::RING_EVENTS_TOPIC {
+        } else if c.topic == RING_EVENTS_TOPIC {
             self.ring_events = Some(c.id);
-        } else if let Some(ring) = crate::record::ring_of_header_topic(&c.topic) {
+        } else if let Some(ring) = ring_of_header_topic(&c.topic) {
             self.ring_headers.insert(c.id, ring);
-        } else if let Some(env) = camera_env(&c.topic) {
+        } else if let Some(env) = camera_env_of_topic(&c.topic) {
             self.cameras.insert(c.id, env);
-        } else if let Some(name) = c.topic.strip_prefix("/lrbc/stream/") {
+        } else if let Some(name) = stream_of_topic(&c.topic) {
             self.streams.insert(c.id, name.to_string());
         }
     }
@@ -523,7 +424,7 @@ impl Recording {
                     ring,
                     payload: Arc::clone(data),
                 },
-                Topic::RingEvent => match crate::record::ring_event_of(data) {
+                Topic::RingEvent => match ring_event_of(data) {
                     Some(event) => RingMessage::Event { log_ns, event },
                     None => return true,
                 },
@@ -542,290 +443,5 @@ impl Recording {
     }
 }
 
-impl Recording {
-    /// The newest camera image of every recorded env and the newest frame of every
-    /// stream at or before `t`. Chunks are read newest first, only those whose message
-    /// indexes list an image channel not found yet (or a channel not known yet).
-    pub fn images_at(&mut self, t: u64) -> Result<LatestImages, String> {
-        // A channel's record is in the chunk of its first message: those chunks are
-        // read first (once), so that every channel listed in the indexes is known.
-        let unknown: Vec<u16> = self
-            .indexed
-            .iter()
-            .filter(|id| !self.known.contains(id))
-            .copied()
-            .collect();
-        for id in unknown {
-            if self.known.contains(&id) {
-                continue;
-            }
-            let first = self.chunks.iter().position(|c| {
-                self.chunk_channels
-                    .get(&c.offset)
-                    .is_some_and(|chs| chs.contains(&id))
-            });
-            if let Some(i) = first {
-                self.chunk(i)?;
-            }
-            if !self.known.contains(&id) {
-                // Not in its chunk: not looked for again.
-                self.known.insert(id);
-            }
-        }
-        let mut out = LatestImages::default();
-        let mut found: HashSet<u16> = HashSet::new();
-        let mut unmatched = Vec::new();
-        let mut i = self.chunks.partition_point(|c| c.start_ns <= t);
-        while i > 0 {
-            i -= 1;
-            let wanted = |id: &u16| {
-                !found.contains(id)
-                    && (self.cameras.contains_key(id)
-                        || self.streams.contains_key(id)
-                        || !self.known.contains(id))
-            };
-            let offset = self.chunks[i].offset;
-            if self
-                .chunk_channels
-                .get(&offset)
-                .is_some_and(|chs| !chs.iter().any(wanted))
-            {
-                continue;
-            }
-            let msgs = self.chunk(i)?;
-            for m in msgs.iter().rev() {
-                if m.log_ns > t || found.contains(&m.channel) {
-                    continue;
-                }
-                if let Some(&env) = self.cameras.get(&m.channel) {
-                    found.insert(m.channel);
-                    out.cameras.insert(env, (m.log_ns, Arc::clone(&m.data)));
-                } else if let Some(name) = self.streams.get(&m.channel) {
-                    found.insert(m.channel);
-                    // The ring entry written with it (same log time) is the frame as
-                    // the engine sent it.
-                    match self.envelope_of(&msgs, m.log_ns, name) {
-                        Some(e) => {
-                            out.streams.insert(name.clone(), (m.log_ns, e));
-                        }
-                        None => unmatched.push((name.clone(), m.log_ns)),
-                    }
-                }
-            }
-            // A chunk closed between the image and its ring entry: the next one has it.
-            if !unmatched.is_empty() && i + 1 < self.chunks.len() {
-                let next = self.chunk(i + 1)?;
-                for (name, log_ns) in unmatched.drain(..) {
-                    if let Some(e) = self.envelope_of(&next, log_ns, &name) {
-                        out.streams.insert(name, (log_ns, e));
-                    }
-                }
-            }
-            unmatched.clear();
-            let complete = self
-                .cameras
-                .keys()
-                .chain(self.streams.keys())
-                .all(|id| found.contains(id))
-                && self.indexed.iter().all(|id| self.known.contains(id));
-            if complete {
-                break;
-            }
-        }
-        Ok(out)
-    }
-}
-
-impl Recording {
-    /// The ring entry of `msgs` logged at `log_ns` that is a frame of stream `name`.
-    fn envelope_of(&self, msgs: &[Msg], log_ns: u64, name: &str) -> Option<Arc<[u8]>> {
-        msgs.iter()
-            .find(|r| {
-                r.log_ns == log_ns
-                    && self.rings.contains_key(&r.channel)
-                    && crate::record::stream_name_of(&r.data).as_deref() == Some(name)
-            })
-            .map(|r| Arc::clone(&r.data))
-    }
-}
-
-/// Reads `len` bytes at `offset`.
-fn read_at(file: &mut File, offset: u64, len: u64) -> Result<Vec<u8>, String> {
-    if len > MAX_RECORD_BYTES {
-        return Err(format!("a record of {len} bytes at {offset}"));
-    }
-    file.seek(SeekFrom::Start(offset))
-        .map_err(|e| e.to_string())?;
-    let mut buf = vec![0u8; usize::try_from(len).map_err(|_| "length")?];
-    file.read_exact(&mut buf)
-        .map_err(|e| format!("reading {len} bytes at {offset}: {e}"))?;
-    Ok(buf)
-}
-
-/// Reads one record at `offset`: (opcode, body).
-fn record_at(file: &mut File, offset: u64) -> Result<(u8, Vec<u8>), String> {
-    let head = read_at(file, offset, 9)?;
-    let len = u64::from_le_bytes(head[1..9].try_into().map_err(|_| "length")?);
-    Ok((head[0], read_at(file, offset + 9, len)?))
-}
-
-fn add(index: &mut Index, record: Record<'_>) {
-    match record {
-        Record::Schema { header, .. } => {
-            index.schemas.insert(header.id, header.name);
-        }
-        Record::Channel(c) if !index.channels.iter().any(|x| x.id == c.id) => {
-            index.channels.push(c);
-        }
-        Record::Metadata(m) => {
-            index.metadata.insert(m.name, m.metadata);
-        }
-        _ => {}
-    }
-}
-
-/// The index from the summary section; None when the file has none (not finished, or
-/// written without one).
-fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, String> {
-    // Footer record (9 + 20 bytes) then the closing magic.
-    if len < 8 + 29 + 8 {
-        return Ok(None);
-    }
-    let tail = read_at(file, len - 37, 37)?;
-    if tail[29..] != *mcap::MAGIC || tail[0] != op::FOOTER {
-        return Ok(None);
-    }
-    let Ok(Record::Footer(footer)) = mcap::read::parse_record(op::FOOTER, &tail[9..29]) else {
-        return Ok(None);
-    };
-    if footer.summary_start == 0 || footer.summary_start >= len - 37 {
-        return Ok(None);
-    }
-    let summary = read_at(file, footer.summary_start, len - 37 - footer.summary_start)?;
-    let mut index = Index::default();
-    let mut metadata_at = Vec::new();
-    for record in Records(&summary) {
-        let (opcode, body) = record?;
-        match mcap::read::parse_record(opcode, body).map_err(|e| e.to_string())? {
-            Record::ChunkIndex(c) => {
-                index.chunk_channels.insert(
-                    c.chunk_start_offset,
-                    c.message_index_offsets.keys().copied().collect(),
-                );
-                index.chunks.push(ChunkInfo {
-                    offset: c.chunk_start_offset,
-                    length: c.chunk_length,
-                    start_ns: c.message_start_time,
-                    end_ns: c.message_end_time,
-                });
-            }
-            Record::MetadataIndex(m) => metadata_at.push(m.offset),
-            Record::Statistics(s) => index.channel_counts = s.channel_message_counts,
-            r => add(&mut index, r),
-        }
-    }
-    for offset in metadata_at {
-        let (opcode, body) = record_at(file, offset)?;
-        let r = mcap::read::parse_record(opcode, &body).map_err(|e| e.to_string())?;
-        add(&mut index, r);
-    }
-    Ok(Some(index))
-}
-
-/// The index built by walking the records: a chunk's body is skipped, bar the chunks
-/// before the first metadata record (where the recorder writes its channels).
-fn walk(file: &mut File, len: u64) -> Result<Index, String> {
-    let mut index = Index::default();
-    let mut at = 8u64;
-    let mut before_metadata = true;
-    let mut frames = 0u64;
-    let mut finished = false;
-    while at + 9 <= len {
-        let head = read_at(file, at, 9)?;
-        let opcode = head[0];
-        let n = u64::from_le_bytes(head[1..9].try_into().map_err(|_| "length")?);
-        let end = at.saturating_add(9).saturating_add(n);
-        if end > len {
-            break;
-        }
-        match opcode {
-            op::CHUNK => {
-                // message_start_time, message_end_time (the chunk header's first words).
-                let times = read_at(file, at + 9, 16.min(n))?;
-                let word = |i: usize| {
-                    times
-                        .get(i..i + 8)
-                        .and_then(|b| b.try_into().ok())
-                        .map_or(0, u64::from_le_bytes)
-                };
-                index.chunks.push(ChunkInfo {
-                    offset: at,
-                    length: end - at,
-                    start_ns: word(0),
-                    end_ns: word(8),
-                });
-                if before_metadata {
-                    let body = read_at(file, at + 9, n)?;
-                    if let Ok(Record::Chunk { data, .. }) =
-                        mcap::read::parse_record(op::CHUNK, &body)
-                    {
-                        for (o, b) in Records(&data).map_while(Result::ok) {
-                            if let Ok(r) = mcap::read::parse_record(o, b) {
-                                add(&mut index, r);
-                            }
-                        }
-                    }
-                }
-            }
-            op::MESSAGE_INDEX | op::METADATA => {
-                let body = read_at(file, at + 9, n)?;
-                match mcap::read::parse_record(opcode, &body) {
-                    Ok(Record::MessageIndex(m)) => {
-                        if let Some(c) = index.chunks.last()
-                            && !m.records.is_empty()
-                        {
-                            index
-                                .chunk_channels
-                                .entry(c.offset)
-                                .or_default()
-                                .push(m.channel_id);
-                        }
-                        if index
-                            .channels
-                            .iter()
-                            .any(|c| c.id == m.channel_id && c.topic == FRAME_TOPIC)
-                        {
-                            frames += m.records.len() as u64;
-                        }
-                    }
-                    Ok(r @ Record::Metadata(_)) => {
-                        before_metadata = false;
-                        add(&mut index, r);
-                    }
-                    _ => {}
-                }
-            }
-            op::SCHEMA | op::CHANNEL => {
-                let body = read_at(file, at + 9, n)?;
-                if let Ok(r) = mcap::read::parse_record(opcode, &body) {
-                    add(&mut index, r);
-                }
-            }
-            op::DATA_END | op::FOOTER => {
-                finished = true;
-                break;
-            }
-            _ => {}
-        }
-        at = end;
-    }
-    if index.channels.is_empty() && index.chunks.is_empty() {
-        return Err("no complete record after the magic".into());
-    }
-    // The message indexes follow their chunk: the last chunk's may be missing.
-    index.frame_count = (frames > 0).then_some(frames);
-    if !finished {
-        index.unfinished_at = Some(at);
-    }
-    Ok(index)
-}
+#[cfg(test)]
+mod tests;

@@ -1,9 +1,68 @@
-//! The one decoder of a recorded frame (`lrbc.recording.Frame`, `schema/recording.fbs`):
-//! verified by flatc's generated code, then checked for the shape the recorder writes
-//! (flag lists as long as the rewards, recorded envs ascending, observations and actions
-//! row-major for those envs). Used by the reader's callers: the player and the export.
+//! The frame table (`lrbc.recording.Frame`, `schema/recording.fbs`): [`FrameRef`] is the
+//! one encoder, used by the recorder (and the export's synthetic recordings);
+//! [`RecFrame`] the one decoder, used by the reader's
+//! callers (the player and the export): verified by flatc's generated code, then checked
+//! for the shape the recorder writes (flag lists as long as the rewards, recorded envs
+//! ascending, observations and actions row-major for those envs).
 
 use crate::rpc::recording_fb as fb;
+
+/// A frame to record, borrowed: the hot data of every env and the rows of the recorded
+/// envs.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameRef<'a> {
+    pub frame_seq: u64,
+    /// 0 when the layout has no frame time.
+    pub frame_time_ns: u64,
+    pub action_seq: u64,
+    /// The recorder's clock when it sampled the frame.
+    pub sampled_ns: u64,
+    /// The reward of every env of the segment.
+    pub rewards: &'a [f32],
+    pub dones: &'a [u8],
+    /// None when the layout has none.
+    pub truncateds: Option<&'a [u8]>,
+    pub resets: &'a [u8],
+    /// The recorded envs, ascending.
+    pub envs: &'a [u32],
+    /// Row-major: `obs_size` values per recorded env.
+    pub observations: &'a [f32],
+    /// Row-major: `act_size` values per recorded env.
+    pub actions: &'a [f32],
+}
+
+impl FrameRef<'_> {
+    /// Encodes the frame into `b` (reset first, so that its buffer is reused from frame
+    /// to frame): the bytes of a `lrbc.recording.Frame`.
+    pub fn encode<'b>(&self, b: &'b mut flatbuffers::FlatBufferBuilder<'static>) -> &'b [u8] {
+        b.reset();
+        let rewards = b.create_vector(self.rewards);
+        let dones = b.create_vector(self.dones);
+        let truncateds = self.truncateds.map(|t| b.create_vector(t));
+        let resets = b.create_vector(self.resets);
+        let envs = b.create_vector(self.envs);
+        let observations = b.create_vector(self.observations);
+        let actions = b.create_vector(self.actions);
+        let frame = fb::Frame::create(
+            b,
+            &fb::FrameArgs {
+                frame_seq: self.frame_seq,
+                frame_time_ns: self.frame_time_ns,
+                action_seq: self.action_seq,
+                sampled_ns: self.sampled_ns,
+                rewards: Some(rewards),
+                dones: Some(dones),
+                truncateds,
+                resets: Some(resets),
+                envs: Some(envs),
+                observations: Some(observations),
+                actions: Some(actions),
+            },
+        );
+        b.finish(frame, None);
+        b.finished_data()
+    }
+}
 
 /// A frame of the recording, decoded.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -187,5 +246,39 @@ mod tests {
             .decode_into(0, b"not a frame")
             .unwrap_err();
         assert!(matches!(e, FrameError::Decode(_)), "{e}");
+    }
+
+    #[test]
+    fn an_encoded_frame_decodes_to_the_same_values() {
+        let f = FrameRef {
+            frame_seq: 9,
+            frame_time_ns: 90,
+            action_seq: 8,
+            sampled_ns: 91,
+            rewards: &[0.5, 1.5, 2.5],
+            dones: &[0, 1, 0],
+            truncateds: None,
+            resets: &[1, 0, 0],
+            envs: &[0, 2],
+            observations: &[1., 2., 3., 4.],
+            actions: &[5., 6.],
+        };
+        let mut b = flatbuffers::FlatBufferBuilder::new();
+        let back = RecFrame::decode(3, f.encode(&mut b)).unwrap();
+        assert_eq!(
+            (back.log_ns, back.frame_seq, back.frame_time_ns),
+            (3, 9, 90)
+        );
+        assert_eq!((back.action_seq, back.sampled_ns), (8, 91));
+        assert_eq!(
+            (back.rewards.as_slice(), back.truncateds.as_deref()),
+            (f.rewards, None)
+        );
+        assert_eq!(
+            (back.dones.as_slice(), back.resets.as_slice()),
+            (f.dones, f.resets)
+        );
+        assert_eq!((back.obs_size, back.act_size), (2, 1));
+        assert_eq!(back.rows_of(2), Some((&[3f32, 4.][..], &[6f32][..])));
     }
 }

@@ -1,0 +1,200 @@
+//! The newest camera images at or before the cursor: the image region's into the data,
+//! each stream's frame into the traffic store.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Worker;
+use crate::layout::Geometry;
+use crate::replay::LatestImages;
+use crate::sampler::{ImageFrame, SamplerSettings};
+use crate::sync::lock;
+use crate::traffic::{StreamedImage, TrafficLimits};
+
+/// `record_index` of streamed frames taken from the index rather than from a traffic
+/// row (above any row index, so that the cameras panel sees a new frame).
+const STREAM_MARK_BASE: u64 = 1 << 62;
+
+impl Worker {
+    /// The newest camera images at or before `cursor` into the data (the image region's)
+    /// and the traffic store (the streams').
+    pub(super) fn publish_images(
+        &mut self,
+        cursor: u64,
+        settings: &SamplerSettings,
+        limits: TrafficLimits,
+    ) -> Result<(), String> {
+        let LatestImages { cameras, streams } = self.rec.images_at(cursor)?;
+        let key = (
+            cameras
+                .iter()
+                .map(|(&e, &(t, _))| (e, t))
+                .collect::<Vec<_>>(),
+            settings.image_bytes,
+        );
+        if self.images_shown.as_ref() != Some(&key) {
+            self.images_shown = Some(key);
+            self.image_seq += 1;
+            // The frame recorded last before the newest image.
+            let newest = cameras.values().map(|(t, _)| *t).max();
+            let frame_seq = match newest {
+                Some(t) => self.rec.frame_at(t)?.map_or(0, |f| f.frame_seq),
+                None => 0,
+            };
+            let (image, note) = region_image(
+                &self.rec.geometry,
+                &cameras,
+                settings.image_bytes,
+                (self.image_seq, frame_seq),
+                self.rec.has_camera_images(),
+            );
+            let mut d = lock(&self.data);
+            d.image = image;
+            d.image_note = note;
+        }
+        let mut store = lock(&self.store);
+        for (_, (_, envelope)) in streams {
+            let Some(source) = crate::rpc::image::image_source(&envelope) else {
+                continue;
+            };
+            let too_big = envelope.len() > limits.max_stream_bytes;
+            if store
+                .streams
+                .get(&source)
+                .is_some_and(|s| s.envelope == envelope || (too_big && s.not_kept.is_some()))
+            {
+                continue;
+            }
+            self.stream_marks += 1;
+            let s = store
+                .streams
+                .entry(source)
+                .or_insert_with(|| StreamedImage {
+                    record_index: 0,
+                    frames: 0,
+                    envelope: Arc::from(&[][..]),
+                    not_kept: None,
+                });
+            s.record_index = STREAM_MARK_BASE + self.stream_marks;
+            s.frames = s.frames.max(1);
+            if too_big {
+                s.envelope = Arc::from(&[][..]);
+                s.not_kept = Some(envelope.len());
+            } else {
+                s.envelope = envelope;
+                s.not_kept = None;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The image region as of the newest recorded images: the recorded envs' pixels, the
+/// other envs black. No image: why, for the cameras panel.
+pub(super) fn region_image(
+    g: &Geometry,
+    cameras: &BTreeMap<u32, (u64, Arc<[u8]>)>,
+    budget: usize,
+    (image_seq, frame_seq): (u64, u64),
+    has_cameras: bool,
+) -> (Option<ImageFrame>, Option<String>) {
+    let Some(img) = g.image else {
+        return (None, None);
+    };
+    if cameras.is_empty() {
+        let why = if has_cameras {
+            "no camera image recorded at or before this point"
+        } else {
+            "this recording has no camera images (record --images records them)"
+        };
+        return (None, Some(why.into()));
+    }
+    let pixels = u64::from(g.num_envs) * u64::from(img.width) * u64::from(img.height);
+    let cost = pixels.saturating_mul(u64::from(img.channels) + 4);
+    if cost > budget as u64 {
+        return (
+            None,
+            Some(format!(
+                "camera images are not shown: {:.1} MiB with their textures, over the {:.1} MiB the memory budget gives them (Settings)",
+                cost as f64 / 1048576.0,
+                budget as f64 / 1048576.0
+            )),
+        );
+    }
+    let encoding = match img.channels {
+        1 => "mono8",
+        3 => "rgb8",
+        4 => "rgba8",
+        c => return (None, Some(format!("images of {c} channels are not shown"))),
+    };
+    let (w, h, c) = (
+        img.width as usize,
+        img.height as usize,
+        img.channels as usize,
+    );
+    let row = w * c;
+    let per = row * h;
+    let Some(total) = per.checked_mul(g.num_envs as usize) else {
+        return (None, Some("the image region is too large".into()));
+    };
+    let mut buf = vec![0u8; total];
+    if c == 4 {
+        // Opaque black.
+        for p in buf.chunks_exact_mut(4) {
+            p[3] = 255;
+        }
+    }
+    let mut shown = 0usize;
+    let mut newest = 0u64;
+    for (&env, (log_ns, bytes)) in cameras {
+        let Ok(raw) = crate::rpc::foxglove_fb::root_as_raw_image(bytes) else {
+            continue;
+        };
+        let step = raw.step() as usize;
+        let data = raw.data().map(|d| d.bytes()).unwrap_or_default();
+        let fits = row > 0
+            && h > 0
+            && raw.width() == img.width
+            && raw.height() == img.height
+            && raw.encoding() == Some(encoding)
+            && step >= row
+            && step
+                .checked_mul(h - 1)
+                .and_then(|n| n.checked_add(row))
+                .is_some_and(|need| data.len() >= need);
+        let Some(dest) = buf.get_mut(env as usize * per..(env as usize + 1) * per) else {
+            continue;
+        };
+        if !fits {
+            continue;
+        }
+        for (y, out) in dest.chunks_exact_mut(row).enumerate() {
+            out.copy_from_slice(&data[y * step..y * step + row]);
+        }
+        shown += 1;
+        newest = newest.max(*log_ns);
+    }
+    if shown == 0 {
+        return (
+            None,
+            Some(format!(
+                "the recorded camera images are not {}×{} {encoding} as the image region",
+                img.width, img.height
+            )),
+        );
+    }
+    (
+        Some(ImageFrame {
+            image_seq,
+            frame_seq,
+            width: img.width,
+            height: img.height,
+            channels: img.channels,
+            num_envs: g.num_envs,
+            pixels: Arc::new(buf),
+            captured_ns: newest,
+            consistent: true,
+        }),
+        None,
+    )
+}
