@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::attach::Attached;
 use crate::busy::CpuTimes;
-use crate::segment::{Health, Location};
+use crate::segment::Location;
 use crate::snapshot::HotData;
 
 pub use accounting::{Copied, FrameAccounting, FrameCounts, frames_ahead};
@@ -75,16 +75,13 @@ impl FrameCopy {
 /// What a sink is told every tick.
 #[derive(Debug)]
 pub struct Tick<'a> {
-    pub now_ns: u64,
-    /// Frames counted since this sink's last tick (or since it joined).
+    /// Frames counted since the last tick (a sink that joined since gets them too).
     pub counts: FrameCounts,
     /// The follower is holding off on a busy machine.
     pub yielding: bool,
     pub generation: u64,
     /// The follower's mapping, for reading counters.
     pub attached: &'a Attached,
-    /// The segment's file as of this tick.
-    pub health: Health,
 }
 
 /// What a sink wants of the follower, said at each tick.
@@ -111,8 +108,6 @@ pub trait FrameSink: Send {
 struct Entry {
     id: u64,
     sink: Box<dyn FrameSink>,
-    counts: FrameCounts,
-    wants: Wants,
 }
 
 /// What the follower's thread and its handles share.
@@ -232,12 +227,7 @@ pub fn subscribe_with_load(
     let shared = &follower.shared;
     // Relaxed: an id counter with no data behind it.
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    crate::sync::lock(&shared.sinks).push(Entry {
-        id,
-        sink,
-        counts: FrameCounts::default(),
-        wants: Wants::default(),
-    });
+    crate::sync::lock(&shared.sinks).push(Entry { id, sink });
     // Relaxed: the sink list is published by its mutex; this only asks for a tick.
     shared.joined.store(true, Ordering::Relaxed);
     if let Some(t) = &follower.thread {

@@ -193,30 +193,26 @@ impl Worker {
         if self.budget.check_due(now) {
             self.budget.observe(now, (self.read_load)());
         }
-        let counts = self.accounting.take();
+        let tick = Tick {
+            counts: self.accounting.take(),
+            yielding: self.budget.yielding(),
+            generation: self.generation,
+            attached: &self.attached,
+        };
         let mut sinks = crate::sync::lock(&self.shared.sinks);
         let mut envs = Vec::new();
         let mut budget: Option<Option<f32>> = None;
         let mut min_hold = u64::MAX;
         for e in sinks.iter_mut() {
-            e.counts.add(&counts);
-            let tick = Tick {
-                now_ns: now,
-                counts: std::mem::take(&mut e.counts),
-                yielding: self.budget.yielding(),
-                generation: self.generation,
-                attached: &self.attached,
-                health: self.health,
-            };
-            e.wants = e.sink.tick(&tick);
-            envs.extend_from_slice(&e.wants.envs);
-            let b = e.wants.busy_budget_percent.filter(|p| *p > 0.0);
+            let wants = e.sink.tick(&tick);
+            envs.extend_from_slice(&wants.envs);
+            let b = wants.busy_budget_percent.filter(|p| *p > 0.0);
             budget = Some(match (budget, b) {
                 (None, b) => b,
                 (Some(Some(x)), Some(y)) => Some(x.max(y)),
                 _ => None,
             });
-            min_hold = min_hold.min(e.wants.min_hold_ns);
+            min_hold = min_hold.min(wants.min_hold_ns);
         }
         drop(sinks);
         let num_envs = self.attached.geometry.num_envs;
