@@ -62,6 +62,22 @@ impl TestSegment {
         }
     }
 
+    /// Cuts the segment's file down to its first page (the header stays, the data past
+    /// it is gone), as an engine that re-creates its file under readers does.
+    #[cfg(unix)]
+    pub fn truncate_to_header_page(&self) {
+        assert!(
+            self.plan.rewards_offset >= 4096,
+            "the data lies past the first page"
+        );
+        let path = self.location.file_path().expect("a file in /dev/shm");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("open the segment's file");
+        file.set_len(4096).expect("truncate the segment's file");
+    }
+
     pub fn attach(&self) -> Attached {
         Attached::open_at(&self.location, Some(self.name.clone()), LayoutChoice::Auto)
             .expect("attach")

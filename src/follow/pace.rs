@@ -146,23 +146,8 @@ mod tests {
     #[test]
     fn a_paced_run_is_looked_at_once_just_after_each_frame_is_due() {
         let mut p = Pace::new(0);
-        // Frames every millisecond, stamped by the engine, seen 30 µs after.
-        let mut looks = 0;
-        let mut now = 0;
-        for k in 1..=100u64 {
-            let published = k * MS;
-            // Look until the frame is there.
-            loop {
-                let next = p.next_look_ns(now);
-                assert!(next > now, "never a look in the past");
-                now = next;
-                looks += 1;
-                if now >= published {
-                    break;
-                }
-            }
-            p.saw(now, published, 1);
-        }
+        // Frames every millisecond, published as stamped by the engine.
+        let looks: u32 = follow(&mut p, 1..=100, 0).iter().sum();
         assert_eq!(p.interval_ns(), MS);
         // After the first frames, one look per frame.
         assert!(looks <= 100 + 20, "{looks} looks for 100 frames");
@@ -224,10 +209,24 @@ mod tests {
     /// Looks as the follower does for frames stamped at `k` ms and published `delay`
     /// later; returns the looks each frame took.
     fn follow(p: &mut Pace, frames: std::ops::RangeInclusive<u64>, delay: u64) -> Vec<u32> {
+        follow_published(p, frames, |k| k * MS + delay)
+            .into_iter()
+            .map(|(looks, _)| looks)
+            .collect()
+    }
+
+    /// Looks as the follower does for frames stamped at `k` ms and published at
+    /// `published(k)`; returns the looks each frame took, and how late after its
+    /// publication it was seen.
+    fn follow_published(
+        p: &mut Pace,
+        frames: std::ops::RangeInclusive<u64>,
+        mut published: impl FnMut(u64) -> u64,
+    ) -> Vec<(u32, u64)> {
         let mut now = *frames.start() * MS - MS;
-        let mut looks = Vec::new();
+        let mut out = Vec::new();
         for k in frames {
-            let published = k * MS + delay;
+            let published = published(k);
             let mut n = 0;
             loop {
                 let next = p.next_look_ns(now);
@@ -238,10 +237,10 @@ mod tests {
                     break;
                 }
             }
-            looks.push(n);
+            out.push((n, now - published));
             p.saw(now, k * MS, 1);
         }
-        looks
+        out
     }
 
     #[test]
@@ -260,33 +259,25 @@ mod tests {
     #[test]
     fn an_engine_whose_step_time_varies_costs_little_more_than_a_look_per_frame() {
         let mut p = Pace::new(0);
-        let mut now = 0;
-        let mut looks = 0;
         // Published 250 to 350 µs after the stamp, in no order.
         let mut x = 12345u64;
-        for k in 1..=400u64 {
+        let seen = follow_published(&mut p, 1..=400, |k| {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            let published = k * MS + 250_000 + (x >> 33) % 100_000;
-            loop {
-                now = p.next_look_ns(now);
-                if k > 200 {
-                    looks += 1;
-                }
-                if now >= published {
-                    break;
-                }
-            }
-            // Seen within the spread of the step times, the margin and a step of when
-            // it was published.
+            k * MS + 250_000 + (x >> 33) % 100_000
+        });
+        // Seen within the spread of the step times, the margin and a step of when it
+        // was published.
+        for (k, &(_, late)) in seen.iter().enumerate().skip(19) {
             assert!(
-                k < 20 || now < published + 200_000,
-                "frame {k} seen {} µs late",
-                (now - published) / 1000
+                late < 200_000,
+                "frame {} seen {} µs late",
+                k + 1,
+                late / 1000
             );
-            p.saw(now, k * MS, 1);
         }
+        let looks: u32 = seen[200..].iter().map(|&(n, _)| n).sum();
         assert!(looks <= 200 * 3 / 2, "{looks} looks for 200 frames");
     }
 

@@ -216,13 +216,7 @@ fn frames_of_a_truncated_segment_are_counted_unreadable_and_never_handed_over() 
     rx.joined();
     publish(&seg, 1);
     rx.frame(1);
-    let path = seg.location.file_path().expect("a file in /dev/shm");
-    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    assert!(
-        seg.plan.rewards_offset >= 4096,
-        "the data lies past the first page"
-    );
-    file.set_len(4096).unwrap();
+    seg.truncate_to_header_page();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut total = rx.counts;
     let mut frame = 1;
