@@ -103,7 +103,8 @@ pub struct Capture {
     state_channel: usize,
     /// The segment's state, on a mapping of its own; None when it could not be mapped.
     watcher: Option<Watcher<MonotonicClock>>,
-    state: Option<State>,
+    /// The state last recorded on `/lrbc/state`.
+    state: State,
     state_read_ns: u64,
     /// Frames come from the process's follower of the segment through the inbox.
     inbox: Arc<Inbox>,
@@ -264,7 +265,7 @@ impl Capture {
             traffic_now_ns: 0,
             state_channel,
             watcher,
-            state: Some(State::Attached),
+            state: State::Attached,
             state_read_ns: 0,
             inbox: Arc::new(Inbox::default()),
             subscription: None,
@@ -444,15 +445,15 @@ impl Capture {
         let report = w.tick();
         // Once replaced, this recording's segment is gone for good, whatever the watcher
         // attached to since.
-        let state = if moved_on || self.state == Some(State::Replaced) {
+        let state = if moved_on || self.state == State::Replaced {
             State::Replaced
         } else {
             report.state
         };
-        if self.state == Some(state) {
+        if self.state == state {
             return;
         }
-        self.state = Some(state);
+        self.state = state;
         let json = serde_json::json!({
             "state": state.as_str(),
             "note": report.note,
