@@ -7,7 +7,7 @@
 //! waits on the engine.
 //!
 //! One file per part: the shared data (`data`), bounded histories (`history`), the
-//! per-frame reductions (`reduce`), the live counters (`copy`), the follower's sink
+//! per-frame reductions (`reduce`), the live counters (`counters`), the follower's sink
 //! (`sink`), and the auxiliary thread (`auxiliary`: state, re-attachment, images,
 //! scans). On a busy machine the follower keeps to the budget of `crate::busy`.
 
@@ -21,7 +21,7 @@ pub(super) use crate::sync::lock;
 use crate::watch::Watcher;
 
 mod auxiliary;
-mod copy;
+mod counters;
 mod data;
 mod history;
 mod reduce;

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::copy::load_counters;
+use super::counters::load_counters;
 use super::data::{
     EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, SamplerData,
     SamplerSettings, history_capacities,
