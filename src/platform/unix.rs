@@ -305,7 +305,9 @@ pub fn wait_with_usage(
             return Err(e);
         }
     }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    // (tv_usec is below a million: an i64 on Linux, an i32 on macOS.)
+    let secs =
+        |t: libc::timeval| t.tv_sec as f64 + f64::from(u32::try_from(t.tv_usec).unwrap_or(0)) / 1e6;
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     Ok((
         code,
