@@ -1,5 +1,5 @@
 //! Every call into the operating system apart from mapping segments (`segment`), with a
-//! backend per platform: the monotonic clock, thread priority, affinity and CPU time,
+//! backend per platform: the monotonic clock, thread priority and CPU time,
 //! the machine's idle time and memory, process signals and resident memory, page size
 //! and allocation granularity. Each backend offers the same functions; `unsafe` stays
 //! in the backends (and `segment`), each block with its `// SAFETY:` line.

@@ -10,10 +10,9 @@ use windows_sys::Win32::System::SystemInformation::{
     GetSystemInfo, GlobalMemoryStatusEx, MEMORYSTATUSEX, SYSTEM_INFO,
 };
 use windows_sys::Win32::System::Threading::{
-    GetCurrentProcess, GetCurrentThread, GetProcessAffinityMask, GetProcessTimes, GetSystemTimes,
-    GetThreadTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
-    SetThreadAffinityMask, SetThreadPriority, THREAD_PRIORITY_BELOW_NORMAL, THREAD_PRIORITY_LOWEST,
-    TerminateProcess,
+    GetCurrentProcess, GetCurrentThread, GetProcessTimes, GetSystemTimes, GetThreadTimes,
+    OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE, SetThreadPriority,
+    THREAD_PRIORITY_BELOW_NORMAL, THREAD_PRIORITY_LOWEST, TerminateProcess,
 };
 use windows_sys::core::BOOL;
 
@@ -69,41 +68,6 @@ pub fn set_env_at_startup(key: &str, value: &str) {
     // SAFETY: called from `cli::main` before it starts any thread, so nothing reads or
     // writes the environment concurrently.
     unsafe { std::env::set_var(key, value) };
-}
-
-/// The cores the calling process may run on (the first 64 of its processor group),
-/// captured once, so that a thread can be kept to every other one of them.
-#[derive(Clone, Copy, Debug)]
-pub struct CoreSet {
-    mask: usize,
-}
-
-impl CoreSet {
-    /// The process's cores now (None where Windows does not say).
-    pub fn of_this_thread() -> Option<Self> {
-        let (mut process, mut system) = (0usize, 0usize);
-        // SAFETY: GetCurrentProcess is a pseudo-handle; both masks are valid and writable.
-        let ok = unsafe { GetProcessAffinityMask(GetCurrentProcess(), &mut process, &mut system) };
-        (ok != 0 && process != 0).then_some(Self { mask: process })
-    }
-
-    /// Keeps the calling thread to every other of these cores (`Some(0)`: first,
-    /// third, …; `Some(1)`: second, fourth, …) or lets it run on all (`None`). Does
-    /// nothing with fewer than two cores. Returns whether Windows took it.
-    pub fn keep_to(&self, half: Option<usize>) -> bool {
-        let mask = match half {
-            Some(h) if self.mask.count_ones() >= 2 => (0..usize::BITS)
-                .filter(|&c| self.mask & (1 << c) != 0)
-                .skip(h % 2)
-                .step_by(2)
-                .fold(0usize, |m, c| m | (1 << c)),
-            Some(_) => return false,
-            None => self.mask,
-        };
-        // SAFETY: GetCurrentThread is a pseudo-handle; `mask` is a non-empty subset of
-        // the process's mask.
-        unsafe { SetThreadAffinityMask(GetCurrentThread(), mask) != 0 }
-    }
 }
 
 /// Lowers the calling thread's priority so that it runs in the time the engine and the
