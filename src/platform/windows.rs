@@ -12,7 +12,7 @@ use windows_sys::Win32::System::SystemInformation::{
 use windows_sys::Win32::System::Threading::{
     GetCurrentProcess, GetCurrentThread, GetProcessTimes, GetSystemTimes, GetThreadTimes,
     OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE, SetThreadPriority,
-    THREAD_PRIORITY_BELOW_NORMAL, THREAD_PRIORITY_LOWEST, TerminateProcess,
+    THREAD_PRIORITY_BELOW_NORMAL, THREAD_PRIORITY_LOWEST, THREAD_PRIORITY_NORMAL, TerminateProcess,
 };
 use windows_sys::core::BOOL;
 
@@ -72,12 +72,15 @@ pub fn set_env_at_startup(key: &str, value: &str) {
 
 /// Lowers the calling thread's priority so that it runs in the time the engine and the
 /// trainer leave over. Unix nice values map to Windows' coarser levels: 10 and more is
-/// "lowest", anything lower "below normal".
+/// "lowest", 1 to 9 "below normal", 0 and less "normal" (a thread that must not be
+/// niced, the frame follower, stays at the level threads start with).
 pub fn lower_thread_priority(nice: i32) {
     let level = if nice >= 10 {
         THREAD_PRIORITY_LOWEST
-    } else {
+    } else if nice > 0 {
         THREAD_PRIORITY_BELOW_NORMAL
+    } else {
+        THREAD_PRIORITY_NORMAL
     };
     // SAFETY: GetCurrentThread is a pseudo-handle; the level is a valid priority.
     unsafe { SetThreadPriority(GetCurrentThread(), level) };
