@@ -35,7 +35,8 @@ fn top_level_modules() -> BTreeSet<String> {
     out
 }
 
-/// The Rust files of a top-level module, test files and generated code left out.
+/// The Rust files of a top-level module, test files (`tests.rs`, and a `tests/`
+/// directory of a module's tests) and generated code left out.
 fn files_of(module: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let file = src_dir().join(format!("{module}.rs"));
@@ -54,7 +55,9 @@ fn files_of(module: &str) -> Vec<PathBuf> {
                 .and_then(|n| n.to_str())
                 .unwrap_or_default();
             if path.is_dir() {
-                dirs.push(path);
+                if name != "tests" {
+                    dirs.push(path);
+                }
             } else if name.ends_with(".rs") && name != "tests.rs" && !name.contains("generated") {
                 out.push(path);
             }
