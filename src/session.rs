@@ -43,6 +43,8 @@ pub struct RecordingInfo {
     /// "not finished: …" when its recorder did not finish the file.
     pub unfinished: Option<String>,
     pub frame_count: Option<u64>,
+    /// The segment's state changes the recorder saw (`/lrbc/state`), in order.
+    pub state_changes: Vec<crate::replay::StateChange>,
 }
 
 /// The frames: a live sampler or a recording's player.
@@ -191,13 +193,15 @@ impl Session {
         limits: TrafficLimits,
         waker: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Self, String> {
-        let rec = Recording::open(path).map_err(|e| e.to_string())?;
+        let mut rec = Recording::open(path).map_err(|e| e.to_string())?;
+        let state_changes = rec.state_changes().map_err(|e| e.to_string())?;
         let info = RecordingInfo {
             path: path.to_path_buf(),
             label: rec.label(),
             geometry: rec.geometry.clone(),
             unfinished: rec.unfinished_note(),
             frame_count: rec.frame_count,
+            state_changes,
         };
         let player =
             Player::start(rec, settings, limits, Arc::clone(&waker)).map_err(|e| e.to_string())?;

@@ -181,6 +181,30 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
             .is_some(),
         "the totals count the items of streams subscribed before the attach"
     );
+    // Rows streaming into the list never make the window redraw at once: every pass
+    // asks for the next only through the throttled waker (a widget whose id moves on with
+    // the list would be new in each pass, and egui asks for another pass at once to style
+    // it).
+    let rows_before = h.state().session.as_ref().unwrap().traffic.lock().total_rows();
+    let mut first_seen = Vec::new();
+    for _ in 0..30 {
+        h.step();
+        std::thread::sleep(Duration::from_millis(10));
+        first_seen.extend(
+            h.ctx
+                .repaint_causes()
+                .into_iter()
+                .filter(|c| c.file.contains("theme")),
+        );
+    }
+    assert!(
+        h.state().session.as_ref().unwrap().traffic.lock().total_rows() > rows_before,
+        "rows arrived meanwhile"
+    );
+    assert!(
+        first_seen.is_empty(),
+        "passes asked for at once to style new widgets: {first_seen:?}"
+    );
     // Pause freezes the list while capture goes on.
     h.get_by_label("Pause").click();
     h.run_steps(2);

@@ -16,7 +16,9 @@ pub mod stream;
 pub use crate::recording::{FrameError, RecFrame};
 pub use frozen::Frozen;
 pub use player::{Find, PlayState, Player};
-pub use reader::{ChunkInfo, LatestImages, Recording, ReplayError, RingMessage, Topic};
+pub use reader::{
+    ChunkInfo, LatestImages, Recording, ReplayError, RingMessage, StateChange, Topic,
+};
 pub use stream::{End, Event, ReadError, read_recording};
 
 #[cfg(test)]

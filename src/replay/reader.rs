@@ -9,9 +9,11 @@
 mod checks;
 mod images;
 mod index;
+mod states;
 
 pub(super) use checks::{MAX_RECORD_BYTES, Records, check_chunk, check_profile, is_frame_channel};
 pub use images::LatestImages;
+pub use states::StateChange;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs::File;
@@ -23,7 +25,7 @@ use mcap::records::{Record, op};
 
 use crate::layout::{Geometry, LayoutChoice, RegionKind};
 use crate::recording::{
-    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA,
+    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA, STATE_TOPIC,
     camera_env_of_topic, ring_event_of, ring_of_header_topic, ring_of_topic, segment_from_metadata,
     stream_of_topic,
 };
@@ -105,6 +107,8 @@ pub struct Recording {
     rings: HashMap<u16, RegionKind>,
     /// The channel of ring losses and malformed entries, when the file has it.
     ring_events: Option<u16>,
+    /// The channel of the segment's state changes, when the file has it.
+    state: Option<u16>,
     /// The channels of luckyrobots entry headers: channel → ring.
     ring_headers: HashMap<u16, RegionKind>,
     /// Camera channels of the image region: channel → env.
@@ -211,6 +215,7 @@ impl Recording {
             frame_channel,
             rings,
             ring_events: None,
+            state: None,
             ring_headers: HashMap::new(),
             cameras: HashMap::new(),
             streams: HashMap::new(),
@@ -238,6 +243,8 @@ impl Recording {
             self.rings.insert(c.id, k);
         } else if c.topic == RING_EVENTS_TOPIC {
             self.ring_events = Some(c.id);
+        } else if c.topic == STATE_TOPIC {
+            self.state = Some(c.id);
         } else if let Some(ring) = ring_of_header_topic(&c.topic) {
             self.ring_headers.insert(c.id, ring);
         } else if let Some(env) = camera_env_of_topic(&c.topic) {

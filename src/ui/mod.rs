@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod decimate;
+pub mod decoder;
 pub mod icon;
 pub mod panels;
 pub mod raster;

@@ -22,31 +22,7 @@ impl Recording {
     /// stream at or before `t`. Chunks are read newest first, only those whose message
     /// indexes list an image channel not found yet (or a channel not known yet).
     pub fn images_at(&mut self, t: u64) -> Result<LatestImages, String> {
-        // A channel's record is in the chunk of its first message: those chunks are
-        // read first (once), so that every channel listed in the indexes is known.
-        let unknown: Vec<u16> = self
-            .indexed
-            .iter()
-            .filter(|id| !self.known.contains(id))
-            .copied()
-            .collect();
-        for id in unknown {
-            if self.known.contains(&id) {
-                continue;
-            }
-            let first = self.chunks.iter().position(|c| {
-                self.chunk_channels
-                    .get(&c.offset)
-                    .is_some_and(|chs| chs.contains(&id))
-            });
-            if let Some(i) = first {
-                self.chunk(i)?;
-            }
-            if !self.known.contains(&id) {
-                // Not in its chunk: not looked for again.
-                self.known.insert(id);
-            }
-        }
+        self.learn_channels()?;
         let mut out = LatestImages::default();
         let mut found: HashSet<u16> = HashSet::new();
         let mut unmatched = Vec::new();

@@ -100,3 +100,45 @@ fn files_that_are_not_recordings_are_one_line_errors() {
         .to_string();
     assert!(e.contains("unreadable"), "{e}");
 }
+
+/// A segment truncated under `record`: the file says so on `/lrbc/state`, and the reader
+/// gives it to the timeline, after the last good frame.
+#[cfg(unix)]
+#[test]
+fn a_truncation_recorded_is_read_back_as_a_state_change() {
+    use crate::layout::LrbcHeader;
+    use crate::layout::plan::PlanLayout;
+    use crate::record::Recorder;
+    use crate::testutil::{TestSegment, spec};
+    let seg = TestSegment::create("rdtrunc", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let publish = |frame: u64| {
+        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
+    };
+    let mut rec = Recorder::new(seg.attach(), vec![0], Cursor::new(Vec::new())).unwrap();
+    publish(1);
+    rec.poll_until_recorded(1);
+    seg.truncate_to_header_page();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut frame = 1;
+    while rec.counts().state_changes == 0 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", rec.counts());
+        frame += 1;
+        publish(frame);
+        rec.wait(std::time::Duration::from_millis(5));
+        rec.poll().unwrap();
+    }
+    let bytes = rec.finish_into_inner().unwrap().1.into_inner();
+    let mut r = Recording::open(&write(&bytes)).unwrap();
+    let frames = all_frames(&mut r);
+    assert_eq!(frames.len(), 1, "the good frame only");
+    let states = r.state_changes().unwrap();
+    assert_eq!(states.len(), 1, "{states:?}");
+    assert_eq!(states[0].state, "truncated");
+    assert!(states[0].is_trouble());
+    assert!(states[0].describe().contains("4096"), "{states:?}");
+    assert!(states[0].log_ns >= frames[0].log_ns);
+    // A recording with no state change has none.
+    let (plain, _) = recording(3);
+    assert!(Recording::open(&write(&plain)).unwrap().state_changes().unwrap().is_empty());
+}

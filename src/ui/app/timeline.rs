@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::InspectorApp;
 use crate::clock::monotonic_now_ns;
-use crate::replay::Find;
+use crate::replay::{Find, StateChange};
 use crate::ui::widgets::{BAD, WARN};
 
 /// The file dialog for recordings; its choice comes back through a bounded channel.
@@ -77,6 +77,7 @@ impl InspectorApp {
                 note: st.note,
                 frame_count: info.frame_count,
                 unfinished: info.unfinished.clone(),
+                states: info.state_changes.clone(),
                 live: false,
             });
         }
@@ -93,6 +94,7 @@ impl InspectorApp {
             note: f.note.clone(),
             frame_count: None,
             unfinished: None,
+            states: Vec::new(),
             live: true,
         })
     }
@@ -212,6 +214,8 @@ struct TimelineView {
     note: Option<String>,
     frame_count: Option<u64>,
     unfinished: Option<String>,
+    /// The segment's state changes in a recording, marked on the slider.
+    states: Vec<StateChange>,
     /// The live view paused, rather than a recording.
     live: bool,
 }
@@ -269,6 +273,7 @@ fn timeline_ui(ui: &mut egui::Ui, st: &TimelineView) -> Option<TimelineAction> {
             .labelled_by(time_label.id);
         // Only the user's moves seek: the player moves the value too.
         let by_user = slider.dragged() || slider.clicked();
+        mark_states(ui, &slider, st, width);
         if slider.changed() && by_user {
             let t = start.saturating_add((at.max(0.0) * 1e9) as u64);
             action = Some(TimelineAction::Seek(t));
@@ -298,6 +303,15 @@ fn timeline_ui(ui: &mut egui::Ui, st: &TimelineView) -> Option<TimelineAction> {
                 action = Some(TimelineAction::Find(what));
             }
         }
+        let next_state = st.states.iter().find(|c| c.log_ns > st.cursor_ns);
+        let b = ui
+            .add_enabled(next_state.is_some(), egui::Button::new("state change"))
+            .on_hover_text("the next change of the segment's state (truncated, unlinked, replaced, engine gone)");
+        if b.clicked()
+            && let Some(c) = next_state
+        {
+            action = Some(TimelineAction::Seek(c.log_ns));
+        }
         if st.searching.is_some() {
             ui.spinner();
         }
@@ -319,11 +333,39 @@ fn timeline_ui(ui: &mut egui::Ui, st: &TimelineView) -> Option<TimelineAction> {
         if let Some(u) = &st.unfinished {
             ui.colored_label(WARN, u);
         }
+        // The segment's state at the cursor, as the status bar shows it live.
+        if let Some(c) = st.states.iter().rev().find(|c| c.log_ns <= st.cursor_ns)
+            && c.is_trouble()
+        {
+            ui.colored_label(BAD, format!("segment {}", c.describe()));
+        }
         if let Some(n) = &st.note {
             ui.colored_label(BAD, n);
         }
     });
     action
+}
+
+/// A mark under the slider at each state change, its description on hover.
+fn mark_states(ui: &egui::Ui, slider: &egui::Response, st: &TimelineView, width: f32) {
+    let (start, end) = st.range;
+    let span = end.saturating_sub(start).max(1) as f64;
+    let rail = slider.rect;
+    for (k, c) in st.states.iter().enumerate() {
+        let x = rail.left() + (c.log_ns.saturating_sub(start) as f64 / span).min(1.0) as f32 * width;
+        let mark = egui::Rect::from_min_max(
+            egui::pos2(x - 2.0, rail.bottom() - 5.0),
+            egui::pos2(x + 2.0, rail.bottom()),
+        );
+        let color = if c.is_trouble() { BAD } else { WARN };
+        ui.painter().rect_filled(mark, 0.0, color);
+        let hover = ui.interact(mark.expand(2.0), slider.id.with(("state", k)), egui::Sense::hover());
+        hover.on_hover_text(format!(
+            "{:.3} s: segment {}",
+            secs(c.log_ns.saturating_sub(start)),
+            c.describe()
+        ));
+    }
 }
 
 impl InspectorApp {

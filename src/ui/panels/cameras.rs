@@ -3,11 +3,13 @@
 //! screenshots (save dialog, or quick-save without one).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::sampler::{ImageFrame, SamplerData};
 use crate::traffic::StreamedImage;
-use crate::ui::panels::traffic::{Shown, raw_to_color_image, rgba_to_color_image};
+use crate::ui::decoder::ImageDecoder;
+use crate::ui::panels::traffic::{Shown, raw_to_color_image};
 use crate::ui::screenshot::Shot;
 use crate::ui::widgets::WARN;
 
@@ -19,11 +21,15 @@ pub struct CamerasView {
     pub selected: u32,
     pub zoom: bool,
     pub cell: f32,
-    /// Image streams seen in traffic: the record shown, when it was decoded, the result.
-    streams: BTreeMap<String, (u64, Instant, Shown)>,
+    /// Image streams seen in traffic: the newest decoded frame of each, or why not.
+    streams: BTreeMap<String, Shown>,
+    /// Per stream, the record last handed to the decoder and when.
+    requested: BTreeMap<String, (u64, Instant)>,
+    /// Decodes the streams' frames off the UI thread (started with the first stream).
+    decoder: Option<ImageDecoder>,
 }
 
-/// Streamed images are decoded at most this often per stream (JPEG costs the UI thread).
+/// Streamed images are decoded at most this often per stream.
 const STREAM_DECODE_EVERY: Duration = Duration::from_millis(100);
 
 impl std::fmt::Debug for CamerasView {
@@ -53,7 +59,7 @@ impl CamerasView {
         let streams: usize = self
             .streams
             .values()
-            .filter_map(|(_, _, shown)| shown.as_ref().ok())
+            .filter_map(|shown| shown.as_ref().ok())
             .map(|(t, _)| texture_size_bytes(t))
             .sum();
         (env, streams)
@@ -95,67 +101,75 @@ impl CamerasView {
     }
 }
 
-/// The newest image of every camera and viewport stream seen in the command rings.
+/// The newest image of every camera and viewport stream seen in the command rings,
+/// decoded on the decoder's thread: until a stream's first frame is decoded it says so,
+/// and after that it shows its last decoded frame while the next one is decoded.
 fn streamed(ui: &mut egui::Ui, streams: &BTreeMap<String, StreamedImage>, view: &mut CamerasView) {
     let now = Instant::now();
     view.streams.retain(|k, _| streams.contains_key(k));
+    view.requested.retain(|k, _| streams.contains_key(k));
+    let decoder = view
+        .decoder
+        .get_or_insert_with(|| ImageDecoder::new(ui.ctx()));
+    decoder.retain(|k| streams.contains_key(k));
     for (source, s) in streams {
-        let stale = view.streams.get(source).is_none_or(|(index, at, _)| {
+        if let Some((_, outcome)) = decoder.take(source) {
+            let shown = outcome.map(|img| {
+                let label = img.label();
+                match view.streams.remove(source) {
+                    Some(Ok((mut tex, _))) => {
+                        tex.set(img.image, egui::TextureOptions::NEAREST);
+                        (tex, label)
+                    }
+                    _ => (
+                        ui.ctx().load_texture(
+                            format!("stream_{source}"),
+                            img.image,
+                            egui::TextureOptions::NEAREST,
+                        ),
+                        label,
+                    ),
+                }
+            });
+            view.streams.insert(source.clone(), shown);
+        }
+        let due = view.requested.get(source).is_none_or(|(index, at)| {
             *index != s.record_index && now.duration_since(*at) >= STREAM_DECODE_EVERY
         });
-        if stale {
-            let shown = match crate::rpc::image::image_of(&s.envelope) {
-                _ if s.not_kept.is_some() => Err(format!(
-                    "a frame of {:.1} MiB was not kept: over the memory budget for streamed frames (Settings)",
-                    s.not_kept.unwrap_or(0) as f64 / 1048576.0
-                )),
-                Some(Ok(img)) => {
-                    let label = format!(
-                        "{} · frame {} · {}×{}",
-                        img.format,
-                        img.frame_number,
-                        img.rgba.width(),
-                        img.rgba.height()
-                    );
-                    let color = rgba_to_color_image(&img.rgba);
-                    match view.streams.remove(source) {
-                        Some((_, _, Ok((mut tex, _)))) => {
-                            tex.set(color, egui::TextureOptions::NEAREST);
-                            Ok((tex, label))
-                        }
-                        _ => Ok((
-                            ui.ctx().load_texture(
-                                format!("stream_{source}"),
-                                color,
-                                egui::TextureOptions::NEAREST,
-                            ),
-                            label,
-                        )),
-                    }
-                }
-                Some(Err(e)) => Err(e),
-                None => Err("not an image frame".into()),
-            };
-            view.streams
-                .insert(source.clone(), (s.record_index, now, shown));
+        if !due {
+            continue;
+        }
+        view.requested
+            .insert(source.clone(), (s.record_index, now));
+        match s.not_kept {
+            Some(bytes) => {
+                view.streams.insert(
+                    source.clone(),
+                    Err(format!(
+                        "a frame of {:.1} MiB was not kept: over the memory budget for streamed frames (Settings)",
+                        bytes as f64 / 1048576.0
+                    )),
+                );
+            }
+            None => decoder.request(source, s.record_index, Arc::clone(&s.envelope)),
         }
     }
     ui.horizontal_wrapped(|ui| {
         for (source, s) in streams {
-            let Some((_, _, shown)) = view.streams.get(source) else {
-                continue;
-            };
             ui.vertical(|ui| {
                 ui.label(format!("{source} · {} frames seen", s.frames));
-                match shown {
-                    Ok((tex, label)) => {
+                match view.streams.get(source) {
+                    Some(Ok((tex, label))) => {
                         let size = tex.size_vec2();
                         let scale = (view.cell * 2.0 / size.x.max(size.y)).max(1.0);
                         ui.image((tex.id(), size * scale));
                         ui.weak(label);
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         ui.colored_label(WARN, format!("cannot show: {e}"));
+                    }
+                    None => {
+                        ui.weak("decoding…");
                     }
                 }
             });

@@ -6,6 +6,7 @@ use crate::layout::fields::hex_string;
 use crate::rpc::tree::{FieldTree, NodeValue, display_scalar};
 use crate::traffic::{Decoded, Pairing, Record};
 use crate::traffic::{TrafficRow, TrafficStore};
+use crate::ui::decoder::ImageDecoder;
 use crate::ui::widgets::{BAD, WARN, duration_ns};
 
 /// The list's state.
@@ -21,6 +22,10 @@ pub struct TrafficView {
     filtered_first: u64,
     /// The selected entry's image (record index, texture and label, or why not).
     image: Option<(u64, Shown)>,
+    /// The entry whose image was last asked for.
+    image_requested: Option<u64>,
+    /// Decodes the selected entry's image off the UI thread (started with the first).
+    decoder: Option<ImageDecoder>,
 }
 
 /// A decoded image as a texture with its label, or why it could not be shown.
@@ -224,7 +229,19 @@ pub fn ui(
                     if let Some(c) = color {
                         rt = rt.color(c);
                     }
-                    if ui.selectable_label(selected, rt).clicked() {
+                    if selected {
+                        rt = rt.background_color(ui.visuals().selection.bg_fill);
+                    }
+                    // A label, not a selectable button: a button's style is looked up by
+                    // its id in the previous pass, and the rows' ids move on with the list
+                    // (each new row is a new id), so that every pass would ask for another
+                    // and the window would redraw without pause.
+                    let row = ui.add(
+                        egui::Label::new(rt)
+                            .sense(egui::Sense::click())
+                            .selectable(false),
+                    );
+                    if row.clicked() {
                         view.selected = Some(i);
                     }
                 }
@@ -354,30 +371,34 @@ fn hex_pane(ui: &mut egui::Ui, bytes: &[u8]) {
 }
 
 /// Shows the image of a CameraImageFrame or ViewportImageFrame payload (raw, JPEG, PNG,
-/// depth), decoded once per selected entry.
+/// depth), decoded once per selected entry on the decoder's thread.
 fn image_preview(ui: &mut egui::Ui, view: &mut TrafficView, r: &Record) {
-    if view.image.as_ref().is_none_or(|(i, _)| *i != r.index) {
-        let Some(decoded) = crate::rpc::image::image_of(&r.payload) else {
-            view.image = None;
+    const KEY: &str = "selected";
+    if view.image_requested != Some(r.index) {
+        view.image_requested = Some(r.index);
+        view.image = None;
+        // Which stream, without decoding the pixels: most rows carry no image.
+        if crate::rpc::image::image_source(&r.payload).is_none() {
             return;
-        };
-        let shown = decoded.map(|img| {
-            let label = format!(
-                "{} · {} · frame {} · {}×{}",
-                img.source,
-                img.format,
-                img.frame_number,
-                img.rgba.width(),
-                img.rgba.height()
-            );
+        }
+        view.decoder
+            .get_or_insert_with(|| ImageDecoder::new(ui.ctx()))
+            .request(KEY, r.index, std::sync::Arc::from(r.payload.as_slice()));
+    }
+    if let Some(decoder) = &view.decoder
+        && let Some((index, outcome)) = decoder.take(KEY)
+        && index == r.index
+    {
+        let shown = outcome.map(|img| {
+            let label = format!("{} · {}", img.source, img.label());
             let tex = ui.ctx().load_texture(
-                format!("traffic_image_{}", r.index),
-                rgba_to_color_image(&img.rgba),
+                format!("traffic_image_{index}"),
+                img.image,
                 egui::TextureOptions::NEAREST,
             );
             (tex, label)
         });
-        view.image = Some((r.index, shown));
+        view.image = Some((index, shown));
     }
     match view.image.as_ref().map(|(_, s)| s) {
         Some(Ok((tex, label))) => {
@@ -389,16 +410,11 @@ fn image_preview(ui: &mut egui::Ui, view: &mut TrafficView, r: &Record) {
         Some(Err(e)) => {
             ui.colored_label(BAD, format!("the image does not decode: {e}"));
         }
+        None if view.decoder.as_ref().is_some_and(|d| d.busy(KEY)) => {
+            ui.weak("image: decoding…");
+        }
         None => {}
     }
-}
-
-/// An RGBA image as an egui image.
-pub fn rgba_to_color_image(img: &image::RgbaImage) -> egui::ColorImage {
-    egui::ColorImage::from_rgba_unmultiplied(
-        [img.width() as usize, img.height() as usize],
-        img.as_raw(),
-    )
 }
 
 /// HWC u8 pixels with 1, 3 or 4 channels as an egui image.
