@@ -1,5 +1,5 @@
 //! The window's memory budget: one figure (a setting) shared among what the window
-//! keeps while attached, each part counted in real bytes (what its allocations hold,
+//! keeps while attached (the flight recorder's last seconds too), each part counted in real bytes (what its allocations hold,
 //! not how many items), so that once every part is full the window's memory stays flat.
 
 /// The budget when nothing else is set.
@@ -26,8 +26,9 @@ pub fn vec_bytes<T>(v: &Vec<T>) -> usize {
     heap(v.capacity() * size_of::<T>())
 }
 
-/// The budget and its shares: histories half, the traffic list three tenths, the
-/// camera images one eighth, streamed frames the rest (a twentieth and a fortieth).
+/// The budget and its shares: histories three eighths, the traffic list a fifth, the
+/// flight recorder a quarter, camera images a tenth, streamed frames the rest (three
+/// fortieths).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryBudget {
     pub total_bytes: usize,
@@ -50,23 +51,28 @@ impl MemoryBudget {
 
     /// Overview, reward history and the watched envs' points and rows.
     pub fn histories(self) -> usize {
-        self.total_bytes / 2
+        self.total_bytes / 8 * 3
     }
 
     /// The traffic list: decoded records, losses, malformed entries.
     pub fn traffic(self) -> usize {
-        self.total_bytes / 10 * 3
+        self.total_bytes / 5
+    }
+
+    /// The flight recorder's rolling buffer of the last seconds.
+    pub fn flight(self) -> usize {
+        self.total_bytes / 4
     }
 
     /// The image region's copy and its textures.
     pub fn camera_images(self) -> usize {
-        self.total_bytes / 8
+        self.total_bytes / 10
     }
 
     /// The newest frame of each camera or viewport stream seen in traffic, and its
     /// texture.
     pub fn streamed_frames(self) -> usize {
-        self.total_bytes - self.histories() - self.traffic() - self.camera_images()
+        self.total_bytes - self.histories() - self.traffic() - self.flight() - self.camera_images()
     }
 }
 
@@ -100,7 +106,7 @@ mod tests {
         ] {
             let b = MemoryBudget::from_mib(mib);
             assert_eq!(
-                b.histories() + b.traffic() + b.camera_images() + b.streamed_frames(),
+                b.histories() + b.traffic() + b.flight() + b.camera_images() + b.streamed_frames(),
                 b.total_bytes
             );
             assert!(b.streamed_frames() >= b.total_bytes / 20);

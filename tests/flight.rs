@@ -365,3 +365,89 @@ fn save_writes_camera_images_with_the_frames() {
     drop(sim);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A segment truncated under the window while its writer goes on publishing `frame_seq`
+/// in the header page (a separate process): the frames after it are counted unreadable
+/// and kept nowhere, neither in the panels' history nor in the flight recorder, which
+/// saves the last seconds by itself with the truncation recorded on `/lrbc/state`.
+#[cfg(unix)]
+#[test]
+fn a_truncated_segment_keeps_no_zero_frame_and_its_saved_file_says_truncated() {
+    let mut w = common::PyWriter::start("wintrunc", &[]);
+    let dir = temp_dir("flight-trunc");
+    let mut h = window(Target::Shm(w.name.clone()), &dir);
+    let stats = |a: &InspectorApp| a.session.as_ref().map(|s| s.sampler.stats());
+    step_until(&mut h, "attached", |a| stats(a).is_some());
+    for _ in 0..5 {
+        assert_eq!(w.send("tick"), "ok");
+        step_until(&mut h, "the tick in the flight recorder", |a| {
+            a.flight_status().rolling_frames >= 1
+        });
+    }
+    step_until(&mut h, "frames sampled", |a| {
+        stats(a).is_some_and(|s| s.frames_sampled >= 1)
+    });
+    // The writer starts at frame_seq 41: five ticks make 46, the last good frame.
+    let last_good = 46;
+    let seen = |a: &InspectorApp| stats(a).map_or(0, |s| s.frames_seen);
+    step_until(&mut h, "the last good frame seen", |a| {
+        a.session.as_ref().is_some_and(|s| {
+            s.sampler
+                .lock()
+                .report
+                .as_ref()
+                .is_some_and(|r| r.frame_seq == last_good)
+        })
+    });
+    let sampled = stats(h.state()).unwrap().frames_sampled;
+    assert_eq!(w.send("shrink 4096"), "ok");
+    for _ in 0..5 {
+        assert_eq!(w.send("tick"), "ok");
+    }
+    step_until(&mut h, "the frames after the truncation counted", |a| {
+        seen(a) >= 10 && a.flight_last_file().is_some()
+    });
+    let s = stats(h.state()).unwrap();
+    assert_eq!(s.frames_sampled, sampled, "nothing sampled after it: {s:?}");
+    assert!(s.frames_unreadable >= 1, "{s:?}");
+    assert_eq!(
+        s.frames_unreadable + s.frames_missed + s.frames_skipped + s.frames_sampled,
+        s.frames_seen,
+        "every frame seen is accounted for: {s:?}"
+    );
+    let note = h.state().flight_note().unwrap_or_default().to_string();
+    assert!(
+        note.starts_with("the segment was truncated: saved"),
+        "{note}"
+    );
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    let (seqs, _) = frames(&path);
+    assert!(!seqs.is_empty());
+    assert!(
+        seqs.iter().all(|&q| q <= last_good),
+        "no frame after the truncation: {seqs:?} (last good {last_good})"
+    );
+    let bytes = std::fs::read(&path).unwrap();
+    let mut states = Vec::new();
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        match m.channel.topic.as_str() {
+            "/lrbc/frame" => {
+                let f = recording_fb::root_as_frame(&m.data).unwrap();
+                let rewards: Vec<f32> = f.rewards().unwrap().iter().collect();
+                assert!(
+                    rewards.iter().any(|&r| r != 0.0),
+                    "a frame of zeros kept: {} {rewards:?}",
+                    f.frame_seq()
+                );
+            }
+            "/lrbc/state" => {
+                let v: serde_json::Value = serde_json::from_slice(&m.data).unwrap();
+                states.push(v["state"].as_str().unwrap_or_default().to_string());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(states, ["truncated"], "the truncation is recorded");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -318,9 +318,7 @@ pub fn headless_app(
             && now.duration_since(reported).as_secs_f64() >= every
         {
             reported = now;
-            let used = app.session.as_ref().map_or(0, |s| s.memory().total())
-                + app.cameras_view.texture_bytes();
-            println!("memory {used}");
+            println!("memory {}", app.memory_in_use());
         }
         match due {
             Some(at) if at <= now => {

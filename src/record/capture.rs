@@ -431,6 +431,13 @@ impl Capture {
         }
     }
 
+    /// Reads the segment's state now, whenever it was read last: a save asked for because
+    /// the segment went keeps the message that says how.
+    pub fn poll_state_now(&mut self, out: &mut Vec<Message>) {
+        self.state_read_ns = 0;
+        self.poll_state(monotonic_now_ns(), out);
+    }
+
     /// Reads the segment's state every [`STATE_EVERY_NS`]; a change is a message on
     /// [`STATE_TOPIC`] (`{"state": …, "note": …, "frame_seq": …}`).
     fn poll_state(&mut self, now: u64, out: &mut Vec<Message>) {

@@ -25,9 +25,9 @@ use mcap::records::{Record, op};
 
 use crate::layout::{Geometry, LayoutChoice, RegionKind};
 use crate::recording::{
-    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA, STATE_TOPIC,
-    camera_env_of_topic, ring_event_of, ring_of_header_topic, ring_of_topic, segment_from_metadata,
-    stream_of_topic,
+    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA,
+    STATE_TOPIC, camera_env_of_topic, ring_event_of, ring_of_header_topic, ring_of_topic,
+    segment_from_metadata, stream_of_topic,
 };
 use index::{read_at, read_summary, record_at, walk};
 

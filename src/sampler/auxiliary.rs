@@ -16,6 +16,8 @@ use crate::watch::Watcher;
 
 /// How often the auxiliary thread looks at the segment's state (liveness, re-attach).
 const AUX_TICK_NS: u64 = 250_000_000;
+/// The scan's rate at most while the machine is busy.
+const BUSY_SCAN_HZ: f32 = 2.0;
 /// The auxiliary thread's longest sleep: a change of settings is taken up within it.
 const AUX_MAX_SLEEP_NS: u64 = 50_000_000;
 
@@ -48,8 +50,15 @@ impl<C: Clock> AuxWorker<C> {
                 settings.clone_from(&s);
             }
             let period = |hz: f32| (hz > 0.0).then(|| (1e9 / hz) as u64);
-            let (image_period, scan_period) =
-                (period(settings.max_image_hz), period(settings.scan_hz));
+            // While the machine has no spare CPU, the scan (a copy of every value) runs at
+            // most at BUSY_SCAN_HZ: it is paid for by the run.
+            let yielding = lock(&self.data).yielding;
+            let scan_hz = if yielding {
+                settings.scan_hz.min(BUSY_SCAN_HZ)
+            } else {
+                settings.scan_hz
+            };
+            let (image_period, scan_period) = (period(settings.max_image_hz), period(scan_hz));
             if now.saturating_sub(last_tick) >= AUX_TICK_NS {
                 last_tick = now;
                 self.tick();

@@ -95,8 +95,6 @@ pub struct Settings {
     pub memory_budget_mib: u32,
     /// Seconds the flight recorder keeps.
     pub flight_seconds: f32,
-    /// What the flight recorder's buffer may take, in MiB.
-    pub flight_budget_mib: u32,
     /// Where recordings and saved flight recordings go.
     pub recordings_dir: PathBuf,
 }
@@ -121,7 +119,6 @@ impl Default for Settings {
             busy_budget_percent: crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT,
             memory_budget_mib: crate::memory::DEFAULT_BUDGET_MIB,
             flight_seconds: 60.0,
-            flight_budget_mib: 128,
             recordings_dir: default_recordings_dir(),
         }
     }
@@ -199,7 +196,7 @@ impl Settings {
     pub fn flight_limits(&self) -> crate::record::RollingLimits {
         crate::record::RollingLimits {
             seconds: f64::from(self.flight_seconds.clamp(1.0, 3600.0)),
-            max_bytes: u64::from(self.flight_budget_mib.clamp(8, 16_384)) << 20,
+            max_bytes: self.memory_budget().flight() as u64,
         }
     }
 

@@ -214,6 +214,14 @@ impl Worker {
 
     /// Writes the rolling buffer into a new file in `dir` on a thread of its own.
     fn save(&mut self, dir: PathBuf, reason: String) {
+        // The state as of now goes in first: a save because the segment was truncated
+        // or unlinked keeps the record that says so.
+        let mut state = Vec::new();
+        self.capture.poll_state_now(&mut state);
+        for m in state {
+            self.record(&m);
+            self.rolling.push(m);
+        }
         let copy = self.rolling.copy(self.capture.counts());
         let prelude: Prelude = self.capture.prelude().clone();
         let label = self.label.clone();

@@ -140,5 +140,11 @@ fn a_truncation_recorded_is_read_back_as_a_state_change() {
     assert!(states[0].log_ns >= frames[0].log_ns);
     // A recording with no state change has none.
     let (plain, _) = recording(3);
-    assert!(Recording::open(&write(&plain)).unwrap().state_changes().unwrap().is_empty());
+    assert!(
+        Recording::open(&write(&plain))
+            .unwrap()
+            .state_changes()
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -71,6 +71,15 @@ fn is_gone(state: Option<State>) -> bool {
     )
 }
 
+/// Why a save as the segment went: an engine that stops removes its segment, so an
+/// unlinked segment is said as the engine gone too.
+fn gone_reason(state: Option<State>) -> &'static str {
+    match state {
+        Some(State::Truncated) => "the segment was truncated",
+        _ => "the engine is gone",
+    }
+}
+
 impl InspectorApp {
     /// The last file the flight recorder wrote (saved or recorded).
     pub fn flight_last_file(&self) -> Option<&std::path::Path> {
@@ -127,7 +136,7 @@ impl InspectorApp {
             } else {
                 if is_gone(state)
                     && !is_gone(self.flight.state)
-                    && let Err(e) = f.save(&dir, "the engine is gone")
+                    && let Err(e) = f.save(&dir, gone_reason(state))
                 {
                     errors.push(e);
                 }
@@ -188,6 +197,23 @@ impl InspectorApp {
     }
 
     /// The flight recorder keeps to the sampler's budget on a busy machine, as set now.
+    /// The flight recorder's share of the memory budget and its seconds, after a change.
+    pub(super) fn flight_follow_limits(&mut self) {
+        if let Some(f) = &self.flight.flight
+            && let Err(e) = f.set_limits(self.settings.flight_limits())
+        {
+            self.say(format!("flight recorder: {e}"), true);
+        }
+    }
+
+    /// What the window's data takes of its memory budget: the session's parts, the
+    /// textures, the flight recorder's buffer.
+    pub fn memory_in_use(&self) -> usize {
+        self.session.as_ref().map_or(0, |s| s.memory().total())
+            + self.cameras_view.texture_bytes()
+            + usize::try_from(self.flight.status.rolling_bytes).unwrap_or(usize::MAX)
+    }
+
     pub(super) fn flight_follow_busy_budget(&mut self) {
         if let Some(f) = &self.flight.flight
             && let Err(e) = f.set_busy_budget(self.settings.sampler().busy_budget_percent)
@@ -299,23 +325,17 @@ impl InspectorApp {
             .add(egui::DragValue::new(&mut self.settings.flight_seconds).range(1.0..=3600.0))
             .changed();
         ui.end_row();
-        ui.label("Flight recorder budget (MiB)");
-        ui.horizontal(|ui| {
-            changed |= ui
-                .add(
-                    egui::DragValue::new(&mut self.settings.flight_budget_mib)
-                        .range(8..=16_384)
-                        .speed(4),
-                )
-                .changed();
-            let st = &self.flight.status;
-            ui.weak(format!(
-                "holding {:.1} MiB: {:.0} s, {} frames",
-                st.rolling_bytes as f64 / 1048576.0,
-                st.rolling_seconds,
-                st.rolling_frames
-            ));
-        });
+        ui.label("Flight recorder holds").on_hover_text(
+            "its share of the memory budget: a quarter; the oldest go first when either the seconds or the share is full",
+        );
+        let st = &self.flight.status;
+        ui.weak(format!(
+            "{:.1} of {:.1} MiB: {:.0} s, {} frames",
+            st.rolling_bytes as f64 / 1048576.0,
+            self.settings.memory_budget().flight() as f64 / 1048576.0,
+            st.rolling_seconds,
+            st.rolling_frames
+        ));
         ui.end_row();
         if let Some(e) = &self.flight.error {
             ui.label("");

@@ -87,7 +87,7 @@ impl InspectorApp {
                 });
                 ui.end_row();
                 ui.label("Memory budget (MiB)").on_hover_text(
-                    "what the window keeps of the run: histories half, the traffic list three tenths, camera images an eighth, streamed frames the rest; the oldest go first when a part is full",
+                    "what the window keeps of the run: histories three eighths, the traffic list a fifth, the flight recorder a quarter, camera images a tenth, streamed frames the rest; the oldest go first when a part is full",
                 );
                 ui.horizontal(|ui| {
                     if ui
@@ -100,9 +100,8 @@ impl InspectorApp {
                     {
                         memory_changed = true;
                     }
-                    if let Some(s) = &self.session {
-                        let used = s.memory().total() + self.cameras_view.texture_bytes();
-                        ui.weak(format!("{} in use", mib(used)));
+                    if self.session.is_some() {
+                        ui.weak(format!("{} in use", mib(self.memory_in_use())));
                     }
                 });
                 ui.end_row();
@@ -126,6 +125,12 @@ impl InspectorApp {
                             b.streamed_frames(),
                             String::new(),
                         ),
+                        (
+                            "  flight recorder",
+                            self.flight_status().rolling_bytes as usize,
+                            b.flight(),
+                            String::new(),
+                        ),
                     ] {
                         ui.weak(label);
                         ui.weak(format!("{} of {}{extra}", mib(used), mib(share)));
@@ -140,6 +145,9 @@ impl InspectorApp {
                 ui.end_row();
                 self.flight_settings(ui);
             });
+        if memory_changed {
+            self.flight_follow_limits();
+        }
         if memory_changed && let Some(s) = &self.session {
             s.set_limits(self.settings.sampler(), self.settings.traffic_limits());
         } else if changed && let Some(s) = &self.session {

@@ -352,14 +352,19 @@ fn mark_states(ui: &egui::Ui, slider: &egui::Response, st: &TimelineView, width:
     let span = end.saturating_sub(start).max(1) as f64;
     let rail = slider.rect;
     for (k, c) in st.states.iter().enumerate() {
-        let x = rail.left() + (c.log_ns.saturating_sub(start) as f64 / span).min(1.0) as f32 * width;
+        let x =
+            rail.left() + (c.log_ns.saturating_sub(start) as f64 / span).min(1.0) as f32 * width;
         let mark = egui::Rect::from_min_max(
             egui::pos2(x - 2.0, rail.bottom() - 5.0),
             egui::pos2(x + 2.0, rail.bottom()),
         );
         let color = if c.is_trouble() { BAD } else { WARN };
         ui.painter().rect_filled(mark, 0.0, color);
-        let hover = ui.interact(mark.expand(2.0), slider.id.with(("state", k)), egui::Sense::hover());
+        let hover = ui.interact(
+            mark.expand(2.0),
+            slider.id.with(("state", k)),
+            egui::Sense::hover(),
+        );
         hover.on_hover_text(format!(
             "{:.3} s: segment {}",
             secs(c.log_ns.saturating_sub(start)),

@@ -139,8 +139,7 @@ fn streamed(ui: &mut egui::Ui, streams: &BTreeMap<String, StreamedImage>, view: 
         if !due {
             continue;
         }
-        view.requested
-            .insert(source.clone(), (s.record_index, now));
+        view.requested.insert(source.clone(), (s.record_index, now));
         match s.not_kept {
             Some(bytes) => {
                 view.streams.insert(
