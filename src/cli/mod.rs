@@ -324,6 +324,8 @@ pub fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
 pub fn main() -> i32 {
     // Before anything prints: on Windows, output goes to the console started from.
     crate::platform::attach_to_parent_console();
+    // Before any thread exists (glibc's tuning asks for that).
+    crate::platform::keep_large_allocations_mapped();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),

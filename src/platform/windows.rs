@@ -62,6 +62,9 @@ pub fn thread_cpu_ns() -> u64 {
 /// Timer slack is a Linux setting; Windows' sleeps are as short as its timer allows.
 pub fn set_timer_slack_ns(_slack_ns: u64) {}
 
+/// Nothing to tune: the Windows heap returns large blocks to the system by itself.
+pub fn keep_large_allocations_mapped() {}
+
 /// Sets an environment variable for this process and the libraries it loads. Only for
 /// the start of `main`, before any thread exists.
 pub fn set_env_at_startup(key: &str, value: &str) {
