@@ -21,6 +21,7 @@ use common::window::{Window, app, harness_sized, only_pane, step_until};
 use common::{
     DEADLINE, SimEngine, inspector, record_live_run, run_inspector, sim_client, temp_dir, temp_file,
 };
+use egui_kittest::kittest::NodeT as _;
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::traffic::{Decoded, TrafficRow};
 use lrbc_inspector::ui::InspectorApp;
@@ -188,10 +189,21 @@ fn a_recording_opens_in_the_window_and_every_panel_shows_it() {
     };
     only_pane(h.state_mut(), Pane::Traffic);
     h.run_steps(3);
-    assert!(
-        h.query_all_by_label_contains(&method).count() > 0,
-        "the traffic panel does not show {method}"
-    );
+    let rows: Vec<String> = h
+        .query_all_by_label_contains(&method)
+        .filter_map(|n| {
+            // A label's text is its value.
+            let a = n.accesskit_node();
+            a.label().or_else(|| a.value())
+        })
+        .collect();
+    assert!(!rows.is_empty(), "the traffic panel does not show {method}");
+    // Its rows' times count from the recording's start, not all 0.000.
+    let times: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(times.iter().any(|&t| t > 0.0), "rows at time 0: {rows:?}");
     // Control is refused on a recording, with the reason.
     only_pane(h.state_mut(), Pane::Rpc);
     h.run_steps(2);
@@ -481,6 +493,12 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
     only_pane(h.state_mut(), Pane::Cameras);
     h.run_steps(3);
     assert!(h.query_by_label_contains("32×24×3").is_some());
+    // Env 1 was not recorded with images: its black tile is explained.
+    assert!(
+        h.query_by_label_contains("images of envs 0, 2 recorded")
+            .is_some(),
+        "the black tile is explained"
+    );
     assert!(
         h.query_by_label(&format!("Streamed in traffic ({streams})"))
             .is_some()

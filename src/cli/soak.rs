@@ -257,6 +257,17 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             slope_kib_per_min(&o.samples[o.samples.len() / 2..])
         );
     }
+    for o in &observers {
+        if let Some((anon, file, shmem)) = crate::platform::resident_split_kib(o.process.pid()) {
+            println!(
+                "{}: at the end {:.1} MiB its own (anonymous), {:.1} MiB pages of files it maps (shared libraries), {:.1} MiB shared memory (the segment)",
+                o.label,
+                anon as f64 / 1024.0,
+                file as f64 / 1024.0,
+                shmem as f64 / 1024.0
+            );
+        }
+    }
     drop(observers);
     client.stop(Duration::from_secs(5));
     engine.stop(Duration::from_secs(5));
@@ -284,5 +295,11 @@ mod tests {
             .collect();
         assert!((slope_kib_per_min(&rising) - 40.0).abs() < 1e-9);
         assert!(rss_kib(std::process::id()).is_some_and(|k| k > 0));
+        #[cfg(target_os = "linux")]
+        {
+            let (anon, _, _) =
+                crate::platform::resident_split_kib(std::process::id()).expect("read");
+            assert!(anon > 0 && anon <= rss_kib(std::process::id()).unwrap_or(0) + 1024);
+        }
     }
 }

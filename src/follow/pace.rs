@@ -41,6 +41,9 @@ pub struct Pace {
     /// engine stamps a frame when it starts the step and publishes it when the step is
     /// written, and the first look goes that much after the due time.
     lag_ns: u64,
+    /// The last look that found no new frame since the newest one was seen: the next
+    /// frame was published after it.
+    empty_look_ns: Option<u64>,
 }
 
 impl Pace {
@@ -52,7 +55,13 @@ impl Pace {
             measured: false,
             irregular: false,
             lag_ns: 0,
+            empty_look_ns: None,
         }
+    }
+
+    /// A look at `now_ns` found no new frame.
+    pub fn nothing_new(&mut self, now_ns: u64) {
+        self.empty_look_ns = Some(now_ns);
     }
 
     /// The measured frame interval.
@@ -71,22 +80,23 @@ impl Pace {
             && frame_time_ns >= self.published_ns;
         let published = if stamped { frame_time_ns } else { now_ns };
         if stamped && delta == 1 && self.measured && !self.irregular {
-            // Seen no earlier than published. Seen at the first look: the frame may have
-            // been there earlier, so the next first look probes a little earlier, by a
-            // sixteenth of a step; seen only by a later look (at most a step after it was
-            // published): the first look goes to about when it was, at once. So the
-            // first look follows the slower steps of the engine and catches most frames.
+            // When was it published? Seen at the first look for it, on time or woken
+            // late, it was there no later than now: the next first look probes a little
+            // earlier, by a sixteenth of a step (a late wake-up says nothing of the
+            // engine, and must not push the looks later). Seen after a look that found
+            // nothing, it was published between that look and now: the first look goes
+            // to the middle of that, at once. So the first look follows the slower steps
+            // of the engine, and catches most frames at once.
             let i = self.interval_ns;
-            let first = self.first_look_ns();
             let step = (i / 16).clamp(LATE_STEP_MIN_NS, LATE_STEP_MAX_NS);
-            self.lag_ns = if now_ns < first + step {
-                self.lag_ns.saturating_sub(step / 16)
-            } else {
-                (now_ns - frame_time_ns).saturating_sub(step / 2).min(i / 2)
+            self.lag_ns = match self.empty_look_ns.filter(|&e| e >= frame_time_ns) {
+                Some(e) => (e - frame_time_ns + now_ns.saturating_sub(e) / 2).min(i / 2),
+                None => self.lag_ns.saturating_sub(step / 16),
             };
         } else if !stamped {
             self.lag_ns = 0;
         }
+        self.empty_look_ns = None;
         let quiet = self.quiet(now_ns);
         let per_frame = published.saturating_sub(self.published_ns) / delta.clamp(1, 1 << 20);
         if !quiet && per_frame > 0 {
@@ -236,6 +246,7 @@ mod tests {
                 if now >= published {
                     break;
                 }
+                p.nothing_new(now);
             }
             out.push((n, now - published));
             p.saw(now, k * MS, 1);
@@ -291,6 +302,40 @@ mod tests {
         // A stamp from another clock (in the future) is not believed.
         p.saw(44 * MS, u64::MAX / 2, 1);
         assert_eq!(p.interval_ns(), 4 * MS);
+    }
+
+    #[test]
+    fn a_late_wake_up_does_not_push_the_next_first_look_later() {
+        // Published 300 µs after the stamp; the follower settles on looking then.
+        let mut p = Pace::new(0);
+        follow(&mut p, 1..=100, 300_000);
+        let settled = p.next_look_ns(100 * MS + 310_000);
+        assert!(
+            (101 * MS + 250_000..101 * MS + 400_000).contains(&settled),
+            "{settled}"
+        );
+        // Frame 101 is seen at the first look, but the follower was woken 600 µs late.
+        p.saw(101 * MS + 900_000, 101 * MS, 1);
+        let next = p.next_look_ns(101 * MS + 910_000);
+        assert!(
+            next <= settled + MS,
+            "the first look for frame 102 at {next}, later than {}",
+            settled + MS
+        );
+    }
+
+    #[test]
+    fn a_frame_found_after_an_empty_look_sets_the_first_look_between_the_two() {
+        let mut p = Pace::new(0);
+        follow(&mut p, 1..=20, 0);
+        // Frame 21 is not there at 21.05 ms, and is at 21.45 ms.
+        p.nothing_new(21 * MS + 50_000);
+        p.saw(21 * MS + 450_000, 21 * MS, 1);
+        let next = p.next_look_ns(21 * MS + 460_000);
+        assert!(
+            (22 * MS + 250_000..=22 * MS + 300_000).contains(&next),
+            "{next}"
+        );
     }
 
     #[test]

@@ -87,7 +87,9 @@ impl Worker {
     fn look(&mut self, now: u64, pace: &mut Pace) {
         let f = frame_seq(&self.attached);
         let Some(delta) = self.accounting.ahead(f) else {
-            if f != self.accounting.last_frame() {
+            if f == self.accounting.last_frame() {
+                pace.nothing_new(now);
+            } else {
                 // frame_seq went back: a new run; count nothing.
                 self.accounting.restart_at(f);
             }

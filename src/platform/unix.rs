@@ -188,6 +188,23 @@ pub fn available_memory_bytes() -> Option<u64> {
     Some(kib * 1024).filter(|&b| b > 0)
 }
 
+/// A process's resident memory by kind, KiB: its own (anonymous), pages of files it
+/// maps (shared libraries, mostly shared with other processes), shared memory (the
+/// segment). Linux only (`RssAnon`, `RssFile`, `RssShmem` of `/proc/<pid>/status`).
+pub fn resident_split_kib(pid: u32) -> Option<(u64, u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((field("RssAnon:")?, field("RssFile:")?, field("RssShmem:")?))
+}
+
 /// Resident memory of a process, KiB (`VmRSS` of `/proc/<pid>/status`).
 pub fn resident_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

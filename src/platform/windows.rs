@@ -366,6 +366,11 @@ fn with_process<T>(pid: u32, f: impl FnOnce(HANDLE) -> Option<T>) -> Option<T> {
     out
 }
 
+/// A process's resident memory by kind: not told apart here.
+pub fn resident_split_kib(_pid: u32) -> Option<(u64, u64, u64)> {
+    None
+}
+
 /// Resident memory (working set) of a process, KiB.
 pub fn resident_kib(pid: u32) -> Option<u64> {
     with_process(pid, |h| {

@@ -142,6 +142,7 @@ impl Player {
             images_shown: None,
             image_seq: 0,
             stream_marks: 0,
+            image_times: std::collections::VecDeque::new(),
         };
         let thread = std::thread::Builder::new()
             .name("lrbc-player".into())
@@ -212,6 +213,9 @@ struct Worker {
     image_seq: u64,
     /// Counts the streamed frames put in the store from the file's index.
     stream_marks: u64,
+    /// Log times of the newest image of the sets shown over the last second of the
+    /// recording: their rate is the Cameras panel's FPS.
+    image_times: std::collections::VecDeque<u64>,
 }
 
 impl Worker {

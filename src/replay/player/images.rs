@@ -48,9 +48,11 @@ impl Worker {
                 (self.image_seq, frame_seq),
                 self.rec.has_camera_images(),
             );
+            let fps = newest.map_or(0.0, |t| image_rate(&mut self.image_times, t));
             let mut d = lock(&self.data);
             d.image = image;
             d.image_note = note;
+            d.image_fps = fps;
         }
         let mut store = lock(&self.store);
         for (_, (_, envelope)) in streams {
@@ -183,6 +185,14 @@ pub(super) fn region_image(
             )),
         );
     }
+    // The envs without a recorded image are black: say which are real.
+    let note = (shown < g.num_envs as usize).then(|| {
+        let envs: Vec<u32> = cameras.keys().copied().collect();
+        format!(
+            "images of {} recorded (record --images takes the recorded envs'); the other tiles are black",
+            describe_envs(&envs)
+        )
+    });
     (
         Some(ImageFrame {
             image_seq,
@@ -195,6 +205,74 @@ pub(super) fn region_image(
             captured_ns: newest,
             consistent: true,
         }),
-        None,
+        note,
     )
+}
+
+/// Notes an image set whose newest image was recorded at `t` and gives the rate of
+/// sets over the recording's last second before it (0 until two are seen). A seek
+/// (backwards, or ahead by more than a second) starts the count over.
+fn image_rate(times: &mut std::collections::VecDeque<u64>, t: u64) -> f32 {
+    const SECOND: u64 = 1_000_000_000;
+    if times
+        .back()
+        .is_some_and(|&last| t < last || t - last > SECOND)
+    {
+        times.clear();
+    }
+    times.push_back(t);
+    while times.front().is_some_and(|&f| t - f > SECOND) {
+        times.pop_front();
+    }
+    match (times.front(), times.len()) {
+        (Some(&first), n) if n >= 2 && t > first => (n - 1) as f32 * 1e9 / (t - first) as f32,
+        _ => 0.0,
+    }
+}
+
+/// "env 1", "envs 0–3, 7": ascending envs, runs joined.
+fn describe_envs(envs: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &e in envs {
+        match runs.last_mut() {
+            Some((_, end)) if e == *end + 1 => *end = e,
+            _ => runs.push((e, e)),
+        }
+    }
+    let parts: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}–{b}")
+            }
+        })
+        .collect();
+    let plural = envs.len() != 1;
+    format!("env{} {}", if plural { "s" } else { "" }, parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_image_rate_is_over_the_recordings_last_second_and_starts_over_on_a_seek() {
+        let mut times = std::collections::VecDeque::new();
+        assert_eq!(super::image_rate(&mut times, 1_000_000_000), 0.0);
+        let mut fps = 0.0;
+        for k in 1..=30u64 {
+            fps = super::image_rate(&mut times, 1_000_000_000 + k * 33_333_333);
+        }
+        assert!((fps - 30.0).abs() < 0.5, "{fps}");
+        // Back to the start: one set seen, no rate yet.
+        assert_eq!(super::image_rate(&mut times, 500), 0.0);
+        assert_eq!(times.len(), 1);
+    }
+
+    #[test]
+    fn envs_are_described_in_runs() {
+        assert_eq!(super::describe_envs(&[1]), "env 1");
+        assert_eq!(super::describe_envs(&[0, 1, 2, 3, 7]), "envs 0–3, 7");
+        assert_eq!(super::describe_envs(&[2, 4]), "envs 2, 4");
+    }
 }

@@ -395,6 +395,11 @@ impl InspectorApp {
             let Some(session) = session.as_mut() else {
                 return;
             };
+            // Rows of a recording carry its log times: they count from its start, as
+            // live rows count from the attach.
+            let t0_ns = session
+                .recording()
+                .map_or(*t0_ns, |(_, player)| player.state().range.0);
             let mut behavior = Panes {
                 session,
                 settings,
@@ -404,7 +409,7 @@ impl InspectorApp {
                 counters_cache,
                 server,
                 client,
-                t0_ns: *t0_ns,
+                t0_ns,
                 shot: None,
             };
             tree.ui(&mut behavior, ui);

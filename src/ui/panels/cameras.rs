@@ -210,6 +210,10 @@ pub fn ui(
     };
     view.update(ui.ctx(), &f);
     view.selected = view.selected.min(f.num_envs.saturating_sub(1));
+    if let Some(note) = &d.image_note {
+        // With an image: what it does not show (a recording's envs without images).
+        ui.colored_label(WARN, note);
+    }
     ui.horizontal_wrapped(|ui| {
         ui.label(format!(
             "{:.1} FPS · frame {} · image_seq {} · {}×{}×{}",
