@@ -3,7 +3,7 @@
 //! decoded it; meanwhile they keep showing the previous one. A newer request for a key
 //! replaces one not yet started, so a fast stream never queues: the worker decodes the
 //! newest frame of each key, one at a time, and asks the window to repaint when one is
-//! ready.
+//! ready (at most twenty times a second).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -142,7 +142,12 @@ impl Drop for ImageDecoder {
     }
 }
 
+/// The window is woken at most this often for decoded images (a pass each).
+const WAKE_EVERY: Duration = Duration::from_millis(50);
+
 fn work(shared: &Shared, ctx: &egui::Context) {
+    // When the window was last asked to repaint for a result.
+    let mut woken: Option<Instant> = None;
     loop {
         let (key, stamp, bytes) = {
             let mut s = lock(&shared.state);
@@ -167,7 +172,12 @@ fn work(shared: &Shared, ctx: &egui::Context) {
             s.done.insert(key, (stamp, outcome));
         }
         shared.changed.notify_all();
-        ctx.request_repaint();
+        // One pass per wake (a plain request_repaint asks for two), and at most
+        // 1 / WAKE_EVERY of them, however many streams come in.
+        let now = Instant::now();
+        let at = woken.map_or(now, |w| (w + WAKE_EVERY).max(now));
+        woken = Some(at);
+        ctx.request_repaint_after((at - now).max(Duration::from_millis(1)));
     }
 }
 
