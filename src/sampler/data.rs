@@ -295,17 +295,23 @@ mod tests {
         let per_frame = size_of::<FrameAgg>() + 4 * size_of::<EnvPoint>();
         let per_row = size_of::<EnvDetail>() + crate::memory::heap(112 * 4);
         // The default budget holds train4096's (112 values per env, four envs watched)
-        // three minutes of overview at 1 kHz, and rows for the rest of the budget.
+        // two minutes of overview at 1 kHz at least (half the histories' share), and rows
+        // for the rest of the budget.
         let s = SamplerSettings::default();
         let (frames, detail) = history_capacities(&s, 4, 112);
-        assert_eq!(frames, s.history_frames);
+        assert!((120_000..=s.history_frames).contains(&frames), "{frames}");
+        assert!(frames * per_frame <= s.history_bytes / 2);
         assert!(detail > 10_000 && detail <= s.detail_frames, "{detail}");
         assert!(frames * per_frame + 4 * detail * per_row <= s.history_bytes);
-        // A small segment gets all it asks for.
-        assert_eq!(
-            history_capacities(&s, 4, 6),
-            (s.history_frames, s.detail_frames)
-        );
+        // A small segment gets all the rows it asks for (the overview costs the same
+        // per frame whatever the segment).
+        assert_eq!(history_capacities(&s, 4, 6), (frames, s.detail_frames));
+        // A budget of twice the default holds all the overview asked for.
+        let big = SamplerSettings {
+            history_bytes: 2 * s.history_bytes,
+            ..SamplerSettings::default()
+        };
+        assert_eq!(history_capacities(&big, 4, 6).0, big.history_frames);
         // A tight budget: the overview takes at most half, the rows the rest.
         let tight = SamplerSettings {
             history_bytes: 4 << 20,
