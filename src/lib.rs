@@ -24,6 +24,7 @@ pub mod platform;
 pub mod procinfo;
 pub mod record;
 pub mod recording;
+pub mod remote;
 pub mod replay;
 pub mod rings;
 pub mod rpc;
@@ -33,6 +34,7 @@ pub mod sampler;
     reason = "the mappings: atomic words and bounds-checked copies through raw pointers, and the SIGBUS guard"
 )]
 pub mod segment;
+pub mod serve;
 pub mod session;
 pub mod sim;
 pub mod snapshot;

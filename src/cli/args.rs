@@ -71,6 +71,14 @@ pub fn parse_hz(text: &str) -> Result<f64, String> {
     Ok(hz)
 }
 
+/// Parses a limit in Hz: 0 (no limit), or a rate as [`parse_hz`] takes.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    if text.trim().parse::<f64>().is_ok_and(|v| v == 0.0) {
+        return Ok(0.0);
+    }
+    parse_hz(text).map_err(|e| format!("{e} (or 0 for no limit)"))
+}
+
 /// Parses a percent of one core, from 0 to 100.
 pub fn parse_percent(text: &str) -> Result<f32, String> {
     match text.trim().parse::<f32>() {

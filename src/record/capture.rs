@@ -114,6 +114,10 @@ pub struct Capture {
     counts: Counts,
     first_nonfinite: Option<u64>,
     images: Option<Images>,
+    /// Frames, and the image region's images, are encoded (a server with no subscriber
+    /// to them turns this off).
+    encode_frames: bool,
+    encode_region_images: bool,
 }
 
 impl std::fmt::Debug for Capture {
@@ -274,6 +278,8 @@ impl Capture {
             counts: Counts::default(),
             first_nonfinite: None,
             images: None,
+            encode_frames: true,
+            encode_region_images: true,
         };
         capture.follow(crate::busy::read_cpu_times)?;
         Ok(capture)
@@ -371,6 +377,14 @@ impl Capture {
         &self.attached
     }
 
+    /// Whether frames, and the image region's images, are encoded (both are by default).
+    /// Frames not encoded are counted as seen, not recorded; streamed frames are always
+    /// read, since they make the channels a client subscribes to.
+    pub fn set_encoding(&mut self, frames: bool, region_images: bool) {
+        self.encode_frames = frames;
+        self.encode_region_images = region_images;
+    }
+
     pub fn prelude(&self) -> &Prelude {
         &self.prelude
     }
@@ -390,7 +404,7 @@ impl Capture {
     pub fn poll(&mut self, out: &mut Vec<Message>) {
         self.poll_frame(out);
         self.poll_state(monotonic_now_ns(), out);
-        if let Some(images) = &mut self.images {
+        if let Some(images) = self.images.as_mut().filter(|_| self.encode_region_images) {
             let (seg, g) = (&self.attached.segment, &self.attached.geometry);
             let now = monotonic_now_ns();
             let frame_time_ns = g
@@ -427,7 +441,9 @@ impl Capture {
         c.frames_unreadable += counts.unreadable;
         for f in &frames {
             self.counts.frames_seen += 1;
-            self.emit(f, out);
+            if self.encode_frames {
+                self.emit(f, out);
+            }
         }
     }
 

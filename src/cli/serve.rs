@@ -1,0 +1,325 @@
+//! `serve`: the run, live, over the Foxglove WebSocket protocol, until Ctrl-C or
+//! `--duration`; follows the engine across death, restart and replacement.
+
+use std::io::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::record::EnvList;
+use super::{CliError, stop_flag};
+use crate::attach::{Attached, Target, attach};
+use crate::clock::{MonotonicClock, monotonic_now_ns};
+use crate::layout::LayoutChoice;
+use crate::record::{Capture, Counts, Message};
+use crate::serve::{ServeCounts, Server, Settings};
+use crate::watch::{Report, Watcher};
+
+/// Envs served when none are chosen: the first four.
+const DEFAULT_ENVS: u32 = 4;
+/// How often the rings are read while no frame comes.
+const RING_EVERY: Duration = Duration::from_millis(2);
+/// How often the segment's state is read.
+const STATE_EVERY: Duration = Duration::from_millis(250);
+/// Messages a client's queue holds before its oldest go.
+const CLIENT_QUEUE: usize = 256;
+
+/// Where to listen: `HOST:PORT`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listen {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listen {
+    /// True for `localhost` and loopback addresses: only this machine can connect.
+    pub fn is_loopback(&self) -> bool {
+        self.host.eq_ignore_ascii_case("localhost")
+            || self
+                .host
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// Parses `HOST:PORT` (`[::1]:8765` for IPv6).
+pub fn parse_listen(text: &str) -> Result<Listen, String> {
+    let bad = || format!("{text:?} is not HOST:PORT (e.g. 127.0.0.1:8765)");
+    let (host, port) = text.trim().rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let bare = host.trim_matches(|c| c == '[' || c == ']');
+    if bare.is_empty() || bare.contains(char::is_whitespace) {
+        return Err(bad());
+    }
+    // The server binds the address as given, without brackets.
+    Ok(Listen {
+        host: bare.to_string(),
+        port,
+    })
+}
+
+pub struct Options {
+    pub listen: Listen,
+    pub envs: Option<EnvList>,
+    pub all_envs: bool,
+    pub images: bool,
+    pub duration: Option<Duration>,
+    /// Frames a second at most (0: every frame).
+    pub max_hz: f64,
+    /// Images a second at most per camera or stream (0: every image).
+    pub image_hz: f64,
+    pub allow_control: bool,
+    pub control_timeout: Duration,
+    pub busy_budget: Option<f32>,
+}
+
+/// The envs served of a segment: as asked, those that exist.
+fn envs_of(a: &Attached, o: &Options) -> Vec<u32> {
+    let n = a.geometry.num_envs;
+    if o.all_envs {
+        return (0..n).collect();
+    }
+    match &o.envs {
+        Some(list) => list.0.iter().copied().filter(|&e| e < n).collect(),
+        None => (0..n.min(DEFAULT_ENVS)).collect(),
+    }
+}
+
+fn capture_of(a: Attached, o: &Options) -> Result<Capture, CliError> {
+    let envs = envs_of(&a, o);
+    let mut capture =
+        Capture::new(a, envs).map_err(|e| CliError::Other(format!("cannot serve: {e}")))?;
+    if o.images {
+        capture = capture.with_images();
+    }
+    capture.set_busy_budget(o.busy_budget);
+    Ok(capture)
+}
+
+pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
+    let stop = stop_flag();
+    crate::platform::set_timer_slack_ns(1_000);
+    let loopback = o.listen.is_loopback();
+    if o.allow_control && !loopback {
+        return Err(CliError::Usage(format!(
+            "--allow-control on {} would let anyone who reaches it toggle engine services: \
+             control is served on loopback only (connect through `ssh -L {port}:localhost:{port} NODE`)",
+            o.listen,
+            port = o.listen.port
+        )));
+    }
+    let a = attach(target, choice)?;
+    if let Some(list) = &o.envs
+        && let Some(&env) = list.0.iter().find(|&&e| e >= a.geometry.num_envs)
+    {
+        return Err(CliError::Other(format!(
+            "env {env} does not exist (the segment has {} envs)",
+            a.geometry.num_envs
+        )));
+    }
+    let control = Arc::new(Mutex::new(None));
+    let services = if o.allow_control {
+        *crate::sync::lock(&control) = a.reopen().ok();
+        crate::serve::control_services(Arc::clone(&control), o.control_timeout)
+    } else {
+        Vec::new()
+    };
+    crate::serve::print_server_events();
+    let mut server = Server::start(Settings {
+        host: o.listen.host.clone(),
+        port: o.listen.port,
+        frame_hz: o.max_hz,
+        image_hz: o.image_hz,
+        backlog: CLIENT_QUEUE,
+        services,
+    })
+    .map_err(|e| CliError::Other(e.to_string()))?;
+    let shown_host = if o.listen.host.contains(':') {
+        format!("[{}]", o.listen.host)
+    } else {
+        o.listen.host.clone()
+    };
+    println!("listening on ws://{shown_host}:{}", server.port());
+    let _ = std::io::stdout().flush();
+    if !loopback {
+        eprintln!(
+            "warning: serving on {shown_host}:{}: anyone who can reach this address can watch the run \
+             (the protocol has no authentication); bind 127.0.0.1 and use `ssh -L` to be safe",
+            server.port()
+        );
+    }
+    let mut watcher = Watcher::new(a.reopen().map_err(CliError::Attach)?, MonotonicClock);
+    let mut capture = capture_of(a, &o)?;
+    let advertise = |server: &mut Server, capture: &Capture| {
+        server
+            .advertise(capture.prelude())
+            .map_err(|e| CliError::Other(e.to_string()))
+    };
+    advertise(&mut server, &capture)?;
+    server.send_metadata(capture.prelude());
+    // An observer: this thread runs in the time the engine and trainer leave over; the
+    // frame follower, started above, keeps its own priority.
+    crate::platform::lower_thread_priority(19);
+    let started = Instant::now();
+    let deadline = o.duration.map(|d| super::deadline_after(started, d));
+    let mut reattached = watcher.reattach_count;
+    let mut report = watcher.tick();
+    let mut next_state = started + STATE_EVERY;
+    let mut next_line = started + Duration::from_secs(1);
+    let mut last = (Counts::default(), ServeCounts::default(), started);
+    let mut told_dropped = 0;
+    let mut out: Vec<Message> = Vec::new();
+    let why = loop {
+        let (frames_wanted, images_wanted) = server.wants();
+        capture.set_encoding(frames_wanted, images_wanted);
+        capture.poll(&mut out);
+        // Streams add channels as they show up: advertised before their messages go.
+        advertise(&mut server, &capture)?;
+        let now = monotonic_now_ns();
+        if out.is_empty() {
+            server.tick(now);
+            capture.wait(RING_EVERY);
+        } else {
+            server.publish(now, out.drain(..));
+        }
+        // Relaxed: a flag with no data behind it.
+        if stop.load(Ordering::Relaxed) {
+            break "stopped";
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break "duration reached";
+        }
+        if Instant::now() >= next_state {
+            next_state += STATE_EVERY;
+            report = watcher.tick();
+            if let Some(note) = &report.note {
+                eprintln!("serve: {}: {note}", report.state.as_str());
+            }
+            if watcher.reattach_count != reattached {
+                reattached = watcher.reattach_count;
+                let new = watcher.attached().reopen().map_err(CliError::Attach)?;
+                if o.allow_control {
+                    *crate::sync::lock(&control) = new.reopen().ok();
+                }
+                // The old capture's last messages go first.
+                capture.stop_following();
+                capture.poll(&mut out);
+                server.publish(monotonic_now_ns(), out.drain(..));
+                capture = capture_of(new, &o)?;
+                server
+                    .replace(capture.prelude())
+                    .map_err(|e| CliError::Other(e.to_string()))?;
+                server.tell_clients(
+                    "lrbc.attach",
+                    false,
+                    &format!(
+                        "serving a new segment ({} envs)",
+                        capture.attached().geometry.num_envs
+                    ),
+                );
+            }
+        }
+        if Instant::now() >= next_line {
+            next_line += Duration::from_secs(1);
+            let (counts, served) = (capture.counts(), server.counts());
+            let secs = last.2.elapsed().as_secs_f64().max(1e-3);
+            let line = progress(&report, &counts, &served, &last, secs, server.clients());
+            eprintln!("serve: {line}");
+            server.send_status(&status_json(&report, &counts, &served, server.clients()));
+            let dropped = served.frames_dropped + served.images_dropped;
+            if dropped > told_dropped {
+                told_dropped = dropped;
+                server.tell_clients(
+                    "lrbc.dropped",
+                    false,
+                    &format!(
+                        "held back by the rate limits so far: {} frames (--max-hz), {} images (--image-hz)",
+                        served.frames_dropped, served.images_dropped
+                    ),
+                );
+            }
+            last = (counts, served, Instant::now());
+        }
+    };
+    let served = server.counts();
+    let clients = server.clients();
+    server.stop();
+    eprintln!(
+        "serve: {why}; {} messages ({} frames, {} images) served, {:.1} MB, {clients} clients at the end",
+        served.messages,
+        served.frames,
+        served.images,
+        served.bytes as f64 / 1e6
+    );
+    Ok(())
+}
+
+fn status_json(r: &Report, c: &Counts, s: &ServeCounts, clients: usize) -> serde_json::Value {
+    serde_json::json!({
+        "state": r.state.as_str(),
+        "note": r.note,
+        "frame_seq": r.frame_seq,
+        "action_seq": r.action_seq,
+        "frame_hz": r.frame_hz,
+        "action_hz": r.action_hz,
+        "lag": r.lag,
+        "server_pid": r.server_pid,
+        "capture": c,
+        "served": s,
+        "clients": clients,
+    })
+}
+
+fn progress(
+    r: &Report,
+    c: &Counts,
+    s: &ServeCounts,
+    last: &(Counts, ServeCounts, Instant),
+    secs: f64,
+    clients: usize,
+) -> String {
+    let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / secs;
+    format!(
+        "{} | {clients} client{} | {:.0} frames/s seen, {:.0} served | {:.2} MB/s | dropped by the limits: {} frames, {} images | missed {}, torn {}, skipped {}, unreadable {}",
+        r.state.as_str(),
+        if clients == 1 { "" } else { "s" },
+        rate(c.frames_seen, last.0.frames_seen),
+        rate(s.frames, last.1.frames),
+        rate(s.bytes, last.1.bytes) / 1e6,
+        s.frames_dropped,
+        s.images_dropped,
+        c.frames_missed,
+        c.frames_torn,
+        c.frames_skipped,
+        c.frames_unreadable,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_parse_and_know_loopback() {
+        let l = parse_listen("127.0.0.1:8765").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (l.host.as_str(), l.port, l.is_loopback()),
+            ("127.0.0.1", 8765, true)
+        );
+        let l = parse_listen("[::1]:0").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((l.host.as_str(), l.port, l.is_loopback()), ("::1", 0, true));
+        assert!(parse_listen("localhost:1").is_ok_and(|l| l.is_loopback()));
+        assert!(parse_listen("0.0.0.0:8765").is_ok_and(|l| !l.is_loopback()));
+        assert!(parse_listen("10.1.2.3:80").is_ok_and(|l| !l.is_loopback()));
+        for bad in ["8765", "host:", ":8765", "h:99999", "h:x", "a b:1"] {
+            assert!(parse_listen(bad).is_err(), "{bad}");
+        }
+    }
+}

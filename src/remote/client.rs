@@ -1,0 +1,289 @@
+//! A connection to a server of the Foxglove WebSocket protocol (`serve`, or any other):
+//! blocking, on the caller's thread; it offers the subprotocol `foxglove.sdk.v1`.
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use tungstenite::client::IntoClientRequest;
+use tungstenite::protocol::WebSocket;
+use tungstenite::{Message as WsMessage, http::HeaderValue};
+
+use super::wire::{self, Channel, ServerMessage};
+
+/// Why a connection failed or ended, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error("{0:?} is not a ws://HOST:PORT address")]
+    Address(String),
+    #[error("cannot connect to {addr}: {cause}")]
+    Connect { addr: String, cause: String },
+    #[error("{addr} does not speak {protocol}: {cause}")]
+    Handshake {
+        addr: String,
+        protocol: &'static str,
+        cause: String,
+    },
+    #[error("the connection to {addr} ended: {cause}")]
+    Closed { addr: String, cause: String },
+    #[error(transparent)]
+    Malformed(#[from] wire::Malformed),
+    #[error("the server offers no service {0:?} (is it serving with --allow-control?)")]
+    NoService(String),
+}
+
+/// `HOST:PORT` of a `ws://HOST:PORT` address (the scheme may be left out).
+pub fn host_port(url: &str) -> Result<String, RemoteError> {
+    let rest = url.trim().strip_prefix("ws://").unwrap_or(url.trim());
+    let rest = rest.trim_end_matches('/');
+    let ok = rest
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+    if !ok || rest.contains('/') || url.trim().starts_with("wss://") {
+        return Err(RemoteError::Address(url.to_string()));
+    }
+    Ok(rest.to_string())
+}
+
+/// One connection.
+pub struct Connection {
+    ws: WebSocket<TcpStream>,
+    addr: String,
+    /// The server's name and session, from its `serverInfo`.
+    pub server_name: String,
+    pub session_id: Option<String>,
+    /// Channels advertised and not withdrawn, by id.
+    pub channels: BTreeMap<u64, Channel>,
+    /// Services advertised, by name.
+    pub services: BTreeMap<String, u32>,
+    /// Subscriptions: id to channel id.
+    subscriptions: BTreeMap<u32, u64>,
+    next_subscription: u32,
+    next_call: u32,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("addr", &self.addr)
+            .field("channels", &self.channels.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Connects to `url` (`ws://HOST:PORT`) within `timeout`.
+    pub fn connect(url: &str, timeout: Duration) -> Result<Self, RemoteError> {
+        let addr = host_port(url)?;
+        let connect_err = |cause: String| RemoteError::Connect {
+            addr: addr.clone(),
+            cause,
+        };
+        let sock = std::net::ToSocketAddrs::to_socket_addrs(&addr)
+            .map_err(|e| connect_err(e.to_string()))?
+            .next()
+            .ok_or_else(|| connect_err("the name has no address".into()))?;
+        let stream =
+            TcpStream::connect_timeout(&sock, timeout).map_err(|e| connect_err(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_read_timeout(Some(timeout))
+            .map_err(|e| connect_err(e.to_string()))?;
+        let mut request = format!("ws://{addr}/")
+            .into_client_request()
+            .map_err(|e| connect_err(e.to_string()))?;
+        request.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            HeaderValue::from_static(crate::serve::SUBPROTOCOL),
+        );
+        let (ws, _) = tungstenite::client(request, stream).map_err(|e| RemoteError::Handshake {
+            addr: addr.clone(),
+            protocol: crate::serve::SUBPROTOCOL,
+            cause: e.to_string(),
+        })?;
+        let mut c = Self {
+            ws,
+            addr,
+            server_name: String::new(),
+            session_id: None,
+            channels: BTreeMap::new(),
+            services: BTreeMap::new(),
+            subscriptions: BTreeMap::new(),
+            next_subscription: 1,
+            next_call: 1,
+        };
+        // The server speaks first: its serverInfo.
+        let deadline = Instant::now() + timeout;
+        while c.server_name.is_empty() && Instant::now() < deadline {
+            c.next(deadline.saturating_duration_since(Instant::now()))?;
+        }
+        Ok(c)
+    }
+
+    /// `HOST:PORT` of the server.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    fn closed(&self, cause: impl ToString) -> RemoteError {
+        RemoteError::Closed {
+            addr: self.addr.clone(),
+            cause: cause.to_string(),
+        }
+    }
+
+    /// The next message within `timeout` (None: none came), with the connection's
+    /// tables (channels, services, server info) brought up to date.
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<ServerMessage>, RemoteError> {
+        let _ = self
+            .ws
+            .get_mut()
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))));
+        let m = match self.ws.read() {
+            Ok(m) => m,
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(self.closed(e)),
+        };
+        let parsed = match m {
+            WsMessage::Text(t) => wire::parse_text(t.as_str())?,
+            WsMessage::Binary(b) => wire::parse_binary(&b)?,
+            WsMessage::Close(frame) => {
+                return Err(
+                    self.closed(frame.map_or("closed by the server".into(), |f| {
+                        format!("closed by the server: {}", f.reason)
+                    })),
+                );
+            }
+            _ => return Ok(None),
+        };
+        match &parsed {
+            ServerMessage::ServerInfo {
+                name, session_id, ..
+            } => {
+                self.server_name = name.clone();
+                self.session_id = session_id.clone();
+            }
+            ServerMessage::Advertise(channels) => {
+                for c in channels {
+                    self.channels.insert(c.id, c.clone());
+                }
+            }
+            ServerMessage::Unadvertise(ids) => {
+                for id in ids {
+                    self.channels.remove(id);
+                }
+                self.subscriptions.retain(|_, c| !ids.contains(c));
+            }
+            ServerMessage::AdvertiseServices(services) => {
+                for s in services {
+                    self.services.insert(s.name.clone(), s.id);
+                }
+            }
+            ServerMessage::UnadvertiseServices(ids) => {
+                self.services.retain(|_, id| !ids.contains(id));
+            }
+            _ => {}
+        }
+        Ok(Some(parsed))
+    }
+
+    /// The channel of subscription `id`.
+    pub fn channel_of(&self, subscription: u32) -> Option<&Channel> {
+        self.channels.get(self.subscriptions.get(&subscription)?)
+    }
+
+    /// Subscribes to the channels with these ids; returns the subscription ids.
+    pub fn subscribe(&mut self, channels: &[u64]) -> Result<Vec<u32>, RemoteError> {
+        let pairs: Vec<(u32, u64)> = channels
+            .iter()
+            .map(|&c| {
+                let id = self.next_subscription;
+                self.next_subscription += 1;
+                (id, c)
+            })
+            .collect();
+        self.ws
+            .send(WsMessage::text(wire::subscribe(&pairs)))
+            .map_err(|e| self.closed(e))?;
+        self.subscriptions.extend(pairs.iter().copied());
+        Ok(pairs.into_iter().map(|(id, _)| id).collect())
+    }
+
+    /// Ends subscriptions.
+    pub fn unsubscribe(&mut self, ids: &[u32]) -> Result<(), RemoteError> {
+        self.ws
+            .send(WsMessage::text(wire::unsubscribe(ids)))
+            .map_err(|e| self.closed(e))?;
+        for id in ids {
+            self.subscriptions.remove(id);
+        }
+        Ok(())
+    }
+
+    /// Calls service `name` with a JSON request; returns the call id (the response
+    /// comes as a [`ServerMessage::ServiceResponse`] or `ServiceCallFailure`).
+    pub fn call(&mut self, name: &str, json: &[u8]) -> Result<u32, RemoteError> {
+        let service = *self
+            .services
+            .get(name)
+            .ok_or_else(|| RemoteError::NoService(name.to_string()))?;
+        let call = self.next_call;
+        self.next_call += 1;
+        self.ws
+            .send(WsMessage::binary(wire::service_call(
+                service, call, "json", json,
+            )))
+            .map_err(|e| self.closed(e))?;
+        Ok(call)
+    }
+
+    /// Sends raw text (tests of the server's answers to bad input).
+    pub fn send_text(&mut self, text: &str) -> Result<(), RemoteError> {
+        self.ws
+            .send(WsMessage::text(text.to_string()))
+            .map_err(|e| self.closed(e))
+    }
+
+    /// Sends raw bytes (tests of the server's answers to bad input).
+    pub fn send_binary(&mut self, bytes: Vec<u8>) -> Result<(), RemoteError> {
+        self.ws
+            .send(WsMessage::binary(bytes))
+            .map_err(|e| self.closed(e))
+    }
+
+    /// Closes the connection.
+    pub fn close(mut self) {
+        let _ = self.ws.close(None);
+        let _ = self.ws.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_ws_host_port() {
+        assert_eq!(
+            host_port("ws://127.0.0.1:8765").ok().as_deref(),
+            Some("127.0.0.1:8765")
+        );
+        assert_eq!(host_port("node:1/").ok().as_deref(), Some("node:1"));
+        for bad in [
+            "ws://node",
+            "http://a:1",
+            "wss://a:1",
+            "ws://a:1/path",
+            ":1",
+        ] {
+            assert!(host_port(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! `serve` against a simulated engine and client, each in its own process, read with
+//! the crate's own client (`lrbc_inspector::remote`); the frames are compared with a
+//! `record` of the same run.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{DEADLINE, Guarded, SimEngine, inspector, line_channel, next_line, sim_client};
+use crossbeam_channel::Receiver;
+use lrbc_inspector::remote::Connection;
+use lrbc_inspector::remote::wire::ServerMessage;
+use lrbc_inspector::rpc::recording_fb;
+
+/// A running `serve`: the process, its address and its log lines (stderr).
+struct Serve {
+    /// Killed when the test ends.
+    _child: Guarded,
+    url: String,
+    log: Receiver<String>,
+}
+
+impl Serve {
+    /// `serve --shm NAME --listen 127.0.0.1:0 ARGS`, once it says where it listens.
+    fn start(name: &str, args: &[&str]) -> Self {
+        let mut child = inspector()
+            .args([
+                "serve",
+                "--shm",
+                name,
+                "--listen",
+                "127.0.0.1:0",
+                "--busy-budget",
+                "0",
+            ])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = line_channel(child.stdout.take().unwrap());
+        let log = line_channel(child.stderr.take().unwrap());
+        let first = next_line(&out, "serve's first line");
+        let url = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first line: {first}"))
+            .to_string();
+        assert!(url.starts_with("ws://127.0.0.1:"), "{url}");
+        Self {
+            _child: Guarded::new(child),
+            url,
+            log,
+        }
+    }
+
+    fn connect(&self) -> Connection {
+        Connection::connect(&self.url, Duration::from_secs(10)).unwrap()
+    }
+
+    /// Waits for a log line holding `text`.
+    fn log_line(&self, text: &str) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("serve said nothing with {text:?}"),
+            }
+        }
+    }
+}
+
+/// Waits until the channels with these topics are advertised; their ids.
+fn channels(c: &mut Connection, topics: &[&str]) -> Vec<u64> {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let ids: Vec<Option<u64>> = topics
+            .iter()
+            .map(|t| {
+                c.channels
+                    .values()
+                    .find(|ch| ch.topic == *t)
+                    .map(|ch| ch.id)
+            })
+            .collect();
+        if ids.iter().all(Option::is_some) {
+            return ids.into_iter().flatten().collect();
+        }
+        assert!(Instant::now() < deadline, "not advertised: {topics:?}");
+        c.next(Duration::from_millis(100)).unwrap();
+    }
+}
+
+type ByTopic = BTreeMap<String, Vec<(u64, Vec<u8>)>>;
+
+/// Messages by topic until at least the counts wanted came on each topic named.
+fn collect(c: &mut Connection, want: &[(&str, usize)]) -> ByTopic {
+    let deadline = Instant::now() + DEADLINE;
+    let mut out = ByTopic::new();
+    let done = |out: &ByTopic| {
+        want.iter()
+            .all(|(t, n)| out.get(*t).map_or(0, Vec::len) >= *n)
+    };
+    while !done(&out) {
+        let counts: Vec<_> = out.iter().map(|(t, v)| (t, v.len())).collect();
+        assert!(Instant::now() < deadline, "wanted {want:?}, got {counts:?}");
+        if let Some(ServerMessage::MessageData {
+            subscription,
+            log_time,
+            data,
+        }) = c.next(Duration::from_millis(100)).unwrap()
+            && let Some(ch) = c.channel_of(subscription)
+        {
+            out.entry(ch.topic.clone())
+                .or_default()
+                .push((log_time, data));
+        }
+    }
+    out
+}
+
+/// Messages on `topic` until `n` came.
+fn messages(c: &mut Connection, topic: &str, n: usize) -> Vec<(u64, Vec<u8>)> {
+    collect(c, &[(topic, n)]).remove(topic).unwrap_or_default()
+}
+
+const ENGINE: &[&str] = &["--envs", "6", "--obs", "5", "--act", "2", "--image", "none"];
+
+#[test]
+fn a_served_run_matches_a_recording_of_it_and_says_what_it_is() {
+    let engine = SimEngine::start("serve", ENGINE);
+    let mut client = sim_client(&engine.name, "200");
+    let serve = Serve::start(&engine.name, &["--envs", "0,2,5"]);
+    let mut c = serve.connect();
+    assert!(
+        c.server_name.starts_with("lrbc-inspector"),
+        "{}",
+        c.server_name
+    );
+    // Without --allow-control, no service.
+    assert!(c.services.is_empty());
+    let ids = channels(
+        &mut c,
+        &[
+            "/lrbc/frame",
+            "/lrbc/metadata",
+            "/lrbc/serve/status",
+            "/lrbc/ring/cmd_c2s",
+        ],
+    );
+    let frame = c.channels[&ids[0]].clone();
+    assert_eq!(frame.encoding, "flatbuffer");
+    assert_eq!(frame.schema_name, "lrbc.recording.Frame");
+    assert_eq!(frame.schema, lrbc_inspector::rpc::RECORDING_BFBS);
+    assert!(
+        c.channels
+            .values()
+            .any(|ch| ch.topic == "/lrbc/ring/cmd_c2s" && ch.schema_name == "hazel.rpc.Envelope"),
+        "{:?}",
+        c.channels.values().map(|ch| &ch.topic).collect::<Vec<_>>()
+    );
+    // A recording of the same run, started now.
+    let out = common::temp_file("serve-rec", "mcap");
+    let record = inspector()
+        .args([
+            "record",
+            "--shm",
+            &engine.name,
+            "--busy-budget",
+            "0",
+            "--envs",
+            "0,2,5",
+        ])
+        .args(["--duration", "3", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.subscribe(&ids[..3]).unwrap();
+    let mut got = collect(
+        &mut c,
+        &[
+            ("/lrbc/frame", 300),
+            ("/lrbc/metadata", 6),
+            ("/lrbc/serve/status", 1),
+        ],
+    );
+    let output = common::wait_with_deadline(record);
+    assert!(output.status.success());
+    // The metadata records came on subscribing, the status once a second.
+    let meta: BTreeMap<String, serde_json::Value> = got["/lrbc/metadata"]
+        .iter()
+        .map(|(_, d)| {
+            let v: serde_json::Value = serde_json::from_slice(d).unwrap();
+            (
+                v["name"].as_str().unwrap().to_string(),
+                v["metadata"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(meta["lrbc.geometry"]["recorded_envs"], "0,2,5");
+    assert_eq!(meta["lrbc.geometry"]["num_envs"], "6");
+    assert_eq!(meta["lrbc.tool"]["name"], "lrbc-inspector");
+    assert!(meta["lrbc.clock"]["unix_minus_monotonic_ns"].is_string());
+    assert!(meta.contains_key("lrbc.names") && meta.contains_key("lrbc.header"));
+    let served = got.remove("/lrbc/frame").unwrap();
+    let status: serde_json::Value =
+        serde_json::from_slice(&got["/lrbc/serve/status"][0].1).unwrap();
+    assert_eq!(status["state"], "attached", "{status}");
+    assert!(status["clients"].as_u64() >= Some(1), "{status}");
+
+    let mut by_seq = BTreeMap::new();
+    let now_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    for (log_time, data) in &served {
+        // Served times are Unix times: within a minute of now.
+        assert!(now_unix.abs_diff(*log_time) < 60_000_000_000, "{log_time}");
+        let f = recording_fb::root_as_frame(data).unwrap();
+        assert_eq!(f.envs().unwrap().iter().collect::<Vec<_>>(), [0, 2, 5]);
+        assert_eq!(f.rewards().unwrap().len(), 6);
+        assert_eq!(f.observations().unwrap().len(), 15);
+        by_seq.insert(f.frame_seq(), data.clone());
+    }
+    let seqs: Vec<u64> = served
+        .iter()
+        .map(|(_, d)| recording_fb::root_as_frame(d).unwrap().frame_seq())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "frame_seq does not increase"
+    );
+    // Every frame both saw holds the same values.
+    let bytes = std::fs::read(&out).unwrap();
+    let mut same = 0;
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        if m.channel.topic != "/lrbc/frame" {
+            continue;
+        }
+        let r = recording_fb::root_as_frame(&m.data).unwrap();
+        let Some(s) = by_seq.get(&r.frame_seq()) else {
+            continue;
+        };
+        let s = recording_fb::root_as_frame(s).unwrap();
+        let floats = |v: Option<flatbuffers::Vector<'_, f32>>| {
+            v.unwrap().iter().map(f32::to_bits).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            floats(r.rewards()),
+            floats(s.rewards()),
+            "frame {}",
+            r.frame_seq()
+        );
+        assert_eq!(floats(r.observations()), floats(s.observations()));
+        assert_eq!(floats(r.actions()), floats(s.actions()));
+        assert_eq!(r.dones().unwrap().bytes(), s.dones().unwrap().bytes());
+        same += 1;
+    }
+    assert!(same > 100, "only {same} frames in both");
+    let _ = std::fs::remove_file(&out);
+    c.close();
+    let _ = client.kill();
+    let _ = client.wait();
+    drop(serve);
+}
+
+#[test]
+fn control_is_refused_by_default_and_toggles_a_service_when_allowed() {
+    let engine = SimEngine::start("serve-ctl", ENGINE);
+    let mut client = sim_client(&engine.name, "200");
+    let serve = Serve::start(&engine.name, &[]);
+    let mut c = serve.connect();
+    // A service call to a server without services: refused, and the run goes on.
+    assert!(c.call("/lrbc/control/set_service", b"{}").is_err());
+    c.send_binary(lrbc_inspector::remote::wire::service_call(
+        1, 1, "json", b"{}",
+    ))
+    .unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        assert!(Instant::now() < deadline, "a service call was not refused");
+        if let Some(ServerMessage::ServiceCallFailure { message, .. }) =
+            c.next(Duration::from_millis(100)).unwrap()
+        {
+            assert!(message.contains("does not support services"), "{message}");
+            break;
+        }
+    }
+    let ids = channels(&mut c, &["/lrbc/frame"]);
+    c.subscribe(&ids).unwrap();
+    messages(&mut c, "/lrbc/frame", 10);
+    c.close();
+    drop(serve);
+
+    let serve = Serve::start(&engine.name, &["--allow-control"]);
+    let mut c = serve.connect();
+    let deadline = Instant::now() + DEADLINE;
+    while !c.services.contains_key("/lrbc/control/set_service") {
+        assert!(Instant::now() < deadline, "no control service advertised");
+        c.next(Duration::from_millis(100)).unwrap();
+    }
+    // The call shows in the control ring's traffic channel.
+    let ring = channels(&mut c, &["/lrbc/ring/ctl_c2s"]);
+    c.subscribe(&ring).unwrap();
+    let call = c
+        .call(
+            "/lrbc/control/set_service",
+            br#"{"service":"camera","enabled":false}"#,
+        )
+        .unwrap();
+    let mut answered = None;
+    let mut ring_entries = 0;
+    let deadline = Instant::now() + DEADLINE;
+    while answered.is_none() || ring_entries == 0 {
+        assert!(Instant::now() < deadline, "no answer, or no ring entry");
+        match c.next(Duration::from_millis(100)).unwrap() {
+            Some(ServerMessage::ServiceResponse { call_id, data, .. }) if call_id == call => {
+                answered = Some(serde_json::from_slice::<serde_json::Value>(&data).unwrap());
+            }
+            Some(ServerMessage::ServiceCallFailure { message, .. }) => panic!("{message}"),
+            Some(ServerMessage::MessageData { .. }) => ring_entries += 1,
+            _ => {}
+        }
+    }
+    let answer = answered.unwrap();
+    assert_eq!(answer["method"], "SetServiceEnabled", "{answer}");
+    let (code, out, err) = common::run_inspector(&["dump", "--shm", &engine.name, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let dump: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        dump["header"]["service_flags"],
+        0x7f & !(1 << 4),
+        "camera off"
+    );
+    // A bad request is answered with why.
+    let bad = c
+        .call(
+            "/lrbc/control/set_service",
+            br#"{"service":"warp","enabled":true}"#,
+        )
+        .unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        assert!(Instant::now() < deadline, "no failure for a bad request");
+        if let Some(ServerMessage::ServiceCallFailure { call_id, message }) =
+            c.next(Duration::from_millis(100)).unwrap()
+        {
+            assert_eq!(call_id, bad);
+            assert!(message.contains("unknown service"), "{message}");
+            break;
+        }
+    }
+    c.close();
+    let _ = client.kill();
+    let _ = client.wait();
+}
+
+#[test]
+fn bad_arguments_and_a_port_in_use_are_one_line_each() {
+    let engine = SimEngine::start("serve-bad", ENGINE);
+    let serve = Serve::start(&engine.name, &[]);
+    let port = serve.url.rsplit(':').next().unwrap().to_string();
+    let (code, _, err) = common::run_inspector(&[
+        "serve",
+        "--shm",
+        &engine.name,
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("cannot listen on 127.0.0.1:"), "{err}");
+    for (args, says) in [
+        (&["--listen", "nowhere"][..], "HOST:PORT"),
+        (
+            &["--listen", "0.0.0.0:0", "--allow-control"][..],
+            "loopback only",
+        ),
+        (&["--max-hz", "-3"][..], "rate"),
+        (&["--envs", "9"][..], "env 9 does not exist"),
+    ] {
+        let mut all = vec!["serve", "--shm", &engine.name];
+        all.extend_from_slice(args);
+        let (code, _, err) = common::run_inspector(&all);
+        assert_ne!(code, 0, "{args:?}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // Another subprotocol is refused at the handshake; serve goes on.
+    let addr = serve.url.trim_start_matches("ws://").to_string();
+    let stream = std::net::TcpStream::connect(&addr).unwrap();
+    let mut req =
+        tungstenite::client::IntoClientRequest::into_client_request(serve.url.as_str()).unwrap();
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "foxglove.websocket.v1".parse().unwrap(),
+    );
+    assert!(tungstenite::client(req, stream).is_err());
+    let mut c = serve.connect();
+    // Malformed messages: a line in the log each, and the connection serves on.
+    c.send_text("{not json").unwrap();
+    serve.log_line("client error");
+    c.send_text(r#"{"op":"subscribe","subscriptions":[{"id":5,"channelId":999}]}"#)
+        .unwrap();
+    serve.log_line("told a client");
+    c.send_text(r#"{"op":"unsubscribe","subscriptionIds":[77]}"#)
+        .unwrap();
+    let ids = channels(&mut c, &["/lrbc/serve/status"]);
+    c.subscribe(&ids).unwrap();
+    messages(&mut c, "/lrbc/serve/status", 1);
+}
