@@ -264,7 +264,8 @@ fn a_served_run_matches_a_recording_of_it_and_says_what_it_is() {
             r.frame_seq()
         );
         assert_eq!(floats(r.observations()), floats(s.observations()));
-        assert_eq!(floats(r.actions()), floats(s.actions()));
+        // (Actions are the trainer's, published under action_seq: a copy of frame N
+        // holds the actions of step N or of N+1, whichever were there when it was made.)
         assert_eq!(r.dones().unwrap().bytes(), s.dones().unwrap().bytes());
         same += 1;
     }
@@ -420,4 +421,137 @@ fn bad_arguments_and_a_port_in_use_are_one_line_each() {
     let ids = channels(&mut c, &["/lrbc/serve/status"]);
     c.subscribe(&ids).unwrap();
     messages(&mut c, "/lrbc/serve/status", 1);
+}
+
+/// The folder of the Node packages the test command installs (`.ci/test`).
+fn node_modules() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/nodedeps/node_modules")
+}
+
+#[test]
+fn foxglove_s_own_client_library_reads_frames_and_images() {
+    assert!(
+        node_modules().join("@foxglove/ws-protocol").is_dir(),
+        "run the test command (.ci/test), which installs @foxglove/ws-protocol under target/nodedeps"
+    );
+    let engine = SimEngine::start("serve-node", &["--preset", "cams64", "--camera-hz", "50"]);
+    let mut client = sim_client(&engine.name, "200");
+    let serve = Serve::start(&engine.name, &["--images", "--envs", "0"]);
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node/foxglove_client.cjs");
+    let node = std::process::Command::new("node")
+        .arg(script)
+        .args([serve.url.as_str(), "100", "3"])
+        .env("NODE_PATH", node_modules())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let out = common::wait_with_deadline(node);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert!(
+        v["server"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("lrbc-inspector"),
+        "{v}"
+    );
+    let topics: Vec<&str> = v["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["topic"].as_str().unwrap())
+        .collect();
+    assert!(
+        topics.contains(&"/lrbc/frame") && topics.contains(&"/lrbc/camera/env0"),
+        "{v}"
+    );
+    let frame = v["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["topic"] == "/lrbc/frame")
+        .unwrap();
+    assert_eq!(frame["schemaName"], "lrbc.recording.Frame");
+    assert_eq!(frame["schemaEncoding"], "flatbuffer");
+    assert!(v["frames"].as_u64() >= Some(100), "{v}");
+    assert_eq!(v["seqsIncreasing"], true, "{v}");
+    assert_eq!(v["rewards"], 64, "{v}");
+    assert!(v["images"].as_u64() >= Some(3), "{v}");
+    assert_eq!(v["imageSchema"], "foxglove.RawImage");
+    let _ = client.kill();
+    let _ = client.wait();
+}
+
+#[test]
+fn serve_follows_the_engine_across_a_restart_and_re_advertises() {
+    let engine = SimEngine::start("serve-restart", ENGINE);
+    let name = engine.name.clone();
+    let mut client = sim_client(&name, "200");
+    let serve = Serve::start(&name, &[]);
+    let mut c = serve.connect();
+    let ids = channels(&mut c, &["/lrbc/frame"]);
+    c.subscribe(&ids).unwrap();
+    let before = messages(&mut c, "/lrbc/frame", 20);
+    let f = recording_fb::root_as_frame(&before[0].1).unwrap();
+    assert_eq!(f.rewards().unwrap().len(), 6);
+    let _ = client.kill();
+    let _ = client.wait();
+    // The engine stops (removing its segment), and another starts under the same name
+    // with 9 envs.
+    drop(engine);
+    let mut second = Guarded::new(
+        inspector()
+            .args([
+                "sim", "engine", "--name", &name, "--envs", "9", "--obs", "3",
+            ])
+            .args(["--act", "1", "--image", "none"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let path = std::path::Path::new("/dev/shm").join(&name);
+    let deadline = Instant::now() + DEADLINE;
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "the second engine did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut client = sim_client(&name, "200");
+    // The old frame channel goes, a new one comes: subscribe to it.
+    let old = ids[0];
+    let deadline = Instant::now() + DEADLINE;
+    let new = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the frame channel was not re-advertised"
+        );
+        let _ = c.next(Duration::from_millis(100)).unwrap();
+        if let Some(ch) = c
+            .channels
+            .values()
+            .find(|ch| ch.topic == "/lrbc/frame" && ch.id != old)
+        {
+            assert!(
+                !c.channels.contains_key(&old),
+                "the old channel is withdrawn"
+            );
+            break ch.id;
+        }
+    };
+    c.subscribe(&[new]).unwrap();
+    let after = messages(&mut c, "/lrbc/frame", 20);
+    let f = recording_fb::root_as_frame(&after[0].1).unwrap();
+    assert_eq!(f.rewards().unwrap().len(), 9);
+    serve.log_line("re-attached");
+    let _ = client.kill();
+    let _ = client.wait();
+    common::interrupt(second.child().id());
+    let _ = std::fs::remove_file(&path);
 }

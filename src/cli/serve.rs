@@ -198,8 +198,11 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         }
         if Instant::now() >= next_state {
             next_state += STATE_EVERY;
+            let previous = (report.state, report.note.clone());
             report = watcher.tick();
-            if let Some(note) = &report.note {
+            if let Some(note) = &report.note
+                && (report.state, Some(note)) != (previous.0, previous.1.as_ref())
+            {
                 eprintln!("serve: {}: {note}", report.state.as_str());
             }
             if watcher.reattach_count != reattached {

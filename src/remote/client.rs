@@ -186,6 +186,25 @@ impl Connection {
                     self.services.insert(s.name.clone(), s.id);
                 }
             }
+            // The server sends an advertisement before it can take subscriptions to it
+            // (foxglove 0.30): a subscription that came too soon is made again.
+            ServerMessage::Status {
+                level: 2, message, ..
+            } => {
+                let early = message
+                    .strip_prefix("Unknown channel ID: ")
+                    .and_then(|id| id.trim().parse::<u64>().ok())
+                    .filter(|id| self.channels.contains_key(id));
+                let pairs: Vec<(u32, u64)> = (self.subscriptions.iter())
+                    .filter(|&(_, c)| Some(*c) == early)
+                    .map(|(&s, &c)| (s, c))
+                    .collect();
+                if !pairs.is_empty() {
+                    self.ws
+                        .send(WsMessage::text(wire::subscribe(&pairs)))
+                        .map_err(|e| self.closed(e))?;
+                }
+            }
             ServerMessage::UnadvertiseServices(ids) => {
                 self.services.retain(|_, id| !ids.contains(id));
             }

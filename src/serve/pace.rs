@@ -118,13 +118,14 @@ mod tests {
         let mut p = Pacer::default();
         p.limit(0, 100.0);
         let mut sent = Vec::new();
-        // A message each millisecond for one second.
+        // A message each millisecond for one second, offered and then the waiting
+        // ones sent, as the server does.
         for t in 0..1000 {
             let now = t * MS;
-            p.due(now, &mut sent);
             if let Some(m) = p.offer(now, message(0, t)) {
                 sent.push(m);
             }
+            p.due(now, &mut sent);
         }
         assert_eq!(sent.len(), 100);
         // Each one the newest when it went: on the cadence of 10 ms.
