@@ -55,6 +55,20 @@ pub enum BenchCommand {
         #[arg(long, default_value = "90", value_parser = super::args::seconds_f64)]
         rate_secs: f64,
     },
+    /// `serve` with loopback viewers: the share of frames delivered and their latency
+    /// (cams64 with images, train4096, at 1 kHz, with and without limits), a viewer that
+    /// stops reading, and what serving costs the engine's unpaced rate.
+    Serve {
+        /// Seconds of each share measurement.
+        #[arg(long, default_value = "10", value_parser = super::args::seconds_f64)]
+        secs: f64,
+        /// Seconds of the run in which `serve` is switched off and on.
+        #[arg(long, default_value = "90", value_parser = super::args::seconds_f64)]
+        rate_secs: f64,
+        /// Seconds a viewer stops reading.
+        #[arg(long, default_value = "60", value_parser = super::args::seconds_f64)]
+        stall_secs: f64,
+    },
     /// `watch` against the numpy poller a user would write, interleaved in one run: frames
     /// lost, CPU and wake-ups per second (cams64 and train4096 at 250 Hz, 1 kHz, 2 kHz).
     Poller(super::pollerbench::PollerBenchArgs),
@@ -221,6 +235,11 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
         BenchCommand::Soak(args) => super::soak::run(args),
         BenchCommand::Poller(args) => super::pollerbench::run(args),
         BenchCommand::Record { secs, rate_secs } => super::recbench::run(*secs, *rate_secs),
+        BenchCommand::Serve {
+            secs,
+            rate_secs,
+            stall_secs,
+        } => super::servebench::run(*secs, *rate_secs, *stall_secs),
         BenchCommand::Export(args) => super::export::bench(args),
         BenchCommand::Open(args) => super::openbench::run(args),
     }

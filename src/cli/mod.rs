@@ -16,6 +16,7 @@ mod recbench;
 mod record;
 pub mod screenshots;
 mod serve;
+mod servebench;
 mod sim;
 mod soak;
 mod traffic;

@@ -203,6 +203,9 @@ pub(super) enum Observer {
     /// `record` of every env's rewards and dones and 8 envs' observations, to a file in
     /// the temporary folder named after the segment.
     Record,
+    /// `serve` on a loopback port, with a viewer in this process subscribed to every
+    /// channel.
+    Serve,
 }
 
 impl Observer {
@@ -213,6 +216,7 @@ impl Observer {
             Observer::HeadlessApp => "the app, every panel, no window (no raster)",
             Observer::Window => "the window (every panel)",
             Observer::Record => "`record --envs 0-7` (to a file)",
+            Observer::Serve => "`serve` and a loopback viewer of everything",
         }
     }
 
@@ -224,6 +228,7 @@ impl Observer {
             Observer::HeadlessApp => vec!["bench".into(), "headless-app".into()],
             // The binary with no subcommand opens the window on $DISPLAY.
             Observer::Window => Vec::new(),
+            Observer::Serve => vec!["serve".into()],
             Observer::Record => vec![
                 "record".into(),
                 "--envs".into(),
@@ -247,18 +252,36 @@ pub(super) fn record_file(name: &str) -> std::path::PathBuf {
 struct Switched {
     process: ChildProcess,
     on: bool,
+    /// The viewer of [`Observer::Serve`].
+    _viewer: Option<super::servebench::Viewer>,
 }
 
 impl Switched {
     fn start(observer: Observer, name: &str) -> Result<Self, CliError> {
-        let process = ChildProcess::spawn("observer", &observer.args(name), Stdio::null())?;
+        let mut args = observer.args(name);
+        let port = super::servebench::free_port()?;
+        if observer == Observer::Serve {
+            args.extend(["--listen".into(), format!("127.0.0.1:{port}")]);
+        }
+        let process = ChildProcess::spawn("observer", &args, Stdio::null())?;
         // Let it attach (a window: open and draw its first frames).
         std::thread::sleep(if observer == Observer::Window {
             Duration::from_secs(3)
         } else {
             Duration::from_millis(500)
         });
-        Ok(Self { process, on: true })
+        let viewer = if observer == Observer::Serve {
+            Some(super::servebench::Viewer::start(&format!(
+                "ws://127.0.0.1:{port}"
+            ))?)
+        } else {
+            None
+        };
+        Ok(Self {
+            process,
+            on: true,
+            _viewer: viewer,
+        })
     }
 
     fn set(&mut self, on: bool) {
@@ -436,6 +459,7 @@ pub(super) fn observer_cost(observer: Observer, secs: f64, tag: &str) -> Result<
         Observer::HeadlessApp => "app",
         Observer::Window => "window",
         Observer::Record => "record",
+        Observer::Serve => "serve",
     };
     let mut cpu_on: Vec<(String, f64)> = cpu_on
         .into_iter()

@@ -85,6 +85,21 @@ pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
+    #[test]
+    fn a_listener_set_to_nodelay_accepts_connections_with_nodelay() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let before = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        assert!(!accepted.nodelay().unwrap(), "off by default");
+        assert_eq!(nodelay_on_listeners(port), 1);
+        let _after = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        assert!(accepted.nodelay().unwrap(), "inherited from the listener");
+        drop(before);
+    }
+
     const STAT: &str = "cpu  709770 11874 120869 1571559 2358 0 1062 2028 0 0\n\
                         cpu0 354885 5937 60434 785779 1179 0 531 1014 0 0\n";
 

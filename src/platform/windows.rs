@@ -62,6 +62,12 @@ pub fn thread_cpu_ns() -> u64 {
 /// Timer slack is a Linux setting; Windows' sleeps are as short as its timer allows.
 pub fn set_timer_slack_ns(_slack_ns: u64) {}
 
+/// Not done on Windows (its sockets are not enumerable by number): the server's small
+/// messages may wait for the peer's delayed acknowledgement. None set.
+pub fn nodelay_on_listeners(_port: u16) -> usize {
+    0
+}
+
 /// Nothing to tune: the Windows heap returns large blocks to the system by itself.
 pub fn keep_large_allocations_mapped() {}
 

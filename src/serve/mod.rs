@@ -180,6 +180,9 @@ impl Server {
             addr: format!("{}:{}", settings.host, settings.port),
             cause: e.to_string(),
         })?;
+        // Frames of a few envs are small messages: without this they would wait for the
+        // client's delayed acknowledgement (tens of milliseconds).
+        crate::platform::nodelay_on_listeners(handle.port());
         let unix_now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i128);

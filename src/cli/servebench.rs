@@ -1,0 +1,312 @@
+//! `bench serve`: what `serve` with a loopback client costs the engine, the share of
+//! frames a client gets and how late, bytes per second with the limits, and a stalled
+//! client (figures in docs/benchmarks.md).
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::CliError;
+use super::children::ChildProcess;
+use super::uibench::{Observer, fmt_cpu, observer_cost, start};
+use crate::remote::Connection;
+use crate::remote::wire::ServerMessage;
+use crate::sim::engine::Preset;
+use crate::sync::lock;
+
+/// What a viewer received.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Tally {
+    pub frames: u64,
+    pub bytes: u64,
+    pub by_topic: BTreeMap<String, (u64, u64)>,
+    /// The engine's stamp (`frame_time_ns`) to arrival, ns, of each frame.
+    pub latency_ns: Vec<u64>,
+    /// The follower's copy (`sampled_ns`, just after publication) to arrival, ns.
+    pub copy_latency_ns: Vec<u64>,
+    pub first_seq: Option<u64>,
+    pub last_seq: u64,
+}
+
+/// A client on its own thread that subscribes to every channel and counts what comes;
+/// `stalled` stops it reading (its connection stays open).
+pub(super) struct Viewer {
+    pub tally: Arc<Mutex<Tally>>,
+    pub stalled: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Viewer {
+    pub fn start(url: &str) -> Result<Self, CliError> {
+        let mut c = Connection::connect(url, Duration::from_secs(10))
+            .map_err(|e| CliError::Other(e.to_string()))?;
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        let stalled = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (t, s, st) = (Arc::clone(&tally), Arc::clone(&stalled), Arc::clone(&stop));
+        let thread = std::thread::Builder::new()
+            .name("bench-viewer".into())
+            .spawn(move || {
+                let mut subscribed = std::collections::BTreeSet::new();
+                // Relaxed: flags with no data behind them.
+                while !st.load(Ordering::Relaxed) {
+                    if s.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue;
+                    }
+                    let new: Vec<u64> = (c.channels.keys())
+                        .filter(|id| !subscribed.contains(*id))
+                        .copied()
+                        .collect();
+                    if !new.is_empty() {
+                        subscribed.extend(new.iter().copied());
+                        if c.subscribe(&new).is_err() {
+                            return;
+                        }
+                    }
+                    let m = match c.next(Duration::from_millis(50)) {
+                        Ok(Some(m)) => m,
+                        Ok(None) => continue,
+                        Err(_) => return,
+                    };
+                    let ServerMessage::MessageData {
+                        subscription, data, ..
+                    } = m
+                    else {
+                        continue;
+                    };
+                    let now = crate::clock::monotonic_now_ns();
+                    let topic = c
+                        .channel_of(subscription)
+                        .map_or_else(String::new, |ch| ch.topic.clone());
+                    let mut t = lock(&t);
+                    t.bytes += data.len() as u64;
+                    let e = t.by_topic.entry(topic.clone()).or_default();
+                    e.0 += 1;
+                    e.1 += data.len() as u64;
+                    if topic == crate::recording::FRAME_TOPIC
+                        && let Ok(f) = crate::rpc::recording_fb::root_as_frame(&data)
+                    {
+                        t.frames += 1;
+                        t.first_seq.get_or_insert(f.frame_seq());
+                        t.last_seq = f.frame_seq();
+                        if f.frame_time_ns() != 0 {
+                            t.latency_ns.push(now.saturating_sub(f.frame_time_ns()));
+                        }
+                        t.copy_latency_ns.push(now.saturating_sub(f.sampled_ns()));
+                    }
+                }
+            })
+            .map_err(|e| CliError::Other(format!("cannot start a viewer: {e}")))?;
+        Ok(Self {
+            tally,
+            stalled,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// What came so far, and starts counting again.
+    pub fn take(&self) -> Tally {
+        std::mem::take(&mut *lock(&self.tally))
+    }
+}
+
+impl Drop for Viewer {
+    fn drop(&mut self) {
+        // Relaxed: a flag with no data behind it.
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A free loopback port now.
+pub(super) fn free_port() -> Result<u16, CliError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| CliError::Other(format!("no free port: {e}")))
+}
+
+/// `serve` of segment `name` on a free port with `extra` options; its URL.
+fn serve(name: &str, extra: &[&str]) -> Result<(ChildProcess, String), CliError> {
+    let port = free_port()?;
+    let mut args: Vec<String> = vec![
+        "serve".into(),
+        "--shm".into(),
+        name.into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let p = ChildProcess::spawn("server", &args, Stdio::null())?;
+    let url = format!("ws://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            return Err(CliError::Other("serve did not listen within 10 s".into()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((p, url))
+}
+
+fn frame_seq(name: &str) -> u64 {
+    crate::attach::attach(
+        &crate::attach::Target::Shm(name.to_string()),
+        crate::layout::LayoutChoice::Auto,
+    )
+    .ok()
+    .and_then(|a| a.segment.load_u64(a.geometry.counters.frame_seq))
+    .unwrap_or(0)
+}
+
+fn percentile(v: &mut [u64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_unstable();
+    let i = ((v.len() - 1) as f64 * q).round() as usize;
+    v[i] as f64 / 1e6
+}
+
+/// Frames a viewer got of those published over `secs`, and their lateness.
+fn share(name: &str, url: &str, secs: f64, label: &str) -> Result<(), CliError> {
+    let viewer = Viewer::start(url)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let _ = viewer.take();
+    let f0 = frame_seq(name);
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    let f1 = frame_seq(name);
+    let mut t = viewer.take();
+    let published = f1.saturating_sub(f0);
+    let p50 = percentile(&mut t.latency_ns, 0.5);
+    let p99 = percentile(&mut t.latency_ns, 0.99);
+    let c50 = percentile(&mut t.copy_latency_ns, 0.5);
+    let c99 = percentile(&mut t.copy_latency_ns, 0.99);
+    println!(
+        "  {label:<54} {published:>9} {:>9} {:>8.2}% {c50:>8.2} {c99:>8.2} {p50:>8.2} {p99:>8.2} {:>8.2}",
+        t.frames,
+        100.0 * t.frames as f64 / published.max(1) as f64,
+        t.bytes as f64 / 1e6 / secs,
+    );
+    Ok(())
+}
+
+pub fn run(secs: f64, rate_secs: f64, stall_secs: f64) -> Result<(), CliError> {
+    println!(
+        "bench serve: engine, client and `serve` in separate processes; the viewers run in this process"
+    );
+    println!(
+        "  {:<54} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "frames delivered to a loopback viewer",
+        "published",
+        "received",
+        "share",
+        "copy p50",
+        "copy p99",
+        "stamp50",
+        "stamp99",
+        "MB/s"
+    );
+    println!(
+        "  (latency in ms to arrival: from the follower's copy just after publication, and from the engine's stamp)"
+    );
+    {
+        let run = start(Preset::Cams64, (Some(1000.0), "random"), None, "srv-cams")?;
+        let (_s, url) = serve(&run.name, &[])?;
+        share(&run.name, &url, secs, "cams64 at 1 kHz")?;
+        let (_s, url) = serve(&run.name, &["--images"])?;
+        share(&run.name, &url, secs, "cams64 at 1 kHz, --images")?;
+        let (_s, url) = serve(
+            &run.name,
+            &["--images", "--max-hz", "60", "--image-hz", "10"],
+        )?;
+        share(
+            &run.name,
+            &url,
+            secs,
+            "cams64 at 1 kHz, --images --max-hz 60 --image-hz 10",
+        )?;
+    }
+    {
+        let run = start(
+            Preset::Train4096,
+            (Some(1000.0), "random"),
+            None,
+            "srv-train",
+        )?;
+        let (_s, url) = serve(&run.name, &[])?;
+        share(&run.name, &url, secs, "train4096 at 1 kHz")?;
+        let (_s, url) = serve(&run.name, &["--max-hz", "60"])?;
+        share(&run.name, &url, secs, "train4096 at 1 kHz, --max-hz 60")?;
+    }
+    stalled(stall_secs)?;
+    println!(
+        "engine's unpaced lock-step rate, train4096, `serve` (with a viewer subscribed to \
+         everything) switched off and on in windows of 0.1 s, blocks of off-on-on-off, \
+         {rate_secs:.0} s of one run:"
+    );
+    let c = observer_cost(Observer::Serve, rate_secs, "srv-rate")?;
+    let crate::stats::Interval {
+        estimate,
+        low,
+        high,
+    } = crate::stats::geometric_mean(&c.blocks).unwrap_or(crate::stats::Interval {
+        estimate: 0.0,
+        low: 0.0,
+        high: 0.0,
+    });
+    println!(
+        "  with {:<40} ratio {estimate:.3} (95 % CI {low:.3}–{high:.3}, {} blocks; {:.0} vs {:.0} steps/s); {}",
+        Observer::Serve.label(),
+        c.blocks.len(),
+        c.rate_on,
+        c.rate_off,
+        fmt_cpu(&c.cpu_on)
+    );
+    Ok(())
+}
+
+/// A viewer stops reading for `secs`: serve's resident memory, and another viewer's share.
+fn stalled(secs: f64) -> Result<(), CliError> {
+    let run = start(Preset::Cams64, (Some(1000.0), "random"), None, "srv-stall")?;
+    let (s, url) = serve(&run.name, &["--images"])?;
+    let stalled = Viewer::start(&url)?;
+    let other = Viewer::start(&url)?;
+    std::thread::sleep(Duration::from_secs(2));
+    let window = Duration::from_secs_f64(secs.min(10.0));
+    let _ = other.take();
+    let f0 = frame_seq(&run.name);
+    std::thread::sleep(window);
+    let before = other.take().frames as f64 / frame_seq(&run.name).saturating_sub(f0).max(1) as f64;
+    let rss0 = crate::platform::resident_kib(s.pid()).unwrap_or(0);
+    // Relaxed: a flag with no data behind it.
+    stalled.stalled.store(true, Ordering::Relaxed);
+    let mut peak = rss0;
+    let f0 = frame_seq(&run.name);
+    let t0 = Instant::now();
+    while t0.elapsed().as_secs_f64() < secs {
+        std::thread::sleep(Duration::from_millis(500));
+        peak = peak.max(crate::platform::resident_kib(s.pid()).unwrap_or(0));
+    }
+    let during = other.take().frames as f64 / frame_seq(&run.name).saturating_sub(f0).max(1) as f64;
+    let rss1 = crate::platform::resident_kib(s.pid()).unwrap_or(0);
+    println!(
+        "a viewer of cams64 at 1 kHz with images stops reading for {secs:.0} s: serve's resident memory {:.1} MiB at the stall, {:.1} MiB at its end, peak {:.1} MiB (+{:.1} MiB); the other viewer's share of frames {:.2} % before, {:.2} % during",
+        rss0 as f64 / 1024.0,
+        rss1 as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        peak.saturating_sub(rss0) as f64 / 1024.0,
+        100.0 * before,
+        100.0 * during,
+    );
+    drop(other);
+    drop(stalled);
+    Ok(())
+}
