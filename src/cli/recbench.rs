@@ -23,7 +23,7 @@ fn counts(path: &Path) -> Result<BTreeMap<String, u64>, CliError> {
 
 /// Records `run`'s segment for `secs` with `extra` options; returns the counts and the
 /// file's size.
-fn record_for(
+pub(super) fn record_for(
     name: &str,
     secs: f64,
     extra: &[&str],
