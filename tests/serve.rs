@@ -23,7 +23,7 @@ use lrbc_inspector::rpc::recording_fb;
 /// A running `serve`: the process, its address and its log lines (stderr).
 struct Serve {
     /// Killed when the test ends.
-    _child: Guarded,
+    child: Guarded,
     url: String,
     log: Receiver<String>,
 }
@@ -55,7 +55,7 @@ impl Serve {
             .to_string();
         assert!(url.starts_with("ws://127.0.0.1:"), "{url}");
         Self {
-            _child: Guarded::new(child),
+            child: Guarded::new(child),
             url,
             log,
         }
@@ -554,4 +554,97 @@ fn serve_follows_the_engine_across_a_restart_and_re_advertises() {
     let _ = client.wait();
     common::interrupt(second.child().id());
     let _ = std::fs::remove_file(&path);
+}
+
+/// serve's resident memory, KiB.
+fn resident_kib(pid: u32) -> u64 {
+    lrbc_inspector::platform::resident_kib(pid).unwrap()
+}
+
+#[test]
+fn a_client_that_stops_reading_holds_up_neither_memory_nor_the_other_clients() {
+    let engine = SimEngine::start("serve-stall", &["--preset", "cams64", "--camera-hz", "100"]);
+    let mut client = sim_client(&engine.name, "1000");
+    let mut serve = Serve::start(&engine.name, &["--images", "--image-hz", "0"]);
+    // The stalled client subscribes to everything and never reads again.
+    let mut stalled = serve.connect();
+    let ids: Vec<u64> = channels(&mut stalled, &["/lrbc/frame", "/lrbc/camera/env0"]);
+    let all: Vec<u64> = stalled.channels.keys().copied().collect();
+    assert!(all.len() >= ids.len());
+    stalled.subscribe(&all).unwrap();
+    let mut other = serve.connect();
+    let ids = channels(&mut other, &["/lrbc/frame"]);
+    other.subscribe(&ids).unwrap();
+    messages(&mut other, "/lrbc/frame", 100);
+    let pid = serve.child.child().id();
+    let start = resident_kib(pid);
+    // While the stalled client's queue and socket fill and stay full, the other client
+    // gets frames without a gap it did not see in serve's counts.
+    let mut last = None;
+    let mut gaps = 0;
+    for (_, data) in messages(&mut other, "/lrbc/frame", 3000) {
+        let seq = recording_fb::root_as_frame(&data).unwrap().frame_seq();
+        if let Some(l) = last
+            && seq != l + 1
+        {
+            gaps += 1;
+        }
+        last = Some(seq);
+    }
+    let grown = resident_kib(pid).saturating_sub(start);
+    assert!(grown < 64 * 1024, "serve grew by {grown} KiB");
+    // The follower may miss a frame on a loaded machine; the other client lost none of
+    // those served.
+    assert!(gaps < 30, "{gaps} gaps in 3000 frames");
+    drop(stalled);
+    let _ = client.kill();
+    let _ = client.wait();
+}
+
+#[test]
+fn two_hundred_clients_that_connect_and_drop_leave_serve_as_it_was() {
+    let engine = SimEngine::start("serve-churn", ENGINE);
+    let mut client = sim_client(&engine.name, "200");
+    let mut serve = Serve::start(&engine.name, &[]);
+    let mut reader = serve.connect();
+    let ids = channels(&mut reader, &["/lrbc/frame"]);
+    reader.subscribe(&ids).unwrap();
+    messages(&mut reader, "/lrbc/frame", 10);
+    let pid = serve.child.child().id();
+    let start = resident_kib(pid);
+    for i in 0..200 {
+        let mut c = serve.connect();
+        if i % 2 == 0 {
+            let ids = channels(&mut c, &["/lrbc/frame"]);
+            c.subscribe(&ids).unwrap();
+            let _ = c.next(Duration::from_millis(5));
+        }
+        // Half close properly, half just drop the socket.
+        if i % 4 < 2 {
+            c.close();
+        }
+        // The reader keeps reading throughout.
+        let _ = reader.next(Duration::from_millis(1)).unwrap();
+    }
+    messages(&mut reader, "/lrbc/frame", 50);
+    let grown = resident_kib(pid).saturating_sub(start);
+    assert!(
+        grown < 16 * 1024,
+        "serve grew by {grown} KiB over 200 clients"
+    );
+    // One line for each client registered and each gone.
+    let mut registered = 0;
+    let mut gone = 0;
+    let deadline = Instant::now() + DEADLINE;
+    while gone < 200 {
+        assert!(
+            Instant::now() < deadline,
+            "{registered} registered, {gone} gone"
+        );
+        let line = serve.log.recv_timeout(DEADLINE).unwrap();
+        registered += usize::from(line.contains(": registered client"));
+        gone += usize::from(line.contains("unregistered client"));
+    }
+    let _ = client.kill();
+    let _ = client.wait();
 }

@@ -223,6 +223,21 @@ pub fn run(secs: f64, rate_secs: f64, stall_secs: f64) -> Result<(), CliError> {
         share(&run.name, &url, secs, "cams64 at 1 kHz")?;
         let (_s, url) = serve(&run.name, &["--images"])?;
         share(&run.name, &url, secs, "cams64 at 1 kHz, --images")?;
+        // `record` at the same pace, side by side: the share of frames it keeps.
+        let (c, size) = super::recbench::record_for(&run.name, secs, &["--images"])?;
+        let get = |k: &str| c.get(k).copied().unwrap_or(0);
+        let published = get("frames_seen") + get("frames_missed") + get("frames_skipped");
+        println!(
+            "  {:<54} {published:>9} {:>9} {:>8.2}% {:>8} {:>8} {:>8} {:>8} {:>8.2}",
+            "(`record --images` to a file, for comparison)",
+            get("frames_recorded"),
+            100.0 * get("frames_recorded") as f64 / published.max(1) as f64,
+            "–",
+            "–",
+            "–",
+            "–",
+            size as f64 / 1e6 / secs,
+        );
         let (_s, url) = serve(
             &run.name,
             &["--images", "--max-hz", "60", "--image-hz", "10"],
