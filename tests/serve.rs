@@ -573,29 +573,39 @@ fn a_client_that_stops_reading_holds_up_neither_memory_nor_the_other_clients() {
     assert!(all.len() >= ids.len());
     stalled.subscribe(&all).unwrap();
     let mut other = serve.connect();
-    let ids = channels(&mut other, &["/lrbc/frame"]);
+    let ids = channels(&mut other, &["/lrbc/frame", "/lrbc/serve/status"]);
     other.subscribe(&ids).unwrap();
     messages(&mut other, "/lrbc/frame", 100);
     let pid = serve.child.child().id();
     let start = resident_kib(pid);
     // While the stalled client's queue and socket fill and stay full, the other client
-    // gets frames without a gap it did not see in serve's counts.
-    let mut last = None;
-    let mut gaps = 0;
-    for (_, data) in messages(&mut other, "/lrbc/frame", 3000) {
-        let seq = recording_fb::root_as_frame(&data).unwrap().frame_seq();
-        if let Some(l) = last
-            && seq != l + 1
-        {
-            gaps += 1;
-        }
-        last = Some(seq);
-    }
+    // gets every frame serve had: a frame it did not get is one the frame follower
+    // missed, tore or skipped (a loaded machine), as serve's status counts them.
+    let frames = messages(&mut other, "/lrbc/frame", 3000);
+    let seqs: Vec<u64> = frames
+        .iter()
+        .map(|(_, d)| recording_fb::root_as_frame(d).unwrap().frame_seq())
+        .collect();
+    let status = messages(&mut other, "/lrbc/serve/status", 1);
+    let status: serde_json::Value = serde_json::from_slice(&status[0].1).unwrap();
+    let c = &status["capture"];
+    let lost_by_capture: u64 = [
+        "frames_missed",
+        "frames_torn",
+        "frames_skipped",
+        "frames_unreadable",
+    ]
+    .iter()
+    .map(|k| c[k].as_u64().unwrap())
+    .sum();
+    let span = seqs[seqs.len() - 1] - seqs[0] + 1;
+    let not_received = span - seqs.len() as u64;
+    assert!(
+        not_received <= lost_by_capture,
+        "{not_received} frames not received, {lost_by_capture} lost by the capture: {status}"
+    );
     let grown = resident_kib(pid).saturating_sub(start);
     assert!(grown < 64 * 1024, "serve grew by {grown} KiB");
-    // The follower may miss a frame on a loaded machine; the other client lost none of
-    // those served.
-    assert!(gaps < 30, "{gaps} gaps in 3000 frames");
     drop(stalled);
     let _ = client.kill();
     let _ = client.wait();

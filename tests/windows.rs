@@ -400,3 +400,89 @@ fn an_engine_restarted_under_the_same_name_while_watched_can_create_it_and_is_fo
     let _ = watch.kill();
     let _ = watch.wait();
 }
+
+#[test]
+fn serve_is_read_by_the_tool_s_client_and_toggles_a_service_when_allowed() {
+    use lrbc_inspector::remote::Connection;
+    use lrbc_inspector::remote::wire::ServerMessage;
+    let engine = Engine::start();
+    let name = engine.name.clone();
+    json_when_ready(&["dump", "--shm", &name, "--json"]);
+    let mut client = Guarded::new(
+        inspector()
+            .args(["sim", "client", "--shm", &name, "--hz", "200"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut serve = inspector()
+        .args([
+            "serve",
+            "--shm",
+            &name,
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-control",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = line_channel(serve.stdout.take().unwrap());
+    let mut serve = Guarded::new(serve);
+    let first = next_line(&out, "serve's first line");
+    let url = first.strip_prefix("listening on ").unwrap().to_string();
+    let mut c = Connection::connect(&url, Duration::from_secs(10)).unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    let frame = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no frame channel, or no control service"
+        );
+        c.next(Duration::from_millis(100)).unwrap();
+        let frame = c.channels.values().find(|ch| ch.topic == "/lrbc/frame");
+        if let Some(f) = frame
+            && c.services.contains_key("/lrbc/control/set_service")
+        {
+            break f.id;
+        }
+    };
+    let sub = c.subscribe(&[frame]).unwrap()[0];
+    let mut seqs = Vec::new();
+    while seqs.len() < 20 {
+        assert!(Instant::now() < deadline, "{} frames", seqs.len());
+        if let Some(ServerMessage::MessageData {
+            subscription, data, ..
+        }) = c.next(Duration::from_millis(100)).unwrap()
+            && subscription == sub
+        {
+            let f = lrbc_inspector::rpc::recording_fb::root_as_frame(&data).unwrap();
+            assert_eq!(f.rewards().unwrap().len(), 4);
+            seqs.push(f.frame_seq());
+        }
+    }
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let call = c
+        .call(
+            "/lrbc/control/set_service",
+            br#"{"service":"camera","enabled":false}"#,
+        )
+        .unwrap();
+    loop {
+        assert!(Instant::now() < deadline, "no answer to the control call");
+        match c.next(Duration::from_millis(100)).unwrap() {
+            Some(ServerMessage::ServiceResponse { call_id, .. }) if call_id == call => break,
+            Some(ServerMessage::ServiceCallFailure { message, .. }) => panic!("{message}"),
+            _ => {}
+        }
+    }
+    let flags = json_of(&["dump", "--shm", &name, "--json"])["header"]["service_flags"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(flags & (1 << 4), 0, "camera bit cleared: {flags:#x}");
+    c.close();
+    let _ = serve.child().kill();
+    let _ = client.child().kill();
+    drop(engine);
+}
