@@ -658,3 +658,37 @@ fn two_hundred_clients_that_connect_and_drop_leave_serve_as_it_was() {
     let _ = client.kill();
     let _ = client.wait();
 }
+
+#[test]
+fn serve_and_record_in_one_process_share_one_capture() {
+    let engine = SimEngine::start("serve-rec", ENGINE);
+    let mut client = sim_client(&engine.name, "200");
+    let out = common::temp_file("serve-record", "mcap");
+    let out_text = out.to_string_lossy().to_string();
+    let mut serve = Serve::start(&engine.name, &["--record", &out_text, "--duration", "3"]);
+    let mut c = serve.connect();
+    let ids = channels(&mut c, &["/lrbc/frame"]);
+    c.subscribe(&ids).unwrap();
+    let served: Vec<u64> = messages(&mut c, "/lrbc/frame", 100)
+        .iter()
+        .map(|(_, d)| recording_fb::root_as_frame(d).unwrap().frame_seq())
+        .collect();
+    let line = serve.log_line("written");
+    assert!(line.contains(&out_text), "{line}");
+    let status = serve.child.child().wait().unwrap();
+    assert!(status.success());
+    let bytes = std::fs::read(&out).unwrap();
+    let mut recorded = std::collections::BTreeSet::new();
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        if m.channel.topic == "/lrbc/frame" {
+            recorded.insert(recording_fb::root_as_frame(&m.data).unwrap().frame_seq());
+        }
+    }
+    // One capture: every frame served is in the file.
+    assert!(served.iter().all(|s| recorded.contains(s)), "{served:?}");
+    assert!(recorded.len() >= served.len());
+    let _ = std::fs::remove_file(&out);
+    let _ = client.kill();
+    let _ = client.wait();
+}

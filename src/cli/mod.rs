@@ -241,6 +241,10 @@ pub enum Command {
         /// Stop after this many seconds (units ms, s, min, h allowed).
         #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = args::positive_seconds)]
         duration: Option<Duration>,
+        /// Also record the run into this MCAP file, from the same capture (until the
+        /// engine is replaced).
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
         /// While the machine has no spare CPU, the frame follower uses at most this
         /// percent of one core and skips frames (counted); 0 follows every frame.
         #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
@@ -557,6 +561,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             allow_control,
             control_timeout,
             duration,
+            record,
             busy_budget,
         }) => serve::run(
             &target.require()?,
@@ -572,6 +577,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 allow_control,
                 control_timeout,
                 busy_budget: (busy_budget > 0.0).then_some(busy_budget),
+                record,
             },
         ),
         Some(Command::Control {

@@ -78,6 +78,83 @@ pub struct Options {
     pub allow_control: bool,
     pub control_timeout: Duration,
     pub busy_budget: Option<f32>,
+    /// Also record the run into this MCAP file, from the same capture.
+    pub record: Option<std::path::PathBuf>,
+}
+
+type FileRecorder = crate::record::Recorder<std::io::BufWriter<std::fs::File>>;
+
+/// The one capture of the run, feeding the server and, with `--record`, a file.
+enum Feed {
+    Capture(Box<Capture>),
+    Recording(Box<FileRecorder>, std::path::PathBuf),
+}
+
+impl Feed {
+    fn capture(&self) -> &Capture {
+        match self {
+            Self::Capture(c) => c,
+            Self::Recording(r, _) => r.capture(),
+        }
+    }
+
+    fn capture_mut(&mut self) -> &mut Capture {
+        match self {
+            Self::Capture(c) => c,
+            Self::Recording(r, _) => r.capture_mut(),
+        }
+    }
+
+    /// What was captured since the last call, appended to `out`.
+    fn poll(&mut self, out: &mut Vec<Message>) -> Result<(), CliError> {
+        match self {
+            Self::Capture(c) => {
+                c.poll(out);
+                Ok(())
+            }
+            Self::Recording(r, path) => r
+                .poll_into(Some(out))
+                .map(|_| ())
+                .map_err(|e| writing(path, &e)),
+        }
+    }
+
+    /// Frames and images are encoded for the file whoever subscribes.
+    fn set_encoding(&mut self, frames: bool, images: bool) {
+        let recording = matches!(self, Self::Recording(..));
+        self.capture_mut()
+            .set_encoding(frames || recording, images || recording);
+    }
+
+    /// Ends a chunk of the file each second: a killed `serve` leaves a file that reads
+    /// up to there.
+    fn end_chunk(&mut self) -> Result<(), CliError> {
+        match self {
+            Self::Capture(_) => Ok(()),
+            Self::Recording(r, path) => r.end_chunk().map_err(|e| writing(path, &e)),
+        }
+    }
+
+    /// Completes the file, if there is one; the line that says so.
+    fn finish(self) -> Result<Option<String>, CliError> {
+        match self {
+            Self::Capture(_) => Ok(None),
+            Self::Recording(r, path) => {
+                let c = r.finish().map_err(|e| writing(&path, &e))?;
+                Ok(Some(format!(
+                    "{} written: {} frames, {} ring entries, {} images",
+                    path.display(),
+                    c.frames_recorded,
+                    c.ring_entries,
+                    c.images
+                )))
+            }
+        }
+    }
+}
+
+fn writing(path: &std::path::Path, e: &crate::record::RecordError) -> CliError {
+    CliError::Other(format!("writing {}: {}", path.display(), e.cause()))
 }
 
 /// The envs served of a segment: as asked, those that exist.
@@ -156,14 +233,24 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         );
     }
     let mut watcher = Watcher::new(a.reopen().map_err(CliError::Attach)?, MonotonicClock);
-    let mut capture = capture_of(a, &o)?;
+    let capture = capture_of(a, &o)?;
+    let mut feed = match &o.record {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
+            let rec = crate::record::Recorder::of(capture, std::io::BufWriter::new(file))
+                .map_err(|e| writing(path, &e))?;
+            Feed::Recording(Box::new(rec), path.clone())
+        }
+        None => Feed::Capture(Box::new(capture)),
+    };
     let advertise = |server: &mut Server, capture: &Capture| {
         server
             .advertise(capture.prelude())
             .map_err(|e| CliError::Other(e.to_string()))
     };
-    advertise(&mut server, &capture)?;
-    server.send_metadata(capture.prelude());
+    advertise(&mut server, feed.capture())?;
+    server.send_metadata(feed.capture().prelude());
     // An observer: this thread runs in the time the engine and trainer leave over; the
     // frame follower, started above, keeps its own priority.
     crate::platform::lower_thread_priority(19);
@@ -178,14 +265,14 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let mut out: Vec<Message> = Vec::new();
     let why = loop {
         let (frames_wanted, images_wanted) = server.wants();
-        capture.set_encoding(frames_wanted, images_wanted);
-        capture.poll(&mut out);
+        feed.set_encoding(frames_wanted, images_wanted);
+        feed.poll(&mut out)?;
         // Streams add channels as they show up: advertised before their messages go.
-        advertise(&mut server, &capture)?;
+        advertise(&mut server, feed.capture())?;
         let now = monotonic_now_ns();
         if out.is_empty() {
             server.tick(now);
-            capture.wait(RING_EVERY);
+            feed.capture().wait(RING_EVERY);
         } else {
             server.publish(now, out.drain(..));
         }
@@ -211,11 +298,18 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
                 if o.allow_control {
                     *crate::sync::lock(&control) = new.reopen().ok();
                 }
-                // The old capture's last messages go first.
-                capture.stop_following();
-                capture.poll(&mut out);
+                // The old capture's last messages go first; a recording of the old
+                // segment is complete (the new one may have other envs and channels).
+                feed.capture_mut().stop_following();
+                feed.poll(&mut out)?;
                 server.publish(monotonic_now_ns(), out.drain(..));
-                capture = capture_of(new, &o)?;
+                let old = std::mem::replace(&mut feed, Feed::Capture(Box::new(capture_of(new, &o)?)));
+                if let Some(line) = old.finish()? {
+                    eprintln!(
+                        "serve: the segment was replaced: {line}; the new segment is served, not recorded"
+                    );
+                }
+                let capture = feed.capture();
                 server
                     .replace(capture.prelude())
                     .map_err(|e| CliError::Other(e.to_string()))?;
@@ -231,7 +325,8 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         }
         if Instant::now() >= next_line {
             next_line += Duration::from_secs(1);
-            let (counts, served) = (capture.counts(), server.counts());
+            feed.end_chunk()?;
+            let (counts, served) = (feed.capture().counts(), server.counts());
             let secs = last.2.elapsed().as_secs_f64().max(1e-3);
             let line = progress(&report, &counts, &served, &last, secs, server.clients());
             eprintln!("serve: {line}");
@@ -254,6 +349,9 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let served = server.counts();
     let clients = server.clients();
     server.stop();
+    if let Some(line) = feed.finish()? {
+        eprintln!("serve: {line}");
+    }
     eprintln!(
         "serve: {why}; {} messages ({} frames, {} images) served, {:.1} MB, {clients} clients at the end",
         served.messages,

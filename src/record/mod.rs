@@ -125,6 +125,15 @@ impl<W: Write + Seek + Send + 'static> Recorder<W> {
         self.capture.attached()
     }
 
+    /// The capture that feeds the file (and may feed other sinks: [`Recorder::poll_into`]).
+    pub fn capture(&self) -> &Capture {
+        &self.capture
+    }
+
+    pub fn capture_mut(&mut self) -> &mut Capture {
+        &mut self.capture
+    }
+
     pub fn counts(&self) -> Counts {
         self.capture.counts()
     }
@@ -148,11 +157,20 @@ impl<W: Write + Seek + Send + 'static> Recorder<W> {
     /// the last call. True when anything was captured. An error is the file's: the
     /// writer stopped at it.
     pub fn poll(&mut self) -> Result<bool, RecordError> {
+        self.poll_into(None)
+    }
+
+    /// [`Recorder::poll`], and the same messages appended to `also` (another sink of the
+    /// one capture: a server). The messages' bytes are shared, not copied.
+    pub fn poll_into(&mut self, also: Option<&mut Vec<Message>>) -> Result<bool, RecordError> {
         if let Some(e) = self.writer.take_error() {
             return Err(e);
         }
         let mut messages = Vec::new();
         self.capture.poll(&mut messages);
+        if let Some(also) = also {
+            also.extend(messages.iter().cloned());
+        }
         let p = self.capture.prelude();
         if (p.schemas.len(), p.channels.len()) != self.synced {
             self.synced = (p.schemas.len(), p.channels.len());
