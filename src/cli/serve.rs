@@ -303,7 +303,8 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
                 feed.capture_mut().stop_following();
                 feed.poll(&mut out)?;
                 server.publish(monotonic_now_ns(), out.drain(..));
-                let old = std::mem::replace(&mut feed, Feed::Capture(Box::new(capture_of(new, &o)?)));
+                let old =
+                    std::mem::replace(&mut feed, Feed::Capture(Box::new(capture_of(new, &o)?)));
                 if let Some(line) = old.finish()? {
                     eprintln!(
                         "serve: the segment was replaced: {line}; the new segment is served, not recorded"

@@ -123,6 +123,8 @@ pub struct Server {
     /// Unix time minus the monotonic clock, in ns, at start.
     unix_minus_monotonic_ns: i128,
     counts: ServeCounts,
+    /// Frames and images dropped by the limits of the channels of earlier captures.
+    dropped_before: (u64, u64),
     due: Vec<Message>,
 }
 
@@ -198,6 +200,7 @@ impl Server {
             image_hz: settings.image_hz,
             unix_minus_monotonic_ns: unix_now - i128::from(crate::clock::monotonic_now_ns()),
             counts: ServeCounts::default(),
+            dropped_before: (0, 0),
             due: Vec::new(),
         })
     }
@@ -271,6 +274,7 @@ impl Server {
     /// A new capture: every channel of the old one goes (clients are told), the new
     /// prelude's channels and metadata come.
     pub fn replace(&mut self, prelude: &Prelude) -> Result<(), ServeError> {
+        self.dropped_before = (self.counts.frames_dropped, self.counts.images_dropped);
         for c in self.channels.drain(..) {
             c.close();
         }
@@ -348,7 +352,7 @@ impl Server {
             self.send(&m);
         }
         self.due = due;
-        let (mut frames, mut images) = (0, 0);
+        let (mut frames, mut images) = self.dropped_before;
         for (i, k) in self.kinds.iter().enumerate() {
             match k {
                 ChannelKind::Frame => frames += self.pacer.dropped(i),
@@ -356,8 +360,8 @@ impl Server {
                 ChannelKind::Other => {}
             }
         }
-        self.counts.frames_dropped = self.counts.frames_dropped.max(frames);
-        self.counts.images_dropped = self.counts.images_dropped.max(images);
+        self.counts.frames_dropped = frames;
+        self.counts.images_dropped = images;
     }
 
     fn send(&mut self, m: &Message) {
