@@ -9,6 +9,7 @@ mod demo;
 mod dump;
 mod export;
 mod list;
+mod observers;
 mod open;
 mod openbench;
 mod pollerbench;
@@ -206,50 +207,9 @@ pub enum Command {
         #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
         busy_budget: f32,
     },
-    /// Serve the run live over the Foxglove WebSocket protocol, for the window
-    /// (`--connect`) and Foxglove (until Ctrl-C or --duration).
-    Serve {
-        #[command(flatten)]
-        target: TargetArgs,
-        /// Where to listen, HOST:PORT; another address than loopback lets anyone who
-        /// reaches it watch the run.
-        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8765", value_parser = serve::parse_listen)]
-        listen: serve::Listen,
-        /// Envs whose observations and actions are served, e.g. 0,3,8-11 (default: the
-        /// first four; rewards and dones of every env are always served).
-        #[arg(long, value_name = "LIST", value_parser = record::parse_envs, conflicts_with = "all_envs")]
-        envs: Option<record::EnvList>,
-        /// Serve every env.
-        #[arg(long)]
-        all_envs: bool,
-        /// Serve camera images too (image region and streamed camera/viewport frames).
-        #[arg(long)]
-        images: bool,
-        /// Frames a second at most; the newest frame goes when its turn comes
-        /// (0: every frame).
-        #[arg(long, value_name = "HZ", default_value_t = 0.0, allow_negative_numbers = true, value_parser = args::parse_rate)]
-        max_hz: f64,
-        /// Images a second at most per camera and stream, the newest kept (0: every image).
-        #[arg(long, value_name = "HZ", default_value_t = 30.0, allow_negative_numbers = true, value_parser = args::parse_rate)]
-        image_hz: f64,
-        /// Offer services that toggle engine services through the control rings (loopback only).
-        #[arg(long)]
-        allow_control: bool,
-        /// Seconds a control call waits for the engine (units ms, s, min, h allowed).
-        #[arg(long, value_name = "SECS", default_value = "5", allow_negative_numbers = true, value_parser = args::positive_seconds)]
-        control_timeout: Duration,
-        /// Stop after this many seconds (units ms, s, min, h allowed).
-        #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = args::positive_seconds)]
-        duration: Option<Duration>,
-        /// Also record the run into this MCAP file, from the same capture (until the
-        /// engine is replaced).
-        #[arg(long, value_name = "FILE")]
-        record: Option<PathBuf>,
-        /// While the machine has no spare CPU, the frame follower uses at most this
-        /// percent of one core and skips frames (counted); 0 follows every frame.
-        #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
-        busy_budget: f32,
-    },
+    /// Serve the run live over the Foxglove WebSocket protocol, for Foxglove and other
+    /// viewers of the protocol (until Ctrl-C or --duration).
+    Serve(serve::ServeArgs),
     /// Open a recording made by `record` in the window (or print its summary).
     Open(open::OpenArgs),
     /// Export a recording for analysis: a Parquet (or CSV) row per frame and env.
@@ -550,36 +510,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 busy_budget: (busy_budget > 0.0).then_some(busy_budget),
             },
         ),
-        Some(Command::Serve {
-            target,
-            listen,
-            envs,
-            all_envs,
-            images,
-            max_hz,
-            image_hz,
-            allow_control,
-            control_timeout,
-            duration,
-            record,
-            busy_budget,
-        }) => serve::run(
-            &target.require()?,
-            target.layout,
-            serve::Options {
-                listen,
-                envs,
-                all_envs,
-                images,
-                duration,
-                max_hz,
-                image_hz,
-                allow_control,
-                control_timeout,
-                busy_budget: (busy_budget > 0.0).then_some(busy_budget),
-                record,
-            },
-        ),
+        Some(Command::Serve(args)) => serve::run_args(args),
         Some(Command::Control {
             target,
             service,

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use super::CliError;
 use super::children::ChildProcess;
-use super::uibench::{Observer, fmt_cpu, observer_cost, record_file, start};
+use super::observers::{Observer, observer_cost, print_cost, record_file};
+use super::uibench::start;
 use crate::sim::engine::Preset;
 
 /// The `lrbc.counts` metadata of a finished recording.
@@ -122,22 +123,6 @@ pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
          windows of 0.1 s, blocks of off-on-on-off, {rate_secs:.0} s of one run:"
     );
     let c = observer_cost(Observer::Record, rate_secs, "rate")?;
-    let crate::stats::Interval {
-        estimate,
-        low,
-        high,
-    } = crate::stats::geometric_mean(&c.blocks).unwrap_or(crate::stats::Interval {
-        estimate: 0.0,
-        low: 0.0,
-        high: 0.0,
-    });
-    println!(
-        "  with {:<40} ratio {estimate:.3} (95 % CI {low:.3}–{high:.3}, {} blocks; {:.0} vs {:.0} steps/s); {}",
-        Observer::Record.label(),
-        c.blocks.len(),
-        c.rate_on,
-        c.rate_off,
-        fmt_cpu(&c.cpu_on)
-    );
+    print_cost(Observer::Record, &c);
     Ok(())
 }

@@ -65,6 +65,72 @@ pub fn parse_listen(text: &str) -> Result<Listen, String> {
     })
 }
 
+/// The arguments of `serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub target: super::TargetArgs,
+    /// Where to listen, HOST:PORT; another address than loopback lets anyone who
+    /// reaches it watch the run.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8765", value_parser = parse_listen)]
+    pub listen: Listen,
+    /// Envs whose observations and actions are served, e.g. 0,3,8-11 (default: the
+    /// first four; rewards and dones of every env are always served).
+    #[arg(long, value_name = "LIST", value_parser = super::record::parse_envs, conflicts_with = "all_envs")]
+    pub envs: Option<EnvList>,
+    /// Serve every env.
+    #[arg(long)]
+    pub all_envs: bool,
+    /// Serve camera images too (image region and streamed camera/viewport frames).
+    #[arg(long)]
+    pub images: bool,
+    /// Frames a second at most; the newest frame goes when its turn comes
+    /// (0: every frame).
+    #[arg(long, value_name = "HZ", default_value_t = 0.0, allow_negative_numbers = true, value_parser = super::args::parse_rate)]
+    pub max_hz: f64,
+    /// Images a second at most per camera and stream, the newest kept (0: every image).
+    #[arg(long, value_name = "HZ", default_value_t = 30.0, allow_negative_numbers = true, value_parser = super::args::parse_rate)]
+    pub image_hz: f64,
+    /// Offer services that toggle engine services through the control rings (loopback only).
+    #[arg(long)]
+    pub allow_control: bool,
+    /// Seconds a control call waits for the engine (units ms, s, min, h allowed).
+    #[arg(long, value_name = "SECS", default_value = "5", allow_negative_numbers = true, value_parser = super::args::positive_seconds)]
+    pub control_timeout: Duration,
+    /// Stop after this many seconds (units ms, s, min, h allowed).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = super::args::positive_seconds)]
+    pub duration: Option<Duration>,
+    /// Also record the run into this MCAP file, from the same capture (until the
+    /// engine is replaced).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<std::path::PathBuf>,
+    /// While the machine has no spare CPU, the frame follower uses at most this
+    /// percent of one core and skips frames (counted); 0 follows every frame.
+    #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = super::args::parse_percent)]
+    pub busy_budget: f32,
+}
+
+/// Runs `serve` with its arguments.
+pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
+    run(
+        &a.target.require()?,
+        a.target.layout,
+        Options {
+            listen: a.listen,
+            envs: a.envs,
+            all_envs: a.all_envs,
+            images: a.images,
+            duration: a.duration,
+            max_hz: a.max_hz,
+            image_hz: a.image_hz,
+            allow_control: a.allow_control,
+            control_timeout: a.control_timeout,
+            busy_budget: (a.busy_budget > 0.0).then_some(a.busy_budget),
+            record: a.record,
+        },
+    )
+}
+
 pub struct Options {
     pub listen: Listen,
     pub envs: Option<EnvList>,

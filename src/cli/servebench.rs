@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::CliError;
 use super::children::ChildProcess;
-use super::uibench::{Observer, fmt_cpu, observer_cost, start};
+use super::observers::{Observer, observer_cost, print_cost};
+use super::uibench::start;
 use crate::remote::Connection;
 use crate::remote::wire::ServerMessage;
 use crate::sim::engine::Preset;
@@ -268,23 +269,7 @@ pub fn run(secs: f64, rate_secs: f64, stall_secs: f64) -> Result<(), CliError> {
          {rate_secs:.0} s of one run:"
     );
     let c = observer_cost(Observer::Serve, rate_secs, "srv-rate")?;
-    let crate::stats::Interval {
-        estimate,
-        low,
-        high,
-    } = crate::stats::geometric_mean(&c.blocks).unwrap_or(crate::stats::Interval {
-        estimate: 0.0,
-        low: 0.0,
-        high: 0.0,
-    });
-    println!(
-        "  with {:<40} ratio {estimate:.3} (95 % CI {low:.3}–{high:.3}, {} blocks; {:.0} vs {:.0} steps/s); {}",
-        Observer::Serve.label(),
-        c.blocks.len(),
-        c.rate_on,
-        c.rate_off,
-        fmt_cpu(&c.cpu_on)
-    );
+    print_cost(Observer::Serve, &c);
     Ok(())
 }
 

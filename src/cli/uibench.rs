@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::CliError;
-use super::bench::median;
 use super::children::{ChildProcess, start_client, start_engine};
+use super::observers::{Observer, fmt_cpu, observer_cost};
 use crate::attach::{Target, attach};
 use crate::clock::MonotonicClock;
 use crate::layout::LayoutChoice;
@@ -61,22 +61,6 @@ pub(super) fn start(
         engine,
         client,
     })
-}
-
-/// Adds `secs` to the entry named `name`, or appends one.
-fn add_by_name(list: &mut Vec<(String, f64)>, name: &str, secs: f64) {
-    match list.iter_mut().find(|(n, _)| n == name) {
-        Some((_, s)) => *s += secs,
-        None => list.push((name.to_string(), secs)),
-    }
-}
-
-/// CPU seconds used so far by the live threads of a process.
-fn cpu_secs(pid: u32) -> f64 {
-    crate::platform::threads_cpu_secs(pid)
-        .iter()
-        .map(|(_, s)| s)
-        .sum()
 }
 
 /// One half of `bench sampler`.
@@ -189,126 +173,6 @@ fn sampler_share(
     Ok(s)
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Observer {
-    /// `watch` with its defaults (the sampler yields to a busy machine).
-    Watch,
-    /// `watch --busy-budget 0`: the sampler follows every frame, busy machine or not.
-    WatchEveryFrame,
-    /// The app driven without a window (`bench headless-app`: layout and tessellation,
-    /// no raster).
-    HeadlessApp,
-    /// The real window on $DISPLAY (rasterised by the GL driver).
-    Window,
-    /// `record` of every env's rewards and dones and 8 envs' observations, to a file in
-    /// the temporary folder named after the segment.
-    Record,
-    /// `serve` on a loopback port, with a viewer in this process subscribed to every
-    /// channel.
-    Serve,
-}
-
-impl Observer {
-    pub(super) fn label(self) -> &'static str {
-        match self {
-            Observer::Watch => "`watch` (sampler running)",
-            Observer::WatchEveryFrame => "`watch --busy-budget 0` (every frame)",
-            Observer::HeadlessApp => "the app, every panel, no window (no raster)",
-            Observer::Window => "the window (every panel)",
-            Observer::Record => "`record --envs 0-7` (to a file)",
-            Observer::Serve => "`serve` and a loopback viewer of everything",
-        }
-    }
-
-    fn args(self, name: &str) -> Vec<String> {
-        let shm = ["--shm".to_string(), name.to_string()];
-        let mut args: Vec<String> = match self {
-            Observer::Watch => vec!["watch".into()],
-            Observer::WatchEveryFrame => vec!["watch".into(), "--busy-budget".into(), "0".into()],
-            Observer::HeadlessApp => vec!["bench".into(), "headless-app".into()],
-            // The binary with no subcommand opens the window on $DISPLAY.
-            Observer::Window => Vec::new(),
-            Observer::Serve => vec!["serve".into()],
-            Observer::Record => vec![
-                "record".into(),
-                "--envs".into(),
-                "0-7".into(),
-                "-o".into(),
-                record_file(name).display().to_string(),
-            ],
-        };
-        args.extend(shm);
-        args
-    }
-}
-
-/// Where [`Observer::Record`] writes for the segment `name`.
-pub(super) fn record_file(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("{name}.mcap"))
-}
-
-/// An observer process that is switched off (SIGSTOP: it takes no CPU and has no
-/// wakeups, as if it were not there) and on (SIGCONT) while the run goes on.
-struct Switched {
-    process: ChildProcess,
-    on: bool,
-    /// The viewer of [`Observer::Serve`].
-    _viewer: Option<super::servebench::Viewer>,
-}
-
-impl Switched {
-    fn start(observer: Observer, name: &str) -> Result<Self, CliError> {
-        let mut args = observer.args(name);
-        let port = super::servebench::free_port()?;
-        if observer == Observer::Serve {
-            args.extend(["--listen".into(), format!("127.0.0.1:{port}")]);
-        }
-        let process = ChildProcess::spawn("observer", &args, Stdio::null())?;
-        // Let it attach (a window: open and draw its first frames).
-        std::thread::sleep(if observer == Observer::Window {
-            Duration::from_secs(3)
-        } else {
-            Duration::from_millis(500)
-        });
-        let viewer = if observer == Observer::Serve {
-            Some(super::servebench::Viewer::start(&format!(
-                "ws://127.0.0.1:{port}"
-            ))?)
-        } else {
-            None
-        };
-        Ok(Self {
-            process,
-            on: true,
-            _viewer: viewer,
-        })
-    }
-
-    fn set(&mut self, on: bool) {
-        if on != self.on {
-            self.on = on;
-            let signal = if on {
-                crate::platform::Signal::Resume
-            } else {
-                crate::platform::Signal::Pause
-            };
-            crate::platform::send_signal(self.process.pid(), signal);
-        }
-    }
-
-    /// CPU seconds so far, by thread.
-    fn cpu(&self) -> Vec<(String, f64)> {
-        crate::platform::threads_cpu_secs(self.process.pid())
-    }
-}
-
-impl Drop for Switched {
-    fn drop(&mut self) {
-        // A stopped process would not act on the interrupt that ends it.
-        self.set(true);
-    }
-}
-
 /// `bench headless-app`: the app attached to `shm` with every panel open, a pass each
 /// time it asks for a repaint (as eframe schedules them), until SIGINT or SIGTERM.
 pub fn headless_app(
@@ -363,121 +227,6 @@ pub fn headless_app(
         }
     }
     Ok(())
-}
-
-/// What switching one observer on and off gave.
-pub(super) struct Cost {
-    /// Rate with ÷ without, per ABBA block.
-    pub(super) blocks: Vec<f64>,
-    /// Median steps/s with and without.
-    pub(super) rate_on: f64,
-    pub(super) rate_off: f64,
-    /// Share of a core while on, by process and thread.
-    pub(super) cpu_on: Vec<(String, f64)>,
-    /// The engine's and the client's share of a core, with and without.
-    pair_on: (f64, f64),
-    pair_off: (f64, f64),
-}
-
-/// The engine's unpaced lock-step rate with `observer` switched on and off in short
-/// windows, in blocks of off-on-on-off (the drift of a shared machine cancels within a
-/// block), for about `secs` seconds of one run.
-pub(super) fn observer_cost(observer: Observer, secs: f64, tag: &str) -> Result<Cost, CliError> {
-    // Short windows: more blocks in the same time, and the machine's drift cancels
-    // better within each. A process stops or goes on at once.
-    let (settle, window) = (Duration::from_millis(20), Duration::from_millis(100));
-    // Unpaced, until the run is dropped.
-    let mut run = start(
-        Preset::Train4096,
-        (None, "random"),
-        Some(1_000_000_000),
-        tag,
-    )?;
-    let a = attach(&Target::Shm(run.name.clone()), LayoutChoice::Auto)?;
-    let frame_seq = || {
-        a.segment
-            .load_u64(a.geometry.counters.frame_seq)
-            .unwrap_or(0)
-    };
-    let (engine_pid, client_pid) = (
-        run.engine.pid(),
-        run.client.as_ref().map_or(0, ChildProcess::pid),
-    );
-    let mut sw = Switched::start(observer, &run.name)?;
-    let (mut on_rates, mut off_rates, mut blocks) = (Vec::new(), Vec::new(), Vec::new());
-    let mut cpu_on: Vec<(String, f64)> = Vec::new();
-    let (mut on_secs, mut off_secs) = (0.0, 0.0);
-    let (mut pair_on, mut pair_off) = ((0.0, 0.0), (0.0, 0.0));
-    let t0 = Instant::now();
-    while t0.elapsed().as_secs_f64() < secs || blocks.is_empty() {
-        let mut sums = [0.0; 2];
-        for on in [false, true, true, false] {
-            sw.set(on);
-            std::thread::sleep(settle);
-            let before = (sw.cpu(), cpu_secs(engine_pid), cpu_secs(client_pid));
-            let (f0, t) = (frame_seq(), Instant::now());
-            std::thread::sleep(window);
-            let (f1, secs_taken) = (frame_seq(), t.elapsed().as_secs_f64());
-            let after = (sw.cpu(), cpu_secs(engine_pid), cpu_secs(client_pid));
-            let rate = f1.wrapping_sub(f0) as f64 / secs_taken;
-            sums[usize::from(on)] += rate;
-            let pair = (after.1 - before.1, after.2 - before.2);
-            if on {
-                on_rates.push(rate);
-                on_secs += secs_taken;
-                pair_on = (pair_on.0 + pair.0, pair_on.1 + pair.1);
-                for (name, s) in &after.0 {
-                    let was = before
-                        .0
-                        .iter()
-                        .find(|(n, _)| n == name)
-                        .map_or(0.0, |(_, s)| *s);
-                    add_by_name(&mut cpu_on, name, s - was);
-                }
-            } else {
-                off_rates.push(rate);
-                off_secs += secs_taken;
-                pair_off = (pair_off.0 + pair.0, pair_off.1 + pair.1);
-            }
-        }
-        if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
-            return Err(CliError::Other(format!(
-                "the client exited ({code}) during the measurement"
-            )));
-        }
-        if sums[0] > 0.0 {
-            blocks.push(sums[1] / sums[0]);
-        }
-    }
-    drop(sw);
-    if observer == Observer::Record {
-        let _ = std::fs::remove_file(record_file(&run.name));
-    }
-    drop(run);
-    let whose = match observer {
-        Observer::Watch | Observer::WatchEveryFrame => "watch",
-        Observer::HeadlessApp => "app",
-        Observer::Window => "window",
-        Observer::Record => "record",
-        Observer::Serve => "serve",
-    };
-    let mut cpu_on: Vec<(String, f64)> = cpu_on
-        .into_iter()
-        .filter(|(_, s)| *s > 0.0)
-        .map(|(n, s)| (format!("{whose} {n}"), s / on_secs.max(1e-9)))
-        .collect();
-    cpu_on.sort_by(|a, b| b.1.total_cmp(&a.1));
-    Ok(Cost {
-        blocks,
-        rate_on: median(on_rates),
-        rate_off: median(off_rates),
-        cpu_on,
-        pair_on: (pair_on.0 / on_secs.max(1e-9), pair_on.1 / on_secs.max(1e-9)),
-        pair_off: (
-            pair_off.0 / off_secs.max(1e-9),
-            pair_off.1 / off_secs.max(1e-9),
-        ),
-    })
 }
 
 /// The sampler's share of frames and the engine's rate with observers attached.
@@ -572,11 +321,7 @@ fn rate_table(secs: f64) -> Result<(), CliError> {
             estimate: ratio,
             low: lo,
             high: hi,
-        } = crate::stats::geometric_mean(&c.blocks).unwrap_or(crate::stats::Interval {
-            estimate: 0.0,
-            low: 0.0,
-            high: 0.0,
-        });
+        } = c.ratio();
         println!(
             "  with {:<52} ratio {ratio:.3} (95 % CI {lo:.3}–{hi:.3}, {} blocks; {:.0} vs {:.0} steps/s)",
             observer.label(),
@@ -607,11 +352,4 @@ fn rate_table(secs: f64) -> Result<(), CliError> {
         );
     }
     Ok(())
-}
-
-pub(super) fn fmt_cpu(cpu: &[(String, f64)]) -> String {
-    cpu.iter()
-        .map(|(n, s)| format!("{n} {:.2} %", 100.0 * s))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

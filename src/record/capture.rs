@@ -21,63 +21,10 @@ use crate::rpc::RECORDING_BFBS;
 use crate::traffic::{RingSelection, Traffic, TrafficEvent};
 use crate::watch::{State, Watcher};
 
+pub use super::message::{ChannelDef, Kind, Message, Prelude, SchemaDef};
+
 /// How often the segment's state (truncated, unlinked, replaced, engine gone) is read.
 const STATE_EVERY_NS: u64 = 250_000_000;
-
-/// A schema record.
-#[derive(Clone, Debug)]
-pub struct SchemaDef {
-    pub name: String,
-    pub encoding: String,
-    pub data: &'static [u8],
-}
-
-/// A channel record; `schema` indexes [`Prelude::schemas`] (None: no schema).
-#[derive(Clone, Debug)]
-pub struct ChannelDef {
-    pub topic: String,
-    pub schema: Option<usize>,
-    pub message_encoding: String,
-}
-
-/// What a file starts with: schemas, channels and metadata records.
-#[derive(Clone, Debug, Default)]
-pub struct Prelude {
-    pub schemas: Vec<SchemaDef>,
-    pub channels: Vec<ChannelDef>,
-    pub metadata: Vec<(String, BTreeMap<String, String>)>,
-}
-
-/// What a message holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Frame,
-    RingEntry,
-    /// A loss or a malformed entry of a ring, on `/lrbc/ring_events`.
-    RingEvent,
-    /// A luckyrobots entry's header, on `/lrbc/ring/<ring>/header`, just before its
-    /// payload.
-    RingHeader,
-    /// A change of the segment's state, on `/lrbc/state`.
-    State,
-    Image,
-}
-
-/// One encoded message; `channel` indexes [`Prelude::channels`].
-#[derive(Clone, Debug)]
-pub struct Message {
-    pub channel: usize,
-    pub kind: Kind,
-    pub log_time: u64,
-    pub publish_time: u64,
-    pub data: Arc<[u8]>,
-}
-
-impl Message {
-    pub fn is_frame(&self) -> bool {
-        self.kind == Kind::Frame
-    }
-}
 
 /// The index of `/lrbc/frame` in the prelude's channels.
 pub(super) const FRAME_CHANNEL: usize = 0;

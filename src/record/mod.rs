@@ -16,6 +16,7 @@ mod file;
 pub mod flight;
 mod images;
 mod inbox;
+mod message;
 mod rolling;
 mod writer;
 
