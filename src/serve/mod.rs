@@ -21,7 +21,6 @@ mod pace;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use foxglove::websocket::service::Service;
 use foxglove::websocket::{Capability, ChannelView, Client, ServerListener};
@@ -87,13 +86,10 @@ struct Listener {
     metadata: Arc<RawChannel>,
     /// The encoded records, with their log time.
     records: std::sync::Mutex<(u64, Vec<Vec<u8>>)>,
-    subscriptions: AtomicU64,
 }
 
 impl ServerListener for Listener {
     fn on_subscribe(&self, client: Client, channel: ChannelView<'_>) {
-        // Relaxed: a count shown, with no data behind it.
-        self.subscriptions.fetch_add(1, Ordering::Relaxed);
         if channel.topic() != METADATA_TOPIC {
             return;
         }
@@ -162,7 +158,6 @@ impl Server {
         let listener = Arc::new(Listener {
             metadata: json_channel(&ctx, METADATA_TOPIC)?,
             records: std::sync::Mutex::default(),
-            subscriptions: AtomicU64::new(0),
         });
         let status = json_channel(&ctx, STATUS_TOPIC)?;
         let control = !settings.services.is_empty();
@@ -217,12 +212,6 @@ impl Server {
 
     pub fn counts(&self) -> ServeCounts {
         self.counts
-    }
-
-    /// Subscriptions made since the start.
-    pub fn subscriptions(&self) -> u64 {
-        // Relaxed: a count shown.
-        self.listener.subscriptions.load(Ordering::Relaxed)
     }
 
     /// The served time of a monotonic time.
