@@ -2,6 +2,7 @@
 //! sampler, a traffic tap thread ([`crate::traffic::TrafficTap`]) and, once used, a
 //! control worker thread ([`crate::control::ControlWorker`]). A recording: a
 //! [`crate::replay::Player`] thread filling the same kinds of data as of its timeline.
+//! A served run: a [`crate::remote::Viewer`] thread filling them as messages arrive.
 //! Nothing here draws, and nothing here blocks its caller: readers take short locks on
 //! data that background threads fill.
 
@@ -12,6 +13,7 @@ use crate::attach::{Attached, Target, attach};
 use crate::clock::MonotonicClock;
 use crate::control::{ControlWorker, lease_holder, unavailable_reason};
 use crate::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
+use crate::remote::{Link, Viewer};
 use crate::replay::{Frozen, Player, Recording};
 use crate::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
 use crate::sync::lock;
@@ -23,6 +25,8 @@ pub enum Source {
     Live(Attached),
     /// A recording (see [`Session::open_recording`]).
     Recording(RecordingInfo),
+    /// A served run (see [`Session::connect`]).
+    Remote(RemoteInfo),
 }
 
 impl std::fmt::Debug for Source {
@@ -30,6 +34,7 @@ impl std::fmt::Debug for Source {
         match self {
             Self::Live(a) => f.debug_tuple("Live").field(&a.label()).finish(),
             Self::Recording(r) => f.debug_tuple("Recording").field(&r.path).finish(),
+            Self::Remote(r) => f.debug_tuple("Remote").field(&r.addr).finish(),
         }
     }
 }
@@ -47,11 +52,23 @@ pub struct RecordingInfo {
     pub state_changes: Vec<crate::replay::StateChange>,
 }
 
-/// The frames: a live sampler or a recording's player.
+/// What the window shows of a served run besides its data.
+#[derive(Clone, Debug)]
+pub struct RemoteInfo {
+    /// `HOST:PORT` of the server.
+    pub addr: String,
+    /// The run's geometry as the server described it (none until it did).
+    pub geometry: Geometry,
+    /// The viewer's geometry generation this copy is of.
+    pub generation: u64,
+}
+
+/// The frames: a live sampler, a recording's player, or a served run's viewer.
 #[derive(Debug)]
 pub enum Frames {
     Live(Sampler),
     Recording(Player),
+    Remote(Viewer),
 }
 
 impl Frames {
@@ -59,6 +76,7 @@ impl Frames {
         match self {
             Self::Live(s) => s.lock(),
             Self::Recording(p) => lock(&p.data),
+            Self::Remote(v) => lock(&v.data),
         }
     }
 
@@ -66,6 +84,7 @@ impl Frames {
         match self {
             Self::Live(s) => s.stats(),
             Self::Recording(p) => lock(&p.data).stats,
+            Self::Remote(v) => lock(&v.data).stats,
         }
     }
 
@@ -73,6 +92,7 @@ impl Frames {
         match self {
             Self::Live(s) => s.settings(),
             Self::Recording(p) => p.settings(),
+            Self::Remote(v) => v.settings(),
         }
     }
 
@@ -80,30 +100,32 @@ impl Frames {
         match self {
             Self::Live(s) => s.set_settings(settings),
             Self::Recording(p) => p.set_settings(settings),
+            Self::Remote(v) => v.set_settings(settings),
         }
     }
 
-    /// The sampler's threads that have ended (none for a recording).
+    /// The sampler's threads that have ended (none for a recording or a served run).
     pub fn ended_threads(&self) -> Vec<String> {
         match self {
             Self::Live(s) => s.ended_threads(),
-            Self::Recording(_) => Vec::new(),
+            Self::Recording(_) | Self::Remote(_) => Vec::new(),
         }
     }
 }
 
-/// The ring traffic: a live tap, or the store a recording's player fills.
+/// The ring traffic: a live tap, or the store a recording's player or a served run's
+/// viewer fills.
 #[derive(Debug)]
 pub enum Taps {
     Live(TrafficTap),
-    Recording(Arc<Mutex<TrafficStore>>),
+    Filled(Arc<Mutex<TrafficStore>>),
 }
 
 impl Taps {
     pub fn lock(&self) -> MutexGuard<'_, TrafficStore> {
         match self {
             Self::Live(t) => t.lock(),
-            Self::Recording(s) => lock(s),
+            Self::Filled(s) => lock(s),
         }
     }
 }
@@ -211,7 +233,7 @@ impl Session {
             choice: LayoutChoice::Auto,
             source: Source::Recording(info),
             sampler: Frames::Recording(player),
-            traffic: Taps::Recording(store),
+            traffic: Taps::Filled(store),
             traffic_limits: Arc::new(Mutex::new(limits)),
             control: None,
             control_unavailable: Some(
@@ -221,6 +243,50 @@ impl Session {
             paused: None,
             waker,
         })
+    }
+
+    /// Views the run served at `url` (`ws://HOST:PORT`). Returns at once: the
+    /// connection is made, and made again when it ends, on the viewer's thread.
+    pub fn connect(
+        url: &str,
+        settings: SamplerSettings,
+        limits: TrafficLimits,
+        waker: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<Self, String> {
+        let viewer =
+            Viewer::start(url, settings, limits, Arc::clone(&waker)).map_err(|e| e.to_string())?;
+        let addr = viewer.link().addr;
+        let store = Arc::clone(&viewer.store);
+        Ok(Self {
+            target: Target::Shm(addr.clone()),
+            choice: LayoutChoice::Auto,
+            source: Source::Remote(RemoteInfo {
+                addr,
+                geometry: Geometry::none(),
+                generation: 0,
+            }),
+            sampler: Frames::Remote(viewer),
+            traffic: Taps::Filled(store),
+            traffic_limits: Arc::new(Mutex::new(limits)),
+            control: None,
+            control_unavailable: None,
+            generation: 0,
+            paused: None,
+            waker,
+        })
+    }
+
+    /// The served run's viewer and what the window shows of it, when the source is one.
+    pub fn remote(&self) -> Option<(&RemoteInfo, &Viewer)> {
+        match (&self.source, &self.sampler) {
+            (Source::Remote(r), Frames::Remote(v)) => Some((r, v)),
+            _ => None,
+        }
+    }
+
+    /// The link to the server, when the source is a served run.
+    pub fn link(&self) -> Option<Link> {
+        self.remote().map(|(_, v)| v.link())
     }
 
     /// The data the panels draw: the sampler's, the player's, or the paused view's.
@@ -264,6 +330,7 @@ impl Session {
         match &self.source {
             Source::Live(a) => a.label(),
             Source::Recording(r) => r.label.clone(),
+            Source::Remote(r) => r.addr.clone(),
         }
     }
 
@@ -271,6 +338,7 @@ impl Session {
         match &self.source {
             Source::Live(a) => &a.geometry,
             Source::Recording(r) => &r.geometry,
+            Source::Remote(r) => &r.geometry,
         }
     }
 
@@ -278,7 +346,7 @@ impl Session {
     pub fn live(&self) -> Option<&Attached> {
         match &self.source {
             Source::Live(a) => Some(a),
-            Source::Recording(_) => None,
+            Source::Recording(_) | Source::Remote(_) => None,
         }
     }
 
@@ -305,7 +373,7 @@ impl Session {
                     a.segment.load_u64(c.action_seq).unwrap_or(0),
                 )
             }
-            Source::Recording(_) => {
+            Source::Recording(_) | Source::Remote(_) => {
                 let d = self.sampler.lock();
                 (d.counters.frame_seq, d.counters.action_seq)
             }
@@ -320,6 +388,7 @@ impl Session {
             (Source::Live(a), None) => return a.header_values(),
             (Source::Live(a), Some(f)) => (&a.geometry, lock(&f.view).counters),
             (Source::Recording(r), _) => (&r.geometry, self.sampler.lock().counters),
+            (Source::Remote(r), _) => (&r.geometry, self.sampler.lock().counters),
         };
         g.fields()
             .filter_map(|f| {
@@ -344,8 +413,10 @@ impl Session {
     pub fn set_limits(&self, settings: SamplerSettings, limits: TrafficLimits) {
         self.sampler.set_settings(settings);
         *lock(&self.traffic_limits) = limits;
-        if let Frames::Recording(p) = &self.sampler {
-            p.set_limits(limits);
+        match &self.sampler {
+            Frames::Recording(p) => p.set_limits(limits),
+            Frames::Remote(v) => v.set_limits(limits),
+            Frames::Live(_) => {}
         }
     }
 
@@ -361,10 +432,26 @@ impl Session {
         }
     }
 
+    /// Why the control channel is unavailable now, if it is (a served run: when its
+    /// server does not offer control).
+    pub fn control_unavailable(&self) -> Option<String> {
+        match self.link() {
+            Some(l) if !l.control => Some(format!(
+                "{} does not offer control (serve it with --allow-control)",
+                l.addr
+            )),
+            Some(_) => None,
+            None => self.control_unavailable.clone(),
+        }
+    }
+
     /// The control worker, started on first use.
     pub fn control(&mut self) -> Result<&ControlWorker, String> {
-        if let Some(reason) = &self.control_unavailable {
-            return Err(reason.clone());
+        if let Some(reason) = self.control_unavailable() {
+            return Err(reason);
+        }
+        if let Frames::Remote(v) = &self.sampler {
+            return Ok(v.control());
         }
         if self.control.is_none() {
             self.control = Some(
@@ -377,6 +464,14 @@ impl Session {
             .ok_or_else(|| "no control worker".to_string())
     }
 
+    /// The control requests' state: the worker's, once started; a served run's always.
+    pub fn control_state(&self) -> Option<crate::control::ControlState> {
+        match &self.sampler {
+            Frames::Remote(v) => Some(v.control().state()),
+            _ => self.control.as_ref().map(ControlWorker::state),
+        }
+    }
+
     /// The pid in the control lease word now.
     pub fn lease_holder(&self) -> Option<u32> {
         self.live().and_then(lease_holder)
@@ -387,6 +482,16 @@ impl Session {
     pub fn follow_replacement(&mut self) -> bool {
         if self.recording().is_some() {
             return false;
+        }
+        if let (Source::Remote(r), Frames::Remote(v)) = (&mut self.source, &self.sampler) {
+            let (generation, geometry) = v.geometry();
+            if generation == r.generation {
+                return false;
+            }
+            r.generation = generation;
+            r.geometry = geometry;
+            self.paused = None;
+            return true;
         }
         let generation = self.sampler.lock().generation;
         if generation == self.generation {

@@ -40,6 +40,20 @@ impl State {
             Self::Unlinked => "unlinked",
         }
     }
+
+    /// The state [`Self::as_str`] names.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Attached,
+            Self::Stale,
+            Self::EngineGone,
+            Self::Replaced,
+            Self::Truncated,
+            Self::Unlinked,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
 }
 
 /// One observation of the segment.

@@ -14,70 +14,10 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, Guarded, SimEngine, inspector, line_channel, next_line, sim_client};
-use crossbeam_channel::Receiver;
+use common::{DEADLINE, Guarded, Serve, SimEngine, inspector, sim_client};
 use lrbc_inspector::remote::Connection;
 use lrbc_inspector::remote::wire::ServerMessage;
 use lrbc_inspector::rpc::recording_fb;
-
-/// A running `serve`: the process, its address and its log lines (stderr).
-struct Serve {
-    /// Killed when the test ends.
-    child: Guarded,
-    url: String,
-    log: Receiver<String>,
-}
-
-impl Serve {
-    /// `serve --shm NAME --listen 127.0.0.1:0 ARGS`, once it says where it listens.
-    fn start(name: &str, args: &[&str]) -> Self {
-        let mut child = inspector()
-            .args([
-                "serve",
-                "--shm",
-                name,
-                "--listen",
-                "127.0.0.1:0",
-                "--busy-budget",
-                "0",
-            ])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = line_channel(child.stdout.take().unwrap());
-        let log = line_channel(child.stderr.take().unwrap());
-        let first = next_line(&out, "serve's first line");
-        let url = first
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first line: {first}"))
-            .to_string();
-        assert!(url.starts_with("ws://127.0.0.1:"), "{url}");
-        Self {
-            child: Guarded::new(child),
-            url,
-            log,
-        }
-    }
-
-    fn connect(&self) -> Connection {
-        Connection::connect(&self.url, Duration::from_secs(10)).unwrap()
-    }
-
-    /// Waits for a log line holding `text`.
-    fn log_line(&self, text: &str) -> String {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.log.recv_timeout(left) {
-                Ok(line) if line.contains(text) => return line,
-                Ok(_) => {}
-                Err(_) => panic!("serve said nothing with {text:?}"),
-            }
-        }
-    }
-}
 
 /// Waits until the channels with these topics are advertised; their ids.
 fn channels(c: &mut Connection, topics: &[&str]) -> Vec<u64> {

@@ -397,7 +397,15 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             let secs = last.2.elapsed().as_secs_f64().max(1e-3);
             let line = progress(&report, &counts, &served, &last, secs, server.clients());
             eprintln!("serve: {line}");
-            server.send_status(&status_json(&report, &counts, &served, server.clients()));
+            let a = watcher.attached();
+            let flags = (a.geometry.counters.ext).and_then(|e| a.segment.load_u32(e.service_flags));
+            server.send_status(&status_json(
+                &report,
+                flags,
+                &counts,
+                &served,
+                server.clients(),
+            ));
             let dropped = served.frames_dropped + served.images_dropped;
             if dropped > told_dropped {
                 told_dropped = dropped;
@@ -429,7 +437,13 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     Ok(())
 }
 
-fn status_json(r: &Report, c: &Counts, s: &ServeCounts, clients: usize) -> serde_json::Value {
+fn status_json(
+    r: &Report,
+    service_flags: Option<u32>,
+    c: &Counts,
+    s: &ServeCounts,
+    clients: usize,
+) -> serde_json::Value {
     serde_json::json!({
         "state": r.state.as_str(),
         "note": r.note,
@@ -439,6 +453,7 @@ fn status_json(r: &Report, c: &Counts, s: &ServeCounts, clients: usize) -> serde
         "action_hz": r.action_hz,
         "lag": r.lag,
         "server_pid": r.server_pid,
+        "service_flags": service_flags,
         "capture": c,
         "served": s,
         "clients": clients,

@@ -6,7 +6,7 @@
 
 mod worker;
 
-pub use worker::{ControlRequest, ControlState, ControlWorker, ServiceRow};
+pub use worker::{ControlRequest, ControlState, ControlWorker, ServiceRow, set_line, statuses_of};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -95,18 +95,8 @@ impl ControlWorker {
                             ));
                         }
                         let fields = resp.tree.to_json(&bytes);
-                        if let Some(list) =
-                            fields["payload"]["GetServiceStatusResp"]["services"].as_array()
-                        {
-                            lock(&st).statuses = list
-                                .iter()
-                                .map(|s| ServiceRow {
-                                    service: s["service"].as_str().unwrap_or("?").to_string(),
-                                    enabled: s["enabled"].as_bool().unwrap_or(false),
-                                    requests: s["requests"].as_u64().unwrap_or(0),
-                                    errors: s["errors"].as_u64().unwrap_or(0),
-                                })
-                                .collect();
+                        if let Some(rows) = statuses_of(&fields) {
+                            lock(&st).statuses = rows;
                         }
                         let enabled = resp
                             .tree
@@ -115,11 +105,9 @@ impl ControlWorker {
                             .find(|n| n.name == "enabled")
                             .map(|n| n.value == NodeValue::Bool(true));
                         Ok(match (req, enabled) {
-                            (ControlRequest::SetEnabled { service, .. }, Some(e)) => format!(
-                                "SetServiceEnabled: {} is now {}",
-                                crate::rpc::services::label(service),
-                                if e { "enabled" } else { "disabled" }
-                            ),
+                            (ControlRequest::SetEnabled { service, .. }, Some(e)) => {
+                                set_line(service, e)
+                            }
                             _ => format!(
                                 "{}: {}",
                                 resp.method_label(),
@@ -149,6 +137,16 @@ impl ControlWorker {
         })
     }
 
+    /// A worker whose requests another thread takes from `requests` and answers in
+    /// `state` (a remote viewer's connection, which calls the server's services).
+    pub fn elsewhere(requests: Sender<ControlRequest>, state: Arc<Mutex<ControlState>>) -> Self {
+        Self {
+            requests,
+            state,
+            thread: None,
+        }
+    }
+
     /// Queues a request; false when the queue is full.
     pub fn send(&self, r: ControlRequest) -> bool {
         self.requests.try_send(r).is_ok()
@@ -157,6 +155,30 @@ impl ControlWorker {
     pub fn state(&self) -> ControlState {
         lock(&self.state).clone()
     }
+}
+
+/// The services' rows of a `GetServiceStatus` response's fields (as JSON).
+pub fn statuses_of(fields: &serde_json::Value) -> Option<Vec<ServiceRow>> {
+    let list = fields["payload"]["GetServiceStatusResp"]["services"].as_array()?;
+    Some(
+        list.iter()
+            .map(|s| ServiceRow {
+                service: s["service"].as_str().unwrap_or("?").to_string(),
+                enabled: s["enabled"].as_bool().unwrap_or(false),
+                requests: s["requests"].as_u64().unwrap_or(0),
+                errors: s["errors"].as_u64().unwrap_or(0),
+            })
+            .collect(),
+    )
+}
+
+/// The line the RPC panel shows after a service was set.
+pub fn set_line(service: u8, enabled: bool) -> String {
+    format!(
+        "SetServiceEnabled: {} is now {}",
+        crate::rpc::services::label(service),
+        if enabled { "enabled" } else { "disabled" }
+    )
 }
 
 impl Drop for ControlWorker {

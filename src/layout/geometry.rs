@@ -186,6 +186,27 @@ pub struct Geometry {
 }
 
 impl Geometry {
+    /// No segment known yet (a served run before its description arrives): no envs,
+    /// no regions, an empty header.
+    pub fn none() -> Self {
+        Self {
+            layout: Layout::LrbcV1,
+            size_bytes: 0,
+            header: Vec::new(),
+            num_envs: 0,
+            obs_size: 0,
+            act_size: 0,
+            mode: None,
+            counters: CounterOffsets::LRBC_SEED,
+            regions: Vec::new(),
+            image: None,
+            rings: Vec::new(),
+            names: Names::default(),
+            ctl_page_aligned: false,
+            warnings: Vec::new(),
+        }
+    }
+
     pub fn region(&self, kind: RegionKind) -> Option<&Region> {
         self.regions.iter().find(|r| r.kind == kind)
     }

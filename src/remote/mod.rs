@@ -1,7 +1,10 @@
 //! Viewing a run served by `serve` (or any server of the Foxglove WebSocket protocol):
-//! the protocol's messages ([`wire`]) and a blocking connection ([`client`]).
+//! the protocol's messages ([`wire`]), a blocking connection ([`client`]), and the
+//! window's live view of a served run ([`viewer`]: a thread feeding the panels' data).
 
 pub mod client;
+pub mod viewer;
 pub mod wire;
 
 pub use client::{Connection, RemoteError};
+pub use viewer::{Link, LinkState, Viewer};

@@ -8,12 +8,14 @@
 //! paused: a copy of the sampler's in-memory history moved through the same way. No
 //! egui.
 
+mod feed;
 mod frozen;
 mod player;
 mod reader;
 pub mod stream;
 
 pub use crate::recording::{FrameError, RecFrame};
+pub use feed::{Fed, Feed};
 pub use frozen::Frozen;
 pub use player::{Find, PlayState, Player};
 pub use reader::{

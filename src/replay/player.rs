@@ -8,9 +8,12 @@
 //! the cursor, with the ring entries (`traffic`) and the camera images (`images`).
 
 mod images;
-mod publish;
+pub(super) mod publish;
 mod search;
 mod traffic;
+
+pub(super) use images::{image_rate, region_image};
+pub(super) use traffic::ring_format;
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};

@@ -26,7 +26,7 @@ use foxglove::websocket::service::Service;
 use foxglove::websocket::{Capability, ChannelView, Client, ServerListener};
 use foxglove::{ChannelBuilder, Context, PartialMetadata, RawChannel, Schema};
 
-pub use control::control_services;
+pub use control::{SERVICE_STATUS, SET_SERVICE, control_services};
 pub use log::print_server_events;
 
 use crate::record::{Kind, Message, Prelude};

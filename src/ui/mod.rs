@@ -39,7 +39,19 @@ pub fn run_window_until(
     stop: Option<Arc<AtomicBool>>,
     overrides: settings::Overrides,
 ) -> Result<(), String> {
-    run_window_on(target, None, choice, stop, overrides)
+    run_window_on(Opening::Target(target), choice, stop, overrides)
+}
+
+/// Opens the window on a run served by `serve` (`lrbc-inspector --connect URL`).
+pub fn run_window_connected(url: String, overrides: settings::Overrides) -> Result<(), String> {
+    run_window_on(Opening::Server(url), LayoutChoice::Auto, None, overrides)
+}
+
+/// What the window opens on.
+enum Opening {
+    Target(Option<Target>),
+    Recording(std::path::PathBuf),
+    Server(String),
 }
 
 /// Opens the window on a recording (`lrbc-inspector open`).
@@ -47,7 +59,12 @@ pub fn run_window_on_recording(
     path: std::path::PathBuf,
     overrides: settings::Overrides,
 ) -> Result<(), String> {
-    run_window_on(None, Some(path), LayoutChoice::Auto, None, overrides)
+    run_window_on(
+        Opening::Recording(path),
+        LayoutChoice::Auto,
+        None,
+        overrides,
+    )
 }
 
 /// Whether a window can be opened here: always on Windows and macOS; on Linux and the
@@ -76,8 +93,7 @@ pub fn native_options() -> eframe::NativeOptions {
 }
 
 fn run_window_on(
-    target: Option<Target>,
-    recording: Option<std::path::PathBuf>,
+    opening: Opening,
     choice: LayoutChoice,
     stop: Option<Arc<AtomicBool>>,
     overrides: settings::Overrides,
@@ -113,11 +129,17 @@ fn run_window_on(
                 .unwrap_or_default()
                 .with(overrides);
             let tree = cc.storage.and_then(|s| eframe::get_value(s, app::TREE_KEY));
+            let target = match &opening {
+                Opening::Target(t) => t.clone(),
+                _ => None,
+            };
             let mut app = InspectorApp::new(&cc.egui_ctx, settings, tree, target, choice);
             app.close_when = Some(stop);
             app.record_when_attached = overrides.record;
-            if let Some(path) = &recording {
-                app.open_recording(path);
+            match &opening {
+                Opening::Recording(path) => app.open_recording(path),
+                Opening::Server(url) => app.connect(url),
+                Opening::Target(_) => {}
             }
             app.software_rendering = app::software_rendering_likely()
                 || cc

@@ -407,3 +407,67 @@ impl Drop for Guarded {
         }
     }
 }
+
+/// A running `serve`: the process, its address and its log lines (stderr).
+pub struct Serve {
+    /// Killed when the test ends.
+    pub child: Guarded,
+    pub url: String,
+    pub log: Receiver<String>,
+}
+
+impl Serve {
+    /// `serve --shm NAME --listen 127.0.0.1:0 ARGS`, once it says where it listens.
+    pub fn start(name: &str, args: &[&str]) -> Self {
+        Self::start_on(name, "127.0.0.1:0", args)
+    }
+
+    /// `serve --shm NAME --listen LISTEN ARGS`, once it says where it listens.
+    pub fn start_on(name: &str, listen: &str, args: &[&str]) -> Self {
+        let mut child = inspector()
+            .args([
+                "serve",
+                "--shm",
+                name,
+                "--listen",
+                listen,
+                "--busy-budget",
+                "0",
+            ])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = line_channel(child.stdout.take().unwrap());
+        let log = line_channel(child.stderr.take().unwrap());
+        let first = next_line(&out, "serve's first line");
+        let url = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first line: {first}"))
+            .to_string();
+        assert!(url.starts_with("ws://127.0.0.1:"), "{url}");
+        Self {
+            child: Guarded::new(child),
+            url,
+            log,
+        }
+    }
+
+    pub fn connect(&self) -> lrbc_inspector::remote::Connection {
+        lrbc_inspector::remote::Connection::connect(&self.url, Duration::from_secs(10)).unwrap()
+    }
+
+    /// Waits for a log line holding `text`.
+    pub fn log_line(&self, text: &str) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("serve said nothing with {text:?}"),
+            }
+        }
+    }
+}

@@ -93,7 +93,7 @@ impl Worker {
 
 /// The image region as of the newest recorded images: the recorded envs' pixels, the
 /// other envs black. No image: why, for the cameras panel.
-pub(super) fn region_image(
+pub(in crate::replay) fn region_image(
     g: &Geometry,
     cameras: &BTreeMap<u32, (u64, Arc<[u8]>)>,
     budget: usize,
@@ -212,7 +212,7 @@ pub(super) fn region_image(
 /// Notes an image set whose newest image was recorded at `t` and gives the rate of
 /// sets over the recording's last second before it (0 until two are seen). A seek
 /// (backwards, or ahead by more than a second) starts the count over.
-fn image_rate(times: &mut std::collections::VecDeque<u64>, t: u64) -> f32 {
+pub(in crate::replay) fn image_rate(times: &mut std::collections::VecDeque<u64>, t: u64) -> f32 {
     const SECOND: u64 = 1_000_000_000;
     if times
         .back()

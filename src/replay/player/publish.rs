@@ -16,13 +16,13 @@ use crate::sync::lock;
 use crate::traffic::{EntryDecoder, TrafficLimits, TrafficStore};
 
 /// What a frame adds to the histories.
-struct Reduced {
+pub(in crate::replay) struct Reduced {
     agg: FrameAgg,
     points: Vec<(u32, EnvPoint)>,
     rows: Vec<(u32, EnvDetail)>,
 }
 
-fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
+pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
     let mut sorted: Vec<f32> = f.rewards.iter().copied().filter(|r| !r.is_nan()).collect();
     sorted.sort_by(f32::total_cmp);
     let q = |p: f64| crate::stats::quantile(&sorted, p).unwrap_or(0.0);
@@ -86,6 +86,23 @@ fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
         }
     }
     Reduced { agg, points, rows }
+}
+
+/// A reduced frame into the histories (of the watched envs that have one).
+pub(in crate::replay) fn push(d: &mut SamplerData, r: Reduced) {
+    d.frames.push(r.agg);
+    d.stats.frames_seen += 1;
+    d.stats.frames_sampled += 1;
+    for (env, p) in r.points {
+        if let Some(h) = d.envs.get_mut(&env) {
+            h.points.push(p);
+        }
+    }
+    for (env, row) in r.rows {
+        if let Some(h) = d.envs.get_mut(&env) {
+            h.detail.push(row);
+        }
+    }
 }
 
 impl Worker {
@@ -154,19 +171,7 @@ impl Worker {
         let flush = |batch: &mut Vec<Reduced>, last: Option<&RecFrame>| {
             let mut d = lock(&data);
             for r in batch.drain(..) {
-                d.frames.push(r.agg);
-                d.stats.frames_seen += 1;
-                d.stats.frames_sampled += 1;
-                for (env, p) in r.points {
-                    if let Some(h) = d.envs.get_mut(&env) {
-                        h.points.push(p);
-                    }
-                }
-                for (env, row) in r.rows {
-                    if let Some(h) = d.envs.get_mut(&env) {
-                        h.detail.push(row);
-                    }
-                }
+                push(&mut d, r);
             }
             if let Some(f) = last {
                 set_latest(&mut d, Some(f), scan_limits);
@@ -256,7 +261,7 @@ fn scan(f: &RecFrame, g: &Geometry, limits: (f32, f32), scans: u64) -> Scan {
     s
 }
 
-fn set_latest(d: &mut SamplerData, f: Option<&RecFrame>, limits: (f32, f32)) {
+pub(in crate::replay) fn set_latest(d: &mut SamplerData, f: Option<&RecFrame>, limits: (f32, f32)) {
     let Some(f) = f else {
         d.latest = None;
         d.counters = Counters::default();

@@ -170,6 +170,26 @@ impl InspectorApp {
         }
     }
 
+    /// Views the run served at `url` (`ws://HOST:PORT`); the panels show once the
+    /// server has described it, the status bar the link meanwhile. A malformed address
+    /// is shown in the attach view.
+    pub fn connect(&mut self, url: &str) {
+        self.session = None;
+        match Session::connect(
+            url,
+            self.settings.sampler(),
+            self.settings.traffic_limits(),
+            Arc::clone(&self.waker),
+        ) {
+            Ok(s) => {
+                self.settings.remember(&format!("ws://{}", s.label()));
+                self.say(format!("connecting to {}", s.label()), false);
+                self.shown(s);
+            }
+            Err(e) => self.not_shown(e),
+        }
+    }
+
     /// Opens a recording (its timeline at the start); on failure the attach view shows
     /// why.
     pub fn open_recording(&mut self, path: &std::path::Path) {
@@ -213,6 +233,8 @@ impl InspectorApp {
         if let Some(s) = self.session.take() {
             let what = if s.recording().is_some() {
                 "closed"
+            } else if s.remote().is_some() {
+                "disconnected from"
             } else {
                 "detached from"
             };
@@ -235,6 +257,9 @@ impl InspectorApp {
         match &self.session {
             Some(s) if s.recording().is_some() => {
                 format!("lrbc-inspector — {} (recording)", s.label())
+            }
+            Some(s) if s.remote().is_some() => {
+                format!("lrbc-inspector — {} (served)", s.label())
             }
             Some(s) => format!("lrbc-inspector — {}", s.label()),
             None => "lrbc-inspector — not attached".to_string(),
@@ -263,15 +288,30 @@ impl InspectorApp {
         if let Some(s) = &mut self.session
             && s.follow_replacement()
         {
-            note = Some(format!(
-                "the segment was replaced; re-attached to {}",
-                s.label()
-            ));
+            note = Some(match s.remote() {
+                Some((r, _)) if r.geometry.size_bytes == 0 => format!(
+                    "{} restarted: waiting for it to describe its run",
+                    s.label()
+                ),
+                Some((r, _)) => {
+                    format!("{} serves a run of {} envs", s.label(), r.geometry.num_envs)
+                }
+                None => format!("the segment was replaced; re-attached to {}", s.label()),
+            });
         }
         if let Some(n) = note {
             self.cameras_view = CamerasView::default();
             self.traffic_view = TrafficView::default();
             self.say(n, false);
+        }
+        if self
+            .session
+            .as_ref()
+            .and_then(Session::link)
+            .is_some_and(|l| l.state != crate::remote::LinkState::Connected)
+        {
+            // The link's countdown to its next attempt.
+            ctx.request_repaint_after(Duration::from_millis(500));
         }
         self.flight_logic();
         let results: Vec<_> = self.save_dialogs.results().collect();
@@ -373,8 +413,10 @@ impl InspectorApp {
                 egui::ScrollArea::vertical()
                     .id_salt("attach_scroll")
                     .show(ui, |ui| {
-                        if let Some(t) = attach_view::ui(ui, &mut self.form, &listing, &recent) {
-                            self.attach(t);
+                        match attach_view::ui(ui, &mut self.form, &listing, &recent) {
+                            Some(attach_view::Chosen::Target(t)) => self.attach(t),
+                            Some(attach_view::Chosen::Server(url)) => self.connect(&url),
+                            None => {}
                         }
                     });
                 return;
@@ -395,6 +437,17 @@ impl InspectorApp {
             let Some(session) = session.as_mut() else {
                 return;
             };
+            if let Some((info, viewer)) = session.remote()
+                && info.geometry.size_bytes == 0
+            {
+                ui.vertical_centered(|ui| {
+                    ui.add_space(40.0);
+                    ui.heading(format!("Waiting for {}", info.addr));
+                    ui.label(viewer.link().summary());
+                    ui.weak("The panels show once the server has described the run it serves.");
+                });
+                return;
+            }
             // Rows of a recording carry its log times: they count from its start, as
             // live rows count from the attach.
             let t0_ns = session

@@ -88,13 +88,9 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                         (d.report.clone(), d.counters.service_flags)
                     };
                     let holder = self.session.lease_holder();
-                    let control = self
-                        .session
-                        .control
-                        .as_ref()
-                        .map(crate::control::ControlWorker::state);
+                    let control = self.session.control_state();
                     let label = self.session.label();
-                    let unavailable = self.session.control_unavailable.clone();
+                    let unavailable = self.session.control_unavailable();
                     let info = RpcInfo {
                         label: &label,
                         report: report.as_ref(),

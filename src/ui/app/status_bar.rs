@@ -4,6 +4,7 @@
 use super::InspectorApp;
 use crate::clock::monotonic_now_ns;
 use crate::procinfo::ProcInfo;
+use crate::remote::LinkState;
 use crate::ui::widgets::{BAD, WARN, state_color, state_text};
 
 impl InspectorApp {
@@ -26,6 +27,27 @@ impl InspectorApp {
                     }
                     let d = s.sampler.lock();
                     ui.monospace(s.label());
+                    if let Some(link) = s.link() {
+                        let text = link.summary();
+                        let r = match link.state {
+                            LinkState::Connected if link.frames_not_received > 0 => {
+                                ui.colored_label(WARN, text)
+                            }
+                            LinkState::Connected => ui.label(text),
+                            _ => ui.colored_label(BAD, text),
+                        };
+                        r.on_hover_text(format!(
+                            "server {} ({}), session {}; {} reconnects, {} restarts; {} messages, {:.1} MB; latency: the server's time of a message to its arrival (both machines' clocks){}",
+                            link.addr,
+                            if link.server_name.is_empty() { "?" } else { &link.server_name },
+                            link.session_id.as_deref().unwrap_or("?"),
+                            link.reconnects,
+                            link.restarts,
+                            link.messages,
+                            link.bytes as f64 / 1e6,
+                            link.note.as_ref().map_or(String::new(), |n| format!("; the server said: {n}")),
+                        ));
+                    }
                     ui.label(d.geometry.layout.as_str());
                     match &d.report {
                         Some(r) => ui.colored_label(state_color(r.state), state_text(r.state)),

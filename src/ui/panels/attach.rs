@@ -11,7 +11,16 @@ use crate::procinfo::ProcInfo;
 pub struct AttachForm {
     pub name: String,
     pub pid: String,
+    /// A server's address (`ws://HOST:PORT`).
+    pub server: String,
     pub error: Option<String>,
+}
+
+/// What the user chose: a segment on this machine, or a server of a run (`serve`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Chosen {
+    Target(Target),
+    Server(String),
 }
 
 /// Draws the view; returns the target the user chose.
@@ -20,7 +29,7 @@ pub fn ui(
     form: &mut AttachForm,
     listing: &Listing,
     recent: &[String],
-) -> Option<Target> {
+) -> Option<Chosen> {
     let mut chosen = None;
     ui.heading("Attach to a segment");
     ui.label(
@@ -42,7 +51,7 @@ pub fn ui(
             .labelled_by(label.id);
         let enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
         if (ui.button("Attach by name").clicked() || enter) && !form.name.trim().is_empty() {
-            chosen = Some(Target::Shm(form.name.trim().to_string()));
+            chosen = Some(Chosen::Target(Target::Shm(form.name.trim().to_string())));
         }
         ui.separator();
         let label = ui.label("PID");
@@ -54,9 +63,24 @@ pub fn ui(
         .labelled_by(label.id);
         if ui.button("Attach by PID").clicked() {
             match form.pid.trim().parse::<u32>() {
-                Ok(pid) => chosen = Some(Target::Pid(pid)),
+                Ok(pid) => chosen = Some(Chosen::Target(Target::Pid(pid))),
                 Err(_) => form.error = Some(format!("{:?} is not a process id", form.pid.trim())),
             }
+        }
+    });
+    ui.horizontal(|ui| {
+        let label = ui.label("Connect to a server…");
+        let r = ui
+            .add(
+                egui::TextEdit::singleline(&mut form.server)
+                    .hint_text("ws://127.0.0.1:8765")
+                    .desired_width(220.0),
+            )
+            .labelled_by(label.id)
+            .on_hover_text("a run served by `lrbc-inspector serve` on another machine (through `ssh -L 8765:localhost:8765 node`) or this one");
+        let enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+        if (ui.button("Connect").clicked() || enter) && !form.server.trim().is_empty() {
+            chosen = Some(Chosen::Server(form.server.trim().to_string()));
         }
     });
     ui.add_space(8.0);
@@ -94,7 +118,7 @@ pub fn ui(
                             .on_hover_text(format!("attach to {}", e.name))
                             .clicked()
                         {
-                            chosen = Some(Target::Shm(e.name.clone()));
+                            chosen = Some(Chosen::Target(Target::Shm(e.name.clone())));
                         }
                         ui.monospace(&e.name);
                         ui.label(s.layout.as_str());
@@ -179,14 +203,17 @@ fn proc_label(ui: &mut egui::Ui, p: &ProcInfo) {
     }
 }
 
-/// A recent target as remembered: "pid:1234", "path:/x", or a name.
-pub fn parse_recent(s: &str) -> Target {
+/// A recent target as remembered: "pid:1234", "path:/x", a server's "ws://HOST:PORT",
+/// or a name.
+pub fn parse_recent(s: &str) -> Chosen {
     if let Some(pid) = s.strip_prefix("pid:").and_then(|p| p.parse().ok()) {
-        Target::Pid(pid)
+        Chosen::Target(Target::Pid(pid))
     } else if let Some(path) = s.strip_prefix("path:") {
-        Target::Path(path.into())
+        Chosen::Target(Target::Path(path.into()))
+    } else if s.starts_with("ws://") {
+        Chosen::Server(s.to_string())
     } else {
-        Target::Shm(s.to_string())
+        Chosen::Target(Target::Shm(s.to_string()))
     }
 }
 

@@ -1,0 +1,614 @@
+//! [`Viewer`]: a served run, live, into the structures the panels draw. A named thread
+//! holds the connection: it subscribes to every channel the server advertises, feeds
+//! each message to a [`Feed`] (the recording's decoders: a served stream is a
+//! recording that arrives live), takes the geometry from the `lrbc.segment` metadata
+//! record, the state and rates from the server's status, and calls the server's control
+//! services for the RPC panel. It reconnects with backoff; a new session id is a
+//! restarted server, and the run's data start over.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, bounded};
+
+use super::wire::ServerMessage;
+use super::{Connection, RemoteError};
+use crate::control::{ControlRequest, ControlState, ControlWorker, set_line, statuses_of};
+use crate::layout::{Geometry, LayoutChoice};
+use crate::recording::{SEGMENT_METADATA, segment_from_metadata};
+use crate::replay::{Fed, Feed};
+use crate::sampler::{SamplerData, SamplerSettings};
+use crate::serve::{METADATA_TOPIC, SERVICE_STATUS, SET_SERVICE, STATUS_TOPIC};
+use crate::sync::lock;
+use crate::traffic::{TrafficLimits, TrafficStore};
+use crate::watch::{Report, State};
+
+/// How long a connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The first wait before connecting again, doubled after each failure up to
+/// [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How often the data the panels draw is brought up to date while messages come.
+const FLUSH_EVERY: Duration = Duration::from_millis(15);
+
+/// Where the connection stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LinkState {
+    Connecting,
+    Connected,
+    /// The last attempt failed or the connection ended; the next attempt comes after
+    /// `retry_in` from `since`.
+    Waiting {
+        error: String,
+        since: Instant,
+        retry_in: Duration,
+    },
+}
+
+/// The link to the server, for the status bar and the window's title.
+#[derive(Clone, Debug)]
+pub struct Link {
+    /// `HOST:PORT`.
+    pub addr: String,
+    pub state: LinkState,
+    pub server_name: String,
+    pub session_id: Option<String>,
+    /// Times the server came back with a new session id (a restarted server).
+    pub restarts: u64,
+    /// Times the connection was made again after it ended.
+    pub reconnects: u64,
+    /// From the server's time of a message to its arrival, over the last second (ms):
+    /// p50 and p99. The two clocks are the machines' real-time clocks.
+    pub latency_ms: Option<(f64, f64)>,
+    pub bytes_per_sec: f64,
+    pub messages_per_sec: f64,
+    pub bytes: u64,
+    pub messages: u64,
+    /// Frames between two that arrived, never received: missed by the server's capture,
+    /// held back by its limits, or dropped from this client's queue.
+    pub frames_not_received: u64,
+    /// The server offers the control services (`serve --allow-control`).
+    pub control: bool,
+    /// The server's last status message (a warning, or the frames held back).
+    pub note: Option<String>,
+    /// The server's last `/lrbc/serve/status`.
+    pub served: Option<serde_json::Value>,
+}
+
+impl Link {
+    fn new(addr: String) -> Self {
+        Self {
+            addr,
+            state: LinkState::Connecting,
+            server_name: String::new(),
+            session_id: None,
+            restarts: 0,
+            reconnects: 0,
+            latency_ms: None,
+            bytes_per_sec: 0.0,
+            messages_per_sec: 0.0,
+            bytes: 0,
+            messages: 0,
+            frames_not_received: 0,
+            control: false,
+            note: None,
+            served: None,
+        }
+    }
+
+    /// One line: "connected · 0.2 ms · 1.3 MB/s · 0 dropped", or why not.
+    pub fn summary(&self) -> String {
+        match &self.state {
+            LinkState::Connecting => format!("connecting to {}…", self.addr),
+            LinkState::Waiting {
+                error,
+                since,
+                retry_in,
+            } => {
+                let left = retry_in.saturating_sub(since.elapsed());
+                format!(
+                    "{error}; trying again in {:.0} s",
+                    left.as_secs_f64().ceil()
+                )
+            }
+            LinkState::Connected => {
+                let latency = self.latency_ms.map_or("latency …".into(), |(p50, p99)| {
+                    format!("latency {p50:.1} ms (p99 {p99:.1})")
+                });
+                format!(
+                    "connected · {latency} · {:.2} MB/s · {} frames not received",
+                    self.bytes_per_sec / 1e6,
+                    self.frames_not_received
+                )
+            }
+        }
+    }
+}
+
+/// What the thread and the window share.
+struct Shared {
+    link: Mutex<Link>,
+    /// The run's geometry and how many times it changed.
+    geometry: Mutex<(u64, Geometry)>,
+    settings: Mutex<(SamplerSettings, TrafficLimits)>,
+    stop: AtomicBool,
+}
+
+/// A served run viewed live.
+pub struct Viewer {
+    pub data: Arc<Mutex<SamplerData>>,
+    pub store: Arc<Mutex<TrafficStore>>,
+    shared: Arc<Shared>,
+    control: ControlWorker,
+}
+
+impl std::fmt::Debug for Viewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Viewer")
+            .field("addr", &lock(&self.shared.link).addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Viewer {
+    /// Starts viewing `url` (`ws://HOST:PORT`); the connection is made on the thread, so
+    /// this returns at once (an address that is not one is an error).
+    pub fn start(
+        url: &str,
+        settings: SamplerSettings,
+        limits: TrafficLimits,
+        waker: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<Self, RemoteError> {
+        let addr = super::client::host_port(url)?;
+        let feed = Feed::new(Geometry::none(), addr.clone(), &settings);
+        let shared = Arc::new(Shared {
+            link: Mutex::new(Link::new(addr.clone())),
+            geometry: Mutex::new((0, Geometry::none())),
+            settings: Mutex::new((settings, limits)),
+            stop: AtomicBool::new(false),
+        });
+        let (tx, rx) = bounded(16);
+        let control_state = Arc::new(Mutex::new(ControlState::default()));
+        let data = Arc::clone(&feed.data);
+        let store = Arc::clone(&feed.store);
+        let mut worker = Worker {
+            addr,
+            feed,
+            shared: Arc::clone(&shared),
+            requests: rx,
+            control: Arc::clone(&control_state),
+            waker,
+            pending: BTreeMap::new(),
+            latencies: Vec::new(),
+        };
+        std::thread::Builder::new()
+            .name("lrbc-remote".into())
+            .spawn(move || worker.run())
+            .map_err(|e| RemoteError::Connect {
+                addr: url.to_string(),
+                cause: e.to_string(),
+            })?;
+        Ok(Self {
+            data,
+            store,
+            shared,
+            control: ControlWorker::elsewhere(tx, control_state),
+        })
+    }
+
+    pub fn link(&self) -> Link {
+        lock(&self.shared.link).clone()
+    }
+
+    /// The run's geometry (none until the server described it) and its generation,
+    /// bumped each time it changes.
+    pub fn geometry(&self) -> (u64, Geometry) {
+        lock(&self.shared.geometry).clone()
+    }
+
+    /// The control requests' worker: its calls go to the server's services.
+    pub fn control(&self) -> &ControlWorker {
+        &self.control
+    }
+
+    pub fn settings(&self) -> SamplerSettings {
+        lock(&self.shared.settings).0.clone()
+    }
+
+    pub fn set_settings(&self, s: SamplerSettings) {
+        lock(&self.shared.settings).0 = s;
+    }
+
+    pub fn set_limits(&self, l: TrafficLimits) {
+        lock(&self.shared.settings).1 = l;
+    }
+}
+
+impl Drop for Viewer {
+    fn drop(&mut self) {
+        // The thread sees it within a read's timeout (or after a connection attempt)
+        // and ends; it holds nothing but shared memory, so nobody waits for it.
+        // Relaxed: a flag with no data behind it.
+        self.shared.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+struct Worker {
+    addr: String,
+    feed: Feed,
+    shared: Arc<Shared>,
+    requests: Receiver<ControlRequest>,
+    control: Arc<Mutex<ControlState>>,
+    waker: Arc<dyn Fn() + Send + Sync>,
+    /// Service calls sent and not answered: call id → request.
+    pending: BTreeMap<u32, ControlRequest>,
+    /// Latencies of the current second (ns).
+    latencies: Vec<u64>,
+}
+
+/// Unix time now (ns).
+fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Worker {
+    fn stopped(&self) -> bool {
+        // Relaxed: a flag with no data behind it (pairs with the store in Drop).
+        self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    fn run(&mut self) {
+        let url = format!("ws://{}", self.addr);
+        let mut backoff = FIRST_BACKOFF;
+        let mut session: Option<Option<String>> = None;
+        let mut connected_before = false;
+        while !self.stopped() {
+            lock(&self.shared.link).state = LinkState::Connecting;
+            (self.waker)();
+            let error = match Connection::connect(&url, CONNECT_TIMEOUT) {
+                Ok(c) => {
+                    backoff = FIRST_BACKOFF;
+                    {
+                        let mut l = lock(&self.shared.link);
+                        l.state = LinkState::Connected;
+                        l.server_name.clone_from(&c.server_name);
+                        l.session_id.clone_from(&c.session_id);
+                        if connected_before {
+                            l.reconnects += 1;
+                        }
+                    }
+                    connected_before = true;
+                    // Another session id: the server restarted, and what it serves
+                    // now is another run (or the same one, described again).
+                    if session.as_ref().is_some_and(|s| *s != c.session_id) {
+                        lock(&self.shared.link).restarts += 1;
+                        self.restart(Geometry::none());
+                    }
+                    session = Some(c.session_id.clone());
+                    match self.connected(c) {
+                        Ok(()) => return,
+                        Err(e) => e.to_string(),
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            let since = Instant::now();
+            lock(&self.shared.link).state = LinkState::Waiting {
+                error,
+                since,
+                retry_in: backoff,
+            };
+            (self.waker)();
+            while since.elapsed() < backoff && !self.stopped() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// A new run: the data start over, with `geometry`.
+    fn restart(&mut self, geometry: Geometry) {
+        self.feed.restart(geometry.clone(), self.addr.clone());
+        let mut g = lock(&self.shared.geometry);
+        g.0 += 1;
+        g.1 = geometry;
+        drop(g);
+        (self.waker)();
+    }
+
+    /// Reads the connection until it ends (Err) or the viewer stops (Ok).
+    fn connected(&mut self, mut c: Connection) -> Result<(), RemoteError> {
+        let mut subscribed: HashSet<u64> = HashSet::new();
+        let mut last_flush = Instant::now();
+        let mut second = (Instant::now(), 0u64, 0u64);
+        let unix_minus_mono =
+            i128::from(unix_now_ns()) - i128::from(crate::clock::monotonic_now_ns());
+        // Requests made before the connection came are answered now.
+        self.pending.clear();
+        loop {
+            if self.stopped() {
+                c.close();
+                return Ok(());
+            }
+            let new: Vec<u64> = (c.channels.keys().copied())
+                .filter(|id| !subscribed.contains(id))
+                .collect();
+            if !new.is_empty() {
+                c.subscribe(&new)?;
+                subscribed.extend(new);
+            }
+            subscribed.retain(|id| c.channels.contains_key(id));
+            while let Ok(req) = self.requests.try_recv() {
+                self.call(&mut c, req);
+            }
+            let msg = c.next(Duration::from_millis(10))?;
+            if let Some(m) = msg {
+                self.message(&c, m, unix_minus_mono);
+            }
+            let now = Instant::now();
+            if now.duration_since(last_flush) >= FLUSH_EVERY {
+                last_flush = now;
+                let (settings, limits) = lock(&self.shared.settings).clone();
+                self.feed
+                    .flush(&settings, limits, crate::clock::monotonic_now_ns());
+                (self.waker)();
+            }
+            if now.duration_since(second.0) >= Duration::from_secs(1) {
+                let secs = now.duration_since(second.0).as_secs_f64();
+                let mut l = lock(&self.shared.link);
+                l.bytes_per_sec = l.bytes.saturating_sub(second.1) as f64 / secs;
+                l.messages_per_sec = l.messages.saturating_sub(second.2) as f64 / secs;
+                second = (now, l.bytes, l.messages);
+                self.latencies.sort_unstable();
+                let q = |p: f64| crate::stats::quantile(&self.latencies, p).map(|n| n as f64 / 1e6);
+                l.latency_ms = q(0.5).zip(q(0.99)).or(l.latency_ms);
+                l.control = c.services.contains_key(SET_SERVICE);
+                self.latencies.clear();
+            }
+        }
+    }
+
+    fn message(&mut self, c: &Connection, m: ServerMessage, unix_minus_mono: i128) {
+        match m {
+            ServerMessage::MessageData {
+                subscription,
+                log_time,
+                data,
+            } => {
+                let arrived = unix_now_ns();
+                if self.latencies.len() < 100_000 {
+                    self.latencies.push(arrived.saturating_sub(log_time));
+                }
+                {
+                    let mut l = lock(&self.shared.link);
+                    l.bytes += data.len() as u64;
+                    l.messages += 1;
+                }
+                let Some(topic) = c.channel_of(subscription).map(|ch| ch.topic.clone()) else {
+                    return;
+                };
+                // The server's Unix time on this machine's clock of the panels.
+                let local = (i128::from(log_time) - unix_minus_mono).max(0) as u64;
+                if topic == METADATA_TOPIC {
+                    self.metadata(&data);
+                } else if topic == STATUS_TOPIC {
+                    self.status(&data);
+                } else {
+                    let (settings, limits) = lock(&self.shared.settings).clone();
+                    if let Fed::Frame { gap, .. } =
+                        self.feed.message(&topic, local, &data, &settings, limits)
+                    {
+                        lock(&self.shared.link).frames_not_received += gap;
+                    }
+                }
+            }
+            ServerMessage::ServiceResponse { call_id, data, .. } => {
+                if let Some(req) = self.pending.remove(&call_id) {
+                    self.answered(req, Ok(data));
+                }
+            }
+            ServerMessage::ServiceCallFailure { call_id, message } => {
+                if let Some(req) = self.pending.remove(&call_id) {
+                    self.answered(req, Err(message));
+                }
+            }
+            ServerMessage::Status { message, .. } => {
+                lock(&self.shared.link).note = Some(message);
+            }
+            ServerMessage::AdvertiseServices(_) | ServerMessage::UnadvertiseServices(_) => {
+                lock(&self.shared.link).control = c.services.contains_key(SET_SERVICE);
+            }
+            _ => {}
+        }
+    }
+
+    /// A metadata record: the segment's description gives the geometry; a new one (the
+    /// server re-attached to another segment) starts the data over.
+    fn metadata(&mut self, json: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(json) else {
+            return;
+        };
+        if v["name"].as_str() != Some(SEGMENT_METADATA) {
+            return;
+        }
+        let Some(m) = v["metadata"].as_object() else {
+            return;
+        };
+        let m: BTreeMap<String, String> = m
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect();
+        let Some(g) = segment_from_metadata(&m)
+            .and_then(|s| crate::layout::inspect(&s, LayoutChoice::Auto).ok())
+        else {
+            lock(&self.shared.link).note =
+                Some("the server's description of the segment is not readable".into());
+            return;
+        };
+        let current = self.feed.geometry();
+        let same = current.header == g.header
+            && current.size_bytes == g.size_bytes
+            && current.regions == g.regions;
+        if !same {
+            self.restart(g);
+        }
+    }
+
+    /// The server's status: the segment's state and rates, as `watch` reports them.
+    fn status(&mut self, json: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(json) else {
+            return;
+        };
+        let state = v["state"].as_str().and_then(State::parse);
+        let report = state.map(|state| Report {
+            t_secs: 0.0,
+            state,
+            frame_seq: v["frame_seq"].as_u64().unwrap_or(0),
+            action_seq: v["action_seq"].as_u64().unwrap_or(0),
+            frame_hz: v["frame_hz"].as_f64(),
+            action_hz: v["action_hz"].as_f64(),
+            lag: v["lag"].as_i64().unwrap_or(0),
+            server_pid: v["server_pid"].as_u64().unwrap_or(0) as u32,
+            server_alive: state != State::EngineGone,
+            note: v["note"].as_str().map(str::to_string),
+        });
+        {
+            let mut d = lock(&self.feed.data);
+            if let Some(r) = &report {
+                d.counters.server_pid = r.server_pid;
+            }
+            d.counters.service_flags = v["service_flags"].as_u64().map(|f| f as u32);
+            d.report = report;
+        }
+        lock(&self.shared.link).served = Some(v);
+    }
+
+    /// Sends a control request to the server's services.
+    fn call(&mut self, c: &mut Connection, req: ControlRequest) {
+        let (service, body) = match req {
+            ControlRequest::SetEnabled { service, enabled } => (
+                SET_SERVICE,
+                serde_json::json!({
+                    "service": crate::rpc::services::label(service).to_ascii_lowercase(),
+                    "enabled": enabled,
+                })
+                .to_string(),
+            ),
+            ControlRequest::Status => (SERVICE_STATUS, "{}".to_string()),
+        };
+        let sent = if c.services.contains_key(service) {
+            c.call(service, body.as_bytes()).map_err(|e| e.to_string())
+        } else {
+            Err(format!(
+                "{} does not allow control (it serves without --allow-control)",
+                self.addr
+            ))
+        };
+        match sent {
+            Ok(id) => {
+                self.pending.insert(id, req);
+                lock(&self.control).busy = true;
+            }
+            Err(e) => lock(&self.control).last_error = Some(e),
+        }
+        (self.waker)();
+    }
+
+    /// A service's answer into the RPC panel's state.
+    fn answered(&mut self, req: ControlRequest, answer: Result<Vec<u8>, String>) {
+        let result = answer.and_then(|bytes| {
+            let v: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("the server's answer is not JSON: {e}"))?;
+            let fields = &v["fields"];
+            if let Some(rows) = statuses_of(fields) {
+                lock(&self.control).statuses = rows;
+            }
+            let method = v["method"].as_str().unwrap_or("response");
+            Ok(match (req, find_bool(fields, "enabled")) {
+                (ControlRequest::SetEnabled { service, .. }, Some(e)) => set_line(service, e),
+                _ => {
+                    let mut text = fields["payload"].to_string();
+                    if text.len() > 160 {
+                        let mut end = 160;
+                        while !text.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        text.truncate(end);
+                        text.push('…');
+                    }
+                    format!("{method}: {text}")
+                }
+            })
+        });
+        let mut s = lock(&self.control);
+        s.busy = !self.pending.is_empty();
+        match result {
+            Ok(line) => {
+                s.last = Some(line);
+                s.last_error = None;
+            }
+            Err(e) => s.last_error = Some(e),
+        }
+        drop(s);
+        (self.waker)();
+    }
+}
+
+/// The first boolean named `key` anywhere in `v`.
+fn find_bool(v: &serde_json::Value, key: &str) -> Option<bool> {
+    match v {
+        serde_json::Value::Object(m) => m
+            .get(key)
+            .and_then(serde_json::Value::as_bool)
+            .or_else(|| m.values().find_map(|x| find_bool(x, key))),
+        serde_json::Value::Array(a) => a.iter().find_map(|x| find_bool(x, key)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_services_answer_is_found_at_any_depth() {
+        let v = serde_json::json!({"payload": {"SetServiceEnabledResp": {"service": 4, "enabled": false}}});
+        assert_eq!(find_bool(&v, "enabled"), Some(false));
+        assert_eq!(
+            find_bool(&serde_json::json!({"a": [1, {"enabled": true}]}), "enabled"),
+            Some(true)
+        );
+        assert_eq!(
+            find_bool(&serde_json::json!({"enabled": 1}), "enabled"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_link_says_why_it_waits_and_when_it_tries_again() {
+        let mut l = Link::new("node:8765".into());
+        assert_eq!(l.summary(), "connecting to node:8765…");
+        l.state = LinkState::Waiting {
+            error: "cannot connect to node:8765: refused".into(),
+            since: Instant::now(),
+            retry_in: Duration::from_secs(2),
+        };
+        assert_eq!(
+            l.summary(),
+            "cannot connect to node:8765: refused; trying again in 2 s"
+        );
+        l.state = LinkState::Connected;
+        l.latency_ms = Some((0.3, 1.5));
+        l.bytes_per_sec = 2.5e6;
+        l.frames_not_received = 3;
+        assert_eq!(
+            l.summary(),
+            "connected · latency 0.3 ms (p99 1.5) · 2.50 MB/s · 3 frames not received"
+        );
+    }
+}

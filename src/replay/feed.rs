@@ -1,0 +1,245 @@
+//! [`Feed`]: a recording that arrives live, one message at a time (a run served by
+//! `serve`), into the structures the panels draw. The same decoders as the player's: each
+//! frame is decoded by [`RecFrame`] and reduced as the player reduces it, each ring entry
+//! goes through the traffic's `EntryDecoder` into the store (streamed camera frames with
+//! it, as a live tap keeps them), and the image region is put together from the newest
+//! image of each env as the player does. Histories are bounded by the settings, as the
+//! live sampler's are.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use super::player::{publish, region_image, ring_format};
+use crate::layout::{Geometry, RegionKind};
+use crate::recording::{
+    FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, lucky_header_of, ring_event_of,
+    ring_of_header_topic, ring_of_topic,
+};
+use crate::sampler::{EnvHistory, Ring, SamplerData, SamplerSettings, history_capacities};
+use crate::sync::lock;
+use crate::traffic::{EntryDecoder, RingEntry, TrafficEvent, TrafficLimits, TrafficStore};
+
+/// What a message was, for the caller's counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fed {
+    /// A frame; `gap` frames between it and the previous one never arrived.
+    Frame { frame_seq: u64, gap: u64 },
+    /// A ring entry, a luckyrobots entry header or a ring event.
+    Ring,
+    /// A camera image of the image region.
+    Image,
+    /// A frame that does not decode, or a message of a topic this feed does not read.
+    Unread,
+}
+
+/// Fills a [`SamplerData`] and a [`TrafficStore`] from messages as they arrive.
+pub struct Feed {
+    pub data: Arc<Mutex<SamplerData>>,
+    pub store: Arc<Mutex<TrafficStore>>,
+    geometry: Arc<Geometry>,
+    decoder: EntryDecoder,
+    events: Vec<TrafficEvent>,
+    /// A luckyrobots entry's header, sent just before its payload.
+    headers: HashMap<RegionKind, Arc<[u8]>>,
+    /// The newest image of each env of the image region, and whether it changed since
+    /// the region was last put together.
+    cameras: BTreeMap<u32, (u64, Arc<[u8]>)>,
+    images_changed: bool,
+    image_seq: u64,
+    image_times: std::collections::VecDeque<u64>,
+    /// Frames reduced and not yet moved under the data's lock.
+    batch: Vec<publish::Reduced>,
+    last: Option<RecFrame>,
+    last_seq: Option<u64>,
+    /// Frames between two that arrived, not yet counted as missed.
+    gaps: u64,
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed")
+            .field("envs", &self.geometry.num_envs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Feed {
+    /// A feed of a run of `geometry`, labelled `label`.
+    pub fn new(geometry: Geometry, label: String, settings: &SamplerSettings) -> Self {
+        let geometry = Arc::new(geometry);
+        let data = SamplerData::empty(Arc::clone(&geometry), label, settings.history_frames);
+        Self {
+            data: Arc::new(Mutex::new(data)),
+            store: Arc::new(Mutex::new(TrafficStore::default())),
+            geometry,
+            decoder: EntryDecoder::default(),
+            events: Vec::new(),
+            headers: HashMap::new(),
+            cameras: BTreeMap::new(),
+            images_changed: false,
+            image_seq: 0,
+            image_times: std::collections::VecDeque::new(),
+            batch: Vec::new(),
+            last: None,
+            last_seq: None,
+            gaps: 0,
+        }
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// A new run (the server re-attached, or restarted): its geometry; the histories,
+    /// the traffic and the images start over, in the same shared structures.
+    pub fn restart(&mut self, geometry: Geometry, label: String) {
+        self.geometry = Arc::new(geometry);
+        {
+            let mut d = lock(&self.data);
+            let generation = d.generation + 1;
+            let frames = d.frames.capacity();
+            *d = SamplerData::empty(Arc::clone(&self.geometry), label, frames);
+            d.generation = generation;
+        }
+        *lock(&self.store) = TrafficStore::default();
+        // Record indexes go on from those shown before (the panels key on them).
+        self.decoder = EntryDecoder::starting_at(self.decoder.next_index());
+        self.headers.clear();
+        self.cameras.clear();
+        self.images_changed = false;
+        self.image_times.clear();
+        self.batch.clear();
+        self.last = None;
+        self.last_seq = None;
+        self.gaps = 0;
+    }
+
+    /// One message of `topic`, logged at `log_ns` (the window's clock).
+    pub fn message(
+        &mut self,
+        topic: &str,
+        log_ns: u64,
+        bytes: &[u8],
+        settings: &SamplerSettings,
+        limits: TrafficLimits,
+    ) -> Fed {
+        if topic == FRAME_TOPIC {
+            let Some(f) = RecFrame::decode(log_ns, bytes) else {
+                return Fed::Unread;
+            };
+            let gap = self
+                .last_seq
+                .filter(|&s| f.frame_seq > s)
+                .map_or(0, |s| f.frame_seq - s - 1);
+            self.last_seq = Some(f.frame_seq);
+            self.gaps += gap;
+            let watched: Vec<u32> = (settings.watched_envs.iter().copied())
+                .filter(|&e| e < self.geometry.num_envs)
+                .collect();
+            self.batch
+                .push(publish::reduce(&f, &watched, &self.geometry));
+            let frame_seq = f.frame_seq;
+            self.last = Some(f);
+            return Fed::Frame { frame_seq, gap };
+        }
+        if let Some(ring) = ring_of_topic(topic) {
+            let lucky =
+                (self.headers.remove(&ring)).and_then(|h| lucky_header_of(&h[..], bytes.len()));
+            let entry = RingEntry {
+                ring,
+                format: ring_format(&self.geometry, ring),
+                position: 0,
+                payload: bytes.to_vec(),
+                lucky,
+                at_risk: false,
+            };
+            self.decoder.entry(entry, log_ns, &mut self.events);
+            self.decoder.expire(log_ns, &mut self.events);
+            let mut store = lock(&self.store);
+            for ev in self.events.drain(..) {
+                store.apply(ev, log_ns, limits);
+            }
+            return Fed::Ring;
+        }
+        if let Some(ring) = ring_of_header_topic(topic) {
+            self.headers.insert(ring, Arc::from(bytes));
+            return Fed::Ring;
+        }
+        if topic == RING_EVENTS_TOPIC {
+            if let Some(ev) = ring_event_of(bytes) {
+                lock(&self.store).apply(ev, log_ns, limits);
+            }
+            return Fed::Ring;
+        }
+        if let Some(env) = camera_env_of_topic(topic) {
+            self.cameras.insert(env, (log_ns, Arc::from(bytes)));
+            self.images_changed = true;
+            return Fed::Image;
+        }
+        Fed::Unread
+    }
+
+    /// Moves the frames reduced since the last call under the data's lock (histories
+    /// sized by `settings`), sets the newest frame and its scan, puts the image region
+    /// together when an image came, and expires unanswered requests as of `now_ns`.
+    pub fn flush(&mut self, settings: &SamplerSettings, limits: TrafficLimits, now_ns: u64) {
+        let g = Arc::clone(&self.geometry);
+        let watched: Vec<u32> = (settings.watched_envs.iter().copied())
+            .filter(|&e| e < g.num_envs)
+            .collect();
+        let values = (g.obs_size as usize).saturating_add(g.act_size as usize);
+        let (frames_cap, detail_cap) = history_capacities(settings, watched.len(), values);
+        let image = if self.images_changed {
+            self.images_changed = false;
+            self.image_seq += 1;
+            let frame_seq = self.last_seq.unwrap_or(0);
+            let (image, note) = region_image(
+                &g,
+                &self.cameras,
+                settings.image_bytes,
+                (self.image_seq, frame_seq),
+                true,
+            );
+            let newest = self.cameras.values().map(|(t, _)| *t).max();
+            let fps = newest.map_or(0.0, |t| super::player::image_rate(&mut self.image_times, t));
+            Some((image, note, fps))
+        } else {
+            None
+        };
+        {
+            let mut d = lock(&self.data);
+            d.frames.set_capacity(frames_cap);
+            d.envs.retain(|e, _| watched.contains(e));
+            for &e in &watched {
+                let h = d.envs.entry(e).or_insert_with(|| EnvHistory {
+                    points: Ring::new(frames_cap),
+                    detail: Ring::new(detail_cap),
+                });
+                h.points.set_capacity(frames_cap);
+                h.detail.set_capacity(detail_cap);
+            }
+            // Frames that never arrived: missed by the server's capture, held back by
+            // its limits, or dropped from this client's queue.
+            d.stats.frames_seen += self.gaps;
+            d.stats.frames_missed += std::mem::take(&mut self.gaps);
+            for r in self.batch.drain(..) {
+                publish::push(&mut d, r);
+            }
+            if let Some(f) = self.last.take() {
+                publish::set_latest(&mut d, Some(&f), (settings.obs_limit, settings.act_limit));
+            }
+            if let Some((image, note, fps)) = image {
+                d.image = image;
+                d.image_note = note;
+                d.image_fps = fps;
+            }
+        }
+        self.decoder.expire(now_ns, &mut self.events);
+        if !self.events.is_empty() {
+            let mut store = lock(&self.store);
+            for ev in self.events.drain(..) {
+                store.apply(ev, now_ns, limits);
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The window as a viewer of a served run, driven headlessly with egui_kittest: a
+//! simulated engine and client and `serve`, each in its own process, the window in this
+//! one, connected over loopback.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+mod common;
+
+use common::window::{Window, app, harness, only_pane, step_until};
+use common::{Guarded, Serve, SimEngine, sim_client, temp_dir};
+use egui_kittest::kittest::Queryable as _;
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::settings::{Pane, Settings};
+
+fn settings(tag: &str) -> Settings {
+    let dir = temp_dir(tag);
+    Settings {
+        screenshot_dir: dir.clone(),
+        recordings_dir: dir.join("recordings"),
+        ..Settings::default()
+    }
+}
+
+/// A port nobody listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn frames(a: &InspectorApp) -> u64 {
+    a.session
+        .as_ref()
+        .map_or(0, |s| s.sampler.stats().frames_sampled)
+}
+
+fn described(a: &InspectorApp) -> u64 {
+    a.session
+        .as_ref()
+        .and_then(|s| s.remote())
+        .filter(|(r, _)| r.geometry.size_bytes > 0)
+        .map_or(0, |(r, _)| r.generation)
+}
+
+/// Steps until the window has the run's description and some frames.
+fn wait_for_frames(h: &mut Window, more_than: u64) {
+    step_until(h, "the run's description", |a| described(a) > 0);
+    step_until(h, "frames", |a| frames(a) > more_than);
+}
+
+#[test]
+fn the_window_connected_to_a_served_run_shows_its_panels_names_the_server_and_toggles_through_its_service()
+ {
+    let engine = SimEngine::start("remote-window", &["--preset", "cams64"]);
+    let _client = Guarded::new(sim_client(&engine.name, "200"));
+    let serve = Serve::start(&engine.name, &["--images", "--allow-control"]);
+    let addr = serve.url.trim_start_matches("ws://").to_string();
+    let mut a = app(settings("remote-window"), None);
+    a.connect(&serve.url);
+    let mut h = harness(a);
+    wait_for_frames(&mut h, 20);
+    let title = h.state().title();
+    assert_eq!(title, format!("lrbc-inspector — {addr} (served)"));
+    // The panels: the run's geometry, the envs' history, the traffic, the cameras.
+    {
+        let s = h.state().session.as_ref().unwrap();
+        assert_eq!(s.geometry().num_envs, 64);
+        let d = s.data();
+        assert!(d.frames.len() > 20, "{} frames of overview", d.frames.len());
+        assert!(
+            d.envs.values().any(|e| e.points.len() > 10),
+            "the watched envs' history"
+        );
+    }
+    step_until(&mut h, "the server's state and rates", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.data().report.is_some())
+    });
+    step_until(&mut h, "traffic rows", |a| {
+        a.session.as_ref().is_some_and(|s| s.store().rows.len() > 5)
+    });
+    step_until(&mut h, "a camera image", |a| {
+        a.session.as_ref().is_some_and(|s| s.data().image.is_some())
+    });
+    // The status bar shows the link.
+    step_until(&mut h, "a latency figure", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.link())
+            .is_some_and(|l| l.latency_ms.is_some())
+    });
+    assert!(
+        h.query_by_label_contains("connected · latency").is_some(),
+        "the link in the status bar"
+    );
+    // The header panel shows the header the server described.
+    assert!(
+        h.query_by_label_contains("num_envs").is_some() || {
+            only_pane(h.state_mut(), Pane::Header);
+            h.run_steps(2);
+            h.query_by_label_contains("num_envs").is_some()
+        }
+    );
+    // A toggle goes through the server's service and the engine's flags follow.
+    only_pane(h.state_mut(), Pane::Rpc);
+    let flags = |a: &InspectorApp| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.sampler.lock().counters.service_flags)
+    };
+    step_until(&mut h, "service_flags from the server", |a| {
+        flags(a) == Some(0x7f)
+    });
+    h.get_by_label("Camera").click();
+    step_until(&mut h, "the camera bit to clear", |a| {
+        flags(a) == Some(0x7f & !(1 << 4))
+    });
+    step_until(&mut h, "the response", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.control_state())
+            .is_some_and(|c| c.last.is_some())
+    });
+    h.step();
+    assert!(
+        h.query_by_label_contains("Camera is now disabled")
+            .is_some()
+    );
+}
+
+#[test]
+fn a_server_without_control_says_so_and_a_restarted_server_is_followed() {
+    let engine = SimEngine::start(
+        "remote-restart",
+        &["--envs", "6", "--obs", "5", "--act", "2", "--image", "none"],
+    );
+    let _client = Guarded::new(sim_client(&engine.name, "200"));
+    let listen = format!("127.0.0.1:{}", free_port());
+    let serve = Serve::start_on(&engine.name, &listen, &[]);
+    let mut a = app(settings("remote-restart"), None);
+    only_pane(&mut a, Pane::Rpc);
+    a.connect(&serve.url);
+    let mut h = harness(a);
+    wait_for_frames(&mut h, 5);
+    assert!(
+        h.query_by_label_contains("does not offer control (serve it with --allow-control)")
+            .is_some(),
+        "the RPC panel says why its toggles are off"
+    );
+    let session = |a: &InspectorApp| a.session.as_ref().and_then(|s| s.link());
+    let first = session(h.state()).unwrap().session_id;
+    // The server goes away: the link says so and tries again.
+    drop(serve);
+    step_until(&mut h, "the link to wait", |a| {
+        session(a).is_some_and(|l| l.state != lrbc_inspector::remote::LinkState::Connected)
+    });
+    assert!(h.query_by_label_contains("trying again in").is_some());
+    // Another server on the same address: a new session, the run described again.
+    let _serve = Serve::start_on(&engine.name, &listen, &[]);
+    step_until(&mut h, "the new session", |a| {
+        session(a).is_some_and(|l| l.restarts == 1 && l.session_id != first)
+    });
+    step_until(&mut h, "the run described again", |a| described(a) >= 2);
+    let before = frames(h.state());
+    step_until(&mut h, "frames of the new session", |a| {
+        frames(a) > before + 5
+    });
+    assert_eq!(session(h.state()).unwrap().reconnects, 1);
+}
+
+#[test]
+fn an_address_that_is_not_a_server_is_one_line_in_the_attach_view() {
+    let mut a = app(settings("remote-bad"), None);
+    a.connect("http://node:1");
+    let mut h = harness(a);
+    h.step();
+    assert!(h.state().session.is_none());
+    let e = h.state().form.error.clone().unwrap();
+    assert!(e.contains("is not a ws://HOST:PORT address"), "{e}");
+}
