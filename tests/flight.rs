@@ -253,6 +253,12 @@ fn record_writes_from_now_until_pressed_again() {
     assert!(message.starts_with("recorded "), "{message}");
     let (seqs, _) = frames(&path);
     assert!(seqs.len() >= 20, "{}", seqs.len());
+    // Its counts are the file's, not the flight recorder's since it started.
+    let counts = lrbc_inspector::replay::Recording::open(&path)
+        .unwrap()
+        .counts()
+        .unwrap();
+    assert_eq!(counts["frames_recorded"], seqs.len() as u64);
     let bytes = std::fs::read(&path).unwrap();
     // A finished file: its summary is there.
     assert!(mcap::Summary::read(&bytes).unwrap().is_some());

@@ -185,3 +185,74 @@ fn an_address_that_is_not_a_server_is_one_line_in_the_attach_view() {
     let e = h.state().form.error.clone().unwrap();
     assert!(e.contains("is not a ws://HOST:PORT address"), "{e}");
 }
+
+#[test]
+fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
+    let engine = SimEngine::start(
+        "remote-record",
+        &[
+            "--envs", "6", "--obs", "5", "--act", "2", "--image", "16x16x3",
+        ],
+    );
+    let _client = Guarded::new(sim_client(&engine.name, "200"));
+    let serve = Serve::start(&engine.name, &["--images"]);
+    let dir = temp_dir("remote-record");
+    let mut s = settings("remote-record");
+    s.recordings_dir = dir.clone();
+    let mut a = app(s, None);
+    a.connect(&serve.url);
+    let mut h = harness(a);
+    wait_for_frames(&mut h, 5);
+    step_until(&mut h, "the flight recorder", |a| {
+        a.flight_status().rolling_frames > 0
+    });
+    h.get_by_label("Record").click();
+    h.run_steps(2);
+    step_until(&mut h, "frames recorded", |a| {
+        a.flight_status()
+            .recording
+            .as_ref()
+            .is_some_and(|r| r.frames >= 30)
+    });
+    h.get_by_label("Stop recording").click();
+    h.run_steps(2);
+    step_until(&mut h, "the recording finished", |a| {
+        a.flight_last_file().is_some()
+    });
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    assert!(path.starts_with(&dir), "{}", path.display());
+    let mut rec = lrbc_inspector::replay::Recording::open(&path).unwrap();
+    assert_eq!(rec.geometry.num_envs, 6);
+    assert_eq!(rec.geometry.obs_size, 5);
+    let (start, end) = rec.time_range().unwrap();
+    let mut seqs = Vec::new();
+    rec.frames_between(start, end, |f| {
+        seqs.push(f.frame_seq);
+        true
+    })
+    .unwrap();
+    assert!(seqs.len() >= 30, "{} frames", seqs.len());
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "frames in order");
+    assert!(
+        !rec.ring_between(start, end, 10_000).unwrap().is_empty(),
+        "the rings' entries"
+    );
+    assert!(
+        !rec.images_at(end).unwrap().cameras.is_empty(),
+        "the camera images"
+    );
+    let counts = rec.counts().unwrap();
+    assert_eq!(counts["frames_recorded"], seqs.len() as u64);
+    // Save writes the last seconds too.
+    h.state_mut().settings.recordings_dir = dir.join("saved");
+    h.get_by_label_contains("Save last").click();
+    h.run_steps(2);
+    step_until(&mut h, "the save", |a| {
+        a.flight_last_file()
+            .is_some_and(|p| p.starts_with(dir.join("saved")))
+    });
+    let saved = h.state().flight_last_file().unwrap().to_path_buf();
+    let saved = lrbc_inspector::replay::Recording::open(&saved).unwrap();
+    assert!(saved.frame_count.unwrap_or(0) > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -92,7 +92,7 @@ impl Capture {
         prelude.schemas.push(SchemaDef {
             name: FRAME_SCHEMA.into(),
             encoding: "flatbuffer".into(),
-            data: RECORDING_BFBS,
+            data: std::borrow::Cow::Borrowed(RECORDING_BFBS),
         });
         prelude.channels.push(ChannelDef {
             topic: FRAME_TOPIC.into(),
@@ -107,7 +107,7 @@ impl Capture {
             prelude.schemas.push(SchemaDef {
                 name: ENVELOPE_SCHEMA.into(),
                 encoding: "flatbuffer".into(),
-                data: crate::rpc::schema::SCHEMA_BFBS,
+                data: std::borrow::Cow::Borrowed(crate::rpc::schema::SCHEMA_BFBS),
             });
             Some(prelude.schemas.len() - 1)
         };

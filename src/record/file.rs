@@ -94,7 +94,7 @@ impl<W: Write + Seek> FileSink<W> {
     /// adds channels as streams show up).
     pub fn sync(&mut self, prelude: &Prelude) -> Result<(), RecordError> {
         for s in prelude.schemas.iter().skip(self.schema_ids.len()) {
-            let id = self.writer.add_schema(&s.name, &s.encoding, s.data)?;
+            let id = self.writer.add_schema(&s.name, &s.encoding, &s.data)?;
             self.schema_ids.push(id);
         }
         for c in prelude.channels.iter().skip(self.channel_ids.len()) {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{Sender, TrySendError};
 
 use super::lock;
-use super::{Capture, Rolling, RollingLimits};
+use super::{Capture, Counts, Message, Prelude, Rolling, RollingLimits};
 use crate::attach::Attached;
 use worker::Worker;
 
@@ -66,6 +66,60 @@ enum Command {
         dir: PathBuf,
     },
     StopRecording,
+}
+
+/// What the flight recorder records: a [`Capture`] of a segment mapped here, or the
+/// messages of a run served elsewhere as they arrive.
+pub trait Source: Send {
+    /// The schemas, channels and metadata so far (channels are only ever added).
+    fn prelude(&self) -> &Prelude;
+    /// Appends the messages that came since the last call to `out`.
+    fn poll(&mut self, out: &mut Vec<Message>);
+    /// Waits up to `timeout` for a message (at once if one is waiting).
+    fn wait(&mut self, timeout: std::time::Duration);
+    /// What was kept and lost, for the file's `lrbc.counts`.
+    fn counts(&self) -> Counts;
+    /// The `frame_seq` of the first frame with a NaN or an infinity, if the source
+    /// looks.
+    fn first_nonfinite(&self) -> Option<u64> {
+        None
+    }
+    /// The source's CPU budget on a busy machine, if it has one.
+    fn set_busy_budget(&mut self, _percent_of_a_core: Option<f32>) {}
+    /// True while the source keeps to its budget on a busy machine.
+    fn yielding(&self) -> bool {
+        false
+    }
+    /// The segment's state as of now, when the source reads it (a save as the segment
+    /// goes keeps the record that says how).
+    fn poll_state_now(&mut self, _out: &mut Vec<Message>) {}
+}
+
+impl Source for Capture {
+    fn prelude(&self) -> &Prelude {
+        Capture::prelude(self)
+    }
+    fn poll(&mut self, out: &mut Vec<Message>) {
+        Capture::poll(self, out);
+    }
+    fn wait(&mut self, timeout: std::time::Duration) {
+        Capture::wait(self, timeout);
+    }
+    fn counts(&self) -> Counts {
+        Capture::counts(self)
+    }
+    fn first_nonfinite(&self) -> Option<u64> {
+        Capture::first_nonfinite(self)
+    }
+    fn set_busy_budget(&mut self, percent_of_a_core: Option<f32>) {
+        Capture::set_busy_budget(self, percent_of_a_core);
+    }
+    fn yielding(&self) -> bool {
+        Capture::yielding(self)
+    }
+    fn poll_state_now(&mut self, out: &mut Vec<Message>) {
+        Capture::poll_state_now(self, out);
+    }
 }
 
 /// Where a file's bytes go.
@@ -134,11 +188,22 @@ impl Flight {
         if images {
             capture = capture.with_images();
         }
+        Self::start_from(Box::new(capture), label, limits, config)
+    }
+
+    /// Starts the thread recording what `source` gives into a rolling buffer with
+    /// `limits`; its files are named after `label`.
+    pub fn start_from(
+        source: Box<dyn Source>,
+        label: String,
+        limits: RollingLimits,
+        config: FlightConfig,
+    ) -> Result<Self, String> {
         let (commands, rx) = crossbeam_channel::bounded(16);
         let status = Arc::new(Mutex::new(FlightStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let worker = Worker {
-            capture,
+            capture: source,
             rolling: Rolling::new(limits),
             recording: None,
             label,

@@ -52,13 +52,13 @@ impl Images {
         prelude.schemas.push(SchemaDef {
             name: RAW_IMAGE_SCHEMA.into(),
             encoding: "flatbuffer".into(),
-            data: FOXGLOVE_RAW_IMAGE_BFBS,
+            data: std::borrow::Cow::Borrowed(FOXGLOVE_RAW_IMAGE_BFBS),
         });
         let raw_schema = prelude.schemas.len() - 1;
         prelude.schemas.push(SchemaDef {
             name: COMPRESSED_IMAGE_SCHEMA.into(),
             encoding: "flatbuffer".into(),
-            data: FOXGLOVE_COMPRESSED_IMAGE_BFBS,
+            data: std::borrow::Cow::Borrowed(FOXGLOVE_COMPRESSED_IMAGE_BFBS),
         });
         let compressed_schema = prelude.schemas.len() - 1;
         let mut env_channels = Vec::new();

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A schema record.
+/// A schema record: the crate's own schemas are static, a served run's come with it.
 #[derive(Clone, Debug)]
 pub struct SchemaDef {
     pub name: String,
     pub encoding: String,
-    pub data: &'static [u8],
+    pub data: std::borrow::Cow<'static, [u8]>,
 }
 
 /// A channel record; `schema` indexes [`Prelude::schemas`] (None: no schema).

@@ -85,6 +85,28 @@ pub struct Counts {
     pub images: u64,
 }
 
+impl Counts {
+    /// What was counted since `earlier` (a file recorded from the middle of a capture).
+    pub fn since(&self, earlier: &Self) -> Self {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        Self {
+            frames_seen: d(self.frames_seen, earlier.frames_seen),
+            frames_recorded: d(self.frames_recorded, earlier.frames_recorded),
+            frames_missed: d(self.frames_missed, earlier.frames_missed),
+            frames_torn: d(self.frames_torn, earlier.frames_torn),
+            frames_skipped: d(self.frames_skipped, earlier.frames_skipped),
+            frames_unreadable: d(self.frames_unreadable, earlier.frames_unreadable),
+            state_changes: d(self.state_changes, earlier.state_changes),
+            ring_entries: d(self.ring_entries, earlier.ring_entries),
+            ring_events: d(self.ring_events, earlier.ring_events),
+            ring_lost_bytes: d(self.ring_lost_bytes, earlier.ring_lost_bytes),
+            frames_dropped: d(self.frames_dropped, earlier.frames_dropped),
+            ring_entries_dropped: d(self.ring_entries_dropped, earlier.ring_entries_dropped),
+            images: d(self.images, earlier.images),
+        }
+    }
+}
+
 /// Records one attachment into an MCAP file: a [`Capture`] on the caller's thread
 /// feeding a [`FileSink`] on a writer thread (`writer`), so that looking at the segment
 /// never waits for the disk.

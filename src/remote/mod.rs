@@ -3,8 +3,10 @@
 //! window's live view of a served run ([`viewer`]: a thread feeding the panels' data).
 
 pub mod client;
+mod tap;
 pub mod viewer;
 pub mod wire;
 
 pub use client::{Connection, RemoteError};
+pub use tap::Tap;
 pub use viewer::{Link, LinkState, Viewer};

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded};
 
+use super::tap::{Tap, TapSender, Tapped, tap};
 use super::wire::ServerMessage;
 use super::{Connection, RemoteError};
 use crate::control::{ControlRequest, ControlState, ControlWorker, set_line, statuses_of};
@@ -134,6 +135,8 @@ struct Shared {
     /// The run's geometry and how many times it changed.
     geometry: Mutex<(u64, Geometry)>,
     settings: Mutex<(SamplerSettings, TrafficLimits)>,
+    /// A recorder's tap asked for, not yet taken by the thread.
+    new_tap: Mutex<Option<TapSender>>,
     stop: AtomicBool,
 }
 
@@ -168,6 +171,7 @@ impl Viewer {
             link: Mutex::new(Link::new(addr.clone())),
             geometry: Mutex::new((0, Geometry::none())),
             settings: Mutex::new((settings, limits)),
+            new_tap: Mutex::new(None),
             stop: AtomicBool::new(false),
         });
         let (tx, rx) = bounded(16);
@@ -183,6 +187,8 @@ impl Viewer {
             waker,
             pending: BTreeMap::new(),
             latencies: Vec::new(),
+            metadata: BTreeMap::new(),
+            tap: None,
         };
         std::thread::Builder::new()
             .name("lrbc-remote".into())
@@ -225,6 +231,15 @@ impl Viewer {
     pub fn set_limits(&self, l: TrafficLimits) {
         lock(&self.shared.settings).1 = l;
     }
+
+    /// The run's messages from now on, with its channels and metadata records, for a
+    /// recorder (the window's flight recorder); a new tap replaces the previous one,
+    /// and a new run (another description, a restarted server) ends it.
+    pub fn tap(&self) -> Tap {
+        let (tx, rx) = tap();
+        *lock(&self.shared.new_tap) = Some(tx);
+        rx
+    }
 }
 
 impl Drop for Viewer {
@@ -247,6 +262,10 @@ struct Worker {
     pending: BTreeMap<u32, ControlRequest>,
     /// Latencies of the current second (ns).
     latencies: Vec<u64>,
+    /// The run's metadata records, by name, as the server sent them.
+    metadata: BTreeMap<String, BTreeMap<String, String>>,
+    /// The recorder's tap, when one records the run.
+    tap: Option<TapSender>,
 }
 
 /// Unix time now (ns).
@@ -314,6 +333,11 @@ impl Worker {
     /// A new run: the data start over, with `geometry`.
     fn restart(&mut self, geometry: Geometry) {
         self.feed.restart(geometry.clone(), self.addr.clone());
+        // A recording holds one run: its recorder stops getting messages.
+        self.tap = None;
+        if geometry.size_bytes == 0 {
+            self.metadata.clear();
+        }
         let mut g = lock(&self.shared.geometry);
         g.0 += 1;
         g.1 = geometry;
@@ -340,9 +364,10 @@ impl Worker {
                 .collect();
             if !new.is_empty() {
                 c.subscribe(&new)?;
-                subscribed.extend(new);
+                subscribed.extend(new.iter().copied());
             }
             subscribed.retain(|id| c.channels.contains_key(id));
+            self.take_tap(&c, &new);
             while let Ok(req) = self.requests.try_recv() {
                 self.call(&mut c, req);
             }
@@ -373,6 +398,28 @@ impl Worker {
         }
     }
 
+    /// A new tap gets the channels and the metadata records; a tap gets the channels
+    /// advertised since (`new`).
+    fn take_tap(&mut self, c: &Connection, new: &[u64]) {
+        if let Some(t) = lock(&self.shared.new_tap).take() {
+            let mut ok = c
+                .channels
+                .values()
+                .all(|ch| t.send(Tapped::Channel(ch.clone())));
+            for (name, m) in &self.metadata {
+                ok &= t.send(Tapped::Metadata(name.clone(), m.clone()));
+            }
+            self.tap = ok.then_some(t);
+        } else if let Some(t) = &self.tap {
+            let ok = (new.iter())
+                .filter_map(|id| c.channels.get(id))
+                .all(|ch| t.send(Tapped::Channel(ch.clone())));
+            if !ok {
+                self.tap = None;
+            }
+        }
+    }
+
     fn message(&mut self, c: &Connection, m: ServerMessage, unix_minus_mono: i128) {
         match m {
             ServerMessage::MessageData {
@@ -389,7 +436,10 @@ impl Worker {
                     l.bytes += data.len() as u64;
                     l.messages += 1;
                 }
-                let Some(topic) = c.channel_of(subscription).map(|ch| ch.topic.clone()) else {
+                let Some((topic, channel)) = c
+                    .channel_of(subscription)
+                    .map(|ch| (ch.topic.clone(), ch.id))
+                else {
                     return;
                 };
                 // The server's Unix time on this machine's clock of the panels.
@@ -400,10 +450,21 @@ impl Worker {
                     self.status(&data);
                 } else {
                     let (settings, limits) = lock(&self.shared.settings).clone();
-                    if let Fed::Frame { gap, .. } =
-                        self.feed.message(&topic, local, &data, &settings, limits)
+                    let fed = self.feed.message(&topic, local, &data, &settings, limits);
+                    let gap = match fed {
+                        Fed::Frame { gap, .. } => gap,
+                        _ => 0,
+                    };
+                    lock(&self.shared.link).frames_not_received += gap;
+                    if let Some(t) = &self.tap
+                        && !t.send(Tapped::Message {
+                            channel,
+                            log_time: local,
+                            data: Arc::from(data),
+                            gap,
+                        })
                     {
-                        lock(&self.shared.link).frames_not_received += gap;
+                        self.tap = None;
                     }
                 }
             }
@@ -433,16 +494,22 @@ impl Worker {
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(json) else {
             return;
         };
-        if v["name"].as_str() != Some(SEGMENT_METADATA) {
-            return;
-        }
-        let Some(m) = v["metadata"].as_object() else {
+        let (Some(name), Some(m)) = (v["name"].as_str(), v["metadata"].as_object()) else {
             return;
         };
         let m: BTreeMap<String, String> = m
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
             .collect();
+        if let Some(t) = &self.tap
+            && !t.send(Tapped::Metadata(name.to_string(), m.clone()))
+        {
+            self.tap = None;
+        }
+        self.metadata.insert(name.to_string(), m.clone());
+        if name != SEGMENT_METADATA {
+            return;
+        }
         let Some(g) = segment_from_metadata(&m)
             .and_then(|s| crate::layout::inspect(&s, LayoutChoice::Auto).ok())
         else {

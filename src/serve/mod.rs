@@ -239,7 +239,11 @@ impl Server {
             let mut builder =
                 ChannelBuilder::new(c.topic.clone()).message_encoding(c.message_encoding.clone());
             if let Some(s) = schema {
-                builder = builder.schema(Schema::new(s.name.clone(), s.encoding.clone(), s.data));
+                builder = builder.schema(Schema::new(
+                    s.name.clone(),
+                    s.encoding.clone(),
+                    s.data.clone(),
+                ));
             }
             let channel =
                 builder

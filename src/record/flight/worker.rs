@@ -10,9 +10,10 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 use super::{
-    Command, CreateFile, FlightConfig, FlightStatus, Note, Output, RecordingStatus, new_file_path,
+    Command, CreateFile, FlightConfig, FlightStatus, Note, Output, RecordingStatus, Source,
+    new_file_path,
 };
-use crate::record::{Capture, FileSink, Message, Prelude, RecordError, Rolling, RollingCopy, lock};
+use crate::record::{FileSink, Message, Prelude, RecordError, Rolling, RollingCopy, lock};
 
 /// How often a file being recorded ends its chunk (what a crash may lose).
 const CHUNK_EVERY_NS: u64 = 1_000_000_000;
@@ -23,10 +24,12 @@ pub(super) struct Recording {
     file: FileSink<BufWriter<Box<dyn Output>>>,
     path: PathBuf,
     last_chunk_ns: u64,
+    /// The capture's counts when the file started: the file's are those since.
+    counts_at_start: crate::record::Counts,
 }
 
 pub(super) struct Worker {
-    pub capture: Capture,
+    pub capture: Box<dyn Source>,
     pub rolling: Rolling,
     pub recording: Option<Recording>,
     pub label: String,
@@ -150,6 +153,7 @@ impl Worker {
             file,
             path,
             last_chunk_ns: crate::clock::monotonic_now_ns(),
+            counts_at_start: self.capture.counts(),
         })
     }
 
@@ -196,7 +200,7 @@ impl Worker {
 
     fn finish_recording(&self, r: Recording) {
         let frames = r.file.frames();
-        let counts = self.capture.counts();
+        let counts = self.capture.counts().since(&r.counts_at_start);
         let path = r.path;
         match r.file.finish(&counts) {
             Ok(_) => self.note(

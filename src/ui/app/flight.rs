@@ -107,8 +107,10 @@ impl InspectorApp {
             }
             self.flight.note = Some((n, monotonic_now_ns()));
         }
-        // Only a live segment has a run to record.
-        let Some((s, live)) = self.session.as_ref().and_then(|s| Some((s, s.live()?))) else {
+        // A live segment or a served run (once described) has a run to record.
+        let Some(s) = self.session.as_ref().filter(|s| {
+            s.live().is_some() || s.remote().is_some_and(|(r, _)| r.geometry.size_bytes > 0)
+        }) else {
             self.flight.flight = None;
             self.flight.state = None;
             return;
@@ -151,7 +153,7 @@ impl InspectorApp {
         }
         self.flight.state = state;
         if self.flight.flight.is_none() && !is_gone(state) {
-            let num_envs = live.geometry.num_envs;
+            let num_envs = s.geometry().num_envs;
             let mut envs: Vec<u32> = self
                 .settings
                 .watched_envs
@@ -169,7 +171,16 @@ impl InspectorApp {
                 waker: Arc::new(move || w()),
                 create: crate::record::flight::create_file,
             };
-            match Flight::start(live, envs, self.settings.flight_limits(), config) {
+            let limits = self.settings.flight_limits();
+            let started = match (s.live(), s.remote()) {
+                (Some(live), _) => Flight::start(live, envs, limits, config),
+                // The served run's messages as they arrive: the envs the server sends.
+                (None, Some((_, viewer))) => {
+                    Flight::start_from(Box::new(viewer.tap()), s.label(), limits, config)
+                }
+                (None, None) => Err("nothing to record".into()),
+            };
+            match started {
                 Ok(f) => {
                     // The sampler's budget on a busy machine holds for the recorder too.
                     if let Err(e) = f.set_busy_budget(self.settings.sampler().busy_budget_percent) {
