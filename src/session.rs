@@ -63,6 +63,21 @@ pub struct RemoteInfo {
     pub generation: u64,
 }
 
+/// What the Attach view shows of a served run, one row per server.
+#[derive(Clone, Debug)]
+pub struct NodeRow {
+    pub addr: String,
+    /// The segment's state as the server reports it.
+    pub state: Option<crate::watch::State>,
+    pub frame_hz: Option<f64>,
+    /// The median reward over the envs of the newest frame.
+    pub reward_median: Option<f32>,
+    /// NaN and Inf values in the newest frame scanned.
+    pub nonfinite: u64,
+    pub envs: u32,
+    pub link: Link,
+}
+
 /// The frames: a live sampler, a recording's player, or a served run's viewer.
 #[derive(Debug)]
 pub enum Frames {
@@ -282,6 +297,22 @@ impl Session {
             (Source::Remote(r), Frames::Remote(v)) => Some((r, v)),
             _ => None,
         }
+    }
+
+    /// One row of the Attach view's servers, when the source is a served run.
+    pub fn node_row(&self) -> Option<NodeRow> {
+        let (info, viewer) = self.remote()?;
+        let link = viewer.link();
+        let d = lock(&viewer.data);
+        Some(NodeRow {
+            addr: info.addr.clone(),
+            state: d.report.as_ref().map(|r| r.state),
+            frame_hz: d.report.as_ref().and_then(|r| r.frame_hz),
+            reward_median: d.frames.back().map(|f| f.reward_p50),
+            nonfinite: d.scan.nan + d.scan.inf,
+            envs: info.geometry.num_envs,
+            link,
+        })
     }
 
     /// The link to the server, when the source is a served run.

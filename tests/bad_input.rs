@@ -252,6 +252,18 @@ fn bad_names_sizes_and_values_are_one_line_errors() {
         cases.push(case(&["dump", "--shm", name]));
         cases.push(case(&["sim", "engine", "--name", name, "--ring-size", "3"]));
     }
+    // Addresses that are not a server's, and a server with a segment.
+    for url in [
+        "http://node:1",
+        "wss://node:1",
+        "node",
+        "ws://node:99999",
+        "ws://:1",
+        "",
+    ] {
+        cases.push(case(&["--connect", url]));
+    }
+    cases.push(case(&["--connect", "ws://127.0.0.1:1", "--shm", shm]));
     for name in ["a/b", "..", long.as_str()] {
         cases.push(case(&["sim", "engine", "--name", name]));
         cases.push(case(&["sim", "client", "--shm", name, "--steps", "1"]));

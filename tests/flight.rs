@@ -457,3 +457,35 @@ fn a_truncated_segment_keeps_no_zero_frame_and_its_saved_file_says_truncated() {
     assert_eq!(states, ["truncated"], "the truncation is recorded");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn attaching_to_another_segment_moves_the_flight_recorder_to_it() {
+    use lrbc_inspector::sim::engine::Preset;
+    use lrbc_inspector::sim::inprocess::SimRun;
+    let first = SimRun::start(Preset::Cams64, Some(200.0)).unwrap();
+    let second = SimRun::start(Preset::Cams16, Some(200.0)).unwrap();
+    let dir = temp_dir("flight-switch");
+    let mut h = window(first.target(), &dir);
+    step_until(&mut h, "the flight recorder", |a| {
+        a.flight_status().rolling_frames > 0
+    });
+    h.state_mut().attach(second.target());
+    h.run_steps(2);
+    h.get_by_label("Record").click();
+    h.run_steps(2);
+    step_until(&mut h, "frames recorded", |a| {
+        a.flight_status()
+            .recording
+            .as_ref()
+            .is_some_and(|r| r.frames >= 10)
+    });
+    h.get_by_label("Stop recording").click();
+    h.run_steps(2);
+    step_until(&mut h, "the recording finished", |a| {
+        a.flight_last_file().is_some()
+    });
+    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    let rec = lrbc_inspector::replay::Recording::open(&path).unwrap();
+    assert_eq!(rec.geometry.num_envs, 16, "the segment attached last");
+    let _ = std::fs::remove_dir_all(&dir);
+}

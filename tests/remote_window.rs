@@ -256,3 +256,72 @@ fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
     assert!(saved.frame_count.unwrap_or(0) > 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn several_servers_each_have_a_row_and_choosing_one_shows_it_while_the_others_go_on() {
+    let engines: Vec<SimEngine> = ["remote-node-a", "remote-node-b"]
+        .iter()
+        .map(|tag| {
+            SimEngine::start(
+                tag,
+                &["--envs", "6", "--obs", "5", "--act", "2", "--image", "none"],
+            )
+        })
+        .collect();
+    let _clients: Vec<Guarded> = engines
+        .iter()
+        .map(|e| Guarded::new(sim_client(&e.name, "200")))
+        .collect();
+    let serves: Vec<Serve> = engines.iter().map(|e| Serve::start(&e.name, &[])).collect();
+    let addrs: Vec<String> = serves
+        .iter()
+        .map(|s| s.url.trim_start_matches("ws://").to_string())
+        .collect();
+    let mut a = app(settings("remote-nodes"), None);
+    a.connect(&serves[0].url);
+    // The second through the Attach view's field, as a user would.
+    a.show_attach = true;
+    let mut h = harness(a);
+    h.step();
+    h.get_by_label("Connect to a server…").click();
+    h.run_steps(2);
+    h.get_by_label("Connect to a server…")
+        .type_text(&serves[1].url);
+    h.run_steps(2);
+    h.get_by_label("Connect").click();
+    h.run_steps(2);
+    assert_eq!(h.state().session.as_ref().unwrap().label(), addrs[1]);
+    wait_for_frames(&mut h, 5);
+    // Both servers have a row, with their figures.
+    h.state_mut().show_attach = true;
+    step_until(&mut h, "both rows with frame rates", |a| {
+        let rows = a.node_rows();
+        rows.len() == 2 && rows.iter().all(|r| r.frame_hz.is_some() && r.envs == 6)
+    });
+    for addr in &addrs {
+        assert!(
+            h.query_all_by_label(addr).next().is_some(),
+            "a row for {addr}"
+        );
+    }
+    let background = |a: &InspectorApp| {
+        a.nodes
+            .iter()
+            .find(|n| n.label() == addrs[0])
+            .map_or(0, |n| n.sampler.stats().frames_sampled)
+    };
+    // The one not shown goes on.
+    let before = background(h.state());
+    step_until(&mut h, "the node in the background to go on", |a| {
+        background(a) > before + 5
+    });
+    // Choosing its row shows it.
+    let rows: Vec<_> = h.query_all_by_label("Show").collect();
+    assert_eq!(rows.len(), 2);
+    rows[1].click();
+    h.run_steps(2);
+    assert_eq!(h.state().session.as_ref().unwrap().label(), addrs[0]);
+    assert!(!h.state().show_attach);
+    assert_eq!(h.state().nodes.len(), 1);
+    assert!(h.state().title().contains(&addrs[0]));
+}

@@ -482,6 +482,19 @@ fn serve_is_read_by_the_tool_s_client_and_toggles_a_service_when_allowed() {
         .unwrap();
     assert_eq!(flags & (1 << 4), 0, "camera bit cleared: {flags:#x}");
     c.close();
+    // The window as its viewer (headless): the run described, frames and traffic.
+    let mut a = window::app(lrbc_inspector::ui::settings::Settings::default(), None);
+    a.connect(&url);
+    let mut h = window::harness(a);
+    window::step_until(&mut h, "frames and traffic from the server", |a| {
+        a.session.as_ref().is_some_and(|s| {
+            s.geometry().num_envs == 4
+                && s.sampler.stats().frames_sampled > 10
+                && !s.store().rows.is_empty()
+        })
+    });
+    assert!(h.state().title().ends_with("(served)"));
+    drop(h);
     let _ = serve.child().kill();
     let _ = client.child().kill();
     drop(engine);

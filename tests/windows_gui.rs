@@ -288,6 +288,30 @@ fn the_window_opens_on_a_segment_with_no_display_variable_and_closes_cleanly() {
 }
 
 #[test]
+fn connect_opens_the_window_on_a_served_run_named_by_its_server() {
+    let run = Run::start();
+    let serve = Serve::start(&run.name, &[]);
+    let addr = serve.url.trim_start_matches("ws://").to_string();
+    let mut window = Guarded::new(
+        inspector()
+            .args(["--connect", &serve.url])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let hwnd = wait_for_window(window.child(), &format!("lrbc-inspector — {addr} (served)"));
+    win::close(hwnd);
+    let out = window.finish();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn demo_opens_the_window_and_stops_its_engine_and_trainer_when_it_closes() {
     let mut demo = Guarded::new(
         inspector()

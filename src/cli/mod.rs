@@ -46,9 +46,11 @@ pub struct Cli {
     pub verbose: bool,
     #[command(flatten)]
     pub window: WindowArgs,
-    /// Open the window on a run served by `lrbc-inspector serve` (ws://HOST:PORT).
+    /// Open the window on a run served by `lrbc-inspector serve` (ws://HOST:PORT); given
+    /// several times, the window connects to each server and shows the first (the
+    /// Attach view has a row for each).
     #[arg(long, value_name = "URL", value_parser = args::parse_server, conflicts_with_all = ["shm", "pid", "path"])]
-    pub connect: Option<String>,
+    pub connect: Vec<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -543,9 +545,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Bench(cmd)) => benchmarks::run(&cmd),
         Some(Command::Screenshots { out }) => screenshots::run(&out),
         Some(Command::Open(args)) => open::run(&args, cli.window),
-        None if cli.connect.is_some() => {
-            let url = cli.connect.clone().unwrap_or_default();
-            crate::ui::run_window_connected(url, cli.window.overrides()).map_err(CliError::Other)
+        None if !cli.connect.is_empty() => {
+            crate::ui::run_window_connected(cli.connect.clone(), cli.window.overrides())
+                .map_err(CliError::Other)
         }
         None => {
             let target = cli.target.resolve();

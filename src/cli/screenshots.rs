@@ -30,6 +30,84 @@ pub fn render_app(
     r.render(ctx, size, 1.0, frames, |ui| app.run_frame(ui))
 }
 
+fn settings_of(out: &Path) -> Settings {
+    Settings {
+        screenshot_dir: out.join("captures"),
+        watched_envs: vec![0, 1, 2],
+        plot_window_secs: 10.0,
+        ..Settings::default()
+    }
+}
+
+/// A child process, killed when this goes.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `remote.png`: the window connected to `serve` of the same run (a process of this
+/// program), on loopback.
+fn remote(
+    sim: &SimRun,
+    settings: &Settings,
+    renderer: &mut HeadlessRenderer,
+    out: &Path,
+) -> Result<PathBuf, CliError> {
+    use std::io::BufRead as _;
+    let failed = |what: &str, e: &dyn std::fmt::Display| CliError::Other(format!("{what}: {e}"));
+    let exe = std::env::current_exe().map_err(|e| failed("this program's path", &e))?;
+    let crate::attach::Target::Shm(name) = sim.target() else {
+        return Err(CliError::Other("the simulated run has no name".into()));
+    };
+    let mut child = Child(
+        std::process::Command::new(exe)
+            .args([
+                "serve",
+                "--shm",
+                &name,
+                "--listen",
+                "127.0.0.1:0",
+                "--images",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| failed("cannot start serve", &e))?,
+    );
+    let mut first = String::new();
+    if let Some(stdout) = child.0.stdout.take() {
+        std::io::BufReader::new(stdout)
+            .read_line(&mut first)
+            .map_err(|e| failed("serve said nothing", &e))?;
+    }
+    let url = first
+        .trim()
+        .strip_prefix("listening on ")
+        .ok_or_else(|| CliError::Other(format!("serve's first line: {first:?}")))?
+        .to_string();
+    let ctx = egui::Context::default();
+    let mut app = InspectorApp::new(&ctx, settings.clone(), None, None, LayoutChoice::Auto);
+    app.connect(&url);
+    let size = egui::vec2(1400.0, 900.0);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(5) {
+        let _ = render_app(renderer, &mut app, &ctx, size, 1);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let path = save(
+        &render_app(renderer, &mut app, &ctx, size, 3),
+        out,
+        "remote.png",
+    )?;
+    drop(app);
+    drop(child);
+    Ok(path)
+}
+
 pub fn run(out: &Path) -> Result<(), CliError> {
     std::fs::create_dir_all(out)
         .map_err(|e| CliError::Other(format!("cannot create {}: {e}", out.display())))?;
@@ -37,13 +115,13 @@ pub fn run(out: &Path) -> Result<(), CliError> {
     // Let the run build some history.
     std::thread::sleep(Duration::from_millis(300));
     let ctx = egui::Context::default();
-    let settings = Settings {
-        screenshot_dir: out.join("captures"),
-        watched_envs: vec![0, 1, 2],
-        plot_window_secs: 10.0,
-        ..Settings::default()
-    };
-    let mut app = InspectorApp::new(&ctx, settings, None, Some(sim.target()), LayoutChoice::Auto);
+    let mut app = InspectorApp::new(
+        &ctx,
+        settings_of(out),
+        None,
+        Some(sim.target()),
+        LayoutChoice::Auto,
+    );
     if app.session.is_none() {
         return Err(CliError::Other(format!(
             "could not attach to the simulated run: {}",
@@ -94,6 +172,7 @@ pub fn run(out: &Path) -> Result<(), CliError> {
         "attach.png",
     )?);
     drop(app);
+    written.push(remote(&sim, &settings_of(out), &mut renderer, out)?);
     drop(sim);
     for p in written {
         println!("{}", p.display());

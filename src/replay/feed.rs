@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use super::player::{publish, region_image, ring_format};
+use super::player::{Origin, publish, region_image, ring_format};
 use crate::layout::{Geometry, RegionKind};
 use crate::recording::{
     FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, lucky_header_of, ring_event_of,
@@ -63,11 +63,18 @@ impl std::fmt::Debug for Feed {
     }
 }
 
+/// Why the cameras panel has no image yet: a run with an image region whose server
+/// sends no images.
+fn no_image(g: &Geometry) -> Option<String> {
+    g.image.map(|_| Origin::Served.none().to_string())
+}
+
 impl Feed {
     /// A feed of a run of `geometry`, labelled `label`.
     pub fn new(geometry: Geometry, label: String, settings: &SamplerSettings) -> Self {
         let geometry = Arc::new(geometry);
-        let data = SamplerData::empty(Arc::clone(&geometry), label, settings.history_frames);
+        let mut data = SamplerData::empty(Arc::clone(&geometry), label, settings.history_frames);
+        data.image_note = no_image(&geometry);
         Self {
             data: Arc::new(Mutex::new(data)),
             store: Arc::new(Mutex::new(TrafficStore::default())),
@@ -100,6 +107,7 @@ impl Feed {
             let frames = d.frames.capacity();
             *d = SamplerData::empty(Arc::clone(&self.geometry), label, frames);
             d.generation = generation;
+            d.image_note = no_image(&self.geometry);
         }
         *lock(&self.store) = TrafficStore::default();
         // Record indexes go on from those shown before (the panels key on them).
@@ -198,7 +206,7 @@ impl Feed {
                 &self.cameras,
                 settings.image_bytes,
                 (self.image_seq, frame_seq),
-                true,
+                Origin::Served,
             );
             let newest = self.cameras.values().map(|(t, _)| *t).max();
             let fps = newest.map_or(0.0, |t| super::player::image_rate(&mut self.image_times, t));

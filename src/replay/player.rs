@@ -12,7 +12,7 @@ pub(super) mod publish;
 mod search;
 mod traffic;
 
-pub(super) use images::{image_rate, region_image};
+pub(super) use images::{Origin, image_rate, region_image};
 pub(super) use traffic::ring_format;
 
 use std::sync::{Arc, Condvar, Mutex};

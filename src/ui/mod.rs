@@ -42,16 +42,20 @@ pub fn run_window_until(
     run_window_on(Opening::Target(target), choice, stop, overrides)
 }
 
-/// Opens the window on a run served by `serve` (`lrbc-inspector --connect URL`).
-pub fn run_window_connected(url: String, overrides: settings::Overrides) -> Result<(), String> {
-    run_window_on(Opening::Server(url), LayoutChoice::Auto, None, overrides)
+/// Opens the window on runs served by `serve` (`lrbc-inspector --connect URL …`): the
+/// first shown, each a row in the Attach view.
+pub fn run_window_connected(
+    urls: Vec<String>,
+    overrides: settings::Overrides,
+) -> Result<(), String> {
+    run_window_on(Opening::Servers(urls), LayoutChoice::Auto, None, overrides)
 }
 
 /// What the window opens on.
 enum Opening {
     Target(Option<Target>),
     Recording(std::path::PathBuf),
-    Server(String),
+    Servers(Vec<String>),
 }
 
 /// Opens the window on a recording (`lrbc-inspector open`).
@@ -138,7 +142,14 @@ fn run_window_on(
             app.record_when_attached = overrides.record;
             match &opening {
                 Opening::Recording(path) => app.open_recording(path),
-                Opening::Server(url) => app.connect(url),
+                Opening::Servers(urls) => {
+                    for url in urls.iter().skip(1) {
+                        app.add_node(url);
+                    }
+                    if let Some(first) = urls.first() {
+                        app.connect(first);
+                    }
+                }
                 Opening::Target(_) => {}
             }
             app.software_rendering = app::software_rendering_likely()

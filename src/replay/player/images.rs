@@ -46,7 +46,9 @@ impl Worker {
                 &cameras,
                 settings.image_bytes,
                 (self.image_seq, frame_seq),
-                self.rec.has_camera_images(),
+                Origin::Recording {
+                    has_cameras: self.rec.has_camera_images(),
+                },
             );
             let fps = newest.map_or(0.0, |t| image_rate(&mut self.image_times, t));
             let mut d = lock(&self.data);
@@ -91,6 +93,30 @@ impl Worker {
     }
 }
 
+/// Where the camera images come from, for the notes of the cameras panel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::replay) enum Origin {
+    /// A recording, with or without camera images.
+    Recording { has_cameras: bool },
+    /// A served run (`serve --images`).
+    Served,
+}
+
+impl Origin {
+    /// Why there is no image at all.
+    pub(in crate::replay) fn none(self) -> &'static str {
+        match self {
+            Self::Recording { has_cameras: true } => {
+                "no camera image recorded at or before this point"
+            }
+            Self::Recording { has_cameras: false } => {
+                "this recording has no camera images (record --images records them)"
+            }
+            Self::Served => "no camera image served yet (serve --images sends them)",
+        }
+    }
+}
+
 /// The image region as of the newest recorded images: the recorded envs' pixels, the
 /// other envs black. No image: why, for the cameras panel.
 pub(in crate::replay) fn region_image(
@@ -98,18 +124,13 @@ pub(in crate::replay) fn region_image(
     cameras: &BTreeMap<u32, (u64, Arc<[u8]>)>,
     budget: usize,
     (image_seq, frame_seq): (u64, u64),
-    has_cameras: bool,
+    origin: Origin,
 ) -> (Option<ImageFrame>, Option<String>) {
     let Some(img) = g.image else {
         return (None, None);
     };
     if cameras.is_empty() {
-        let why = if has_cameras {
-            "no camera image recorded at or before this point"
-        } else {
-            "this recording has no camera images (record --images records them)"
-        };
-        return (None, Some(why.into()));
+        return (None, Some(origin.none().into()));
     }
     let pixels = u64::from(g.num_envs) * u64::from(img.width) * u64::from(img.height);
     let cost = pixels.saturating_mul(u64::from(img.channels) + 4);
@@ -188,10 +209,16 @@ pub(in crate::replay) fn region_image(
     // The envs without a recorded image are black: say which are real.
     let note = (shown < g.num_envs as usize).then(|| {
         let envs: Vec<u32> = cameras.keys().copied().collect();
-        format!(
-            "images of {} recorded (record --images takes the recorded envs'); the other tiles are black",
-            describe_envs(&envs)
-        )
+        match origin {
+            Origin::Recording { .. } => format!(
+                "images of {} recorded (record --images takes the recorded envs'); the other tiles are black",
+                describe_envs(&envs)
+            ),
+            Origin::Served => format!(
+                "images of {} served (serve --envs chooses them); the other tiles are black",
+                describe_envs(&envs)
+            ),
+        }
     });
     (
         Some(ImageFrame {

@@ -2,7 +2,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Find;
-use super::images::region_image;
+use super::images::{Origin, region_image};
+
+const RECORDED: Origin = Origin::Recording { has_cameras: true };
 use crate::attach::{Target, attach};
 use crate::layout::LayoutChoice;
 use crate::layout::plan::PlanLayout;
@@ -112,7 +114,7 @@ fn the_image_region_of_a_recording_is_the_recorded_envs_pixels_and_bad_images_ar
     }
     let mut cameras = BTreeMap::new();
     cameras.insert(1, (50, raw_image(4, 2, "rgba8", 18, &padded)));
-    let (img, note) = region_image(&g, &cameras, usize::MAX, (7, 3), true);
+    let (img, note) = region_image(&g, &cameras, usize::MAX, (7, 3), RECORDED);
     let img = img.unwrap();
     let note = note.expect("the black tiles are explained");
     assert!(note.contains("env 1 ") && note.contains("black"), "{note}");
@@ -132,12 +134,15 @@ fn the_image_region_of_a_recording_is_the_recorded_envs_pixels_and_bad_images_ar
     ] {
         let mut cameras = BTreeMap::new();
         cameras.insert(0, (1, bad));
-        let (img, note) = region_image(&g, &cameras, usize::MAX, (1, 1), true);
+        let (img, note) = region_image(&g, &cameras, usize::MAX, (1, 1), RECORDED);
         assert!(img.is_none());
         assert!(note.unwrap().contains("not 4×2 rgba8"));
     }
-    let (img, note) = region_image(&g, &BTreeMap::new(), usize::MAX, (1, 1), false);
+    let none = Origin::Recording { has_cameras: false };
+    let (img, note) = region_image(&g, &BTreeMap::new(), usize::MAX, (1, 1), none);
     assert!(img.is_none() && note.unwrap().contains("no camera images"));
-    let (_, note) = region_image(&g, &cameras, 10, (1, 1), true);
+    let (_, note) = region_image(&g, &BTreeMap::new(), usize::MAX, (1, 1), Origin::Served);
+    assert!(note.unwrap().contains("serve --images"));
+    let (_, note) = region_image(&g, &cameras, 10, (1, 1), RECORDED);
     assert!(note.unwrap().contains("memory budget"));
 }

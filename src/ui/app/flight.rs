@@ -96,6 +96,12 @@ impl InspectorApp {
         &self.flight.status
     }
 
+    /// Stops the flight recorder (another session is shown).
+    pub(super) fn flight_stop(&mut self) {
+        self.flight.flight = None;
+        self.flight.state = None;
+    }
+
     /// Starts, follows and stops the flight recorder with the session; saves by itself
     /// when the segment is replaced, the engine goes or the scan finds a NaN or infinity;
     /// shows what it wrote. Nothing here blocks: short locks and non-blocking sends.

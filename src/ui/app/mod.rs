@@ -49,6 +49,9 @@ pub struct InspectorApp {
     pub settings: Settings,
     pub tree: egui_tiles::Tree<Pane>,
     pub session: Option<Session>,
+    /// Servers connected and not shown: their viewers go on, and the Attach view shows
+    /// a row for each.
+    pub nodes: Vec<Session>,
     pub choice: LayoutChoice,
     pub show_attach: bool,
     pub form: AttachForm,
@@ -119,6 +122,7 @@ impl InspectorApp {
             settings,
             tree: tree.unwrap_or_else(default_tree),
             session: None,
+            nodes: Vec::new(),
             choice,
             show_attach: true,
             form: AttachForm::default(),
@@ -153,7 +157,7 @@ impl InspectorApp {
 
     /// Attaches to a target; on failure the attach view shows why.
     pub fn attach(&mut self, target: Target) {
-        self.session = None;
+        self.park_session();
         match Session::start(
             target.clone(),
             self.choice,
@@ -174,7 +178,18 @@ impl InspectorApp {
     /// server has described it, the status bar the link meanwhile. A malformed address
     /// is shown in the attach view.
     pub fn connect(&mut self, url: &str) {
-        self.session = None;
+        // A server connected already is shown; the one shown goes on in the background.
+        if let Ok(addr) = crate::remote::client::host_port(url)
+            && (self.nodes.iter().any(|n| n.label() == addr)
+                || self
+                    .session
+                    .as_ref()
+                    .is_some_and(|s| s.remote().is_some() && s.label() == addr))
+        {
+            self.show_node(&addr);
+            return;
+        }
+        self.park_session();
         match Session::connect(
             url,
             self.settings.sampler(),
@@ -190,10 +205,64 @@ impl InspectorApp {
         }
     }
 
+    /// Ends the session shown, but for a served run, which goes on in the background
+    /// (its row is in the Attach view).
+    fn park_session(&mut self) {
+        match self.session.take() {
+            Some(s) if s.remote().is_some() => self.nodes.push(s),
+            _ => {}
+        }
+    }
+
+    /// Connects to another server without showing it (its row is in the Attach view).
+    pub fn add_node(&mut self, url: &str) {
+        match Session::connect(
+            url,
+            self.settings.sampler(),
+            self.settings.traffic_limits(),
+            Arc::clone(&self.waker),
+        ) {
+            Ok(s) => {
+                if !self.nodes.iter().any(|n| n.label() == s.label())
+                    && self.session.as_ref().is_none_or(|c| c.label() != s.label())
+                {
+                    self.nodes.push(s);
+                }
+            }
+            Err(e) => self.say(e, true),
+        }
+    }
+
+    /// Shows the server `addr` (`HOST:PORT`) in the panels; the served run shown before
+    /// goes on in the background.
+    pub fn show_node(&mut self, addr: &str) {
+        let Some(i) = self.nodes.iter().position(|n| n.label() == addr) else {
+            // Shown already.
+            self.show_attach = false;
+            return;
+        };
+        let node = self.nodes.remove(i);
+        match self.session.take() {
+            Some(s) if s.remote().is_some() => self.nodes.insert(i, s),
+            _ => {}
+        }
+        self.say(format!("showing {addr}"), false);
+        self.shown(node);
+    }
+
+    /// One row per server connected (the one shown first), for the Attach view.
+    pub fn node_rows(&self) -> Vec<crate::session::NodeRow> {
+        self.session
+            .iter()
+            .chain(&self.nodes)
+            .filter_map(Session::node_row)
+            .collect()
+    }
+
     /// Opens a recording (its timeline at the start); on failure the attach view shows
     /// why.
     pub fn open_recording(&mut self, path: &std::path::Path) {
-        self.session = None;
+        self.park_session();
         match Session::open_recording(
             path,
             self.settings.sampler(),
@@ -213,6 +282,8 @@ impl InspectorApp {
     }
 
     fn shown(&mut self, s: Session) {
+        // The flight recorder records the session shown: it starts again on this one.
+        self.flight_stop();
         self.session = Some(s);
         self.show_attach = false;
         self.form.error = None;
@@ -410,12 +481,14 @@ impl InspectorApp {
             if attach_shows {
                 let listing = self.discovery.snapshot();
                 let recent = self.settings.recent_targets.clone();
+                let nodes = self.node_rows();
                 egui::ScrollArea::vertical()
                     .id_salt("attach_scroll")
                     .show(ui, |ui| {
-                        match attach_view::ui(ui, &mut self.form, &listing, &recent) {
+                        match attach_view::ui(ui, &mut self.form, &listing, &recent, &nodes) {
                             Some(attach_view::Chosen::Target(t)) => self.attach(t),
                             Some(attach_view::Chosen::Server(url)) => self.connect(&url),
+                            Some(attach_view::Chosen::Node(addr)) => self.show_node(&addr),
                             None => {}
                         }
                     });

@@ -66,8 +66,16 @@ impl InspectorApp {
                             ui.colored_label(BAD, format!("{role}: {} dead", p.pid));
                         }
                     };
-                    pid(ui, "engine", &self.server);
-                    pid(ui, "client", &self.client);
+                    if s.remote().is_some() {
+                        // Its processes are on the server's machine.
+                        match d.counters.server_pid {
+                            0 => ui.weak("engine: none"),
+                            p => ui.label(format!("engine: pid {p} on the server's machine")),
+                        };
+                    } else {
+                        pid(ui, "engine", &self.server);
+                        pid(ui, "client", &self.client);
+                    }
                     let st = d.stats;
                     ui.label(format!("sampled {}/{}", st.frames_sampled, st.frames_seen));
                     if st.frames_torn > 0 || st.frames_missed > 0 {

@@ -1,10 +1,14 @@
 //! The attach view: discovered segments and the processes that map them, attach by
-//! click, by typed name or PID, and recent targets. The listing comes from
+//! click, by typed name or PID, connect to a server of a run, the servers connected (one
+//! row each), and recent targets. The listing comes from
 //! [`crate::discovery::Discovery`], which runs on its own thread.
 
 use crate::attach::Target;
 use crate::discovery::{Listing, Outcome};
 use crate::procinfo::ProcInfo;
+use crate::remote::LinkState;
+use crate::session::NodeRow;
+use crate::ui::widgets::{BAD, state_color, state_text};
 
 /// Inputs of the attach view.
 #[derive(Debug, Default)]
@@ -21,6 +25,8 @@ pub struct AttachForm {
 pub enum Chosen {
     Target(Target),
     Server(String),
+    /// A server connected already (its `HOST:PORT`): show it in the panels.
+    Node(String),
 }
 
 /// Draws the view; returns the target the user chose.
@@ -29,9 +35,10 @@ pub fn ui(
     form: &mut AttachForm,
     listing: &Listing,
     recent: &[String],
+    nodes: &[NodeRow],
 ) -> Option<Chosen> {
     let mut chosen = None;
-    ui.heading("Attach to a segment");
+    ui.heading("Attach to a segment, or connect to a served run");
     ui.label(
         "LRBC segments on this machine, refreshed every 2 s. Attaching maps the segment read-only.",
     );
@@ -83,6 +90,13 @@ pub fn ui(
             chosen = Some(Chosen::Server(form.server.trim().to_string()));
         }
     });
+    if !nodes.is_empty() {
+        ui.add_space(8.0);
+        ui.strong(format!("Servers ({})", nodes.len()));
+        if let Some(addr) = servers(ui, nodes) {
+            chosen = Some(Chosen::Node(addr));
+        }
+    }
     ui.add_space(8.0);
     ui.strong(format!("Segments ({})", listing.segments.len()));
     if listing.refreshes == 0 {
@@ -184,6 +198,64 @@ pub fn ui(
             }
         });
     }
+    chosen
+}
+
+/// One row per server connected: its state, frame rate, reward median, NaN/Inf and
+/// link; returns the server whose "Show" was clicked.
+fn servers(ui: &mut egui::Ui, nodes: &[NodeRow]) -> Option<String> {
+    let mut chosen = None;
+    egui::Grid::new("servers")
+        .striped(true)
+        .num_columns(8)
+        .show(ui, |ui| {
+            for h in [
+                "",
+                "server",
+                "state",
+                "envs",
+                "frames/s",
+                "reward median",
+                "NaN/Inf",
+                "link",
+            ] {
+                ui.strong(h);
+            }
+            ui.end_row();
+            for n in nodes {
+                if ui
+                    .button("Show")
+                    .on_hover_text(format!("show {} in the panels", n.addr))
+                    .clicked()
+                {
+                    chosen = Some(n.addr.clone());
+                }
+                ui.monospace(&n.addr);
+                match n.state {
+                    Some(s) => ui.colored_label(state_color(s), state_text(s)),
+                    None => ui.weak("…"),
+                };
+                ui.label(if n.envs > 0 {
+                    n.envs.to_string()
+                } else {
+                    "?".into()
+                });
+                ui.label(n.frame_hz.map_or("-".into(), |hz| format!("{hz:.0}")));
+                ui.label(n.reward_median.map_or("-".into(), |r| format!("{r:.3}")));
+                if n.nonfinite > 0 {
+                    ui.colored_label(BAD, n.nonfinite.to_string());
+                } else {
+                    ui.label("0");
+                }
+                let text = n.link.summary();
+                if n.link.state == LinkState::Connected {
+                    ui.label(text);
+                } else {
+                    ui.colored_label(BAD, text);
+                }
+                ui.end_row();
+            }
+        });
     chosen
 }
 
