@@ -327,9 +327,14 @@ fn bad_arguments_and_a_port_in_use_are_one_line_each() {
         (&["--listen", "nowhere"][..], "HOST:PORT"),
         (
             &["--listen", "0.0.0.0:0", "--allow-control"][..],
-            "loopback only",
+            "--tls-cert and --tls-key",
         ),
         (&["--max-hz", "-3"][..], "rate"),
+        (&["--tls-cert", "c.pem"][..], "--tls-key"),
+        (
+            &["--tls-cert", "/no/such.pem", "--tls-key", "/no/such.key"][..],
+            "cannot read /no/such.pem",
+        ),
         (&["--envs", "9"][..], "env 9 does not exist"),
     ] {
         let mut all = vec!["serve", "--shm", &engine.name];
@@ -631,4 +636,125 @@ fn serve_and_record_in_one_process_share_one_capture() {
     let _ = std::fs::remove_file(&out);
     let _ = client.kill();
     let _ = client.wait();
+}
+
+/// A self-signed certificate for 127.0.0.1 and its PKCS #8 key (the openssl command).
+fn self_signed(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            // A server's certificate, not an authority's (webpki refuses those).
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs (package openssl)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
+
+#[test]
+fn tls_serves_wss_and_lets_control_off_loopback() {
+    let engine = SimEngine::start("serve-tls", ENGINE);
+    let mut client = sim_client(&engine.name, "200");
+    let dir = common::temp_dir("serve-tls");
+    let (cert, key) = self_signed(&dir);
+    // A key that is not one: one line, exit 1.
+    let (code, _, err) = common::run_inspector(&[
+        "serve",
+        "--shm",
+        &engine.name,
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        cert.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--tls-key: no PEM PKCS #8 private key"),
+        "{err}"
+    );
+    let serve = Serve::start_on(
+        &engine.name,
+        "0.0.0.0:0",
+        &[
+            "--allow-control",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(serve.url.starts_with("wss://0.0.0.0:"), "{}", serve.url);
+    serve.log_line("anyone who can reach this address");
+    let port = serve.url.rsplit(':').next().unwrap();
+    let url = format!("wss://127.0.0.1:{port}");
+    // Plain WebSocket to a TLS server: refused.
+    assert!(
+        Connection::connect(&format!("ws://127.0.0.1:{port}"), Duration::from_secs(5)).is_err()
+    );
+    // The certificate is nobody's the client trusts yet.
+    let e = Connection::connect(&url, Duration::from_secs(5))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("TLS to 127.0.0.1:"), "{e}");
+    lrbc_inspector::remote::client::trust_certificates(&std::fs::read(&cert).unwrap()).unwrap();
+    let mut c = Connection::connect(&url, Duration::from_secs(10)).unwrap();
+    let ids = channels(&mut c, &["/lrbc/frame"]);
+    c.subscribe(&ids).unwrap();
+    assert!(messages(&mut c, "/lrbc/frame", 10).len() >= 10);
+    // Control over TLS on an address that is not loopback.
+    let deadline = Instant::now() + DEADLINE;
+    while !c.services.contains_key("/lrbc/control/set_service") {
+        assert!(Instant::now() < deadline, "no control service");
+        c.next(Duration::from_millis(100)).unwrap();
+    }
+    let call = c
+        .call(
+            "/lrbc/control/set_service",
+            br#"{"service":"camera","enabled":false}"#,
+        )
+        .unwrap();
+    loop {
+        assert!(Instant::now() < deadline, "no answer to the control call");
+        match c.next(Duration::from_millis(100)).unwrap() {
+            Some(ServerMessage::ServiceResponse { call_id, .. }) if call_id == call => break,
+            Some(ServerMessage::ServiceCallFailure { message, .. }) => panic!("{message}"),
+            _ => {}
+        }
+    }
+    c.close();
+    // The window's viewer over TLS: the run described and its frames.
+    let viewer = lrbc_inspector::remote::Viewer::start(
+        &url,
+        lrbc_inspector::sampler::SamplerSettings::default(),
+        lrbc_inspector::traffic::TrafficLimits::default(),
+        std::sync::Arc::new(|| {}),
+    )
+    .unwrap();
+    while viewer.data.lock().unwrap().stats.frames_sampled < 10 || viewer.geometry().0 == 0 {
+        assert!(Instant::now() < deadline, "{}", viewer.link().summary());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -101,11 +101,10 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
 
 /// Parses a process id. Pid 0 is not a process: in a segment's header it means "none",
 /// so it can never select one.
-/// A server's address: `ws://HOST:PORT` (the scheme may be left out).
+/// A server's address: `ws://HOST:PORT` or `wss://HOST:PORT` (the scheme may be left
+/// out: `ws://`).
 pub fn parse_server(text: &str) -> Result<String, String> {
-    crate::remote::client::host_port(text)
-        .map(|hp| format!("ws://{hp}"))
-        .map_err(|e| e.to_string())
+    crate::remote::client::normalize(text).map_err(|e| e.to_string())
 }
 
 pub fn parse_pid(text: &str) -> Result<u32, String> {

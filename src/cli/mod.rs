@@ -51,6 +51,10 @@ pub struct Cli {
     /// Attach view has a row for each).
     #[arg(long, value_name = "URL", value_parser = args::parse_server, conflicts_with_all = ["shm", "pid", "path"])]
     pub connect: Vec<String>,
+    /// Trust the certificates of this PEM file for wss:// servers (a server's
+    /// self-signed certificate), besides the system's.
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    pub tls_ca: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -546,6 +550,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Screenshots { out }) => screenshots::run(&out),
         Some(Command::Open(args)) => open::run(&args, cli.window),
         None if !cli.connect.is_empty() => {
+            if let Some(path) = &cli.tls_ca {
+                let pem = std::fs::read(path).map_err(|e| {
+                    CliError::Other(format!("cannot read --tls-ca {}: {e}", path.display()))
+                })?;
+                crate::remote::client::trust_certificates(&pem)
+                    .map_err(|e| CliError::Other(format!("--tls-ca {}: {e}", path.display())))?;
+            }
             crate::ui::run_window_connected(cli.connect.clone(), cli.window.overrides())
                 .map_err(CliError::Other)
         }

@@ -91,9 +91,16 @@ pub struct ServeArgs {
     /// Images a second at most per camera and stream, the newest kept (0: every image).
     #[arg(long, value_name = "HZ", default_value_t = 30.0, allow_negative_numbers = true, value_parser = super::args::parse_rate)]
     pub image_hz: f64,
-    /// Offer services that toggle engine services through the control rings (loopback only).
+    /// Offer services that toggle engine services through the control rings (on an
+    /// address that is not loopback, only with TLS).
     #[arg(long)]
     pub allow_control: bool,
+    /// Serve over TLS (wss://) with this PEM certificate (chain); with --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM PKCS #8 private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     /// Seconds a control call waits for the engine (units ms, s, min, h allowed).
     #[arg(long, value_name = "SECS", default_value = "5", allow_negative_numbers = true, value_parser = super::args::positive_seconds)]
     pub control_timeout: Duration,
@@ -127,6 +134,7 @@ pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
             control_timeout: a.control_timeout,
             busy_budget: (a.busy_budget > 0.0).then_some(a.busy_budget),
             record: a.record,
+            tls: a.tls_cert.zip(a.tls_key),
         },
     )
 }
@@ -146,6 +154,8 @@ pub struct Options {
     pub busy_budget: Option<f32>,
     /// Also record the run into this MCAP file, from the same capture.
     pub record: Option<std::path::PathBuf>,
+    /// The certificate and key files of TLS.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 type FileRecorder = crate::record::Recorder<std::io::BufWriter<std::fs::File>>;
@@ -250,14 +260,28 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let stop = stop_flag();
     crate::platform::set_timer_slack_ns(1_000);
     let loopback = o.listen.is_loopback();
-    if o.allow_control && !loopback {
+    if o.allow_control && !loopback && o.tls.is_none() {
         return Err(CliError::Usage(format!(
-            "--allow-control on {} would let anyone who reaches it toggle engine services: \
-             control is served on loopback only (connect through `ssh -L {port}:localhost:{port} NODE`)",
+            "--allow-control on {} would send control in the clear to anyone who reaches it: \
+             serve control on loopback (connect through `ssh -L {port}:localhost:{port} NODE`), \
+             or give --tls-cert and --tls-key",
             o.listen,
             port = o.listen.port
         )));
     }
+    let tls = match &o.tls {
+        Some((cert, key)) => {
+            let read = |p: &std::path::Path| {
+                std::fs::read(p)
+                    .map_err(|e| CliError::Other(format!("cannot read {}: {e}", p.display())))
+            };
+            let (cert, key) = (read(cert)?, read(key)?);
+            crate::serve::check_tls(&cert, &key).map_err(CliError::Other)?;
+            Some((cert, key))
+        }
+        None => None,
+    };
+    let scheme = if tls.is_some() { "wss" } else { "ws" };
     let a = attach(target, choice)?;
     if let Some(list) = &o.envs
         && let Some(&env) = list.0.iter().find(|&&e| e >= a.geometry.num_envs)
@@ -282,6 +306,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         image_hz: o.image_hz,
         backlog: CLIENT_QUEUE,
         services,
+        tls,
     })
     .map_err(|e| CliError::Other(e.to_string()))?;
     let shown_host = if o.listen.host.contains(':') {
@@ -289,7 +314,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     } else {
         o.listen.host.clone()
     };
-    println!("listening on ws://{shown_host}:{}", server.port());
+    println!("listening on {scheme}://{shown_host}:{}", server.port());
     let _ = std::io::stdout().flush();
     if !loopback {
         eprintln!(

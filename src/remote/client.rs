@@ -1,9 +1,16 @@
 //! A connection to a server of the Foxglove WebSocket protocol (`serve`, or any other):
-//! blocking, on the caller's thread; it offers the subprotocol `foxglove.sdk.v1`.
+//! blocking, on the caller's thread; it offers the subprotocol `foxglove.sdk.v1`. Plain
+//! (`ws://`) or over TLS (`wss://`: the system's roots and those given to
+//! [`trust_certificates`]).
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
 
 use tungstenite::client::IntoClientRequest;
 use tungstenite::protocol::WebSocket;
@@ -14,8 +21,10 @@ use super::wire::{self, Channel, ServerMessage};
 /// Why a connection failed or ended, as one line.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
-    #[error("{0:?} is not a ws://HOST:PORT address")]
+    #[error("{0:?} is not a ws://HOST:PORT or wss://HOST:PORT address")]
     Address(String),
+    #[error("TLS to {addr}: {cause}")]
+    Tls { addr: String, cause: String },
     #[error("cannot connect to {addr}: {cause}")]
     Connect { addr: String, cause: String },
     #[error("{addr} does not speak {protocol}: {cause}")]
@@ -32,22 +41,116 @@ pub enum RemoteError {
     NoService(String),
 }
 
-/// `HOST:PORT` of a `ws://HOST:PORT` address (the scheme may be left out).
+/// `HOST:PORT` of a `ws://HOST:PORT` or `wss://HOST:PORT` address (the scheme may be
+/// left out: `ws://`).
 pub fn host_port(url: &str) -> Result<String, RemoteError> {
-    let rest = url.trim().strip_prefix("ws://").unwrap_or(url.trim());
+    parse(url).map(|(_, hp)| hp)
+}
+
+/// Whether the address asks for TLS, and its `HOST:PORT`.
+fn parse(url: &str) -> Result<(bool, String), RemoteError> {
+    let t = url.trim();
+    let (tls, rest) = match (t.strip_prefix("wss://"), t.strip_prefix("ws://")) {
+        (Some(r), _) => (true, r),
+        (None, Some(r)) => (false, r),
+        (None, None) => (false, t),
+    };
     let rest = rest.trim_end_matches('/');
     let ok = rest
         .rsplit_once(':')
         .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-    if !ok || rest.contains('/') || url.trim().starts_with("wss://") {
+    if !ok || rest.contains('/') {
         return Err(RemoteError::Address(url.to_string()));
     }
-    Ok(rest.to_string())
+    Ok((tls, rest.to_string()))
+}
+
+/// The address as the connection uses it: `ws://HOST:PORT` or `wss://HOST:PORT`.
+pub fn normalize(url: &str) -> Result<String, RemoteError> {
+    let (tls, hp) = parse(url)?;
+    Ok(format!("{}://{hp}", if tls { "wss" } else { "ws" }))
+}
+
+/// Certificates trusted for `wss://` besides the system's (a server's self-signed one).
+static EXTRA_ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
+
+/// Trusts the certificates of a PEM file's bytes for `wss://` connections of this
+/// process (once; a second call is refused). Returns how many there were.
+pub fn trust_certificates(pem: &[u8]) -> Result<usize, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("not PEM certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err("no certificate in it".into());
+    }
+    let n = certs.len();
+    EXTRA_ROOTS
+        .set(certs)
+        .map_err(|_| "certificates were given already".to_string())?;
+    Ok(n)
+}
+
+/// The TLS settings of a client: the system's roots and the extra ones.
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(c);
+    }
+    for c in EXTRA_ROOTS.get().into_iter().flatten() {
+        roots.add(c.clone()).map_err(|e| e.to_string())?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// The bytes under the WebSocket: TCP, or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Self::Plain(s) => s,
+            Self::Tls(s) => &s.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.read(buf),
+            Self::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.write(buf),
+            Self::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Self::Plain(s) => s.flush(),
+            Self::Tls(s) => s.flush(),
+        }
+    }
 }
 
 /// One connection.
 pub struct Connection {
-    ws: WebSocket<TcpStream>,
+    ws: WebSocket<Stream>,
     addr: String,
     /// The server's name and session, from its `serverInfo`.
     pub server_name: String,
@@ -72,9 +175,9 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Connects to `url` (`ws://HOST:PORT`) within `timeout`.
+    /// Connects to `url` (`ws://HOST:PORT` or `wss://HOST:PORT`) within `timeout`.
     pub fn connect(url: &str, timeout: Duration) -> Result<Self, RemoteError> {
-        let addr = host_port(url)?;
+        let (tls, addr) = parse(url)?;
         let connect_err = |cause: String| RemoteError::Connect {
             addr: addr.clone(),
             cause,
@@ -89,7 +192,30 @@ impl Connection {
         stream
             .set_read_timeout(Some(timeout))
             .map_err(|e| connect_err(e.to_string()))?;
-        let mut request = format!("ws://{addr}/")
+        let stream = if tls {
+            let tls_err = |cause: String| RemoteError::Tls {
+                addr: addr.clone(),
+                cause,
+            };
+            let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let name =
+                ServerName::try_from(host.to_string()).map_err(|e| tls_err(e.to_string()))?;
+            let conn = rustls::ClientConnection::new(tls_config().map_err(tls_err)?, name)
+                .map_err(|e| tls_err(e.to_string()))?;
+            let mut s = rustls::StreamOwned::new(conn, stream);
+            // The handshake now, so that a certificate refused is said as such.
+            while s.conn.is_handshaking() {
+                s.conn
+                    .complete_io(&mut s.sock)
+                    .map_err(|e| tls_err(e.to_string()))?;
+            }
+            Stream::Tls(Box::new(s))
+        } else {
+            Stream::Plain(stream)
+        };
+        let scheme = if tls { "wss" } else { "ws" };
+        let mut request = format!("{scheme}://{addr}/")
             .into_client_request()
             .map_err(|e| connect_err(e.to_string()))?;
         request.headers_mut().insert(
@@ -137,7 +263,8 @@ impl Connection {
     pub fn next(&mut self, timeout: Duration) -> Result<Option<ServerMessage>, RemoteError> {
         let _ = self
             .ws
-            .get_mut()
+            .get_ref()
+            .tcp()
             .set_read_timeout(Some(timeout.max(Duration::from_millis(1))));
         let m = match self.ws.read() {
             Ok(m) => m,
@@ -295,13 +422,10 @@ mod tests {
             Some("127.0.0.1:8765")
         );
         assert_eq!(host_port("node:1/").ok().as_deref(), Some("node:1"));
-        for bad in [
-            "ws://node",
-            "http://a:1",
-            "wss://a:1",
-            "ws://a:1/path",
-            ":1",
-        ] {
+        assert_eq!(host_port("wss://a:1").ok().as_deref(), Some("a:1"));
+        assert_eq!(normalize("a:1").ok().as_deref(), Some("ws://a:1"));
+        assert_eq!(normalize("wss://a:1/").ok().as_deref(), Some("wss://a:1"));
+        for bad in ["ws://node", "http://a:1", "ws://a:1/path", ":1", "wss://a"] {
             assert!(host_port(bad).is_err(), "{bad}");
         }
     }

@@ -166,6 +166,7 @@ impl Viewer {
         waker: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Self, RemoteError> {
         let addr = super::client::host_port(url)?;
+        let url = super::client::normalize(url)?;
         let feed = Feed::new(Geometry::none(), addr.clone(), &settings);
         let shared = Arc::new(Shared {
             link: Mutex::new(Link::new(addr.clone())),
@@ -178,7 +179,9 @@ impl Viewer {
         let control_state = Arc::new(Mutex::new(ControlState::default()));
         let data = Arc::clone(&feed.data);
         let store = Arc::clone(&feed.store);
+        let worker_addr = addr.clone();
         let mut worker = Worker {
+            url,
             addr,
             feed,
             shared: Arc::clone(&shared),
@@ -194,7 +197,7 @@ impl Viewer {
             .name("lrbc-remote".into())
             .spawn(move || worker.run())
             .map_err(|e| RemoteError::Connect {
-                addr: url.to_string(),
+                addr: worker_addr,
                 cause: e.to_string(),
             })?;
         Ok(Self {
@@ -252,6 +255,8 @@ impl Drop for Viewer {
 }
 
 struct Worker {
+    /// `ws://HOST:PORT` or `wss://HOST:PORT`.
+    url: String,
     addr: String,
     feed: Feed,
     shared: Arc<Shared>,
@@ -282,7 +287,7 @@ impl Worker {
     }
 
     fn run(&mut self) {
-        let url = format!("ws://{}", self.addr);
+        let url = self.url.clone();
         let mut backoff = FIRST_BACKOFF;
         let mut session: Option<Option<String>> = None;
         let mut connected_before = false;

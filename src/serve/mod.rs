@@ -54,6 +54,25 @@ pub struct Settings {
     pub backlog: usize,
     /// The services clients may call (none: control is not offered).
     pub services: Vec<Service>,
+    /// TLS: a PEM certificate (chain) and its PKCS #8 private key (PEM); None: plain.
+    pub tls: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Checks a PEM certificate chain and a PEM PKCS #8 private key before serving with
+/// them; the error says which file is wrong and why.
+pub fn check_tls(cert: &[u8], key: &[u8]) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
+    let certs = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--tls-cert: not a PEM certificate: {e}"))?;
+    if certs.is_empty() {
+        return Err("--tls-cert: no certificate in it".into());
+    }
+    PrivatePkcs8KeyDer::from_pem_slice(key).map_err(|e| {
+        format!("--tls-key: no PEM PKCS #8 private key (\"BEGIN PRIVATE KEY\"): {e}")
+    })?;
+    Ok(())
 }
 
 /// Why serving could not start, as one line.
@@ -167,6 +186,9 @@ impl Server {
             .message_backlog_size(settings.backlog.max(1))
             .listener(Arc::clone(&listener) as Arc<dyn ServerListener>)
             .context(&ctx);
+        if let Some((cert, key)) = settings.tls {
+            server = server.tls(foxglove::websocket::TlsIdentity { cert, key });
+        }
         if control {
             server = server
                 .capabilities([Capability::Services])

@@ -446,7 +446,10 @@ impl Serve {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("first line: {first}"))
             .to_string();
-        assert!(url.starts_with("ws://127.0.0.1:"), "{url}");
+        assert!(
+            url.starts_with("ws://") || url.starts_with("wss://"),
+            "{url}"
+        );
         Self {
             child: Guarded::new(child),
             url,

@@ -197,7 +197,9 @@ impl InspectorApp {
             Arc::clone(&self.waker),
         ) {
             Ok(s) => {
-                self.settings.remember(&format!("ws://{}", s.label()));
+                let shown = crate::remote::client::normalize(url)
+                    .unwrap_or_else(|_| format!("ws://{}", s.label()));
+                self.settings.remember(&shown);
                 self.say(format!("connecting to {}", s.label()), false);
                 self.shown(s);
             }

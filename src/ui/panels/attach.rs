@@ -80,7 +80,7 @@ pub fn ui(
         let r = ui
             .add(
                 egui::TextEdit::singleline(&mut form.server)
-                    .hint_text("ws://127.0.0.1:8765")
+                    .hint_text("ws://127.0.0.1:8765 or wss://…")
                     .desired_width(220.0),
             )
             .labelled_by(label.id)
@@ -282,7 +282,7 @@ pub fn parse_recent(s: &str) -> Chosen {
         Chosen::Target(Target::Pid(pid))
     } else if let Some(path) = s.strip_prefix("path:") {
         Chosen::Target(Target::Path(path.into()))
-    } else if s.starts_with("ws://") {
+    } else if s.starts_with("ws://") || s.starts_with("wss://") {
         Chosen::Server(s.to_string())
     } else {
         Chosen::Target(Target::Shm(s.to_string()))
