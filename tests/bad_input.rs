@@ -255,7 +255,7 @@ fn bad_names_sizes_and_values_are_one_line_errors() {
     // Addresses that are not a server's, and a server with a segment.
     for url in [
         "http://node:1",
-        "wss://node:1",
+        "wss://node",
         "node",
         "ws://node:99999",
         "ws://:1",
@@ -264,6 +264,13 @@ fn bad_names_sizes_and_values_are_one_line_errors() {
         cases.push(case(&["--connect", url]));
     }
     cases.push(case(&["--connect", "ws://127.0.0.1:1", "--shm", shm]));
+    cases.push(case(&["--tls-ca", "ca.pem"]));
+    cases.push(case(&[
+        "--connect",
+        "wss://127.0.0.1:1",
+        "--tls-ca",
+        "/no/such.pem",
+    ]));
     for name in ["a/b", "..", long.as_str()] {
         cases.push(case(&["sim", "engine", "--name", name]));
         cases.push(case(&["sim", "client", "--shm", name, "--steps", "1"]));

@@ -183,7 +183,10 @@ fn an_address_that_is_not_a_server_is_one_line_in_the_attach_view() {
     h.step();
     assert!(h.state().session.is_none());
     let e = h.state().form.error.clone().unwrap();
-    assert!(e.contains("is not a ws://HOST:PORT address"), "{e}");
+    assert!(
+        e.contains("is not a ws://HOST:PORT or wss://HOST:PORT address"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -19,6 +19,9 @@ use crate::sampler::{EnvHistory, Ring, SamplerData, SamplerSettings, history_cap
 use crate::sync::lock;
 use crate::traffic::{EntryDecoder, RingEntry, TrafficEvent, TrafficLimits, TrafficStore};
 
+/// The shortest time between two image regions put together (20 a second).
+const IMAGE_EVERY_NS: u64 = 50_000_000;
+
 /// What a message was, for the caller's counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fed {
@@ -45,8 +48,11 @@ pub struct Feed {
     /// the region was last put together.
     cameras: BTreeMap<u32, (u64, Arc<[u8]>)>,
     images_changed: bool,
+    /// When the image region was last put together (the window's clock).
+    images_built_ns: u64,
     image_seq: u64,
     image_times: std::collections::VecDeque<u64>,
+    image_fps: f32,
     /// Frames reduced and not yet moved under the data's lock.
     batch: Vec<publish::Reduced>,
     last: Option<RecFrame>,
@@ -84,8 +90,10 @@ impl Feed {
             headers: HashMap::new(),
             cameras: BTreeMap::new(),
             images_changed: false,
+            images_built_ns: 0,
             image_seq: 0,
             image_times: std::collections::VecDeque::new(),
+            image_fps: 0.0,
             batch: Vec::new(),
             last: None,
             last_seq: None,
@@ -116,6 +124,7 @@ impl Feed {
         self.cameras.clear();
         self.images_changed = false;
         self.image_times.clear();
+        self.image_fps = 0.0;
         self.batch.clear();
         self.last = None;
         self.last_seq = None;
@@ -180,6 +189,12 @@ impl Feed {
             return Fed::Ring;
         }
         if let Some(env) = camera_env_of_topic(topic) {
+            // The envs' images of one copy of the region share its time: a new time is a
+            // new set, whose rate is the cameras panel's FPS.
+            let newest = self.cameras.values().map(|(t, _)| *t).max();
+            if newest.is_none_or(|t| log_ns > t) {
+                self.image_fps = super::player::image_rate(&mut self.image_times, log_ns);
+            }
             self.cameras.insert(env, (log_ns, Arc::from(bytes)));
             self.images_changed = true;
             return Fed::Image;
@@ -197,8 +212,12 @@ impl Feed {
             .collect();
         let values = (g.obs_size as usize).saturating_add(g.act_size as usize);
         let (frames_cap, detail_cap) = history_capacities(settings, watched.len(), values);
-        let image = if self.images_changed {
+        // The region is put together at most [`IMAGE_EVERY_NS`] apart: a camera image
+        // of each env comes on a channel of its own.
+        let due = now_ns.saturating_sub(self.images_built_ns) >= IMAGE_EVERY_NS;
+        let image = if self.images_changed && due {
             self.images_changed = false;
+            self.images_built_ns = now_ns;
             self.image_seq += 1;
             let frame_seq = self.last_seq.unwrap_or(0);
             let (image, note) = region_image(
@@ -208,9 +227,7 @@ impl Feed {
                 (self.image_seq, frame_seq),
                 Origin::Served,
             );
-            let newest = self.cameras.values().map(|(t, _)| *t).max();
-            let fps = newest.map_or(0.0, |t| super::player::image_rate(&mut self.image_times, t));
-            Some((image, note, fps))
+            Some((image, note, self.image_fps))
         } else {
             None
         };
@@ -249,5 +266,87 @@ impl Feed {
                 store.apply(ev, now_ns, limits);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::FrameRef;
+    use crate::replay::Recording;
+    use crate::replay::tests::{recording, write};
+
+    #[test]
+    fn frames_fill_the_histories_gaps_count_as_missed_and_a_new_run_starts_over() {
+        let (bytes, _) = recording(2);
+        let g = Recording::open(&write(&bytes))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .geometry;
+        let n = g.num_envs as usize;
+        let settings = SamplerSettings {
+            watched_envs: vec![1],
+            ..SamplerSettings::default()
+        };
+        let limits = TrafficLimits::default();
+        let mut feed = Feed::new(g.clone(), "node:1".into(), &settings);
+        let mut b = flatbuffers::FlatBufferBuilder::new();
+        let (obs, act) = (
+            vec![0.5; g.obs_size as usize],
+            vec![0.1; g.act_size as usize],
+        );
+        let mut frame = |seq: u64, reward: f32| {
+            let rewards = vec![reward; n];
+            let flags = vec![0u8; n];
+            FrameRef {
+                frame_seq: seq,
+                frame_time_ns: 0,
+                action_seq: seq,
+                sampled_ns: 0,
+                rewards: &rewards,
+                dones: &flags,
+                truncateds: None,
+                resets: &flags,
+                envs: &[1],
+                observations: &obs,
+                actions: &act,
+            }
+            .encode(&mut b)
+            .to_vec()
+        };
+        let (first, later) = (frame(1, 1.0), frame(4, f32::NAN));
+        let mut fed =
+            |topic: &str, t: u64, bytes: &[u8]| feed.message(topic, t, bytes, &settings, limits);
+        assert_eq!(
+            fed(FRAME_TOPIC, 10, &first),
+            Fed::Frame {
+                frame_seq: 1,
+                gap: 0
+            }
+        );
+        assert_eq!(
+            fed(FRAME_TOPIC, 20, &later),
+            Fed::Frame {
+                frame_seq: 4,
+                gap: 2
+            }
+        );
+        assert_eq!(fed(FRAME_TOPIC, 30, b"not a frame"), Fed::Unread);
+        assert_eq!(fed("/somebody/else", 30, b"{}"), Fed::Unread);
+        feed.flush(&settings, limits, 40);
+        {
+            let d = lock(&feed.data);
+            assert_eq!(d.frames.len(), 2);
+            assert_eq!((d.stats.frames_seen, d.stats.frames_missed), (4, 2));
+            assert_eq!(d.envs.get(&1).map(|h| h.points.len()), Some(2));
+            assert_eq!(d.envs.get(&1).map(|h| h.detail.len()), Some(2));
+            assert_eq!(d.latest.as_ref().map(|(s, _)| *s), Some(4));
+            assert_eq!(d.scan.nan, n as u64, "the newest frame's NaN rewards");
+        }
+        feed.restart(g, "node:1".into());
+        let d = lock(&feed.data);
+        assert_eq!(
+            (d.generation, d.frames.len(), d.stats.frames_seen),
+            (1, 0, 0)
+        );
     }
 }

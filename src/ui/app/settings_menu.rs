@@ -148,10 +148,13 @@ impl InspectorApp {
         if memory_changed {
             self.flight_follow_limits();
         }
-        if memory_changed && let Some(s) = &self.session {
-            s.set_limits(self.settings.sampler(), self.settings.traffic_limits());
-        } else if changed && let Some(s) = &self.session {
-            s.sampler.set_settings(self.settings.sampler());
+        // The servers connected in the background keep to the same settings.
+        for s in self.session.iter().chain(&self.nodes) {
+            if memory_changed {
+                s.set_limits(self.settings.sampler(), self.settings.traffic_limits());
+            } else if changed {
+                s.sampler.set_settings(self.settings.sampler());
+            }
         }
         if changed {
             self.flight_follow_busy_budget();
