@@ -310,7 +310,8 @@ impl Session {
             frame_hz: d.report.as_ref().and_then(|r| r.frame_hz),
             reward_median: d.frames.back().map(|f| f.reward_p50),
             nonfinite: d.scan.nan + d.scan.inf,
-            envs: info.geometry.num_envs,
+            // The viewer's: a server in the background is not followed by the window.
+            envs: viewer.geometry().1.num_envs,
             link,
         })
     }

@@ -266,47 +266,25 @@ impl InspectorApp {
         }
     }
 
-    /// The status bar's part: recording, the buttons, and what the flight recorder last
-    /// told (for a minute).
-    pub(super) fn flight_status_bar(&mut self, ui: &mut egui::Ui) {
-        if let Some((n, at)) = &self.flight.note
-            && monotonic_now_ns().saturating_sub(*at) < 60_000_000_000
-        {
-            ui.separator();
-            if n.error {
-                ui.colored_label(BAD, &n.text);
-            } else {
-                ui.label(&n.text);
-            }
-        }
+    /// The status bar's buttons (Record or Stop recording, Save), drawn first so that
+    /// the counts that grow after them never move them from under the pointer.
+    pub(super) fn flight_buttons(&mut self, ui: &mut egui::Ui) {
         if self.session.is_none() {
             return;
         }
-        ui.separator();
-        let recording = self.flight.status.recording.clone();
-        match &recording {
-            Some(r) => {
-                ui.colored_label(
-                    BAD,
-                    format!("REC {:.1} MB, {} frames", r.bytes as f64 / 1e6, r.frames),
-                )
-                .on_hover_text(r.path.display().to_string());
-                if ui.button("Stop recording").clicked() {
-                    self.flight_toggle_recording();
-                }
-            }
-            None => {
-                if ui
-                    .button("Record")
-                    .on_hover_text(format!(
-                        "record from now into a file in {}",
-                        self.settings.recordings_dir.display()
-                    ))
-                    .clicked()
-                {
-                    self.flight_toggle_recording();
-                }
-            }
+        let recording = self.flight.status.recording.is_some();
+        let clicked = if recording {
+            ui.button("Stop recording").clicked()
+        } else {
+            ui.button("Record")
+                .on_hover_text(format!(
+                    "record from now into a file in {}",
+                    self.settings.recordings_dir.display()
+                ))
+                .clicked()
+        };
+        if clicked {
+            self.flight_toggle_recording();
         }
         let secs = self.settings.flight_limits().seconds;
         if ui
@@ -329,6 +307,36 @@ impl InspectorApp {
             .clicked()
         {
             self.flight_save();
+        }
+        ui.separator();
+    }
+
+    /// The status bar's part after the session's: the recording under way and what the
+    /// flight recorder last told (for a minute).
+    pub(super) fn flight_status_bar(&mut self, ui: &mut egui::Ui) {
+        if let Some(r) = self
+            .flight
+            .status
+            .recording
+            .as_ref()
+            .filter(|_| self.session.is_some())
+        {
+            ui.separator();
+            ui.colored_label(
+                BAD,
+                format!("REC {:.1} MB, {} frames", r.bytes as f64 / 1e6, r.frames),
+            )
+            .on_hover_text(r.path.display().to_string());
+        }
+        if let Some((n, at)) = &self.flight.note
+            && monotonic_now_ns().saturating_sub(*at) < 60_000_000_000
+        {
+            ui.separator();
+            if n.error {
+                ui.colored_label(BAD, &n.text);
+            } else {
+                ui.label(&n.text);
+            }
         }
     }
 

@@ -372,6 +372,10 @@ impl InspectorApp {
                 None => format!("the segment was replaced; re-attached to {}", s.label()),
             });
         }
+        // Servers in the background follow their runs too (shown, they are current).
+        for n in &mut self.nodes {
+            n.follow_replacement();
+        }
         if let Some(n) = note {
             self.cameras_view = CamerasView::default();
             self.traffic_view = TrafficView::default();

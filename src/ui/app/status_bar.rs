@@ -10,6 +10,7 @@ use crate::ui::widgets::{BAD, WARN, state_color, state_text};
 impl InspectorApp {
     pub(super) fn status_bar(&mut self, ui: &mut egui::Ui) {
         ui.horizontal_wrapped(|ui| {
+            self.flight_buttons(ui);
             match &self.session {
                 None => {
                     ui.label("not attached");
