@@ -90,6 +90,18 @@ pub fn trust_certificates(pem: &[u8]) -> Result<usize, String> {
     Ok(n)
 }
 
+/// The cryptography of TLS: ring's.
+#[cfg(feature = "tls")]
+fn provider() -> Result<Arc<rustls::crypto::CryptoProvider>, String> {
+    Ok(Arc::new(rustls::crypto::ring::default_provider()))
+}
+
+/// None in a build without the `tls` feature.
+#[cfg(not(feature = "tls"))]
+fn provider() -> Result<Arc<rustls::crypto::CryptoProvider>, String> {
+    Err(crate::serve::NO_TLS.to_string())
+}
+
 /// The TLS settings of a client: the system's roots and the extra ones.
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     let mut roots = rustls::RootCertStore::empty();
@@ -99,7 +111,7 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     for c in EXTRA_ROOTS.get().into_iter().flatten() {
         roots.add(c.clone()).map_err(|e| e.to_string())?;
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = provider()?;
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?

@@ -58,9 +58,15 @@ pub struct Settings {
     pub tls: Option<(Vec<u8>, Vec<u8>)>,
 }
 
+/// Why a build without the `tls` feature cannot speak TLS.
+pub const NO_TLS: &str = "this build has no TLS (built without the `tls` feature)";
+
 /// Checks a PEM certificate chain and a PEM PKCS #8 private key before serving with
 /// them; the error says which file is wrong and why.
 pub fn check_tls(cert: &[u8], key: &[u8]) -> Result<(), String> {
+    if cfg!(not(feature = "tls")) {
+        return Err(NO_TLS.to_string());
+    }
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
     let certs = CertificateDer::pem_slice_iter(cert)
@@ -186,8 +192,16 @@ impl Server {
             .message_backlog_size(settings.backlog.max(1))
             .listener(Arc::clone(&listener) as Arc<dyn ServerListener>)
             .context(&ctx);
+        #[cfg(feature = "tls")]
         if let Some((cert, key)) = settings.tls {
             server = server.tls(foxglove::websocket::TlsIdentity { cert, key });
+        }
+        #[cfg(not(feature = "tls"))]
+        if settings.tls.is_some() {
+            return Err(ServeError::Listen {
+                addr: format!("{}:{}", settings.host, settings.port),
+                cause: NO_TLS.into(),
+            });
         }
         if control {
             server = server
