@@ -10,8 +10,9 @@
 
 mod common;
 
+use common::served::Serve;
 use common::window::{Window, app, harness, only_pane, step_until};
-use common::{Guarded, Serve, SimEngine, sim_client, temp_dir};
+use common::{Guarded, SimEngine, sim_client, temp_dir};
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};

@@ -463,20 +463,7 @@ fn serve_is_read_by_the_tool_s_client_and_toggles_a_service_when_allowed() {
         }
     }
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
-    let call = c
-        .call(
-            "/lrbc/control/set_service",
-            br#"{"service":"camera","enabled":false}"#,
-        )
-        .unwrap();
-    loop {
-        assert!(Instant::now() < deadline, "no answer to the control call");
-        match c.next(Duration::from_millis(100)).unwrap() {
-            Some(ServerMessage::ServiceResponse { call_id, .. }) if call_id == call => break,
-            Some(ServerMessage::ServiceCallFailure { message, .. }) => panic!("{message}"),
-            _ => {}
-        }
-    }
+    served::camera_off(&mut c);
     let flags = json_of(&["dump", "--shm", &name, "--json"])["header"]["service_flags"]
         .as_u64()
         .unwrap();

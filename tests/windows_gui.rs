@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::served::Serve;
 use common::win32 as win;
 use common::*;
 

@@ -40,6 +40,19 @@ pub struct ControlState {
     pub holding: bool,
 }
 
+impl ControlState {
+    /// A call's outcome: its line, or why it failed (the line before stays).
+    pub fn answered(&mut self, result: Result<String, String>) {
+        match result {
+            Ok(line) => {
+                self.last = Some(line);
+                self.last_error = None;
+            }
+            Err(e) => self.last_error = Some(e),
+        }
+    }
+}
+
 /// A thread that owns the control lease (claimed on first use) and makes calls
 /// without blocking the UI. Dropping it releases the lease.
 #[derive(Debug)]
@@ -118,13 +131,7 @@ impl ControlWorker {
                     let mut s = lock(&st);
                     s.busy = false;
                     s.holding = lease.is_some();
-                    match result {
-                        Ok(line) => {
-                            s.last = Some(line);
-                            s.last_error = None;
-                        }
-                        Err(e) => s.last_error = Some(e),
-                    }
+                    s.answered(result);
                     drop(s);
                     waker();
                 }

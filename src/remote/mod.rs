@@ -3,10 +3,12 @@
 //! window's live view of a served run ([`viewer`]: a thread feeding the panels' data).
 
 pub mod client;
+mod link;
 mod tap;
 pub mod viewer;
 pub mod wire;
 
 pub use client::{Connection, RemoteError};
+pub use link::{Link, LinkState};
 pub use tap::Tap;
-pub use viewer::{Link, LinkState, Viewer};
+pub use viewer::Viewer;

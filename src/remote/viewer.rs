@@ -13,15 +13,18 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded};
 
+mod calls;
+
+use super::link::{Link, LinkState};
 use super::tap::{Tap, TapSender, Tapped, tap};
 use super::wire::ServerMessage;
 use super::{Connection, RemoteError};
-use crate::control::{ControlRequest, ControlState, ControlWorker, set_line, statuses_of};
+use crate::control::{ControlRequest, ControlState, ControlWorker};
 use crate::layout::{Geometry, LayoutChoice};
 use crate::recording::{SEGMENT_METADATA, segment_from_metadata};
 use crate::replay::{Fed, Feed};
 use crate::sampler::{SamplerData, SamplerSettings};
-use crate::serve::{METADATA_TOPIC, SERVICE_STATUS, SET_SERVICE, STATUS_TOPIC};
+use crate::serve::{METADATA_TOPIC, SET_SERVICE, STATUS_TOPIC};
 use crate::sync::lock;
 use crate::traffic::{TrafficLimits, TrafficStore};
 use crate::watch::{Report, State};
@@ -34,100 +37,6 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How often the data the panels draw is brought up to date while messages come.
 const FLUSH_EVERY: Duration = Duration::from_millis(15);
-
-/// Where the connection stands.
-#[derive(Clone, Debug, PartialEq)]
-pub enum LinkState {
-    Connecting,
-    Connected,
-    /// The last attempt failed or the connection ended; the next attempt comes after
-    /// `retry_in` from `since`.
-    Waiting {
-        error: String,
-        since: Instant,
-        retry_in: Duration,
-    },
-}
-
-/// The link to the server, for the status bar and the window's title.
-#[derive(Clone, Debug)]
-pub struct Link {
-    /// `HOST:PORT`.
-    pub addr: String,
-    pub state: LinkState,
-    pub server_name: String,
-    pub session_id: Option<String>,
-    /// Times the server came back with a new session id (a restarted server).
-    pub restarts: u64,
-    /// Times the connection was made again after it ended.
-    pub reconnects: u64,
-    /// From the server's time of a message to its arrival, over the last second (ms):
-    /// p50 and p99. The two clocks are the machines' real-time clocks.
-    pub latency_ms: Option<(f64, f64)>,
-    pub bytes_per_sec: f64,
-    pub messages_per_sec: f64,
-    pub bytes: u64,
-    pub messages: u64,
-    /// Frames between two that arrived, never received: missed by the server's capture,
-    /// held back by its limits, or dropped from this client's queue.
-    pub frames_not_received: u64,
-    /// The server offers the control services (`serve --allow-control`).
-    pub control: bool,
-    /// The server's last status message (a warning, or the frames held back).
-    pub note: Option<String>,
-    /// The server's last `/lrbc/serve/status`.
-    pub served: Option<serde_json::Value>,
-}
-
-impl Link {
-    fn new(addr: String) -> Self {
-        Self {
-            addr,
-            state: LinkState::Connecting,
-            server_name: String::new(),
-            session_id: None,
-            restarts: 0,
-            reconnects: 0,
-            latency_ms: None,
-            bytes_per_sec: 0.0,
-            messages_per_sec: 0.0,
-            bytes: 0,
-            messages: 0,
-            frames_not_received: 0,
-            control: false,
-            note: None,
-            served: None,
-        }
-    }
-
-    /// One line: "connected · 0.2 ms · 1.3 MB/s · 0 dropped", or why not.
-    pub fn summary(&self) -> String {
-        match &self.state {
-            LinkState::Connecting => format!("connecting to {}…", self.addr),
-            LinkState::Waiting {
-                error,
-                since,
-                retry_in,
-            } => {
-                let left = retry_in.saturating_sub(since.elapsed());
-                format!(
-                    "{error}; trying again in {:.0} s",
-                    left.as_secs_f64().ceil()
-                )
-            }
-            LinkState::Connected => {
-                let latency = self.latency_ms.map_or("latency …".into(), |(p50, p99)| {
-                    format!("latency {p50:.1} ms (p99 {p99:.1})")
-                });
-                format!(
-                    "connected · {latency} · {:.2} MB/s · {} frames not received",
-                    self.bytes_per_sec / 1e6,
-                    self.frames_not_received
-                )
-            }
-        }
-    }
-}
 
 /// What the thread and the window share.
 struct Shared {
@@ -558,129 +467,5 @@ impl Worker {
             d.report = report;
         }
         lock(&self.shared.link).served = Some(v);
-    }
-
-    /// Sends a control request to the server's services.
-    fn call(&mut self, c: &mut Connection, req: ControlRequest) {
-        let (service, body) = match req {
-            ControlRequest::SetEnabled { service, enabled } => (
-                SET_SERVICE,
-                serde_json::json!({
-                    "service": crate::rpc::services::label(service).to_ascii_lowercase(),
-                    "enabled": enabled,
-                })
-                .to_string(),
-            ),
-            ControlRequest::Status => (SERVICE_STATUS, "{}".to_string()),
-        };
-        let sent = if c.services.contains_key(service) {
-            c.call(service, body.as_bytes()).map_err(|e| e.to_string())
-        } else {
-            Err(format!(
-                "{} does not allow control (it serves without --allow-control)",
-                self.addr
-            ))
-        };
-        match sent {
-            Ok(id) => {
-                self.pending.insert(id, req);
-                lock(&self.control).busy = true;
-            }
-            Err(e) => lock(&self.control).last_error = Some(e),
-        }
-        (self.waker)();
-    }
-
-    /// A service's answer into the RPC panel's state.
-    fn answered(&mut self, req: ControlRequest, answer: Result<Vec<u8>, String>) {
-        let result = answer.and_then(|bytes| {
-            let v: serde_json::Value = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("the server's answer is not JSON: {e}"))?;
-            let fields = &v["fields"];
-            if let Some(rows) = statuses_of(fields) {
-                lock(&self.control).statuses = rows;
-            }
-            let method = v["method"].as_str().unwrap_or("response");
-            Ok(match (req, find_bool(fields, "enabled")) {
-                (ControlRequest::SetEnabled { service, .. }, Some(e)) => set_line(service, e),
-                _ => {
-                    let mut text = fields["payload"].to_string();
-                    if text.len() > 160 {
-                        let mut end = 160;
-                        while !text.is_char_boundary(end) {
-                            end -= 1;
-                        }
-                        text.truncate(end);
-                        text.push('…');
-                    }
-                    format!("{method}: {text}")
-                }
-            })
-        });
-        let mut s = lock(&self.control);
-        s.busy = !self.pending.is_empty();
-        match result {
-            Ok(line) => {
-                s.last = Some(line);
-                s.last_error = None;
-            }
-            Err(e) => s.last_error = Some(e),
-        }
-        drop(s);
-        (self.waker)();
-    }
-}
-
-/// The first boolean named `key` anywhere in `v`.
-fn find_bool(v: &serde_json::Value, key: &str) -> Option<bool> {
-    match v {
-        serde_json::Value::Object(m) => m
-            .get(key)
-            .and_then(serde_json::Value::as_bool)
-            .or_else(|| m.values().find_map(|x| find_bool(x, key))),
-        serde_json::Value::Array(a) => a.iter().find_map(|x| find_bool(x, key)),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_set_services_answer_is_found_at_any_depth() {
-        let v = serde_json::json!({"payload": {"SetServiceEnabledResp": {"service": 4, "enabled": false}}});
-        assert_eq!(find_bool(&v, "enabled"), Some(false));
-        assert_eq!(
-            find_bool(&serde_json::json!({"a": [1, {"enabled": true}]}), "enabled"),
-            Some(true)
-        );
-        assert_eq!(
-            find_bool(&serde_json::json!({"enabled": 1}), "enabled"),
-            None
-        );
-    }
-
-    #[test]
-    fn a_link_says_why_it_waits_and_when_it_tries_again() {
-        let mut l = Link::new("node:8765".into());
-        assert_eq!(l.summary(), "connecting to node:8765…");
-        l.state = LinkState::Waiting {
-            error: "cannot connect to node:8765: refused".into(),
-            since: Instant::now(),
-            retry_in: Duration::from_secs(2),
-        };
-        assert_eq!(
-            l.summary(),
-            "cannot connect to node:8765: refused; trying again in 2 s"
-        );
-        l.state = LinkState::Connected;
-        l.latency_ms = Some((0.3, 1.5));
-        l.bytes_per_sec = 2.5e6;
-        l.frames_not_received = 3;
-        assert_eq!(
-            l.summary(),
-            "connected · latency 0.3 ms (p99 1.5) · 2.50 MB/s · 3 frames not received"
-        );
     }
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, bounded};
 use serde_json::Value;
 
+pub mod served;
 #[cfg(windows)]
 pub mod win32;
 pub mod window;
@@ -404,73 +405,6 @@ impl Drop for Guarded {
         if let Some(mut c) = self.0.take() {
             let _ = c.kill();
             let _ = c.wait();
-        }
-    }
-}
-
-/// A running `serve`: the process, its address and its log lines (stderr).
-pub struct Serve {
-    /// Killed when the test ends.
-    pub child: Guarded,
-    pub url: String,
-    pub log: Receiver<String>,
-}
-
-impl Serve {
-    /// `serve --shm NAME --listen 127.0.0.1:0 ARGS`, once it says where it listens.
-    pub fn start(name: &str, args: &[&str]) -> Self {
-        Self::start_on(name, "127.0.0.1:0", args)
-    }
-
-    /// `serve --shm NAME --listen LISTEN ARGS`, once it says where it listens.
-    pub fn start_on(name: &str, listen: &str, args: &[&str]) -> Self {
-        let mut child = inspector()
-            .args([
-                "serve",
-                "--shm",
-                name,
-                "--listen",
-                listen,
-                "--busy-budget",
-                "0",
-            ])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = line_channel(child.stdout.take().unwrap());
-        let log = line_channel(child.stderr.take().unwrap());
-        let first = next_line(&out, "serve's first line");
-        let url = first
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first line: {first}"))
-            .to_string();
-        assert!(
-            url.starts_with("ws://") || url.starts_with("wss://"),
-            "{url}"
-        );
-        Self {
-            child: Guarded::new(child),
-            url,
-            log,
-        }
-    }
-
-    pub fn connect(&self) -> lrbc_inspector::remote::Connection {
-        lrbc_inspector::remote::Connection::connect(&self.url, Duration::from_secs(10)).unwrap()
-    }
-
-    /// Waits for a log line holding `text`.
-    pub fn log_line(&self, text: &str) -> String {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.log.recv_timeout(left) {
-                Ok(line) if line.contains(text) => return line,
-                Ok(_) => {}
-                Err(_) => panic!("serve said nothing with {text:?}"),
-            }
         }
     }
 }

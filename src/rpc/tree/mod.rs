@@ -6,7 +6,7 @@
 mod render;
 mod walk;
 
-pub use render::{display_scalar, scalar_json, vector_element};
+pub use render::{clip, display_scalar, scalar_json, vector_element};
 
 use super::schema::{Base, SchemaModel};
 use walk::Walker;

@@ -45,11 +45,7 @@ impl FieldTree {
     pub fn summary(&self, buf: &[u8], idx: usize, max_chars: usize) -> String {
         let mut s = String::new();
         self.summarise(buf, idx, &mut s, max_chars);
-        if s.chars().count() > max_chars {
-            let cut: String = s.chars().take(max_chars.saturating_sub(1)).collect();
-            return cut + "…";
-        }
-        s
+        clip(s, max_chars)
     }
 
     fn summarise(&self, buf: &[u8], idx: usize, out: &mut String, budget: usize) {
@@ -196,4 +192,13 @@ pub fn display_scalar(buf: &[u8], v: NodeValue) -> String {
         NodeValue::Vector { len } => format!("[{len}]"),
         NodeValue::Union { type_name } => type_name.to_string(),
     }
+}
+
+/// `s` in at most `max_chars` characters, an ellipsis ending one that was cut.
+pub fn clip(s: String, max_chars: usize) -> String {
+    if s.chars().count() > max_chars {
+        let cut: String = s.chars().take(max_chars.saturating_sub(1)).collect();
+        return cut + "…";
+    }
+    s
 }

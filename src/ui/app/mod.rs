@@ -5,12 +5,14 @@
 //! the flight recorder (`crate::record::flight`) for a live session.
 
 mod flight;
+mod nodes;
 mod pacing;
 mod panes;
 mod save_dialog;
 mod settings_menu;
 mod status_bar;
 mod timeline;
+mod top_bar;
 
 pub use pacing::{
     BUSY_REDRAW_HZ, redraw_rate, software_renderer, software_rendering_likely, throttled_waker,
@@ -23,9 +25,8 @@ use std::time::Duration;
 use super::panels::attach::{self as attach_view, AttachForm, remembered};
 use super::panels::cameras::{CamerasView, ShotRequest};
 use super::panels::counters;
-use super::panels::envs;
 use super::panels::traffic::TrafficView;
-use super::screenshot::{self, Shot};
+use super::screenshot;
 use super::settings::{Pane, Settings, Theme, default_tree};
 use crate::attach::Target;
 use crate::clock::monotonic_now_ns;
@@ -172,93 +173,6 @@ impl InspectorApp {
             }
             Err(e) => self.not_shown(e),
         }
-    }
-
-    /// Views the run served at `url` (`ws://HOST:PORT`); the panels show once the
-    /// server has described it, the status bar the link meanwhile. A malformed address
-    /// is shown in the attach view.
-    pub fn connect(&mut self, url: &str) {
-        // A server connected already is shown; the one shown goes on in the background.
-        if let Ok(addr) = crate::remote::client::host_port(url)
-            && (self.nodes.iter().any(|n| n.label() == addr)
-                || self
-                    .session
-                    .as_ref()
-                    .is_some_and(|s| s.remote().is_some() && s.label() == addr))
-        {
-            self.show_node(&addr);
-            return;
-        }
-        self.park_session();
-        match Session::connect(
-            url,
-            self.settings.sampler(),
-            self.settings.traffic_limits(),
-            Arc::clone(&self.waker),
-        ) {
-            Ok(s) => {
-                let shown = crate::remote::client::normalize(url)
-                    .unwrap_or_else(|_| format!("ws://{}", s.label()));
-                self.settings.remember(&shown);
-                self.say(format!("connecting to {}", s.label()), false);
-                self.shown(s);
-            }
-            Err(e) => self.not_shown(e),
-        }
-    }
-
-    /// Ends the session shown, but for a served run, which goes on in the background
-    /// (its row is in the Attach view).
-    fn park_session(&mut self) {
-        match self.session.take() {
-            Some(s) if s.remote().is_some() => self.nodes.push(s),
-            _ => {}
-        }
-    }
-
-    /// Connects to another server without showing it (its row is in the Attach view).
-    pub fn add_node(&mut self, url: &str) {
-        match Session::connect(
-            url,
-            self.settings.sampler(),
-            self.settings.traffic_limits(),
-            Arc::clone(&self.waker),
-        ) {
-            Ok(s) => {
-                if !self.nodes.iter().any(|n| n.label() == s.label())
-                    && self.session.as_ref().is_none_or(|c| c.label() != s.label())
-                {
-                    self.nodes.push(s);
-                }
-            }
-            Err(e) => self.say(e, true),
-        }
-    }
-
-    /// Shows the server `addr` (`HOST:PORT`) in the panels; the served run shown before
-    /// goes on in the background.
-    pub fn show_node(&mut self, addr: &str) {
-        let Some(i) = self.nodes.iter().position(|n| n.label() == addr) else {
-            // Shown already.
-            self.show_attach = false;
-            return;
-        };
-        let node = self.nodes.remove(i);
-        match self.session.take() {
-            Some(s) if s.remote().is_some() => self.nodes.insert(i, s),
-            _ => {}
-        }
-        self.say(format!("showing {addr}"), false);
-        self.shown(node);
-    }
-
-    /// One row per server connected (the one shown first), for the Attach view.
-    pub fn node_rows(&self) -> Vec<crate::session::NodeRow> {
-        self.session
-            .iter()
-            .chain(&self.nodes)
-            .filter_map(Session::node_row)
-            .collect()
     }
 
     /// Opens a recording (its timeline at the start); on failure the attach view shows
@@ -548,124 +462,6 @@ impl InspectorApp {
             if let Some(req) = behavior.shot {
                 self.screenshot(req);
             }
-        });
-    }
-
-    fn shortcuts(&mut self, ui: &egui::Ui) {
-        let typing = ui.ctx().egui_wants_keyboard_input();
-        let (space, f12, next, prev, theme) = ui.input(|i| {
-            (
-                i.key_pressed(egui::Key::Space),
-                i.key_pressed(egui::Key::F12),
-                i.key_pressed(egui::Key::CloseBracket),
-                i.key_pressed(egui::Key::OpenBracket),
-                i.modifiers.command && i.key_pressed(egui::Key::T),
-            )
-        });
-        if typing {
-            return;
-        }
-        if self.timeline_keys(ui) {
-            // Space and the arrows move the timeline (a recording, or paused).
-        } else if space && let Some(s) = &self.session {
-            let store = s.traffic.lock();
-            self.traffic_view.toggle_pause(&store);
-        }
-        if f12 {
-            let env = self.cameras_view.selected;
-            self.screenshot(ShotRequest::Quick(Shot::Env(env)));
-        }
-        if (next || prev)
-            && let Some(s) = &self.session
-        {
-            let g = s.geometry().clone();
-            envs::shift_envs(&mut self.settings, &g, if next { 1 } else { -1 });
-            s.sampler.set_settings(self.settings.sampler());
-        }
-        if theme {
-            self.toggle_theme(ui.ctx());
-        }
-    }
-
-    pub fn toggle_theme(&mut self, ctx: &egui::Context) {
-        self.settings.theme = match self.settings.theme {
-            Theme::Dark => Theme::Light,
-            Theme::Light => Theme::Dark,
-        };
-        apply_theme(ctx, self.settings.theme);
-    }
-
-    fn top_bar(&mut self, ui: &mut egui::Ui) {
-        ui.horizontal(|ui| {
-            ui.strong("lrbc-inspector");
-            ui.separator();
-            match &self.session {
-                Some(s) => {
-                    ui.monospace(s.label());
-                    let recording = s.recording().is_some();
-                    if ui
-                        .button(if self.show_attach {
-                            "Back to panels"
-                        } else {
-                            "Attach…"
-                        })
-                        .clicked()
-                    {
-                        self.show_attach = !self.show_attach;
-                        self.discovery.set_active(self.show_attach);
-                    }
-                    if ui
-                        .button(if recording { "Close" } else { "Detach" })
-                        .clicked()
-                    {
-                        self.detach();
-                    }
-                    if !recording {
-                        self.pause_button(ui);
-                    }
-                }
-                None => {
-                    ui.weak("not attached");
-                }
-            }
-            if ui
-                .button("Open recording…")
-                .on_hover_text("an MCAP file of lrbc-inspector record")
-                .clicked()
-            {
-                self.ask_for_recording();
-            }
-            ui.separator();
-            let theme = match self.settings.theme {
-                Theme::Dark => "Light theme",
-                Theme::Light => "Dark theme",
-            };
-            if ui.button(theme).on_hover_text("Ctrl+T").clicked() {
-                self.toggle_theme(ui.ctx());
-            }
-            if ui.button("Reset layout").clicked() {
-                self.tree = default_tree();
-            }
-            ui.menu_button("Panels", |ui| {
-                for p in Pane::ALL {
-                    let present = self
-                        .tree
-                        .tiles
-                        .iter()
-                        .any(|(_, t)| matches!(t, egui_tiles::Tile::Pane(x) if *x == p));
-                    if !present && ui.button(format!("Show {}", p.title())).clicked() {
-                        let id = self.tree.tiles.insert_pane(p);
-                        if let Some(root) = self.tree.root()
-                            && let Some(egui_tiles::Tile::Container(c)) =
-                                self.tree.tiles.get_mut(root)
-                        {
-                            c.add_child(id);
-                        }
-                    }
-                }
-            });
-            ui.menu_button("Settings", |ui| self.settings_menu(ui));
-            ui.weak("Space pause traffic · F12 screenshot · [ ] previous/next env");
         });
     }
 }
