@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::temp_dir;
-use common::window::{Window, app, harness, step_until};
+use common::window::{Window, app, harness, record_frames, step_until};
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::attach::Target;
 use lrbc_inspector::rpc::recording_fb;
@@ -471,20 +471,7 @@ fn attaching_to_another_segment_moves_the_flight_recorder_to_it() {
     });
     h.state_mut().attach(second.target());
     h.run_steps(2);
-    h.get_by_label("Record").click();
-    h.run_steps(2);
-    step_until(&mut h, "frames recorded", |a| {
-        a.flight_status()
-            .recording
-            .as_ref()
-            .is_some_and(|r| r.frames >= 10)
-    });
-    h.get_by_label("Stop recording").click();
-    h.run_steps(2);
-    step_until(&mut h, "the recording finished", |a| {
-        a.flight_last_file().is_some()
-    });
-    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    let path = record_frames(&mut h, 10);
     let rec = lrbc_inspector::replay::Recording::open(&path).unwrap();
     assert_eq!(rec.geometry.num_envs, 16, "the segment attached last");
     let _ = std::fs::remove_dir_all(&dir);

@@ -11,7 +11,7 @@
 mod common;
 
 use common::served::Serve;
-use common::window::{Window, app, harness, only_pane, step_until};
+use common::window::{Window, app, harness, only_pane, record_frames, step_until};
 use common::{Guarded, SimEngine, sim_client, temp_dir};
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::ui::InspectorApp;
@@ -210,20 +210,7 @@ fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
     step_until(&mut h, "the flight recorder", |a| {
         a.flight_status().rolling_frames > 0
     });
-    h.get_by_label("Record").click();
-    h.run_steps(2);
-    step_until(&mut h, "frames recorded", |a| {
-        a.flight_status()
-            .recording
-            .as_ref()
-            .is_some_and(|r| r.frames >= 30)
-    });
-    h.get_by_label("Stop recording").click();
-    h.run_steps(2);
-    step_until(&mut h, "the recording finished", |a| {
-        a.flight_last_file().is_some()
-    });
-    let path = h.state().flight_last_file().unwrap().to_path_buf();
+    let path = record_frames(&mut h, 30);
     assert!(path.starts_with(&dir), "{}", path.display());
     let mut rec = lrbc_inspector::replay::Recording::open(&path).unwrap();
     assert_eq!(rec.geometry.num_envs, 6);

@@ -80,7 +80,7 @@ impl Viewer {
         let shared = Arc::new(Shared {
             link: Mutex::new(Link::new(addr.clone())),
             geometry: Mutex::new((0, Geometry::none())),
-            settings: Mutex::new((settings, limits)),
+            settings: Mutex::new((settings.clone(), limits)),
             new_tap: Mutex::new(None),
             stop: AtomicBool::new(false),
         });
@@ -101,6 +101,7 @@ impl Viewer {
             latencies: Vec::new(),
             metadata: BTreeMap::new(),
             tap: None,
+            settings: (settings, limits),
         };
         std::thread::Builder::new()
             .name("lrbc-remote".into())
@@ -180,6 +181,9 @@ struct Worker {
     metadata: BTreeMap<String, BTreeMap<String, String>>,
     /// The recorder's tap, when one records the run.
     tap: Option<TapSender>,
+    /// The window's settings as of the last flush (taken once per flush, not per
+    /// message).
+    settings: (SamplerSettings, TrafficLimits),
 }
 
 /// Unix time now (ns).
@@ -292,9 +296,10 @@ impl Worker {
             let now = Instant::now();
             if now.duration_since(last_flush) >= FLUSH_EVERY {
                 last_flush = now;
-                let (settings, limits) = lock(&self.shared.settings).clone();
+                self.settings = lock(&self.shared.settings).clone();
+                let (settings, limits) = &self.settings;
                 self.feed
-                    .flush(&settings, limits, crate::clock::monotonic_now_ns());
+                    .flush(settings, *limits, crate::clock::monotonic_now_ns());
                 (self.waker)();
             }
             if now.duration_since(second.0) >= Duration::from_secs(1) {
@@ -363,8 +368,8 @@ impl Worker {
                 } else if topic == STATUS_TOPIC {
                     self.status(&data);
                 } else {
-                    let (settings, limits) = lock(&self.shared.settings).clone();
-                    let fed = self.feed.message(&topic, local, &data, &settings, limits);
+                    let (settings, limits) = &self.settings;
+                    let fed = self.feed.message(&topic, local, &data, settings, *limits);
                     let gap = match fed {
                         Fed::Frame { gap, .. } => gap,
                         _ => 0,

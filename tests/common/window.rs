@@ -81,3 +81,26 @@ pub fn replacement_engine(name: &str, num_envs: u32, obs_size: u32, seed: u64) -
     })
     .expect("the replacing engine starts")
 }
+
+/// Presses Record in the status bar, waits until the recording holds `frames` frames,
+/// presses Stop recording and waits for the file; its path.
+pub fn record_frames(h: &mut Window, frames: u64) -> std::path::PathBuf {
+    use egui_kittest::kittest::Queryable as _;
+    h.get_by_label("Record").click();
+    h.run_steps(2);
+    step_until(h, "frames recorded", |a| {
+        a.flight_status()
+            .recording
+            .as_ref()
+            .is_some_and(|r| r.frames >= frames)
+    });
+    h.get_by_label("Stop recording").click();
+    h.run_steps(2);
+    step_until(h, "the recording finished", |a| {
+        a.flight_last_file().is_some()
+    });
+    h.state()
+        .flight_last_file()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
+}
