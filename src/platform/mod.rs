@@ -100,6 +100,23 @@ mod tests {
         drop(before);
     }
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_short_slice_keeps_the_threads_nice_value() {
+        // The follower asks for a short slice after its nice value is set; the request
+        // carries the nice value, or it would put the thread back to 0.
+        let nice = std::thread::spawn(|| {
+            lower_thread_priority(7);
+            let taken = request_short_slice(100_000);
+            // SAFETY: gettid has no preconditions; getpriority reads this thread's value.
+            let n = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+            (taken, n)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(nice.1, 7, "taken: {}", nice.0);
+    }
+
     const STAT: &str = "cpu  709770 11874 120869 1571559 2358 0 1062 2028 0 0\n\
                         cpu0 354885 5937 60434 785779 1179 0 531 1014 0 0\n";
 

@@ -40,6 +40,55 @@ pub fn set_timer_slack_ns(slack_ns: u64) {
     let _ = slack_ns;
 }
 
+/// Asks the scheduler for a short time slice for the calling thread (Linux 6.12 and later,
+/// EEVDF's custom slice; no privilege needed). A thread that sleeps most of the time and
+/// runs for a few microseconds when it wakes then gets the CPU at once on a busy machine,
+/// instead of waiting for a running thread's whole slice (a few milliseconds). Older
+/// kernels ignore the request; returns whether it was taken.
+pub fn request_short_slice(slice_ns: u64) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        /// `struct sched_attr` of sched_setattr(2), its first version (48 bytes).
+        #[repr(C)]
+        struct SchedAttr {
+            size: u32,
+            policy: u32,
+            flags: u64,
+            nice: i32,
+            priority: u32,
+            runtime: u64,
+            deadline: u64,
+            period: u64,
+        }
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        // SAFETY: getpriority on this thread's own id only reads its nice value. The
+        // request below carries it, as sched_setattr sets the nice value too. (Should the
+        // read fail, -1 would ask for more priority than an unprivileged thread may have,
+        // and the kernel refuses the request: nothing changes.)
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+        let attr = SchedAttr {
+            size: size_of::<SchedAttr>() as u32,
+            policy: libc::SCHED_OTHER as u32,
+            flags: 0,
+            nice,
+            priority: 0,
+            runtime: slice_ns,
+            deadline: 0,
+            period: 0,
+        };
+        // SAFETY: sched_setattr reads `attr.size` bytes of a live, initialised struct laid
+        // out as the kernel's; it changes only this thread's scheduling.
+        let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+        r == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = slice_ns;
+        false
+    }
+}
+
 /// Large allocations (256 KiB and up) go to their own mappings, returned to the system
 /// when freed. glibc's default raises this threshold to the size of each large block
 /// freed, up to 32 MiB, after which the transient buffers of a pass (tessellated plots,

@@ -62,6 +62,11 @@ pub fn thread_cpu_ns() -> u64 {
 /// Timer slack is a Linux setting; Windows' sleeps are as short as its timer allows.
 pub fn set_timer_slack_ns(_slack_ns: u64) {}
 
+/// No such request on Windows: its scheduler preempts for a thread that wakes.
+pub fn request_short_slice(_slice_ns: u64) -> bool {
+    false
+}
+
 /// Not done on Windows (its sockets are not enumerable by number): the server's small
 /// messages may wait for the peer's delayed acknowledgement. None set.
 pub fn nodelay_on_listeners(_port: u16) -> usize {
