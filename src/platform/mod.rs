@@ -105,15 +105,19 @@ mod tests {
     fn a_short_slice_keeps_the_threads_nice_value() {
         // The follower asks for a short slice after its nice value is set; the request
         // carries the nice value, or it would put the thread back to 0.
-        let nice = std::thread::spawn(|| {
-            lower_thread_priority(7);
-            let taken = request_short_slice(100_000);
-            // SAFETY: gettid has no preconditions; getpriority reads this thread's value.
-            let n = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
-            (taken, n)
-        })
-        .join()
-        .unwrap();
+        let nice = std::thread::Builder::new()
+            .name("slice-test".into())
+            .spawn(|| {
+                lower_thread_priority(7);
+                let taken = request_short_slice(100_000);
+                // SAFETY: gettid has no preconditions; getpriority reads this thread's value.
+                let n =
+                    unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+                (taken, n)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
         assert_eq!(nice.1, 7, "taken: {}", nice.0);
     }
 
