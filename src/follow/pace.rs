@@ -37,13 +37,12 @@ pub struct Pace {
     anchored: bool,
     /// At least two frames were seen: the interval is measured, not guessed.
     measured: bool,
-    /// The last frame came well off the interval (a stall, or a run catching up on
-    /// frames it owes): the next ones may come at any time, so look often until one
-    /// comes on time again.
+    /// The last frame came well after the interval (a stall): the frames the run owes
+    /// may come at any time, so look often until one comes on time again.
     irregular: bool,
-    /// How long after the engine's stamp a frame is seen, at the least of late: the
+    /// How long after the engine's stamp a frame is published, a low estimate: the
     /// engine stamps a frame when it starts the step and publishes it when the step is
-    /// written, and the first look goes that much after the due time.
+    /// written, and the first look goes that much after the earliest due time.
     lag_ns: u64,
     /// The last look that found no new frame since the newest one was seen: the next
     /// frame was published after it.
@@ -146,8 +145,9 @@ impl Pace {
         self.seen_ns = now_ns;
     }
 
-    /// When the first look for the next frame goes: when it is due, and the engine's lag
-    /// from its stamp to publishing it, and a margin for its jitter.
+    /// When the first look for the next frame goes: the earliest it is likely to be due
+    /// (the short interval), the engine's lag from its stamp to publishing it, and a
+    /// margin for its jitter.
     fn first_look_ns(&self) -> u64 {
         let i = self.interval_ns;
         self.published_ns.saturating_add(self.short_ns)
@@ -161,8 +161,8 @@ impl Pace {
     }
 
     /// When to look next, having looked at `now_ns` and seen nothing new (or just taken
-    /// a frame): just after the next frame is due; while it is late, a short step; while
-    /// the run is quiet, [`QUIET_LOOK_NS`].
+    /// a frame): the first look for the next frame; from then on, or after a stall, a
+    /// short step; while the run is quiet, [`QUIET_LOOK_NS`].
     pub fn next_look_ns(&self, now_ns: u64) -> u64 {
         if self.quiet(now_ns) {
             return now_ns + QUIET_LOOK_NS;
