@@ -10,7 +10,7 @@ use super::reduce::scan_values;
 use super::{SAMPLER_NICE, Waker, lock};
 use crate::clock::Clock;
 use crate::layout::{Geometry, RegionKind};
-use crate::segment::{Segment, f32s_from_bytes};
+use crate::segment::Segment;
 use crate::snapshot;
 use crate::watch::Watcher;
 
@@ -32,6 +32,17 @@ pub(super) struct AuxWorker<C: Clock> {
     pub repaint_interval_ns: u64,
     /// The sampler's place at the frame follower, moved to a replaced segment here.
     pub follower: Arc<crate::follow::Subscription>,
+    /// The scan's copies of every value, reused: copies of a few MiB made afresh at
+    /// every scan were each a fresh mapping, its pages faulted in and zeroed every time.
+    pub values: ValueCopy,
+}
+
+/// Buffers for one copy of every env's observations, actions and rewards.
+#[derive(Default)]
+pub(super) struct ValueCopy {
+    obs: Vec<f32>,
+    act: Vec<f32>,
+    rewards: Vec<f32>,
 }
 
 impl<C: Clock> AuxWorker<C> {
@@ -195,19 +206,27 @@ impl<C: Clock> AuxWorker<C> {
 
     fn scan(&mut self, settings: &SamplerSettings) {
         let g = self.geometry().clone();
-        let seg = self.seg();
-        let read = |kind| -> Vec<f32> {
-            g.region(kind)
-                .and_then(|r| seg.read_vec(r.offset_bytes, usize::try_from(r.length_bytes).ok()?))
-                .map(|b| f32s_from_bytes(&b))
-                .unwrap_or_default()
-        };
-        let copy = snapshot::guarded_read(seg, &g, 16, |_| {
-            (
-                read(RegionKind::Obs),
-                read(RegionKind::Act),
-                read(RegionKind::Rewards),
-            )
+        let seg = &self.watcher.attached().segment;
+        let ValueCopy { obs, act, rewards } = &mut self.values;
+        let copy = snapshot::guarded_read(seg, &g, 16, |s| {
+            for (kind, buf) in [
+                (RegionKind::Obs, &mut *obs),
+                (RegionKind::Act, &mut *act),
+                (RegionKind::Rewards, &mut *rewards),
+            ] {
+                let region = g.region(kind).and_then(|r| {
+                    Some((r.offset_bytes, usize::try_from(r.length_bytes).ok()? / 4))
+                });
+                match region {
+                    Some((at, n)) => {
+                        buf.resize(n, 0.0);
+                        if !s.read_f32s(at, buf) {
+                            buf.clear();
+                        }
+                    }
+                    None => buf.clear(),
+                }
+            }
         });
         // A mapping the guard served pages of (a shrunk file) reads zeros, not values.
         if seg.sigbus_faults() != 0
@@ -215,12 +234,11 @@ impl<C: Clock> AuxWorker<C> {
         {
             return;
         }
-        let (obs, act, rewards) = copy.value;
         let mut scan = scan_values(
             &g,
-            &obs,
-            &act,
-            &rewards,
+            obs,
+            act,
+            rewards,
             (settings.obs_limit, settings.act_limit),
             copy.frame_seq,
         );

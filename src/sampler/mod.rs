@@ -114,6 +114,7 @@ impl Sampler {
             waker,
             repaint_interval_ns,
             follower: Arc::clone(&follower),
+            values: Default::default(),
         };
         let aux_thread = spawn("lrbc-sampler-aux", move || aux.run())?;
         Ok(Self {
