@@ -17,7 +17,10 @@ pub(super) struct RewardStats {
 }
 
 /// [`RewardStats`] over `values`, eight lanes at a time and without branches, so that
-/// the compiler vectorises it (this runs on every frame of 4096 envs).
+/// the compiler vectorises it (this runs on every frame of 4096 envs). A value that is
+/// not finite is replaced by the neutral value of each figure (+inf for the minimum,
+/// -inf for the maximum, 0 for the sum), and the minimum and maximum are plain
+/// comparisons: `f32::min` and `max` treat NaN apart, which kept the loop scalar.
 // Not inlined: compiled on its own it vectorises, inlined into the frame loop it did not.
 #[inline(never)]
 pub(super) fn reward_stats(values: &[f32]) -> RewardStats {
@@ -32,9 +35,11 @@ pub(super) fn reward_stats(values: &[f32]) -> RewardStats {
         for k in 0..LANES {
             let v = chunk[k];
             let ok = v.is_finite();
-            min[k] = if ok { min[k].min(v) } else { min[k] };
-            max[k] = if ok { max[k].max(v) } else { max[k] };
-            sums[k] += if ok { f64::from(v) } else { 0.0 };
+            let low = if ok { v } else { f32::INFINITY };
+            let high = if ok { v } else { f32::NEG_INFINITY };
+            min[k] = if low < min[k] { low } else { min[k] };
+            max[k] = if high > max[k] { high } else { max[k] };
+            sums[k] += f64::from(if ok { v } else { 0.0 });
             finite[k] += u32::from(ok);
         }
     }
