@@ -181,6 +181,8 @@ pub fn headless_app(
     report_memory: Option<f64>,
 ) -> Result<(), CliError> {
     let stop = super::stop_flag();
+    // As the window does: the app's threads yield to the run, the followers excepted.
+    crate::ui::yield_to_the_run();
     let ctx = egui::Context::default();
     // A full channel already holds requests enough to repaint.
     let (tx, rx) = crossbeam_channel::bounded::<Duration>(64);

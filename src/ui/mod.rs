@@ -22,6 +22,15 @@ use crate::layout::LayoutChoice;
 /// The nice value of the window's thread (and of the threads the GL driver starts).
 const WINDOW_NICE: i32 = 15;
 
+/// Drawing yields to the engine, the trainer and the sampler: the calling thread (the
+/// window's, or the app's without a window) and every thread it starts from here on (a
+/// software rasteriser's among them) run niced, but for the frame followers, which keep
+/// the priority it had.
+pub fn yield_to_the_run() {
+    crate::follow::keep_priority_for_followers();
+    crate::platform::lower_thread_priority(WINDOW_NICE);
+}
+
 /// Opens the window (blocks until it is closed, or Ctrl-C closes it).
 pub fn run_window(
     target: Option<Target>,
@@ -118,11 +127,7 @@ fn run_window_on(
         crate::platform::stop_on_interrupt(&flag);
         flag
     });
-    // Drawing yields to the engine, the trainer and the sampler: the window thread and
-    // every thread it starts from here on (a software rasteriser's among them) run niced,
-    // but for the frame followers, which keep this priority.
-    crate::follow::keep_priority_for_followers();
-    crate::platform::lower_thread_priority(WINDOW_NICE);
+    yield_to_the_run();
     eframe::run_native(
         "lrbc-inspector",
         options,
