@@ -341,6 +341,10 @@ fn bad_names_sizes_and_values_are_one_line_errors() {
             v,
         ]));
     }
+    // The window's settings file: in a folder that does not exist, or a folder.
+    for file in ["/no/such/folder/app.ron", "/tmp", ""] {
+        cases.push(case(&["--shm", shm, "--settings", file]));
+    }
     cases.push(case(&["dump", "--shm", shm, "--layout", "bogus"]));
     cases.push(case(&[
         "control",

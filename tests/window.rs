@@ -197,3 +197,73 @@ fn ctrl_c_closes_the_window_as_its_close_button_does_settings_saved_and_the_reco
     drop(engine);
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// Runs the window on `engine` with `args` until it is mapped, then closes it with
+/// Ctrl-C; its stderr if it did not close cleanly.
+fn open_and_close(x: &Xvfb, engine: &SimEngine, home: &Path, args: &[&str]) {
+    let mut window = Guarded::new(
+        inspector()
+            .args(["--shm", &engine.name])
+            .args(args)
+            .env("DISPLAY", &x.display)
+            .env("HOME", home)
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("WAYLAND_DISPLAY")
+            .env("LIBGL_ALWAYS_SOFTWARE", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    x.wait_for_window(&format!("lrbc-inspector — {}", engine.name), window.child());
+    interrupt(window.child().id());
+    let out = window.finish();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_settings_file_is_a_profile_of_its_own_and_the_users_settings_stay_as_they_were() {
+    let x = Xvfb::start();
+    let engine = SimEngine::start("window-profile", &["--preset", "cams64"]);
+    let home = temp_dir("window-profile-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let profile = home.join("profile.ron");
+    let users = home.join(".local/share/lrbc-inspector/app.ron");
+
+    // The budget given with --settings is kept in that file, not in the user's.
+    let file = profile.to_str().unwrap();
+    open_and_close(
+        &x,
+        &engine,
+        &home,
+        &["--settings", file, "--memory-budget", "77"],
+    );
+    let kept = std::fs::read_to_string(&profile).expect("the window kept its settings there");
+    assert!(kept.contains("memory_budget_mib:77"), "{kept}");
+    assert!(
+        !users.exists(),
+        "the user's settings were written: {users:?}"
+    );
+
+    // Opened on the file again without the flag, the window starts from what the file
+    // holds (it writes back 77, not the default 128), and still leaves the user's alone.
+    open_and_close(&x, &engine, &home, &["--settings", file]);
+    let again = std::fs::read_to_string(&profile).unwrap();
+    assert!(again.contains("memory_budget_mib:77"), "{again}");
+    assert!(
+        !users.exists(),
+        "the user's settings were written: {users:?}"
+    );
+
+    // Without --settings the user's file is the one written.
+    open_and_close(&x, &engine, &home, &[]);
+    assert!(users.exists(), "the window kept no settings in {users:?}");
+
+    drop(engine);
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -89,6 +89,28 @@ pub fn parse_percent(text: &str) -> Result<f32, String> {
     }
 }
 
+/// Parses the window's settings file: a file (not a folder) in a folder that exists, so
+/// that the window can keep its settings there when it closes.
+pub fn parse_settings_file(text: &str) -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from(text);
+    if text.trim().is_empty() {
+        return Err("must name a file".into());
+    }
+    if path.is_dir() {
+        return Err(format!(
+            "{text} is a folder; name a file in it, such as {text}/app.ron"
+        ));
+    }
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if folder.is_some_and(|f| !f.is_dir()) {
+        return Err(format!(
+            "there is no folder {} to keep the settings file in",
+            folder.map(|f| f.display().to_string()).unwrap_or_default()
+        ));
+    }
+    Ok(path)
+}
+
 /// Parses a count of at least one ("stop after N"): zero would mean "stop before the
 /// first", which no command does.
 pub fn parse_count(text: &str) -> Result<u64, String> {

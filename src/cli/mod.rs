@@ -60,7 +60,7 @@ pub struct Cli {
 }
 
 /// Settings of the window for this run (kept, as changes made in the window are).
-#[derive(Debug, Clone, Copy, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct WindowArgs {
     /// The window's memory budget in MiB (16 to 65536; default: as last set, 128).
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(16..=65536))]
@@ -73,14 +73,19 @@ pub struct WindowArgs {
     /// the file goes to the recordings folder (Settings).
     #[arg(long)]
     pub record: bool,
+    /// Keep the window's settings and layout in FILE instead of the user's data folder:
+    /// a profile of its own (a file that does not exist yet starts from the defaults).
+    #[arg(long, value_name = "FILE", value_parser = args::parse_settings_file)]
+    pub settings: Option<PathBuf>,
 }
 
 impl WindowArgs {
-    pub fn overrides(self) -> crate::ui::settings::Overrides {
+    pub fn overrides(&self) -> crate::ui::settings::Overrides {
         crate::ui::settings::Overrides {
             memory_budget_mib: self.memory_budget,
             busy_budget_percent: self.busy_budget,
             record: self.record,
+            settings_file: self.settings.clone(),
         }
     }
 }

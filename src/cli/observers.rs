@@ -66,8 +66,12 @@ impl Observer {
             Observer::Watch => vec!["watch".into()],
             Observer::WatchEveryFrame => vec!["watch".into(), "--busy-budget".into(), "0".into()],
             Observer::HeadlessApp => vec!["bench".into(), "headless-app".into()],
-            // The binary with no subcommand opens the window on $DISPLAY.
-            Observer::Window => Vec::new(),
+            // The binary with no subcommand opens the window on $DISPLAY, with its
+            // default settings and without touching the user's.
+            Observer::Window => vec![
+                "--settings".into(),
+                settings_file(name).display().to_string(),
+            ],
             Observer::Serve => vec!["serve".into()],
             Observer::Record => vec![
                 "record".into(),
@@ -147,6 +151,13 @@ impl Drop for Switched {
         // A stopped process would not act on the interrupt that ends it.
         self.set(true);
     }
+}
+
+/// Where a window opened by a benchmark for the segment `name` keeps its settings: a
+/// file of its own, so that it runs with the defaults whatever the user last set, and
+/// leaves the user's settings as they were.
+pub(super) fn settings_file(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{name}-settings.ron"))
 }
 
 /// What switching one observer on and off gave.
@@ -234,8 +245,14 @@ pub(super) fn observer_cost(observer: Observer, secs: f64, tag: &str) -> Result<
         }
     }
     drop(sw);
-    if observer == Observer::Record {
-        let _ = std::fs::remove_file(record_file(&run.name));
+    match observer {
+        Observer::Record => {
+            let _ = std::fs::remove_file(record_file(&run.name));
+        }
+        Observer::Window => {
+            let _ = std::fs::remove_file(settings_file(&run.name));
+        }
+        _ => {}
     }
     drop(run);
     let whose = match observer {

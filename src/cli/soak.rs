@@ -127,7 +127,14 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
     if display {
         observers.push(Observed {
             label: "the window, every panel",
-            process: ChildProcess::spawn("observer", &window(Vec::new()), Stdio::null())?,
+            process: ChildProcess::spawn(
+                "observer",
+                &window(vec![
+                    "--settings".into(),
+                    super::observers::settings_file(&name).display().to_string(),
+                ]),
+                Stdio::null(),
+            )?,
             samples: Vec::new(),
         });
     }
@@ -269,6 +276,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         }
     }
     drop(observers);
+    let _ = std::fs::remove_file(super::observers::settings_file(&name));
     client.stop(Duration::from_secs(5));
     engine.stop(Duration::from_secs(5));
     Ok(())

@@ -191,7 +191,7 @@ pub fn headless_app(
     });
     let mut app = InspectorApp::new(
         &ctx,
-        Settings::default().with(overrides),
+        Settings::default().with(&overrides),
         Some(grid_tree()),
         Some(Target::Shm(shm.to_string())),
         LayoutChoice::Auto,

@@ -92,7 +92,7 @@ pub fn display_available() -> bool {
 }
 
 /// The window's options: title, size and icon.
-pub fn native_options() -> eframe::NativeOptions {
+pub fn native_options(settings_file: Option<std::path::PathBuf>) -> eframe::NativeOptions {
     eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("lrbc-inspector")
@@ -101,6 +101,7 @@ pub fn native_options() -> eframe::NativeOptions {
             .with_inner_size([1400.0, 900.0])
             .with_min_inner_size([640.0, 400.0]),
         persist_window: true,
+        persistence_path: settings_file,
         ..Default::default()
     }
 }
@@ -119,7 +120,7 @@ fn run_window_on(
                 .into(),
         );
     }
-    let options = native_options();
+    let options = native_options(overrides.settings_file.clone());
     // Ctrl-C closes the window as its close button does: settings saved, the control
     // lease released, a recording under way finished.
     let stop = stop.unwrap_or_else(|| {
@@ -136,7 +137,7 @@ fn run_window_on(
                 .storage
                 .and_then(|s| eframe::get_value::<settings::Settings>(s, app::SETTINGS_KEY))
                 .unwrap_or_default()
-                .with(overrides);
+                .with(&overrides);
             let tree = cc.storage.and_then(|s| eframe::get_value(s, app::TREE_KEY));
             let target = match &opening {
                 Opening::Target(t) => t.clone(),

@@ -144,18 +144,20 @@ pub fn default_recordings_dir() -> PathBuf {
 
 /// Settings given on the command line for one run (they are kept like any change made
 /// in the window).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overrides {
     pub memory_budget_mib: Option<u32>,
     pub busy_budget_percent: Option<f32>,
     /// Record from the start (as Record in the status bar), once a live segment is
     /// attached; not a setting (not kept).
     pub record: bool,
+    /// Where the window keeps its settings and layout, instead of the user's data folder.
+    pub settings_file: Option<PathBuf>,
 }
 
 impl Settings {
     /// These settings with the command line's overrides.
-    pub fn with(mut self, o: Overrides) -> Self {
+    pub fn with(mut self, o: &Overrides) -> Self {
         if let Some(mib) = o.memory_budget_mib {
             self.memory_budget_mib = mib;
         }
