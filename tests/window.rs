@@ -98,6 +98,25 @@ impl Drop for Xvfb {
     }
 }
 
+/// The window on `x` with `args`, its user's folders in `home` (as a user of a fresh
+/// account has them), rendered by Mesa in software.
+fn spawn_window(x: &Xvfb, home: &Path, args: &[&str]) -> Guarded {
+    Guarded::new(
+        inspector()
+            .args(args)
+            .env("DISPLAY", &x.display)
+            .env("HOME", home)
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_PICTURES_DIR")
+            .env_remove("WAYLAND_DISPLAY")
+            .env("LIBGL_ALWAYS_SOFTWARE", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 fn recordings(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .map(|d| {
@@ -116,19 +135,10 @@ fn ctrl_c_closes_the_window_as_its_close_button_does_settings_saved_and_the_reco
     let mut client = sim_client(&engine.name, "200");
     let home = temp_dir("window-home");
     std::fs::create_dir_all(&home).unwrap();
-    let mut window = Guarded::new(
-        inspector()
-            .args(["--shm", &engine.name, "--record", "--memory-budget", "77"])
-            .env("DISPLAY", &x.display)
-            .env("HOME", &home)
-            .env_remove("XDG_DATA_HOME")
-            .env_remove("XDG_PICTURES_DIR")
-            .env_remove("WAYLAND_DISPLAY")
-            .env("LIBGL_ALWAYS_SOFTWARE", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let mut window = spawn_window(
+        &x,
+        &home,
+        &["--shm", &engine.name, "--record", "--memory-budget", "77"],
     );
 
     // The title names the segment.
@@ -201,20 +211,7 @@ fn ctrl_c_closes_the_window_as_its_close_button_does_settings_saved_and_the_reco
 /// Runs the window on `engine` with `args` until it is mapped, then closes it with
 /// Ctrl-C; its stderr if it did not close cleanly.
 fn open_and_close(x: &Xvfb, engine: &SimEngine, home: &Path, args: &[&str]) {
-    let mut window = Guarded::new(
-        inspector()
-            .args(["--shm", &engine.name])
-            .args(args)
-            .env("DISPLAY", &x.display)
-            .env("HOME", home)
-            .env_remove("XDG_DATA_HOME")
-            .env_remove("WAYLAND_DISPLAY")
-            .env("LIBGL_ALWAYS_SOFTWARE", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut window = spawn_window(x, home, &[&["--shm", &engine.name], args].concat());
     x.wait_for_window(&format!("lrbc-inspector — {}", engine.name), window.child());
     interrupt(window.child().id());
     let out = window.finish();
