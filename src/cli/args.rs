@@ -101,11 +101,13 @@ pub fn parse_settings_file(text: &str) -> Result<std::path::PathBuf, String> {
             "{text} is a folder; name a file in it, such as {text}/app.ron"
         ));
     }
-    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
-    if folder.is_some_and(|f| !f.is_dir()) {
+    let missing = path
+        .parent()
+        .filter(|f| !f.as_os_str().is_empty() && !f.is_dir());
+    if let Some(folder) = missing {
         return Err(format!(
             "there is no folder {} to keep the settings file in",
-            folder.map(|f| f.display().to_string()).unwrap_or_default()
+            folder.display()
         ));
     }
     Ok(path)
