@@ -174,15 +174,34 @@ pub fn copy_hot(segment: &Segment, geometry: &Geometry) -> HotData {
     }
 }
 
+/// Copies a whole region of f32s into `out`, a buffer kept between calls (no allocation
+/// once sized); `out` is left empty if the region is absent or cannot be read (not
+/// guarded by itself).
+pub fn region_f32s_into(
+    segment: &Segment,
+    geometry: &Geometry,
+    kind: RegionKind,
+    out: &mut Vec<f32>,
+) {
+    let region = geometry
+        .region(kind)
+        .and_then(|r| Some((r.offset_bytes, usize::try_from(r.length_bytes).ok()? / 4)));
+    match region {
+        Some((at, n)) => {
+            out.resize(n, 0.0);
+            if !segment.read_f32s(at, out) {
+                out.clear();
+            }
+        }
+        None => out.clear(),
+    }
+}
+
 /// Like [`copy_hot`], into buffers reused between calls (no allocation once sized).
 pub fn copy_hot_into(segment: &Segment, geometry: &Geometry, out: &mut HotData) {
     let n = geometry.num_envs as usize;
     let region = |kind| geometry.region(kind).map(|r| r.offset_bytes);
-    out.rewards.resize(n, 0.0);
-    match region(RegionKind::Rewards) {
-        Some(at) if segment.read_f32s(at, &mut out.rewards) => {}
-        _ => out.rewards.clear(),
-    }
+    region_f32s_into(segment, geometry, RegionKind::Rewards, &mut out.rewards);
     for (kind, buf) in [
         (RegionKind::Dones, &mut out.dones),
         (RegionKind::Resets, &mut out.resets),

@@ -214,18 +214,7 @@ impl<C: Clock> AuxWorker<C> {
                 (RegionKind::Act, &mut *act),
                 (RegionKind::Rewards, &mut *rewards),
             ] {
-                let region = g.region(kind).and_then(|r| {
-                    Some((r.offset_bytes, usize::try_from(r.length_bytes).ok()? / 4))
-                });
-                match region {
-                    Some((at, n)) => {
-                        buf.resize(n, 0.0);
-                        if !s.read_f32s(at, buf) {
-                            buf.clear();
-                        }
-                    }
-                    None => buf.clear(),
-                }
+                snapshot::region_f32s_into(s, &g, kind, buf);
             }
         });
         // A mapping the guard served pages of (a shrunk file) reads zeros, not values.
