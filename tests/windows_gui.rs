@@ -279,13 +279,7 @@ fn the_window_opens_on_a_segment_with_no_display_variable_and_closes_cleanly() {
     settle_for_picture(&run.name);
     picture_of_drawn_window(hwnd, "windows-wine.png");
     win::close(hwnd);
-    let out = window.finish();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    window.finish_cleanly();
 }
 
 #[test]
@@ -303,13 +297,7 @@ fn connect_opens_the_window_on_a_served_run_named_by_its_server() {
     );
     let hwnd = wait_for_window(window.child(), &format!("lrbc-inspector — {addr} (served)"));
     win::close(hwnd);
-    let out = window.finish();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    window.finish_cleanly();
 }
 
 #[test]

@@ -398,6 +398,23 @@ impl Guarded {
     pub fn finish(mut self) -> std::process::Output {
         wait_with_deadline(self.0.take().expect("the child is there until finished"))
     }
+
+    /// Its output once it exits, within the deadline, asserting a clean exit.
+    pub fn finish_cleanly(self) -> std::process::Output {
+        let out = self.finish();
+        assert_clean_exit(&out);
+        out
+    }
+}
+
+/// Asserts exit code 0, showing the program's stderr if not.
+pub fn assert_clean_exit(out: &std::process::Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Drop for Guarded {
