@@ -70,6 +70,8 @@ pub struct InspectorApp {
     /// Start of the current second and redraws in it; the last full second's rate.
     redraws: (u64, u32),
     pub redraws_per_sec: f32,
+    /// What a redraw costs the window's thread.
+    pass_cost: pacing::PassCost,
     processes: Processes,
     processes_at_ns: u64,
     client: ProcInfo,
@@ -137,6 +139,7 @@ impl InspectorApp {
             software_rendering: false,
             redraws: (0, 0),
             redraws_per_sec: 0.0,
+            pass_cost: pacing::PassCost::default(),
             processes: Processes::new(),
             processes_at_ns: 0,
             client: empty_proc(),
@@ -332,14 +335,9 @@ impl InspectorApp {
             ctx.send_viewport_cmd(egui::ViewportCommand::Title(title.clone()));
             self.shown_title = title;
         }
-        let hz = redraw_rate(
-            self.settings.max_fps,
-            self.software_rendering,
-            self.machine_busy(),
-        );
         // Relaxed: a rate the waker reads; no data behind it.
         self.repaint_interval_ns
-            .store(1_000_000_000 / u64::from(hz), Ordering::Relaxed);
+            .store(self.redraw_interval_ns(), Ordering::Relaxed);
         self.discovery
             .set_active(self.session.is_none() || self.show_attach);
     }

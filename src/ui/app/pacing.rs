@@ -64,9 +64,62 @@ pub fn software_renderer(name: &str) -> bool {
     .any(|s| name.contains(s))
 }
 
-/// Redraws per second while the machine has no spare CPU (the sampler is yielding) and
-/// the rate is automatic: a redraw is the window's largest cost, and the run pays it.
+/// Redraws per second at most while the machine has no spare CPU (the sampler is
+/// yielding) and the rate is automatic: a redraw is the window's largest cost, and the
+/// run pays it.
 pub const BUSY_REDRAW_HZ: u32 = 10;
+
+/// Redraws per second at least while the machine is busy, however much a redraw costs:
+/// the view stays live.
+pub const BUSY_MIN_REDRAW_HZ: u32 = 2;
+
+/// The share of one core that drawing keeps to while the machine is busy and the rate is
+/// automatic (between [`BUSY_MIN_REDRAW_HZ`] and [`BUSY_REDRAW_HZ`] redraws a second).
+pub const BUSY_DRAW_SHARE: f64 = 0.02;
+
+/// The CPU time a redraw costs the window's thread (building the panels, tessellating,
+/// painting), smoothed over the last few redraws.
+#[derive(Debug, Default)]
+pub struct PassCost {
+    /// The thread's CPU time at the start of the last redraw.
+    at_last_ns: Option<u64>,
+    mean_ns: f64,
+}
+
+impl PassCost {
+    /// A redraw starts, the thread's CPU time being `thread_cpu_ns`: what the thread used
+    /// since the last start is what the last redraw cost.
+    pub fn started(&mut self, thread_cpu_ns: u64) {
+        if let Some(prev) = self.at_last_ns {
+            let used = thread_cpu_ns.saturating_sub(prev) as f64;
+            self.mean_ns = if self.mean_ns == 0.0 {
+                used
+            } else {
+                self.mean_ns + (used - self.mean_ns) / 4.0
+            };
+        }
+        self.at_last_ns = Some(thread_cpu_ns);
+    }
+
+    /// The smoothed cost of a redraw, in nanoseconds of CPU (0 before two redraws).
+    pub fn mean_ns(&self) -> u64 {
+        self.mean_ns as u64
+    }
+}
+
+/// The time between the redraws that new data asks for: one over [`redraw_rate`], and
+/// while the machine is busy and the rate automatic, long enough that redraws costing
+/// `pass_cpu_ns` each keep within [`BUSY_DRAW_SHARE`] of a core, down to
+/// [`BUSY_MIN_REDRAW_HZ`]. Input redraws at once anyway.
+pub fn redraw_interval_ns(setting: u32, software: bool, busy: bool, pass_cpu_ns: u64) -> u64 {
+    let shortest = 1_000_000_000 / u64::from(redraw_rate(setting, software, busy).max(1));
+    if setting == 0 && busy {
+        let longest = 1_000_000_000 / u64::from(BUSY_MIN_REDRAW_HZ);
+        ((pass_cpu_ns as f64 / BUSY_DRAW_SHARE) as u64).clamp(shortest, longest)
+    } else {
+        shortest
+    }
+}
 
 /// Redraws per second: the setting, else 60, or 20 under software rendering, and at
 /// most [`BUSY_REDRAW_HZ`] while the machine is `busy`. Input redraws at once anyway.
@@ -87,8 +140,19 @@ impl InspectorApp {
             .is_some_and(|s| s.sampler.lock().yielding)
     }
 
-    /// Counts redraws per second (shown in the Settings menu).
+    /// The time between the redraws that new data asks for, as things stand now.
+    pub(super) fn redraw_interval_ns(&self) -> u64 {
+        redraw_interval_ns(
+            self.settings.max_fps,
+            self.software_rendering,
+            self.machine_busy(),
+            self.pass_cost.mean_ns(),
+        )
+    }
+
+    /// Counts redraws per second (shown in the Settings menu) and what they cost.
     pub(super) fn count_redraw(&mut self) {
+        self.pass_cost.started(crate::platform::thread_cpu_ns());
         let now = monotonic_now_ns();
         self.redraws.1 += 1;
         if now.saturating_sub(self.redraws.0) >= 1_000_000_000 {
@@ -105,7 +169,10 @@ impl InspectorApp {
 
 #[cfg(test)]
 mod tests {
-    use super::{BUSY_REDRAW_HZ, redraw_rate, throttled_waker};
+    use super::{
+        BUSY_MIN_REDRAW_HZ, BUSY_REDRAW_HZ, PassCost, redraw_interval_ns, redraw_rate,
+        throttled_waker,
+    };
     use std::sync::Arc;
     use std::sync::atomic::AtomicU64;
 
@@ -147,6 +214,38 @@ mod tests {
         assert_eq!(redraw_rate(30, true, true), 30);
         assert_eq!(redraw_rate(1, false, false), 5);
         assert_eq!(redraw_rate(1000, false, false), 240);
+    }
+
+    #[test]
+    fn a_busy_machine_spaces_redraws_by_what_they_cost() {
+        const S: u64 = 1_000_000_000;
+        let fastest = S / u64::from(BUSY_REDRAW_HZ);
+        let slowest = S / u64::from(BUSY_MIN_REDRAW_HZ);
+        // 1 ms a redraw: 2 % of a core allows 20 a second, more than the busy rate.
+        assert_eq!(redraw_interval_ns(0, false, true, 1_000_000), fastest);
+        // 5 ms a redraw: 4 a second keep to 2 % of a core.
+        assert_eq!(redraw_interval_ns(0, false, true, 5_000_000), 250_000_000);
+        // 90 ms a redraw (a software rasteriser): never fewer than the slowest rate.
+        assert_eq!(redraw_interval_ns(0, true, true, 90_000_000), slowest);
+        // With spare CPU, or a rate the user set, the cost does not matter.
+        assert_eq!(redraw_interval_ns(0, false, false, 90_000_000), S / 60);
+        assert_eq!(redraw_interval_ns(0, true, false, 90_000_000), S / 20);
+        assert_eq!(redraw_interval_ns(30, false, true, 90_000_000), S / 30);
+    }
+
+    #[test]
+    fn a_redraw_costs_the_thread_time_between_two_starts_smoothed() {
+        let mut c = PassCost::default();
+        c.started(1_000_000);
+        assert_eq!(c.mean_ns(), 0, "one start measures nothing");
+        c.started(5_000_000);
+        assert_eq!(c.mean_ns(), 4_000_000);
+        // One cheap redraw moves the mean a quarter of the way.
+        c.started(5_000_000);
+        assert_eq!(c.mean_ns(), 3_000_000);
+        // A clock that went back counts as nothing used, not as a huge cost.
+        c.started(1_000);
+        assert_eq!(c.mean_ns(), 2_250_000);
     }
 }
 

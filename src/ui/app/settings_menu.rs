@@ -2,7 +2,6 @@
 //! second, the memory budget and what uses it, the quick-save folder.
 
 use super::InspectorApp;
-use super::pacing::redraw_rate;
 
 impl InspectorApp {
     /// The sampler's history sizes, the value limits of the scans and the quick-save
@@ -71,17 +70,13 @@ impl InspectorApp {
                     .changed();
                 ui.end_row();
                 ui.label("Redraws per second").on_hover_text(
-                    "0: automatic (60; 20 when OpenGL is a software rasteriser, which costs whole cores; 10 while the machine has no spare CPU and the sampler yields)",
+                    "0: automatic (60; 20 when OpenGL is a software rasteriser, which costs whole cores; while the machine has no spare CPU and the sampler yields, as many from 2 to 10 as keep drawing within 2 % of a core). Input redraws at once.",
                 );
                 ui.horizontal(|ui| {
                     ui.add(egui::DragValue::new(&mut self.settings.max_fps).range(0..=240));
                     ui.weak(format!(
-                        "at most {}, drawing {:.0}/s",
-                        redraw_rate(
-                            self.settings.max_fps,
-                            self.software_rendering,
-                            self.machine_busy()
-                        ),
+                        "at most {:.0}, drawing {:.0}/s",
+                        1e9 / self.redraw_interval_ns().max(1) as f64,
                         self.redraws_per_sec
                     ));
                 });
