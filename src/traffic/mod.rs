@@ -29,22 +29,35 @@ use crate::rpc::DecodedEnvelope;
 
 /// How long a ring reader naps between polls: not at all right after entries came (a
 /// burst is drained at once), then doubling from [`FollowPace::MIN`] while the rings
-/// stay quiet, up to [`FollowPace::MAX`]: few wakeups of a busy machine while little
-/// happens. At the longest nap, a 512 KiB ring is lapped only by more than 250 MB/s.
+/// stay quiet, up to [`FollowPace::MAX`] ([`FollowPace::BUSY_MAX`] while the machine has
+/// no spare CPU): few wakeups of a busy machine while little happens. At the longest
+/// nap, a 512 KiB ring is lapped only by more than 250 MB/s (25 MB/s while busy).
 #[derive(Debug)]
 pub struct FollowPace {
     nap: std::time::Duration,
+    longest: std::time::Duration,
 }
 
 impl Default for FollowPace {
     fn default() -> Self {
-        Self { nap: Self::MIN }
+        Self {
+            nap: Self::MIN,
+            longest: Self::MAX,
+        }
     }
 }
 
 impl FollowPace {
     pub const MIN: std::time::Duration = std::time::Duration::from_micros(100);
     pub const MAX: std::time::Duration = std::time::Duration::from_millis(2);
+    pub const BUSY_MAX: std::time::Duration = std::time::Duration::from_millis(20);
+
+    /// Whether the machine has no spare CPU: quiet naps then grow up to
+    /// [`FollowPace::BUSY_MAX`].
+    pub fn set_busy(&mut self, busy: bool) {
+        self.longest = if busy { Self::BUSY_MAX } else { Self::MAX };
+        self.nap = self.nap.min(self.longest);
+    }
 
     /// The nap after a poll that found entries or not (zero: poll again at once).
     pub fn after_poll(&mut self, had_events: bool) -> std::time::Duration {
@@ -53,7 +66,7 @@ impl FollowPace {
             return std::time::Duration::ZERO;
         }
         let nap = self.nap;
-        self.nap = (nap * 2).min(Self::MAX);
+        self.nap = (nap * 2).min(self.longest);
         nap
     }
 }

@@ -44,10 +44,16 @@ impl TrafficTap {
                 let mut events = Vec::new();
                 let mut idle = 0u32;
                 let mut pace = FollowPace::default();
+                // Only to tell a busy machine: this thread keeps no CPU budget.
+                let mut load = crate::busy::Budget::new(None, 0);
                 // Relaxed: a flag with no data behind it.
                 while !st.load(Ordering::Relaxed) {
                     events.clear();
                     let now = monotonic_now_ns();
+                    if load.check_due(now) {
+                        load.observe(now, crate::busy::read_cpu_times());
+                        pace.set_busy(load.machine_busy());
+                    }
                     traffic.poll(&a.segment, now, 4096, &mut events);
                     if events.is_empty() {
                         idle = idle.saturating_add(1);

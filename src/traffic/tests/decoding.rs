@@ -159,6 +159,24 @@ fn a_reader_polls_again_at_once_after_entries_and_naps_longer_while_quiet() {
 }
 
 #[test]
+fn on_a_busy_machine_a_quiet_reader_naps_longer_and_back_once_it_is_not() {
+    use std::time::Duration;
+    let mut pace = FollowPace::default();
+    pace.set_busy(true);
+    let naps: Vec<Duration> = (0..12).map(|_| pace.after_poll(false)).collect();
+    assert_eq!(naps[11], FollowPace::BUSY_MAX, "{naps:?}");
+    assert!(FollowPace::BUSY_MAX > FollowPace::MAX);
+    // Entries still come at once, busy or not.
+    assert_eq!(pace.after_poll(true), Duration::ZERO);
+    // Spare CPU again: the longest nap falls back at once.
+    for _ in 0..12 {
+        let _ = pace.after_poll(false);
+    }
+    pace.set_busy(false);
+    assert_eq!(pace.after_poll(false), FollowPace::MAX);
+}
+
+#[test]
 fn a_luckyrobots_payload_without_its_header_decodes_from_its_json_fields() {
     use crate::layout::RingFormat;
     let decode = |ring, payload: &[u8]| decode_entry(ring, RingFormat::Lucky, payload, None);
