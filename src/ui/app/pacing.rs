@@ -115,7 +115,7 @@ pub fn redraw_interval_ns(setting: u32, software: bool, busy: bool, pass_cpu_ns:
     let shortest = 1_000_000_000 / u64::from(redraw_rate(setting, software, busy).max(1));
     if setting == 0 && busy {
         let longest = 1_000_000_000 / u64::from(BUSY_MIN_REDRAW_HZ);
-        ((pass_cpu_ns as f64 / BUSY_DRAW_SHARE) as u64).clamp(shortest, longest)
+        ((pass_cpu_ns as f64 / BUSY_DRAW_SHARE) as u64).clamp(shortest, longest.max(shortest))
     } else {
         shortest
     }
