@@ -92,11 +92,6 @@ impl Budget {
         }
     }
 
-    /// True while the machine has no spare CPU, budget or not.
-    pub fn machine_busy(&self) -> bool {
-        self.busy
-    }
-
     /// True while the machine is busy and a budget is set: the thread is yielding.
     pub fn yielding(&self) -> bool {
         self.busy && self.share.is_some()

@@ -145,6 +145,13 @@ impl Taps {
     }
 }
 
+/// Whether the sampler's follower is yielding to a busy machine: the one reading of the
+/// machine's load that the session's other threads (the traffic tap) go by.
+fn yielding_of(sampler: &Sampler) -> Arc<dyn Fn() -> bool + Send + Sync> {
+    let data = Arc::clone(sampler.data());
+    Arc::new(move || lock(&data).yielding)
+}
+
 /// Everything the window holds for one source.
 pub struct Session {
     /// The segment attached to; a recording's file as a path.
@@ -205,6 +212,7 @@ impl Session {
             choice,
             Arc::clone(&traffic_limits),
             Arc::clone(&waker),
+            yielding_of(&sampler),
         )
         .map_err(|e| e.to_string())?;
         let control_unavailable = unavailable_reason(&attached);
@@ -535,11 +543,15 @@ impl Session {
             self.source = Source::Live(a);
         }
         self.control = None;
+        let Frames::Live(sampler) = &self.sampler else {
+            return true;
+        };
         if let Ok(t) = TrafficTap::start(
             &self.target,
             self.choice,
             Arc::clone(&self.traffic_limits),
             Arc::clone(&self.waker),
+            yielding_of(sampler),
         ) {
             self.traffic = Taps::Live(t);
         }

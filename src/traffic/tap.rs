@@ -10,7 +10,13 @@ use crate::clock::monotonic_now_ns;
 use crate::layout::LayoutChoice;
 use crate::sync::lock;
 
-/// A thread that follows the rings and fills a [`TrafficStore`].
+/// How often the tap asks whether the session's observers are yielding to a busy
+/// machine.
+const YIELDING_ASK_NS: u64 = 250_000_000;
+
+/// A thread that follows the rings and fills a [`TrafficStore`]. While `yielding`
+/// says the session's observers hold off on a busy machine (the frame follower's
+/// budget), it naps longer between polls of quiet rings.
 #[derive(Debug)]
 pub struct TrafficTap {
     pub store: Arc<Mutex<TrafficStore>>,
@@ -24,6 +30,7 @@ impl TrafficTap {
         choice: LayoutChoice,
         limits: Arc<Mutex<TrafficLimits>>,
         waker: Arc<dyn Fn() + Send + Sync>,
+        yielding: Arc<dyn Fn() -> bool + Send + Sync>,
     ) -> std::io::Result<Self> {
         let store = Arc::new(Mutex::new(TrafficStore::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -44,15 +51,14 @@ impl TrafficTap {
                 let mut events = Vec::new();
                 let mut idle = 0u32;
                 let mut pace = FollowPace::default();
-                // Only to tell a busy machine: this thread keeps no CPU budget.
-                let mut load = crate::busy::Budget::new(None, 0);
+                let mut asked_ns: Option<u64> = None;
                 // Relaxed: a flag with no data behind it.
                 while !st.load(Ordering::Relaxed) {
                     events.clear();
                     let now = monotonic_now_ns();
-                    if load.check_due(now) {
-                        load.observe(now, crate::busy::read_cpu_times());
-                        pace.set_busy(load.machine_busy());
+                    if asked_ns.is_none_or(|t| now.saturating_sub(t) >= YIELDING_ASK_NS) {
+                        asked_ns = Some(now);
+                        pace.set_busy(yielding());
                     }
                     traffic.poll(&a.segment, now, 4096, &mut events);
                     if events.is_empty() {

@@ -14,9 +14,7 @@ mod status_bar;
 mod timeline;
 mod top_bar;
 
-pub use pacing::{
-    BUSY_REDRAW_HZ, redraw_rate, software_renderer, software_rendering_likely, throttled_waker,
-};
+pub use pacing::{BUSY_REDRAW_HZ, software_renderer, software_rendering_likely, throttled_waker};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -123,7 +123,7 @@ pub fn redraw_interval_ns(setting: u32, software: bool, busy: bool, pass_cpu_ns:
 
 /// Redraws per second: the setting, else 60, or 20 under software rendering, and at
 /// most [`BUSY_REDRAW_HZ`] while the machine is `busy`. Input redraws at once anyway.
-pub fn redraw_rate(setting: u32, software: bool, busy: bool) -> u32 {
+fn redraw_rate(setting: u32, software: bool, busy: bool) -> u32 {
     match (setting, software) {
         (0, _) if busy => BUSY_REDRAW_HZ,
         (0, true) => 20,
