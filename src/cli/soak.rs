@@ -42,6 +42,9 @@ struct Observed {
     process: ChildProcess,
     /// (seconds since start, resident KiB).
     samples: Vec<(f64, u64)>,
+    /// (seconds since start, KiB of its own and of the segment: resident anonymous and
+    /// shared memory, without the pages of the files it maps); Linux only.
+    own: Vec<(f64, u64)>,
 }
 
 pub use crate::platform::resident_kib as rss_kib;
@@ -88,6 +91,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
                 Stdio::null(),
             )?,
             samples: Vec::new(),
+            own: Vec::new(),
         },
         Observed {
             label: "the app, every panel, no window",
@@ -102,6 +106,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
                 Stdio::piped(),
             )?,
             samples: Vec::new(),
+            own: Vec::new(),
         },
     ];
     // What the app's data uses of its budget, as it reports it.
@@ -136,6 +141,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
                 Stdio::null(),
             )?,
             samples: Vec::new(),
+            own: Vec::new(),
         });
     }
     println!(
@@ -196,6 +202,9 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             }
             let kib = rss_kib(o.process.pid()).unwrap_or(0);
             o.samples.push((t, kib));
+            if let Some((anon, _, shmem)) = crate::platform::resident_split_kib(o.process.pid()) {
+                o.own.push((t, anon + shmem));
+            }
             cells.push(format!("{:>12.1}", kib as f64 / 1024.0));
         }
         // Relaxed: see the reader above.
@@ -242,27 +251,14 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         "KiB/min last half"
     );
     for o in &observers {
-        let (Some(first), Some(last)) = (o.samples.first(), o.samples.last()) else {
-            continue;
-        };
-        let peak = o.samples.iter().map(|s| s.1).max().unwrap_or(0);
-        let after: Vec<(f64, u64)> = o
-            .samples
-            .iter()
-            .copied()
-            .filter(|s| s.0 >= full_t)
-            .collect();
-        let at_full = after.first().map_or(0, |s| s.1);
-        println!(
-            "{:<40} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>18.1} {:>18.1}",
-            o.label,
-            first.1 as f64 / 1024.0,
-            at_full as f64 / 1024.0,
-            last.1 as f64 / 1024.0,
-            peak as f64 / 1024.0,
-            slope_kib_per_min(&after),
-            slope_kib_per_min(&o.samples[o.samples.len() / 2..])
-        );
+        summary_row(o.label, &o.samples, full_t);
+    }
+    println!(
+        "Its own and the segment (resident anonymous and shared memory, without the pages \
+         of shared libraries):"
+    );
+    for o in &observers {
+        summary_row(o.label, &o.own, full_t);
     }
     for o in &observers {
         if let Some((anon, file, shmem)) = crate::platform::resident_split_kib(o.process.pid()) {
@@ -280,6 +276,27 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
     client.stop(Duration::from_secs(5));
     engine.stop(Duration::from_secs(5));
     Ok(())
+}
+
+/// One observer's line of the summary: first, once the data is full (`full_t`), last,
+/// peak and slopes of `samples`.
+fn summary_row(label: &str, samples: &[(f64, u64)], full_t: f64) {
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
+        return;
+    };
+    let peak = samples.iter().map(|s| s.1).max().unwrap_or(0);
+    let after: Vec<(f64, u64)> = samples.iter().copied().filter(|s| s.0 >= full_t).collect();
+    let at_full = after.first().map_or(0, |s| s.1);
+    println!(
+        "{:<40} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>18.1} {:>18.1}",
+        label,
+        first.1 as f64 / 1024.0,
+        at_full as f64 / 1024.0,
+        last.1 as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        slope_kib_per_min(&after),
+        slope_kib_per_min(&samples[samples.len() / 2..])
+    );
 }
 
 fn short(label: &str) -> &str {
