@@ -10,6 +10,10 @@
 
 /// The budget of an observer on a busy machine, percent of one core, unless set.
 pub const DEFAULT_BUSY_BUDGET_PERCENT: f32 = 1.0;
+/// The window's budget unless set: its follower feeds the plots and the flight recorder,
+/// whose work on each frame (on a thread of its own) comes on top of the follower's, and
+/// half of [`DEFAULT_BUSY_BUDGET_PERCENT`] keeps the two within about 1 % of a core.
+pub const WINDOW_BUSY_BUDGET_PERCENT: f32 = 0.5;
 
 /// Spare CPU (in cores, averaged over a check) below which the machine is busy.
 const BUSY_BELOW_CORES: f64 = 0.25;
@@ -22,6 +26,10 @@ const IDLE_READINGS: u32 = 4;
 pub const CHECK_INTERVAL_NS: u64 = 250_000_000;
 /// The longest hold between two samples.
 const MAX_HOLD_NS: u64 = 100_000_000;
+/// How often at most an observer's threads wake the window while the machine is busy: it
+/// redraws at most [`BUSY_READER_WAKE_NS`] apart then, and each wakeup of a thread is
+/// paid for by the run.
+pub const BUSY_READER_WAKE_NS: u64 = 100_000_000;
 /// The shortest hold between two samples while yielding, whatever the reader's rate:
 /// 100 samples a second at most.
 pub const MIN_HOLD_NS: u64 = 10_000_000;

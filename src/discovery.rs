@@ -230,6 +230,9 @@ pub struct Listing {
     pub refreshes: u64,
 }
 
+/// How often the listing is refreshed while the attach view shows.
+const LIST_EVERY_NS: u64 = 2_000_000_000;
+
 /// A named thread that refreshes a [`Listing`] every two seconds while asked to (the
 /// window's attach view shows).
 #[derive(Debug)]
@@ -293,14 +296,21 @@ impl Discovery {
                         }
                         waker();
                     }
-                    for _ in 0..20 {
+                    // Asleep until the next listing, unless woken to stop or to list now
+                    // (a wakeup a tenth of a second would be paid for by a busy run).
+                    let next = monotonic_now_ns() + LIST_EVERY_NS;
+                    loop {
                         if s.load(Ordering::Relaxed) {
                             return;
                         }
                         if r.swap(false, Ordering::Relaxed) {
                             break;
                         }
-                        std::thread::sleep(Duration::from_millis(100));
+                        let now = monotonic_now_ns();
+                        if now >= next {
+                            break;
+                        }
+                        std::thread::park_timeout(Duration::from_nanos(next - now));
                     }
                 }
             })
@@ -319,6 +329,14 @@ impl Discovery {
         // Relaxed: flags with no data behind them.
         if self.active.swap(on, Ordering::Relaxed) != on && on {
             self.refresh_now.store(true, Ordering::Relaxed);
+            self.wake();
+        }
+    }
+
+    /// Wakes the thread to look at its flags (set before: the unpark orders them).
+    fn wake(&self) {
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
         }
     }
 
@@ -331,6 +349,7 @@ impl Drop for Discovery {
     fn drop(&mut self) {
         // Relaxed: a flag with no data behind it.
         self.stop.store(true, Ordering::Relaxed);
+        self.wake();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -383,6 +402,38 @@ mod tests {
         assert_eq!(entries[0].name, "short-lrbc");
         assert!(
             matches!(&entries[0].outcome, Outcome::Err { error } if error.contains("smaller than"))
+        );
+    }
+
+    #[test]
+    fn showing_the_view_again_lists_at_once_and_stopping_is_prompt() {
+        use std::time::Instant;
+        let d = Discovery::start(Arc::new(|| {}));
+        let listed = |n: u64| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while d.snapshot().refreshes < n {
+                assert!(Instant::now() < deadline, "no listing {n} within 20 s");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        };
+        listed(1);
+        // Hidden and shown again: a listing now, not at the next one due.
+        d.set_active(false);
+        d.set_active(true);
+        let shown = Instant::now();
+        listed(2);
+        let waited = shown.elapsed();
+        assert!(
+            waited < Duration::from_nanos(LIST_EVERY_NS / 2),
+            "listed {waited:?} after being shown again"
+        );
+        // The thread sleeps between listings and is woken to stop.
+        let stopping = Instant::now();
+        drop(d);
+        let took = stopping.elapsed();
+        assert!(
+            took < Duration::from_nanos(LIST_EVERY_NS / 2),
+            "the thread took {took:?} to stop"
         );
     }
 }

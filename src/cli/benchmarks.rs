@@ -44,6 +44,11 @@ pub enum BenchCommand {
         /// Only the share of frames, or only the engine's rate.
         #[arg(long, value_enum)]
         only: Option<SamplerPart>,
+        /// How long each observer is switched on or off at a time for the engine's rate
+        /// (work that falls due while it is off runs in the 20 ms after it goes on,
+        /// which the rate leaves out: longer windows count more of it).
+        #[arg(long, default_value = "0.1", value_parser = super::args::seconds_f64)]
+        window: f64,
     },
     /// What `record` costs the engine's unpaced rate, and the share of frames it keeps
     /// (train4096 unpaced; cams64 at 1 kHz with images).
@@ -226,7 +231,13 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
             secs,
             rate_secs,
             only,
-        } => super::uibench::sampler(secs.max(0.5), rate_secs.max(2.0), *only),
+            window,
+        } => super::uibench::sampler(
+            secs.max(0.5),
+            rate_secs.max(2.0),
+            window.clamp(0.05, 10.0),
+            *only,
+        ),
         BenchCommand::HeadlessApp {
             shm,
             window,

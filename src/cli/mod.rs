@@ -66,7 +66,7 @@ pub struct WindowArgs {
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(16..=65536))]
     pub memory_budget: Option<u32>,
     /// The window's sampler on a busy machine, percent of one core (0 follows every
-    /// frame; default: as last set, 1).
+    /// frame; default: as last set, 0.5).
     #[arg(long, value_name = "PCT", value_parser = args::parse_percent)]
     pub busy_budget: Option<f32>,
     /// Start recording (as Record in the status bar) once attached to a live segment;

@@ -86,6 +86,9 @@ impl Observer {
     }
 }
 
+/// How long an observer is switched on or off at a time, unless told.
+pub(super) const WINDOW: Duration = Duration::from_millis(100);
+
 /// Where [`Observer::Record`] writes for the segment `name`.
 pub(super) fn record_file(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("{name}.mcap"))
@@ -177,10 +180,15 @@ pub(super) struct Cost {
 /// The engine's unpaced lock-step rate with `observer` switched on and off in short
 /// windows, in blocks of off-on-on-off (the drift of a shared machine cancels within a
 /// block), for about `secs` seconds of one run.
-pub(super) fn observer_cost(observer: Observer, secs: f64, tag: &str) -> Result<Cost, CliError> {
-    // Short windows: more blocks in the same time, and the machine's drift cancels
-    // better within each. A process stops or goes on at once.
-    let (settle, window) = (Duration::from_millis(20), Duration::from_millis(100));
+pub(super) fn observer_cost(
+    observer: Observer,
+    secs: f64,
+    window: Duration,
+    tag: &str,
+) -> Result<Cost, CliError> {
+    // Short windows (as [`WINDOW`]): more blocks in the same time, and the machine's drift
+    // cancels better within each. A process stops or goes on at once.
+    let settle = Duration::from_millis(20);
     // Unpaced, until the run is dropped.
     let mut run = start(
         Preset::Train4096,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::CliError;
 use super::children::ChildProcess;
-use super::observers::{Observer, observer_cost, print_cost};
+use super::observers::{Observer, WINDOW, observer_cost, print_cost};
 use super::uibench::start;
 use crate::remote::Connection;
 use crate::remote::wire::ServerMessage;
@@ -268,7 +268,7 @@ pub fn run(secs: f64, rate_secs: f64, stall_secs: f64) -> Result<(), CliError> {
          everything) switched off and on in windows of 0.1 s, blocks of off-on-on-off, \
          {rate_secs:.0} s of one run:"
     );
-    let c = observer_cost(Observer::Serve, rate_secs, "srv-rate")?;
+    let c = observer_cost(Observer::Serve, rate_secs, WINDOW, "srv-rate")?;
     print_cost(Observer::Serve, &c);
     Ok(())
 }

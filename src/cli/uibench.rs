@@ -173,6 +173,9 @@ fn sampler_share(
     Ok(s)
 }
 
+/// How often at most `bench headless-app` looks at its stop flag while idle.
+const STOP_POLL: Duration = Duration::from_millis(500);
+
 /// `bench headless-app`: the app attached to `shm` with every panel open, a pass each
 /// time it asks for a repaint (as eframe schedules them), until SIGINT or SIGTERM.
 pub fn headless_app(
@@ -215,10 +218,10 @@ pub fn headless_app(
                 let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
             }
             _ => {
-                // Asleep until the next repaint is due or asked for (or a tenth of a
-                // second, to see the stop flag).
-                let wait = due.map_or(Duration::from_millis(100), |at| at - now);
-                if let Ok(delay) = rx.recv_timeout(wait.min(Duration::from_millis(100))) {
+                // Asleep until the next repaint is due or asked for (or half a second,
+                // to see the stop flag: a window has no such wakeups).
+                let wait = due.map_or(STOP_POLL, |at| at - now);
+                if let Ok(delay) = rx.recv_timeout(wait.min(STOP_POLL)) {
                     let at = Instant::now().checked_add(delay);
                     due = match (due, at) {
                         (Some(d), Some(a)) => Some(d.min(a)),
@@ -232,7 +235,12 @@ pub fn headless_app(
 }
 
 /// The sampler's share of frames and the engine's rate with observers attached.
-pub fn sampler(secs: f64, rate_secs: f64, only: Option<SamplerPart>) -> Result<(), CliError> {
+pub fn sampler(
+    secs: f64,
+    rate_secs: f64,
+    window_secs: f64,
+    only: Option<SamplerPart>,
+) -> Result<(), CliError> {
     println!(
         "bench sampler: engine and client in separate processes; the sampler runs in this process"
     );
@@ -240,7 +248,7 @@ pub fn sampler(secs: f64, rate_secs: f64, only: Option<SamplerPart>) -> Result<(
         share_table(secs)?;
     }
     if only != Some(SamplerPart::Share) {
-        rate_table(rate_secs)?;
+        rate_table(rate_secs, Duration::from_secs_f64(window_secs))?;
     }
     Ok(())
 }
@@ -302,10 +310,11 @@ fn share_table(secs: f64) -> Result<(), CliError> {
 }
 
 /// The engine's unpaced rate with each observer switched on and off within one run.
-fn rate_table(secs: f64) -> Result<(), CliError> {
+fn rate_table(secs: f64, window: Duration) -> Result<(), CliError> {
     println!(
         "engine's unpaced lock-step rate, train4096, each observer switched off and on in \
-         windows of 0.1 s, blocks of off-on-on-off, {secs:.0} s of one run each:"
+         windows of {} s, blocks of off-on-on-off, {secs:.0} s of one run each:",
+        window.as_secs_f64()
     );
     let display = crate::ui::display_available();
     let mut observers = vec![
@@ -318,7 +327,7 @@ fn rate_table(secs: f64) -> Result<(), CliError> {
     }
     let mut costs = Vec::new();
     for (k, &observer) in observers.iter().enumerate() {
-        let c = observer_cost(observer, secs, &format!("r{k}"))?;
+        let c = observer_cost(observer, secs, window, &format!("r{k}"))?;
         let crate::stats::Interval {
             estimate: ratio,
             low: lo,

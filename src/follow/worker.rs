@@ -82,8 +82,17 @@ impl Worker {
                 continue;
             }
             self.look(now, &mut pace);
-            let next = pace.next_look_ns(now).min(last_tick + MAX_TICK_NS);
             let after = monotonic_now_ns();
+            // Having taken a sample on a busy machine, the next look waits for the hold
+            // (one wakeup per sample, not a look at the pace's time and then the hold).
+            let next = match self.budget.hold_ns(after) {
+                Some(hold) => {
+                    self.accounting.hold();
+                    after + hold
+                }
+                None => pace.next_look_ns(now),
+            }
+            .min(last_tick + MAX_TICK_NS);
             if next > after {
                 std::thread::park_timeout(Duration::from_nanos(next - after));
             }

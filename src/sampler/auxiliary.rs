@@ -18,7 +18,11 @@ use crate::watch::Watcher;
 const AUX_TICK_NS: u64 = 250_000_000;
 /// The scan's rate at most while the machine is busy.
 const BUSY_SCAN_HZ: f32 = 2.0;
-/// The auxiliary thread's longest sleep: a change of settings is taken up within it.
+/// Camera images copied per second at most while the machine is busy: the window redraws
+/// at most [`crate::busy::BUSY_READER_WAKE_NS`] apart then, so faster copies go unseen.
+const BUSY_IMAGE_HZ: f32 = 10.0;
+/// The auxiliary thread's longest sleep: a change of settings is taken up within it (a
+/// tick while the machine is busy: a wakeup is paid for by the run).
 const AUX_MAX_SLEEP_NS: u64 = 50_000_000;
 
 /// Watches the segment's state, re-attaches, copies images, scans values, wakes the
@@ -64,12 +68,25 @@ impl<C: Clock> AuxWorker<C> {
             // While the machine has no spare CPU, the scan (a copy of every value) runs at
             // most at BUSY_SCAN_HZ: it is paid for by the run.
             let yielding = lock(&self.data).yielding;
-            let scan_hz = if yielding {
-                settings.scan_hz.min(BUSY_SCAN_HZ)
+            let (scan_hz, image_hz, wake_ns, max_sleep_ns) = if yielding {
+                (
+                    settings.scan_hz.min(BUSY_SCAN_HZ),
+                    settings.max_image_hz.min(BUSY_IMAGE_HZ),
+                    self.repaint_interval_ns
+                        .max(crate::busy::BUSY_READER_WAKE_NS),
+                    AUX_TICK_NS,
+                )
             } else {
-                settings.scan_hz
+                (
+                    settings.scan_hz,
+                    settings.max_image_hz,
+                    self.repaint_interval_ns,
+                    AUX_MAX_SLEEP_NS,
+                )
             };
-            let (image_period, scan_period) = (period(settings.max_image_hz), period(scan_hz));
+            // No image region: nothing to look at for images.
+            let image_period = period(image_hz).filter(|_| self.geometry().image.is_some());
+            let scan_period = period(scan_hz);
             if now.saturating_sub(last_tick) >= AUX_TICK_NS {
                 last_tick = now;
                 self.tick();
@@ -92,24 +109,23 @@ impl<C: Clock> AuxWorker<C> {
                 last_scan = now;
                 self.scan(&settings);
             }
-            if now.saturating_sub(last_wake) >= self.repaint_interval_ns {
+            if now.saturating_sub(last_wake) >= wake_ns {
                 last_wake = now;
                 (self.waker)();
             }
             // Asleep until the next thing is due: a wakeup costs a busy machine a context
-            // switch. Settings are read again within AUX_MAX_SLEEP_NS.
+            // switch. Settings are read again within `max_sleep_ns`.
             let due = [
                 Some(last_tick + AUX_TICK_NS),
                 Some(fps_window.0 + 1_000_000_000),
-                Some(last_wake + self.repaint_interval_ns),
+                Some(last_wake + wake_ns),
                 image_period.map(|p| last_image + p),
                 scan_period.map(|p| last_scan + p),
             ];
             let next = due.into_iter().flatten().min().unwrap_or(now);
             let after = crate::clock::monotonic_now_ns();
             std::thread::sleep(Duration::from_nanos(
-                next.saturating_sub(after)
-                    .clamp(1_000_000, AUX_MAX_SLEEP_NS),
+                next.saturating_sub(after).clamp(1_000_000, max_sleep_ns),
             ));
         }
     }

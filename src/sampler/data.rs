@@ -9,7 +9,9 @@ use crate::layout::Geometry;
 use crate::snapshot::HotData;
 use crate::watch::Report;
 
-pub use crate::busy::DEFAULT_BUSY_BUDGET_PERCENT;
+pub use crate::busy::{
+    BUSY_READER_WAKE_NS, DEFAULT_BUSY_BUDGET_PERCENT, WINDOW_BUSY_BUDGET_PERCENT,
+};
 
 /// `done` in [`EnvPoint::flags`].
 pub const FLAG_DONE: u8 = 1;

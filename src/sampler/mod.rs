@@ -28,9 +28,9 @@ mod reduce;
 mod sink;
 
 pub use data::{
-    BadValue, Channel, Counters, DEFAULT_BUSY_BUDGET_PERCENT, EnvDetail, EnvHistory, EnvPoint,
-    FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, ImageFrame, SamplerData, SamplerSettings,
-    SamplerStats, Scan, history_capacities,
+    BUSY_READER_WAKE_NS, BadValue, Channel, Counters, DEFAULT_BUSY_BUDGET_PERCENT, EnvDetail,
+    EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, ImageFrame, SamplerData,
+    SamplerSettings, SamplerStats, Scan, WINDOW_BUSY_BUDGET_PERCENT, history_capacities,
 };
 pub use history::Ring;
 pub use reduce::scan_values;

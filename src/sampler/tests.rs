@@ -253,6 +253,45 @@ fn with_spare_cpu_or_without_a_budget_no_frame_is_skipped() {
 }
 
 #[test]
+fn on_a_busy_machine_the_reader_is_woken_no_more_than_it_redraws() {
+    let seg = TestSegment::create("wakes", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let wakes = Arc::new(AtomicU64::new(0));
+    let w = Arc::clone(&wakes);
+    let mut sampler = Sampler::start_with_load(
+        seg.attach(),
+        SamplerSettings::default(),
+        MonotonicClock,
+        // Relaxed: a counter with no data behind it.
+        Box::new(move || {
+            w.fetch_add(1, Ordering::Relaxed);
+        }),
+        60.0,
+        busy_machine,
+    )
+    .unwrap();
+    wait_until("the sampler to yield", || sampler.lock().yielding);
+    // The auxiliary thread sees the yielding at its next wakeup; from the one after on,
+    // it wakes the reader at most every BUSY_READER_WAKE_NS (not 60 times a second).
+    let first = wakes.load(Ordering::Relaxed);
+    wait_until("two wakeups of the reader", || {
+        wakes.load(Ordering::Relaxed) >= first + 2
+    });
+    let (from, at) = (wakes.load(Ordering::Relaxed), Instant::now());
+    let span = BUSY_READER_WAKE_NS * 8;
+    wait_until("a span of eight redraws", || {
+        at.elapsed() >= Duration::from_nanos(span)
+    });
+    let (woken, took) = (wakes.load(Ordering::Relaxed) - from, at.elapsed());
+    sampler.stop();
+    let most = took.as_nanos() / u128::from(BUSY_READER_WAKE_NS) + 1;
+    assert!(
+        u128::from(woken) <= most,
+        "{woken} wakeups of the reader in {took:?}, more than {most}"
+    );
+    assert!(woken >= 1, "the view stays live: no wakeup in {took:?}");
+}
+
+#[test]
 fn torn_frames_are_discarded_and_counted() {
     let seg = TestSegment::create("torn", &spec(PlanLayout::Lrbc { ext: true }, 2));
     let mut sampler = start_sampler(&seg, SamplerSettings::default());

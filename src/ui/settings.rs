@@ -116,7 +116,7 @@ impl Default for Settings {
             screenshot_dir: default_screenshot_dir(),
             traffic_filter: String::new(),
             max_fps: 0,
-            busy_budget_percent: crate::sampler::DEFAULT_BUSY_BUDGET_PERCENT,
+            busy_budget_percent: crate::sampler::WINDOW_BUSY_BUDGET_PERCENT,
             memory_budget_mib: crate::memory::DEFAULT_BUDGET_MIB,
             flight_seconds: 60.0,
             recordings_dir: default_recordings_dir(),
