@@ -144,7 +144,7 @@ impl<C: Clock> Watcher<C> {
     fn live_replacement(&mut self) -> Option<Attached> {
         let new = self.attached.reopen().ok()?;
         let pid = new.segment.load_u32(new.geometry.counters.server_pid)?;
-        (pid != 0 && self.processes.is_alive(pid)).then_some(new)
+        (pid != 0 && alive(&mut self.processes, pid)).then_some(new)
     }
 
     /// Follows `new` from now on; returns the note that says so.
@@ -176,7 +176,7 @@ impl<C: Clock> Watcher<C> {
         }
         let c = self.attached.geometry.counters;
         let pid = self.attached.segment.load_u32(c.server_pid).unwrap_or(0);
-        if pid == 0 || self.processes.is_alive(pid) {
+        if pid == 0 || alive(&mut self.processes, pid) {
             return false;
         }
         crate::segment::release_named(&name.clone());
@@ -284,7 +284,7 @@ impl<C: Clock> Watcher<C> {
             .load_u32(c.server_pid)
             .unwrap_or(self.last_server_pid);
         self.last_server_pid = server_pid;
-        let server_alive = server_pid != 0 && self.processes.is_alive(server_pid);
+        let server_alive = server_pid != 0 && alive(&mut self.processes, server_pid);
         let state = segment_state.unwrap_or(if server_pid != 0 && !server_alive {
             State::EngineGone
         } else if now.saturating_sub(self.last_frame_change_ns) >= STALE_AFTER_NS {
@@ -306,6 +306,13 @@ impl<C: Clock> Watcher<C> {
             note,
         }
     }
+}
+
+/// Whether `pid` runs: from `/proc` where there is one (four times a second in two
+/// threads of the window, a process table's refresh is a cost the run pays), else from
+/// the process table.
+fn alive(processes: &mut Processes, pid: u32) -> bool {
+    crate::platform::process_running(pid).unwrap_or_else(|| processes.is_alive(pid))
 }
 
 #[cfg(test)]

@@ -253,12 +253,15 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
     for o in &observers {
         summary_row(o.label, &o.samples, full_t);
     }
-    println!(
-        "Its own and the segment (resident anonymous and shared memory, without the pages \
-         of shared libraries):"
-    );
-    for o in &observers {
-        summary_row(o.label, &o.own, full_t);
+    // Where the kinds of resident memory are not told apart (Windows), no block.
+    if observers.iter().any(|o| !o.own.is_empty()) {
+        println!(
+            "Its own and the segment (resident anonymous and shared memory, without the \
+             pages of shared libraries):"
+        );
+        for o in &observers {
+            summary_row(o.label, &o.own, full_t);
+        }
     }
     for o in &observers {
         if let Some((anon, file, shmem)) = crate::platform::resident_split_kib(o.process.pid()) {

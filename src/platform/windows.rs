@@ -377,6 +377,11 @@ fn with_process<T>(pid: u32, f: impl FnOnce(HANDLE) -> Option<T>) -> Option<T> {
     out
 }
 
+/// Whether a process runs, in one small read: not here (a process table tells).
+pub fn process_running(_pid: u32) -> Option<bool> {
+    None
+}
+
 /// A process's resident memory by kind: not told apart here.
 pub fn resident_split_kib(_pid: u32) -> Option<(u64, u64, u64)> {
     None

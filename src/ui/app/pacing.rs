@@ -71,11 +71,11 @@ pub const BUSY_REDRAW_HZ: u32 = (1_000_000_000 / crate::sampler::BUSY_READER_WAK
 
 /// Redraws per second at least while the machine is busy, however much a redraw costs:
 /// the view stays live.
-pub const BUSY_MIN_REDRAW_HZ: u32 = 2;
+pub const BUSY_MIN_REDRAW_HZ: u32 = 1;
 
 /// The share of one core that drawing keeps to while the machine is busy and the rate is
 /// automatic (between [`BUSY_MIN_REDRAW_HZ`] and [`BUSY_REDRAW_HZ`] redraws a second).
-pub const BUSY_DRAW_SHARE: f64 = 0.01;
+pub const BUSY_DRAW_SHARE: f64 = 0.005;
 
 /// The CPU time a redraw costs the window's thread (building the panels, tessellating,
 /// painting), smoothed over the last few redraws.
@@ -221,10 +221,11 @@ mod tests {
         const S: u64 = 1_000_000_000;
         let fastest = S / u64::from(BUSY_REDRAW_HZ);
         let slowest = S / u64::from(BUSY_MIN_REDRAW_HZ);
-        // 0.5 ms a redraw: 1 % of a core allows 20 a second, more than the busy rate.
-        assert_eq!(redraw_interval_ns(0, false, true, 500_000), fastest);
-        // 3 ms a redraw: 3.3 a second keep to 1 % of a core.
-        assert_eq!(redraw_interval_ns(0, false, true, 3_000_000), 300_000_000);
+        // 0.25 ms a redraw: half a percent of a core allows 20 a second, more than the
+        // busy rate.
+        assert_eq!(redraw_interval_ns(0, false, true, 250_000), fastest);
+        // 2 ms a redraw: 2.5 a second keep to half a percent of a core.
+        assert_eq!(redraw_interval_ns(0, false, true, 2_000_000), 400_000_000);
         // 90 ms a redraw (a software rasteriser): never fewer than the slowest rate.
         assert_eq!(redraw_interval_ns(0, true, true, 90_000_000), slowest);
         // With spare CPU, or a rate the user set, the cost does not matter.

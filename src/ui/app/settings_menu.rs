@@ -70,7 +70,7 @@ impl InspectorApp {
                     .changed();
                 ui.end_row();
                 ui.label("Redraws per second").on_hover_text(
-                    "0: automatic (60; 20 when OpenGL is a software rasteriser, which costs whole cores; while the machine has no spare CPU and the sampler yields, as many from 2 to 10 as keep drawing within 1 % of a core). Input redraws at once.",
+                    "0: automatic (60; 20 when OpenGL is a software rasteriser, which costs whole cores; while the machine has no spare CPU and the sampler yields, as many from 1 to 10 as keep drawing within half a percent of a core). Input redraws at once.",
                 );
                 ui.horizontal(|ui| {
                     ui.add(egui::DragValue::new(&mut self.settings.max_fps).range(0..=240));
