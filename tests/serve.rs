@@ -290,23 +290,22 @@ fn bad_arguments_and_a_port_in_use_are_one_line_each() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
-    // Another subprotocol is refused at the handshake; serve goes on.
+    // A subprotocol that is not the Foxglove protocol is refused at the handshake; serve
+    // goes on.
     let addr = serve.url.trim_start_matches("ws://").to_string();
     let stream = std::net::TcpStream::connect(&addr).unwrap();
     let mut req =
         tungstenite::client::IntoClientRequest::into_client_request(serve.url.as_str()).unwrap();
-    req.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "foxglove.websocket.v1".parse().unwrap(),
-    );
+    req.headers_mut()
+        .insert("Sec-WebSocket-Protocol", "foxglove.sdk.v2".parse().unwrap());
     assert!(tungstenite::client(req, stream).is_err());
     let mut c = serve.connect();
     // Malformed messages: a line in the log each, and the connection serves on.
     c.send_text("{not json").unwrap();
-    serve.log_line("client error");
+    serve.log_line("malformed message: not JSON");
     c.send_text(r#"{"op":"subscribe","subscriptions":[{"id":5,"channelId":999}]}"#)
         .unwrap();
-    serve.log_line("told a client");
+    serve.log_line("1 unknown channel (999)");
     c.send_text(r#"{"op":"unsubscribe","subscriptionIds":[77]}"#)
         .unwrap();
     let ids = channels(&mut c, &["/lrbc/serve/status"]);
@@ -470,8 +469,11 @@ fn a_client_that_stops_reading_holds_up_neither_memory_nor_the_other_clients() {
     let pid = serve.child.child().id();
     let start = resident_kib(pid);
     // While the stalled client's queue and socket fill and stay full, the other client
-    // gets every frame serve had: a frame it did not get is one the frame follower
-    // missed, tore or skipped (a loaded machine), as serve's status counts them.
+    // gets every frame serve had, but for those it was too slow to take at the moment
+    // (a loaded machine): a frame it did not get is one the frame follower missed, tore
+    // or skipped, or one serve replaced by a newer one for this client (conflated), as
+    // serve's status counts them. The conflated ones stay few: the stalled client costs
+    // the other nothing.
     let frames = messages(&mut other, "/lrbc/frame", 3000);
     let seqs: Vec<u64> = frames
         .iter()
@@ -489,11 +491,17 @@ fn a_client_that_stops_reading_holds_up_neither_memory_nor_the_other_clients() {
     .iter()
     .map(|k| c[k].as_u64().unwrap())
     .sum();
+    let mine = &status["client"]["counts"]["frames"];
+    let conflated = mine["conflated"].as_u64().unwrap() + mine["dropped"].as_u64().unwrap();
     let span = seqs[seqs.len() - 1] - seqs[0] + 1;
     let not_received = span - seqs.len() as u64;
     assert!(
-        not_received <= lost_by_capture,
-        "{not_received} frames not received, {lost_by_capture} lost by the capture: {status}"
+        not_received <= lost_by_capture + conflated,
+        "{not_received} frames not received, {lost_by_capture} lost by the capture, {conflated} conflated: {status}"
+    );
+    assert!(
+        conflated * 20 < span,
+        "{conflated} of {span} frames conflated for a client that reads: {status}"
     );
     let grown = resident_kib(pid).saturating_sub(start);
     assert!(grown < 64 * 1024, "serve grew by {grown} KiB");
@@ -543,8 +551,8 @@ fn two_hundred_clients_that_connect_and_drop_leave_serve_as_it_was() {
             "{registered} registered, {gone} gone"
         );
         let line = serve.log.recv_timeout(DEADLINE).unwrap();
-        registered += usize::from(line.contains(": registered client"));
-        gone += usize::from(line.contains("unregistered client"));
+        registered += usize::from(line.ends_with(" connected"));
+        gone += usize::from(line.contains(" gone: "));
     }
     let _ = client.kill();
     let _ = client.wait();

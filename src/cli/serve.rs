@@ -1,6 +1,7 @@
 //! `serve`: the run, live, over the Foxglove WebSocket protocol, until Ctrl-C or
 //! `--duration`; follows the engine across death, restart and replacement.
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,7 @@ use crate::attach::{Attached, Target, attach};
 use crate::clock::{MonotonicClock, monotonic_now_ns};
 use crate::layout::LayoutChoice;
 use crate::record::{Capture, Counts, Message};
-use crate::serve::{ServeCounts, Server, Settings};
+use crate::serve::{ClientCounts, PeerView, ServeCounts, Server, Settings, log_line};
 use crate::watch::{Report, Watcher};
 
 /// Envs served when none are chosen: the first four.
@@ -21,8 +22,8 @@ const DEFAULT_ENVS: u32 = 4;
 const RING_EVERY: Duration = Duration::from_millis(2);
 /// How often the segment's state is read.
 const STATE_EVERY: Duration = Duration::from_millis(250);
-/// Messages a client's queue holds before its oldest go.
-const CLIENT_QUEUE: usize = 256;
+/// Clients listed one by one on the progress line at most; more are summed.
+const CLIENTS_LISTED: usize = 4;
 
 /// Where to listen: `HOST:PORT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -298,13 +299,11 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     } else {
         Vec::new()
     };
-    crate::serve::print_server_events();
     let mut server = Server::start(Settings {
         host: o.listen.host.clone(),
         port: o.listen.port,
         frame_hz: o.max_hz,
         image_hz: o.image_hz,
-        backlog: CLIENT_QUEUE,
         services,
         tls,
     })
@@ -353,6 +352,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let mut next_line = started + Duration::from_secs(1);
     let mut last = (Counts::default(), ServeCounts::default(), started);
     let mut told_dropped = 0;
+    let mut seen = BTreeMap::new();
     let mut out: Vec<Message> = Vec::new();
     let why = loop {
         let (frames_wanted, images_wanted) = server.wants();
@@ -381,7 +381,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             if let Some(note) = &report.note
                 && (report.state, Some(note)) != (previous.0, previous.1.as_ref())
             {
-                eprintln!("serve: {}: {note}", report.state.as_str());
+                log_line(format!("{}: {note}", report.state.as_str()));
             }
             if watcher.reattach_count != reattached {
                 reattached = watcher.reattach_count;
@@ -397,9 +397,9 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
                 let old =
                     std::mem::replace(&mut feed, Feed::Capture(Box::new(capture_of(new, &o)?)));
                 if let Some(line) = old.finish()? {
-                    eprintln!(
-                        "serve: the segment was replaced: {line}; the new segment is served, not recorded"
-                    );
+                    log_line(format!(
+                        "the segment was replaced: {line}; the new segment is served, not recorded"
+                    ));
                 }
                 let capture = feed.capture();
                 server
@@ -420,8 +420,9 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             feed.end_chunk()?;
             let (counts, served) = (feed.capture().counts(), server.counts());
             let secs = last.2.elapsed().as_secs_f64().max(1e-3);
-            let line = progress(&report, &counts, &served, &last, secs, server.clients());
-            eprintln!("serve: {line}");
+            let (views, _, _) = server.client_views();
+            let line = progress(&report, &counts, &served, &last, secs, &views, &mut seen);
+            log_line(line);
             let a = watcher.attached();
             let flags = (a.geometry.counters.ext).and_then(|e| a.segment.load_u32(e.service_flags));
             server.send_status(&status_json(
@@ -447,19 +448,31 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         }
     };
     let served = server.counts();
-    let clients = server.clients();
+    let (views, gone, mut delivered) = server.client_views();
     server.stop();
-    if let Some(line) = feed.finish()? {
-        eprintln!("serve: {line}");
+    for v in &views {
+        delivered.add(&v.counts);
     }
-    eprintln!(
-        "serve: {why}; {} messages ({} frames, {} images) served, {:.1} MB, {clients} clients at the end",
+    let finished = feed.finish();
+    if let Ok(Some(line)) = &finished {
+        log_line(line.clone());
+    }
+    log_line(format!(
+        "{why}; {} messages ({} frames, {} images) handed to {} clients ({} at the end): {} frames delivered, {} conflated, {} dropped; {} images delivered; {:.1} MB written",
         served.messages,
         served.frames,
         served.images,
-        served.bytes as f64 / 1e6
-    );
-    Ok(())
+        views.len() + gone,
+        views.len(),
+        delivered.frames.delivered,
+        delivered.frames.conflated,
+        delivered.frames.dropped,
+        delivered.images.delivered,
+        delivered.bytes as f64 / 1e6
+    ));
+    // A standard error nobody reads does not hold up the exit.
+    crate::serve::flush_log(Duration::from_millis(500));
+    finished.map(|_| ())
 }
 
 fn status_json(
@@ -485,29 +498,74 @@ fn status_json(
     })
 }
 
+/// Per second, from two counts of a client.
+fn per_second(now: &ClientCounts, then: &ClientCounts, secs: f64) -> (f64, f64, f64) {
+    let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
+    (
+        rate(now.frames.delivered, then.frames.delivered),
+        rate(now.frames.conflated, then.frames.conflated),
+        rate(now.bytes, then.bytes) / 1e6,
+    )
+}
+
+/// The progress line: the run, then what each client took (summed when there are more
+/// than [`CLIENTS_LISTED`]); `seen` keeps each client's counts of the last line.
 fn progress(
     r: &Report,
     c: &Counts,
     s: &ServeCounts,
     last: &(Counts, ServeCounts, Instant),
     secs: f64,
-    clients: usize,
+    clients: &[PeerView],
+    seen: &mut BTreeMap<u64, ClientCounts>,
 ) -> String {
     let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / secs;
-    format!(
-        "{} | {clients} client{} | {:.0} frames/s seen, {:.0} served | {:.2} MB/s | dropped by the limits: {} frames, {} images | missed {}, torn {}, skipped {}, unreadable {}",
+    let mut line = format!(
+        "{} | {:.0} frames/s seen, {:.0} handed out | dropped by the limits: {} frames, {} images | missed {}, torn {}, skipped {}, unreadable {} | {} client{}",
         r.state.as_str(),
-        if clients == 1 { "" } else { "s" },
         rate(c.frames_seen, last.0.frames_seen),
         rate(s.frames, last.1.frames),
-        rate(s.bytes, last.1.bytes) / 1e6,
         s.frames_dropped,
         s.images_dropped,
         c.frames_missed,
         c.frames_torn,
         c.frames_skipped,
         c.frames_unreadable,
-    )
+        clients.len(),
+        if clients.len() == 1 { "" } else { "s" },
+    );
+    let mut now_seen = BTreeMap::new();
+    let mut sum = (0.0, 0.0, 0.0, 0.0, 0u64);
+    for v in clients {
+        let then = seen.get(&v.id).copied().unwrap_or_default();
+        let (fps, conflated, mbs) = per_second(&v.counts, &then, secs);
+        let link = v.link_bytes_per_s.unwrap_or(0.0) * 8.0 / 1e6;
+        let dropped = v.counts.frames.dropped + v.counts.images.dropped;
+        if clients.len() <= CLIENTS_LISTED {
+            line += &format!(
+                " | {}: {fps:.0} frames/s ({conflated:.0} conflated), {mbs:.2} MB/s, link {}, {dropped} dropped",
+                v.addr,
+                v.link_bytes_per_s
+                    .map_or_else(|| "–".to_string(), |_| format!("{link:.1} Mbit/s")),
+            );
+        }
+        sum = (
+            sum.0 + fps,
+            sum.1 + conflated,
+            sum.2 + mbs,
+            sum.3 + link,
+            sum.4 + dropped,
+        );
+        now_seen.insert(v.id, v.counts);
+    }
+    if clients.len() > CLIENTS_LISTED {
+        line += &format!(
+            " | all: {:.0} frames/s ({:.0} conflated), {:.2} MB/s, links {:.1} Mbit/s, {} dropped",
+            sum.0, sum.1, sum.2, sum.3, sum.4
+        );
+    }
+    *seen = now_seen;
+    line
 }
 
 #[cfg(test)]

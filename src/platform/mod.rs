@@ -46,6 +46,19 @@ pub struct ProcessUsage {
     pub context_switches: u64,
 }
 
+/// What the kernel says of a TCP connection's sending side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpLink {
+    /// Bytes written and not yet acknowledged by the peer (unsent ones included).
+    pub queued: u64,
+    /// Bytes the peer acknowledged since the connection began.
+    pub acked: u64,
+    /// The smoothed round trip, µs.
+    pub rtt_us: u32,
+    /// The shortest round trip seen, µs: the path without its queues.
+    pub min_rtt_us: u32,
+}
+
 /// The machine's CPU time, all cores together.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuTimes {
@@ -85,19 +98,31 @@ pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
 mod tests {
     use super::*;
 
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     #[test]
-    fn a_listener_set_to_nodelay_accepts_connections_with_nodelay() {
+    fn a_connection_s_unacknowledged_bytes_and_acknowledged_total_are_read() {
+        use std::io::{Read as _, Write as _};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let before = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let (accepted, _) = listener.accept().unwrap();
-        assert!(!accepted.nodelay().unwrap(), "off by default");
-        assert_eq!(nodelay_on_listeners(port), 1);
-        let _after = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let (accepted, _) = listener.accept().unwrap();
-        assert!(accepted.nodelay().unwrap(), "inherited from the listener");
-        drop(before);
+        let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (mut accepted, _) = listener.accept().unwrap();
+        let before = tcp_link(&accepted).unwrap();
+        assert_eq!(before.queued, 0);
+        accepted.write_all(&[7; 100_000]).unwrap();
+        let mut got = vec![0; 100_000];
+        client.read_exact(&mut got).unwrap();
+        // The acknowledgements follow the reads; wait for the last of them.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut after = tcp_link(&accepted).unwrap();
+        while after.queued > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            after = tcp_link(&accepted).unwrap();
+        }
+        assert_eq!(after.queued, 0);
+        assert!(
+            after.acked >= before.acked + 100_000,
+            "{before:?} {after:?}"
+        );
     }
 
     #[cfg(target_os = "linux")]

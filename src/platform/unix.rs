@@ -349,64 +349,62 @@ pub fn named_sections() -> Option<Vec<String>> {
     None
 }
 
-/// Sets TCP_NODELAY on this process's listening TCP sockets bound to `port`, which the
-/// connections they accept inherit: small messages then go at once, not after the
-/// peer's delayed acknowledgement. For a server whose library offers no hook for its
-/// sockets. How many listening sockets it set.
-pub fn nodelay_on_listeners(port: u16) -> usize {
-    let mut set = 0;
-    for fd in 0..4096 {
-        // SAFETY: a zeroed sockaddr_storage is a valid out-parameter of the size given.
-        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: `addr` and `len` describe a buffer of `len` bytes; an fd that is not a
-        // socket (or not open) makes the call fail without side effects.
-        let ok =
-            unsafe { libc::getsockname(fd, std::ptr::from_mut(&mut addr).cast(), &raw mut len) }
-                == 0;
-        if !ok {
-            continue;
+/// What the kernel says of a TCP connection's sending side (Linux: `SIOCOUTQ` and
+/// `TCP_INFO`); None elsewhere, or when the socket does not say.
+pub fn tcp_link(stream: &std::net::TcpStream) -> Option<super::TcpLink> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd as _;
+        let fd = stream.as_raw_fd();
+        let mut queued: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int, the bytes not yet acknowledged,
+        // to the out-parameter; the fd is the open socket `stream` owns.
+        if unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &raw mut queued) } != 0 {
+            return None;
         }
-        let bound = match i32::from(addr.ss_family) {
-            libc::AF_INET => {
-                // SAFETY: the family says the storage holds a sockaddr_in.
-                let a = unsafe { &*std::ptr::from_ref(&addr).cast::<libc::sockaddr_in>() };
-                u16::from_be(a.sin_port)
-            }
-            libc::AF_INET6 => {
-                // SAFETY: the family says the storage holds a sockaddr_in6.
-                let a = unsafe { &*std::ptr::from_ref(&addr).cast::<libc::sockaddr_in6>() };
-                u16::from_be(a.sin6_port)
-            }
-            _ => continue,
-        };
-        let mut listening: libc::c_int = 0;
-        let mut n = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: an int out-parameter of the size given, on an open socket.
+        // struct tcp_info, read as bytes: the kernel fills as much of it as it has.
+        let mut info = [0u8; 232];
+        let mut len = info.len() as libc::socklen_t;
+        // SAFETY: the out-parameter is a buffer of `len` bytes; the kernel writes at
+        // most `len` of them and says how many.
         let read = unsafe {
             libc::getsockopt(
                 fd,
-                libc::SOL_SOCKET,
-                libc::SO_ACCEPTCONN,
-                std::ptr::from_mut(&mut listening).cast(),
-                &raw mut n,
-            )
-        } == 0;
-        if bound != port || !read || listening == 0 {
-            continue;
-        }
-        let one: libc::c_int = 1;
-        // SAFETY: an int option of the size given, on this process's listening socket.
-        let done = unsafe {
-            libc::setsockopt(
-                fd,
                 libc::IPPROTO_TCP,
-                libc::TCP_NODELAY,
-                std::ptr::from_ref(&one).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
+                libc::TCP_INFO,
+                info.as_mut_ptr().cast(),
+                &raw mut len,
             )
         } == 0;
-        set += usize::from(done);
+        let len = len as usize;
+        let u32_at = |at: usize| {
+            (at + 4 <= len)
+                .then(|| info.get(at..at + 4))
+                .flatten()
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_ne_bytes)
+        };
+        let u64_at = |at: usize| {
+            (at + 8 <= len)
+                .then(|| info.get(at..at + 8))
+                .flatten()
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_ne_bytes)
+        };
+        // Offsets of linux/tcp.h: tcpi_rtt 68, tcpi_bytes_acked 120, tcpi_min_rtt 148.
+        if !read {
+            return None;
+        }
+        Some(super::TcpLink {
+            queued: u64::try_from(queued).unwrap_or(0),
+            acked: u64_at(120)?,
+            rtt_us: u32_at(68)?,
+            min_rtt_us: u32_at(148)?,
+        })
     }
-    set
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = stream;
+        None
+    }
 }

@@ -67,10 +67,10 @@ pub fn request_short_slice(_slice_ns: u64) -> bool {
     false
 }
 
-/// Not done on Windows (its sockets are not enumerable by number): the server's small
-/// messages may wait for the peer's delayed acknowledgement. None set.
-pub fn nodelay_on_listeners(_port: u16) -> usize {
-    0
+/// Windows does not say how much of a connection's sent data awaits acknowledgement
+/// in a form this reads: the socket's own buffer is the sender's queue there.
+pub fn tcp_link(_stream: &std::net::TcpStream) -> Option<super::TcpLink> {
+    None
 }
 
 /// Nothing to tune: the Windows heap returns large blocks to the system by itself.

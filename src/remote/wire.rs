@@ -4,14 +4,9 @@
 use base64::Engine as _;
 use serde::Deserialize;
 
-/// Binary opcode of a message on a subscription (server to client).
-pub const OP_MESSAGE_DATA: u8 = 1;
-/// Binary opcode of the server's time.
-pub const OP_TIME: u8 = 2;
-/// Binary opcode of a service call's response (server to client).
-pub const OP_SERVICE_RESPONSE: u8 = 3;
-/// Binary opcode of a service call (client to server).
-pub const OP_SERVICE_CALL: u8 = 2;
+pub use crate::serve::protocol::{
+    OP_MESSAGE_DATA, OP_SERVICE_CALL, OP_SERVICE_RESPONSE, OP_TIME, is_binary_schema,
+};
 
 /// A channel the server advertised.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,11 +79,6 @@ struct ChannelJson {
     schema_name: String,
     schema: String,
     schema_encoding: Option<String>,
-}
-
-/// Binary schema encodings (`protobuf`, `flatbuffer`) travel as base64.
-fn is_binary_schema(schema_encoding: Option<&str>) -> bool {
-    matches!(schema_encoding, Some("protobuf" | "flatbuffer"))
 }
 
 impl ChannelJson {
@@ -235,14 +225,7 @@ pub fn unsubscribe(ids: &[u32]) -> String {
 
 /// The bytes of a service call.
 pub fn service_call(service: u32, call_id: u32, encoding: &str, payload: &[u8]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(13 + encoding.len() + payload.len());
-    b.push(OP_SERVICE_CALL);
-    b.extend_from_slice(&service.to_le_bytes());
-    b.extend_from_slice(&call_id.to_le_bytes());
-    b.extend_from_slice(&(encoding.len() as u32).to_le_bytes());
-    b.extend_from_slice(encoding.as_bytes());
-    b.extend_from_slice(payload);
-    b
+    crate::serve::protocol::service_bytes(OP_SERVICE_CALL, service, call_id, encoding, payload)
 }
 
 #[cfg(test)]

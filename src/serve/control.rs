@@ -5,9 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use foxglove::Schema;
-use foxglove::websocket::service::{Service, ServiceSchema};
-
+use super::Service;
 use crate::attach::Attached;
 use crate::control::Lease;
 use crate::rpc::services;
@@ -21,8 +19,8 @@ pub const SERVICE_STATUS: &str = "/lrbc/control/service_status";
 const SET_REQUEST_SCHEMA: &str = r#"{"type":"object","properties":{"service":{"type":"string","description":"agent, mujoco, telemetry, scene, camera, viewport or debug"},"enabled":{"type":"boolean"}},"required":["service","enabled"]}"#;
 const EMPTY_SCHEMA: &str = r#"{"type":"object"}"#;
 
-fn json_schema(name: &str, text: &'static str) -> Schema {
-    Schema::new(name, "jsonschema", text.as_bytes())
+fn schema(name: &str, text: &str) -> (String, String) {
+    (name.to_string(), text.to_string())
 }
 
 /// Which service and what to do, from a request's JSON.
@@ -71,29 +69,28 @@ fn call(
 pub fn control_services(attached: Arc<Mutex<Option<Attached>>>, timeout: Duration) -> Vec<Service> {
     let set = {
         let attached = Arc::clone(&attached);
-        Service::builder(
-            SET_SERVICE,
-            ServiceSchema::new("lrbc.SetService")
-                .with_request(
-                    "json",
-                    json_schema("lrbc.SetServiceRequest", SET_REQUEST_SCHEMA),
-                )
-                .with_response("json", json_schema("lrbc.ServiceResponse", EMPTY_SCHEMA)),
-        )
-        .blocking_handler_fn(move |req| {
-            let (id, enabled) = parse_set(req.payload())?;
-            call(&attached, |lease| {
-                lease.set_service_enabled(id, enabled, timeout, None)
-            })
-        })
+        Service {
+            name: SET_SERVICE.into(),
+            kind: "lrbc.SetService".into(),
+            request: schema("lrbc.SetServiceRequest", SET_REQUEST_SCHEMA),
+            response: schema("lrbc.ServiceResponse", EMPTY_SCHEMA),
+            handler: Arc::new(move |req: &[u8]| {
+                let (id, enabled) = parse_set(req)?;
+                call(&attached, |lease| {
+                    lease.set_service_enabled(id, enabled, timeout, None)
+                })
+            }),
+        }
     };
-    let status = Service::builder(
-        SERVICE_STATUS,
-        ServiceSchema::new("lrbc.ServiceStatus")
-            .with_request("json", json_schema("lrbc.Empty", EMPTY_SCHEMA))
-            .with_response("json", json_schema("lrbc.ServiceResponse", EMPTY_SCHEMA)),
-    )
-    .blocking_handler_fn(move |_req| call(&attached, |lease| lease.service_status(timeout, None)));
+    let status = Service {
+        name: SERVICE_STATUS.into(),
+        kind: "lrbc.ServiceStatus".into(),
+        request: schema("lrbc.Empty", EMPTY_SCHEMA),
+        response: schema("lrbc.ServiceResponse", EMPTY_SCHEMA),
+        handler: Arc::new(move |_req: &[u8]| {
+            call(&attached, |lease| lease.service_status(timeout, None))
+        }),
+    };
     vec![set, status]
 }
 

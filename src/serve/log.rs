@@ -1,103 +1,178 @@
-//! The WebSocket server's own events (a client registered or gone, a malformed message,
-//! a client's queue full) as one line each on standard error, `serve: …`.
+//! `serve`'s log: one line per event on standard error, `serve: …`, written by a thread
+//! of its own. A standard error nobody reads (a paused terminal, a stalled pipe to a log
+//! collector) then holds up that thread alone, never serving or its shutdown: a line
+//! that finds the log's queue full is counted, and the count is written when the queue
+//! drains. One client's repeated errors of one kind are one line a second with a count
+//! ([`Repeats`]).
 
-use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use tracing_core::field::{Field, Visit};
-use tracing_core::span::{Attributes, Id, Record};
-use tracing_core::{Event, Level, Metadata, Subscriber};
+/// Lines waiting for standard error at most.
+const QUEUE: usize = 1024;
 
-/// Prints the server's events from `info` up.
-struct Lines;
+struct Log {
+    tx: crossbeam_channel::Sender<String>,
+    /// Lines that found the queue full, not yet reported.
+    dropped: AtomicU64,
+    /// Lines queued, and lines written (or given up), for [`flush`].
+    queued: AtomicU64,
+    done: AtomicU64,
+}
 
-/// The text of an event's message.
-#[derive(Default)]
-struct Text(String);
+static LOG: OnceLock<Option<Log>> = OnceLock::new();
 
-impl Visit for Text {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            let _ = write!(self.0, "{value:?}");
-        }
+fn log() -> Option<&'static Log> {
+    LOG.get_or_init(|| {
+        let (tx, rx) = crossbeam_channel::bounded::<String>(QUEUE);
+        std::thread::Builder::new()
+            .name("serve-log".into())
+            .spawn(move || {
+                for text in rx {
+                    let mut err = std::io::stderr().lock();
+                    let _ = writeln!(err, "serve: {text}");
+                    if let Some(l) = LOG.get().and_then(Option::as_ref) {
+                        // Relaxed: counters read for a report, no data behind them.
+                        let lost = l.dropped.swap(0, Ordering::Relaxed);
+                        if lost > 0 {
+                            let _ = writeln!(
+                                err,
+                                "serve: {lost} log lines dropped (standard error was not read)"
+                            );
+                        }
+                        // Release: pairs with the Acquire load in `flush`.
+                        l.done.fetch_add(1, Ordering::Release);
+                    }
+                }
+            })
+            .ok()?;
+        Some(Log {
+            tx,
+            dropped: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+        })
+    })
+    .as_ref()
+}
+
+/// Writes `text` as a line of the log, `serve: text`; never waits.
+pub fn line(text: impl Into<String>) {
+    let text = text.into();
+    let Some(l) = log() else {
+        return;
+    };
+    // Relaxed: counters with no data behind them (the text goes through the channel).
+    l.queued.fetch_add(1, Ordering::Relaxed);
+    if l.tx.try_send(text).is_err() {
+        l.queued.fetch_sub(1, Ordering::Relaxed);
+        l.dropped.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-impl Subscriber for Lines {
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        if !metadata.target().starts_with("foxglove") {
+/// Waits up to `timeout` for the lines written so far to reach standard error (at the
+/// end of `serve`); true when they did.
+pub fn flush(timeout: Duration) -> bool {
+    let Some(l) = log() else {
+        return true;
+    };
+    let deadline = Instant::now() + timeout;
+    // Relaxed for `queued` (a count only); Acquire pairs with the writer's Release.
+    while l.done.load(Ordering::Acquire) < l.queued.load(Ordering::Relaxed) {
+        if Instant::now() >= deadline {
             return false;
         }
-        // Levels order by verbosity: ERROR < WARN < INFO < DEBUG. What a client is told
-        // of its own mistakes is logged at DEBUG, in the client's module.
-        *metadata.level() <= Level::INFO
-            || (*metadata.level() == Level::DEBUG
-                && metadata
-                    .file()
-                    .is_some_and(|f| f.ends_with("connected_client.rs")))
+        std::thread::sleep(Duration::from_millis(2));
     }
+    true
+}
 
-    fn new_span(&self, _span: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
+/// One client's errors of each kind: the first of a second is a line at once, the rest
+/// of that second one line with their count.
+#[derive(Debug)]
+pub struct Repeats {
+    who: String,
+    /// The second being counted, ns.
+    since: u64,
+    /// Per kind: repeats held back this second, and the last one's text.
+    held: Vec<(&'static str, u64, String)>,
+}
 
-    fn record(&self, _span: &Id, _values: &Record<'_>) {}
-
-    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
-
-    fn event(&self, event: &Event<'_>) {
-        let mut text = Text::default();
-        event.record(&mut text);
-        let told = ["Sending error to client", "Sending warning to client"]
-            .iter()
-            .any(|p| text.0.starts_with(p));
-        // `serve` says where it listens and when it stops in its own words.
-        let own = ["Started server", "Shutting down", "Shutdown complete"]
-            .iter()
-            .any(|p| text.0.starts_with(p));
-        if own || (*event.metadata().level() == Level::DEBUG && !told) {
-            return;
+impl Repeats {
+    pub fn new(who: impl Into<String>) -> Self {
+        Self {
+            who: who.into(),
+            since: 0,
+            held: Vec::new(),
         }
-        eprintln!("serve: {}", line(event.metadata().level(), &text.0));
     }
 
-    fn enter(&self, _span: &Id) {}
-
-    fn exit(&self, _span: &Id) {}
-}
-
-/// One line: the message with a lower-case first letter, and the level when not info.
-fn line(level: &Level, message: &str) -> String {
-    let mut chars = message.chars();
-    let first = chars.next().map(|c| c.to_lowercase().to_string());
-    let text = first.unwrap_or_default() + chars.as_str();
-    match *level {
-        Level::ERROR => format!("client error: {text}"),
-        Level::DEBUG => format!("told a client: {}", text.trim_start_matches("sending ")),
-        Level::WARN => format!("warning: {text}"),
-        _ => text,
+    /// An error of `kind` at `now` (ns): its line, if it is to be written now.
+    pub fn note(&mut self, now: u64, kind: &'static str, text: &str) -> Option<String> {
+        let mut out = self.tick(now);
+        match self.held.iter_mut().find(|h| h.0 == kind) {
+            Some(h) => {
+                h.1 += 1;
+                h.2 = text.to_string();
+            }
+            None => {
+                self.held.push((kind, 0, String::new()));
+                out.push(format!("{}: {text}", self.who));
+            }
+        }
+        (!out.is_empty()).then(|| out.join("\n"))
     }
-}
 
-/// Prints the server's events for the rest of the process (once; later calls, or a
-/// process that set its own, keep what is there).
-pub fn print_server_events() {
-    let _ = tracing_core::dispatcher::set_global_default(tracing_core::Dispatch::new(Lines));
+    /// The lines of the second that ended, if one did by `now`; the counting starts
+    /// again.
+    pub fn tick(&mut self, now: u64) -> Vec<String> {
+        if now.saturating_sub(self.since) < 1_000_000_000 {
+            return Vec::new();
+        }
+        self.since = now;
+        let who = &self.who;
+        self.held
+            .drain(..)
+            .filter(|h| h.1 > 0)
+            .map(|(kind, n, last)| {
+                format!("{who}: {n} more {kind} in the last second; the last: {last}")
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const S: u64 = 1_000_000_000;
+
     #[test]
-    fn a_line_starts_lower_case_and_names_errors() {
+    fn a_flood_of_one_kind_is_one_line_and_a_count_a_second() {
+        let mut r = Repeats::new("client 1.2.3.4:5");
+        let mut lines = Vec::new();
+        for i in 0..100_000u64 {
+            lines.extend(r.note(S + i, "unknown channels", &format!("channel {i}")));
+        }
+        lines.extend(r.tick(2 * S + 1));
         assert_eq!(
-            line(&Level::INFO, "Registered client 127.0.0.1:5"),
-            "registered client 127.0.0.1:5"
+            lines,
+            [
+                "client 1.2.3.4:5: channel 0",
+                "client 1.2.3.4:5: 99999 more unknown channels in the last second; the last: channel 99999",
+            ]
         );
-        assert_eq!(
-            line(&Level::ERROR, "Invalid message from x: bad"),
-            "client error: invalid message from x: bad"
-        );
-        assert_eq!(line(&Level::WARN, ""), "warning: ");
+        // Another kind in the same second has its own first line.
+        assert!(r.note(2 * S + 2, "bad json", "x").is_some());
+        assert!(r.note(2 * S + 3, "bad json", "y").is_none());
+        assert!(r.note(2 * S + 4, "unknown channels", "z").is_some());
+    }
+
+    #[test]
+    fn lines_are_written_and_flushed() {
+        line("a test line of the log");
+        assert!(flush(Duration::from_secs(5)));
     }
 }

@@ -1,6 +1,6 @@
 //! Serving a run live over the Foxglove WebSocket protocol (subprotocol
-//! `foxglove.sdk.v1`, through the `foxglove` crate): the channels, schemas and messages
-//! of a recording, from the same [`Capture`](crate::record::Capture), as they happen.
+//! `foxglove.sdk.v1`): the channels, schemas and messages of a recording, from the same
+//! [`Capture`](crate::record::Capture), as they happen.
 //!
 //! - Each channel of the capture's prelude is a channel of the server, with the same
 //!   topic, encoding and schema; streams add channels as they show up, and a new capture
@@ -8,29 +8,42 @@
 //! - The metadata records of a recording go on [`METADATA_TOPIC`], one JSON message per
 //!   record (`{"name": …, "metadata": {…}}`), to each client as it subscribes and to
 //!   every subscriber when they change; [`STATUS_TOPIC`] carries the run's state, rates
-//!   and counts once a second.
+//!   and counts once a second, with the figures of the client it goes to.
 //! - Times are Unix nanoseconds on the wire (a recording's are the machine's monotonic
 //!   clock): `lrbc.clock` says the difference.
 //! - Nothing is encoded for a channel nobody subscribes to; limited channels (frames,
-//!   images) send the newest message at most at their rate ([`pace`]); each client has
-//!   a bounded queue of its own, whose oldest messages go when it is full.
+//!   images) send the newest message at most at their rate ([`pace`]).
+//! - Each client has a connection of its own (`connection`, on its own thread): the
+//!   ring traffic, state changes, metadata and status all reach it, in order; of frames
+//!   and images it gets the newest of each channel as fast as its link takes them
+//!   (`outbox`, `budget`), the rest counted as conflated. A client that cannot take
+//!   even the ring traffic is disconnected and told why; one that answers nothing for
+//!   15 s is dropped. Nothing a client does holds up the others or the server's stop.
 
+mod budget;
+mod connection;
 mod control;
+mod hub;
 mod log;
+mod outbox;
 mod pace;
+pub mod protocol;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use foxglove::websocket::service::Service;
-use foxglove::websocket::{Capability, ChannelView, Client, ServerListener};
-use foxglove::{ChannelBuilder, Context, PartialMetadata, RawChannel, Schema};
-
+pub use connection::{PeerView, SILENT, Stream};
 pub use control::{SERVICE_STATUS, SET_SERVICE, control_services};
-pub use log::print_server_events;
+pub use hub::{Handler, MAX_CONNECTIONS, Service};
+pub use log::{flush as flush_log, line as log_line};
+pub use outbox::{ClientCounts, Tally};
+pub use protocol::SUBPROTOCOL;
 
 use crate::record::{Kind, Message, Prelude};
-use crate::sync::lock;
+use hub::Hub;
+use outbox::Class;
+use protocol::ChannelAd;
 
 /// The topic of the metadata records.
 pub const METADATA_TOPIC: &str = "/lrbc/metadata";
@@ -38,8 +51,8 @@ pub const METADATA_TOPIC: &str = "/lrbc/metadata";
 pub const STATUS_TOPIC: &str = "/lrbc/serve/status";
 /// The metadata record that gives the served times' clock: `unix_minus_monotonic_ns`.
 pub const CLOCK_METADATA: &str = "lrbc.clock";
-/// The subprotocol served.
-pub const SUBPROTOCOL: &str = "foxglove.sdk.v1";
+/// How long the server's stop waits for its clients' threads.
+const STOP_WAIT: Duration = Duration::from_millis(1_000);
 
 /// Where and how to serve.
 #[derive(Debug)]
@@ -50,8 +63,6 @@ pub struct Settings {
     pub frame_hz: f64,
     /// Images a second at most on each image channel (0: every image).
     pub image_hz: f64,
-    /// Messages a client's queue holds before its oldest go.
-    pub backlog: usize,
     /// The services clients may call (none: control is not offered).
     pub services: Vec<Service>,
     /// TLS: a PEM certificate (chain) and its PKCS #8 private key (PEM); None: plain.
@@ -93,7 +104,7 @@ pub enum ServeError {
 /// What the server sent and held back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ServeCounts {
-    /// Messages handed to the server with at least one subscriber.
+    /// Messages handed to the clients (at least one subscriber).
     pub messages: u64,
     pub bytes: u64,
     pub frames: u64,
@@ -106,38 +117,40 @@ pub struct ServeCounts {
     pub unsubscribed: u64,
 }
 
-/// Sends the metadata records to each client as it subscribes to them.
-struct Listener {
-    metadata: Arc<RawChannel>,
-    /// The encoded records, with their log time.
-    records: std::sync::Mutex<(u64, Vec<Vec<u8>>)>,
+/// TLS settings of the server from a PEM certificate chain and a PEM PKCS #8 key.
+#[cfg(feature = "tls")]
+fn tls_config(cert: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let certs = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--tls-cert: {e}"))?;
+    let key = PrivatePkcs8KeyDer::from_pem_slice(key).map_err(|e| format!("--tls-key: {e}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, PrivateKeyDer::Pkcs8(key))
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(config))
 }
 
-impl ServerListener for Listener {
-    fn on_subscribe(&self, client: Client, channel: ChannelView<'_>) {
-        if channel.topic() != METADATA_TOPIC {
-            return;
-        }
-        let records = lock(&self.records);
-        for r in &records.1 {
-            let meta = PartialMetadata {
-                log_time: Some(records.0),
-            };
-            self.metadata
-                .log_with_meta_to_sink(r, meta, client.sink_id());
-        }
-    }
+#[cfg(not(feature = "tls"))]
+fn tls_config(_cert: &[u8], _key: &[u8]) -> Result<Arc<rustls::ServerConfig>, String> {
+    Err(NO_TLS.to_string())
 }
 
 /// A running server of one run.
 pub struct Server {
-    ctx: Arc<Context>,
-    handle: Option<foxglove::WebSocketServerHandle>,
-    /// The server's channels, indexed as the prelude's.
-    channels: Vec<Arc<RawChannel>>,
+    hub: Arc<Hub>,
+    port: u16,
+    acceptor: Option<std::thread::JoinHandle<()>>,
+    /// The server's channel ids, indexed as the prelude's.
+    channels: Vec<u64>,
     kinds: Vec<ChannelKind>,
-    status: Arc<RawChannel>,
-    listener: Arc<Listener>,
+    status: u64,
+    metadata: u64,
     pacer: pace::Pacer,
     frame_hz: f64,
     image_hz: f64,
@@ -159,73 +172,72 @@ enum ChannelKind {
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
+            .field("port", &self.port)
             .field("channels", &self.channels.len())
             .field("counts", &self.counts)
             .finish_non_exhaustive()
     }
 }
 
-fn json_channel(ctx: &Arc<Context>, topic: &str) -> Result<Arc<RawChannel>, ServeError> {
-    ChannelBuilder::new(topic)
-        .message_encoding("json")
-        .context(ctx)
-        .build_raw()
-        .map_err(|e| ServeError::Channel {
-            topic: topic.into(),
-            cause: e.to_string(),
-        })
+fn json_channel(topic: &str) -> ChannelAd {
+    ChannelAd {
+        id: 0,
+        topic: topic.into(),
+        encoding: "json".into(),
+        schema_name: String::new(),
+        schema_encoding: None,
+        schema: Vec::new(),
+    }
+}
+
+fn class_of(kind: Kind) -> Class {
+    match kind {
+        Kind::Frame => Class::Frame,
+        Kind::Image => Class::Image,
+        _ => Class::Reliable,
+    }
 }
 
 impl Server {
     /// Listens on `settings.host:settings.port` (port 0: any free port).
     pub fn start(settings: Settings) -> Result<Self, ServeError> {
-        let ctx = Context::new();
-        let listener = Arc::new(Listener {
-            metadata: json_channel(&ctx, METADATA_TOPIC)?,
-            records: std::sync::Mutex::default(),
-        });
-        let status = json_channel(&ctx, STATUS_TOPIC)?;
-        let control = !settings.services.is_empty();
-        let mut server = foxglove::WebSocketServer::new()
-            .name(format!("lrbc-inspector {}", env!("CARGO_PKG_VERSION")))
-            .bind(settings.host.clone(), settings.port)
-            .message_backlog_size(settings.backlog.max(1))
-            .listener(Arc::clone(&listener) as Arc<dyn ServerListener>)
-            .context(&ctx);
-        #[cfg(feature = "tls")]
-        if let Some((cert, key)) = settings.tls {
-            server = server.tls(foxglove::websocket::TlsIdentity { cert, key });
-        }
-        #[cfg(not(feature = "tls"))]
-        if settings.tls.is_some() {
-            return Err(ServeError::Listen {
-                addr: format!("{}:{}", settings.host, settings.port),
-                cause: NO_TLS.into(),
-            });
-        }
-        if control {
-            server = server
-                .capabilities([Capability::Services])
-                .supported_encodings(["json"])
-                .services(settings.services);
-        }
-        let handle = server.start_blocking().map_err(|e| ServeError::Listen {
-            addr: format!("{}:{}", settings.host, settings.port),
-            cause: e.to_string(),
-        })?;
-        // Frames of a few envs are small messages: without this they would wait for the
-        // client's delayed acknowledgement (tens of milliseconds).
-        crate::platform::nodelay_on_listeners(handle.port());
+        let addr = format!("{}:{}", settings.host, settings.port);
+        let listen_error = |cause: String| ServeError::Listen {
+            addr: addr.clone(),
+            cause,
+        };
+        let tls = match &settings.tls {
+            Some((cert, key)) => Some(tls_config(cert, key).map_err(&listen_error)?),
+            None => None,
+        };
+        let listener = std::net::TcpListener::bind((settings.host.as_str(), settings.port))
+            .map_err(|e| listen_error(e.to_string()))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| listen_error(e.to_string()))?
+            .port();
+        let hub = Hub::new(
+            format!("lrbc-inspector {}", env!("CARGO_PKG_VERSION")),
+            tls,
+            settings.services,
+        );
+        let metadata = hub.add_channel(json_channel(METADATA_TOPIC));
+        crate::sync::lock(&hub.registry).metadata = Some(metadata);
+        let status = hub.add_channel(json_channel(STATUS_TOPIC));
+        let acceptor = hub
+            .accept(listener)
+            .map_err(|e| listen_error(e.to_string()))?;
         let unix_now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i128);
         Ok(Self {
-            ctx,
-            handle: Some(handle),
+            hub,
+            port,
+            acceptor: Some(acceptor),
             channels: Vec::new(),
             kinds: Vec::new(),
             status,
-            listener,
+            metadata,
             pacer: pace::Pacer::default(),
             frame_hz: settings.frame_hz,
             image_hz: settings.image_hz,
@@ -238,12 +250,17 @@ impl Server {
 
     /// The port listened on.
     pub fn port(&self) -> u16 {
-        self.handle.as_ref().map_or(0, |h| h.port())
+        self.port
     }
 
     /// Clients connected now.
     pub fn clients(&self) -> usize {
-        self.handle.as_ref().map_or(0, |h| h.client_count())
+        self.hub.peers().len()
+    }
+
+    /// Each client connected now, the number gone, and what those gone were sent.
+    pub fn client_views(&self) -> (Vec<PeerView>, usize, ClientCounts) {
+        self.hub.views()
     }
 
     pub fn counts(&self) -> ServeCounts {
@@ -272,29 +289,20 @@ impl Server {
                 ) => ChannelKind::Image,
                 _ => ChannelKind::Other,
             };
-            let mut builder =
-                ChannelBuilder::new(c.topic.clone()).message_encoding(c.message_encoding.clone());
-            if let Some(s) = schema {
-                builder = builder.schema(Schema::new(
-                    s.name.clone(),
-                    s.encoding.clone(),
-                    s.data.clone(),
-                ));
-            }
-            let channel =
-                builder
-                    .context(&self.ctx)
-                    .build_raw()
-                    .map_err(|e| ServeError::Channel {
-                        topic: c.topic.clone(),
-                        cause: e.to_string(),
-                    })?;
+            let id = self.hub.add_channel(ChannelAd {
+                id: 0,
+                topic: c.topic.clone(),
+                encoding: c.message_encoding.clone(),
+                schema_name: schema.map(|s| s.name.clone()).unwrap_or_default(),
+                schema_encoding: schema.map(|s| s.encoding.clone()),
+                schema: schema.map(|s| s.data.to_vec()).unwrap_or_default(),
+            });
             match kind {
                 ChannelKind::Frame => self.pacer.limit(i, self.frame_hz),
                 ChannelKind::Image => self.pacer.limit(i, self.image_hz),
                 ChannelKind::Other => {}
             }
-            self.channels.push(channel);
+            self.channels.push(id);
             self.kinds.push(kind);
         }
         Ok(())
@@ -304,9 +312,8 @@ impl Server {
     /// prelude's channels and metadata come.
     pub fn replace(&mut self, prelude: &Prelude) -> Result<(), ServeError> {
         self.dropped_before = (self.counts.frames_dropped, self.counts.images_dropped);
-        for c in self.channels.drain(..) {
-            c.close();
-        }
+        self.hub
+            .remove_channels(&std::mem::take(&mut self.channels));
         self.kinds.clear();
         self.pacer.clear();
         self.advertise(prelude)?;
@@ -314,15 +321,23 @@ impl Server {
         Ok(())
     }
 
+    fn subscribed(&self, id: u64) -> bool {
+        self.hub.peers().iter().any(|p| p.subscribes(id))
+    }
+
     /// True when someone subscribes to the channel `channel` of the prelude.
     pub fn wanted(&self, channel: usize) -> bool {
-        self.channels.get(channel).is_some_and(|c| c.has_sinks())
+        self.channels
+            .get(channel)
+            .is_some_and(|&id| self.subscribed(id))
     }
 
     /// True when someone subscribes to a frame channel, or to an image channel.
     pub fn wants(&self) -> (bool, bool) {
+        let peers = self.hub.peers();
         let any = |kind| {
-            (self.kinds.iter().zip(&self.channels)).any(|(&k, c)| k == kind && c.has_sinks())
+            (self.kinds.iter().zip(&self.channels))
+                .any(|(&k, &id)| k == kind && peers.iter().any(|p| p.subscribes(id)))
         };
         (any(ChannelKind::Frame), any(ChannelKind::Image))
     }
@@ -335,27 +350,27 @@ impl Server {
             "unix_minus_monotonic_ns".to_string(),
             self.unix_minus_monotonic_ns.to_string(),
         )]);
-        let records: Vec<Vec<u8>> = prelude
+        let records: Vec<Arc<[u8]>> = prelude
             .metadata
             .iter()
             .map(|(name, m)| (name.as_str(), m))
             .chain([(CLOCK_METADATA, &clock)])
             .map(|(name, m)| {
-                serde_json::json!({"name": name, "metadata": m})
-                    .to_string()
-                    .into_bytes()
+                Arc::from(
+                    serde_json::json!({"name": name, "metadata": m})
+                        .to_string()
+                        .into_bytes(),
+                )
             })
             .collect();
         let log_time = self.unix_ns(now);
-        for r in &records {
-            self.listener.metadata.log_with_meta(
-                r,
-                PartialMetadata {
-                    log_time: Some(log_time),
-                },
-            );
+        let mut registry = crate::sync::lock(&self.hub.registry);
+        for p in self.hub.peers() {
+            for r in &records {
+                p.offer(self.metadata, Class::Reliable, log_time, r);
+            }
         }
-        *lock(&self.listener.records) = (log_time, records);
+        registry.records = (log_time, records);
     }
 
     /// Sends `messages` (channels indexed as the prelude) to their subscribers, within
@@ -394,15 +409,19 @@ impl Server {
     }
 
     fn send(&mut self, m: &Message) {
-        let Some(channel) = self.channels.get(m.channel) else {
+        let Some(&id) = self.channels.get(m.channel) else {
             return;
         };
-        channel.log_with_meta(
-            &m.data,
-            PartialMetadata {
-                log_time: Some(self.unix_ns(m.log_time)),
-            },
-        );
+        let log_time = self.unix_ns(m.log_time);
+        let class = class_of(m.kind);
+        let mut sent = false;
+        for p in self.hub.peers() {
+            sent |= p.offer(id, class, log_time, &m.data);
+        }
+        if !sent {
+            self.counts.unsubscribed += 1;
+            return;
+        }
         let c = &mut self.counts;
         c.messages += 1;
         c.bytes += m.data.len() as u64;
@@ -413,42 +432,46 @@ impl Server {
         }
     }
 
-    /// Sends the run's status (once a second) on [`STATUS_TOPIC`].
+    /// Sends the run's status (once a second) on [`STATUS_TOPIC`], with the figures of
+    /// the client it goes to under `"client"`.
     pub fn send_status(&mut self, status: &serde_json::Value) {
         let now = self.unix_ns(crate::clock::monotonic_now_ns());
-        self.status.log_with_meta(
-            status.to_string().as_bytes(),
-            PartialMetadata {
-                log_time: Some(now),
-            },
-        );
-    }
-
-    /// Tells every client (Foxglove shows it among its problems): a warning with `id`
-    /// replaces the previous one with the same id.
-    pub fn tell_clients(&self, id: &str, warning: bool, text: &str) {
-        if let Some(h) = &self.handle {
-            let status = if warning {
-                foxglove::websocket::Status::warning(text)
-            } else {
-                foxglove::websocket::Status::info(text)
-            };
-            h.publish_status(status.with_id(id));
+        for p in self.hub.peers() {
+            let mut v = status.clone();
+            v["client"] = serde_json::to_value(p.view()).unwrap_or_default();
+            let data: Arc<[u8]> = Arc::from(v.to_string().into_bytes());
+            p.offer(self.status, Class::Reliable, now, &data);
         }
     }
 
-    /// Stops listening and closes every connection.
+    /// Tells every client (Foxglove shows it among its problems): a status with `id`
+    /// replaces the previous one with the same id.
+    pub fn tell_clients(&self, id: &str, warning: bool, text: &str) {
+        let level = if warning {
+            protocol::WARNING
+        } else {
+            protocol::INFO
+        };
+        self.hub
+            .broadcast_text(&protocol::status(level, text, Some(id)));
+    }
+
+    /// Stops listening and closes every connection, within about a second whatever
+    /// the clients do.
     pub fn stop(mut self) {
-        if let Some(h) = self.handle.take() {
-            h.stop().wait_blocking();
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.hub.shutdown(STOP_WAIT);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
         }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            h.stop().wait_blocking();
-        }
+        self.shutdown();
     }
 }

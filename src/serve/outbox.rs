@@ -1,0 +1,308 @@
+//! What waits to be written to one client: the messages that must all arrive (ring
+//! entries and events, state changes, metadata, status, advertisements, service
+//! responses) in order, and, per channel, the frames or images not yet written. While
+//! the client keeps up, every frame goes (a burst of up to [`DEPTH`] per channel
+//! waits); once its link holds messages back, only the newest of each channel waits
+//! (latest wins: [`Outbox::collapse`]), the others counted as conflated. Pure.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// How a message is queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// A frame: the newest waiting replaces an older one.
+    Frame,
+    /// An image: the newest waiting replaces an older one.
+    Image,
+    /// Everything else: never replaced, never dropped while the client is connected.
+    Reliable,
+}
+
+/// A message for the client, as it goes on the wire.
+#[derive(Clone, Debug)]
+pub enum Payload {
+    Text(String),
+    /// A message on a subscription: the header and the shared data.
+    Data {
+        header: [u8; 13],
+        data: Arc<[u8]>,
+    },
+    Binary(Vec<u8>),
+}
+
+impl Payload {
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Text(t) => t.len(),
+            Self::Data { header, data } => header.len() + data.len(),
+            Self::Binary(b) => b.len(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Out {
+    pub class: Class,
+    pub payload: Payload,
+}
+
+/// Delivered, replaced while waiting, and dropped (never sent: the client unsubscribed,
+/// the channel went, or the client did) messages of one class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Tally {
+    pub delivered: u64,
+    pub conflated: u64,
+    pub dropped: u64,
+}
+
+/// What one client was sent and spared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ClientCounts {
+    pub frames: Tally,
+    pub images: Tally,
+    /// Messages that are never replaced, delivered.
+    pub reliable: u64,
+    /// Bytes the socket took (WebSocket framing and TLS aside).
+    pub bytes: u64,
+}
+
+impl ClientCounts {
+    fn tally(&mut self, class: Class) -> Option<&mut Tally> {
+        match class {
+            Class::Frame => Some(&mut self.frames),
+            Class::Image => Some(&mut self.images),
+            Class::Reliable => None,
+        }
+    }
+
+    /// Adds another client's counts.
+    pub fn add(&mut self, o: &Self) {
+        for (a, b) in [(&mut self.frames, &o.frames), (&mut self.images, &o.images)] {
+            a.delivered += b.delivered;
+            a.conflated += b.conflated;
+            a.dropped += b.dropped;
+        }
+        self.reliable += o.reliable;
+        self.bytes += o.bytes;
+    }
+}
+
+/// Frames or images waiting per channel at most; an older one goes when a newer comes.
+pub const DEPTH: usize = 16;
+
+/// The reliable messages waited for more than this many bytes: the client cannot take
+/// even those.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Overflow(pub usize);
+
+/// One client's waiting messages.
+#[derive(Debug)]
+pub struct Outbox {
+    reliable: VecDeque<Out>,
+    reliable_bytes: usize,
+    limit: usize,
+    /// Per channel, the frames or images waiting, each with the order it came in.
+    lanes: Vec<(u64, VecDeque<(u64, Out)>)>,
+    order: u64,
+    pub counts: ClientCounts,
+}
+
+impl Outbox {
+    /// An outbox whose reliable messages may hold up to `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            reliable: VecDeque::new(),
+            reliable_bytes: 0,
+            limit,
+            lanes: Vec::new(),
+            order: 0,
+            counts: ClientCounts::default(),
+        }
+    }
+
+    /// Queues `out` of `channel`.
+    pub fn push(&mut self, channel: u64, out: Out) -> Result<(), Overflow> {
+        if out.class == Class::Reliable {
+            self.reliable_bytes += out.payload.len();
+            self.reliable.push_back(out);
+            if self.reliable_bytes > self.limit {
+                return Err(Overflow(self.reliable_bytes));
+            }
+            return Ok(());
+        }
+        self.order += 1;
+        let order = self.order;
+        let i = match self.lanes.iter().position(|(c, _)| *c == channel) {
+            Some(i) => i,
+            None => {
+                self.lanes.push((channel, VecDeque::new()));
+                self.lanes.len() - 1
+            }
+        };
+        let lane = &mut self.lanes[i].1;
+        lane.push_back((order, out));
+        if lane.len() > DEPTH
+            && let Some((_, old)) = lane.pop_front()
+            && let Some(t) = self.counts.tally(old.class)
+        {
+            t.conflated += 1;
+        }
+        Ok(())
+    }
+
+    /// The client's link holds messages back: of each channel's frames or images only
+    /// the newest waits, the others counted as conflated.
+    pub fn collapse(&mut self) {
+        for (_, lane) in &mut self.lanes {
+            while lane.len() > 1 {
+                if let Some((_, old)) = lane.pop_front()
+                    && let Some(t) = self.counts.tally(old.class)
+                {
+                    t.conflated += 1;
+                }
+            }
+        }
+    }
+
+    /// The next message to write: reliable ones first, in order; then the oldest
+    /// waiting frame or image.
+    pub fn pop(&mut self) -> Option<Out> {
+        if let Some(out) = self.reliable.pop_front() {
+            self.reliable_bytes -= out.payload.len();
+            return Some(out);
+        }
+        let i = (0..self.lanes.len())
+            .filter(|&i| !self.lanes[i].1.is_empty())
+            .min_by_key(|&i| self.lanes[i].1.front().map_or(u64::MAX, |f| f.0))?;
+        let out = self.lanes[i].1.pop_front().map(|(_, o)| o);
+        if self.lanes[i].1.is_empty() {
+            self.lanes.swap_remove(i);
+        }
+        out
+    }
+
+    /// True when nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.reliable.is_empty() && self.lanes.is_empty()
+    }
+
+    /// Counts `out` as written, `bytes` of it taken by the socket.
+    pub fn delivered(&mut self, out: &Out) {
+        self.counts.bytes += out.payload.len() as u64;
+        match self.counts.tally(out.class) {
+            Some(t) => t.delivered += 1,
+            None => self.counts.reliable += 1,
+        }
+    }
+
+    /// Drops the frame or image waiting on `channel` (unsubscribed, or the channel
+    /// went), counted.
+    pub fn forget(&mut self, channel: u64) {
+        if let Some(i) = self.lanes.iter().position(|(c, _)| *c == channel) {
+            let (_, lane) = self.lanes.swap_remove(i);
+            self.count_dropped(lane);
+        }
+    }
+
+    fn count_dropped(&mut self, lane: VecDeque<(u64, Out)>) {
+        for (_, out) in lane {
+            if let Some(t) = self.counts.tally(out.class) {
+                t.dropped += 1;
+            }
+        }
+    }
+
+    /// Drops everything waiting (the client is gone), frames and images counted.
+    pub fn clear(&mut self) {
+        for (_, lane) in std::mem::take(&mut self.lanes) {
+            self.count_dropped(lane);
+        }
+        self.reliable.clear();
+        self.reliable_bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(class: Class, n: u8) -> Out {
+        Out {
+            class,
+            payload: Payload::Binary(vec![n; 10]),
+        }
+    }
+
+    fn tag(o: &Out) -> u8 {
+        match &o.payload {
+            Payload::Binary(b) => b[0],
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn reliable_messages_go_first_and_frames_in_order_while_the_client_keeps_up() {
+        let mut b = Outbox::new(1 << 20);
+        for n in 0..5 {
+            assert!(b.push(1, out(Class::Frame, n)).is_ok());
+            assert!(b.push(2, out(Class::Reliable, 100 + n)).is_ok());
+            assert!(b.push(3, out(Class::Image, 200 + n)).is_ok());
+        }
+        let mut order = Vec::new();
+        while let Some(o) = b.pop() {
+            b.delivered(&o);
+            order.push(tag(&o));
+        }
+        assert_eq!(
+            order,
+            [
+                100, 101, 102, 103, 104, 0, 200, 1, 201, 2, 202, 3, 203, 4, 204
+            ]
+        );
+        assert_eq!(
+            (b.counts.frames.delivered, b.counts.images.delivered),
+            (5, 5)
+        );
+        assert_eq!(b.counts.frames.conflated, 0);
+        assert_eq!(b.counts.reliable, 5);
+        assert_eq!(b.counts.bytes, 150);
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_held_back_client_gets_the_newest_of_each_channel_and_a_burst_is_bounded() {
+        let mut b = Outbox::new(1 << 20);
+        for n in 0..40 {
+            let _ = b.push(1, out(Class::Frame, n));
+        }
+        assert_eq!(b.counts.frames.conflated, (40 - DEPTH) as u64);
+        let _ = b.push(2, out(Class::Image, 100));
+        let _ = b.push(2, out(Class::Image, 101));
+        let _ = b.push(9, out(Class::Reliable, 50));
+        b.collapse();
+        assert_eq!(b.counts.frames.conflated, 39);
+        assert_eq!(b.counts.images.conflated, 1);
+        let order: Vec<u8> = std::iter::from_fn(|| b.pop()).map(|o| tag(&o)).collect();
+        assert_eq!(order, [50, 39, 101], "nothing reliable is conflated");
+    }
+
+    #[test]
+    fn reliable_messages_past_the_limit_are_an_overflow_and_forgotten_ones_are_counted() {
+        let mut b = Outbox::new(25);
+        assert!(b.push(9, out(Class::Reliable, 0)).is_ok());
+        assert!(b.push(9, out(Class::Reliable, 0)).is_ok());
+        assert_eq!(b.push(9, out(Class::Reliable, 0)), Err(Overflow(30)));
+        let _ = b.push(1, out(Class::Frame, 1));
+        let _ = b.push(2, out(Class::Image, 2));
+        b.forget(1);
+        assert_eq!(b.counts.frames.dropped, 1);
+        b.clear();
+        assert_eq!(b.counts.images.dropped, 1);
+        assert!(b.is_empty());
+        assert!(
+            b.push(9, out(Class::Reliable, 0)).is_ok(),
+            "the count starts again"
+        );
+    }
+}
