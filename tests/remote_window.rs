@@ -98,7 +98,7 @@ fn the_window_connected_to_a_served_run_shows_its_panels_names_the_server_and_to
             .is_some_and(|l| l.latency_ms.is_some())
     });
     assert!(
-        h.query_by_label_contains("connected · latency").is_some(),
+        h.query_by_label_contains("connected · link").is_some(),
         "the link in the status bar"
     );
     // The header panel shows the header the server described.

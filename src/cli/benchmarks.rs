@@ -73,7 +73,23 @@ pub enum BenchCommand {
         /// Seconds a viewer stops reading.
         #[arg(long, default_value = "60", value_parser = super::args::seconds_f64)]
         stall_secs: f64,
+        /// Instead of the loopback rows: `serve` and a viewer behind links of these rates
+        /// (a list: 2mbit,5mbit,20mbit,100mbit; a plain number is Mbit/s), for train4096
+        /// and for cams64 with images, at 1 kHz. Needs Linux, root, `ip` and `tc`.
+        #[arg(long, value_name = "RATES", value_delimiter = ',', value_parser = super::linkbench::parse_rate)]
+        link: Vec<u64>,
+        /// Seconds of each link row; the second half is measured.
+        #[arg(long, value_name = "SECS", default_value = "30", value_parser = super::args::seconds_f64)]
+        link_secs: f64,
+        /// Another lrbc-inspector whose `serve` is measured in the same run, each row next
+        /// to this one's, with their ratio.
+        #[arg(long, value_name = "BINARY", requires = "link")]
+        against: Option<std::path::PathBuf>,
     },
+    /// A viewer of a served run for `bench serve --link`: subscribes to every channel,
+    /// prints one JSON line of what it received and how late.
+    #[command(hide = true)]
+    LinkViewer(super::linkviewer::LinkViewerArgs),
     /// `watch` against the numpy poller a user would write, interleaved in one run: frames
     /// lost, CPU and wake-ups per second (cams64 and train4096 at 250 Hz, 1 kHz, 2 kHz).
     Poller(super::pollerbench::PollerBenchArgs),
@@ -250,7 +266,20 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
             secs,
             rate_secs,
             stall_secs,
-        } => super::servebench::run(*secs, *rate_secs, *stall_secs),
+            link,
+            link_secs,
+            against,
+        } => super::servebench::run(
+            *secs,
+            *rate_secs,
+            *stall_secs,
+            (!link.is_empty()).then(|| super::linkbench::Links {
+                rates_kbit: link,
+                secs: link_secs.max(2.0),
+                against: against.as_deref(),
+            }),
+        ),
+        BenchCommand::LinkViewer(args) => super::linkviewer::run(args),
         BenchCommand::Export(args) => super::export::bench(args),
         BenchCommand::Open(args) => super::openbench::run(args),
     }

@@ -8,6 +8,8 @@ mod control;
 mod demo;
 mod dump;
 mod export;
+mod linkbench;
+mod linkviewer;
 mod list;
 mod observers;
 mod open;

@@ -1,6 +1,7 @@
 //! `bench serve`: what `serve` with a loopback client costs the engine, the share of
 //! frames a client gets and how late, bytes per second with the limits, and a stalled
-//! client (figures in docs/benchmarks.md).
+//! client (figures in docs/benchmarks.md); with `--link`, the same over rate-limited
+//! links instead (`linkbench`).
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -199,7 +200,15 @@ fn share(name: &str, url: &str, secs: f64, label: &str) -> Result<(), CliError> 
     Ok(())
 }
 
-pub fn run(secs: f64, rate_secs: f64, stall_secs: f64) -> Result<(), CliError> {
+pub fn run(
+    secs: f64,
+    rate_secs: f64,
+    stall_secs: f64,
+    link: Option<super::linkbench::Links<'_>>,
+) -> Result<(), CliError> {
+    if let Some(link) = link {
+        return super::linkbench::run(&link);
+    }
     println!(
         "bench serve: engine, client and `serve` in separate processes; the viewers run in this process"
     );

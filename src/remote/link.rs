@@ -36,6 +36,9 @@ pub struct Link {
     pub messages_per_sec: f64,
     pub bytes: u64,
     pub messages: u64,
+    /// Frames received, and a second over the last second.
+    pub frames: u64,
+    pub frames_per_sec: f64,
     /// Frames between two that arrived, never received: missed by the server's capture,
     /// held back by its limits, or dropped from this client's queue.
     pub frames_not_received: u64,
@@ -61,6 +64,8 @@ impl Link {
             messages_per_sec: 0.0,
             bytes: 0,
             messages: 0,
+            frames: 0,
+            frames_per_sec: 0.0,
             frames_not_received: 0,
             control: false,
             note: None,
@@ -68,7 +73,18 @@ impl Link {
         }
     }
 
-    /// One line: "connected · 0.2 ms · 1.3 MB/s · 0 dropped", or why not.
+    /// The link's rate, bits/s: what the server measured of this client's link (the
+    /// bytes it acknowledged; `client.link_bytes_per_s` of its status) where it says,
+    /// else what arrived.
+    pub fn bits_per_sec(&self) -> f64 {
+        let measured = (self.served.as_ref())
+            .and_then(|s| s["client"]["link_bytes_per_s"].as_f64())
+            .filter(|r| *r > 0.0);
+        8.0 * measured.unwrap_or(self.bytes_per_sec)
+    }
+
+    /// One line: "connected · link 4.8 Mbit/s · 21 of 1,000 frames/s · age 140 ms (p99
+    /// 180) · 0 frames not received", or why not.
     pub fn summary(&self) -> String {
         match &self.state {
             LinkState::Connecting => format!("connecting to {}…", self.addr),
@@ -84,17 +100,35 @@ impl Link {
                 )
             }
             LinkState::Connected => {
-                let latency = self.latency_ms.map_or("latency …".into(), |(p50, p99)| {
-                    format!("latency {p50:.1} ms (p99 {p99:.1})")
+                let age = self.latency_ms.map_or("age …".into(), |(p50, p99)| {
+                    format!("age {p50:.0} ms (p99 {p99:.0})")
                 });
+                let run = (self.served.as_ref())
+                    .and_then(|s| s["frame_hz"].as_f64())
+                    .map_or(String::new(), |hz| format!(" of {}", thousands(hz)));
                 format!(
-                    "connected · {latency} · {:.2} MB/s · {} frames not received",
-                    self.bytes_per_sec / 1e6,
+                    "connected · link {:.1} Mbit/s · {}{run} frames/s · {age} · {} frames not received",
+                    self.bits_per_sec() / 1e6,
+                    thousands(self.frames_per_sec),
                     self.frames_not_received
                 )
             }
         }
     }
+}
+
+/// A rate rounded, with thousands separated: 1,000.
+fn thousands(x: f64) -> String {
+    let n = x.max(0.0).round() as u64;
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -115,12 +149,22 @@ mod tests {
             "cannot connect to node:8765: refused; trying again in 2 s"
         );
         l.state = LinkState::Connected;
-        l.latency_ms = Some((0.3, 1.5));
+        l.latency_ms = Some((140.2, 181.0));
         l.bytes_per_sec = 2.5e6;
+        l.frames_per_sec = 21.0;
         l.frames_not_received = 3;
         assert_eq!(
             l.summary(),
-            "connected · latency 0.3 ms (p99 1.5) · 2.50 MB/s · 3 frames not received"
+            "connected · link 20.0 Mbit/s · 21 frames/s · age 140 ms (p99 181) · 3 frames not received"
+        );
+        // The server's measure of the link and the run's rate, from its status.
+        l.served = Some(serde_json::json!({
+            "frame_hz": 1000.2,
+            "client": {"link_bytes_per_s": 600_000.0},
+        }));
+        assert_eq!(
+            l.summary(),
+            "connected · link 4.8 Mbit/s · 21 of 1,000 frames/s · age 140 ms (p99 181) · 3 frames not received"
         );
     }
 }

@@ -267,7 +267,7 @@ impl Worker {
     fn connected(&mut self, mut c: Connection) -> Result<(), RemoteError> {
         let mut subscribed: HashSet<u64> = HashSet::new();
         let mut last_flush = Instant::now();
-        let mut second = (Instant::now(), 0u64, 0u64);
+        let mut second = (Instant::now(), 0u64, 0u64, 0u64);
         let unix_minus_mono =
             i128::from(unix_now_ns()) - i128::from(crate::clock::monotonic_now_ns());
         // Requests made before the connection came are answered now.
@@ -307,7 +307,8 @@ impl Worker {
                 let mut l = lock(&self.shared.link);
                 l.bytes_per_sec = l.bytes.saturating_sub(second.1) as f64 / secs;
                 l.messages_per_sec = l.messages.saturating_sub(second.2) as f64 / secs;
-                second = (now, l.bytes, l.messages);
+                l.frames_per_sec = l.frames.saturating_sub(second.3) as f64 / secs;
+                second = (now, l.bytes, l.messages, l.frames);
                 self.latencies.sort_unstable();
                 let q = |p: f64| crate::stats::quantile(&self.latencies, p).map(|n| n as f64 / 1e6);
                 l.latency_ms = q(0.5).zip(q(0.99)).or(l.latency_ms);
@@ -370,11 +371,16 @@ impl Worker {
                 } else {
                     let (settings, limits) = &self.settings;
                     let fed = self.feed.message(&topic, local, &data, settings, *limits);
-                    let gap = match fed {
-                        Fed::Frame { gap, .. } => gap,
-                        _ => 0,
+                    let (frame, gap) = match fed {
+                        Fed::Frame { gap, .. } => (1, gap),
+                        Fed::Summary { gap } => (0, gap),
+                        _ => (0, 0),
                     };
-                    lock(&self.shared.link).frames_not_received += gap;
+                    {
+                        let mut l = lock(&self.shared.link);
+                        l.frames_not_received += gap;
+                        l.frames += frame;
+                    }
                     if let Some(t) = &self.tap
                         && !t.send(Tapped::Message {
                             channel,

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use super::player::{Origin, publish, region_image, ring_format};
+use super::summary::{SUMMARY_TOPIC, Summary};
 use crate::layout::{Geometry, RegionKind};
 use crate::recording::{
     FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, lucky_header_of, ring_event_of,
@@ -25,8 +26,11 @@ const IMAGE_EVERY_NS: u64 = 50_000_000;
 /// What a message was, for the caller's counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fed {
-    /// A frame; `gap` frames between it and the previous one never arrived.
+    /// A frame; `gap` frames between it and the previous one never arrived (as a
+    /// frame or a summary).
     Frame { frame_seq: u64, gap: u64 },
+    /// A frame's summary (`serve`'s summary channel); `gap` as for a frame.
+    Summary { gap: u64 },
     /// A ring entry, a luckyrobots entry header or a ring event.
     Ring,
     /// A camera image of the image region.
@@ -144,20 +148,35 @@ impl Feed {
             let Some(f) = RecFrame::decode(log_ns, bytes) else {
                 return Fed::Unread;
             };
-            let gap = self
-                .last_seq
-                .filter(|&s| f.frame_seq > s)
-                .map_or(0, |s| f.frame_seq - s - 1);
-            self.last_seq = Some(f.frame_seq);
-            self.gaps += gap;
-            let watched: Vec<u32> = (settings.watched_envs.iter().copied())
-                .filter(|&e| e < self.geometry.num_envs)
-                .collect();
-            self.batch
-                .push(publish::reduce(&f, &watched, &self.geometry));
             let frame_seq = f.frame_seq;
+            // A frame whose summary came first is in the histories already: it is the
+            // newest frame shown, nothing more.
+            let gap = if self.last_seq.is_some_and(|s| frame_seq <= s) {
+                0
+            } else {
+                let gap = self.gap_to(frame_seq);
+                let watched: Vec<u32> = (settings.watched_envs.iter().copied())
+                    .filter(|&e| e < self.geometry.num_envs)
+                    .collect();
+                self.batch
+                    .push(publish::reduce(&f, &watched, &self.geometry));
+                gap
+            };
             self.last = Some(f);
             return Fed::Frame { frame_seq, gap };
+        }
+        if topic == SUMMARY_TOPIC {
+            // A frame's summary fills the histories for a frame that did not come whole
+            // (a link too thin for every frame); one that came whole is not counted twice.
+            let Some(s) = Summary::decode(bytes) else {
+                return Fed::Unread;
+            };
+            if self.last_seq.is_some_and(|last| s.frame_seq <= last) {
+                return Fed::Summary { gap: 0 };
+            }
+            let gap = self.gap_to(s.frame_seq);
+            self.batch.push(s.reduced(log_ns));
+            return Fed::Summary { gap };
         }
         if let Some(ring) = ring_of_topic(topic) {
             let lucky =
@@ -200,6 +219,18 @@ impl Feed {
             return Fed::Image;
         }
         Fed::Unread
+    }
+
+    /// The frames between the newest in the histories and `frame_seq`, counted as not
+    /// received; `frame_seq` becomes the newest.
+    fn gap_to(&mut self, frame_seq: u64) -> u64 {
+        let gap = self
+            .last_seq
+            .filter(|&s| frame_seq > s)
+            .map_or(0, |s| frame_seq - s - 1);
+        self.last_seq = Some(frame_seq);
+        self.gaps += gap;
+        gap
     }
 
     /// Moves the frames reduced since the last call under the data's lock (histories

@@ -13,6 +13,7 @@ mod frozen;
 mod player;
 mod reader;
 pub mod stream;
+mod summary;
 
 pub use crate::recording::{FrameError, RecFrame};
 pub use feed::{Fed, Feed};
@@ -22,6 +23,7 @@ pub use reader::{
     ChunkInfo, LatestImages, Recording, ReplayError, RingMessage, StateChange, Topic,
 };
 pub use stream::{End, Event, ReadError, read_recording};
+pub use summary::{SUMMARY_TOPIC, Summary};
 
 #[cfg(test)]
 mod tests;

@@ -115,6 +115,8 @@ pub struct ServeCounts {
     pub images_dropped: u64,
     /// Messages not encoded because nobody subscribed to their channel.
     pub unsubscribed: u64,
+    /// Frames' summaries handed to the clients.
+    pub summaries: u64,
 }
 
 /// TLS settings of the server from a PEM certificate chain and a PEM PKCS #8 key.
@@ -151,6 +153,7 @@ pub struct Server {
     kinds: Vec<ChannelKind>,
     status: u64,
     metadata: u64,
+    summary: u64,
     pacer: pace::Pacer,
     frame_hz: f64,
     image_hz: f64,
@@ -224,6 +227,7 @@ impl Server {
         let metadata = hub.add_channel(json_channel(METADATA_TOPIC));
         crate::sync::lock(&hub.registry).metadata = Some(metadata);
         let status = hub.add_channel(json_channel(STATUS_TOPIC));
+        let summary = hub.add_channel(json_channel(crate::replay::SUMMARY_TOPIC));
         let acceptor = hub
             .accept(listener)
             .map_err(|e| listen_error(e.to_string()))?;
@@ -238,6 +242,7 @@ impl Server {
             kinds: Vec::new(),
             status,
             metadata,
+            summary,
             pacer: pace::Pacer::default(),
             frame_hz: settings.frame_hz,
             image_hz: settings.image_hz,
@@ -339,7 +344,12 @@ impl Server {
             (self.kinds.iter().zip(&self.channels))
                 .any(|(&k, &id)| k == kind && peers.iter().any(|p| p.subscribes(id)))
         };
-        (any(ChannelKind::Frame), any(ChannelKind::Image))
+        // The summaries are made from the frames.
+        let summaries = peers.iter().any(|p| p.subscribes(self.summary));
+        (
+            summaries || any(ChannelKind::Frame),
+            any(ChannelKind::Image),
+        )
     }
 
     /// Sends the metadata records of `prelude`, with the served clock's, to every
@@ -376,7 +386,11 @@ impl Server {
     /// Sends `messages` (channels indexed as the prelude) to their subscribers, within
     /// the channels' limits; messages of a limited channel may wait for [`Server::tick`].
     pub fn publish(&mut self, now: u64, messages: impl IntoIterator<Item = Message>) {
+        let summaries = self.subscribed(self.summary);
         for m in messages {
+            if summaries && m.kind == Kind::Frame {
+                self.send_summary(&m);
+            }
             if !self.wanted(m.channel) {
                 self.counts.unsubscribed += 1;
                 continue;
@@ -429,6 +443,22 @@ impl Server {
             Kind::Frame => c.frames += 1,
             Kind::Image => c.images += 1,
             _ => {}
+        }
+    }
+
+    /// Sends the summary of the frame `m` to its subscribers.
+    fn send_summary(&mut self, m: &Message) {
+        let Some(f) = crate::recording::RecFrame::decode(m.log_time, &m.data) else {
+            return;
+        };
+        let data: Arc<[u8]> = Arc::from(crate::replay::Summary::of(&f).encode());
+        let log_time = self.unix_ns(m.log_time);
+        let mut sent = false;
+        for p in self.hub.peers() {
+            sent |= p.offer(self.summary, Class::Series, log_time, &data);
+        }
+        if sent {
+            self.counts.summaries += 1;
         }
     }
 

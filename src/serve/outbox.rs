@@ -15,6 +15,10 @@ pub enum Class {
     Frame,
     /// An image: the newest waiting replaces an older one.
     Image,
+    /// A series where every message counts but a link too thin for it may lose some (a
+    /// frame's summary): up to [`SERIES_DEPTH`] wait, the oldest go when more come; never
+    /// collapsed to the newest.
+    Series,
     /// Everything else: never replaced, never dropped while the client is connected.
     Reliable,
 }
@@ -32,6 +36,17 @@ pub enum Payload {
 }
 
 impl Payload {
+    /// The log time of a message on a subscription.
+    pub fn log_time(&self) -> Option<u64> {
+        match self {
+            Self::Data { header, .. } => header
+                .get(5..13)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes),
+            _ => None,
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Self::Text(t) => t.len(),
@@ -61,6 +76,8 @@ pub struct Tally {
 pub struct ClientCounts {
     pub frames: Tally,
     pub images: Tally,
+    /// Frames' summaries.
+    pub summaries: Tally,
     /// Messages that are never replaced, delivered.
     pub reliable: u64,
     /// Bytes the socket took (WebSocket framing and TLS aside).
@@ -72,13 +89,18 @@ impl ClientCounts {
         match class {
             Class::Frame => Some(&mut self.frames),
             Class::Image => Some(&mut self.images),
+            Class::Series => Some(&mut self.summaries),
             Class::Reliable => None,
         }
     }
 
     /// Adds another client's counts.
     pub fn add(&mut self, o: &Self) {
-        for (a, b) in [(&mut self.frames, &o.frames), (&mut self.images, &o.images)] {
+        for (a, b) in [
+            (&mut self.frames, &o.frames),
+            (&mut self.images, &o.images),
+            (&mut self.summaries, &o.summaries),
+        ] {
             a.delivered += b.delivered;
             a.conflated += b.conflated;
             a.dropped += b.dropped;
@@ -90,6 +112,11 @@ impl ClientCounts {
 
 /// Frames or images waiting per channel at most; an older one goes when a newer comes.
 pub const DEPTH: usize = 16;
+/// Messages of a series waiting per channel at most.
+pub const SERIES_DEPTH: usize = 1_000;
+/// While the link holds messages back, a series keeps only its messages logged within
+/// this time of its newest.
+pub const SERIES_HELD_NS: u64 = 100_000_000;
 
 /// The reliable messages waited for more than this many bytes: the client cannot take
 /// even those.
@@ -105,6 +132,9 @@ pub struct Outbox {
     /// Per channel, the frames or images waiting, each with the order it came in.
     lanes: Vec<(u64, VecDeque<(u64, Out)>)>,
     order: u64,
+    /// Bytes written of frames and images, and of series, while both waited: each
+    /// gets half of what the link takes when both wait.
+    shares: [u64; 2],
     pub counts: ClientCounts,
 }
 
@@ -117,6 +147,7 @@ impl Outbox {
             limit,
             lanes: Vec::new(),
             order: 0,
+            shares: [0; 2],
             counts: ClientCounts::default(),
         }
     }
@@ -140,9 +171,14 @@ impl Outbox {
                 self.lanes.len() - 1
             }
         };
+        let depth = if out.class == Class::Series {
+            SERIES_DEPTH
+        } else {
+            DEPTH
+        };
         let lane = &mut self.lanes[i].1;
         lane.push_back((order, out));
-        if lane.len() > DEPTH
+        if lane.len() > depth
             && let Some((_, old)) = lane.pop_front()
             && let Some(t) = self.counts.tally(old.class)
         {
@@ -152,9 +188,26 @@ impl Outbox {
     }
 
     /// The client's link holds messages back: of each channel's frames or images only
-    /// the newest waits, the others counted as conflated.
+    /// the newest waits, of a series those logged within [`SERIES_HELD_NS`] of its
+    /// newest; the others counted as conflated.
     pub fn collapse(&mut self) {
         for (_, lane) in &mut self.lanes {
+            if lane.front().is_some_and(|(_, o)| o.class == Class::Series) {
+                let newest = lane.back().and_then(|(_, o)| o.payload.log_time());
+                let keep_from = newest.map_or(0, |t| t.saturating_sub(SERIES_HELD_NS));
+                while lane.len() > 1
+                    && lane
+                        .front()
+                        .is_some_and(|(_, o)| o.payload.log_time().is_some_and(|t| t < keep_from))
+                {
+                    if let Some((_, old)) = lane.pop_front()
+                        && let Some(t) = self.counts.tally(old.class)
+                    {
+                        t.conflated += 1;
+                    }
+                }
+                continue;
+            }
             while lane.len() > 1 {
                 if let Some((_, old)) = lane.pop_front()
                     && let Some(t) = self.counts.tally(old.class)
@@ -166,20 +219,45 @@ impl Outbox {
     }
 
     /// The next message to write: reliable ones first, in order; then the oldest
-    /// waiting frame or image.
+    /// waiting frame or image, or the oldest message of a series, whichever of the two
+    /// had the smaller share of the bytes written while both waited.
     pub fn pop(&mut self) -> Option<Out> {
         if let Some(out) = self.reliable.pop_front() {
             self.reliable_bytes -= out.payload.len();
             return Some(out);
         }
-        let i = (0..self.lanes.len())
-            .filter(|&i| !self.lanes[i].1.is_empty())
-            .min_by_key(|&i| self.lanes[i].1.front().map_or(u64::MAX, |f| f.0))?;
-        let out = self.lanes[i].1.pop_front().map(|(_, o)| o);
+        let oldest = |series: bool| {
+            (0..self.lanes.len())
+                .filter_map(|i| {
+                    let (order, out) = self.lanes[i].1.front()?;
+                    ((out.class == Class::Series) == series).then_some((i, *order))
+                })
+                .min_by_key(|&(_, order)| order)
+                .map(|(i, _)| i)
+        };
+        let (bulk, series) = (oldest(false), oldest(true));
+        let (i, group) = match (bulk, series) {
+            (Some(b), Some(s)) => {
+                if self.shares[0] <= self.shares[1] {
+                    (b, 0)
+                } else {
+                    (s, 1)
+                }
+            }
+            (Some(b), None) => (b, 0),
+            (None, Some(s)) => (s, 1),
+            (None, None) => return None,
+        };
+        let out = self.lanes[i].1.pop_front().map(|(_, o)| o)?;
+        self.shares[group] += out.payload.len() as u64;
+        if bulk.is_none() || series.is_none() {
+            // One kind alone waited: no credit for the other.
+            self.shares[1 - group] = self.shares[group];
+        }
         if self.lanes[i].1.is_empty() {
             self.lanes.swap_remove(i);
         }
-        out
+        Some(out)
     }
 
     /// True when nothing waits.
@@ -280,11 +358,66 @@ mod tests {
         let _ = b.push(2, out(Class::Image, 100));
         let _ = b.push(2, out(Class::Image, 101));
         let _ = b.push(9, out(Class::Reliable, 50));
+        let _ = b.push(3, out(Class::Series, 60));
+        let _ = b.push(3, out(Class::Series, 61));
         b.collapse();
         assert_eq!(b.counts.frames.conflated, 39);
         assert_eq!(b.counts.images.conflated, 1);
         let order: Vec<u8> = std::iter::from_fn(|| b.pop()).map(|o| tag(&o)).collect();
-        assert_eq!(order, [50, 39, 101], "nothing reliable is conflated");
+        assert_eq!(
+            order,
+            [50, 39, 60, 101, 61],
+            "nothing reliable is conflated, nor a series; the two kinds take turns"
+        );
+        for n in 0..(SERIES_DEPTH + 5) {
+            let _ = b.push(3, out(Class::Series, n as u8));
+        }
+        assert_eq!(b.counts.summaries.conflated, 5);
+        // Held back, a series keeps what was logged within SERIES_HELD_NS of its newest.
+        let mut b = Outbox::new(1 << 20);
+        let ms = 1_000_000;
+        for t in 0..500u64 {
+            let data: Arc<[u8]> = Arc::from(vec![0u8; 8]);
+            let header = crate::serve::protocol::message_data_header(1, t * ms);
+            let _ = b.push(
+                3,
+                Out {
+                    class: Class::Series,
+                    payload: Payload::Data { header, data },
+                },
+            );
+        }
+        b.collapse();
+        let first = b.pop().and_then(|o| o.payload.log_time());
+        assert_eq!(first, Some(499 * ms - SERIES_HELD_NS));
+        assert_eq!(b.counts.summaries.conflated, 399);
+    }
+
+    #[test]
+    fn frames_and_a_series_share_the_bytes_written_while_both_wait() {
+        let mut b = Outbox::new(1 << 20);
+        let big = |n: u8| Out {
+            class: Class::Frame,
+            payload: Payload::Binary(vec![n; 1000]),
+        };
+        for n in 0..5 {
+            let _ = b.push(1, big(n));
+        }
+        for n in 0..100 {
+            let _ = b.push(2, out(Class::Series, n));
+        }
+        // Ten series messages of 10 bytes weigh what a tenth of a frame does.
+        let (mut frames, mut series) = (0, 0);
+        for _ in 0..60 {
+            match b.pop().map(|o| o.class) {
+                Some(Class::Frame) => frames += 1,
+                Some(Class::Series) => series += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(frames, 1, "the series had the smaller share");
+        assert_eq!(series, 59);
+        assert_eq!(b.pop().map(|o| o.class), Some(Class::Series));
     }
 
     #[test]

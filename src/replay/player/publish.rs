@@ -17,12 +17,13 @@ use crate::traffic::{EntryDecoder, TrafficLimits, TrafficStore};
 
 /// What a frame adds to the histories.
 pub(in crate::replay) struct Reduced {
-    agg: FrameAgg,
-    points: Vec<(u32, EnvPoint)>,
-    rows: Vec<(u32, EnvDetail)>,
+    pub agg: FrameAgg,
+    pub points: Vec<(u32, EnvPoint)>,
+    pub rows: Vec<(u32, EnvDetail)>,
 }
 
-pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
+/// The all-env figures of a frame.
+pub(in crate::replay) fn aggregate(f: &RecFrame) -> FrameAgg {
     let mut sorted: Vec<f32> = f.rewards.iter().copied().filter(|r| !r.is_nan()).collect();
     sorted.sort_by(f32::total_cmp);
     let q = |p: f64| crate::stats::quantile(&sorted, p).unwrap_or(0.0);
@@ -32,7 +33,7 @@ pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> 
         sorted.iter().sum::<f32>() / sorted.len() as f32
     };
     let count = |v: &[u8]| v.iter().filter(|&&x| x != 0).count() as u32;
-    let agg = FrameAgg {
+    FrameAgg {
         frame_seq: f.frame_seq,
         t_ns: f.log_ns,
         reward_min: q(0.0),
@@ -46,7 +47,11 @@ pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> 
         resets: count(&f.resets),
         nan_rewards: f.rewards.iter().filter(|r| r.is_nan()).count() as u32,
         step_latency_ns: None,
-    };
+    }
+}
+
+/// The reward and flags of each of `envs` at a frame.
+pub(in crate::replay) fn points(f: &RecFrame, envs: &[u32]) -> Vec<(u32, EnvPoint)> {
     let flag = |v: Option<&[u8]>, i: usize, bit: u8| {
         if v.and_then(|v| v.get(i)).is_some_and(|&x| x != 0) {
             bit
@@ -54,10 +59,8 @@ pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> 
             0
         }
     };
-    let (o, a) = (g.obs_size as usize, g.act_size as usize);
-    let mut points = Vec::with_capacity(watched.len());
-    let mut rows = Vec::new();
-    for &env in watched {
+    let mut points = Vec::with_capacity(envs.len());
+    for &env in envs {
         let i = env as usize;
         let Some(&reward) = f.rewards.get(i) else {
             continue;
@@ -74,6 +77,16 @@ pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> 
                 flags,
             },
         ));
+    }
+    points
+}
+
+pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
+    let agg = aggregate(f);
+    let points = points(f, watched);
+    let (o, a) = (g.obs_size as usize, g.act_size as usize);
+    let mut rows = Vec::new();
+    for &env in watched {
         if let Some(values) = f.row(env, o, a) {
             rows.push((
                 env,

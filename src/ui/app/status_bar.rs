@@ -38,7 +38,7 @@ impl InspectorApp {
                             _ => ui.colored_label(BAD, text),
                         };
                         r.on_hover_text(format!(
-                            "server {} ({}), session {}; {} reconnects, {} restarts; {} messages, {:.1} MB; latency: the server's time of a message to its arrival (both machines' clocks){}",
+                            "server {} ({}), session {}; {} reconnects, {} restarts; {} messages, {:.1} MB; age: from the server's time of a message to its arrival (both machines' clocks); link: the rate the server measured of this connection{}",
                             link.addr,
                             if link.server_name.is_empty() { "?" } else { &link.server_name },
                             link.session_id.as_deref().unwrap_or("?"),

@@ -1,0 +1,217 @@
+//! `serve` for viewers on slow links (a network namespace whose loopback is limited by
+//! `tc`, `common::netns`; skipped where the machine cannot make one), and a client that
+//! stops reading while serve is asked to stop. The engine and client run outside the
+//! namespace; serve and the viewer (`bench link-viewer`, a process of its own) inside.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use common::netns::Netns;
+use common::served::Serve;
+use common::{DEADLINE, Guarded, SimEngine, line_channel, next_line, sim_client};
+use serde_json::Value;
+use tungstenite::client::IntoClientRequest as _;
+
+/// The link, Mbit/s: a user viewing a run on a cloud node over a slow connection.
+const LINK_MBIT: f64 = 5.0;
+/// Ring entries (commands and responses: small, a few a second) all reach a viewer on a
+/// slow link, whatever the frames do: at least this share of those serve captured.
+const RING_SHARE_MIN: f64 = 0.99;
+/// What a viewer gets on a slow link is fresh, not seconds old in a queue: the age
+/// (arrival minus log time, ms) of its frames, and of every message, at the 99th
+/// percentile.
+const AGE_P99_MAX_MS: f64 = 300.0;
+/// The viewer's seconds: those measured, after those skipped while the link's queues fill.
+const VIEW_SECS: &str = "8";
+const SKIP_SECS: &str = "4";
+/// How long serve may take to stop on SIGINT.
+const STOP_WITHIN: Duration = Duration::from_secs(2);
+
+/// One test at a time: the other's engine, client and serve would load the machine
+/// (two cores) while this one measures.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    // A failed test poisons the lock; the next one runs all the same.
+    ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn inspector_path() -> &'static str {
+    env!("CARGO_BIN_EXE_lrbc-inspector")
+}
+
+#[test]
+fn a_viewer_on_a_5_mbit_link_gets_every_ring_entry_and_fresh_messages() {
+    let Some(ns) = Netns::new(LINK_MBIT) else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let engine = SimEngine::start("link", &["--preset", "train4096"]);
+    let _client = Guarded::new(sim_client(&engine.name, "1000"));
+    let mut serve = ns
+        .command(inspector_path())
+        .args(["serve", "--shm", &engine.name, "--listen", "127.0.0.1:0"])
+        .args(["--busy-budget", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("serve in namespace {}: {e}", ns.name));
+    let out = line_channel(serve.stdout.take().unwrap());
+    let log = line_channel(serve.stderr.take().unwrap());
+    let _serve = Guarded::new(serve);
+    let first = next_line(&out, "serve's first line");
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("first line: {first}"));
+    let viewer = ns
+        .command(inspector_path())
+        .args(["bench", "link-viewer", "--url", url])
+        .args(["--secs", VIEW_SECS, "--skip-secs", SKIP_SECS])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("the viewer in namespace {}: {e}", ns.name));
+    let report = common::wait_with_deadline(viewer);
+    common::assert_clean_exit(&report);
+    let v: Value = serde_json::from_slice(&report.stdout)
+        .unwrap_or_else(|e| panic!("the viewer's report: {e}"));
+    let serve_log: Vec<String> = log.try_iter().collect();
+    let last_lines = serve_log[serve_log.len().saturating_sub(3)..].join("\n");
+    let figures = format!(
+        "{LINK_MBIT} Mbit/s, train4096 at 1 kHz: frames {}/s (age p50 {} ms, p99 {} ms), ring \
+         entries {} of {} captured, all messages age p99 {} ms, {:.3} MB/s; serve's last lines:\n{last_lines}",
+        v["frame"]["per_sec"],
+        v["frame"]["age_p50_ms"],
+        v["frame"]["age_p99_ms"],
+        v["ring_share"]["delivered"],
+        v["ring_share"]["captured"],
+        v["all"]["age_p99_ms"],
+        v["bytes_per_sec"].as_f64().unwrap_or(0.0) / 1e6,
+    );
+    eprintln!("{figures}");
+    assert!(v["error"].is_null(), "the viewer's connection ended: {v}");
+    assert!(
+        v["frame"]["count"].as_u64() > Some(0),
+        "no frames: {figures}"
+    );
+    let share = v["ring_share"]["share"].as_f64().unwrap_or_else(|| {
+        panic!("no ring share (no two status messages with ring counts in the window): {figures}")
+    });
+    assert!(
+        share >= RING_SHARE_MIN,
+        "ring entries delivered {share:.4} < {RING_SHARE_MIN}: {figures}"
+    );
+    for what in ["frame", "all"] {
+        let age = v[what]["age_p99_ms"].as_f64().unwrap_or(f64::INFINITY);
+        assert!(
+            age < AGE_P99_MAX_MS,
+            "{what} age p99 {age:.0} ms >= {AGE_P99_MAX_MS} ms: {figures}"
+        );
+    }
+}
+
+/// A WebSocket client (the handshake with `foxglove.sdk.v1`) that subscribes to every
+/// channel advertised in its first second after the frame channel, then never reads.
+fn client_that_stops_reading(url: &str) -> tungstenite::WebSocket<TcpStream> {
+    let stream = TcpStream::connect(url.trim_start_matches("ws://")).unwrap();
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("Sec-WebSocket-Protocol", "foxglove.sdk.v1".parse().unwrap());
+    let (mut ws, _) =
+        tungstenite::client(request, stream).unwrap_or_else(|e| panic!("handshake: {e}"));
+    ws.get_ref()
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut channels = BTreeMap::new();
+    let deadline = Instant::now() + DEADLINE;
+    let mut frames_since: Option<Instant> = None;
+    while frames_since.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
+        assert!(Instant::now() < deadline, "no frame channel advertised");
+        let text = match ws.read() {
+            Ok(tungstenite::Message::Text(t)) => t,
+            Ok(_) => continue,
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => panic!("reading the advertisements: {e}"),
+        };
+        let m: Value = serde_json::from_str(text.as_str()).unwrap();
+        if m["op"] == "advertise" {
+            for c in m["channels"].as_array().unwrap() {
+                let topic = c["topic"].as_str().unwrap().to_string();
+                if topic == "/lrbc/frame" {
+                    frames_since.get_or_insert_with(Instant::now);
+                }
+                channels.insert(c["id"].as_u64().unwrap(), topic);
+            }
+        }
+    }
+    assert!(
+        channels.values().any(|t| t.starts_with("/lrbc/camera/")),
+        "no image channel advertised: {channels:?}"
+    );
+    let subscriptions: Vec<Value> = (channels.keys().enumerate())
+        .map(|(i, c)| serde_json::json!({"id": i + 1, "channelId": c}))
+        .collect();
+    let subscribe = serde_json::json!({"op": "subscribe", "subscriptions": subscriptions});
+    ws.send(tungstenite::Message::text(subscribe.to_string()))
+        .unwrap();
+    ws
+}
+
+#[test]
+fn serve_stops_within_two_seconds_while_a_client_has_stopped_reading() {
+    let _one = one_at_a_time();
+    let engine = SimEngine::start("link-stop", &["--preset", "cams64"]);
+    let _client = Guarded::new(sim_client(&engine.name, "1000"));
+    let mut serve = Serve::start(&engine.name, &["--images", "--all-envs"]);
+    let stalled = client_that_stops_reading(&serve.url);
+    // Its queue and the sockets' buffers fill.
+    std::thread::sleep(Duration::from_secs(3));
+    let child = serve.child.child();
+    common::interrupt(child.id());
+    let asked = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if asked.elapsed() > STOP_WITHIN {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = asked.elapsed();
+    drop(stalled);
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let log: Vec<String> = serve.log.try_iter().collect();
+        panic!(
+            "serve did not stop within {STOP_WITHIN:?} of SIGINT while a client had stopped reading (killed); its last lines:\n{}",
+            log[log.len().saturating_sub(3)..].join("\n")
+        );
+    };
+    eprintln!("serve stopped {:.2} s after SIGINT", took.as_secs_f64());
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "serve's exit after SIGINT: {status}"
+    );
+}
