@@ -121,6 +121,20 @@ fn a_viewer_on_a_5_mbit_link_gets_every_ring_entry_and_fresh_messages() {
     }
 }
 
+/// True for a progress line of serve on which a client takes no frame and has frames
+/// conflated: `…: 0 frames/s (998 conflated), …`.
+fn held_back(line: &str) -> bool {
+    line.split(" | ").any(|client| {
+        let Some((_, rest)) = client.split_once(": 0 frames/s (") else {
+            return false;
+        };
+        rest.split(' ')
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+    })
+}
+
 /// A WebSocket client (the handshake with `foxglove.sdk.v1`) that subscribes to every
 /// channel advertised in its first second after the frame channel, then never reads.
 fn client_that_stops_reading(url: &str) -> tungstenite::WebSocket<TcpStream> {
@@ -183,8 +197,21 @@ fn serve_stops_within_two_seconds_while_a_client_has_stopped_reading() {
     let _client = Guarded::new(sim_client(&engine.name, "1000"));
     let mut serve = Serve::start(&engine.name, &["--images", "--all-envs"]);
     let stalled = client_that_stops_reading(&serve.url);
-    // Its queue and the sockets' buffers fill.
-    std::thread::sleep(Duration::from_secs(3));
+    // Its queue and the sockets' buffers fill: serve's progress line says that client
+    // takes no frame and has frames conflated.
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the stalled client was never held back"
+        );
+        let Ok(line) = serve.log.recv_timeout(DEADLINE) else {
+            continue;
+        };
+        if held_back(&line) {
+            break;
+        }
+    }
     let child = serve.child.child();
     common::interrupt(child.id());
     let asked = Instant::now();
@@ -213,5 +240,134 @@ fn serve_stops_within_two_seconds_while_a_client_has_stopped_reading() {
         status.code(),
         Some(0),
         "serve's exit after SIGINT: {status}"
+    );
+}
+
+/// `serve` whose standard error nobody reads (a paused terminal, a stalled pipe to a log
+/// collector), its URL: the pipe is held, never drained.
+fn serve_with_stderr_unread(name: &str) -> (Guarded, std::process::ChildStderr, String) {
+    let mut child = common::inspector()
+        .args(["serve", "--shm", name, "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = line_channel(child.stdout.take().unwrap());
+    let err = child.stderr.take().unwrap();
+    let first = next_line(&out, "serve's first line");
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("first line: {first}"))
+        .to_string();
+    (Guarded::new(child), err, url)
+}
+
+#[test]
+fn a_standard_error_nobody_reads_holds_up_neither_serving_nor_the_stop() {
+    let _one = one_at_a_time();
+    let engine = SimEngine::start(
+        "link-log",
+        &["--envs", "6", "--obs", "5", "--act", "2", "--image", "none"],
+    );
+    let _client = Guarded::new(sim_client(&engine.name, "200"));
+    let (mut serve, _unread, url) = serve_with_stderr_unread(&engine.name);
+    // Far more log than a pipe holds (64 KiB): two lines for each of 600 clients, and a
+    // stream of malformed messages.
+    for _ in 0..600 {
+        let mut c = lrbc_inspector::remote::Connection::connect(&url, DEADLINE).unwrap();
+        let _ = c.send_text("{not json");
+        c.close();
+    }
+    // A new client is served at once.
+    let started = Instant::now();
+    let mut c = lrbc_inspector::remote::Connection::connect(&url, DEADLINE).unwrap();
+    let ids = common::served::channels(&mut c, &["/lrbc/frame"]);
+    c.subscribe(&ids).unwrap();
+    common::served::messages(&mut c, "/lrbc/frame", 5);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a new client waited {:?} for its first frames",
+        started.elapsed()
+    );
+    let child = serve.child();
+    common::interrupt(child.id());
+    let asked = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if asked.elapsed() > STOP_WITHIN {
+            let _ = child.kill();
+            panic!("serve did not stop within {STOP_WITHIN:?} with its standard error unread");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_subscription_to_twenty_thousand_unknown_channels_is_one_log_line() {
+    let _one = one_at_a_time();
+    let engine = SimEngine::start(
+        "link-flood",
+        &["--envs", "6", "--obs", "5", "--act", "2", "--image", "none"],
+    );
+    let _client = Guarded::new(sim_client(&engine.name, "200"));
+    let serve = Serve::start(&engine.name, &[]);
+    let mut c = serve.connect();
+    let subscriptions: Vec<Value> = (0..20_000u64)
+        .map(|i| serde_json::json!({"id": i, "channelId": 1_000_000 + i}))
+        .collect();
+    let flood = serde_json::json!({"op": "subscribe", "subscriptions": subscriptions});
+    for _ in 0..3 {
+        c.send_text(&flood.to_string()).unwrap();
+    }
+    let first = serve.log_line("unknown channel");
+    assert!(first.contains("20000 unknown channels"), "{first}");
+    // The next second's line counts the rest; the connection serves on.
+    let more = serve.log_line("more subscriptions to unknown channels");
+    assert!(more.contains(" 2 more "), "{more}");
+    let ids = common::served::channels(&mut c, &["/lrbc/serve/status"]);
+    c.subscribe(&ids).unwrap();
+    common::served::messages(&mut c, "/lrbc/serve/status", 1);
+    let lines: Vec<String> = serve.log.try_iter().collect();
+    assert!(
+        !lines.iter().any(|l| l.contains("unknown channel")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_client_that_answers_no_ping_is_dropped_and_said_so() {
+    let engine = SimEngine::start(
+        "link-silent",
+        &["--envs", "6", "--obs", "5", "--act", "2", "--image", "none"],
+    );
+    let _client = Guarded::new(sim_client(&engine.name, "200"));
+    let serve = Serve::start(&engine.name, &[]);
+    // A client that makes the handshake and then neither reads nor answers (a laptop
+    // asleep, a viewer stopped in a debugger).
+    let addr = serve.url.trim_start_matches("ws://").to_string();
+    let mut request = serve.url.as_str().into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("Sec-WebSocket-Protocol", "foxglove.sdk.v1".parse().unwrap());
+    let (silent, _) = tungstenite::client(request, TcpStream::connect(&addr).unwrap())
+        .unwrap_or_else(|e| panic!("handshake: {e}"));
+    let local = silent.get_ref().local_addr().unwrap();
+    let started = Instant::now();
+    let wait = lrbc_inspector::serve::SILENT + Duration::from_secs(10);
+    let line = loop {
+        let left = wait.saturating_sub(started.elapsed());
+        let line = serve
+            .log
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no line about the silent client {local} in {wait:?}"));
+        if line.contains(&format!("client {local} gone")) {
+            break line;
+        }
+    };
+    assert!(line.contains("no answer to pings"), "{line}");
+    assert!(
+        started.elapsed() >= lrbc_inspector::serve::SILENT,
+        "dropped after {:?}",
+        started.elapsed()
     );
 }

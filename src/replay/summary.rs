@@ -1,6 +1,6 @@
 //! A frame's summary: what the window's all-env overview plots of it (the rewards' min,
 //! p10, median, mean, p90 and max; how many envs are done, truncated and reset; NaN
-//! and infinite rewards) and the reward and flags of each served env, as a JSON
+//! and infinite rewards) and the reward and flags of the first served envs, as a JSON
 //! message of a few hundred bytes (`serve`'s [`SUMMARY_TOPIC`]). A viewer on a link too
 //! thin for whole frames still sees every frame's shape; Foxglove plots its fields as
 //! those of any JSON channel. Written here and read here ([`Summary::decode`]), from
@@ -14,6 +14,9 @@ use crate::sampler::{EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg};
 
 /// The topic of the frames' summaries.
 pub const SUMMARY_TOPIC: &str = "/lrbc/summary";
+/// The served envs a summary has rows for at most (the first ones): a summary stays a
+/// few hundred bytes whatever `--envs` serves.
+pub const SUMMARY_ROWS: usize = 8;
 
 /// The rewards of every env of one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -52,7 +55,7 @@ pub struct Summary {
     pub truncated_share: f32,
     pub nan_rewards: u32,
     pub inf_rewards: u32,
-    /// The served envs.
+    /// The first [`SUMMARY_ROWS`] served envs.
     pub rows: EnvRows,
 }
 
@@ -87,7 +90,8 @@ impl Summary {
             inf_rewards: f.rewards.iter().filter(|r| r.is_infinite()).count() as u32,
             rows: {
                 let mut rows = EnvRows::default();
-                for (env, p) in publish::points(f, &f.envs) {
+                let envs = &f.envs[..f.envs.len().min(SUMMARY_ROWS)];
+                for (env, p) in publish::points(f, envs) {
                     let bit = |b: u8| u8::from(p.flags & b != 0);
                     rows.env.push(env);
                     rows.reward.push(finite(p.reward));

@@ -62,6 +62,16 @@ pub struct Out {
     pub payload: Payload,
 }
 
+/// Which share of the link a class takes turns for (reliable messages go first).
+fn share_of(class: Class) -> Option<usize> {
+    match class {
+        Class::Frame => Some(0),
+        Class::Image => Some(1),
+        Class::Series => Some(2),
+        Class::Reliable => None,
+    }
+}
+
 /// Delivered, replaced while waiting, and dropped (never sent: the client unsubscribed,
 /// the channel went, or the client did) messages of one class.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -132,9 +142,9 @@ pub struct Outbox {
     /// Per channel, the frames or images waiting, each with the order it came in.
     lanes: Vec<(u64, VecDeque<(u64, Out)>)>,
     order: u64,
-    /// Bytes written of frames and images, and of series, while both waited: each
-    /// gets half of what the link takes when both wait.
-    shares: [u64; 2],
+    /// Bytes written of frames, of images and of series ([`share_of`]) while they
+    /// waited: each kind that waits gets an even share of what the link takes.
+    shares: [u64; 3],
     pub counts: ClientCounts,
 }
 
@@ -147,7 +157,7 @@ impl Outbox {
             limit,
             lanes: Vec::new(),
             order: 0,
-            shares: [0; 2],
+            shares: [0; 3],
             counts: ClientCounts::default(),
         }
     }
@@ -176,13 +186,19 @@ impl Outbox {
         } else {
             DEPTH
         };
+        let series = out.class == Class::Series;
         let lane = &mut self.lanes[i].1;
         lane.push_back((order, out));
         if lane.len() > depth
-            && let Some((_, old)) = lane.pop_front()
-            && let Some(t) = self.counts.tally(old.class)
+            && let Some((place, old)) = lane.pop_front()
         {
-            t.conflated += 1;
+            if !series && let Some(next) = lane.front_mut() {
+                // The next frame or image keeps the place in line of the one it replaces.
+                next.0 = place;
+            }
+            if let Some(t) = self.counts.tally(old.class) {
+                t.conflated += 1;
+            }
         }
         Ok(())
     }
@@ -208,6 +224,9 @@ impl Outbox {
                 }
                 continue;
             }
+            // The newest keeps the place in line of the oldest it replaces: a channel that
+            // keeps sending still gets its turn.
+            let place = lane.front().map(|(o, _)| *o);
             while lane.len() > 1 {
                 if let Some((_, old)) = lane.pop_front()
                     && let Some(t) = self.counts.tally(old.class)
@@ -215,44 +234,42 @@ impl Outbox {
                     t.conflated += 1;
                 }
             }
+            if let (Some(place), Some(newest)) = (place, lane.front_mut()) {
+                newest.0 = place;
+            }
         }
     }
 
-    /// The next message to write: reliable ones first, in order; then the oldest
-    /// waiting frame or image, or the oldest message of a series, whichever of the two
-    /// had the smaller share of the bytes written while both waited.
+    /// The next message to write: reliable ones first, in order; then, of frames,
+    /// images and series, the kind with the smallest share of the bytes written while
+    /// it waited, its message that has waited longest.
     pub fn pop(&mut self) -> Option<Out> {
         if let Some(out) = self.reliable.pop_front() {
             self.reliable_bytes -= out.payload.len();
             return Some(out);
         }
-        let oldest = |series: bool| {
+        let oldest = |kind: usize| {
             (0..self.lanes.len())
                 .filter_map(|i| {
                     let (order, out) = self.lanes[i].1.front()?;
-                    ((out.class == Class::Series) == series).then_some((i, *order))
+                    (share_of(out.class) == Some(kind)).then_some((i, *order))
                 })
                 .min_by_key(|&(_, order)| order)
                 .map(|(i, _)| i)
         };
-        let (bulk, series) = (oldest(false), oldest(true));
-        let (i, group) = match (bulk, series) {
-            (Some(b), Some(s)) => {
-                if self.shares[0] <= self.shares[1] {
-                    (b, 0)
-                } else {
-                    (s, 1)
-                }
-            }
-            (Some(b), None) => (b, 0),
-            (None, Some(s)) => (s, 1),
-            (None, None) => return None,
-        };
+        let heads = [oldest(0), oldest(1), oldest(2)];
+        let kind = (0..3)
+            .filter(|&k| heads[k].is_some())
+            .min_by_key(|&k| self.shares[k])?;
+        let i = heads[kind]?;
         let out = self.lanes[i].1.pop_front().map(|(_, o)| o)?;
-        self.shares[group] += out.payload.len() as u64;
-        if bulk.is_none() || series.is_none() {
-            // One kind alone waited: no credit for the other.
-            self.shares[1 - group] = self.shares[group];
+        self.shares[kind] += out.payload.len() as u64;
+        // A kind with nothing waiting banks no credit for later.
+        let spent = self.shares[kind];
+        for (share, head) in self.shares.iter_mut().zip(heads) {
+            if head.is_none() {
+                *share = (*share).max(spent);
+            }
         }
         if self.lanes[i].1.is_empty() {
             self.lanes.swap_remove(i);
@@ -366,8 +383,8 @@ mod tests {
         let order: Vec<u8> = std::iter::from_fn(|| b.pop()).map(|o| tag(&o)).collect();
         assert_eq!(
             order,
-            [50, 39, 60, 101, 61],
-            "nothing reliable is conflated, nor a series; the two kinds take turns"
+            [50, 39, 101, 60, 61],
+            "nothing reliable is conflated, nor a series; the kinds take turns"
         );
         for n in 0..(SERIES_DEPTH + 5) {
             let _ = b.push(3, out(Class::Series, n as u8));
@@ -418,6 +435,40 @@ mod tests {
         assert_eq!(frames, 1, "the series had the smaller share");
         assert_eq!(series, 59);
         assert_eq!(b.pop().map(|o| o.class), Some(Class::Series));
+    }
+
+    #[test]
+    fn frames_keep_their_turn_among_many_image_channels_on_a_held_back_link() {
+        let mut b = Outbox::new(1 << 20);
+        let sized = |class, n: usize| Out {
+            class,
+            payload: Payload::Binary(vec![0; n]),
+        };
+        for c in 0..64 {
+            let _ = b.push(100 + c, sized(Class::Image, 1000));
+        }
+        let (mut frames, mut images) = (0, 0);
+        for _ in 0..100 {
+            // A frame comes before each write (a run at 1 kHz), and each image channel
+            // has a newer image now and then.
+            let _ = b.push(1, sized(Class::Frame, 1000));
+            if frames % 8 == 0 {
+                for c in 0..64 {
+                    let _ = b.push(100 + c, sized(Class::Image, 1000));
+                }
+            }
+            b.collapse();
+            match b.pop().map(|o| o.class) {
+                Some(Class::Frame) => frames += 1,
+                Some(Class::Image) => images += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(
+            (frames, images),
+            (50, 50),
+            "an even share of the bytes each"
+        );
     }
 
     #[test]
