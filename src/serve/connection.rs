@@ -278,6 +278,9 @@ fn handshake(hub: &Hub, tcp: TcpStream) -> Result<WebSocket<ServerStream>, Strin
     loop {
         match result {
             Ok(ws) => return Ok(ws),
+            Err(HandshakeError::Failure(WsError::Protocol(
+                tungstenite::error::ProtocolError::HandshakeIncomplete,
+            ))) => return Err("it closed the connection before the handshake".into()),
             Err(HandshakeError::Failure(e)) => return Err(e.to_string()),
             Err(HandshakeError::Interrupted(mid)) => {
                 if hub.stopping() {
@@ -365,6 +368,9 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
                 Err(WsError::ConnectionClosed | WsError::AlreadyClosed) => {
                     return "it closed the connection".into();
                 }
+                Err(WsError::Protocol(
+                    tungstenite::error::ProtocolError::ResetWithoutClosingHandshake,
+                )) => return "its connection was reset (no closing handshake)".into(),
                 Err(e) => return e.to_string(),
             }
         }

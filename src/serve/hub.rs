@@ -78,6 +78,8 @@ pub struct Hub {
     /// Connections with a thread now.
     connections: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The address listened on (for the stop to wake the accepting thread).
+    listening: Mutex<Option<std::net::SocketAddr>>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -123,6 +125,7 @@ impl Hub {
             next_peer: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
             threads: Mutex::default(),
+            listening: Mutex::new(None),
         });
         if !hub.services.is_empty() {
             let (tx, rx) = crossbeam_channel::bounded::<Call>(CALLS_WAITING);
@@ -290,25 +293,27 @@ impl Hub {
     }
 
     /// Accepts connections on `listener` until the server stops, each on a thread of
-    /// its own.
+    /// its own. The stop wakes it with a connection of its own ([`Hub::shutdown`]).
     pub fn accept(self: &Arc<Self>, listener: TcpListener) -> std::io::Result<JoinHandle<()>> {
-        listener.set_nonblocking(true)?;
+        *lock(&self.listening) = listener.local_addr().ok();
         let hub = Arc::clone(self);
         std::thread::Builder::new()
             .name("serve-accept".into())
             .spawn(move || {
                 let mut refused = Repeats::new("connections");
-                while !hub.stopping() {
-                    match listener.accept() {
+                loop {
+                    let accepted = listener.accept();
+                    if hub.stopping() {
+                        return;
+                    }
+                    match accepted {
                         Ok((tcp, addr)) => hub.start_connection(tcp, addr, &mut refused),
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(10));
-                        }
                         Err(e) => {
                             let now = crate::clock::monotonic_now_ns();
                             if let Some(l) = refused.note(now, "accept errors", &e.to_string()) {
                                 log::line(l);
                             }
+                            // (Out of descriptors, say: a moment for some to close.)
                             std::thread::sleep(Duration::from_millis(10));
                         }
                     }
@@ -354,6 +359,16 @@ impl Hub {
     pub fn shutdown(&self, timeout: Duration) {
         // Relaxed: a flag with no data behind it; the threads look at it each turn.
         self.stop.store(true, Ordering::Relaxed);
+        // The accepting thread waits in accept: a connection wakes it to see the flag.
+        if let Some(mut addr) = *lock(&self.listening) {
+            if addr.ip().is_unspecified() {
+                addr.set_ip(match addr {
+                    std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            let _ = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200));
+        }
         lock(&self.calls).take();
         for p in self.peers() {
             p.wake();

@@ -495,7 +495,15 @@ impl Server {
     fn shutdown(&mut self) {
         self.hub.shutdown(STOP_WAIT);
         if let Some(a) = self.acceptor.take() {
-            let _ = a.join();
+            // Woken by the stop's own connection; should that not come through, the
+            // thread is left to end with the process rather than hold up the stop.
+            let deadline = std::time::Instant::now() + Duration::from_millis(500);
+            while !a.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if a.is_finished() {
+                let _ = a.join();
+            }
         }
     }
 }

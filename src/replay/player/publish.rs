@@ -24,24 +24,25 @@ pub(in crate::replay) struct Reduced {
 
 /// The all-env figures of a frame.
 pub(in crate::replay) fn aggregate(f: &RecFrame) -> FrameAgg {
-    let mut sorted: Vec<f32> = f.rewards.iter().copied().filter(|r| !r.is_nan()).collect();
-    sorted.sort_by(f32::total_cmp);
-    let q = |p: f64| crate::stats::quantile(&sorted, p).unwrap_or(0.0);
-    let mean = if sorted.is_empty() {
+    let mut values: Vec<f32> = f.rewards.iter().copied().filter(|r| !r.is_nan()).collect();
+    let mean = if values.is_empty() {
         0.0
     } else {
-        sorted.iter().sum::<f32>() / sorted.len() as f32
+        (values.iter().map(|&r| f64::from(r)).sum::<f64>() / values.len() as f64) as f32
     };
+    // Nearest-rank quantiles in linear time (the same ranks as sorting would give).
+    let [min, p10, p50, p90, max] =
+        crate::stats::select_quantiles(&mut values, [0.0, 0.1, 0.5, 0.9, 1.0]).unwrap_or([0.0; 5]);
     let count = |v: &[u8]| v.iter().filter(|&&x| x != 0).count() as u32;
     FrameAgg {
         frame_seq: f.frame_seq,
         t_ns: f.log_ns,
-        reward_min: q(0.0),
-        reward_p10: q(0.1),
-        reward_p50: q(0.5),
+        reward_min: min,
+        reward_p10: p10,
+        reward_p50: p50,
         reward_mean: mean,
-        reward_p90: q(0.9),
-        reward_max: q(1.0),
+        reward_p90: p90,
+        reward_max: max,
         dones: count(&f.dones),
         truncateds: f.truncateds.as_deref().map_or(0, count),
         resets: count(&f.resets),
