@@ -101,7 +101,7 @@ impl Link {
             }
             LinkState::Connected => {
                 let age = self.latency_ms.map_or("age …".into(), |(p50, p99)| {
-                    format!("age {p50:.0} ms (p99 {p99:.0})")
+                    format!("age {} ms (p99 {})", ms(p50), ms(p99))
                 });
                 let run = (self.served.as_ref())
                     .and_then(|s| s["frame_hz"].as_f64())
@@ -114,6 +114,15 @@ impl Link {
                 )
             }
         }
+    }
+}
+
+/// Milliseconds as read at a glance: a tenth below 10 ms (loopback), whole above.
+fn ms(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.0}")
     }
 }
 
@@ -165,6 +174,12 @@ mod tests {
         assert_eq!(
             l.summary(),
             "connected · link 4.8 Mbit/s · 21 of 1,000 frames/s · age 140 ms (p99 181) · 3 frames not received"
+        );
+        l.latency_ms = Some((0.24, 1.04));
+        assert!(
+            l.summary().contains("age 0.2 ms (p99 1.0)"),
+            "{}",
+            l.summary()
         );
     }
 }
