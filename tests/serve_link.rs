@@ -345,6 +345,8 @@ fn a_client_that_answers_no_ping_is_dropped_and_said_so() {
     // A client that makes the handshake and then neither reads nor answers (a laptop
     // asleep, a viewer stopped in a debugger).
     let addr = serve.url.trim_start_matches("ws://").to_string();
+    // Before the connection: serve counts the silence from its end of the handshake.
+    let started = Instant::now();
     let mut request = serve.url.as_str().into_client_request().unwrap();
     request
         .headers_mut()
@@ -352,7 +354,6 @@ fn a_client_that_answers_no_ping_is_dropped_and_said_so() {
     let (silent, _) = tungstenite::client(request, TcpStream::connect(&addr).unwrap())
         .unwrap_or_else(|e| panic!("handshake: {e}"));
     let local = silent.get_ref().local_addr().unwrap();
-    let started = Instant::now();
     let wait = lrbc_inspector::serve::SILENT + Duration::from_secs(10);
     let line = loop {
         let left = wait.saturating_sub(started.elapsed());
