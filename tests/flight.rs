@@ -15,7 +15,7 @@ use std::path::Path;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::temp_dir;
 use common::window::{Window, app, harness, record_frames, step_until};
@@ -387,16 +387,16 @@ fn a_truncated_segment_keeps_no_zero_frame_and_its_saved_file_says_truncated() {
     // The flight recorder joins the frame follower from a thread of its own after the
     // attach: a frame published before it joined is not its. Tick until it has one.
     let mut ticks = 0u64;
-    let deadline = Instant::now() + common::DEADLINE;
+    let deadline = std::time::Instant::now() + common::DEADLINE;
     while h.state().flight_status().rolling_frames < 1 {
         assert!(
-            Instant::now() < deadline,
+            std::time::Instant::now() < deadline,
             "timed out waiting for a tick in the flight recorder"
         );
         assert_eq!(w.send("tick"), "ok");
         ticks += 1;
-        let wait = Instant::now() + Duration::from_secs(1);
-        while h.state().flight_status().rolling_frames < 1 && Instant::now() < wait {
+        let wait = std::time::Instant::now() + Duration::from_secs(1);
+        while h.state().flight_status().rolling_frames < 1 && std::time::Instant::now() < wait {
             h.step();
             std::thread::sleep(Duration::from_millis(20));
         }
