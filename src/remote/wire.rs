@@ -7,6 +7,7 @@ use serde::Deserialize;
 pub use crate::serve::protocol::{
     OP_MESSAGE_DATA, OP_SERVICE_CALL, OP_SERVICE_RESPONSE, OP_TIME, is_binary_schema,
 };
+use crate::serve::protocol::{service_parts, u32_at, u64_at};
 
 /// A channel the server advertised.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,14 +173,6 @@ pub fn parse_text(text: &str) -> Result<ServerMessage, Malformed> {
     })
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 /// Parses a binary message.
 pub fn parse_binary(b: &[u8]) -> Result<ServerMessage, Malformed> {
     let short = |what: &str| Malformed(format!("a {what} of {} bytes is too short", b.len()));
@@ -193,15 +186,13 @@ pub fn parse_binary(b: &[u8]) -> Result<ServerMessage, Malformed> {
             u64_at(b, 1).ok_or_else(|| short("time"))?,
         )),
         Some(&OP_SERVICE_RESPONSE) => {
-            let service = u32_at(b, 1).ok_or_else(|| short("service response"))?;
-            let call_id = u32_at(b, 5).ok_or_else(|| short("service response"))?;
-            let n = u32_at(b, 9).ok_or_else(|| short("service response"))? as usize;
-            let encoding = b.get(13..13 + n).ok_or_else(|| short("service response"))?;
+            let (service, call_id, encoding, data) =
+                service_parts(b).ok_or_else(|| short("service response"))?;
             Ok(ServerMessage::ServiceResponse {
                 service,
                 call_id,
                 encoding: String::from_utf8_lossy(encoding).into_owned(),
-                data: b[13 + n..].to_vec(),
+                data: data.to_vec(),
             })
         }
         Some(op) => Ok(ServerMessage::Other(format!("binary opcode {op}"))),

@@ -39,10 +39,7 @@ impl Payload {
     /// The log time of a message on a subscription.
     pub fn log_time(&self) -> Option<u64> {
         match self {
-            Self::Data { header, .. } => header
-                .get(5..13)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes),
+            Self::Data { header, .. } => super::protocol::u64_at(header, 5),
             _ => None,
         }
     }

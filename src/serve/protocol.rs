@@ -206,25 +206,39 @@ pub fn parse_client_text(text: &str) -> Result<ClientMessage, String> {
     })
 }
 
+/// The little-endian u32 at `at`, if `b` holds it.
+pub fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+/// The little-endian u64 at `at`, if `b` holds it.
+pub fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+/// A service call's or response's parts after its opcode ([`service_bytes`]): service,
+/// call, encoding and payload; None when the bytes are too short for them.
+pub fn service_parts(b: &[u8]) -> Option<(u32, u32, &[u8], &[u8])> {
+    let n = u32_at(b, 9)? as usize;
+    let end = 13usize.checked_add(n)?;
+    Some((u32_at(b, 1)?, u32_at(b, 5)?, b.get(13..end)?, b.get(end..)?))
+}
+
 /// Parses a client's binary message.
 pub fn parse_client_binary(b: &[u8]) -> Result<ClientMessage, String> {
-    let u32_at = |at: usize| {
-        b.get(at..at + 4)
-            .and_then(|s| s.try_into().ok())
-            .map(u32::from_le_bytes)
-    };
     match b.first() {
         Some(&OP_SERVICE_CALL) => {
-            let short = || format!("a service call of {} bytes is too short", b.len());
-            let service = u32_at(1).ok_or_else(short)?;
-            let call_id = u32_at(5).ok_or_else(short)?;
-            let n = u32_at(9).ok_or_else(short)? as usize;
-            let encoding = b.get(13..13usize.saturating_add(n)).ok_or_else(short)?;
+            let (service, call_id, encoding, payload) = service_parts(b)
+                .ok_or_else(|| format!("a service call of {} bytes is too short", b.len()))?;
             Ok(ClientMessage::ServiceCall {
                 service,
                 call_id,
                 encoding: String::from_utf8_lossy(encoding).into_owned(),
-                payload: b[13 + n..].to_vec(),
+                payload: payload.to_vec(),
             })
         }
         Some(op) => Ok(ClientMessage::Unsupported(format!("binary opcode {op}"))),
