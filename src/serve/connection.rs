@@ -123,6 +123,22 @@ struct PeerState {
     view: PeerView,
 }
 
+impl PeerState {
+    /// Queues `out` of `channel`; a client that cannot take even the reliable
+    /// messages is marked to be closed, and what waits for it dropped.
+    fn queue(&mut self, channel: u64, out: Out) {
+        if self.closing.is_none()
+            && let Err(over) = self.outbox.push(channel, out)
+        {
+            self.closing = Some(format!(
+                "it did not take even the ring traffic ({:.1} MiB waiting)",
+                over.0 as f64 / f64::from(1 << 20)
+            ));
+            self.outbox.clear();
+        }
+    }
+}
+
 /// A connected client, shared by its thread and the server that hands it messages.
 #[derive(Debug)]
 pub struct Peer {
@@ -153,17 +169,7 @@ impl Peer {
 
     /// Queues a message of `channel` (0: none) for the client.
     pub fn push(&self, channel: u64, out: Out) {
-        let mut s = lock(&self.state);
-        if s.closing.is_none()
-            && let Err(over) = s.outbox.push(channel, out)
-        {
-            s.closing = Some(format!(
-                "it did not take even the ring traffic ({:.1} MiB waiting)",
-                over.0 as f64 / f64::from(1 << 20)
-            ));
-            s.outbox.clear();
-        }
-        drop(s);
+        lock(&self.state).queue(channel, out);
         self.wake.notify_one();
     }
 
@@ -180,19 +186,19 @@ impl Peer {
 
     /// Queues a message of `channel` if the client subscribes to it; true if it does.
     pub fn offer(&self, channel: u64, class: Class, log_time: u64, data: &Arc<[u8]>) -> bool {
-        let Some(sub) = lock(&self.state).subs.get(&channel).copied() else {
-            return false;
-        };
-        self.push(
-            channel,
-            Out {
-                class,
-                payload: Payload::Data {
-                    header: protocol::message_data_header(sub, log_time),
-                    data: Arc::clone(data),
-                },
-            },
-        );
+        {
+            // One lock: the subscription looked up is the one the message is queued for.
+            let mut s = lock(&self.state);
+            let Some(sub) = s.subs.get(&channel).copied() else {
+                return false;
+            };
+            let payload = Payload::Data {
+                header: protocol::message_data_header(sub, log_time),
+                data: Arc::clone(data),
+            };
+            s.queue(channel, Out { class, payload });
+        }
+        self.wake.notify_one();
         true
     }
 
