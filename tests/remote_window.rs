@@ -199,7 +199,8 @@ fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
         ],
     );
     let _client = Guarded::new(sim_client(&engine.name, "200"));
-    let serve = Serve::start(&engine.name, &["--images"]);
+    // Images as PNG: the window decodes them, and records them as they came.
+    let serve = Serve::start(&engine.name, &["--images", "--image-format", "png"]);
     let dir = temp_dir("remote-record");
     let mut s = settings("remote-record");
     s.recordings_dir = dir.clone();
@@ -207,6 +208,9 @@ fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
     a.connect(&serve.url);
     let mut h = harness(a);
     wait_for_frames(&mut h, 5);
+    step_until(&mut h, "a camera image decoded from PNG", |a| {
+        a.session.as_ref().is_some_and(|s| s.data().image.is_some())
+    });
     step_until(&mut h, "the flight recorder", |a| {
         a.flight_status().rolling_frames > 0
     });
@@ -228,9 +232,11 @@ fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
         !rec.ring_between(start, end, 10_000).unwrap().is_empty(),
         "the rings' entries"
     );
+    let cameras = rec.images_at(end).unwrap().cameras;
+    let (_, image) = cameras.values().next().expect("the camera images");
     assert!(
-        !rec.images_at(end).unwrap().cameras.is_empty(),
-        "the camera images"
+        lrbc_inspector::recording::region_pixels(image, (16, 16, 3)).is_some(),
+        "a recorded PNG image reads back as the region's pixels"
     );
     let counts = rec.counts().unwrap();
     assert_eq!(counts["frames_recorded"], seqs.len() as u64);

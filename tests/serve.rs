@@ -379,6 +379,102 @@ fn foxglove_s_own_client_library_reads_frames_and_images() {
     let _ = client.wait();
 }
 
+/// The RawImage and CompressedImage messages of `topic` by their image's time.
+fn images_by_time(got: &common::served::ByTopic, topic: &str) -> BTreeMap<(u32, u32), Vec<u8>> {
+    use lrbc_inspector::rpc::foxglove_fb as fox;
+    let time = |t: Option<&fox::Time>| t.map(|t| (t.sec(), t.nsec())).unwrap();
+    got.get(topic)
+        .into_iter()
+        .flatten()
+        .map(|(_, bytes)| {
+            let t = match fox::root_as_raw_image(bytes) {
+                Ok(r) if r.encoding().is_some() => time(r.timestamp()),
+                _ => time(
+                    flatbuffers::root::<fox::CompressedImage<'_>>(bytes)
+                        .unwrap()
+                        .timestamp(),
+                ),
+            };
+            (t, bytes.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn images_served_as_png_are_the_raw_pixels_and_as_jpeg_are_smaller() {
+    use lrbc_inspector::recording::region_pixels;
+    let engine = SimEngine::start("serve-png", &["--preset", "cams64", "--camera-hz", "50"]);
+    let _client = Guarded::new(sim_client(&engine.name, "200"));
+    let every = ["--images", "--envs", "0", "--image-hz", "0"];
+    let raw = Serve::start(&engine.name, &every);
+    let png = Serve::start(
+        &engine.name,
+        &[&every[..], &["--image-format", "png"]].concat(),
+    );
+    let jpeg = Serve::start(
+        &engine.name,
+        &[&every[..], &["--image-format", "jpeg"]].concat(),
+    );
+    let topic = "/lrbc/camera/env0";
+    let mut got = Vec::new();
+    for (serve, schema) in [
+        (&raw, "foxglove.RawImage"),
+        (&png, "foxglove.CompressedImage"),
+        (&jpeg, "foxglove.CompressedImage"),
+    ] {
+        let mut c = serve.connect();
+        let ids = channels(&mut c, &[topic]);
+        assert_eq!(c.channels[&ids[0]].schema_name, schema);
+        c.subscribe(&ids).unwrap();
+        got.push(c);
+    }
+    // Images at 50 a second: a second of each, read side by side.
+    let mut read: Vec<common::served::ByTopic> =
+        got.iter_mut().map(|c| collect(c, &[(topic, 20)])).collect();
+    for (c, r) in got.iter_mut().zip(&mut read) {
+        for (t, more) in collect(c, &[(topic, 30)]) {
+            r.entry(t).or_default().extend(more);
+        }
+    }
+    let [raw_images, png_images, jpeg_images] = [0, 1, 2].map(|i| images_by_time(&read[i], topic));
+    let dims = (64, 64, 3);
+    let mut same = 0;
+    for (t, r) in &raw_images {
+        let Some(p) = png_images.get(t) else { continue };
+        let (r, p) = (
+            region_pixels(r, dims).unwrap(),
+            region_pixels(p, dims).unwrap(),
+        );
+        for y in 0..64 {
+            assert_eq!(
+                r.data[y * r.step..y * r.step + 192],
+                p.data[y * p.step..y * p.step + 192],
+                "row {y} of the image of {t:?}"
+            );
+        }
+        same += 1;
+    }
+    assert!(
+        same > 0,
+        "no image of the same time: {:?} and {:?}",
+        raw_images.keys(),
+        png_images.keys()
+    );
+    let size =
+        |m: &BTreeMap<(u32, u32), Vec<u8>>| m.values().map(Vec::len).sum::<usize>() / m.len();
+    let (raw_size, jpeg_size) = (size(&raw_images), size(&jpeg_images));
+    assert!(
+        jpeg_size * 3 < raw_size,
+        "jpeg {jpeg_size} B, raw {raw_size} B"
+    );
+    for j in jpeg_images.values() {
+        assert!(
+            region_pixels(j, dims).is_some(),
+            "a JPEG image of the region's size"
+        );
+    }
+}
+
 #[test]
 fn serve_follows_the_engine_across_a_restart_and_re_advertises() {
     let engine = SimEngine::start("serve-restart", ENGINE);

@@ -13,6 +13,7 @@ use crate::attach::{Attached, Target, attach};
 use crate::clock::{MonotonicClock, monotonic_now_ns};
 use crate::layout::LayoutChoice;
 use crate::record::{Capture, Counts, Message};
+use crate::recording::ImageFormat;
 use crate::serve::{ClientCounts, PeerView, ServeCounts, Server, Settings, log_line};
 use crate::watch::{Report, Watcher};
 
@@ -92,6 +93,13 @@ pub struct ServeArgs {
     /// Images a second at most per camera and stream, the newest kept (0: every image).
     #[arg(long, value_name = "HZ", default_value_t = 30.0, allow_negative_numbers = true, value_parser = super::args::parse_rate)]
     pub image_hz: f64,
+    /// How the image region's images (and raw streamed frames) go out: raw as in the
+    /// segment, or compressed (for a thin link; Foxglove shows either).
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = ImageFormatArg::Raw, requires = "images")]
+    pub image_format: ImageFormatArg,
+    /// The quality of --image-format jpeg, 1 to 100.
+    #[arg(long, value_name = "Q", default_value_t = 80, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub jpeg_quality: u8,
     /// Offer services that toggle engine services through the control rings (on an
     /// address that is not loopback, only with TLS).
     #[arg(long)]
@@ -118,6 +126,17 @@ pub struct ServeArgs {
     pub busy_budget: f32,
 }
 
+/// `--image-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImageFormatArg {
+    /// foxglove.RawImage: the bytes as they are.
+    Raw,
+    /// foxglove.CompressedImage, PNG: lossless, a few times smaller.
+    Png,
+    /// foxglove.CompressedImage, JPEG at --jpeg-quality: lossy, the smallest.
+    Jpeg,
+}
+
 /// Runs `serve` with its arguments.
 pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
     run(
@@ -131,6 +150,13 @@ pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
             duration: a.duration,
             max_hz: a.max_hz,
             image_hz: a.image_hz,
+            image_format: match a.image_format {
+                ImageFormatArg::Raw => ImageFormat::Raw,
+                ImageFormatArg::Png => ImageFormat::Png,
+                ImageFormatArg::Jpeg => ImageFormat::Jpeg {
+                    quality: a.jpeg_quality,
+                },
+            },
             allow_control: a.allow_control,
             control_timeout: a.control_timeout,
             busy_budget: (a.busy_budget > 0.0).then_some(a.busy_budget),
@@ -150,6 +176,8 @@ pub struct Options {
     pub max_hz: f64,
     /// Images a second at most per camera or stream (0: every image).
     pub image_hz: f64,
+    /// Images raw or compressed.
+    pub image_format: ImageFormat,
     pub allow_control: bool,
     pub control_timeout: Duration,
     pub busy_budget: Option<f32>,
@@ -304,6 +332,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         port: o.listen.port,
         frame_hz: o.max_hz,
         image_hz: o.image_hz,
+        image_format: o.image_format,
         services,
         tls,
     })

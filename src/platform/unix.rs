@@ -349,6 +349,12 @@ pub fn named_sections() -> Option<Vec<String>> {
     None
 }
 
+/// Nothing to fit: Linux bounds what waits from `tcp_link`'s figures; macOS keeps its
+/// own send buffer (see docs/remote.md).
+pub fn fit_send_buffer(_stream: &std::net::TcpStream, _min: u64) -> Option<u64> {
+    None
+}
+
 /// What the kernel says of a TCP connection's sending side (Linux: `SIOCOUTQ` and
 /// `TCP_INFO`); None elsewhere, or when the socket does not say.
 pub fn tcp_link(stream: &std::net::TcpStream) -> Option<super::TcpLink> {

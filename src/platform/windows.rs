@@ -73,6 +73,53 @@ pub fn tcp_link(_stream: &std::net::TcpStream) -> Option<super::TcpLink> {
     None
 }
 
+/// `SIO_IDEAL_SEND_BACKLOG_QUERY` (`_IOR('t', 123, ULONG)`, ws2tcpip.h; not in
+/// windows-sys).
+const SIO_IDEAL_SEND_BACKLOG_QUERY: u32 = 0x4004_747B;
+
+/// Sizes the socket's send buffer to the ideal send backlog TCP estimates for the
+/// connection (about its bandwidth × delay, at least `min` bytes), so that what waits
+/// to be sent stays about what the link carries in a round trip; the size set, or None
+/// when the system does not say (older Windows, Wine).
+pub fn fit_send_buffer(stream: &std::net::TcpStream, min: u64) -> Option<u64> {
+    use std::os::windows::io::AsRawSocket as _;
+    use windows_sys::Win32::Networking::WinSock::{SO_SNDBUF, SOL_SOCKET, WSAIoctl, setsockopt};
+    let socket = stream.as_raw_socket() as usize;
+    let mut ideal: u32 = 0;
+    let mut returned: u32 = 0;
+    // SAFETY: the query writes one ULONG to the out-buffer of that size and its length
+    // to `returned`; no overlapped I/O (null), and the socket is the open one `stream`
+    // owns.
+    let failed = unsafe {
+        WSAIoctl(
+            socket,
+            SIO_IDEAL_SEND_BACKLOG_QUERY,
+            std::ptr::null(),
+            0,
+            (&raw mut ideal).cast(),
+            size_of::<u32>() as u32,
+            &raw mut returned,
+            std::ptr::null_mut(),
+            None,
+        )
+    } != 0;
+    if failed || returned as usize != size_of::<u32>() {
+        return None;
+    }
+    let size = u64::from(ideal).max(min).min(i32::MAX as u64) as i32;
+    // SAFETY: SO_SNDBUF takes an int, read from `size` of that length.
+    let set = unsafe {
+        setsockopt(
+            socket,
+            SOL_SOCKET,
+            SO_SNDBUF,
+            (&raw const size).cast(),
+            size_of::<i32>() as i32,
+        )
+    } == 0;
+    set.then_some(size as u64)
+}
+
 /// Nothing to tune: the Windows heap returns large blocks to the system by itself.
 pub fn keep_large_allocations_mapped() {}
 

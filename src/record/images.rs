@@ -9,7 +9,8 @@ use std::sync::Arc;
 use super::{ChannelDef, Kind, Message, Prelude, SchemaDef};
 use crate::attach::Attached;
 use crate::recording::{
-    COMPRESSED_IMAGE_SCHEMA, RAW_IMAGE_SCHEMA, camera_topic, stream_frame, stream_topic,
+    COMPRESSED_IMAGE_SCHEMA, RAW_IMAGE_SCHEMA, camera_topic, raw_encoding, stream_frame,
+    stream_topic,
 };
 use crate::rpc::{FOXGLOVE_COMPRESSED_IMAGE_BFBS, FOXGLOVE_RAW_IMAGE_BFBS, fb, foxglove_fb as fox};
 use crate::snapshot;
@@ -27,16 +28,6 @@ pub(super) struct Images {
     last_image_seq: Option<u64>,
     builder: flatbuffers::FlatBufferBuilder<'static>,
     pub images: u64,
-}
-
-/// The Foxglove encoding of raw pixels with `channels` bytes each.
-fn raw_encoding(channels: u32) -> Option<&'static str> {
-    match channels {
-        1 => Some("mono8"),
-        3 => Some("rgb8"),
-        4 => Some("rgba8"),
-        _ => None,
-    }
 }
 
 fn time(ns: u64) -> fox::Time {

@@ -3,7 +3,8 @@
 //! the names of its schemas and metadata records, the frame table
 //! `lrbc.recording.Frame` (`schema/recording.fbs`; [`FrameRef`] encodes one, [`RecFrame`]
 //! decodes one, `frame`), the JSON messages and metadata both sides read and write
-//! (`json`), and the streams' names of camera and viewport frames (`streams`).
+//! (`json`), the streams' names of camera and viewport frames (`streams`), and the
+//! region's camera images read back whether raw or compressed (`camera`).
 //!
 //! A recording holds, on [`FRAME_TOPIC`], each consistent frame of the recorded envs;
 //! on `/lrbc/ring/<ring>` ([`ring_topic`]) each command or control ring entry's payload
@@ -15,10 +16,12 @@
 //! ([`HEADER_METADATA`], [`GEOMETRY_METADATA`], [`NAMES_METADATA`], [`TOOL_METADATA`],
 //! [`SEGMENT_METADATA`]) and, at the end, what was kept and lost ([`COUNTS_METADATA`]).
 
+mod camera;
 mod frame;
 mod json;
 mod streams;
 
+pub use camera::{ImageFormat, Rows, compress as compress_image, raw_encoding, region_pixels};
 pub use frame::{FrameError, FrameRef, RecFrame};
 pub use json::{
     lucky_header_json, lucky_header_of, ring_event_json, ring_event_of, segment_from_metadata,

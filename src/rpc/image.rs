@@ -88,14 +88,36 @@ fn decode(
 }
 
 fn encoded(data: &[u8], format: image::ImageFormat) -> Result<image::RgbaImage, String> {
+    decode_in_limits(data, format).map(|i| i.to_rgba8())
+}
+
+/// A JPEG or PNG image within the size limit, as decoded.
+fn decode_in_limits(
+    data: &[u8],
+    format: image::ImageFormat,
+) -> Result<image::DynamicImage, String> {
     let mut reader = image::ImageReader::with_format(std::io::Cursor::new(data), format);
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(MAX_PIXELS * 4);
     reader.limits(limits);
     reader
         .decode()
-        .map(|i| i.to_rgba8())
         .map_err(|e| format!("cannot decode the {format:?} data: {e}"))
+}
+
+/// The image of a `foxglove.CompressedImage`'s data whose format is `format` ("jpeg" or
+/// "png"; Foxglove's names, case as written by other tools too), within the size limit.
+pub fn decode_compressed(data: &[u8], format: &str) -> Result<image::DynamicImage, String> {
+    let f = match format.to_ascii_lowercase().as_str() {
+        "jpeg" | "jpg" => image::ImageFormat::Jpeg,
+        "png" => image::ImageFormat::Png,
+        other => {
+            return Err(format!(
+                "images of format {other:?} are not read (jpeg and png are)"
+            ));
+        }
+    };
+    decode_in_limits(data, f)
 }
 
 fn checked_len(width: u32, height: u32, bytes_per_pixel: u64) -> Result<usize, String> {

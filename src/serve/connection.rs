@@ -354,6 +354,10 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
     let mut heard = Instant::now();
     let mut next_ping = heard + PING_EVERY;
     let mut next_view = heard + Duration::from_secs(1);
+    // Where the socket gives no figures (Windows, macOS): the send buffer fitted to the
+    // system's estimate of the link, while it gives one.
+    let mut fitted: Option<u64> = None;
+    let mut next_fit = Some(heard);
     // A message written that the socket has not taken whole.
     let mut unflushed = false;
     loop {
@@ -403,6 +407,11 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
         let mut link = crate::platform::tcp_link(ws.get_ref().tcp());
         if let Some(l) = &link {
             budget.sample(monotonic_now_ns(), l);
+        } else if next_fit.is_some_and(|t| now >= t) {
+            fitted =
+                crate::platform::fit_send_buffer(ws.get_ref().tcp(), super::budget::MIN_BUDGET);
+            // Asked again as the link changes; not again where the system never says.
+            next_fit = fitted.map(|_| now + Duration::from_nanos(super::budget::SAMPLE_NS));
         }
         if unflushed {
             match ws.flush() {
@@ -446,7 +455,7 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
             next_view = now + Duration::from_secs(1);
             s.view.link_bytes_per_s = link.map(|_| budget.delivered());
             s.view.queued_bytes = link.map(|l| l.queued);
-            s.view.budget_bytes = link.map(|l| budget.bytes(&l));
+            s.view.budget_bytes = link.map(|l| budget.bytes(&l)).or(fitted);
             drop(s);
             for l in repeats.tick(monotonic_now_ns()) {
                 log::line(l);

@@ -21,6 +21,7 @@
 //!   15 s is dropped. Nothing a client does holds up the others or the server's stop.
 
 mod budget;
+mod compress;
 mod connection;
 mod control;
 mod hub;
@@ -63,6 +64,9 @@ pub struct Settings {
     pub frame_hz: f64,
     /// Images a second at most on each image channel (0: every image).
     pub image_hz: f64,
+    /// How the image region's camera images (and raw streamed frames) go out: raw, or
+    /// compressed on a thread of the server's as `foxglove.CompressedImage`.
+    pub image_format: crate::recording::ImageFormat,
     /// The services clients may call (none: control is not offered).
     pub services: Vec<Service>,
     /// TLS: a PEM certificate (chain) and its PKCS #8 private key (PEM); None: plain.
@@ -111,8 +115,11 @@ pub struct ServeCounts {
     pub images: u64,
     /// Frames replaced by a newer one before their turn came (`--max-hz`).
     pub frames_dropped: u64,
-    /// Images replaced by a newer one before their turn came (`--image-hz`).
+    /// Images replaced by a newer one before their turn came (`--image-hz`), or while
+    /// the one before was compressed (`--image-format`).
     pub images_dropped: u64,
+    /// Images that could not be compressed (`--image-format`), not sent.
+    pub images_not_compressed: u64,
     /// Messages not encoded because nobody subscribed to their channel.
     pub unsubscribed: u64,
     /// Frames' summaries handed to the clients.
@@ -155,6 +162,10 @@ pub struct Server {
     metadata: u64,
     summary: u64,
     pacer: pace::Pacer,
+    /// The encoder of `--image-format png|jpeg`.
+    compressor: Option<compress::Compressor>,
+    /// Per prelude channel: its raw images go through the compressor.
+    compressed: Vec<bool>,
     frame_hz: f64,
     image_hz: f64,
     /// Unix time minus the monotonic clock, in ns, at start.
@@ -228,6 +239,13 @@ impl Server {
         crate::sync::lock(&hub.registry).metadata = Some(metadata);
         let status = hub.add_channel(json_channel(STATUS_TOPIC));
         let summary = hub.add_channel(json_channel(crate::replay::SUMMARY_TOPIC));
+        let compressor = match settings.image_format {
+            crate::recording::ImageFormat::Raw => None,
+            format => Some(
+                compress::Compressor::start(format, Arc::clone(&hub))
+                    .map_err(|e| listen_error(format!("cannot start the image encoder: {e}")))?,
+            ),
+        };
         let acceptor = hub
             .accept(listener)
             .map_err(|e| listen_error(e.to_string()))?;
@@ -244,6 +262,8 @@ impl Server {
             metadata,
             summary,
             pacer: pace::Pacer::default(),
+            compressor,
+            compressed: Vec::new(),
             frame_hz: settings.frame_hz,
             image_hz: settings.image_hz,
             unix_minus_monotonic_ns: unix_now - i128::from(crate::clock::monotonic_now_ns()),
@@ -269,7 +289,16 @@ impl Server {
     }
 
     pub fn counts(&self) -> ServeCounts {
-        self.counts
+        let mut c = self.counts;
+        if let Some(k) = &self.compressor {
+            let k = k.counts();
+            c.messages += k.images;
+            c.bytes += k.bytes;
+            c.images += k.images;
+            c.images_dropped += k.replaced;
+            c.images_not_compressed = k.failed;
+        }
+        c
     }
 
     /// The served time of a monotonic time.
@@ -287,7 +316,18 @@ impl Server {
             .skip(self.channels.len())
         {
             let schema = c.schema.and_then(|s| prelude.schemas.get(s));
-            let kind = match schema.map(|s| s.name.as_str()) {
+            let mut schema = schema.map(|s| (s.name.as_str(), s.encoding.as_str(), &s.data[..]));
+            // Raw images go out compressed when asked: their channel says so.
+            let compress = self.compressor.is_some()
+                && schema.is_some_and(|s| s.0 == crate::recording::RAW_IMAGE_SCHEMA);
+            if compress {
+                schema = Some((
+                    crate::recording::COMPRESSED_IMAGE_SCHEMA,
+                    "flatbuffer",
+                    crate::rpc::FOXGLOVE_COMPRESSED_IMAGE_BFBS,
+                ));
+            }
+            let kind = match schema.map(|s| s.0) {
                 Some(crate::recording::FRAME_SCHEMA) => ChannelKind::Frame,
                 Some(
                     crate::recording::RAW_IMAGE_SCHEMA | crate::recording::COMPRESSED_IMAGE_SCHEMA,
@@ -298,9 +338,9 @@ impl Server {
                 id: 0,
                 topic: c.topic.clone(),
                 encoding: c.message_encoding.clone(),
-                schema_name: schema.map(|s| s.name.clone()).unwrap_or_default(),
-                schema_encoding: schema.map(|s| s.encoding.clone()),
-                schema: schema.map(|s| s.data.to_vec()).unwrap_or_default(),
+                schema_name: schema.map(|s| s.0.to_string()).unwrap_or_default(),
+                schema_encoding: schema.map(|s| s.1.to_string()),
+                schema: schema.map(|s| s.2.to_vec()).unwrap_or_default(),
             });
             match kind {
                 ChannelKind::Frame => self.pacer.limit(i, self.frame_hz),
@@ -309,6 +349,7 @@ impl Server {
             }
             self.channels.push(id);
             self.kinds.push(kind);
+            self.compressed.push(compress);
         }
         Ok(())
     }
@@ -320,6 +361,7 @@ impl Server {
         self.hub
             .remove_channels(&std::mem::take(&mut self.channels));
         self.kinds.clear();
+        self.compressed.clear();
         self.pacer.clear();
         self.advertise(prelude)?;
         self.send_metadata(prelude);
@@ -427,6 +469,13 @@ impl Server {
             return;
         };
         let log_time = self.unix_ns(m.log_time);
+        if let Some(k) =
+            (self.compressor.as_ref()).filter(|_| self.compressed.get(m.channel) == Some(&true))
+        {
+            // Counted as sent once compressed (`counts`).
+            k.put(id, log_time, Arc::clone(&m.data));
+            return;
+        }
         let class = class_of(m.kind);
         let mut sent = false;
         for p in self.hub.peers() {
@@ -493,6 +542,9 @@ impl Server {
     }
 
     fn shutdown(&mut self) {
+        if let Some(k) = self.compressor.as_mut() {
+            k.stop();
+        }
         self.hub.shutdown(STOP_WAIT);
         if let Some(a) = self.acceptor.take() {
             // Woken by the stop's own connection; should that not come through, the

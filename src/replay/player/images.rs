@@ -144,24 +144,20 @@ pub(in crate::replay) fn region_image(
             )),
         );
     }
-    let encoding = match img.channels {
-        1 => "mono8",
-        3 => "rgb8",
-        4 => "rgba8",
-        c => return (None, Some(format!("images of {c} channels are not shown"))),
+    let Some(encoding) = crate::recording::raw_encoding(img.channels) else {
+        let c = img.channels;
+        return (None, Some(format!("images of {c} channels are not shown")));
     };
-    let (w, h, c) = (
-        img.width as usize,
+    let (row, h) = (
+        img.width as usize * img.channels as usize,
         img.height as usize,
-        img.channels as usize,
     );
-    let row = w * c;
     let per = row * h;
     let Some(total) = per.checked_mul(g.num_envs as usize) else {
         return (None, Some("the image region is too large".into()));
     };
     let mut buf = vec![0u8; total];
-    if c == 4 {
+    if img.channels == 4 {
         // Opaque black.
         for p in buf.chunks_exact_mut(4) {
             p[3] = 255;
@@ -170,29 +166,16 @@ pub(in crate::replay) fn region_image(
     let mut shown = 0usize;
     let mut newest = 0u64;
     for (&env, (log_ns, bytes)) in cameras {
-        let Ok(raw) = crate::rpc::foxglove_fb::root_as_raw_image(bytes) else {
+        // Raw as recorded, or PNG or JPEG as `serve --image-format` sends them.
+        let dims = (img.width, img.height, img.channels);
+        let Some(rows) = crate::recording::region_pixels(bytes, dims) else {
             continue;
         };
-        let step = raw.step() as usize;
-        let data = raw.data().map(|d| d.bytes()).unwrap_or_default();
-        let fits = row > 0
-            && h > 0
-            && raw.width() == img.width
-            && raw.height() == img.height
-            && raw.encoding() == Some(encoding)
-            && step >= row
-            && step
-                .checked_mul(h - 1)
-                .and_then(|n| n.checked_add(row))
-                .is_some_and(|need| data.len() >= need);
         let Some(dest) = buf.get_mut(env as usize * per..(env as usize + 1) * per) else {
             continue;
         };
-        if !fits {
-            continue;
-        }
         for (y, out) in dest.chunks_exact_mut(row).enumerate() {
-            out.copy_from_slice(&data[y * step..y * step + row]);
+            out.copy_from_slice(&rows.data[y * rows.step..y * rows.step + row]);
         }
         shown += 1;
         newest = newest.max(*log_ns);
