@@ -428,28 +428,35 @@ impl Server {
     /// Sends `messages` (channels indexed as the prelude) to their subscribers, within
     /// the channels' limits; messages of a limited channel may wait for [`Server::tick`].
     pub fn publish(&mut self, now: u64, messages: impl IntoIterator<Item = Message>) {
-        let summaries = self.subscribed(self.summary);
+        // The clients as of this batch: one that comes during it gets the next.
+        let peers = self.hub.peers();
+        let summaries = peers.iter().any(|p| p.subscribes(self.summary));
         for m in messages {
             if summaries && m.kind == Kind::Frame {
-                self.send_summary(&m);
+                self.send_summary(&peers, &m);
             }
-            if !self.wanted(m.channel) {
+            let id = self.channels.get(m.channel).copied();
+            if !id.is_some_and(|id| peers.iter().any(|p| p.subscribes(id))) {
                 self.counts.unsubscribed += 1;
                 continue;
             }
             if let Some(m) = self.pacer.offer(now, m) {
-                self.send(&m);
+                self.send(&peers, &m);
             }
         }
-        self.tick(now);
+        self.send_due(now, &peers);
     }
 
     /// Sends the messages whose turn came.
     pub fn tick(&mut self, now: u64) {
+        self.send_due(now, &self.hub.peers());
+    }
+
+    fn send_due(&mut self, now: u64, peers: &[Arc<connection::Peer>]) {
         let mut due = std::mem::take(&mut self.due);
         self.pacer.due(now, &mut due);
         for m in due.drain(..) {
-            self.send(&m);
+            self.send(peers, &m);
         }
         self.due = due;
         let (mut frames, mut images) = self.dropped_before;
@@ -464,7 +471,7 @@ impl Server {
         self.counts.images_dropped = images;
     }
 
-    fn send(&mut self, m: &Message) {
+    fn send(&mut self, peers: &[Arc<connection::Peer>], m: &Message) {
         let Some(&id) = self.channels.get(m.channel) else {
             return;
         };
@@ -478,7 +485,7 @@ impl Server {
         }
         let class = class_of(m.kind);
         let mut sent = false;
-        for p in self.hub.peers() {
+        for p in peers {
             sent |= p.offer(id, class, log_time, &m.data);
         }
         if !sent {
@@ -496,14 +503,14 @@ impl Server {
     }
 
     /// Sends the summary of the frame `m` to its subscribers.
-    fn send_summary(&mut self, m: &Message) {
+    fn send_summary(&mut self, peers: &[Arc<connection::Peer>], m: &Message) {
         let Some(f) = crate::recording::RecFrame::decode(m.log_time, &m.data) else {
             return;
         };
         let data: Arc<[u8]> = Arc::from(crate::replay::Summary::of(&f).encode());
         let log_time = self.unix_ns(m.log_time);
         let mut sent = false;
-        for p in self.hub.peers() {
+        for p in peers {
             sent |= p.offer(self.summary, Class::Series, log_time, &data);
         }
         if sent {
