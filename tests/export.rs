@@ -182,6 +182,43 @@ fn an_export_reads_back_in_pandas_and_pyarrow() {
 }
 
 #[test]
+fn files_another_writer_compressed_open_and_export_row_for_row_as_the_original() {
+    // Ours (zstd chunks by default), then Python's mcap writer's copies.
+    let ours = record_a_live_run("recompressed", "3");
+    let csv_of = |file: &Path, tag: &str| {
+        let out = target_file(tag, "csv");
+        let (code, _, stderr) = export(&[&s(file), "--csv", &s(&out)]);
+        assert_eq!(code, 0, "{tag}: {stderr}");
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let original = csv_of(&ours, "recompressed-ours");
+    assert!(original.lines().count() > 100, "{original}");
+    let (code, info, stderr) = run_inspector(&["open", "--info", &s(&ours)]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(info.contains("compression: zstd"), "{info}");
+    for kind in ["zstd", "lz4", "none"] {
+        let copy = target_file(&format!("recompressed-{kind}"), "mcap");
+        let v = python("recompress.py", &[&s(&ours), &s(&copy), kind]);
+        assert!(v["messages"].as_u64() > Some(100), "{v}");
+        let (code, info, stderr) = run_inspector(&["open", "--info", &s(&copy)]);
+        assert_eq!(code, 0, "{kind}: {stderr}");
+        assert!(
+            info.contains(&format!("compression: {kind}")),
+            "{kind}: {info}"
+        );
+        assert!(info.contains("finished"), "{kind}: {info}");
+        assert_eq!(
+            csv_of(&copy, &format!("recompressed-{kind}")),
+            original,
+            "{kind}: the rows differ from the original's"
+        );
+        let (frames, note) = both_readers(&copy);
+        assert_eq!(frames as usize * 6, original.lines().count() - 1, "{kind}");
+        assert_eq!(note, None, "{kind}");
+    }
+}
+
+#[test]
 fn a_truncated_copy_exports_its_complete_chunks() {
     // Frames of 12 kB: several chunks of 1 MiB.
     let rec = record_a_live_run("cut", "1000");
@@ -192,8 +229,18 @@ fn a_truncated_copy_exports_its_complete_chunks() {
         "{} chunks",
         summary.chunk_indexes.len()
     );
-    // Into the middle of the last chunk: what a killed recorder leaves.
-    let last = summary.chunk_indexes.last().unwrap();
+    // Into the middle of the last chunk with frames: what a killed recorder leaves.
+    let last = (summary.chunk_indexes.iter().rev())
+        .find(|c| {
+            let end = c.chunk_start_offset + c.chunk_length;
+            frames_in(&bytes, Some(end)) > frames_in(&bytes, Some(c.chunk_start_offset))
+        })
+        .unwrap();
+    let whole = summary
+        .chunk_indexes
+        .iter()
+        .filter(|c| c.chunk_start_offset < last.chunk_start_offset)
+        .count();
     let cut = last.chunk_start_offset + last.chunk_length / 2;
     let copy = target_file("cut-copy", "mcap");
     std::fs::write(&copy, &bytes[..cut as usize]).unwrap();
@@ -209,10 +256,7 @@ fn a_truncated_copy_exports_its_complete_chunks() {
         .collect();
     assert_eq!(short.len(), 1, "{stderr}");
     assert!(
-        short[0].contains(&format!(
-            "{} complete chunks, {expected} frames",
-            summary.chunk_indexes.len() - 1
-        )),
+        short[0].contains(&format!("{whole} complete chunks, {expected} frames")),
         "{stderr}"
     );
     let text = std::fs::read_to_string(&out).unwrap();

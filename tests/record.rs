@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 
 use common::{
-    SimEngine, inspector, line_channel, next_line, python, record_nan_run, temp_file,
+    SimEngine, inspector, line_channel, next_line, python, record_nan_run_with, temp_file,
     wait_with_deadline,
 };
 use crossbeam_channel::Receiver;
@@ -24,7 +24,12 @@ use lrbc_inspector::rpc::recording_fb;
 /// Records 2 s of an engine with 6 envs (obs 5, act 2) that writes a NaN at step 20,
 /// stepped by a client, recording envs 0, 2 and 5. Returns the file.
 fn record_a_live_run(tag: &str) -> PathBuf {
-    let (out, stderr) = record_nan_run(tag, "5");
+    record_a_live_run_with(tag, &[])
+}
+
+/// [`record_a_live_run`] with more options of `record`.
+fn record_a_live_run_with(tag: &str, more: &[&str]) -> PathBuf {
+    let (out, stderr) = record_nan_run_with(tag, "5", more);
     assert!(stderr.contains("duration reached"), "{stderr}");
     out
 }
@@ -74,8 +79,10 @@ fn a_recording_reads_back_with_the_mcap_crate_and_the_generated_frame_code() {
 
 #[test]
 fn an_independent_python_reader_counts_the_channels_and_decodes_a_frame() {
+    // zstd chunks (the default) here; lz4 and none below.
     let path = record_a_live_run("py");
     let v = python("read_recording.py", &[&path.to_string_lossy()]);
+    assert_eq!(v["compressions"], serde_json::json!(["zstd"]), "{v}");
     let frames = v["counts"]["/lrbc/frame"].as_u64().unwrap();
     assert!(frames > 50, "{v}");
     assert_eq!(v["schema_encodings"]["/lrbc/frame"], "flatbuffer");
@@ -96,6 +103,21 @@ fn an_independent_python_reader_counts_the_channels_and_decodes_a_frame() {
     assert_eq!(v["metadata"]["lrbc.geometry"]["recorded_envs"], "0,2,5");
     assert_eq!(v["metadata"]["lrbc.tool"]["name"], "lrbc-inspector");
     let _ = std::fs::remove_file(&path);
+    for (kind, chunks) in [("lz4", "lz4"), ("none", "")] {
+        let path = record_a_live_run_with(&format!("py-{kind}"), &["--compression", kind]);
+        let v = python("read_recording.py", &[&path.to_string_lossy()]);
+        assert_eq!(
+            v["compressions"],
+            serde_json::json!([chunks]),
+            "{kind}: {v}"
+        );
+        assert_eq!(v["nan_frames"], serde_json::json!([20]), "{kind}: {v}");
+        assert!(
+            v["counts"]["/lrbc/frame"].as_u64() > Some(50),
+            "{kind}: {v}"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 /// Starts `record` with no end of its own on a live engine and client, and waits for its

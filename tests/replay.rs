@@ -525,9 +525,14 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
         .unwrap();
     assert_eq!(shot.as_raw()[..], image.pixels[..32 * 24 * 3]);
 
-    // Cut short (no summary: the index is walked), the images up to the last chunk.
+    // Cut short inside a chunk two thirds of the way (no summary: the index is walked),
+    // the images up to the last complete chunk.
     let cut = target_file("images-cut");
-    let kept = &bytes[..bytes.len() * 2 / 3];
+    let chunks = lrbc_inspector::replay::Recording::open(&path)
+        .unwrap()
+        .chunks;
+    let inside = chunks[chunks.len() * 2 / 3];
+    let kept = &bytes[..(inside.offset + inside.length / 2) as usize];
     std::fs::write(&cut, kept).unwrap();
     let mut rec = lrbc_inspector::replay::Recording::open(&cut).unwrap();
     assert!(rec.unfinished_at.is_some());

@@ -142,6 +142,8 @@ pub struct BenchArgs {
     /// Also measure CSV.
     #[arg(long)]
     pub csv: bool,
+    #[command(flatten)]
+    pub compression: super::record::CompressionArgs,
 }
 
 pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
@@ -158,6 +160,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
         frame_interval_ns: 1_000_000,
         chunk_size: None,
         nan_at: None,
+        compression: a.compression.compression()?,
     };
     let (_, frame_bytes) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
         .map_err(|e| CliError::Other(e.to_string()))?;

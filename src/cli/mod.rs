@@ -222,6 +222,8 @@ pub enum Command {
         /// it can, whatever it costs the run.
         #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
         busy_budget: f32,
+        #[command(flatten)]
+        compression: record::CompressionArgs,
     },
     /// Serve the run live over the Foxglove WebSocket protocol, for Foxglove and other
     /// viewers of the protocol (until Ctrl-C or --duration).
@@ -513,6 +515,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             max_size,
             images,
             busy_budget,
+            compression,
         }) => record::run(
             &target.require()?,
             target.layout,
@@ -524,6 +527,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 max_bytes: max_size,
                 images,
                 busy_budget: (busy_budget > 0.0).then_some(busy_budget),
+                compression: compression.compression()?,
             },
         ),
         Some(Command::Serve(args)) => serve::run_args(args),

@@ -43,6 +43,19 @@ pub fn run(args: &OpenArgs, window: super::WindowArgs) -> Result<(), CliError> {
         .map_or_else(|| "unknown".to_string(), |n| n.to_string());
     println!("frames: {frames}");
     println!("chunks: {}", rec.chunks.len());
+    for (packing, (chunks, records, stored)) in rec.packings() {
+        let ratio = if stored > 0 {
+            records as f64 / stored as f64
+        } else {
+            1.0
+        };
+        println!(
+            "compression: {} · {chunks} chunks · {:.1} MB of records in {:.1} MB (ratio {ratio:.2})",
+            packing.name(),
+            records as f64 / 1e6,
+            stored as f64 / 1e6,
+        );
+    }
     match rec.time_range() {
         Some((t0, t1)) => {
             println!("duration: {:.3} s", t1.saturating_sub(t0) as f64 / 1e9);

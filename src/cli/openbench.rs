@@ -11,6 +11,7 @@ use super::CliError;
 use crate::attach::{Target, attach};
 use crate::layout::LayoutChoice;
 use crate::record::Recorder;
+use crate::recording::Compression;
 use crate::replay::Recording;
 use crate::sim::engine::Preset;
 use crate::sim::inprocess::SimRun;
@@ -76,8 +77,9 @@ fn make(path: &Path, bytes: u64) -> Result<(), CliError> {
         std::fs::File::create(&part).map_err(|e| fail(format!("{}: {e}", part.display())))?;
     let writing =
         |e: crate::record::RecordError| fail(format!("writing {}: {}", part.display(), e.cause()));
-    let mut rec =
-        Recorder::new(a, (0..RECORDED).collect(), BufWriter::new(file)).map_err(writing)?;
+    let capture = crate::record::Capture::new(a, (0..RECORDED).collect()).map_err(writing)?;
+    let mut rec = Recorder::with_compression(capture, BufWriter::new(file), Compression::None)
+        .map_err(writing)?;
     let started = Instant::now();
     let mut next_chunk = started + Duration::from_secs(1);
     let mut next_line = started + Duration::from_secs(5);
@@ -106,6 +108,58 @@ fn make(path: &Path, bytes: u64) -> Result<(), CliError> {
     drop(sim);
     std::fs::rename(&part, path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
     Ok(())
+}
+
+/// The zstd copy of the raw recording `raw`: the same schemas, channels, messages (in
+/// file order) and metadata, in chunks of the writer's default size, as another MCAP
+/// writer compresses.
+fn compressed_copy(raw: &Path, out: &Path) -> Result<(), CliError> {
+    // Read whole (a gigabyte): the mcap crate's message stream reads from memory.
+    let bytes = std::fs::read(raw).map_err(fail)?;
+    let metadata = Recording::open(raw).map_err(fail)?.metadata;
+    let part = out.with_extension("mcap.part");
+    let options = mcap::WriteOptions::new().profile(crate::recording::PROFILE);
+    let mut w = crate::recording::write_options(options, Compression::default())
+        .map_err(fail)?
+        .create(BufWriter::new(std::fs::File::create(&part).map_err(fail)?))
+        .map_err(fail)?;
+    let mut channels = std::collections::HashMap::new();
+    for m in mcap::MessageStream::new(&bytes).map_err(fail)? {
+        let m = m.map_err(fail)?;
+        let id = match channels.get(&m.channel.id) {
+            Some(&id) => id,
+            None => {
+                let schema = match &m.channel.schema {
+                    Some(s) => w.add_schema(&s.name, &s.encoding, &s.data).map_err(fail)?,
+                    None => 0,
+                };
+                let id = w
+                    .add_channel(
+                        schema,
+                        &m.channel.topic,
+                        &m.channel.message_encoding,
+                        &m.channel.metadata,
+                    )
+                    .map_err(fail)?;
+                channels.insert(m.channel.id, id);
+                id
+            }
+        };
+        let header = mcap::records::MessageHeader {
+            channel_id: id,
+            sequence: m.sequence,
+            log_time: m.log_time,
+            publish_time: m.publish_time,
+        };
+        w.write_to_known_channel(&header, &m.data).map_err(fail)?;
+    }
+    for (name, metadata) in metadata {
+        w.write_metadata(&mcap::records::Metadata { name, metadata })
+            .map_err(fail)?;
+    }
+    w.finish().map_err(fail)?;
+    drop(w);
+    std::fs::rename(&part, out).map_err(fail)
 }
 
 /// Drops the page cache (root on Linux); false when it cannot.
@@ -248,21 +302,48 @@ fn summary(v: &mut [f64]) -> (f64, f64, f64) {
 
 pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
     let bytes = args.size_mib << 20;
-    let path = file_for(args.size_mib);
-    if fits(&path, bytes) {
-        println!("bench open: reusing {}", path.display());
+    let raw = file_for(args.size_mib);
+    if fits(&raw, bytes) {
+        println!("bench open: reusing {}", raw.display());
     } else {
-        println!("bench open: making {}", path.display());
-        make(&path, bytes)?;
+        println!("bench open: making {}", raw.display());
+        make(&raw, bytes)?;
     }
+    let zstd = raw.with_extension("zstd.mcap");
+    let copied = Recording::open(&zstd).is_ok_and(|r| {
+        r.unfinished_at.is_none() && r.packings().keys().eq([&crate::replay::Packing::Zstd])
+    });
+    if !copied || !fits(&zstd, 0) {
+        println!("bench open: compressing a copy, {}", zstd.display());
+        compressed_copy(&raw, &zstd)?;
+    }
+    for path in [raw, zstd] {
+        measure(&path, args)?;
+    }
+    Ok(())
+}
+
+/// The figures of one file.
+fn measure(path: &Path, args: &OpenBenchArgs) -> Result<(), CliError> {
+    let path = path.to_path_buf();
     let len = std::fs::metadata(&path).map_err(fail)?.len();
     let rec = Recording::open(&path).map_err(fail)?;
     let (t0, t1) = rec.time_range().unwrap_or((0, 0));
+    let packings: Vec<String> = (rec.packings().iter())
+        .map(|(p, (_, records, stored))| {
+            format!(
+                "{}, ratio {:.2}",
+                p.name(),
+                *records as f64 / (*stored).max(1) as f64
+            )
+        })
+        .collect();
     println!(
-        "{}: {:.1} MiB, {} chunks, {} frames over {:.1} s; train4096 (4096 envs × obs 100 × act 12), envs 0-7 recorded",
+        "{}: {:.1} MiB, {} chunks ({}), {} frames over {:.1} s; train4096 (4096 envs × obs 100 × act 12), envs 0-7 recorded",
         path.display(),
         len as f64 / f64::from(1 << 20),
         rec.chunks.len(),
+        packings.join("; "),
         rec.frame_count.unwrap_or(0),
         t1.saturating_sub(t0) as f64 / 1e9
     );

@@ -118,11 +118,70 @@ pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
         let (c, size) = record_for(&run.name, secs, &["--images"])?;
         share_line("cams64 at 1 kHz, --images", secs, &c, size);
     }
+    compression(secs)?;
     println!(
         "engine's unpaced lock-step rate, train4096, the recorder switched off and on in \
          windows of 0.1 s, blocks of off-on-on-off, {rate_secs:.0} s of one run:"
     );
     let c = observer_cost(Observer::Record, rate_secs, WINDOW, "rate")?;
     print_cost(Observer::Record, &c);
+    Ok(())
+}
+
+/// The compressions compared: label and `record`'s options.
+const COMPRESSIONS: [(&str, &[&str]); 4] = [
+    ("none", &["--compression", "none"]),
+    ("zstd level 1", &["--compression-level", "1"]),
+    ("zstd level 3 (default)", &[]),
+    ("lz4", &["--compression", "lz4"]),
+];
+
+/// File size and MB/s written for each compression, train4096 and cams64 with images,
+/// each at 1 kHz, one recording after the other of the same run.
+fn compression(secs: f64) -> Result<(), CliError> {
+    println!(
+        "  {:<48} {:<24} {:>9} {:>7} {:>9} {:>9} {:>8}",
+        "compression (recordings of the same run in turn)",
+        "chunks",
+        "share",
+        "images",
+        "file MB",
+        "MB/s",
+        "ratio"
+    );
+    let workloads: [(Preset, &str, &[&str]); 2] = [
+        (
+            Preset::Train4096,
+            "train4096 at 1 kHz, --envs 0-7",
+            &["--envs", "0-7"],
+        ),
+        (
+            Preset::Cams64,
+            "cams64 at 1 kHz, --images --all-envs",
+            &["--images", "--all-envs"],
+        ),
+    ];
+    for (preset, label, options) in workloads {
+        let run = start(preset, (Some(1000.0), "random"), None, "compression")?;
+        let mut raw = None;
+        for (name, extra) in COMPRESSIONS {
+            let (c, size) = record_for(&run.name, secs, &[options, extra].concat())?;
+            let get = |k: &str| c.get(k).copied().unwrap_or(0);
+            let published = get("frames_seen") + get("frames_missed") + get("frames_skipped");
+            let share = 100.0 * get("frames_recorded") as f64 / published.max(1) as f64;
+            // Bytes a recorded frame, so that recordings of a few more or fewer frames
+            // compare.
+            let per_frame = size as f64 / get("frames_recorded").max(1) as f64;
+            let raw_per_frame = *raw.get_or_insert(per_frame);
+            println!(
+                "  {label:<48} {name:<24} {share:>8.2}% {:>7} {:>9.1} {:>9.1} {:>8.2}",
+                get("images"),
+                size as f64 / 1e6,
+                size as f64 / 1e6 / secs,
+                raw_per_frame / per_frame,
+            );
+        }
+    }
+    println!("  (ratio: bytes a recorded frame without compression ÷ with it)");
     Ok(())
 }

@@ -11,6 +11,7 @@ use super::{CliError, stop_flag};
 use crate::attach::{Target, attach};
 use crate::layout::LayoutChoice;
 use crate::record::{Counts, Recorder};
+use crate::recording::Compression;
 
 /// Envs recorded when none are chosen: the first four.
 const DEFAULT_ENVS: u32 = 4;
@@ -27,6 +28,60 @@ pub struct Options {
     /// Percent of one core the recorder keeps to while the machine has no spare CPU;
     /// None: every frame it can.
     pub busy_budget: Option<f32>,
+    /// How the file's chunks are compressed.
+    pub compression: Compression,
+}
+
+/// `--compression` and `--compression-level` of `record` and `serve --record`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompressionArgs {
+    /// How the file's chunks are compressed [default: zstd, as other MCAP writers'].
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub compression: Option<CompressionArg>,
+    /// The zstd level, 1 (fastest) to 19 (smallest) [default: 3].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=19))]
+    pub compression_level: Option<u8>,
+}
+
+/// `--compression`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompressionArg {
+    /// zstd chunks: about 4 to 12 times smaller, the default of MCAP writers.
+    Zstd,
+    /// lz4 chunks: faster, less small.
+    Lz4,
+    /// Chunks as they are.
+    None,
+}
+
+impl CompressionArgs {
+    /// Whether either option was given.
+    pub fn given(&self) -> bool {
+        self.compression.is_some() || self.compression_level.is_some()
+    }
+
+    /// The compression asked for; a level given for another kind than zstd is a bad
+    /// argument.
+    pub fn compression(&self) -> Result<Compression, CliError> {
+        match (
+            self.compression.unwrap_or(CompressionArg::Zstd),
+            self.compression_level,
+        ) {
+            (CompressionArg::Zstd, level) => Ok(Compression::Zstd {
+                level: level.unwrap_or(crate::recording::DEFAULT_ZSTD_LEVEL),
+            }),
+            (other, Some(_)) => Err(CliError::Usage(format!(
+                "--compression-level is zstd's; --compression {} has none",
+                if other == CompressionArg::Lz4 {
+                    "lz4"
+                } else {
+                    "none"
+                }
+            ))),
+            (CompressionArg::Lz4, None) => Ok(Compression::Lz4),
+            (CompressionArg::None, None) => Ok(Compression::None),
+        }
+    }
 }
 
 /// Env indices, sorted, without repeats.
@@ -105,7 +160,8 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         capture = capture.with_images();
     }
     capture.set_busy_budget(o.busy_budget);
-    let mut rec = Recorder::of(capture, BufWriter::new(file)).map_err(writing)?;
+    let mut rec = Recorder::with_compression(capture, BufWriter::new(file), o.compression)
+        .map_err(writing)?;
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut engine = EngineCheck::new();

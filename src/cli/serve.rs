@@ -120,6 +120,8 @@ pub struct ServeArgs {
     /// engine is replaced).
     #[arg(long, value_name = "FILE")]
     pub record: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub compression: super::record::CompressionArgs,
     /// While the machine has no spare CPU, the frame follower uses at most this
     /// percent of one core and skips frames (counted); 0 follows every frame.
     #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = super::args::parse_percent)]
@@ -139,6 +141,12 @@ pub enum ImageFormatArg {
 
 /// Runs `serve` with its arguments.
 pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
+    if a.record.is_none() && a.compression.given() {
+        return Err(CliError::Usage(
+            "--compression and --compression-level are of the --record file; give --record FILE"
+                .into(),
+        ));
+    }
     run(
         &a.target.require()?,
         a.target.layout,
@@ -161,6 +169,7 @@ pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
             control_timeout: a.control_timeout,
             busy_budget: (a.busy_budget > 0.0).then_some(a.busy_budget),
             record: a.record,
+            compression: a.compression.compression()?,
             tls: a.tls_cert.zip(a.tls_key),
         },
     )
@@ -183,6 +192,8 @@ pub struct Options {
     pub busy_budget: Option<f32>,
     /// Also record the run into this MCAP file, from the same capture.
     pub record: Option<std::path::PathBuf>,
+    /// How that file's chunks are compressed.
+    pub compression: crate::recording::Compression,
     /// The certificate and key files of TLS.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
@@ -357,8 +368,12 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         Some(path) => {
             let file = std::fs::File::create(path)
                 .map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
-            let rec = crate::record::Recorder::of(capture, std::io::BufWriter::new(file))
-                .map_err(|e| writing(path, &e))?;
+            let rec = crate::record::Recorder::with_compression(
+                capture,
+                std::io::BufWriter::new(file),
+                o.compression,
+            )
+            .map_err(|e| writing(path, &e))?;
             Feed::Recording(Box::new(rec), path.clone())
         }
         None => Feed::Capture(Box::new(capture)),

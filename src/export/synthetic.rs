@@ -26,12 +26,14 @@ pub struct Spec {
     pub chunk_size: Option<u64>,
     /// At this frame, env 0's reward and first observation are NaN.
     pub nan_at: Option<u64>,
+    /// How the chunks are compressed.
+    pub compression: crate::recording::Compression,
 }
 
 /// Writes the recording `spec` describes; returns the bytes of one frame message.
 pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::McapError> {
-    let mut options = mcap::WriteOptions::new()
-        .compression(None)
+    let mut options = crate::recording::write_options(mcap::WriteOptions::new(), spec.compression)
+        .map_err(|e| mcap::McapError::UnsupportedCompression(e.into()))?
         .profile(PROFILE)
         .library(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")));
     if let Some(size) = spec.chunk_size {

@@ -21,6 +21,7 @@ fn spec(frames: u64) -> Spec {
         frames,
         frame_interval_ns: 10_000_000,
         chunk_size: Some(4096),
+        compression: crate::recording::Compression::None,
         nan_at: Some(20),
     }
 }

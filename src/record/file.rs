@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Counts, Message, Prelude, RecordError};
-use crate::recording::{COUNTS_METADATA, PROFILE};
+use crate::recording::{COUNTS_METADATA, Compression, PROFILE};
 
 /// A writer that counts the bytes of the file (its length, shared with the recorder).
 #[derive(Debug)]
@@ -60,12 +60,26 @@ impl<W: Write + Seek> std::fmt::Debug for FileSink<W> {
 }
 
 impl<W: Write + Seek> FileSink<W> {
-    /// Starts a file on `out` with the schemas, channels and metadata of `prelude`.
+    /// Starts a file on `out` with the schemas, channels and metadata of `prelude`, its
+    /// chunks compressed as recordings are by default.
     pub fn new(out: W, prelude: &Prelude) -> Result<Self, RecordError> {
-        let options = mcap::WriteOptions::new()
-            .compression(None)
-            .profile(PROFILE)
-            .library(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")));
+        Self::with_compression(out, prelude, Compression::default())
+    }
+
+    /// Starts a file on `out` with the schemas, channels and metadata of `prelude`, its
+    /// chunks compressed with `compression` (on the thread that writes, never more).
+    pub fn with_compression(
+        out: W,
+        prelude: &Prelude,
+        compression: Compression,
+    ) -> Result<Self, RecordError> {
+        let options = crate::recording::write_options(
+            mcap::WriteOptions::new()
+                .profile(PROFILE)
+                .library(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION"))),
+            compression,
+        )
+        .map_err(RecordError::Unsupported)?;
         let written = Arc::new(AtomicU64::new(0));
         let writer = options.create(Counting {
             inner: out,

@@ -3,7 +3,8 @@
 //! MCAP channel `/lrbc/frame`, and each command or control ring entry's payload, as
 //! written, on `/lrbc/ring/<ring>`. Metadata records describe the segment (`lrbc.header`,
 //! `lrbc.geometry`, `lrbc.names`, `lrbc.tool`) and, at the end, what was kept and lost
-//! (`lrbc.counts`). Chunks are uncompressed. The format (topics, the names of schemas
+//! (`lrbc.counts`). Chunks are compressed with zstd unless asked otherwise, on the
+//! writer's thread. The format (topics, the names of schemas
 //! and metadata, the frame's encoder, the JSON messages) is `crate::recording`'s.
 //!
 //! One [`Capture`] (`capture`) follows the segment and produces encoded messages; they go
@@ -27,6 +28,7 @@ pub use rolling::{Rolling, RollingCopy, RollingLimits};
 use std::io::{Seek, Write};
 
 use crate::attach::Attached;
+use crate::recording::Compression;
 #[cfg(test)]
 use crate::rpc::recording_fb as fb;
 pub(super) use crate::sync::lock;
@@ -40,6 +42,8 @@ pub enum RecordError {
     Io(#[from] std::io::Error),
     #[error("env {env} does not exist (the segment has {num_envs} envs)")]
     NoSuchEnv { env: u32, num_envs: u32 },
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 impl RecordError {
@@ -132,9 +136,20 @@ impl<W: Write + Seek + Send + 'static> Recorder<W> {
         Self::of(Capture::new(attached, envs)?, out)
     }
 
-    /// A recording of `capture` (e.g. [`Capture::with_images`]) into `out`.
+    /// A recording of `capture` (e.g. [`Capture::with_images`]) into `out`, its chunks
+    /// compressed as recordings are by default.
     pub fn of(capture: Capture, out: W) -> Result<Self, RecordError> {
-        let file = FileSink::new(out, capture.prelude())?;
+        Self::with_compression(capture, out, Compression::default())
+    }
+
+    /// A recording of `capture` into `out`, its chunks compressed with `compression` on
+    /// the writer's thread.
+    pub fn with_compression(
+        capture: Capture,
+        out: W,
+        compression: Compression,
+    ) -> Result<Self, RecordError> {
+        let file = FileSink::with_compression(out, capture.prelude(), compression)?;
         let p = capture.prelude();
         let synced = (p.schemas.len(), p.channels.len());
         Ok(Self {

@@ -4,7 +4,8 @@
 //! `lrbc.recording.Frame` (`schema/recording.fbs`; [`FrameRef`] encodes one, [`RecFrame`]
 //! decodes one, `frame`), the JSON messages and metadata both sides read and write
 //! (`json`), the streams' names of camera and viewport frames (`streams`), and the
-//! region's camera images read back whether raw or compressed (`camera`).
+//! region's camera images read back whether raw or compressed (`camera`); chunks are
+//! compressed with zstd unless asked otherwise (`compression`).
 //!
 //! A recording holds, on [`FRAME_TOPIC`], each consistent frame of the recorded envs;
 //! on `/lrbc/ring/<ring>` ([`ring_topic`]) each command or control ring entry's payload
@@ -17,11 +18,17 @@
 //! [`SEGMENT_METADATA`]) and, at the end, what was kept and lost ([`COUNTS_METADATA`]).
 
 mod camera;
+mod compression;
 mod frame;
 mod json;
 mod streams;
 
 pub use camera::{ImageFormat, Rows, compress as compress_image, raw_encoding, region_pixels};
+#[cfg(feature = "compression")]
+pub use compression::compress_chunk;
+pub use compression::{
+    Compression, DEFAULT_ZSTD_LEVEL, NO_COMPRESSION, decompress_chunk, write_options,
+};
 pub use frame::{FrameError, FrameRef, RecFrame};
 pub use json::{
     lucky_header_json, lucky_header_of, ring_event_json, ring_event_of, segment_from_metadata,

@@ -20,7 +20,7 @@ pub use feed::{Fed, Feed};
 pub use frozen::Frozen;
 pub use player::{Find, PlayState, Player};
 pub use reader::{
-    ChunkInfo, LatestImages, Recording, ReplayError, RingMessage, StateChange, Topic,
+    ChunkInfo, LatestImages, Packing, Recording, ReplayError, RingMessage, StateChange, Topic,
 };
 pub use stream::{End, Event, ReadError, read_recording};
 pub use summary::{SUMMARY_TOPIC, Summary};

@@ -11,7 +11,9 @@ mod images;
 mod index;
 mod states;
 
-pub(super) use checks::{MAX_RECORD_BYTES, Records, check_chunk, check_profile, is_frame_channel};
+pub(super) use checks::{
+    MAX_RECORD_BYTES, Records, check_profile, chunk_records, is_frame_channel,
+};
 pub use images::LatestImages;
 pub use states::StateChange;
 
@@ -47,13 +49,49 @@ pub enum ReplayError {
     },
 }
 
-/// A chunk of the file: where it is and the log times of its messages.
+/// A chunk of the file: where it is, the log times of its messages, and how its
+/// records are compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkInfo {
     pub offset: u64,
     pub length: u64,
     pub start_ns: u64,
     pub end_ns: u64,
+    pub packing: Packing,
+    /// The bytes of its records, decompressed.
+    pub uncompressed: u64,
+}
+
+/// How a chunk's records are compressed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Packing {
+    #[default]
+    None,
+    Zstd,
+    Lz4,
+    /// A compression this tool does not read.
+    Other,
+}
+
+impl Packing {
+    /// The packing of a chunk record's `compression` field.
+    pub fn of(name: &str) -> Self {
+        match name {
+            "" => Self::None,
+            "zstd" => Self::Zstd,
+            "lz4" => Self::Lz4,
+            _ => Self::Other,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Zstd => "zstd",
+            Self::Lz4 => "lz4",
+            Self::Other => "another (not read)",
+        }
+    }
 }
 
 /// A ring entry's payload as recorded, or a ring's loss or malformed entry.
@@ -95,7 +133,11 @@ struct Msg {
     data: Arc<[u8]>,
 }
 
+/// Chunks whose messages (decompressed and parsed) are kept, at most...
 const CACHED_CHUNKS: usize = 6;
+/// ...and their bytes at most, beyond the newest chunk read (other writers' chunks may be
+/// larger than ours).
+const CACHED_BYTES: usize = 48 << 20;
 
 /// An open recording.
 pub struct Recording {
@@ -300,6 +342,19 @@ impl Recording {
         })
     }
 
+    /// How the chunks are compressed: each packing with its chunks, the bytes of their
+    /// records and of the chunks in the file.
+    pub fn packings(&self) -> BTreeMap<Packing, (u64, u64, u64)> {
+        let mut out = BTreeMap::new();
+        for c in &self.chunks {
+            let e = out.entry(c.packing).or_insert((0, 0, 0));
+            e.0 += 1;
+            e.1 += c.uncompressed;
+            e.2 += c.length;
+        }
+        out
+    }
+
     /// The messages of chunk `i`, from the cache or the file.
     fn chunk(&mut self, i: usize) -> Result<Arc<Vec<Msg>>, String> {
         if let Some(pos) = self.cache.iter().position(|(j, _)| *j == i) {
@@ -321,9 +376,9 @@ impl Recording {
         else {
             return Err("not a chunk".into());
         };
-        check_chunk(&header)?;
+        let records = chunk_records(c.offset, &header, &data)?;
         let mut msgs = Vec::new();
-        for (opcode, body) in Records(&data).map_while(Result::ok) {
+        for (opcode, body) in Records(&records).map_while(Result::ok) {
             match mcap::read::parse_record(opcode, body) {
                 Ok(Record::Message { header, data }) => msgs.push(Msg {
                     channel: header.channel_id,
@@ -338,6 +393,16 @@ impl Recording {
         let msgs = Arc::new(msgs);
         self.cache.push_front((i, Arc::clone(&msgs)));
         self.cache.truncate(CACHED_CHUNKS);
+        let mut bytes = 0;
+        let keep = self
+            .cache
+            .iter()
+            .take_while(|(_, m)| {
+                bytes += m.iter().map(|m| m.data.len() + 32).sum::<usize>();
+                bytes <= CACHED_BYTES
+            })
+            .count();
+        self.cache.truncate(keep.max(1));
         Ok(msgs)
     }
 

@@ -2,7 +2,8 @@
 //! is read in blocks through the mcap crate's sans-io `LinearReader`, whole chunks only,
 //! so that memory does not grow with the file and a file whose recorder was killed
 //! gives its complete chunks and says where it ends. It shares its checks (profile,
-//! frame channel, uncompressed chunks) and the records of a chunk with [`Recording`].
+//! frame channel, chunks decompressed as needed) and the records of a chunk with
+//! [`Recording`].
 //!
 //! [`Recording`]: super::Recording
 
@@ -12,7 +13,7 @@ use std::io::Read;
 use mcap::records::{Metadata, Record, op};
 use mcap::sans_io::linear_reader::{LinearReadEvent, LinearReader, LinearReaderOptions};
 
-use super::reader::{MAX_RECORD_BYTES, Records, check_chunk, check_profile, is_frame_channel};
+use super::reader::{MAX_RECORD_BYTES, Records, check_profile, chunk_records, is_frame_channel};
 
 /// Bytes asked of the file at a time.
 const BLOCK: usize = 1 << 20;
@@ -67,6 +68,8 @@ pub fn read_recording<E: From<ReadError>>(
     );
     let mut state = State::default();
     let mut end = End::default();
+    // Where the next record starts: after the magic, then record after record.
+    let mut offset = MAGIC_BYTES;
     while let Some(event) = reader.next_event() {
         match event {
             Ok(LinearReadEvent::ReadRequest(need)) => {
@@ -80,10 +83,12 @@ pub fn read_recording<E: From<ReadError>>(
                 if !state.header_seen && opcode != op::HEADER {
                     return Err(ReadError::NotMcap.into());
                 }
+                let at = offset;
+                offset += RECORD_PREFIX + data.len() as u64;
                 let record = mcap::parse_record(opcode, data).map_err(damaged)?;
                 if let Record::Chunk { header, data } = record {
-                    check_chunk(&header).map_err(ReadError::Damaged)?;
-                    for inner in Records(&data) {
+                    let records = chunk_records(at, &header, &data).map_err(ReadError::Damaged)?;
+                    for inner in Records(&records) {
                         let (op, body) = inner.map_err(ReadError::Damaged)?;
                         let record = mcap::parse_record(op, body).map_err(damaged)?;
                         state.record(record, &mut on)?;
@@ -114,6 +119,11 @@ pub fn read_recording<E: From<ReadError>>(
     }
     Ok(end)
 }
+
+/// The bytes of MCAP's magic at the start of a file.
+const MAGIC_BYTES: u64 = 8;
+/// A record's opcode and length before its body.
+const RECORD_PREFIX: u64 = 9;
 
 fn damaged(e: mcap::McapError) -> ReadError {
     ReadError::Damaged(e.to_string())

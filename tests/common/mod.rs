@@ -364,6 +364,11 @@ pub fn record_live_run(tag: &str, engine_args: &[&str], record_args: &[&str]) ->
 /// [`record_live_run`] of an engine with 6 envs × obs `obs` × act 2, no images, that
 /// writes a NaN at step 20, recording envs 0, 2 and 5 for 2 s.
 pub fn record_nan_run(tag: &str, obs: &str) -> (PathBuf, String) {
+    record_nan_run_with(tag, obs, &[])
+}
+
+/// [`record_nan_run`] with more options of `record` (e.g. `--compression lz4`).
+pub fn record_nan_run_with(tag: &str, obs: &str, more: &[&str]) -> (PathBuf, String) {
     record_live_run(
         tag,
         &[
@@ -378,7 +383,7 @@ pub fn record_nan_run(tag: &str, obs: &str) -> (PathBuf, String) {
             "--nan-at-step",
             "20",
         ],
-        &["--duration", "2", "--envs", "0,2,5"],
+        &[&["--duration", "2", "--envs", "0,2,5"], more].concat(),
     )
 }
 

@@ -1,7 +1,8 @@
 """An independent reader of a flight recording (`lrbc-inspector record`): the PyPI `mcap`
 package reads the file, the Python code flatc generates from schema/recording.fbs
 decodes one frame, and from schema/foxglove_image.fbs the first camera image of each
-`/lrbc/camera/...` topic. Prints one JSON object.
+`/lrbc/camera/...` topic; the chunks' compressions (zstd and lz4 through the package's
+`zstandard` and `lz4`). Prints one JSON object.
 
     python3 read_recording.py FILE.mcap
 """
@@ -28,6 +29,8 @@ def main() -> None:
     with open(sys.argv[1], "rb") as f:
         reader = make_reader(f)
         metadata = {m.name: dict(m.metadata) for m in reader.iter_metadata()}
+        summary = reader.get_summary()
+        compressions = sorted({c.compression for c in summary.chunk_indexes}) if summary else []
         for schema, channel, message in reader.iter_messages():
             counts[channel.topic] = counts.get(channel.topic, 0) + 1
             encodings[channel.topic] = channel.message_encoding
@@ -72,6 +75,7 @@ def main() -> None:
                 ),
                 "nan_frames": nan_frames,
                 "images": images,
+                "compressions": compressions,
             }
         )
     )

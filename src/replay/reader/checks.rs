@@ -1,5 +1,5 @@
 //! What both readers of a recording check the same way (the profile, the frame channel,
-//! uncompressed chunks), and the records of a run of bytes.
+//! a chunk's records, decompressed), and the records of a run of bytes.
 
 use crate::recording::{FRAME_SCHEMA, FRAME_TOPIC, PROFILE};
 
@@ -39,16 +39,20 @@ pub(in crate::replay) fn is_frame_channel(
     Ok(true)
 }
 
-/// Whether a chunk can be read (recordings are not compressed); else why not.
-pub(in crate::replay) fn check_chunk(header: &mcap::records::ChunkHeader) -> Result<(), String> {
-    if header.compression.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "a chunk is compressed with {:?} (recordings are not)",
-            header.compression
-        ))
-    }
+/// The records of the chunk at byte `offset` of its file, decompressed if need be; one
+/// error naming the offset when its compression is unknown or it is damaged.
+pub(in crate::replay) fn chunk_records<'a>(
+    offset: u64,
+    header: &mcap::records::ChunkHeader,
+    data: &'a [u8],
+) -> Result<std::borrow::Cow<'a, [u8]>, String> {
+    crate::recording::decompress_chunk(
+        offset,
+        &header.compression,
+        header.uncompressed_size,
+        data,
+        MAX_RECORD_BYTES,
+    )
 }
 
 /// The records of a run of bytes (a chunk's records, the summary section): opcode,

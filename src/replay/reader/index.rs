@@ -7,8 +7,8 @@ use std::io::{Read, Seek, SeekFrom};
 
 use mcap::records::{Record, op};
 
-use super::ChunkInfo;
-use super::checks::{MAX_RECORD_BYTES, Records};
+use super::checks::{MAX_RECORD_BYTES, Records, chunk_records};
+use super::{ChunkInfo, Packing};
 use crate::recording::FRAME_TOPIC;
 
 /// What the index walk collects.
@@ -92,6 +92,8 @@ pub(super) fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, S
                     length: c.chunk_length,
                     start_ns: c.message_start_time,
                     end_ns: c.message_end_time,
+                    packing: Packing::of(&c.compression),
+                    uncompressed: c.uncompressed_size,
                 });
             }
             Record::MetadataIndex(m) => metadata_at.push(m.offset),
@@ -125,26 +127,34 @@ pub(super) fn walk(file: &mut File, len: u64) -> Result<Index, String> {
         }
         match opcode {
             op::CHUNK => {
-                // message_start_time, message_end_time (the chunk header's first words).
-                let times = read_at(file, at + 9, 16.min(n))?;
+                // The chunk header: message_start_time, message_end_time,
+                // uncompressed_size, uncompressed_crc, then the compression's name.
+                let head = read_at(file, at + 9, 64.min(n))?;
                 let word = |i: usize| {
-                    times
-                        .get(i..i + 8)
+                    head.get(i..i + 8)
                         .and_then(|b| b.try_into().ok())
                         .map_or(0, u64::from_le_bytes)
                 };
+                let name_len = head
+                    .get(28..32)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u32::from_le_bytes) as usize;
+                let name = head.get(32..32 + name_len.min(32)).unwrap_or_default();
                 index.chunks.push(ChunkInfo {
                     offset: at,
                     length: end - at,
                     start_ns: word(0),
                     end_ns: word(8),
+                    packing: Packing::of(std::str::from_utf8(name).unwrap_or("?")),
+                    uncompressed: word(16),
                 });
                 if before_metadata {
                     let body = read_at(file, at + 9, n)?;
-                    if let Ok(Record::Chunk { data, .. }) =
+                    if let Ok(Record::Chunk { header, data }) =
                         mcap::read::parse_record(op::CHUNK, &body)
                     {
-                        for (o, b) in Records(&data).map_while(Result::ok) {
+                        let records = chunk_records(at, &header, &data)?;
+                        for (o, b) in Records(&records).map_while(Result::ok) {
                             if let Ok(r) = mcap::read::parse_record(o, b) {
                                 add(&mut index, r);
                             }

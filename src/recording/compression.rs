@@ -1,0 +1,213 @@
+//! The compression of a recording's chunks: zstd by default, as every other MCAP writer
+//! (the `mcap` CLI, libmcap, Foxglove's exports); lz4 or none when asked. Writers name
+//! it ([`Compression`]); readers decompress a chunk whatever it is
+//! ([`decompress_chunk`]), and an unknown compression or a damaged chunk is one error
+//! naming the chunk's offset.
+
+use std::borrow::Cow;
+
+/// How a recording's chunks are compressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    /// zstd at a level of 1 (fastest) to 19.
+    Zstd {
+        level: u8,
+    },
+    Lz4,
+}
+
+/// The zstd level of recordings unless another is asked for.
+pub const DEFAULT_ZSTD_LEVEL: u8 = 3;
+
+impl Default for Compression {
+    /// zstd at [`DEFAULT_ZSTD_LEVEL`]; none in a build without the `compression` feature.
+    fn default() -> Self {
+        if cfg!(feature = "compression") {
+            Self::Zstd {
+                level: DEFAULT_ZSTD_LEVEL,
+            }
+        } else {
+            Self::None
+        }
+    }
+}
+
+/// Why this build has no compression.
+pub const NO_COMPRESSION: &str =
+    "this build reads and writes no compressed chunks (built without the `compression` feature)";
+
+impl Compression {
+    /// The chunk records' name of it: "", "zstd" or "lz4".
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "",
+            Self::Zstd { .. } => "zstd",
+            Self::Lz4 => "lz4",
+        }
+    }
+
+    /// How it is shown: "none", "zstd level 3", "lz4".
+    pub fn describe(self) -> String {
+        match self {
+            Self::None => "none".into(),
+            Self::Zstd { level } => format!("zstd level {level}"),
+            Self::Lz4 => "lz4".into(),
+        }
+    }
+}
+
+/// `options` with chunks compressed as `compression` says, on the thread that writes
+/// (never a pool of the compressor's own); an error in a build without compression.
+#[cfg(feature = "compression")]
+pub fn write_options(
+    options: mcap::WriteOptions,
+    compression: Compression,
+) -> Result<mcap::WriteOptions, &'static str> {
+    let options = options.compression_threads(0);
+    Ok(match compression {
+        Compression::None => options.compression(None),
+        Compression::Zstd { level } => options
+            .compression(Some(mcap::Compression::Zstd))
+            .compression_level(u32::from(level.max(1))),
+        Compression::Lz4 => options.compression(Some(mcap::Compression::Lz4)),
+    })
+}
+
+#[cfg(not(feature = "compression"))]
+pub fn write_options(
+    options: mcap::WriteOptions,
+    compression: Compression,
+) -> Result<mcap::WriteOptions, &'static str> {
+    match compression {
+        Compression::None => Ok(options.compression(None)),
+        _ => Err(NO_COMPRESSION),
+    }
+}
+
+/// The records of a chunk as written: `data` as it is when the chunk at byte `offset` of
+/// its file is not compressed, else decompressed; an error naming the offset when the
+/// compression is unknown to this build, or the data does not decompress to the size
+/// the chunk gives (a cut or damaged chunk).
+pub fn decompress_chunk<'a>(
+    offset: u64,
+    compression: &str,
+    uncompressed_size: u64,
+    data: &'a [u8],
+    limit: u64,
+) -> Result<Cow<'a, [u8]>, String> {
+    if compression.is_empty() {
+        return Ok(Cow::Borrowed(data));
+    }
+    if uncompressed_size > limit {
+        return Err(format!(
+            "the chunk at byte {offset} says it holds {uncompressed_size} bytes, over the {limit} read: the file is damaged there"
+        ));
+    }
+    let size = usize::try_from(uncompressed_size).map_err(|e| e.to_string())?;
+    let out = match compression {
+        "zstd" | "lz4" => decompress(compression, size, data),
+        other => {
+            return Err(format!(
+                "the chunk at byte {offset} is compressed with {other:?}, which this tool does not read (zstd, lz4 and uncompressed chunks are read)"
+            ));
+        }
+    };
+    let out = out.map_err(|e| {
+        format!("the chunk at byte {offset} ({compression}) does not decompress: {e}: the file is damaged there")
+    })?;
+    if out.len() != size {
+        return Err(format!(
+            "the chunk at byte {offset} ({compression}) decompresses to {} bytes, not the {size} it gives: the file is damaged there",
+            out.len()
+        ));
+    }
+    Ok(Cow::Owned(out))
+}
+
+#[cfg(feature = "compression")]
+fn decompress(compression: &str, size: usize, data: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    if compression == "zstd" {
+        return zstd::bulk::decompress(data, size).map_err(|e| e.to_string());
+    }
+    // An LZ4 frame; a byte more than the chunk gives is read to see that it ends there.
+    let mut out = Vec::with_capacity(size);
+    lz4::Decoder::new(data)
+        .and_then(|d| d.take(size as u64 + 1).read_to_end(&mut out))
+        .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+#[cfg(not(feature = "compression"))]
+fn decompress(_compression: &str, _size: usize, _data: &[u8]) -> Result<Vec<u8>, String> {
+    Err(NO_COMPRESSION.to_string())
+}
+
+/// Compresses `data` as an MCAP writer would a chunk's records (for the readers' tests
+/// and the benchmarks' files written by other means).
+#[cfg(feature = "compression")]
+pub fn compress_chunk(compression: Compression, data: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Write as _;
+    match compression {
+        Compression::None => Ok(data.to_vec()),
+        Compression::Zstd { level } => {
+            zstd::bulk::compress(data, i32::from(level)).map_err(|e| e.to_string())
+        }
+        Compression::Lz4 => {
+            let mut e = lz4::EncoderBuilder::new()
+                .build(Vec::new())
+                .map_err(|e| e.to_string())?;
+            e.write_all(data).map_err(|e| e.to_string())?;
+            let (out, result) = e.finish();
+            result.map(|()| out).map_err(|e| e.to_string())
+        }
+    }
+}
+
+#[cfg(all(test, feature = "compression"))]
+mod tests {
+    use super::*;
+
+    fn records() -> Vec<u8> {
+        (0..200_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn zstd_lz4_and_none_give_back_the_chunk() {
+        let data = records();
+        for c in [Compression::None, Compression::default(), Compression::Lz4] {
+            let packed = compress_chunk(c, &data).unwrap();
+            if c != Compression::None {
+                assert!(packed.len() < data.len() / 4, "{c:?}: {}", packed.len());
+            }
+            let back = decompress_chunk(100, c.name(), data.len() as u64, &packed, 1 << 30)
+                .unwrap_or_else(|e| panic!("{c:?}: {e}"));
+            assert_eq!(back.as_ref(), data.as_slice(), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_cut_chunk_or_an_unknown_compression_is_an_error_naming_the_offset() {
+        let data = records();
+        for c in [Compression::default(), Compression::Lz4] {
+            let packed = compress_chunk(c, &data).unwrap();
+            let cut = &packed[..packed.len() / 2];
+            let e = decompress_chunk(4242, c.name(), data.len() as u64, cut, 1 << 30).unwrap_err();
+            assert!(
+                e.contains("byte 4242") && e.contains("damaged"),
+                "{c:?}: {e}"
+            );
+            // A size that is not the chunk's.
+            let e =
+                decompress_chunk(7, c.name(), data.len() as u64 - 1, &packed, 1 << 30).unwrap_err();
+            assert!(e.contains("byte 7"), "{c:?}: {e}");
+        }
+        let e = decompress_chunk(99, "brotli", 10, b"xx", 1 << 30).unwrap_err();
+        assert!(e.contains("byte 99") && e.contains("\"brotli\""), "{e}");
+        let e = decompress_chunk(5, "zstd", 1 << 40, b"xx", 1 << 30).unwrap_err();
+        assert!(e.contains("byte 5"), "{e}");
+    }
+}
