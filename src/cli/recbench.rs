@@ -131,13 +131,13 @@ pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
 /// The compressions compared: label and `record`'s options.
 const COMPRESSIONS: [(&str, &[&str]); 4] = [
     ("none", &["--compression", "none"]),
-    ("zstd level 1", &["--compression-level", "1"]),
-    ("zstd level 3 (default)", &[]),
+    ("zstd level 1 (default)", &[]),
+    ("zstd level 3", &["--compression-level", "3"]),
     ("lz4", &["--compression", "lz4"]),
 ];
 
 /// File size and MB/s written for each compression, train4096 and cams64 with images,
-/// each at 1 kHz, one recording after the other of the same run.
+/// one recording after the other of the same run.
 fn compression(secs: f64) -> Result<(), CliError> {
     println!(
         "  {:<48} {:<24} {:>9} {:>7} {:>9} {:>9} {:>8}",
@@ -149,20 +149,28 @@ fn compression(secs: f64) -> Result<(), CliError> {
         "MB/s",
         "ratio"
     );
-    let workloads: [(Preset, &str, &[&str]); 2] = [
+    let workloads: [(Preset, f64, &str, &[&str]); 3] = [
         (
             Preset::Train4096,
+            1000.0,
             "train4096 at 1 kHz, --envs 0-7",
             &["--envs", "0-7"],
         ),
         (
             Preset::Cams64,
+            1000.0,
             "cams64 at 1 kHz, --images --all-envs",
             &["--images", "--all-envs"],
         ),
+        (
+            Preset::Cams64,
+            200.0,
+            "cams64 at 200 Hz, --images --all-envs",
+            &["--images", "--all-envs"],
+        ),
     ];
-    for (preset, label, options) in workloads {
-        let run = start(preset, (Some(1000.0), "random"), None, "compression")?;
+    for (preset, hz, label, options) in workloads {
+        let run = start(preset, (Some(hz), "random"), None, "compression")?;
         let mut raw = None;
         for (name, extra) in COMPRESSIONS {
             let (c, size) = record_for(&run.name, secs, &[options, extra].concat())?;

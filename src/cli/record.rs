@@ -38,7 +38,7 @@ pub struct CompressionArgs {
     /// How the file's chunks are compressed [default: zstd, as other MCAP writers'].
     #[arg(long, value_name = "KIND", value_enum)]
     pub compression: Option<CompressionArg>,
-    /// The zstd level, 1 (fastest) to 19 (smallest) [default: 3].
+    /// The zstd level, 1 (fastest) to 19 (smallest) [default: 1].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=19))]
     pub compression_level: Option<u8>,
 }

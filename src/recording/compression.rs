@@ -17,8 +17,9 @@ pub enum Compression {
     Lz4,
 }
 
-/// The zstd level of recordings unless another is asked for.
-pub const DEFAULT_ZSTD_LEVEL: u8 = 3;
+/// The zstd level of recordings unless another is asked for: level 3 makes files about
+/// 1 % smaller for more CPU time (docs/benchmarks.md).
+pub const DEFAULT_ZSTD_LEVEL: u8 = 1;
 
 impl Default for Compression {
     /// zstd at [`DEFAULT_ZSTD_LEVEL`]; none in a build without the `compression` feature.
