@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 
 use common::{
-    SimEngine, inspector, line_channel, next_line, python, record_nan_run_with, temp_file,
-    wait_with_deadline,
+    SimEngine, inspector, line_channel, next_line, node, python, record_live_run,
+    record_nan_run_with, temp_file, wait_with_deadline,
 };
 use crossbeam_channel::Receiver;
 use lrbc_inspector::rpc::recording_fb;
@@ -87,7 +87,22 @@ fn an_independent_python_reader_counts_the_channels_and_decodes_a_frame() {
     assert!(frames > 50, "{v}");
     assert_eq!(v["schema_encodings"]["/lrbc/frame"], "flatbuffer");
     assert_eq!(v["schema_names"]["/lrbc/frame"], "lrbc.recording.Frame");
-    assert_eq!(v["schema_encodings"]["/lrbc/ring/cmd_c2s"], "flatbuffer");
+    // Ring entries as JSON that Foxglove decodes, with their exact bytes.
+    assert_eq!(v["schema_encodings"]["/lrbc/ring/cmd_c2s"], "jsonschema");
+    assert_eq!(
+        v["schema_names"]["/lrbc/ring/cmd_c2s"],
+        "lrbc.recording.RingEntry"
+    );
+    assert_eq!(v["message_encodings"]["/lrbc/ring/cmd_c2s"], "json");
+    let entry = &v["first_ring_entry"];
+    assert_eq!(entry["ring"], "cmd_c2s", "{v}");
+    assert!(entry["correlation_id"].as_u64() > Some(0), "{v}");
+    assert!(
+        entry["method"].as_str().is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
+    assert!(entry["bytes_len"].as_u64() > Some(8), "{v}");
+    assert_eq!(entry["bytes_identifier"], "LRPC", "{v}");
     assert!(
         v["counts"]["/lrbc/ring/cmd_s2c"].as_u64().unwrap() > 0,
         "{v}"
@@ -376,4 +391,80 @@ fn images_are_recorded_as_foxglove_images_of_the_region_and_the_streams() {
             "frame_id": "env2", "data_len": 32 * 24 * 3}),
     );
     let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn foxglove_s_packages_decode_every_channel_of_a_recording() {
+    // Images of the region and streamed camera frames, every ring, zstd chunks.
+    let (path, stderr) = record_live_run(
+        "foxglove-decode",
+        &[
+            "--envs",
+            "4",
+            "--obs",
+            "3",
+            "--act",
+            "2",
+            "--image",
+            "16x16x3",
+            "--camera-hz",
+            "30",
+        ],
+        &["--duration", "2", "--envs", "0,1", "--images"],
+    );
+    assert!(stderr.contains("duration reached"), "{stderr}");
+    let v = node("read_recording.cjs", &[&path.to_string_lossy()]);
+    assert_eq!(v["compressions"], serde_json::json!(["zstd"]), "{v}");
+    let topics = v["topics"].as_object().unwrap();
+    for (topic, t) in topics {
+        assert_eq!(t["failures"], 0, "{topic}: {t}");
+        assert!(t["error"].is_null(), "{topic}: {t}");
+    }
+    for topic in [
+        "/lrbc/frame",
+        "/lrbc/ring/cmd_c2s",
+        "/lrbc/ring/cmd_s2c",
+        "/lrbc/camera/env0",
+    ] {
+        assert!(topics[topic]["messages"].as_u64() > Some(0), "{topic}: {v}");
+    }
+    assert!(
+        topics.keys().any(|t| t.starts_with("/lrbc/stream/")),
+        "a streamed camera: {v}"
+    );
+    // The first frame's rewards as the engine wrote them (read by this tool's reader).
+    let mut rec = lrbc_inspector::replay::Recording::open(&path).unwrap();
+    let (t0, t1) = rec.time_range().unwrap();
+    let mut first = None;
+    rec.frames_between(t0, t1, |f| {
+        first = Some(f);
+        false
+    })
+    .unwrap();
+    let first = first.unwrap();
+    assert_eq!(v["firstFrame"]["frame_seq"], first.frame_seq.to_string());
+    let rewards: Vec<f64> = (v["firstFrame"]["rewards"].as_array().unwrap().iter())
+        .map(|r| r.as_f64().unwrap())
+        .collect();
+    let expected: Vec<f64> = first.rewards.iter().map(|&r| f64::from(r)).collect();
+    assert_eq!(rewards, expected);
+    // Ring entries with the correlation ids of their exact bytes.
+    let mut ids = Vec::new();
+    for m in mcap::MessageStream::new(&std::fs::read(&path).unwrap()).unwrap() {
+        let m = m.unwrap();
+        if m.channel.topic.starts_with("/lrbc/ring/") {
+            let bytes = lrbc_inspector::recording::ring_entry_payload(&m.data).unwrap();
+            let envelope = lrbc_inspector::rpc::fb::root_as_envelope(&bytes).unwrap();
+            ids.push(envelope.correlation_id());
+        }
+    }
+    let mut shown: Vec<u64> = (v["ringEntries"].as_array().unwrap().iter())
+        .map(|e| e["correlation_id"].as_u64().unwrap())
+        .collect();
+    assert!(!shown.is_empty(), "{v}");
+    // The app reads in log-time order, the crate in file order.
+    shown.sort_unstable();
+    ids.sort_unstable();
+    assert_eq!(shown, ids);
+    let _ = std::fs::remove_file(&path);
 }

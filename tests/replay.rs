@@ -379,11 +379,19 @@ fn newest_on(bytes: &[u8], t: u64, keep: impl Fn(&str, &[u8]) -> bool) -> Option
         .unwrap()
         .map_while(Result::ok)
     {
+        // A ring entry's exact bytes, from its JSON message.
+        let data = if m.channel.topic.starts_with("/lrbc/ring/")
+            && !m.channel.topic.ends_with("/header")
+        {
+            lrbc_inspector::recording::ring_entry_payload(&m.data).unwrap()
+        } else {
+            m.data.to_vec()
+        };
         if m.log_time <= t
-            && keep(&m.channel.topic, &m.data)
+            && keep(&m.channel.topic, &data)
             && found.as_ref().is_none_or(|(at, _)| m.log_time >= *at)
         {
-            found = Some((m.log_time, m.data.to_vec()));
+            found = Some((m.log_time, data));
         }
     }
     found
@@ -459,7 +467,9 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
         for m in mcap::MessageStream::new(&bytes).unwrap() {
             let m = m.unwrap();
             if m.log_time <= target && m.channel.topic.starts_with("/lrbc/ring/") {
-                sources.extend(lrbc_inspector::rpc::image::image_source(&m.data));
+                // The entry's exact bytes, from its JSON message.
+                let payload = lrbc_inspector::recording::ring_entry_payload(&m.data).unwrap();
+                sources.extend(lrbc_inspector::rpc::image::image_source(&payload));
             }
         }
         assert_eq!(

@@ -50,7 +50,10 @@ fn a_served_run_matches_a_recording_of_it_and_says_what_it_is() {
     assert!(
         c.channels
             .values()
-            .any(|ch| ch.topic == "/lrbc/ring/cmd_c2s" && ch.schema_name == "hazel.rpc.Envelope"),
+            .any(|ch| ch.topic == "/lrbc/ring/cmd_c2s"
+                && ch.schema_name == "lrbc.recording.RingEntry"
+                && ch.schema_encoding.as_deref() == Some("jsonschema")
+                && ch.encoding == "json"),
         "{:?}",
         c.channels.values().map(|ch| &ch.topic).collect::<Vec<_>>()
     );
@@ -208,21 +211,32 @@ fn control_is_refused_by_default_and_toggles_a_service_when_allowed() {
         )
         .unwrap();
     let mut answered = None;
-    let mut ring_entries = 0;
+    let mut entries = Vec::new();
     let deadline = Instant::now() + DEADLINE;
-    while answered.is_none() || ring_entries == 0 {
+    while answered.is_none() || entries.is_empty() {
         assert!(Instant::now() < deadline, "no answer, or no ring entry");
         match c.next(Duration::from_millis(100)).unwrap() {
             Some(ServerMessage::ServiceResponse { call_id, data, .. }) if call_id == call => {
                 answered = Some(serde_json::from_slice::<serde_json::Value>(&data).unwrap());
             }
             Some(ServerMessage::ServiceCallFailure { message, .. }) => panic!("{message}"),
-            Some(ServerMessage::MessageData { .. }) => ring_entries += 1,
+            Some(ServerMessage::MessageData { data, .. }) => {
+                entries.push(serde_json::from_slice::<serde_json::Value>(&data).unwrap());
+            }
             _ => {}
         }
     }
     let answer = answered.unwrap();
     assert_eq!(answer["method"], "SetServiceEnabled", "{answer}");
+    // The request as Foxglove shows it: decoded, with its correlation id.
+    let request = &entries[0];
+    assert_eq!(request["ring"], "ctl_c2s", "{request}");
+    assert_eq!(request["method"], "SetServiceEnabled", "{request}");
+    assert_eq!(
+        request["correlation_id"], answer["correlation_id"],
+        "{request}"
+    );
+    assert!(request["bytes"].as_str().is_some_and(|b| !b.is_empty()));
     let (code, out, err) = common::run_inspector(&["dump", "--shm", &engine.name, "--json"]);
     assert_eq!(code, 0, "{err}");
     let dump: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -313,17 +327,8 @@ fn bad_arguments_and_a_port_in_use_are_one_line_each() {
     messages(&mut c, "/lrbc/serve/status", 1);
 }
 
-/// The folder of the Node packages the test command installs (`.ci/test`).
-fn node_modules() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/nodedeps/node_modules")
-}
-
 #[test]
-fn foxglove_s_own_client_library_reads_frames_and_images() {
-    assert!(
-        node_modules().join("@foxglove/ws-protocol").is_dir(),
-        "run the test command (.ci/test), which installs @foxglove/ws-protocol under target/nodedeps"
-    );
+fn foxglove_s_own_client_library_decodes_every_channel() {
     let engine = SimEngine::start("serve-node", &["--preset", "cams64", "--camera-hz", "50"]);
     let mut client = sim_client(&engine.name, "200");
     let serve = Serve::start(&engine.name, &["--images", "--envs", "0"]);
@@ -332,7 +337,7 @@ fn foxglove_s_own_client_library_reads_frames_and_images() {
     let node = std::process::Command::new("node")
         .arg(script)
         .args([serve.url.as_str(), "100", "3"])
-        .env("NODE_PATH", node_modules())
+        .env("NODE_PATH", common::node_modules())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -375,6 +380,14 @@ fn foxglove_s_own_client_library_reads_frames_and_images() {
     assert_eq!(v["rewards"], 64, "{v}");
     assert!(v["images"].as_u64() >= Some(3), "{v}");
     assert_eq!(v["imageSchema"], "foxglove.RawImage");
+    // Every channel decodes as the app decodes it; ring entries with their ids.
+    assert_eq!(v["failures"], serde_json::json!({}), "{v}");
+    let entries = v["ringEntries"].as_array().unwrap();
+    assert!(!entries.is_empty(), "{v}");
+    for e in entries {
+        assert!(e["correlation_id"].as_u64() > Some(0), "{e}");
+        assert!(e["method"].as_str().is_some_and(|m| !m.is_empty()), "{e}");
+    }
     let _ = client.kill();
     let _ = client.wait();
 }

@@ -13,9 +13,10 @@ use crate::clock::{MonotonicClock, monotonic_now_ns};
 use crate::follow::{FrameCopy, Subscription};
 use crate::layout::{Layout, RegionKind};
 use crate::recording::{
-    ENVELOPE_SCHEMA, FRAME_SCHEMA, FRAME_TOPIC, FrameRef, GEOMETRY_METADATA, HEADER_METADATA,
-    NAMES_METADATA, RING_EVENTS_TOPIC, SEGMENT_METADATA, STATE_TOPIC, TOOL_METADATA,
-    lucky_header_json, ring_event_json, ring_header_topic, ring_topic, segment_metadata,
+    FRAME_SCHEMA, FRAME_TOPIC, FrameRef, GEOMETRY_METADATA, HEADER_METADATA, NAMES_METADATA,
+    RING_ENTRY_JSON_SCHEMA, RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC, SEGMENT_METADATA, STATE_TOPIC,
+    TOOL_METADATA, lucky_header_json, ring_entry_json, ring_event_json, ring_header_topic,
+    ring_topic, segment_metadata,
 };
 use crate::rpc::RECORDING_BFBS;
 use crate::traffic::{RingSelection, Traffic, TrafficEvent};
@@ -101,22 +102,19 @@ impl Capture {
         });
         let traffic = Traffic::new(&attached, RingSelection::All);
         let lucky = g.layout == Layout::LuckyrobotsIpc;
-        let envelope_schema = if lucky {
-            None
-        } else {
-            prelude.schemas.push(SchemaDef {
-                name: ENVELOPE_SCHEMA.into(),
-                encoding: "flatbuffer".into(),
-                data: std::borrow::Cow::Borrowed(crate::rpc::schema::SCHEMA_BFBS),
-            });
-            Some(prelude.schemas.len() - 1)
-        };
+        // Ring entries as JSON that Foxglove decodes, their exact bytes inside.
+        prelude.schemas.push(SchemaDef {
+            name: RING_ENTRY_SCHEMA.into(),
+            encoding: "jsonschema".into(),
+            data: std::borrow::Cow::Borrowed(RING_ENTRY_JSON_SCHEMA.as_bytes()),
+        });
+        let entry_schema = Some(prelude.schemas.len() - 1);
         let mut ring_channels = HashMap::new();
         for kind in traffic.rings() {
             prelude.channels.push(ChannelDef {
                 topic: ring_topic(kind),
-                schema: envelope_schema,
-                message_encoding: if lucky { "json" } else { "flatbuffer" }.into(),
+                schema: entry_schema,
+                message_encoding: "json".into(),
             });
             ring_channels.insert(kind, prelude.channels.len() - 1);
         }
@@ -537,7 +535,7 @@ impl Capture {
                 kind: Kind::RingEntry,
                 log_time: r.seen_ns,
                 publish_time: r.seen_ns,
-                data: Arc::from(r.payload),
+                data: Arc::from(ring_entry_json(&r)),
             });
             self.counts.ring_entries += 1;
         }

@@ -8,8 +8,10 @@
 //! compressed with zstd unless asked otherwise (`compression`).
 //!
 //! A recording holds, on [`FRAME_TOPIC`], each consistent frame of the recorded envs;
-//! on `/lrbc/ring/<ring>` ([`ring_topic`]) each command or control ring entry's payload
-//! as written, a luckyrobots entry's header just before it on
+//! on `/lrbc/ring/<ring>` ([`ring_topic`]) each command or control ring entry, decoded
+//! and with its payload's exact bytes, as JSON ([`RING_ENTRY_SCHEMA`], `ring_entry`;
+//! recordings of earlier versions hold the payload itself), a luckyrobots entry's
+//! header just before it on
 //! `/lrbc/ring/<ring>/header` ([`ring_header_topic`]); ring losses and malformed entries
 //! on [`RING_EVENTS_TOPIC`]; the segment's state changes on [`STATE_TOPIC`]; when asked
 //! for, camera images on `/lrbc/camera/env<N>` ([`camera_topic`]) and
@@ -21,6 +23,7 @@ mod camera;
 mod compression;
 mod frame;
 mod json;
+mod ring_entry;
 mod streams;
 
 pub use camera::{ImageFormat, Rows, compress as compress_image, raw_encoding, region_pixels};
@@ -34,6 +37,9 @@ pub use json::{
     lucky_header_json, lucky_header_of, ring_event_json, ring_event_of, segment_from_metadata,
     segment_metadata,
 };
+pub use ring_entry::{
+    RING_ENTRY_JSON_SCHEMA, RING_ENTRY_SCHEMA, ring_entry_json, ring_entry_payload,
+};
 pub use streams::{StreamFrame, stream_frame, stream_name_of};
 
 use crate::layout::RegionKind;
@@ -45,7 +51,8 @@ pub const PROFILE: &str = "lrbc";
 pub const FRAME_TOPIC: &str = "/lrbc/frame";
 /// The schema name of frames.
 pub const FRAME_SCHEMA: &str = "lrbc.recording.Frame";
-/// The schema name of the envelopes of LRBC ring entries.
+/// The schema name of the envelopes of LRBC ring entries (their channels in recordings
+/// of earlier versions).
 pub const ENVELOPE_SCHEMA: &str = "hazel.rpc.Envelope";
 /// The schema name of raw camera images.
 pub const RAW_IMAGE_SCHEMA: &str = "foxglove.RawImage";

@@ -356,10 +356,10 @@ impl Worker {
                     l.bytes += data.len() as u64;
                     l.messages += 1;
                 }
-                let Some((topic, channel)) = c
-                    .channel_of(subscription)
-                    .map(|ch| (ch.topic.clone(), ch.id))
-                else {
+                let Some((topic, channel, entry_json)) = c.channel_of(subscription).map(|ch| {
+                    let entry_json = ch.schema_name == crate::recording::RING_ENTRY_SCHEMA;
+                    (ch.topic.clone(), ch.id, entry_json)
+                }) else {
                     return;
                 };
                 // The server's Unix time on this machine's clock of the panels.
@@ -370,7 +370,13 @@ impl Worker {
                     self.status(&data);
                 } else {
                     let (settings, limits) = &self.settings;
-                    let fed = self.feed.message(&topic, local, &data, settings, *limits);
+                    // A ring entry as JSON: the exact bytes it carries (the tap records
+                    // the message as it came).
+                    let payload = entry_json
+                        .then(|| crate::recording::ring_entry_payload(&data))
+                        .flatten();
+                    let bytes = payload.as_deref().unwrap_or(&data);
+                    let fed = self.feed.message(&topic, local, bytes, settings, *limits);
                     let (frame, gap) = match fed {
                         Fed::Frame { gap, .. } => (1, gap),
                         Fed::Summary { gap } => (0, gap),

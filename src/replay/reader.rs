@@ -27,9 +27,9 @@ use mcap::records::{Record, op};
 
 use crate::layout::{Geometry, LayoutChoice, RegionKind};
 use crate::recording::{
-    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA,
-    STATE_TOPIC, camera_env_of_topic, ring_event_of, ring_of_header_topic, ring_of_topic,
-    segment_from_metadata, stream_of_topic,
+    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC, RecFrame,
+    SEGMENT_METADATA, STATE_TOPIC, camera_env_of_topic, ring_entry_payload, ring_event_of,
+    ring_of_header_topic, ring_of_topic, segment_from_metadata, stream_of_topic,
 };
 use index::{read_at, read_summary, record_at, walk};
 
@@ -159,6 +159,11 @@ pub struct Recording {
     streams: HashMap<u16, String>,
     /// Every channel whose record was read.
     known: HashSet<u16>,
+    /// Schema names by id.
+    schemas: HashMap<u16, String>,
+    /// Ring channels of JSON ring entries (`lrbc.recording.RingEntry`), whose messages
+    /// are read as the exact bytes they carry.
+    entries_as_json: HashSet<u16>,
     /// Channels with messages in the file, from the message indexes.
     indexed: BTreeSet<u16>,
     /// A chunk's (by its offset) channels with messages, from its message indexes.
@@ -262,6 +267,8 @@ impl Recording {
             cameras: HashMap::new(),
             streams: HashMap::new(),
             known: HashSet::new(),
+            schemas: index.schemas.clone(),
+            entries_as_json: HashSet::new(),
             indexed,
             chunk_channels: index.chunk_channels,
             metadata: index.metadata,
@@ -283,6 +290,9 @@ impl Recording {
         self.known.insert(c.id);
         if let Some(k) = ring_of_topic(&c.topic) {
             self.rings.insert(c.id, k);
+            if self.schemas.get(&c.schema_id).map(String::as_str) == Some(RING_ENTRY_SCHEMA) {
+                self.entries_as_json.insert(c.id);
+            }
         } else if c.topic == RING_EVENTS_TOPIC {
             self.ring_events = Some(c.id);
         } else if c.topic == STATE_TOPIC {
@@ -380,11 +390,26 @@ impl Recording {
         let mut msgs = Vec::new();
         for (opcode, body) in Records(&records).map_while(Result::ok) {
             match mcap::read::parse_record(opcode, body) {
-                Ok(Record::Message { header, data }) => msgs.push(Msg {
-                    channel: header.channel_id,
-                    log_ns: header.log_time,
-                    data: Arc::from(&*data),
-                }),
+                Ok(Record::Message { header, data }) => {
+                    // A ring entry as JSON: its exact bytes, as earlier recordings hold it
+                    // (one that does not read is kept as it is: the traffic shows it as
+                    // malformed).
+                    let data = match (self.entries_as_json.contains(&header.channel_id))
+                        .then(|| ring_entry_payload(&data))
+                        .flatten()
+                    {
+                        Some(bytes) => Arc::from(bytes),
+                        None => Arc::from(&*data),
+                    };
+                    msgs.push(Msg {
+                        channel: header.channel_id,
+                        log_ns: header.log_time,
+                        data,
+                    });
+                }
+                Ok(Record::Schema { header, .. }) => {
+                    self.schemas.insert(header.id, header.name);
+                }
                 Ok(Record::Channel(ch)) => self.register(&ch),
                 _ => {}
             }

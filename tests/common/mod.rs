@@ -247,6 +247,42 @@ pub fn python_path() -> String {
     format!("{}:{}", deps.display(), gen_dir.display())
 }
 
+/// The folder of the Node packages the test command installs (`.ci/test`).
+pub fn node_modules() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/nodedeps/node_modules");
+    assert!(
+        dir.join("@mcap/core").is_dir() && dir.join("flatbuffers_reflection").is_dir(),
+        "run the test command (.ci/test), which installs tests/node's packages under target/nodedeps"
+    );
+    dir
+}
+
+/// Runs a Node script of `tests/node/` with `args` as a separate process and returns the
+/// JSON it prints; a failing script fails the test.
+pub fn node(script: &str, args: &[&str]) -> Value {
+    let out = wait_with_deadline(
+        Command::new("node")
+            .arg(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/node")
+                    .join(script),
+            )
+            .args(args)
+            .env("NODE_PATH", node_modules())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("node runs"),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script}: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{script}: {e}: {text}"))
+}
+
 /// Runs a Python script of `tests/py/` with `args` as a separate process and returns the
 /// JSON it prints; a failing script fails the test.
 pub fn python(script: &str, args: &[&str]) -> Value {

@@ -1,11 +1,14 @@
 // Reads a run served by `lrbc-inspector serve` with Foxglove's own client library
-// (npm @foxglove/ws-protocol, with ws), as Foxglove's apps do, and prints one JSON
-// summary: what the server advertised, and the frames and images received.
+// (npm @foxglove/ws-protocol, with ws), as Foxglove's apps do: subscribes to every
+// channel and decodes every message as the app does (decode.cjs). Prints one JSON
+// summary: what the server advertised, the frames, images and ring entries received,
+// and each channel that failed to decode.
 //
 // node foxglove_client.cjs ws://HOST:PORT FRAMES IMAGES
 "use strict";
 const { FoxgloveClient } = require("@foxglove/ws-protocol");
 const WebSocket = require("ws");
+const { decoderFor, noteOf, toJson } = require("./decode.cjs");
 
 const [url, wantFrames, wantImages] = [
   process.argv[2],
@@ -13,39 +16,29 @@ const [url, wantFrames, wantImages] = [
   Number(process.argv[4] ?? 0),
 ];
 
-// A table's field of a FlatBuffer: the absolute offset of field `index`, or 0.
-function field(dv, table, index) {
-  const vtable = table - dv.getInt32(table, true);
-  const vtLen = dv.getUint16(vtable, true);
-  const at = 4 + 2 * index;
-  if (at >= vtLen) return 0;
-  const off = dv.getUint16(vtable + at, true);
-  return off ? table + off : 0;
-}
-
-// frame_seq (field 0) and the length of rewards (field 4) of an lrbc.recording.Frame.
-function frame(dv) {
-  const root = dv.getUint32(0, true);
-  const seqAt = field(dv, root, 0);
-  const rewardsAt = field(dv, root, 4);
-  const vec = rewardsAt ? rewardsAt + dv.getUint32(rewardsAt, true) : 0;
-  return {
-    seq: seqAt ? Number(dv.getBigUint64(seqAt, true)) : 0,
-    rewards: vec ? dv.getUint32(vec, true) : 0,
-  };
-}
-
 const client = new FoxgloveClient({ ws: new WebSocket(url, ["foxglove.sdk.v1"]) });
-const summary = { server: null, channels: [], frames: 0, seqs: [], rewards: 0, images: 0, imageSchema: null, errors: [] };
+const summary = {
+  server: null,
+  channels: [],
+  frames: 0,
+  seqs: [],
+  rewards: 0,
+  images: 0,
+  imageSchema: null,
+  ringEntries: [],
+  failures: {},
+  errors: [],
+};
+// Subscription id → its channel's topic and decoder.
 const subs = new Map();
 let done = false;
 
 function finish(code) {
   if (done) return;
   done = true;
-  summary.seqsIncreasing = summary.seqs.every((s, i) => i === 0 || s > summary.seqs[i - 1]);
+  summary.seqsIncreasing = summary.seqs.every((s, i) => i === 0 || BigInt(s) > BigInt(summary.seqs[i - 1]));
   summary.seqs = summary.seqs.slice(0, 5);
-  console.log(JSON.stringify(summary));
+  console.log(toJson(summary));
   client.close();
   process.exit(code);
 }
@@ -68,22 +61,37 @@ client.on("advertise", (channels) => {
       schemaName: ch.schemaName,
       schemaEncoding: ch.schemaEncoding ?? null,
     });
-    const image = ch.topic.startsWith("/lrbc/camera/") && summary.imageSchema === null;
-    if (ch.topic === "/lrbc/frame" || (image && wantImages > 0)) {
-      if (image) summary.imageSchema = ch.schemaName;
-      subs.set(client.subscribe(ch.id), ch.topic);
+    if (ch.topic.startsWith("/lrbc/camera/") && summary.imageSchema === null) summary.imageSchema = ch.schemaName;
+    // Binary schemas come base64 in the advertisement.
+    const schema = ch.encoding === "flatbuffer" ? Buffer.from(ch.schema, "base64") : null;
+    let decode = null;
+    try {
+      decode = decoderFor(ch.encoding, ch.schemaName, schema);
+    } catch (e) {
+      summary.failures[ch.topic] = String(e?.message ?? e);
     }
+    subs.set(client.subscribe(ch.id), { topic: ch.topic, decode });
   }
 });
 client.on("message", ({ subscriptionId, data }) => {
-  const topic = subs.get(subscriptionId);
-  if (topic === "/lrbc/frame") {
-    const f = frame(data);
-    summary.frames += 1;
-    summary.seqs.push(f.seq);
-    summary.rewards = f.rewards;
-  } else if (topic) {
-    summary.images += 1;
+  const sub = subs.get(subscriptionId);
+  if (!sub || !sub.decode) return;
+  let v;
+  try {
+    v = sub.decode(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  } catch (e) {
+    summary.failures[sub.topic] ??= String(e?.message ?? e);
+    return;
   }
-  if (summary.frames >= wantFrames && summary.images >= wantImages) finish(0);
+  const note = noteOf(sub.topic, v);
+  if (sub.topic === "/lrbc/frame") {
+    summary.frames += 1;
+    summary.seqs.push(note.frame_seq);
+    summary.rewards = note.rewards.length;
+  } else if (sub.topic.startsWith("/lrbc/camera/")) {
+    summary.images += 1;
+  } else if (note && "ring" in note && summary.ringEntries.length < 100) {
+    summary.ringEntries.push(note);
+  }
+  if (summary.frames >= wantFrames && summary.images >= wantImages && summary.ringEntries.length > 0) finish(0);
 });

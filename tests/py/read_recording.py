@@ -2,11 +2,13 @@
 package reads the file, the Python code flatc generates from schema/recording.fbs
 decodes one frame, and from schema/foxglove_image.fbs the first camera image of each
 `/lrbc/camera/...` topic; the chunks' compressions (zstd and lz4 through the package's
-`zstandard` and `lz4`). Prints one JSON object.
+`zstandard` and `lz4`); the first ring entry of `/lrbc/ring/cmd_c2s` (JSON, its exact
+bytes base64). Prints one JSON object.
 
     python3 read_recording.py FILE.mcap
 """
 
+import base64
 import json
 import math
 import sys
@@ -26,6 +28,7 @@ def main() -> None:
     frame_seqs = []
     nan_frames = []
     images: dict[str, dict] = {}
+    first_entry = None
     with open(sys.argv[1], "rb") as f:
         reader = make_reader(f)
         metadata = {m.name: dict(m.metadata) for m in reader.iter_metadata()}
@@ -47,6 +50,11 @@ def main() -> None:
                     "frame_id": img.FrameId().decode(),
                     "data_len": img.DataLength(),
                 }
+            if channel.topic == "/lrbc/ring/cmd_c2s" and first_entry is None:
+                first_entry = json.loads(message.data)
+                raw = base64.b64decode(first_entry.pop("bytes"))
+                first_entry["bytes_len"] = len(raw)
+                first_entry["bytes_identifier"] = raw[4:8].decode("latin-1")
             if channel.topic != "/lrbc/frame":
                 continue
             frame = Frame.GetRootAs(message.data, 0)
@@ -76,6 +84,7 @@ def main() -> None:
                 "nan_frames": nan_frames,
                 "images": images,
                 "compressions": compressions,
+                "first_ring_entry": first_entry,
             }
         )
     )

@@ -14,6 +14,17 @@ use crate::testutil::unique_name;
 /// at once), then `entries` (ring, payload) 1 ms apart, written as the recorder writes ring entries (their payload on
 /// `/lrbc/ring/<ring>` at the time it saw them).
 fn recording_with_entries(layout: PlanLayout, entries: &[(RegionKind, Vec<u8>)]) -> Vec<u8> {
+    recording_in_format(layout, entries, false)
+}
+
+/// [`recording_with_entries`], the ring entries as JSON with their exact bytes, or, when
+/// `earlier`, as recordings of earlier versions hold them (the payload itself on a
+/// channel of schema `hazel.rpc.Envelope`, or schemaless JSON on the luckyrobots layout).
+fn recording_in_format(
+    layout: PlanLayout,
+    entries: &[(RegionKind, Vec<u8>)],
+    earlier: bool,
+) -> Vec<u8> {
     use crate::record::{Capture, FileSink, Kind, Message};
     let mut e = Engine::create(EngineConfig::small(
         unique_name("replay-ring"),
@@ -25,13 +36,31 @@ fn recording_with_entries(layout: PlanLayout, entries: &[(RegionKind, Vec<u8>)])
     .unwrap();
     let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
     let mut capture = Capture::new(a, vec![0]).unwrap();
-    let mut file = FileSink::new(Cursor::new(Vec::new()), capture.prelude()).unwrap();
+    let mut prelude = capture.prelude().clone();
+    if earlier {
+        let lucky = layout == PlanLayout::Lucky;
+        prelude.schemas.push(crate::record::SchemaDef {
+            name: crate::recording::ENVELOPE_SCHEMA.into(),
+            encoding: "flatbuffer".into(),
+            data: std::borrow::Cow::Borrowed(crate::rpc::schema::SCHEMA_BFBS),
+        });
+        let envelope = prelude.schemas.len() - 1;
+        for c in &mut prelude.channels {
+            if crate::recording::ring_of_topic(&c.topic).is_some() {
+                c.schema = (!lucky).then_some(envelope);
+                c.message_encoding = if lucky { "json" } else { "flatbuffer" }.into();
+            }
+        }
+    }
+    let mut file = FileSink::new(Cursor::new(Vec::new()), &prelude).unwrap();
     let mut messages = Vec::new();
     // Frames count from the attach: the first seen is the next one (torn: this engine
     // writes no action_seq).
     e.step_once(Some(1));
     capture.poll_until(&mut messages, |n| n.frames_seen == 1);
-    file.sync(capture.prelude()).unwrap();
+    if !earlier {
+        file.sync(capture.prelude()).unwrap();
+    }
     let mut t = 0;
     for m in &messages {
         file.write(m).unwrap();
@@ -46,12 +75,20 @@ fn recording_with_entries(layout: PlanLayout, entries: &[(RegionKind, Vec<u8>)])
             .position(|c| c.topic == topic)
             .unwrap();
         t += 1_000_000;
+        let data: Arc<[u8]> = if earlier {
+            Arc::from(&payload[..])
+        } else {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD.encode(payload);
+            let json = serde_json::json!({"ring": ring.as_str(), "seen_ns": t, "bytes": bytes});
+            Arc::from(json.to_string().into_bytes())
+        };
         file.write(&Message {
             channel,
             kind: Kind::RingEntry,
             log_time: t,
             publish_time: t,
-            data: Arc::from(&payload[..]),
+            data,
         })
         .unwrap();
     }
@@ -200,6 +237,49 @@ fn recorded_envelopes_show_decoded_and_paired_as_the_same_entries_did_live() {
     assert_eq!((ring, Some(error)), (c2s, live_error));
     assert!(error.contains("identifier"), "{error}");
     assert_eq!(raw.as_slice(), b"hello, not a flatbuffer");
+}
+
+#[test]
+fn recordings_of_earlier_versions_replay_their_entries_as_the_json_form_does() {
+    use crate::rpc::fb::MethodId;
+    let (c2s, s2c) = (RegionKind::CmdC2s, RegionKind::CmdS2c);
+    let lrbc = vec![
+        (c2s, envelope(1, MethodId::GetJointState, None, 1_000)),
+        (s2c, envelope(1, MethodId::GetJointState, None, 4_500)),
+        (c2s, b"hello, not a flatbuffer".to_vec()),
+    ];
+    let lucky = vec![
+        (c2s, br#"{"mode": "warp"}"#.to_vec()),
+        (s2c, br#"{"error": "unknown mode warp"}"#.to_vec()),
+        (s2c, b"not json".to_vec()),
+    ];
+    for (layout, entries) in [
+        (PlanLayout::Lrbc { ext: true }, lrbc),
+        (PlanLayout::Lucky, lucky),
+    ] {
+        let n = entries.len() as u64;
+        let now = replayed_traffic(&recording_in_format(layout, &entries, false), n);
+        let earlier = replayed_traffic(&recording_in_format(layout, &entries, true), n);
+        assert_eq!(now.len(), entries.len(), "{layout:?}: {now:?}");
+        // The same rows, but for when their engine ran and the list's row ids (which
+        // count the player's passes, not the file).
+        let shown = |rows: &[crate::traffic::TrafficRow]| {
+            let mut text = format!("{rows:?}");
+            for key in ["seen_ns: ", "index: ", "partner: Some("] {
+                let mut out = String::new();
+                for (i, part) in text.split(key).enumerate() {
+                    if i > 0 {
+                        out.push_str(key);
+                        out.push('_');
+                    }
+                    out.push_str(part.trim_start_matches(|c: char| c.is_ascii_digit() && i > 0));
+                }
+                text = out;
+            }
+            text
+        };
+        assert_eq!(shown(&now), shown(&earlier), "{layout:?}");
+    }
 }
 
 #[test]
