@@ -283,6 +283,66 @@ fn a_truncated_copy_exports_its_complete_chunks() {
 }
 
 #[test]
+fn a_damaged_or_unknown_chunk_compression_is_one_error_naming_the_chunk() {
+    let rec = record_a_live_run("bad-chunk", "3");
+    let bytes = std::fs::read(&rec).unwrap();
+    let summary = mcap::Summary::read(&bytes).unwrap().unwrap();
+    // The first chunk with messages (the one before holds the channels alone).
+    let chunk = (summary.chunk_indexes.iter())
+        .find(|c| c.message_end_time > 0)
+        .unwrap();
+    assert_eq!(chunk.compression, "zstd");
+    let at = chunk.chunk_start_offset as usize;
+    // The chunk record: opcode and length, then start and end times, uncompressed size
+    // and CRC, then the compression's name (length-prefixed), compressed size, data.
+    let name = at + 9 + 8 + 8 + 8 + 4;
+    assert_eq!(&bytes[name + 4..name + 8], b"zstd");
+    let data = name + 8 + 8 + 8;
+    let cases = [
+        (
+            "brot",
+            "compressed with \"brot\", which this tool does not read",
+        ),
+        ("zstd", "(zstd) does not decompress"),
+    ];
+    for (compression, expected) in cases {
+        let mut damaged = bytes.clone();
+        damaged[name + 4..name + 8].copy_from_slice(compression.as_bytes());
+        if compression == "zstd" {
+            // The compressed data's middle, zeroed.
+            let len = chunk.compressed_size as usize;
+            damaged[data + len / 4..data + len / 2].fill(0);
+        }
+        let copy = target_file(&format!("bad-chunk-{compression}"), "mcap");
+        std::fs::write(&copy, &damaged).unwrap();
+        let out = target_file(&format!("bad-chunk-{compression}"), "csv");
+        let (code, _, stderr) = export(&[&s(&copy), "--csv", &s(&out)]);
+        assert_eq!(code, 1, "{compression}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{compression}: {stderr}");
+        assert!(
+            stderr.contains(&format!("the chunk at byte {at}")),
+            "{stderr}"
+        );
+        assert!(stderr.contains(expected), "{compression}: {stderr}");
+        if compression == "brot" {
+            assert!(
+                !stderr.contains("damaged"),
+                "a valid file is not damaged: {stderr}"
+            );
+        }
+        // The reader of `open` and the window says the same of that chunk.
+        let mut r = Recording::open(&copy).unwrap();
+        let e = r
+            .ring_between(chunk.message_start_time, chunk.message_end_time, 10)
+            .unwrap_err();
+        assert!(
+            e.contains(&format!("the chunk at byte {at}")) && e.contains(expected),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn bad_inputs_are_one_line_and_exit_1() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out = target_file("bad", "parquet");

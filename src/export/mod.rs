@@ -30,6 +30,9 @@ pub enum ExportError {
     NotLrbc(String),
     #[error("the recording is damaged: {0}")]
     Damaged(String),
+    /// A chunk that cannot be read (its compression, or its data), named by its offset.
+    #[error("{0}")]
+    Chunk(String),
     #[error("env {env} does not exist (the recording has {num_envs} envs)")]
     NoSuchEnv { env: u32, num_envs: usize },
     #[error("writing: {0}")]
@@ -97,6 +100,7 @@ impl From<ReadError> for ExportError {
             ReadError::NotMcap => Self::NotMcap,
             ReadError::NotRecording(why) => Self::NotLrbc(why),
             ReadError::Damaged(why) => Self::Damaged(why),
+            ReadError::Chunk(why) => Self::Chunk(why),
         }
     }
 }

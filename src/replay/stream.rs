@@ -29,6 +29,10 @@ pub enum ReadError {
     NotRecording(String),
     #[error("the recording is damaged: {0}")]
     Damaged(String),
+    /// A chunk that cannot be read: its compression is unknown here, or it does not
+    /// decompress (the message names its offset and says which).
+    #[error("{0}")]
+    Chunk(String),
 }
 
 /// What the reader hands over, in file order.
@@ -87,7 +91,7 @@ pub fn read_recording<E: From<ReadError>>(
                 offset += RECORD_PREFIX + data.len() as u64;
                 let record = mcap::parse_record(opcode, data).map_err(damaged)?;
                 if let Record::Chunk { header, data } = record {
-                    let records = chunk_records(at, &header, &data).map_err(ReadError::Damaged)?;
+                    let records = chunk_records(at, &header, &data).map_err(ReadError::Chunk)?;
                     for inner in Records(&records) {
                         let (op, body) = inner.map_err(ReadError::Damaged)?;
                         let record = mcap::parse_record(op, body).map_err(damaged)?;
