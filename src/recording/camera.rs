@@ -96,7 +96,8 @@ pub fn compress(
     builder: &mut flatbuffers::FlatBufferBuilder<'static>,
 ) -> Result<Vec<u8>, String> {
     use image::{ExtendedColorType, ImageEncoder};
-    let raw = fox::root_as_raw_image(raw_bytes).map_err(|e| format!("not a RawImage: {e}"))?;
+    let raw = fox::root_as_raw_image(raw_bytes)
+        .map_err(|e| format!("not a RawImage: {}", crate::rpc::one_line(&e)))?;
     let (w, h) = (raw.width(), raw.height());
     let encoding = raw.encoding().unwrap_or_default();
     let (color, bytes_per_pixel) = match encoding {

@@ -109,7 +109,8 @@ impl RecFrame {
 
     /// Decodes `bytes` into `self`, reusing its buffers (a pass over many frames).
     pub fn decode_into(&mut self, log_ns: u64, bytes: &[u8]) -> Result<(), FrameError> {
-        let f = fb::root_as_frame(bytes).map_err(|e| FrameError::Decode(e.to_string()))?;
+        let f =
+            fb::root_as_frame(bytes).map_err(|e| FrameError::Decode(crate::rpc::one_line(&e)))?;
         self.log_ns = log_ns;
         self.frame_seq = f.frame_seq();
         self.frame_time_ns = f.frame_time_ns();

@@ -56,6 +56,15 @@ use tree::{DecodeError, FieldTree, NodeValue};
 /// The file identifier of every envelope.
 pub const FILE_IDENTIFIER: &[u8; 4] = b"LRPC";
 
+/// An error as one line: the FlatBuffers verifier's errors span lines (the error, then
+/// "while verifying …" for each table around it), which a one-line message cannot.
+pub fn one_line(e: &impl std::fmt::Display) -> String {
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// An envelope, verified and decoded.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecodedEnvelope {
@@ -114,7 +123,7 @@ pub fn decode_envelope_with(
     }
     // The generated verifier first (the reference rules), then the schema-driven walk,
     // which checks everything it reads as well and also rejects unknown union types.
-    fb::root_as_envelope(bytes).map_err(|e| EnvelopeError::Verify(e.to_string()))?;
+    fb::root_as_envelope(bytes).map_err(|e| EnvelopeError::Verify(one_line(&e)))?;
     let tree = FieldTree::decode(bytes, s, s.root)?;
     let mut out = DecodedEnvelope {
         correlation_id: 0,

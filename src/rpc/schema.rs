@@ -192,7 +192,7 @@ fn short(name: &str) -> String {
 impl SchemaModel {
     /// Reads a binary schema.
     pub fn from_bfbs(bytes: &[u8]) -> Result<Self, SchemaError> {
-        let schema = refl::root_as_schema(bytes).map_err(|e| SchemaError(e.to_string()))?;
+        let schema = refl::root_as_schema(bytes).map_err(|e| SchemaError(super::one_line(&e)))?;
         let enums: Vec<EnumModel> = schema
             .enums()
             .iter()

@@ -250,10 +250,19 @@ fn a_union_type_unknown_to_the_schema_is_rejected() {
 #[test]
 fn truncated_and_garbled_buffers_are_errors_not_panics() {
     let bytes = status_response();
-    for cut in 0..bytes.len() {
-        let _ = decode_envelope(&bytes[..cut]);
-    }
+    assert!(decode_envelope(&bytes).is_ok());
+    // A cut that loses the identifier (8 bytes) or the root table is refused.
+    let refused = (0..bytes.len())
+        .filter(|&cut| decode_envelope(&bytes[..cut]).is_err())
+        .collect::<Vec<_>>();
+    assert!((0..8).all(|cut| refused.contains(&cut)), "{refused:?}");
+    assert!(
+        refused.len() > bytes.len() / 2,
+        "{refused:?} of {}",
+        bytes.len()
+    );
     let mut rng = 0x1234_5678_u64;
+    let (mut decoded, mut errors) = (0, 0);
     for _ in 0..20_000 {
         let mut b = bytes.clone();
         for _ in 0..3 {
@@ -263,12 +272,24 @@ fn truncated_and_garbled_buffers_are_errors_not_panics() {
             let i = (rng as usize) % b.len();
             b[i] = (rng >> 32) as u8;
         }
-        if let Ok(d) = decode_envelope(&b) {
-            // Whatever decodes renders without panicking.
-            let _ = d.tree.to_json(&b);
-            let _ = d.tree.summary(&b, 0, 100);
+        match decode_envelope(&b) {
+            Ok(d) => {
+                // Whatever decodes renders: an object, and a summary within its width.
+                decoded += 1;
+                assert!(d.tree.to_json(&b).is_object());
+                assert!(d.tree.summary(&b, 0, 100).chars().count() <= 100);
+            }
+            Err(e) => {
+                errors += 1;
+                assert!(!e.to_string().is_empty());
+            }
         }
     }
+    // The mutations reach both outcomes.
+    assert!(
+        decoded > 100 && errors > 100,
+        "{decoded} decoded, {errors} refused"
+    );
 }
 
 #[test]
