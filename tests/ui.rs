@@ -224,6 +224,77 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
         first_seen.is_empty(),
         "passes asked for at once to style new widgets: {first_seen:?}"
     );
+    // Once the list holds more rows than it shows, following the newest: the first row
+    // shown is whole, below the rings' totals, never half under them.
+    step_until(&mut h, "more rows than the list shows", |a| {
+        a.session.as_ref().unwrap().traffic.lock().total_rows() > 80
+    });
+    h.run_steps(3);
+    let totals_bottom = (h.get_all_by_label_contains(" entries, "))
+        .map(|n| n.rect().bottom())
+        .fold(f32::MIN, f32::max);
+    // The rows laid out that reach below the totals (egui lays out one more above the
+    // list's top, clipped away): the first of them starts below the totals, whole.
+    let shown: Vec<egui::Rect> = (h.get_all_by_label_contains(" B  "))
+        .map(|n| n.rect())
+        .filter(|r| r.bottom() > totals_bottom)
+        .collect();
+    assert!(shown.len() > 3, "{shown:?}");
+    let top = shown.iter().map(|r| r.top()).fold(f32::MAX, f32::min);
+    assert!(
+        top >= totals_bottom,
+        "the first row shown ({top}) is half under the totals (their bottom: {totals_bottom})"
+    );
+    // Scrolled up by hand, the list stays put while rows keep coming.
+    let first_shown = |h: &Window| {
+        let rows: Vec<(f32, String)> = (h.get_all_by_label_contains(" B  "))
+            .filter(|n| n.rect().bottom() > totals_bottom)
+            .map(|n| {
+                use egui_kittest::kittest::NodeT as _;
+                let label = n.accesskit_node().label();
+                (
+                    n.rect().top(),
+                    label.or_else(|| n.value()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        rows.into_iter()
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, label)| label)
+    };
+    let before_wheel = first_shown(&h);
+    let row = h.get_all_by_label_contains(" B  ").last().unwrap().rect();
+    h.hover_at(row.center());
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Line,
+        delta: egui::vec2(0.0, 3.0),
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Unknown,
+        modifiers: egui::Modifiers::NONE,
+    });
+    h.run_steps(10);
+    let held = first_shown(&h);
+    // The wheel moved the list back to earlier rows (each row starts with its time).
+    let time = |row: &Option<String>| -> f64 {
+        row.as_deref()
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    assert!(
+        time(&held) < time(&before_wheel),
+        "{held:?} after {before_wheel:?}"
+    );
+    let rows_then = rows(&h);
+    step_until(&mut h, "ten more rows", |a| {
+        a.session.as_ref().unwrap().traffic.lock().total_rows() >= rows_then + 10
+    });
+    h.run_steps(3);
+    assert_eq!(
+        first_shown(&h),
+        held,
+        "the list moved on while scrolled back"
+    );
     // Pause freezes the list while capture goes on.
     h.get_by_label("Pause").click();
     h.run_steps(2);

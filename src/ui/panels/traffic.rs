@@ -26,6 +26,8 @@ pub struct TrafficView {
     image_requested: Option<u64>,
     /// Decodes the selected entry's image off the UI thread (started with the first).
     decoder: Option<ImageDecoder>,
+    /// The list scrolled away from its newest rows by the user (it then stays put).
+    scrolled_back: bool,
 }
 
 /// A decoded image as a texture with its label, or why it could not be shown.
@@ -185,14 +187,28 @@ pub fn ui(
     });
     view.refilter(store, filter);
     let row_height = ui.text_style_height(&egui::TextStyle::Monospace) + 4.0;
-    let list_height = (ui.available_height() * 0.5).max(120.0);
+    // A whole number of rows: following the newest, the list's top is a row's top, never
+    // a row half under the totals above.
+    let spacing = ui.spacing().item_spacing.y;
+    let per_row = row_height + spacing;
+    let available = ui.available_height();
+    let wanted = (available * 0.5).max(120.0).min(available);
+    let rows_shown = ((wanted + spacing) / per_row).floor().max(1.0);
+    let list_height = rows_shown * per_row - spacing;
     let following = !view.is_paused();
+    let shown = view.filtered.len();
     ui.push_id("traffic_list", |ui| {
-        egui::ScrollArea::vertical()
+        let mut area = egui::ScrollArea::vertical()
             .max_height(list_height)
-            .auto_shrink([false, false])
-            .stick_to_bottom(following)
-            .show_rows(ui, row_height, view.filtered.len(), |ui, range| {
+            .auto_shrink([false, false]);
+        // Following, the newest rows, the first of them whole: an offset of whole rows
+        // (egui's stick-to-bottom would leave the top row half under the totals).
+        let forced = (following && !view.scrolled_back)
+            .then(|| shown.saturating_sub(rows_shown as usize) as f32 * per_row);
+        if let Some(offset) = forced {
+            area = area.vertical_scroll_offset(offset);
+        }
+        let out = area.show_rows(ui, row_height, shown, |ui, range| {
                 ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Truncate);
                 for &i in &view.filtered[range] {
                     let Some(row) = store.get(i) else { continue };
@@ -236,16 +252,35 @@ pub fn ui(
                     // its id in the previous pass, and the rows' ids move on with the list
                     // (each new row is a new id), so that every pass would ask for another
                     // and the window would redraw without pause.
-                    let row = ui.add(
-                        egui::Label::new(rt)
-                            .sense(egui::Sense::click())
-                            .selectable(false),
-                    );
+                    // Exactly a row's height: the list lays rows out at that pitch.
+                    let row = ui
+                        .allocate_ui_with_layout(
+                            egui::vec2(ui.available_width(), row_height),
+                            egui::Layout::left_to_right(egui::Align::Center),
+                            |ui| {
+                                ui.set_min_height(row_height);
+                                ui.add(
+                                    egui::Label::new(rt)
+                                        .sense(egui::Sense::click())
+                                        .selectable(false),
+                                )
+                            },
+                        )
+                        .inner;
                     if row.clicked() {
                         view.selected = Some(i);
                     }
                 }
             });
+        // Scrolled up by hand (the wheel, or the scroll bar), the list stays where it is;
+        // back at the end, it follows again.
+        let offset = out.state.clamped_offset().y;
+        let end = (out.content_size.y - out.inner_rect.height()).max(0.0);
+        // Moved up from where it was put, and not by the end's clamp (rows came since).
+        let by_hand = ui.rect_contains_pointer(out.inner_rect)
+            && forced.is_some_and(|f| offset < f - 0.5 && offset < end - 0.5);
+        view.scrolled_back =
+            following && (by_hand || (view.scrolled_back && offset < end - per_row));
     });
     ui.separator();
     details(ui, store, view);
