@@ -272,8 +272,19 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
         source: egui::MouseWheelSource::Unknown,
         modifiers: egui::Modifiers::NONE,
     });
-    h.run_steps(10);
-    let held = first_shown(&h);
+    // Until the wheel's smooth scroll has come to rest (the same first row for three
+    // looks in a row).
+    let mut held = first_shown(&h);
+    let mut still = 0;
+    for _ in 0..200 {
+        h.run_steps(5);
+        let now = first_shown(&h);
+        still = if now == held { still + 1 } else { 0 };
+        held = now;
+        if still == 3 {
+            break;
+        }
+    }
     // The wheel moved the list back to earlier rows (each row starts with its time).
     let time = |row: &Option<String>| -> f64 {
         row.as_deref()
