@@ -48,10 +48,28 @@ impl Xvfb {
             .trim()
             .parse()
             .unwrap_or_else(|_| panic!("Xvfb printed no display number: {line:?}"));
-        Self {
+        let x = Self {
             child,
             display: format!(":{n}"),
+        };
+        // Until it answers a client: a window started before then fails to connect.
+        let deadline = Instant::now() + DEADLINE;
+        while !Command::new("xwininfo")
+            .args(["-root"])
+            .env("DISPLAY", &x.display)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "Xvfb {} answers no client",
+                x.display
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
+        x
     }
 
     /// The X client tools against this server.
@@ -80,7 +98,13 @@ impl Xvfb {
                 }
             }
             if let Ok(Some(status)) = inspector.try_wait() {
-                panic!("the window's process exited ({status}) before {title:?} was mapped");
+                let mut said = String::new();
+                if let Some(mut e) = inspector.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut said);
+                }
+                panic!(
+                    "the window's process exited ({status}) before {title:?} was mapped: {said}"
+                );
             }
             assert!(
                 Instant::now() < deadline,
