@@ -260,19 +260,49 @@ pub fn node_modules() -> PathBuf {
 /// Runs a Node script of `tests/node/` with `args` as a separate process and returns the
 /// JSON it prints; a failing script fails the test.
 pub fn node(script: &str, args: &[&str]) -> Value {
+    script_json(
+        "node",
+        "tests/node",
+        script,
+        args,
+        ("NODE_PATH", node_modules()),
+    )
+}
+
+/// Runs a Python script of `tests/py/` with `args` as a separate process and returns the
+/// JSON it prints; a failing script fails the test.
+pub fn python(script: &str, args: &[&str]) -> Value {
+    script_json(
+        "python3",
+        "tests/py",
+        script,
+        args,
+        ("PYTHONPATH", python_path()),
+    )
+}
+
+/// Runs `program` on `script` of the folder `dir` with `args` and `env`; the JSON it
+/// prints, or a failed test saying what it printed.
+fn script_json(
+    program: &str,
+    dir: &str,
+    script: &str,
+    args: &[&str],
+    env: (&str, impl AsRef<std::ffi::OsStr>),
+) -> Value {
     let out = wait_with_deadline(
-        Command::new("node")
+        Command::new(program)
             .arg(
                 PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/node")
+                    .join(dir)
                     .join(script),
             )
             .args(args)
-            .env("NODE_PATH", node_modules())
+            .env(env.0, env.1)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("node runs"),
+            .unwrap_or_else(|e| panic!("{program} runs: {e}")),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -281,31 +311,6 @@ pub fn node(script: &str, args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{script}: {e}: {text}"))
-}
-
-/// Runs a Python script of `tests/py/` with `args` as a separate process and returns the
-/// JSON it prints; a failing script fails the test.
-pub fn python(script: &str, args: &[&str]) -> Value {
-    let out = wait_with_deadline(
-        Command::new("python3")
-            .arg(
-                PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/py")
-                    .join(script),
-            )
-            .args(args)
-            .env("PYTHONPATH", python_path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    assert!(
-        out.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// A `sim engine` process on a segment of its own name, interrupted on drop.

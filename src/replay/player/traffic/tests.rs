@@ -133,13 +133,12 @@ fn envelope(
     crate::rpc::build_envelope(corr, method, error, sent_ns, |_| None)
 }
 
-#[test]
-fn recorded_envelopes_show_decoded_and_paired_as_the_same_entries_did_live() {
-    use crate::rings::lrbc::Producer;
+/// Envelopes of a session: requests answered, one with an error, an orphan response,
+/// and bytes that are no envelope.
+fn lrbc_entries() -> Vec<(RegionKind, Vec<u8>)> {
     use crate::rpc::fb::MethodId;
-    use crate::traffic::{Pairing, RingSelection, Traffic, TrafficEvent, TrafficRow};
     let (c2s, s2c) = (RegionKind::CmdC2s, RegionKind::CmdS2c);
-    let entries = vec![
+    vec![
         (c2s, envelope(1, MethodId::GetJointState, None, 1_000)),
         (s2c, envelope(1, MethodId::GetJointState, None, 4_500)),
         (c2s, envelope(2, MethodId::GetJointState, None, 0)),
@@ -149,7 +148,28 @@ fn recorded_envelopes_show_decoded_and_paired_as_the_same_entries_did_live() {
         ),
         (s2c, envelope(99, MethodId::GetJointState, None, 0)),
         (c2s, b"hello, not a flatbuffer".to_vec()),
-    ];
+    ]
+}
+
+/// Luckyrobots entries (JSON): a request refused, one answered, and bytes that are no
+/// JSON.
+fn lucky_entries() -> Vec<(RegionKind, Vec<u8>)> {
+    let (c2s, s2c) = (RegionKind::CmdC2s, RegionKind::CmdS2c);
+    vec![
+        (c2s, br#"{"mode": "warp"}"#.to_vec()),
+        (s2c, br#"{"error": "unknown mode warp"}"#.to_vec()),
+        (c2s, br#"{"agent_name": "a"}"#.to_vec()),
+        (s2c, br#"{"success": true}"#.to_vec()),
+        (s2c, b"not json".to_vec()),
+    ]
+}
+
+#[test]
+fn recorded_envelopes_show_decoded_and_paired_as_the_same_entries_did_live() {
+    use crate::rings::lrbc::Producer;
+    use crate::traffic::{Pairing, RingSelection, Traffic, TrafficEvent, TrafficRow};
+    let (c2s, s2c) = (RegionKind::CmdC2s, RegionKind::CmdS2c);
+    let entries = lrbc_entries();
     let rows = replayed_traffic(
         &recording_with_entries(PlanLayout::Lrbc { ext: true }, &entries),
         entries.len() as u64,
@@ -241,21 +261,9 @@ fn recorded_envelopes_show_decoded_and_paired_as_the_same_entries_did_live() {
 
 #[test]
 fn recordings_of_earlier_versions_replay_their_entries_as_the_json_form_does() {
-    use crate::rpc::fb::MethodId;
-    let (c2s, s2c) = (RegionKind::CmdC2s, RegionKind::CmdS2c);
-    let lrbc = vec![
-        (c2s, envelope(1, MethodId::GetJointState, None, 1_000)),
-        (s2c, envelope(1, MethodId::GetJointState, None, 4_500)),
-        (c2s, b"hello, not a flatbuffer".to_vec()),
-    ];
-    let lucky = vec![
-        (c2s, br#"{"mode": "warp"}"#.to_vec()),
-        (s2c, br#"{"error": "unknown mode warp"}"#.to_vec()),
-        (s2c, b"not json".to_vec()),
-    ];
     for (layout, entries) in [
-        (PlanLayout::Lrbc { ext: true }, lrbc),
-        (PlanLayout::Lucky, lucky),
+        (PlanLayout::Lrbc { ext: true }, lrbc_entries()),
+        (PlanLayout::Lucky, lucky_entries()),
     ] {
         let n = entries.len() as u64;
         let now = replayed_traffic(&recording_in_format(layout, &entries, false), n);
@@ -285,14 +293,7 @@ fn recordings_of_earlier_versions_replay_their_entries_as_the_json_form_does() {
 #[test]
 fn recorded_luckyrobots_entries_show_their_json_error_and_pairing_without_their_headers() {
     use crate::traffic::{Pairing, TrafficRow};
-    let (c2s, s2c) = (RegionKind::CmdC2s, RegionKind::CmdS2c);
-    let entries = vec![
-        (c2s, br#"{"mode": "warp"}"#.to_vec()),
-        (s2c, br#"{"error": "unknown mode warp"}"#.to_vec()),
-        (c2s, br#"{"agent_name": "a"}"#.to_vec()),
-        (s2c, br#"{"success": true}"#.to_vec()),
-        (s2c, b"not json".to_vec()),
-    ];
+    let entries = lucky_entries();
     let rows = replayed_traffic(
         &recording_with_entries(PlanLayout::Lucky, &entries),
         entries.len() as u64,
