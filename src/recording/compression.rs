@@ -48,14 +48,6 @@ impl Compression {
         }
     }
 
-    /// How it is shown: "none", "zstd level 3", "lz4".
-    pub fn describe(self) -> String {
-        match self {
-            Self::None => "none".into(),
-            Self::Zstd { level } => format!("zstd level {level}"),
-            Self::Lz4 => "lz4".into(),
-        }
-    }
 }
 
 /// `options` with chunks compressed as `compression` says, on the thread that writes

@@ -267,7 +267,7 @@ impl Recording {
             cameras: HashMap::new(),
             streams: HashMap::new(),
             known: HashSet::new(),
-            schemas: index.schemas.clone(),
+            schemas: std::mem::take(&mut index.schemas),
             entries_as_json: HashSet::new(),
             indexed,
             chunk_channels: index.chunk_channels,

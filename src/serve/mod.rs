@@ -368,17 +368,6 @@ impl Server {
         Ok(())
     }
 
-    fn subscribed(&self, id: u64) -> bool {
-        self.hub.peers().iter().any(|p| p.subscribes(id))
-    }
-
-    /// True when someone subscribes to the channel `channel` of the prelude.
-    pub fn wanted(&self, channel: usize) -> bool {
-        self.channels
-            .get(channel)
-            .is_some_and(|&id| self.subscribed(id))
-    }
-
     /// True when someone subscribes to a frame channel, or to an image channel.
     pub fn wants(&self) -> (bool, bool) {
         let peers = self.hub.peers();
