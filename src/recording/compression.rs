@@ -47,7 +47,6 @@ impl Compression {
             Self::Lz4 => "lz4",
         }
     }
-
 }
 
 /// `options` with chunks compressed as `compression` says, on the thread that writes
