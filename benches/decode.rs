@@ -3,8 +3,8 @@
 //! `cargo bench --bench decode`; figures in docs/benchmarks.md.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use lrbc_inspector::rpc;
-use lrbc_inspector::sim::bench::sample_envelopes;
+use lrbc::rpc;
+use lrbc_sim::bench::sample_envelopes;
 
 fn decode(c: &mut Criterion) {
     let mut group = c.benchmark_group("decode");

@@ -8,12 +8,12 @@
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use lrbc_inspector::attach::Attached;
-use lrbc_inspector::clock::monotonic_now_ns;
-use lrbc_inspector::layout::{LayoutChoice, RegionKind};
-use lrbc_inspector::rings::lrbc::{Consumer, Producer};
-use lrbc_inspector::sim::bench::{RingSegment, sample_envelopes};
-use lrbc_inspector::traffic::{RingSelection, Traffic, TrafficEvent};
+use lrbc::attach::Attached;
+use lrbc::clock::monotonic_now_ns;
+use lrbc::layout::{LayoutChoice, RegionKind};
+use lrbc::rings::lrbc::{Consumer, Producer};
+use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
+use lrbc_sim::bench::{RingSegment, sample_envelopes};
 
 /// Entries published before each timed read: well within the 512 KiB ring.
 const BATCH: u64 = 1_000;

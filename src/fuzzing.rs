@@ -3,10 +3,10 @@
 //! fuzzers (nightly, run by hand) call the very same code. Each body panics only when a
 //! property of the code under test fails.
 
-use crate::layout::headers::{LrbcHeader, LuckyHeader, LuckyRingHeader, RingHeader};
-use crate::layout::{LRBC_MAGIC, LayoutChoice, RegionKind, RingFormat, RingGeometry, inspect};
-use crate::rings::confirm::GIVE_UP_NS;
-use crate::rings::{AnyWatcher, WatchEvent};
+use lrbc::layout::headers::{LrbcHeader, LuckyHeader, LuckyRingHeader, RingHeader};
+use lrbc::layout::{LRBC_MAGIC, LayoutChoice, RegionKind, RingFormat, RingGeometry, inspect};
+use lrbc::rings::confirm::GIVE_UP_NS;
+use lrbc::rings::{AnyWatcher, WatchEvent};
 
 /// The envelope decoder over arbitrary bytes: verification rejects what it must, and
 /// whatever decodes renders to JSON and text without panicking.
@@ -16,10 +16,10 @@ pub fn envelope_decode(data: &[u8]) {
     if bytes.len() >= 8 && bytes[0] & 1 == 1 {
         bytes[4..8].copy_from_slice(b"LRPC");
     }
-    if let Ok(d) = crate::rpc::decode_envelope(&bytes) {
+    if let Ok(d) = lrbc::rpc::decode_envelope(&bytes) {
         let _ = d.tree.to_json(&bytes);
         let _ = d.tree.summary(&bytes, 0, 200);
-        assert!(d.tree.nodes.len() <= crate::rpc::tree::MAX_NODES);
+        assert!(d.tree.nodes.len() <= lrbc::rpc::tree::MAX_NODES);
     }
 }
 
@@ -71,7 +71,7 @@ pub fn layout_inspect(data: &[u8]) {
 /// The names region parser over arbitrary bytes: never panics; what it accepts
 /// re-encodes to the bytes it consumed.
 pub fn names_parse(data: &[u8]) {
-    if let Ok(parsed) = crate::layout::names::parse(data) {
+    if let Ok(parsed) = lrbc::layout::names::parse(data) {
         assert_eq!(parsed.names.encode(), data[..parsed.consumed_bytes]);
     }
 }

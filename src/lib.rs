@@ -1,48 +1,13 @@
 //! lrbc-inspector: attach read-only to a live LRBC shared-memory segment and show
-//! everything in it. See `ARCHITECTURE.md` for the module map.
+//! everything in it. The window (`ui`), what a source holds for it (`session`: a live
+//! segment, a recording or a served run) and the command line (`cli`), over the
+//! workspace's crates: `lrbc` (the contract), `lrbc-live`, `lrbc-recording`,
+//! `lrbc-remote` and `lrbc-sim`. See `ARCHITECTURE.md`.
 //!
-//! `unsafe` is denied everywhere but in `segment` and `platform` (and in the code that
-//! flatc generates for `rpc`).
+//! `unsafe` is denied here but for the window's one OpenGL query (`ui`).
 
-pub mod attach;
-pub mod busy;
 pub mod cli;
-pub mod clock;
-pub mod control;
-pub mod discovery;
-pub mod export;
-pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod layout;
-pub mod memory;
-#[expect(
-    unsafe_code,
-    reason = "calls into the operating system that std does not offer, each with its SAFETY line"
-)]
-pub mod platform;
-pub mod procinfo;
-pub mod record;
-pub mod recording;
-pub mod remote;
-pub mod replay;
-pub mod rings;
-pub mod rpc;
-pub mod sampler;
-#[expect(
-    unsafe_code,
-    reason = "the mappings: atomic words and bounds-checked copies through raw pointers, and the SIGBUS guard"
-)]
-pub mod segment;
-pub mod serve;
 pub mod session;
-pub mod sim;
-pub mod snapshot;
-pub mod stats;
-pub mod sync;
-pub mod traffic;
 pub mod ui;
-pub mod watch;
-
-#[cfg(test)]
-pub(crate) mod testutil;

@@ -1,23 +1,23 @@
 //! What a source holds for the window. A live segment: its own read-only mapping, the
-//! sampler, a traffic tap thread ([`crate::traffic::TrafficTap`]) and, once used, a
-//! control worker thread ([`crate::control::ControlWorker`]). A recording: a
-//! [`crate::replay::Player`] thread filling the same kinds of data as of its timeline.
-//! A served run: a [`crate::remote::Viewer`] thread filling them as messages arrive.
+//! sampler, a traffic tap thread ([`lrbc_live::traffic::TrafficTap`]) and, once used, a
+//! control worker thread ([`lrbc::control::ControlWorker`]). A recording: a
+//! [`lrbc_recording::replay::Player`] thread filling the same kinds of data as of its timeline.
+//! A served run: a [`lrbc_remote::view::Viewer`] thread filling them as messages arrive.
 //! Nothing here draws, and nothing here blocks its caller: readers take short locks on
 //! data that background threads fill.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::attach::{Attached, Target, attach};
-use crate::clock::MonotonicClock;
-use crate::control::{ControlWorker, lease_holder, unavailable_reason};
-use crate::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
-use crate::remote::{Link, Viewer};
-use crate::replay::{Frozen, Player, Recording};
-use crate::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
-use crate::sync::lock;
-use crate::traffic::{TrafficLimits, TrafficStore, TrafficTap};
+use lrbc::attach::{Attached, Target, attach};
+use lrbc::clock::MonotonicClock;
+use lrbc::control::{ControlWorker, lease_holder, unavailable_reason};
+use lrbc::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
+use lrbc::sync::lock;
+use lrbc_live::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
+use lrbc_live::traffic::{TrafficLimits, TrafficStore, TrafficTap};
+use lrbc_recording::replay::{Frozen, Player, Recording};
+use lrbc_remote::view::{Link, Viewer};
 
 /// Where the window's data comes from.
 pub enum Source {
@@ -49,7 +49,7 @@ pub struct RecordingInfo {
     pub unfinished: Option<String>,
     pub frame_count: Option<u64>,
     /// The segment's state changes the recorder saw (`/lrbc/state`), in order.
-    pub state_changes: Vec<crate::replay::StateChange>,
+    pub state_changes: Vec<lrbc_recording::replay::StateChange>,
 }
 
 /// What the window shows of a served run besides its data.
@@ -68,7 +68,7 @@ pub struct RemoteInfo {
 pub struct NodeRow {
     pub addr: String,
     /// The segment's state as the server reports it.
-    pub state: Option<crate::watch::State>,
+    pub state: Option<lrbc_live::watch::State>,
     pub frame_hz: Option<f64>,
     /// The median reward over the envs of the newest frame.
     pub reward_median: Option<f32>,
@@ -461,10 +461,10 @@ impl Session {
     }
 
     /// Bytes in use against the budget (textures of the window not included).
-    pub fn memory(&self) -> crate::memory::MemoryUse {
+    pub fn memory(&self) -> lrbc_live::memory::MemoryUse {
         let (histories, camera_images) = self.sampler.lock().memory();
         let (traffic, streamed_frames) = self.traffic.lock().memory();
-        crate::memory::MemoryUse {
+        lrbc_live::memory::MemoryUse {
             histories,
             traffic,
             camera_images,
@@ -505,7 +505,7 @@ impl Session {
     }
 
     /// The control requests' state: the worker's, once started; a served run's always.
-    pub fn control_state(&self) -> Option<crate::control::ControlState> {
+    pub fn control_state(&self) -> Option<lrbc::control::ControlState> {
         match &self.sampler {
             Frames::Remote(v) => Some(v.control().state()),
             _ => self.control.as_ref().map(ControlWorker::state),

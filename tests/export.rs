@@ -15,7 +15,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{python, record_nan_run, run_inspector, temp_file};
-use lrbc_inspector::replay::{Event, ReadError, RecFrame, Recording, read_recording};
+use lrbc_recording::replay::{Event, ReadError, RecFrame, Recording, read_recording};
 
 fn target_file(tag: &str, ext: &str) -> PathBuf {
     temp_file(&format!("export-{tag}"), ext)

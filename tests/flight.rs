@@ -20,12 +20,12 @@ use std::time::Duration;
 use common::temp_dir;
 use common::window::{Window, app, harness, record_frames, step_until};
 use egui_kittest::kittest::Queryable as _;
-use lrbc_inspector::attach::Target;
-use lrbc_inspector::rpc::recording_fb;
-use lrbc_inspector::sim::client::{self, ClientConfig, Policy};
-use lrbc_inspector::sim::engine::{Engine, EngineConfig, Mode};
+use lrbc::attach::Target;
+use lrbc::rpc::recording_fb;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::Settings;
+use lrbc_sim::client::{self, ClientConfig, Policy};
+use lrbc_sim::engine::{Engine, EngineConfig, Mode};
 
 /// An in-process engine (writing a NaN at `nan_at_step`) and a client stepping it.
 struct Sim {
@@ -41,7 +41,7 @@ impl Sim {
         let name = format!("lrbc-flight-{tag}-{}", std::process::id());
         let mut engine = Engine::create(EngineConfig {
             name: name.clone(),
-            layout: lrbc_inspector::layout::plan::PlanLayout::Lrbc { ext: true },
+            layout: lrbc::layout::plan::PlanLayout::Lrbc { ext: true },
             num_envs: 8,
             obs_size: 6,
             act_size: 2,
@@ -254,7 +254,7 @@ fn record_writes_from_now_until_pressed_again() {
     let (seqs, _) = frames(&path);
     assert!(seqs.len() >= 20, "{}", seqs.len());
     // Its counts are the file's, not the flight recorder's since it started.
-    let counts = lrbc_inspector::replay::Recording::open(&path)
+    let counts = lrbc_recording::replay::Recording::open(&path)
         .unwrap()
         .counts()
         .unwrap();
@@ -334,11 +334,8 @@ fn a_killed_engine_process_saves_the_last_seconds() {
 
 #[test]
 fn save_writes_camera_images_with_the_frames() {
-    let sim = lrbc_inspector::sim::inprocess::SimRun::start(
-        lrbc_inspector::sim::engine::Preset::Cams64,
-        Some(300.0),
-    )
-    .unwrap();
+    let sim =
+        lrbc_sim::inprocess::SimRun::start(lrbc_sim::engine::Preset::Cams64, Some(300.0)).unwrap();
     let dir = temp_dir("flight-images");
     let mut h = window(sim.target(), &dir);
     step_until(&mut h, "frames in the flight recorder", |a| {
@@ -359,7 +356,7 @@ fn save_writes_camera_images_with_the_frames() {
             continue;
         }
         assert_eq!(m.channel.schema.as_ref().unwrap().name, "foxglove.RawImage");
-        let img = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
+        let img = lrbc::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
         assert_eq!(
             (img.width(), img.height(), img.encoding()),
             (64, 64, Some("rgb8"))
@@ -475,8 +472,8 @@ fn a_truncated_segment_keeps_no_zero_frame_and_its_saved_file_says_truncated() {
 
 #[test]
 fn attaching_to_another_segment_moves_the_flight_recorder_to_it() {
-    use lrbc_inspector::sim::engine::Preset;
-    use lrbc_inspector::sim::inprocess::SimRun;
+    use lrbc_sim::engine::Preset;
+    use lrbc_sim::inprocess::SimRun;
     let first = SimRun::start(Preset::Cams64, Some(200.0)).unwrap();
     let second = SimRun::start(Preset::Cams16, Some(200.0)).unwrap();
     let dir = temp_dir("flight-switch");
@@ -487,7 +484,7 @@ fn attaching_to_another_segment_moves_the_flight_recorder_to_it() {
     h.state_mut().attach(second.target());
     h.run_steps(2);
     let path = record_frames(&mut h, 10);
-    let rec = lrbc_inspector::replay::Recording::open(&path).unwrap();
+    let rec = lrbc_recording::replay::Recording::open(&path).unwrap();
     assert_eq!(rec.geometry.num_envs, 16, "the segment attached last");
     let _ = std::fs::remove_dir_all(&dir);
 }

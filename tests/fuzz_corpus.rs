@@ -11,10 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
+use lrbc::layout::plan::{Plan, PlanLayout, PlanSpec};
+use lrbc::layout::{LrbcHeader, LuckyHeader, LuckyRingHeader, Names, RingHeader};
+use lrbc::rpc::{self, fb};
 use lrbc_inspector::fuzzing;
-use lrbc_inspector::layout::plan::{Plan, PlanLayout, PlanSpec};
-use lrbc_inspector::layout::{LrbcHeader, LuckyHeader, LuckyRingHeader, Names, RingHeader};
-use lrbc_inspector::rpc::{self, fb};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// A fuzz target's body.
@@ -373,8 +373,8 @@ fn cli_seeds() -> Seeds {
 /// where they are meant to.
 #[test]
 fn the_seeds_reach_past_the_first_checks() {
-    use lrbc_inspector::layout::{LayoutChoice, RegionKind, RingFormat, RingGeometry, inspect};
-    use lrbc_inspector::rings::{AnyWatcher, WatchEvent};
+    use lrbc::layout::{LayoutChoice, RegionKind, RingFormat, RingGeometry, inspect};
+    use lrbc::rings::{AnyWatcher, WatchEvent};
     let rings: std::collections::BTreeMap<String, Vec<u8>> = ring_seeds().into_iter().collect();
     let watch = |name: &str| {
         let data = &rings[&format!("seed-{name}")];

@@ -18,12 +18,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lrbc_inspector::layout::LayoutChoice;
-use lrbc_inspector::sampler::SamplerSettings;
+use lrbc::layout::LayoutChoice;
 use lrbc_inspector::session::Session;
-use lrbc_inspector::sim::engine::Preset;
-use lrbc_inspector::sim::inprocess::SimRun;
-use lrbc_inspector::traffic::TrafficLimits;
+use lrbc_live::sampler::SamplerSettings;
+use lrbc_live::traffic::TrafficLimits;
+use lrbc_sim::engine::Preset;
+use lrbc_sim::inprocess::SimRun;
 
 /// The system allocator, counting the bytes live.
 struct Counting;

@@ -14,8 +14,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use lrbc_inspector::layout::fields::{FieldKind, FieldSpec};
-use lrbc_inspector::layout::headers::{LrbcHeader, LuckyHeader, LuckyRingHeader, RingHeader};
+use lrbc::layout::fields::{FieldKind, FieldSpec};
+use lrbc::layout::headers::{LrbcHeader, LuckyHeader, LuckyRingHeader, RingHeader};
 
 /// The command that brings the document up to date.
 const UPDATE_COMMAND: &str = "UPDATE_DOCS=1 cargo test --test protocol_doc";

@@ -19,7 +19,7 @@ use common::{
     record_nan_run_with, temp_file, wait_with_deadline,
 };
 use crossbeam_channel::Receiver;
-use lrbc_inspector::rpc::recording_fb;
+use lrbc::rpc::recording_fb;
 
 /// Records 2 s of an engine with 6 envs (obs 5, act 2) that writes a NaN at step 20,
 /// stepped by a client, recording envs 0, 2 and 5. Returns the file.
@@ -51,7 +51,7 @@ fn a_recording_reads_back_with_the_mcap_crate_and_the_generated_frame_code() {
         let schema = message.channel.schema.as_ref().unwrap();
         assert_eq!(schema.name, "lrbc.recording.Frame");
         assert_eq!(schema.encoding, "flatbuffer");
-        assert_eq!(&schema.data[..], lrbc_inspector::rpc::RECORDING_BFBS);
+        assert_eq!(&schema.data[..], lrbc::rpc::RECORDING_BFBS);
         assert_eq!(message.channel.message_encoding, "flatbuffer");
         let frame = recording_fb::root_as_frame(&message.data).unwrap();
         assert_eq!(frame.envs().unwrap().iter().collect::<Vec<_>>(), [0, 2, 5]);
@@ -341,11 +341,8 @@ fn images_are_recorded_as_foxglove_images_of_the_region_and_the_streams() {
             let schema = m.channel.schema.as_ref().unwrap();
             assert_eq!(schema.name, "foxglove.RawImage");
             assert_eq!(schema.encoding, "flatbuffer");
-            assert_eq!(
-                &schema.data[..],
-                lrbc_inspector::rpc::FOXGLOVE_RAW_IMAGE_BFBS
-            );
-            let img = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
+            assert_eq!(&schema.data[..], lrbc::rpc::FOXGLOVE_RAW_IMAGE_BFBS);
+            let img = lrbc::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
             assert_eq!((img.width(), img.height(), img.step()), (32, 24, 96));
             assert_eq!(img.encoding(), Some("rgb8"));
             assert_eq!(img.frame_id(), Some(env));
@@ -355,15 +352,14 @@ fn images_are_recorded_as_foxglove_images_of_the_region_and_the_streams() {
             let schema = m.channel.schema.as_ref().unwrap();
             match schema.name.as_str() {
                 "foxglove.RawImage" => {
-                    let img = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
+                    let img = lrbc::rpc::foxglove_fb::root_as_raw_image(&m.data).unwrap();
                     let need = img.step() as usize * img.height() as usize;
                     assert!(need > 0 && img.data().unwrap().len() >= need);
                 }
                 "foxglove.CompressedImage" => {
-                    let img = flatbuffers::root::<
-                        lrbc_inspector::rpc::foxglove_fb::CompressedImage<'_>,
-                    >(&m.data)
-                    .unwrap();
+                    let img =
+                        flatbuffers::root::<lrbc::rpc::foxglove_fb::CompressedImage<'_>>(&m.data)
+                            .unwrap();
                     assert!(matches!(img.format(), Some("jpeg" | "png")));
                 }
                 other => panic!("{topic}: schema {other}"),
@@ -433,7 +429,7 @@ fn foxglove_s_packages_decode_every_channel_of_a_recording() {
         "a streamed camera: {v}"
     );
     // The first frame's rewards as the engine wrote them (read by this tool's reader).
-    let mut rec = lrbc_inspector::replay::Recording::open(&path).unwrap();
+    let mut rec = lrbc_recording::replay::Recording::open(&path).unwrap();
     let (t0, t1) = rec.time_range().unwrap();
     let mut first = None;
     rec.frames_between(t0, t1, |f| {
@@ -453,8 +449,8 @@ fn foxglove_s_packages_decode_every_channel_of_a_recording() {
     for m in mcap::MessageStream::new(&std::fs::read(&path).unwrap()).unwrap() {
         let m = m.unwrap();
         if m.channel.topic.starts_with("/lrbc/ring/") {
-            let bytes = lrbc_inspector::recording::ring_entry_payload(&m.data).unwrap();
-            let envelope = lrbc_inspector::rpc::fb::root_as_envelope(&bytes).unwrap();
+            let bytes = lrbc_recording::format::ring_entry_payload(&m.data).unwrap();
+            let envelope = lrbc::rpc::fb::root_as_envelope(&bytes).unwrap();
             ids.push(envelope.correlation_id());
         }
     }

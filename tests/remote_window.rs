@@ -160,7 +160,7 @@ fn a_server_without_control_says_so_and_a_restarted_server_is_followed() {
     // The server goes away: the link says so and tries again.
     drop(serve);
     step_until(&mut h, "the link to wait", |a| {
-        session(a).is_some_and(|l| l.state != lrbc_inspector::remote::LinkState::Connected)
+        session(a).is_some_and(|l| l.state != lrbc_remote::view::LinkState::Connected)
     });
     assert!(h.query_by_label_contains("trying again in").is_some());
     // Another server on the same address: a new session, the run described again.
@@ -216,7 +216,7 @@ fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
     });
     let path = record_frames(&mut h, 30);
     assert!(path.starts_with(&dir), "{}", path.display());
-    let mut rec = lrbc_inspector::replay::Recording::open(&path).unwrap();
+    let mut rec = lrbc_recording::replay::Recording::open(&path).unwrap();
     assert_eq!(rec.geometry.num_envs, 6);
     assert_eq!(rec.geometry.obs_size, 5);
     let (start, end) = rec.time_range().unwrap();
@@ -235,7 +235,7 @@ fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
     let cameras = rec.images_at(end).unwrap().cameras;
     let (_, image) = cameras.values().next().expect("the camera images");
     assert!(
-        lrbc_inspector::recording::region_pixels(image, (16, 16, 3)).is_some(),
+        lrbc_recording::format::region_pixels(image, (16, 16, 3)).is_some(),
         "a recorded PNG image reads back as the region's pixels"
     );
     let counts = rec.counts().unwrap();
@@ -249,7 +249,7 @@ fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
             .is_some_and(|p| p.starts_with(dir.join("saved")))
     });
     let saved = h.state().flight_last_file().unwrap().to_path_buf();
-    let saved = lrbc_inspector::replay::Recording::open(&saved).unwrap();
+    let saved = lrbc_recording::replay::Recording::open(&saved).unwrap();
     assert!(saved.frame_count.unwrap_or(0) > 0);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -23,9 +23,9 @@ use common::{
 };
 use egui_kittest::kittest::NodeT as _;
 use egui_kittest::kittest::Queryable as _;
-use lrbc_inspector::traffic::{Decoded, TrafficRow};
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};
+use lrbc_live::traffic::{Decoded, TrafficRow};
 
 fn target_file(tag: &str) -> PathBuf {
     temp_file(&format!("replay-{tag}"), "mcap")
@@ -325,8 +325,8 @@ fn files_that_are_not_recordings_are_one_line_and_exit_1() {
 
 #[test]
 fn the_live_view_pauses_and_scrubs_back_through_its_history() {
-    use lrbc_inspector::sim::engine::Preset;
-    use lrbc_inspector::sim::inprocess::SimRun;
+    use lrbc_sim::engine::Preset;
+    use lrbc_sim::inprocess::SimRun;
     let sim = SimRun::start(Preset::Cams64, Some(300.0)).unwrap();
     let mut h = harness(app(
         Settings {
@@ -383,7 +383,7 @@ fn newest_on(bytes: &[u8], t: u64, keep: impl Fn(&str, &[u8]) -> bool) -> Option
         let data = if m.channel.topic.starts_with("/lrbc/ring/")
             && !m.channel.topic.ends_with("/header")
         {
-            lrbc_inspector::recording::ring_entry_payload(&m.data).unwrap()
+            lrbc_recording::format::ring_entry_payload(&m.data).unwrap()
         } else {
             m.data.to_vec()
         };
@@ -412,7 +412,7 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
         let (_, p) = h.state().session.as_ref().unwrap().recording().unwrap();
         // One traffic row: the streams' frames come from the file's index, not from
         // the rows of the history window.
-        p.set_limits(lrbc_inspector::traffic::TrafficLimits {
+        p.set_limits(lrbc_live::traffic::TrafficLimits {
             max_rows: 1,
             ..h.state().settings.traffic_limits()
         });
@@ -450,7 +450,7 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
                 topic == format!("/lrbc/camera/env{env}")
             })
             .expect("a recorded image before the cursor");
-            let raw = lrbc_inspector::rpc::foxglove_fb::root_as_raw_image(&raw).unwrap();
+            let raw = lrbc::rpc::foxglove_fb::root_as_raw_image(&raw).unwrap();
             assert_eq!(
                 &image.pixels[env * per..(env + 1) * per],
                 raw.data().unwrap().bytes(),
@@ -468,8 +468,8 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
             let m = m.unwrap();
             if m.log_time <= target && m.channel.topic.starts_with("/lrbc/ring/") {
                 // The entry's exact bytes, from its JSON message.
-                let payload = lrbc_inspector::recording::ring_entry_payload(&m.data).unwrap();
-                sources.extend(lrbc_inspector::rpc::image::image_source(&payload));
+                let payload = lrbc_recording::format::ring_entry_payload(&m.data).unwrap();
+                sources.extend(lrbc::rpc::image::image_source(&payload));
             }
         }
         assert_eq!(
@@ -482,12 +482,11 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
         for (source, st) in &streams {
             let (_, envelope) = newest_on(&bytes, target, |topic, data| {
                 topic.starts_with("/lrbc/ring/")
-                    && lrbc_inspector::rpc::image::image_source(data).as_deref()
-                        == Some(source.as_str())
+                    && lrbc::rpc::image::image_source(data).as_deref() == Some(source.as_str())
             })
             .expect("the stream's ring entry");
             assert_eq!(&st.envelope[..], &envelope[..], "{source} at {target}");
-            let shown = lrbc_inspector::rpc::image::image_of(&st.envelope).unwrap();
+            let shown = lrbc::rpc::image::image_of(&st.envelope).unwrap();
             assert!(shown.is_ok(), "{source}: {shown:?}");
         }
     }
@@ -538,13 +537,13 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
     // Cut short inside a chunk two thirds of the way (no summary: the index is walked),
     // the images up to the last complete chunk.
     let cut = target_file("images-cut");
-    let chunks = lrbc_inspector::replay::Recording::open(&path)
+    let chunks = lrbc_recording::replay::Recording::open(&path)
         .unwrap()
         .chunks;
     let inside = chunks[chunks.len() * 2 / 3];
     let kept = &bytes[..(inside.offset + inside.length / 2) as usize];
     std::fs::write(&cut, kept).unwrap();
-    let mut rec = lrbc_inspector::replay::Recording::open(&cut).unwrap();
+    let mut rec = lrbc_recording::replay::Recording::open(&cut).unwrap();
     assert!(rec.unfinished_at.is_some());
     let end = rec.time_range().unwrap().1;
     let latest = rec.images_at(end).unwrap();
@@ -563,11 +562,7 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
         })
         .unwrap();
         assert_eq!(*at, t, "{name}");
-        assert!(
-            lrbc_inspector::rpc::image::image_of(envelope)
-                .unwrap()
-                .is_ok()
-        );
+        assert!(lrbc::rpc::image::image_of(envelope).unwrap().is_ok());
     }
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&cut);

@@ -1,5 +1,5 @@
 //! `serve` against a simulated engine and client, each in its own process, read with
-//! the crate's own client (`lrbc_inspector::remote`); the frames are compared with a
+//! the crate's own client (`lrbc_remote::view`); the frames are compared with a
 //! `record` of the same run.
 
 #![allow(
@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::served::{SMALL_ENGINE, Serve, channels, collect, messages};
 use common::{DEADLINE, Guarded, SimEngine, inspector, sim_client};
-use lrbc_inspector::remote::wire::ServerMessage;
-use lrbc_inspector::rpc::recording_fb;
+use lrbc::rpc::recording_fb;
+use lrbc_remote::view::wire::ServerMessage;
 
 #[test]
 fn a_served_run_matches_a_recording_of_it_and_says_what_it_is() {
@@ -44,7 +44,7 @@ fn a_served_run_matches_a_recording_of_it_and_says_what_it_is() {
     let frame = c.channels[&ids[0]].clone();
     assert_eq!(frame.encoding, "flatbuffer");
     assert_eq!(frame.schema_name, "lrbc.recording.Frame");
-    assert_eq!(frame.schema, lrbc_inspector::rpc::RECORDING_BFBS);
+    assert_eq!(frame.schema, lrbc::rpc::RECORDING_BFBS);
     assert!(
         c.channels
             .values()
@@ -172,10 +172,8 @@ fn control_is_refused_by_default_and_toggles_a_service_when_allowed() {
     let mut c = serve.connect();
     // A service call to a server without services: refused, and the run goes on.
     assert!(c.call("/lrbc/control/set_service", b"{}").is_err());
-    c.send_binary(lrbc_inspector::remote::wire::service_call(
-        1, 1, "json", b"{}",
-    ))
-    .unwrap();
+    c.send_binary(lrbc_remote::view::wire::service_call(1, 1, "json", b"{}"))
+        .unwrap();
     let deadline = Instant::now() + DEADLINE;
     loop {
         assert!(Instant::now() < deadline, "a service call was not refused");
@@ -392,7 +390,7 @@ fn foxglove_s_own_client_library_decodes_every_channel() {
 
 /// The RawImage and CompressedImage messages of `topic` by their image's time.
 fn images_by_time(got: &common::served::ByTopic, topic: &str) -> BTreeMap<(u32, u32), Vec<u8>> {
-    use lrbc_inspector::rpc::foxglove_fb as fox;
+    use lrbc::rpc::foxglove_fb as fox;
     let time = |t: Option<&fox::Time>| t.map(|t| (t.sec(), t.nsec())).unwrap();
     got.get(topic)
         .into_iter()
@@ -413,7 +411,7 @@ fn images_by_time(got: &common::served::ByTopic, topic: &str) -> BTreeMap<(u32, 
 
 #[test]
 fn images_served_as_png_are_the_raw_pixels_and_as_jpeg_are_smaller() {
-    use lrbc_inspector::recording::region_pixels;
+    use lrbc_recording::format::region_pixels;
     let engine = SimEngine::start("serve-png", &["--preset", "cams64", "--camera-hz", "50"]);
     let _client = Guarded::new(sim_client(&engine.name, "200"));
     let every = ["--images", "--envs", "0", "--image-hz", "0"];

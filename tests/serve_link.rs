@@ -275,13 +275,13 @@ fn a_standard_error_nobody_reads_holds_up_neither_serving_nor_the_stop() {
     // Far more log than a pipe holds (64 KiB): two lines for each of 600 clients, and a
     // stream of malformed messages.
     for _ in 0..600 {
-        let mut c = lrbc_inspector::remote::Connection::connect(&url, DEADLINE).unwrap();
+        let mut c = lrbc_remote::view::Connection::connect(&url, DEADLINE).unwrap();
         let _ = c.send_text("{not json");
         c.close();
     }
     // A new client is served at once.
     let started = Instant::now();
-    let mut c = lrbc_inspector::remote::Connection::connect(&url, DEADLINE).unwrap();
+    let mut c = lrbc_remote::view::Connection::connect(&url, DEADLINE).unwrap();
     let ids = channels(&mut c, &["/lrbc/frame"]);
     c.subscribe(&ids).unwrap();
     messages(&mut c, "/lrbc/frame", 5);
@@ -355,7 +355,7 @@ fn a_client_that_answers_no_ping_is_dropped_and_said_so() {
     let (silent, _) = tungstenite::client(request, TcpStream::connect(&addr).unwrap())
         .unwrap_or_else(|e| panic!("handshake: {e}"));
     let local = silent.get_ref().local_addr().unwrap();
-    let wait = lrbc_inspector::serve::SILENT + Duration::from_secs(10);
+    let wait = lrbc_remote::server::SILENT + Duration::from_secs(10);
     let line = loop {
         let left = wait.saturating_sub(started.elapsed());
         let line = serve
@@ -368,7 +368,7 @@ fn a_client_that_answers_no_ping_is_dropped_and_said_so() {
     };
     assert!(line.contains("no answer to pings"), "{line}");
     assert!(
-        started.elapsed() >= lrbc_inspector::serve::SILENT,
+        started.elapsed() >= lrbc_remote::server::SILENT,
         "dropped after {:?}",
         started.elapsed()
     );
@@ -376,7 +376,7 @@ fn a_client_that_answers_no_ping_is_dropped_and_said_so() {
 
 /// serve's resident memory, KiB.
 fn resident_kib(pid: u32) -> u64 {
-    lrbc_inspector::platform::resident_kib(pid).unwrap()
+    lrbc::platform::resident_kib(pid).unwrap()
 }
 
 #[test]
@@ -406,7 +406,7 @@ fn a_client_that_stops_reading_holds_up_neither_memory_nor_the_other_clients() {
     let seqs: Vec<u64> = frames
         .iter()
         .map(|(_, d)| {
-            lrbc_inspector::rpc::recording_fb::root_as_frame(d)
+            lrbc::rpc::recording_fb::root_as_frame(d)
                 .unwrap()
                 .frame_seq()
         })

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::served::{Serve, camera_off, channels, messages};
 use common::{DEADLINE, SimEngine, sim_client};
-use lrbc_inspector::remote::Connection;
+use lrbc_remote::view::Connection;
 
 const ENGINE: &[&str] = &["--envs", "6", "--obs", "5", "--act", "2", "--image", "none"];
 
@@ -96,7 +96,7 @@ fn tls_serves_wss_and_lets_control_off_loopback() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("TLS to 127.0.0.1:"), "{e}");
-    lrbc_inspector::remote::client::trust_certificates(&std::fs::read(&cert).unwrap()).unwrap();
+    lrbc_remote::view::client::trust_certificates(&std::fs::read(&cert).unwrap()).unwrap();
     let mut c = Connection::connect(&url, Duration::from_secs(10)).unwrap();
     let ids = channels(&mut c, &["/lrbc/frame"]);
     c.subscribe(&ids).unwrap();
@@ -106,10 +106,10 @@ fn tls_serves_wss_and_lets_control_off_loopback() {
     c.close();
     // The window's viewer over TLS: the run described and its frames.
     let deadline = Instant::now() + DEADLINE;
-    let viewer = lrbc_inspector::remote::Viewer::start(
+    let viewer = lrbc_remote::view::Viewer::start(
         &url,
-        lrbc_inspector::sampler::SamplerSettings::default(),
-        lrbc_inspector::traffic::TrafficLimits::default(),
+        lrbc_live::sampler::SamplerSettings::default(),
+        lrbc_live::traffic::TrafficLimits::default(),
         std::sync::Arc::new(|| {}),
     )
     .unwrap();

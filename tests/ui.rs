@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 use common::window::{Window, app, harness, only_pane, step_until};
 use common::{DEADLINE, temp_dir};
 use egui_kittest::kittest::Queryable as _;
-use lrbc_inspector::attach::Target;
-use lrbc_inspector::layout::LayoutChoice;
-use lrbc_inspector::sim::engine::Preset;
-use lrbc_inspector::sim::inprocess::SimRun;
+use lrbc::attach::Target;
+use lrbc::layout::LayoutChoice;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};
+use lrbc_sim::engine::Preset;
+use lrbc_sim::inprocess::SimRun;
 
 fn settings(shots: &std::path::Path) -> Settings {
     Settings {
@@ -40,7 +40,7 @@ fn type_into(h: &mut Window, label: &str, text: &str) {
 /// Waits until the simulated engine has stepped a few frames: by then the client has
 /// subscribed to its streams and the engine has taken the subscriptions off the ring.
 fn wait_for_steps(sim: &SimRun) {
-    let a = lrbc_inspector::attach::attach(&sim.target(), LayoutChoice::Auto).unwrap();
+    let a = lrbc::attach::attach(&sim.target(), LayoutChoice::Auto).unwrap();
     let deadline = Instant::now() + DEADLINE;
     while a
         .segment
@@ -403,9 +403,9 @@ fn a_service_toggle_goes_through_the_control_ring_and_flips_service_flags() {
     // Detaching releases the lease.
     h.state_mut().detach();
     h.step();
-    let a = lrbc_inspector::attach::attach(&sim.target(), LayoutChoice::Auto).unwrap();
+    let a = lrbc::attach::attach(&sim.target(), LayoutChoice::Auto).unwrap();
     let deadline = Instant::now() + DEADLINE;
-    while lrbc_inspector::control::lease_holder(&a).is_some() {
+    while lrbc::control::lease_holder(&a).is_some() {
         assert!(Instant::now() < deadline, "the lease was not released");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -438,7 +438,7 @@ fn quick_save_writes_the_selected_env_image_as_png() {
     assert!(path.starts_with(&dir));
     let png = image::open(&path).unwrap().to_rgba8();
     assert_eq!(png.dimensions(), (64, 64));
-    let [r, g, b] = lrbc_inspector::sim::render::background(5, 0, 64);
+    let [r, g, b] = lrbc_sim::render::background(5, 0, 64);
     assert_eq!(
         png.get_pixel(0, 0).0,
         [r, g, b, 255],
@@ -507,7 +507,7 @@ fn engine_death_and_replacement_never_freeze_the_window() {
         a.session
             .as_ref()
             .and_then(|s| s.sampler.lock().report.clone())
-            .is_some_and(|r| r.state == lrbc_inspector::watch::State::Unlinked)
+            .is_some_and(|r| r.state == lrbc_live::watch::State::Unlinked)
     });
     assert!(started.elapsed() < Duration::from_secs(10));
     // A new run under the same name: the window follows it.

@@ -17,8 +17,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lrbc_inspector::layout::Names;
-use lrbc_inspector::layout::plan::{Plan, PlanLayout, PlanSpec};
+use lrbc::layout::Names;
+use lrbc::layout::plan::{Plan, PlanLayout, PlanSpec};
 use serde_json::Value;
 
 /// Where the Windows checks keep what they share with the Linux side of `.ci/windows`.
@@ -403,8 +403,8 @@ fn an_engine_restarted_under_the_same_name_while_watched_can_create_it_and_is_fo
 
 #[test]
 fn serve_is_read_by_the_tool_s_client_and_toggles_a_service_when_allowed() {
-    use lrbc_inspector::remote::Connection;
-    use lrbc_inspector::remote::wire::ServerMessage;
+    use lrbc_remote::view::Connection;
+    use lrbc_remote::view::wire::ServerMessage;
     let engine = Engine::start();
     let name = engine.name.clone();
     json_when_ready(&["dump", "--shm", &name, "--json"]);
@@ -457,7 +457,7 @@ fn serve_is_read_by_the_tool_s_client_and_toggles_a_service_when_allowed() {
         }) = c.next(Duration::from_millis(100)).unwrap()
             && subscription == sub
         {
-            let f = lrbc_inspector::rpc::recording_fb::root_as_frame(&data).unwrap();
+            let f = lrbc::rpc::recording_fb::root_as_frame(&data).unwrap();
             assert_eq!(f.rewards().unwrap().len(), 4);
             seqs.push(f.frame_seq());
         }

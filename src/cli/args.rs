@@ -128,7 +128,7 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
 /// A server's address: `ws://HOST:PORT` or `wss://HOST:PORT` (the scheme may be left
 /// out: `ws://`).
 pub fn parse_server(text: &str) -> Result<String, String> {
-    crate::remote::client::normalize(text).map_err(|e| e.to_string())
+    lrbc_remote::view::client::normalize(text).map_err(|e| e.to_string())
 }
 
 pub fn parse_pid(text: &str) -> Result<u32, String> {

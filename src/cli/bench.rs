@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::CliError;
 use super::children::{ChildProcess, start_client, start_engine};
-use crate::sim::engine::Preset;
+use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
@@ -119,9 +119,9 @@ fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliErro
     Ok(result)
 }
 
-/// The median ([`crate::stats::median`]); 0 for none.
+/// The median ([`lrbc_live::stats::median`]); 0 for none.
 pub(super) fn median(v: Vec<f64>) -> f64 {
-    crate::stats::median(v).unwrap_or(0.0)
+    lrbc_live::stats::median(v).unwrap_or(0.0)
 }
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {

@@ -10,11 +10,11 @@ use clap::Subcommand;
 
 use super::CliError;
 use super::uibench::SamplerPart;
-use crate::clock::monotonic_now_ns;
-use crate::layout::{LayoutChoice, RegionKind};
-use crate::rings::lrbc::{Consumer, Producer};
-use crate::sim::bench::{RingSegment, sample_envelopes};
-use crate::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
+use lrbc::clock::monotonic_now_ns;
+use lrbc::layout::{LayoutChoice, RegionKind};
+use lrbc::rings::lrbc::{Consumer, Producer};
+use lrbc_live::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
+use lrbc_sim::bench::{RingSegment, sample_envelopes};
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum BenchCommand {
@@ -123,7 +123,7 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
     let name = format!("lrbc-bench-ring-{}-{}", std::process::id(), rate as u64);
     let seg = RingSegment::create(&name, 512 * 1024).map_err(CliError::Other)?;
     let rw = Arc::clone(&seg.rw);
-    let attached = crate::attach::Attached::open_at(&seg.location, Some(name), LayoutChoice::Auto)?;
+    let attached = lrbc::attach::Attached::open_at(&seg.location, Some(name), LayoutChoice::Auto)?;
     let ring = *attached
         .geometry
         .ring(RegionKind::CmdC2s)

@@ -4,9 +4,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::CliError;
-use crate::attach::{Target, attach};
-use crate::layout::LayoutChoice;
-use crate::platform::{Signal, send_signal};
+use lrbc::attach::{Target, attach};
+use lrbc::layout::LayoutChoice;
+use lrbc::platform::{Signal, send_signal};
 
 /// A child that is interrupted (SIGINT, then SIGKILL after a grace period) when dropped.
 #[derive(Debug)]
@@ -21,7 +21,7 @@ impl ChildProcess {
         let exe = std::env::current_exe()
             .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
         let mut command = Command::new(exe);
-        crate::platform::terminate_with_parent(&mut command);
+        lrbc::platform::terminate_with_parent(&mut command);
         let child = command
             .args(args)
             .stdin(Stdio::null())
@@ -73,7 +73,7 @@ impl Drop for ChildProcess {
 /// arguments, and waits until its segment can be attached.
 pub fn start_engine(
     name: &str,
-    preset: crate::sim::engine::Preset,
+    preset: lrbc_sim::engine::Preset,
     extra: &[&str],
 ) -> Result<ChildProcess, CliError> {
     let mut args: Vec<String> = vec![

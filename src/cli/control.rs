@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use super::{CliError, stop_flag};
-use crate::attach::{Target, attach};
-use crate::control::Lease;
-use crate::layout::LayoutChoice;
-use crate::rpc::services;
-use crate::rpc::tree::NodeValue;
+use lrbc::attach::{Target, attach};
+use lrbc::control::Lease;
+use lrbc::layout::LayoutChoice;
+use lrbc::rpc::services;
+use lrbc::rpc::tree::NodeValue;
 
 /// What to do with the service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,13 +11,13 @@ use clap::Args;
 
 use super::children::{ChildProcess, start_client, start_engine};
 use super::{CliError, stop_flag};
-use crate::attach::{Target, attach};
-use crate::clock::MonotonicClock;
-use crate::clock::monotonic_now_ns;
-use crate::layout::LayoutChoice;
-use crate::sim::engine::Preset;
-use crate::traffic::{RingSelection, Traffic, TrafficEvent};
-use crate::watch::Watcher;
+use lrbc::attach::{Target, attach};
+use lrbc::clock::MonotonicClock;
+use lrbc::clock::monotonic_now_ns;
+use lrbc::layout::LayoutChoice;
+use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
+use lrbc_live::watch::Watcher;
+use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
@@ -85,7 +85,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     };
     client.stop(Duration::from_secs(5));
     engine.stop(Duration::from_secs(5));
-    let gone = !crate::segment::Location::shm(&name).exists();
+    let gone = !lrbc::segment::Location::shm(&name).exists();
     eprintln!(
         "demo: stopped; segment {name} {}",
         if gone {

@@ -3,10 +3,10 @@
 use serde_json::{Map, Value, json};
 
 use super::CliError;
-use crate::attach::{Attached, Target, attach};
-use crate::layout::{FieldValue, Geometry, LayoutChoice};
-use crate::rpc::header::describe;
-use crate::snapshot::{self, EnvData, Guarded, HotData};
+use lrbc::attach::{Attached, Target, attach};
+use lrbc::layout::{FieldValue, Geometry, LayoutChoice};
+use lrbc::rpc::header::describe;
+use lrbc::snapshot::{self, EnvData, Guarded, HotData};
 
 fn floats(values: &[f32]) -> Value {
     Value::Array(values.iter().map(|&v| json!(f64::from(v))).collect())
@@ -252,8 +252,8 @@ fn print_text(a: &Attached, snap: &Guarded<(HotData, Option<EnvData>)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::plan::PlanLayout;
-    use crate::testutil::{TestSegment, spec};
+    use lrbc::layout::plan::PlanLayout;
+    use lrbc::testutil::{TestSegment, spec};
 
     fn line_of<'l>(lines: &'l [String], field: &str) -> &'l str {
         lines
@@ -268,7 +268,7 @@ mod tests {
         s.mode = 1;
         let seg = TestSegment::create("dumpmeaning", &s);
         let offset = |name: &str| {
-            crate::layout::LrbcHeader::FIELDS
+            lrbc::layout::LrbcHeader::FIELDS
                 .iter()
                 .find(|f| f.name == name)
                 .map(|f| f.offset_bytes as u64)

@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::CliError;
 use super::record::{EnvList, parse_envs};
-use crate::export::{self, ExportError, Format, Options, Summary, synthetic};
+use lrbc_recording::export::{self, ExportError, Format, Options, Summary, synthetic};
 
 #[derive(Debug, Clone, Args)]
 #[command(group(clap::ArgGroup::new("out").required(true).args(["parquet", "csv"])))]
@@ -209,7 +209,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
         if failure.is_some() {
             break;
         }
-        let secs = crate::stats::median(times).unwrap_or(0.0).max(1e-9);
+        let secs = lrbc_live::stats::median(times).unwrap_or(0.0).max(1e-9);
         println!(
             "| {ext} | {:.0} | {rows} | {:.0} | {secs:.2} | {:.0} | {:.0} |",
             mb(in_bytes),

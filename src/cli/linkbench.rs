@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::CliError;
 use super::children::ChildProcess;
 use super::uibench::start;
-use crate::sim::engine::Preset;
+use lrbc_sim::engine::Preset;
 
 /// Parses a link rate into kbit/s: `5mbit`, `500kbit`, `1gbit`, or a plain number of
 /// Mbit/s (`5`, `0.5`).
@@ -158,7 +158,7 @@ fn spawn(
     mut command: Command,
     stderr: Stdio,
 ) -> Result<(ChildProcess, Receiver<String>), CliError> {
-    crate::platform::terminate_with_parent(&mut command);
+    lrbc::platform::terminate_with_parent(&mut command);
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -334,7 +334,7 @@ pub fn run(links: &Links<'_>) -> Result<(), CliError> {
     let this = std::env::current_exe()
         .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
     let stop = Arc::new(AtomicBool::new(false));
-    crate::platform::stop_on_interrupt(&stop);
+    lrbc::platform::stop_on_interrupt(&stop);
     let skip = link_secs / 2.0;
     let secs = link_secs - skip;
     println!(

@@ -13,8 +13,8 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::CliError;
-use crate::remote::Connection;
-use crate::remote::wire::ServerMessage;
+use lrbc_remote::view::Connection;
+use lrbc_remote::view::wire::ServerMessage;
 
 /// The server's status topic (`serve` sends one a second; its `capture` holds the
 /// capture's counts, `ring_entries` among them).
@@ -50,7 +50,7 @@ const CLASSES: [(Class, &str); 4] = [
 ];
 
 fn classify(topic: &str) -> Class {
-    if topic == crate::recording::FRAME_TOPIC {
+    if topic == lrbc_recording::format::FRAME_TOPIC {
         Class::Frame
     } else if topic.starts_with("/lrbc/camera/") || topic.starts_with("/lrbc/stream/") {
         Class::Image
@@ -79,7 +79,7 @@ impl Tally {
 
     fn json(&mut self, secs: f64) -> Value {
         self.ages_ms.sort_by(f64::total_cmp);
-        let q = |q: f64| crate::stats::quantile(&self.ages_ms, q);
+        let q = |q: f64| lrbc_live::stats::quantile(&self.ages_ms, q);
         json!({
             "count": self.count,
             "bytes": self.bytes,
@@ -122,7 +122,7 @@ fn unix_now_ns() -> u64 {
 /// Only loopback: the viewer runs inside a namespace whose loopback is the link.
 fn check_loopback(url: &str) -> Result<(), CliError> {
     let host_port =
-        crate::remote::client::host_port(url).map_err(|e| CliError::Usage(e.to_string()))?;
+        lrbc_remote::view::client::host_port(url).map_err(|e| CliError::Usage(e.to_string()))?;
     let host = host_port
         .rsplit_once(':')
         .map_or(host_port.as_str(), |(h, _)| h);
@@ -272,7 +272,7 @@ pub fn run(args: &LinkViewerArgs) -> Result<(), CliError> {
         r.all.add(data.len(), age_ms);
         r.classes[class as usize].add(data.len(), age_ms);
         if class == Class::Frame
-            && let Ok(f) = crate::rpc::recording_fb::root_as_frame(&data)
+            && let Ok(f) = lrbc::rpc::recording_fb::root_as_frame(&data)
         {
             let seq = f.frame_seq();
             let (first, _) = r.frame_seq.unwrap_or((seq, seq));

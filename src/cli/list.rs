@@ -1,7 +1,7 @@
 //! `list`: every LRBC segment on the machine.
 
 use super::CliError;
-use crate::discovery::{self, Outcome};
+use lrbc::discovery::{self, Outcome};
 
 pub fn run(as_json: bool) -> Result<(), CliError> {
     let entries = discovery::list();
@@ -12,7 +12,7 @@ pub fn run(as_json: bool) -> Result<(), CliError> {
         return Ok(());
     }
     if entries.is_empty() {
-        println!("no LRBC segments in {}", crate::segment::SHM_PLACE);
+        println!("no LRBC segments in {}", lrbc::segment::SHM_PLACE);
         return Ok(());
     }
     println!(

@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::attach::{AttachError, Target};
-use crate::layout::LayoutChoice;
+use lrbc::attach::{AttachError, Target};
+use lrbc::layout::LayoutChoice;
 
 /// Inspect LRBC shared-memory segments between LuckyEngine and its trainer, read-only.
 #[derive(Debug, Parser)]
@@ -172,7 +172,7 @@ pub enum Command {
         json: bool,
         /// While the machine has no spare CPU, the sampler uses at most this percent of
         /// one core and skips frames to stay within it; 0 follows every frame.
-        #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
+        #[arg(long, value_name = "PCT", default_value_t = lrbc_live::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
         busy_budget: f32,
     },
     /// Decoded command-ring traffic: what is in the rings now, or as it happens.
@@ -184,7 +184,7 @@ pub enum Command {
         follow: bool,
         /// Which rings.
         #[arg(long, value_parser = values::ring_selection(), default_value = "all")]
-        ring: crate::traffic::RingSelection,
+        ring: lrbc_live::traffic::RingSelection,
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
@@ -220,7 +220,7 @@ pub enum Command {
         /// While the machine has no spare CPU, the recorder uses at most this percent of
         /// one core and skips frames (counted) to stay within it; 0 records every frame
         /// it can, whatever it costs the run.
-        #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
+        #[arg(long, value_name = "PCT", default_value_t = lrbc_live::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
         busy_budget: f32,
         #[command(flatten)]
         compression: record::CompressionArgs,
@@ -317,7 +317,7 @@ impl CliError {
 /// long-running commands and the window poll it and end cleanly.
 pub fn stop_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
-    crate::platform::stop_on_interrupt(&flag);
+    lrbc::platform::stop_on_interrupt(&flag);
     flag
 }
 
@@ -347,9 +347,9 @@ pub fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     // Before anything prints: on Windows, output goes to the console started from.
-    crate::platform::attach_to_parent_console();
+    lrbc::platform::attach_to_parent_console();
     // Before any thread exists (glibc's tuning asks for that).
-    crate::platform::keep_large_allocations_mapped();
+    lrbc::platform::keep_large_allocations_mapped();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
@@ -364,13 +364,13 @@ pub fn main() -> i32 {
         && crate::ui::app::software_rendering_likely()
         && std::thread::available_parallelism().map_or(1, usize::from) <= 4
     {
-        crate::platform::set_env_at_startup("LP_NUM_THREADS", "0");
+        lrbc::platform::set_env_at_startup("LP_NUM_THREADS", "0");
     }
     // Reports on stdout end quietly when their reader goes away (`traffic | head`).
     // Processes that own a segment (sim, demo) keep SIGPIPE ignored, so that a closed
     // pipe can never stop them before they clean up.
     if !matches!(cli.command, Some(Command::Sim(_) | Command::Demo(_))) {
-        crate::platform::default_sigpipe();
+        lrbc::platform::default_sigpipe();
     }
     let verbose = cli.verbose;
     match run(cli) {
@@ -565,7 +565,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 let pem = std::fs::read(path).map_err(|e| {
                     CliError::Other(format!("cannot read --tls-ca {}: {e}", path.display()))
                 })?;
-                crate::remote::client::trust_certificates(&pem)
+                lrbc_remote::view::client::trust_certificates(&pem)
                     .map_err(|e| CliError::Other(format!("--tls-ca {}: {e}", path.display())))?;
             }
             crate::ui::run_window_connected(cli.connect.clone(), cli.window.overrides())

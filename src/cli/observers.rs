@@ -9,9 +9,9 @@ use super::CliError;
 use super::bench::median;
 use super::children::ChildProcess;
 use super::uibench::start;
-use crate::attach::{Target, attach};
-use crate::layout::LayoutChoice;
-use crate::sim::engine::Preset;
+use lrbc::attach::{Target, attach};
+use lrbc::layout::LayoutChoice;
+use lrbc_sim::engine::Preset;
 
 /// Adds `secs` to the entry named `name`, or appends one.
 fn add_by_name(list: &mut Vec<(String, f64)>, name: &str, secs: f64) {
@@ -23,7 +23,7 @@ fn add_by_name(list: &mut Vec<(String, f64)>, name: &str, secs: f64) {
 
 /// CPU seconds used so far by the live threads of a process.
 fn cpu_secs(pid: u32) -> f64 {
-    crate::platform::threads_cpu_secs(pid)
+    lrbc::platform::threads_cpu_secs(pid)
         .iter()
         .map(|(_, s)| s)
         .sum()
@@ -135,17 +135,17 @@ impl Switched {
         if on != self.on {
             self.on = on;
             let signal = if on {
-                crate::platform::Signal::Resume
+                lrbc::platform::Signal::Resume
             } else {
-                crate::platform::Signal::Pause
+                lrbc::platform::Signal::Pause
             };
-            crate::platform::send_signal(self.process.pid(), signal);
+            lrbc::platform::send_signal(self.process.pid(), signal);
         }
     }
 
     /// CPU seconds so far, by thread.
     fn cpu(&self) -> Vec<(String, f64)> {
-        crate::platform::threads_cpu_secs(self.process.pid())
+        lrbc::platform::threads_cpu_secs(self.process.pid())
     }
 }
 
@@ -299,8 +299,8 @@ pub(super) fn fmt_cpu(cpu: &[(String, f64)]) -> String {
 impl Cost {
     /// The geometric mean over blocks of the rate on ÷ off, with its 95 % interval
     /// (zeros when no block was measured).
-    pub(super) fn ratio(&self) -> crate::stats::Interval {
-        crate::stats::geometric_mean(&self.blocks).unwrap_or(crate::stats::Interval {
+    pub(super) fn ratio(&self) -> lrbc_live::stats::Interval {
+        lrbc_live::stats::geometric_mean(&self.blocks).unwrap_or(lrbc_live::stats::Interval {
             estimate: 0.0,
             low: 0.0,
             high: 0.0,
@@ -310,7 +310,7 @@ impl Cost {
 
 /// One line: the engine's rate with `observer` on ÷ off, and where the observer's CPU went.
 pub(super) fn print_cost(observer: Observer, c: &Cost) {
-    let crate::stats::Interval {
+    let lrbc_live::stats::Interval {
         estimate,
         low,
         high,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
-use crate::replay::Recording;
+use lrbc_recording::replay::Recording;
 
 #[derive(Debug, Args)]
 pub struct OpenArgs {

@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use super::CliError;
-use crate::attach::{Target, attach};
-use crate::layout::LayoutChoice;
-use crate::record::Recorder;
-use crate::recording::Compression;
-use crate::replay::Recording;
-use crate::sim::engine::Preset;
-use crate::sim::inprocess::SimRun;
 use crate::ui::InspectorApp;
 use crate::ui::raster::HeadlessRenderer;
 use crate::ui::settings::{Settings, grid_tree};
+use lrbc::attach::{Target, attach};
+use lrbc::layout::LayoutChoice;
+use lrbc_recording::format::Compression;
+use lrbc_recording::recorder::Recorder;
+use lrbc_recording::replay::Recording;
+use lrbc_sim::engine::Preset;
+use lrbc_sim::inprocess::SimRun;
 
 #[derive(Debug, Clone, Args)]
 pub struct OpenBenchArgs {
@@ -75,9 +75,11 @@ fn make(path: &Path, bytes: u64) -> Result<(), CliError> {
     let a = attach(&Target::Shm(sim.name.clone()), LayoutChoice::Auto)?;
     let file =
         std::fs::File::create(&part).map_err(|e| fail(format!("{}: {e}", part.display())))?;
-    let writing =
-        |e: crate::record::RecordError| fail(format!("writing {}: {}", part.display(), e.cause()));
-    let capture = crate::record::Capture::new(a, (0..RECORDED).collect()).map_err(writing)?;
+    let writing = |e: lrbc_recording::recorder::RecordError| {
+        fail(format!("writing {}: {}", part.display(), e.cause()))
+    };
+    let capture =
+        lrbc_recording::recorder::Capture::new(a, (0..RECORDED).collect()).map_err(writing)?;
     let mut rec = Recorder::with_compression(capture, BufWriter::new(file), Compression::None)
         .map_err(writing)?;
     let started = Instant::now();
@@ -118,8 +120,8 @@ fn compressed_copy(raw: &Path, out: &Path) -> Result<(), CliError> {
     let bytes = std::fs::read(raw).map_err(fail)?;
     let metadata = Recording::open(raw).map_err(fail)?.metadata;
     let part = out.with_extension("mcap.part");
-    let options = mcap::WriteOptions::new().profile(crate::recording::PROFILE);
-    let mut w = crate::recording::write_options(options, Compression::default())
+    let options = mcap::WriteOptions::new().profile(lrbc_recording::format::PROFILE);
+    let mut w = lrbc_recording::format::write_options(options, Compression::default())
         .map_err(fail)?
         .create(BufWriter::new(std::fs::File::create(&part).map_err(fail)?))
         .map_err(fail)?;
@@ -294,8 +296,8 @@ impl XorShift {
 fn summary(v: &mut [f64]) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     (
-        crate::stats::quantile(v, 0.5).unwrap_or(0.0),
-        crate::stats::quantile(v, 0.99).unwrap_or(0.0),
+        lrbc_live::stats::quantile(v, 0.5).unwrap_or(0.0),
+        lrbc_live::stats::quantile(v, 0.99).unwrap_or(0.0),
         v.last().copied().unwrap_or(0.0),
     )
 }
@@ -311,7 +313,10 @@ pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
     }
     let zstd = raw.with_extension("zstd.mcap");
     let copied = Recording::open(&zstd).is_ok_and(|r| {
-        r.unfinished_at.is_none() && r.packings().keys().eq([&crate::replay::Packing::Zstd])
+        r.unfinished_at.is_none()
+            && r.packings()
+                .keys()
+                .eq([&lrbc_recording::replay::Packing::Zstd])
     });
     if !copied || !fits(&zstd, 0) {
         println!("bench open: compressing a copy, {}", zstd.display());

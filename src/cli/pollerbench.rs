@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::CliError;
-use crate::platform::ProcessUsage;
-use crate::sim::engine::Preset;
+use lrbc::platform::ProcessUsage;
+use lrbc_sim::engine::Preset;
 
 /// Arguments of `bench poller`.
 #[derive(Debug, Clone, clap::Args)]
@@ -113,7 +113,7 @@ fn run_to_end(
             .read_to_string(&mut out)
             .map_err(|e| CliError::Other(format!("{what}: {e}")))?;
     }
-    let (code, usage) = crate::platform::wait_with_usage(&mut child)
+    let (code, usage) = lrbc::platform::wait_with_usage(&mut child)
         .map_err(|e| CliError::Other(format!("{what}: {e}")))?;
     if code != Some(0) {
         return Err(CliError::Other(format!("{what} ended with {code:?}")));

@@ -11,12 +11,12 @@ use super::CliError;
 use super::children::ChildProcess;
 use super::observers::{Observer, WINDOW, observer_cost, print_cost, record_file};
 use super::uibench::start;
-use crate::sim::engine::Preset;
+use lrbc_sim::engine::Preset;
 
 /// The `lrbc.counts` metadata of a finished recording.
 fn counts(path: &Path) -> Result<BTreeMap<String, u64>, CliError> {
     let fail = |what: String| CliError::Other(format!("{}: {what}", path.display()));
-    crate::replay::Recording::open(path)
+    lrbc_recording::replay::Recording::open(path)
         .map_err(|e| fail(e.to_string()))?
         .counts()
         .ok_or_else(|| fail("no lrbc.counts".into()))

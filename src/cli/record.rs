@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::traffic::EngineCheck;
 use super::{CliError, stop_flag};
-use crate::attach::{Target, attach};
-use crate::layout::LayoutChoice;
-use crate::record::{Counts, Recorder};
-use crate::recording::Compression;
+use lrbc::attach::{Target, attach};
+use lrbc::layout::LayoutChoice;
+use lrbc_recording::format::Compression;
+use lrbc_recording::recorder::{Counts, Recorder};
 
 /// Envs recorded when none are chosen: the first four.
 const DEFAULT_ENVS: u32 = 4;
@@ -68,7 +68,7 @@ impl CompressionArgs {
             self.compression_level,
         ) {
             (CompressionArg::Zstd, level) => Ok(Compression::Zstd {
-                level: level.unwrap_or(crate::recording::DEFAULT_ZSTD_LEVEL),
+                level: level.unwrap_or(lrbc_recording::format::DEFAULT_ZSTD_LEVEL),
             }),
             (other, Some(_)) => Err(CliError::Usage(format!(
                 "--compression-level is zstd's; --compression {} has none",
@@ -136,7 +136,7 @@ const BUSY_RING_EVERY: Duration = Duration::from_millis(20);
 pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
     let stop = stop_flag();
     // Naps of a hundred microseconds must not turn into two.
-    crate::platform::set_timer_slack_ns(1_000);
+    lrbc::platform::set_timer_slack_ns(1_000);
     let a = attach(target, choice)?;
     let envs = if o.all_envs {
         (0..a.geometry.num_envs).collect()
@@ -148,14 +148,14 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     };
     let file = std::fs::File::create(&o.out)
         .map_err(|e| CliError::Other(format!("{}: {e}", o.out.display())))?;
-    let writing = |e: crate::record::RecordError| {
+    let writing = |e: lrbc_recording::recorder::RecordError| {
         CliError::Other(format!("writing {}: {}", o.out.display(), e.cause()))
     };
-    let mut capture = crate::record::Capture::new(a, envs).map_err(writing)?;
+    let mut capture = lrbc_recording::recorder::Capture::new(a, envs).map_err(writing)?;
     // An observer: this thread (encoding) runs in the time the engine and trainer leave
     // over. The frame follower, started above, keeps its own priority: a follower niced
     // below them would be woken late and lose frames.
-    crate::platform::lower_thread_priority(19);
+    lrbc::platform::lower_thread_priority(19);
     if o.images {
         capture = capture.with_images();
     }
@@ -165,7 +165,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut engine = EngineCheck::new();
-    let mut processes = crate::procinfo::Processes::new();
+    let mut processes = lrbc::procinfo::Processes::new();
     let mut server_pid = 0;
     let mut next_check = started;
     let mut next_line = started + Duration::from_secs(1);

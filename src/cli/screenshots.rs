@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::CliError;
-use crate::layout::LayoutChoice;
-use crate::sim::engine::Preset;
-use crate::sim::inprocess::SimRun;
 use crate::ui::InspectorApp;
 use crate::ui::raster::HeadlessRenderer;
 use crate::ui::settings::{Pane, Settings};
+use lrbc::layout::LayoutChoice;
+use lrbc_sim::engine::Preset;
+use lrbc_sim::inprocess::SimRun;
 
 fn save(img: &image::RgbaImage, dir: &Path, name: &str) -> Result<PathBuf, CliError> {
     let path = dir.join(name);
@@ -60,7 +60,7 @@ fn remote(
     use std::io::BufRead as _;
     let failed = |what: &str, e: &dyn std::fmt::Display| CliError::Other(format!("{what}: {e}"));
     let exe = std::env::current_exe().map_err(|e| failed("this program's path", &e))?;
-    let crate::attach::Target::Shm(name) = sim.target() else {
+    let lrbc::attach::Target::Shm(name) = sim.target() else {
         return Err(CliError::Other("the simulated run has no name".into()));
     };
     let mut child = Child(
@@ -145,7 +145,7 @@ pub fn run(out: &Path) -> Result<(), CliError> {
     if let Some(s) = &app.session {
         let store = s.traffic.lock();
         let pick = (store.first_index..store.total_rows()).rev().find(|&i| {
-            matches!(store.get(i), Some(crate::traffic::TrafficRow::Record(r)) if r.method == "GetAgentSchema" || r.method == "ResetAgent")
+            matches!(store.get(i), Some(lrbc_live::traffic::TrafficRow::Record(r)) if r.method == "GetAgentSchema" || r.method == "ResetAgent")
         });
         app.traffic_view.selected = pick;
     }

@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use super::record::EnvList;
 use super::{CliError, stop_flag};
-use crate::attach::{Attached, Target, attach};
-use crate::clock::{MonotonicClock, monotonic_now_ns};
-use crate::layout::LayoutChoice;
-use crate::record::{Capture, Counts, Message};
-use crate::recording::ImageFormat;
-use crate::serve::{ServeCounts, Server, Settings, log_line};
-use crate::watch::Watcher;
+use lrbc::attach::{Attached, Target, attach};
+use lrbc::clock::{MonotonicClock, monotonic_now_ns};
+use lrbc::layout::LayoutChoice;
+use lrbc_live::watch::Watcher;
+use lrbc_recording::format::ImageFormat;
+use lrbc_recording::recorder::{Capture, Counts, Message};
+use lrbc_remote::server::{ServeCounts, Server, Settings, log_line};
 use report::{progress, status_json};
 
 /// Envs served when none are chosen: the first four.
@@ -126,7 +126,7 @@ pub struct ServeArgs {
     pub compression: super::record::CompressionArgs,
     /// While the machine has no spare CPU, the frame follower uses at most this
     /// percent of one core and skips frames (counted); 0 follows every frame.
-    #[arg(long, value_name = "PCT", default_value_t = crate::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = super::args::parse_percent)]
+    #[arg(long, value_name = "PCT", default_value_t = lrbc_live::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = super::args::parse_percent)]
     pub busy_budget: f32,
 }
 
@@ -195,12 +195,12 @@ pub struct Options {
     /// Also record the run into this MCAP file, from the same capture.
     pub record: Option<std::path::PathBuf>,
     /// How that file's chunks are compressed.
-    pub compression: crate::recording::Compression,
+    pub compression: lrbc_recording::format::Compression,
     /// The certificate and key files of TLS.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
-type FileRecorder = crate::record::Recorder<std::io::BufWriter<std::fs::File>>;
+type FileRecorder = lrbc_recording::recorder::Recorder<std::io::BufWriter<std::fs::File>>;
 
 /// The one capture of the run, feeding the server and, with `--record`, a file.
 enum Feed {
@@ -271,7 +271,7 @@ impl Feed {
     }
 }
 
-fn writing(path: &std::path::Path, e: &crate::record::RecordError) -> CliError {
+fn writing(path: &std::path::Path, e: &lrbc_recording::recorder::RecordError) -> CliError {
     CliError::Other(format!("writing {}: {}", path.display(), e.cause()))
 }
 
@@ -300,7 +300,7 @@ fn capture_of(a: Attached, o: &Options) -> Result<Capture, CliError> {
 
 pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
     let stop = stop_flag();
-    crate::platform::set_timer_slack_ns(1_000);
+    lrbc::platform::set_timer_slack_ns(1_000);
     let loopback = o.listen.is_loopback();
     if o.allow_control && !loopback && o.tls.is_none() {
         return Err(CliError::Usage(format!(
@@ -318,7 +318,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
                     .map_err(|e| CliError::Other(format!("cannot read {}: {e}", p.display())))
             };
             let (cert, key) = (read(cert)?, read(key)?);
-            crate::serve::check_tls(&cert, &key).map_err(CliError::Other)?;
+            lrbc_remote::server::check_tls(&cert, &key).map_err(CliError::Other)?;
             Some((cert, key))
         }
         None => None,
@@ -335,8 +335,8 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     }
     let control = Arc::new(Mutex::new(None));
     let services = if o.allow_control {
-        *crate::sync::lock(&control) = a.reopen().ok();
-        crate::serve::control_services(Arc::clone(&control), o.control_timeout)
+        *lrbc::sync::lock(&control) = a.reopen().ok();
+        lrbc_remote::server::control_services(Arc::clone(&control), o.control_timeout)
     } else {
         Vec::new()
     };
@@ -370,7 +370,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         Some(path) => {
             let file = std::fs::File::create(path)
                 .map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
-            let rec = crate::record::Recorder::with_compression(
+            let rec = lrbc_recording::recorder::Recorder::with_compression(
                 capture,
                 std::io::BufWriter::new(file),
                 o.compression,
@@ -389,7 +389,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     server.send_metadata(feed.capture().prelude());
     // An observer: this thread runs in the time the engine and trainer leave over; the
     // frame follower, started above, keeps its own priority.
-    crate::platform::lower_thread_priority(19);
+    lrbc::platform::lower_thread_priority(19);
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut reattached = watcher.reattach_count;
@@ -433,7 +433,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
                 reattached = watcher.reattach_count;
                 let new = watcher.attached().reopen().map_err(CliError::Attach)?;
                 if o.allow_control {
-                    *crate::sync::lock(&control) = new.reopen().ok();
+                    *lrbc::sync::lock(&control) = new.reopen().ok();
                 }
                 // The old capture's last messages go first; a recording of the old
                 // segment is complete (the new one may have other envs and channels).
@@ -517,7 +517,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         delivered.bytes as f64 / 1e6
     ));
     // A standard error nobody reads does not hold up the exit.
-    crate::serve::flush_log(Duration::from_millis(500));
+    lrbc_remote::server::flush_log(Duration::from_millis(500));
     finished.map(|_| ())
 }
 

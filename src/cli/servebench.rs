@@ -13,10 +13,10 @@ use super::CliError;
 use super::children::ChildProcess;
 use super::observers::{Observer, WINDOW, observer_cost, print_cost};
 use super::uibench::start;
-use crate::remote::Connection;
-use crate::remote::wire::ServerMessage;
-use crate::sim::engine::Preset;
-use crate::sync::lock;
+use lrbc::sync::lock;
+use lrbc_remote::view::Connection;
+use lrbc_remote::view::wire::ServerMessage;
+use lrbc_sim::engine::Preset;
 
 /// What a viewer received.
 #[derive(Clone, Debug, Default)]
@@ -80,7 +80,7 @@ impl Viewer {
                     else {
                         continue;
                     };
-                    let now = crate::clock::monotonic_now_ns();
+                    let now = lrbc::clock::monotonic_now_ns();
                     let topic = c
                         .channel_of(subscription)
                         .map_or_else(String::new, |ch| ch.topic.clone());
@@ -89,8 +89,8 @@ impl Viewer {
                     let e = t.by_topic.entry(topic.clone()).or_default();
                     e.0 += 1;
                     e.1 += data.len() as u64;
-                    if topic == crate::recording::FRAME_TOPIC
-                        && let Ok(f) = crate::rpc::recording_fb::root_as_frame(&data)
+                    if topic == lrbc_recording::format::FRAME_TOPIC
+                        && let Ok(f) = lrbc::rpc::recording_fb::root_as_frame(&data)
                     {
                         t.frames += 1;
                         t.first_seq.get_or_insert(f.frame_seq());
@@ -159,9 +159,9 @@ fn serve(name: &str, extra: &[&str]) -> Result<(ChildProcess, String), CliError>
 }
 
 fn frame_seq(name: &str) -> u64 {
-    crate::attach::attach(
-        &crate::attach::Target::Shm(name.to_string()),
-        crate::layout::LayoutChoice::Auto,
+    lrbc::attach::attach(
+        &lrbc::attach::Target::Shm(name.to_string()),
+        lrbc::layout::LayoutChoice::Auto,
     )
     .ok()
     .and_then(|a| a.segment.load_u64(a.geometry.counters.frame_seq))
@@ -294,7 +294,7 @@ fn stalled(secs: f64) -> Result<(), CliError> {
     let f0 = frame_seq(&run.name);
     std::thread::sleep(window);
     let before = other.take().frames as f64 / frame_seq(&run.name).saturating_sub(f0).max(1) as f64;
-    let rss0 = crate::platform::resident_kib(s.pid()).unwrap_or(0);
+    let rss0 = lrbc::platform::resident_kib(s.pid()).unwrap_or(0);
     // Relaxed: a flag with no data behind it.
     stalled.stalled.store(true, Ordering::Relaxed);
     let mut peak = rss0;
@@ -302,10 +302,10 @@ fn stalled(secs: f64) -> Result<(), CliError> {
     let t0 = Instant::now();
     while t0.elapsed().as_secs_f64() < secs {
         std::thread::sleep(Duration::from_millis(500));
-        peak = peak.max(crate::platform::resident_kib(s.pid()).unwrap_or(0));
+        peak = peak.max(lrbc::platform::resident_kib(s.pid()).unwrap_or(0));
     }
     let during = other.take().frames as f64 / frame_seq(&run.name).saturating_sub(f0).max(1) as f64;
-    let rss1 = crate::platform::resident_kib(s.pid()).unwrap_or(0);
+    let rss1 = lrbc::platform::resident_kib(s.pid()).unwrap_or(0);
     println!(
         "a viewer of cams64 at 1 kHz with images stops reading for {secs:.0} s: serve's resident memory {:.1} MiB at the stall, {:.1} MiB at its end, peak {:.1} MiB (+{:.1} MiB); the other viewer's share of frames {:.2} % before, {:.2} % during",
         rss0 as f64 / 1024.0,

@@ -5,9 +5,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{CliError, stop_flag};
-use crate::layout::plan::PlanLayout;
-use crate::sim::client::{self, ClientConfig, Policy};
-use crate::sim::engine::{Engine, EngineConfig, Mode, Preset};
+use lrbc::layout::plan::PlanLayout;
+use lrbc_sim::client::{self, ClientConfig, Policy};
+use lrbc_sim::engine::{Engine, EngineConfig, Mode, Preset};
 
 /// The layouts the simulated engine can produce.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -17,15 +17,6 @@ pub enum SimLayout {
     LrbcV1,
     #[value(name = "luckyrobots-ipc")]
     LuckyrobotsIpc,
-}
-
-// Here rather than in `sim`, which knows nothing of attaching: the target of a run for
-// the window and `attach`.
-impl crate::sim::inprocess::SimRun {
-    /// The run's segment, as a name to attach to.
-    pub fn target(&self) -> crate::attach::Target {
-        crate::attach::Target::Shm(self.name.clone())
-    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -269,8 +260,8 @@ fn run_client(args: &ClientArgs) -> Result<(), CliError> {
                 "steps": stats.steps,
                 "elapsed_secs": stats.elapsed_secs,
                 "steps_per_sec": stats.steps as f64 / stats.elapsed_secs.max(1e-9),
-                "p50_ns": crate::stats::quantile(l, 0.5).unwrap_or(0),
-                "p99_ns": crate::stats::quantile(l, 0.99).unwrap_or(0),
+                "p50_ns": lrbc_live::stats::quantile(l, 0.5).unwrap_or(0),
+                "p99_ns": lrbc_live::stats::quantile(l, 0.99).unwrap_or(0),
                 "max_ns": l.last().copied().unwrap_or(0),
                 "env_resets": stats.env_resets,
                 "requests": stats.requests,

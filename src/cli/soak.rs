@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::CliError;
 use super::children::{ChildProcess, start_client, start_engine};
-use crate::sim::engine::Preset;
+use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
 pub struct SoakArgs {
@@ -27,7 +27,7 @@ pub struct SoakArgs {
     #[arg(long, value_name = "F", default_value = "1000", value_parser = super::args::parse_hz)]
     pub hz: f64,
     /// The memory budget of the app and the window, MiB.
-    #[arg(long, value_name = "MIB", default_value_t = crate::memory::DEFAULT_BUDGET_MIB, value_parser = clap::value_parser!(u32).range(16..=65536))]
+    #[arg(long, value_name = "MIB", default_value_t = lrbc_live::memory::DEFAULT_BUDGET_MIB, value_parser = clap::value_parser!(u32).range(16..=65536))]
     pub memory_budget: u32,
     /// The app's and the window's sampler on a busy machine, percent of one core. 0 (the
     /// default here) takes every frame, so that their histories fill at the engine's
@@ -47,7 +47,7 @@ struct Observed {
     own: Vec<(f64, u64)>,
 }
 
-pub use crate::platform::resident_kib as rss_kib;
+pub use lrbc::platform::resident_kib as rss_kib;
 
 /// The least-squares slope of `samples` (KiB per minute).
 pub fn slope_kib_per_min(samples: &[(f64, u64)]) -> f64 {
@@ -170,14 +170,14 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         header.join(" ")
     );
     let start = Instant::now();
-    let frames = |a: &crate::attach::Attached| {
+    let frames = |a: &lrbc::attach::Attached| {
         a.segment
             .load_u64(a.geometry.counters.frame_seq)
             .unwrap_or(0)
     };
-    let probe = crate::attach::attach(
-        &crate::attach::Target::Shm(name.clone()),
-        crate::layout::LayoutChoice::Auto,
+    let probe = lrbc::attach::attach(
+        &lrbc::attach::Target::Shm(name.clone()),
+        lrbc::layout::LayoutChoice::Auto,
     )?;
     let mut last = (0.0f64, frames(&probe));
     let mut next = args.every;
@@ -202,7 +202,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             }
             let kib = rss_kib(o.process.pid()).unwrap_or(0);
             o.samples.push((t, kib));
-            if let Some((anon, _, shmem)) = crate::platform::resident_split_kib(o.process.pid()) {
+            if let Some((anon, _, shmem)) = lrbc::platform::resident_split_kib(o.process.pid()) {
                 o.own.push((t, anon + shmem));
             }
             cells.push(format!("{:>12.1}", kib as f64 / 1024.0));
@@ -264,7 +264,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         }
     }
     for o in &observers {
-        if let Some((anon, file, shmem)) = crate::platform::resident_split_kib(o.process.pid()) {
+        if let Some((anon, file, shmem)) = lrbc::platform::resident_split_kib(o.process.pid()) {
             println!(
                 "{}: at the end {:.1} MiB its own (anonymous), {:.1} MiB pages of files it maps (shared libraries), {:.1} MiB shared memory (the segment)",
                 o.label,
@@ -326,7 +326,7 @@ mod tests {
         #[cfg(target_os = "linux")]
         {
             let (anon, _, _) =
-                crate::platform::resident_split_kib(std::process::id()).expect("read");
+                lrbc::platform::resident_split_kib(std::process::id()).expect("read");
             assert!(anon > 0 && anon <= rss_kib(std::process::id()).unwrap_or(0) + 1024);
         }
     }

@@ -3,10 +3,10 @@
 use std::time::{Duration, Instant};
 
 use super::{CliError, stop_flag};
-use crate::attach::{Target, attach};
-use crate::clock::monotonic_now_ns;
-use crate::layout::LayoutChoice;
-use crate::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
+use lrbc::attach::{Target, attach};
+use lrbc::clock::monotonic_now_ns;
+use lrbc::layout::LayoutChoice;
+use lrbc_live::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 
 /// Options of `traffic`.
 #[derive(Clone, Copy, Debug)]
@@ -25,8 +25,8 @@ fn line(e: &TrafficEvent, start_ns: u64) -> Option<String> {
             let t = (i128::from(t_ns) - i128::from(start_ns)) as f64 / 1e9;
             let status = match (&r.error, r.pairing) {
                 (Some(err), _) => format!("error: {err}"),
-                (None, crate::traffic::Pairing::Orphan) => "ok (no request seen)".into(),
-                (None, crate::traffic::Pairing::SubscribedBeforeAttach) => {
+                (None, lrbc_live::traffic::Pairing::Orphan) => "ok (no request seen)".into(),
+                (None, lrbc_live::traffic::Pairing::SubscribedBeforeAttach) => {
                     "ok (stream subscribed before attach)".into()
                 }
                 (None, _) => "ok".into(),
@@ -62,7 +62,7 @@ fn line(e: &TrafficEvent, start_ns: u64) -> Option<String> {
             "{:>11} {:<8} MALFORMED at position {position}: {error}; raw: {}",
             "",
             ring.as_str(),
-            crate::layout::fields::hex_string(raw)
+            lrbc::layout::fields::hex_string(raw)
         ),
         TrafficEvent::Unanswered {
             ring,
@@ -82,21 +82,21 @@ fn line(e: &TrafficEvent, start_ns: u64) -> Option<String> {
 /// A named mapping (Windows) lives while any process maps it: once its engine is dead,
 /// `traffic` closes its views and ends, so that a restarted engine can create the name.
 pub(super) struct EngineCheck {
-    processes: crate::procinfo::Processes,
+    processes: lrbc::procinfo::Processes,
     next: Instant,
 }
 
 impl EngineCheck {
     pub(super) fn new() -> Self {
         Self {
-            processes: crate::procinfo::Processes::new(),
+            processes: lrbc::procinfo::Processes::new(),
             next: Instant::now(),
         }
     }
 
     /// Once a second: the dead engine's pid after releasing its mapping, if it died.
-    pub(super) fn released_after_death(&mut self, a: &crate::attach::Attached) -> Option<u32> {
-        let crate::segment::Location::Named(name) = a.segment.location() else {
+    pub(super) fn released_after_death(&mut self, a: &lrbc::attach::Attached) -> Option<u32> {
+        let lrbc::segment::Location::Named(name) = a.segment.location() else {
             return None;
         };
         if Instant::now() < self.next {
@@ -107,7 +107,7 @@ impl EngineCheck {
         if pid == 0 || self.processes.is_alive(pid) {
             return None;
         }
-        crate::segment::release_named(name);
+        lrbc::segment::release_named(name);
         Some(pid)
     }
 }
@@ -115,7 +115,7 @@ impl EngineCheck {
 pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
     let stop = stop_flag();
     // An observer: it runs in the time the engine and trainer leave over.
-    crate::platform::lower_thread_priority(19);
+    lrbc::platform::lower_thread_priority(19);
     let a = attach(target, choice)?;
     let mut traffic = Traffic::new(&a, o.rings);
     if traffic.rings().is_empty() {

@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 use super::CliError;
 use super::children::{ChildProcess, start_client, start_engine};
 use super::observers::{Observer, fmt_cpu, observer_cost};
-use crate::attach::{Target, attach};
-use crate::clock::MonotonicClock;
-use crate::layout::LayoutChoice;
-use crate::sampler::{Sampler, SamplerSettings, SamplerStats};
-use crate::sim::engine::Preset;
 use crate::ui::InspectorApp;
 use crate::ui::raster::HeadlessRenderer;
 use crate::ui::settings::{Settings, grid_tree};
+use lrbc::attach::{Target, attach};
+use lrbc::clock::MonotonicClock;
+use lrbc::layout::LayoutChoice;
+use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
+use lrbc_sim::engine::Preset;
 
 /// An engine and (optionally) a client as child processes.
 pub(super) struct Run {
@@ -111,9 +111,9 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     let mut times = Vec::with_capacity(frames);
     let mut walls = Vec::with_capacity(frames);
     for _ in 0..frames {
-        let (t, cpu) = (Instant::now(), crate::platform::thread_cpu_ns());
+        let (t, cpu) = (Instant::now(), lrbc::platform::thread_cpu_ns());
         let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
-        times.push((crate::platform::thread_cpu_ns() - cpu) as f64 / 1e6);
+        times.push((lrbc::platform::thread_cpu_ns() - cpu) as f64 / 1e6);
         walls.push(t.elapsed().as_secs_f64() * 1e3);
         // Display rate: leave the rest of the frame to the other processes.
         std::thread::sleep(Duration::from_millis(16).saturating_sub(t.elapsed()));
@@ -134,14 +134,14 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     );
     println!(
         "UI frame CPU time of the UI thread (egui layout + tessellation, no rasterisation): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        crate::stats::quantile(&times, 0.5).unwrap_or(0.0),
-        crate::stats::quantile(&times, 0.99).unwrap_or(0.0),
+        lrbc_live::stats::quantile(&times, 0.5).unwrap_or(0.0),
+        lrbc_live::stats::quantile(&times, 0.99).unwrap_or(0.0),
         times.last().copied().unwrap_or(0.0)
     );
     println!(
         "the same frames in wall time (preemption by the engine and client included): p50 {:.2} ms, p99 {:.2} ms",
-        crate::stats::quantile(&walls, 0.5).unwrap_or(0.0),
-        crate::stats::quantile(&walls, 0.99).unwrap_or(0.0)
+        lrbc_live::stats::quantile(&walls, 0.5).unwrap_or(0.0),
+        lrbc_live::stats::quantile(&walls, 0.99).unwrap_or(0.0)
     );
     Ok(())
 }
@@ -328,7 +328,7 @@ fn rate_table(secs: f64, window: Duration) -> Result<(), CliError> {
     let mut costs = Vec::new();
     for (k, &observer) in observers.iter().enumerate() {
         let c = observer_cost(observer, secs, window, &format!("r{k}"))?;
-        let crate::stats::Interval {
+        let lrbc_live::stats::Interval {
             estimate: ratio,
             low: lo,
             high: hi,

@@ -3,10 +3,10 @@
 //! help texts are what `--help` lists) and a value parser that maps a parsed mirror onto
 //! the library's enum.
 
-use crate::layout::LayoutChoice;
-use crate::sim::client::Policy;
-use crate::sim::engine::{Mode, Preset};
-use crate::traffic::RingSelection;
+use lrbc::layout::LayoutChoice;
+use lrbc_live::traffic::RingSelection;
+use lrbc_sim::client::Policy;
+use lrbc_sim::engine::{Mode, Preset};
 
 /// A mirror of a library enum, conversions both ways (the conversion from the library's
 /// enum matches every variant, so a variant added there fails to compile until it is

@@ -1,11 +1,11 @@
 //! `watch`: one line per interval until Ctrl-C or `--count`.
 
 use super::{CliError, sleep_unless_stopped, stop_flag};
-use crate::attach::{Target, attach};
-use crate::clock::MonotonicClock;
-use crate::layout::LayoutChoice;
-use crate::sampler::{Sampler, SamplerSettings, SamplerStats};
-use crate::watch::{Report, Watcher};
+use lrbc::attach::{Target, attach};
+use lrbc::clock::MonotonicClock;
+use lrbc::layout::LayoutChoice;
+use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
+use lrbc_live::watch::{Report, Watcher};
 
 fn hz(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::sync::lock;
+use lrbc::sync::lock;
 
 /// An image ready to upload, with what the panels say about it.
 #[derive(Clone, Debug)]
@@ -182,7 +182,7 @@ fn work(shared: &Shared, ctx: &egui::Context) {
 }
 
 fn decode(envelope: &[u8]) -> Outcome {
-    match crate::rpc::image::image_of(envelope) {
+    match lrbc::rpc::image::image_of(envelope) {
         Some(Ok(img)) => Ok(DecodedImage {
             image: egui::ColorImage::from_rgba_unmultiplied(
                 [img.rgba.width() as usize, img.rgba.height() as usize],
@@ -201,11 +201,11 @@ fn decode(envelope: &[u8]) -> Outcome {
 mod tests {
     use super::*;
 
-    use crate::rpc::fb;
+    use lrbc::rpc::fb;
 
     /// A raw 16×8 RGB camera frame numbered `frame`.
     fn raw_envelope(frame: u32) -> Arc<[u8]> {
-        let bytes = crate::rpc::build_envelope(7, fb::MethodId::CameraFrame, None, 1, |fbb| {
+        let bytes = lrbc::rpc::build_envelope(7, fb::MethodId::CameraFrame, None, 1, |fbb| {
             let name = fbb.create_string("front");
             let data = fbb.create_vector(&[200u8; 16 * 8 * 3]);
             let f = fb::CameraImageFrame::create(

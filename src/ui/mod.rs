@@ -7,6 +7,8 @@ pub mod decoder;
 pub mod icon;
 pub mod panels;
 pub mod raster;
+#[expect(unsafe_code, reason = "the one OpenGL query, with its SAFETY line")]
+mod renderer;
 pub mod screenshot;
 pub mod settings;
 pub mod widgets;
@@ -16,8 +18,8 @@ pub use app::InspectorApp;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use crate::attach::Target;
-use crate::layout::LayoutChoice;
+use lrbc::attach::Target;
+use lrbc::layout::LayoutChoice;
 
 /// The nice value of the window's thread (and of the threads the GL driver starts).
 const WINDOW_NICE: i32 = 15;
@@ -27,8 +29,8 @@ const WINDOW_NICE: i32 = 15;
 /// software rasteriser's among them) run niced, but for the frame followers, which keep
 /// the priority it had.
 pub fn yield_to_the_run() {
-    crate::follow::keep_priority_for_followers();
-    crate::platform::lower_thread_priority(WINDOW_NICE);
+    lrbc_live::frames::keep_priority_for_followers();
+    lrbc::platform::lower_thread_priority(WINDOW_NICE);
 }
 
 /// Opens the window (blocks until it is closed, or Ctrl-C closes it).
@@ -125,7 +127,7 @@ fn run_window_on(
     // lease released, a recording under way finished.
     let stop = stop.unwrap_or_else(|| {
         let flag = Arc::new(AtomicBool::new(false));
-        crate::platform::stop_on_interrupt(&flag);
+        lrbc::platform::stop_on_interrupt(&flag);
         flag
     });
     yield_to_the_run();
@@ -162,7 +164,7 @@ fn run_window_on(
                 || cc
                     .gl
                     .as_deref()
-                    .is_some_and(|gl| app::software_renderer(&crate::platform::gl_renderer(gl)));
+                    .is_some_and(|gl| app::software_renderer(&renderer::gl_renderer(gl)));
             Ok(Box::new(app))
         }),
     )

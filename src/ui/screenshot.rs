@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::sampler::ImageFrame;
+use lrbc_live::sampler::ImageFrame;
 
 /// What to capture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

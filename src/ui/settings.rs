@@ -101,7 +101,7 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        let s = crate::sampler::SamplerSettings::default();
+        let s = lrbc_live::sampler::SamplerSettings::default();
         Self {
             theme: Theme::Dark,
             recent_targets: Vec::new(),
@@ -116,8 +116,8 @@ impl Default for Settings {
             screenshot_dir: default_screenshot_dir(),
             traffic_filter: String::new(),
             max_fps: 0,
-            busy_budget_percent: crate::sampler::WINDOW_BUSY_BUDGET_PERCENT,
-            memory_budget_mib: crate::memory::DEFAULT_BUDGET_MIB,
+            busy_budget_percent: lrbc_live::sampler::WINDOW_BUSY_BUDGET_PERCENT,
+            memory_budget_mib: lrbc_live::memory::DEFAULT_BUDGET_MIB,
             flight_seconds: 60.0,
             recordings_dir: default_recordings_dir(),
         }
@@ -128,7 +128,7 @@ impl Default for Settings {
 /// `~/Pictures`; Windows: the Pictures known folder), else
 /// `./lrbc-inspector-screenshots`.
 pub fn default_screenshot_dir() -> PathBuf {
-    crate::platform::pictures_dir().map_or_else(
+    lrbc::platform::pictures_dir().map_or_else(
         || PathBuf::from("lrbc-inspector-screenshots"),
         |p| p.join("lrbc-inspector"),
     )
@@ -137,7 +137,7 @@ pub fn default_screenshot_dir() -> PathBuf {
 /// `lrbc-recordings` in the user's home folder (Linux: `$HOME`; Windows: the profile
 /// folder, `%USERPROFILE%`), else `./lrbc-recordings`.
 pub fn default_recordings_dir() -> PathBuf {
-    crate::platform::home_dir()
+    lrbc::platform::home_dir()
         .unwrap_or_default()
         .join("lrbc-recordings")
 }
@@ -168,18 +168,18 @@ impl Settings {
     }
 
     /// The memory budget, within its bounds.
-    pub fn memory_budget(&self) -> crate::memory::MemoryBudget {
-        crate::memory::MemoryBudget::from_mib(self.memory_budget_mib)
+    pub fn memory_budget(&self) -> lrbc_live::memory::MemoryBudget {
+        lrbc_live::memory::MemoryBudget::from_mib(self.memory_budget_mib)
     }
 
     /// What the traffic list may keep.
-    pub fn traffic_limits(&self) -> crate::traffic::TrafficLimits {
-        crate::traffic::TrafficLimits::of(self.memory_budget())
+    pub fn traffic_limits(&self) -> lrbc_live::traffic::TrafficLimits {
+        lrbc_live::traffic::TrafficLimits::of(self.memory_budget())
     }
 
-    pub fn sampler(&self) -> crate::sampler::SamplerSettings {
+    pub fn sampler(&self) -> lrbc_live::sampler::SamplerSettings {
         let budget = self.memory_budget();
-        crate::sampler::SamplerSettings {
+        lrbc_live::sampler::SamplerSettings {
             history_bytes: budget.histories(),
             image_bytes: budget.camera_images(),
             watched_envs: self.watched_envs.clone(),
@@ -190,13 +190,13 @@ impl Settings {
             busy_budget_percent: (self.busy_budget_percent.is_finite()
                 && self.busy_budget_percent > 0.0)
                 .then(|| self.busy_budget_percent.min(100.0)),
-            ..crate::sampler::SamplerSettings::default()
+            ..lrbc_live::sampler::SamplerSettings::default()
         }
     }
 
     /// What the flight recorder keeps.
-    pub fn flight_limits(&self) -> crate::record::RollingLimits {
-        crate::record::RollingLimits {
+    pub fn flight_limits(&self) -> lrbc_recording::recorder::RollingLimits {
+        lrbc_recording::recorder::RollingLimits {
             seconds: f64::from(self.flight_seconds.clamp(1.0, 3600.0)),
             max_bytes: self.memory_budget().flight() as u64,
         }

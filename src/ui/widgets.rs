@@ -1,7 +1,7 @@
 //! Small shared pieces of the window: colours, formatting.
 
-use crate::layout::RegionKind;
-use crate::watch::State;
+use lrbc::layout::RegionKind;
+use lrbc_live::watch::State;
 
 pub const WARN: egui::Color32 = egui::Color32::from_rgb(230, 170, 40);
 pub const BAD: egui::Color32 = egui::Color32::from_rgb(230, 80, 70);

@@ -6,8 +6,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use lrbc_inspector::remote::Connection;
-use lrbc_inspector::remote::wire::ServerMessage;
+use lrbc_remote::view::Connection;
+use lrbc_remote::view::wire::ServerMessage;
 
 use super::{DEADLINE, Guarded, inspector, line_channel, next_line};
 

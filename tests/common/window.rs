@@ -4,12 +4,12 @@
 use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
-use lrbc_inspector::attach::Target;
-use lrbc_inspector::layout::LayoutChoice;
-use lrbc_inspector::layout::plan::PlanLayout;
-use lrbc_inspector::sim::engine::{Engine, EngineConfig, Mode};
+use lrbc::attach::Target;
+use lrbc::layout::LayoutChoice;
+use lrbc::layout::plan::PlanLayout;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};
+use lrbc_sim::engine::{Engine, EngineConfig, Mode};
 
 use super::DEADLINE;
 

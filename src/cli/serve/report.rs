@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::record::Counts;
-use crate::serve::{ClientCounts, PeerView, ServeCounts};
-use crate::watch::Report;
+use lrbc_live::watch::Report;
+use lrbc_recording::recorder::Counts;
+use lrbc_remote::server::{ClientCounts, PeerView, ServeCounts};
 
 /// Clients listed one by one on the progress line at most; more are summed.
 const CLIENTS_LISTED: usize = 4;

@@ -1,4 +1,4 @@
-//! The window's flight recorder ([`crate::record::flight::Flight`]): started for each
+//! The window's flight recorder ([`lrbc_recording::recorder::flight::Flight`]): started for each
 //! live segment, it keeps the last seconds; it saves them by itself when the first NaN or
 //! infinity shows, when the engine goes and when the segment is replaced, on "Save" in the
 //! status bar or the settings menu, and records from now on "Record". Files go to the
@@ -9,10 +9,10 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::InspectorApp;
-use crate::clock::monotonic_now_ns;
-use crate::record::flight::{Flight, FlightConfig, FlightStatus, Note};
 use crate::ui::widgets::BAD;
-use crate::watch::State;
+use lrbc::clock::monotonic_now_ns;
+use lrbc_live::watch::State;
+use lrbc_recording::recorder::flight::{Flight, FlightConfig, FlightStatus, Note};
 
 /// Envs whose observations and actions the flight recorder keeps when none are watched.
 const DEFAULT_ENVS: u32 = 4;
@@ -175,7 +175,7 @@ impl InspectorApp {
                 save_on_nonfinite: Some(dir),
                 notes: self.flight.notes_tx.clone(),
                 waker: Arc::new(move || w()),
-                create: crate::record::flight::create_file,
+                create: lrbc_recording::recorder::flight::create_file,
             };
             let limits = self.settings.flight_limits();
             let started = match (s.live(), s.remote()) {

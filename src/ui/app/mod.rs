@@ -2,7 +2,7 @@
 //! `pacing` sets how often it redraws, `save_dialog` runs the screenshot save dialog
 //! on its own thread, `settings_menu` and `status_bar` draw those, `panes` the tiles,
 //! `timeline` the bar that moves through a recording (and its open dialog); `flight` runs
-//! the flight recorder (`crate::record::flight`) for a live session.
+//! the flight recorder (`lrbc_recording::recorder::flight`) for a live session.
 
 mod flight;
 mod nodes;
@@ -26,12 +26,12 @@ use super::panels::counters;
 use super::panels::traffic::TrafficView;
 use super::screenshot;
 use super::settings::{Pane, Settings, Theme, default_tree};
-use crate::attach::Target;
-use crate::clock::monotonic_now_ns;
-use crate::discovery::Discovery;
-use crate::layout::LayoutChoice;
-use crate::procinfo::{ProcInfo, Processes};
 use crate::session::Session;
+use lrbc::attach::Target;
+use lrbc::clock::monotonic_now_ns;
+use lrbc::discovery::Discovery;
+use lrbc::layout::LayoutChoice;
+use lrbc::procinfo::{ProcInfo, Processes};
 use panes::Panes;
 use save_dialog::{SaveDialogs, saved_text};
 
@@ -300,7 +300,7 @@ impl InspectorApp {
             .session
             .as_ref()
             .and_then(Session::link)
-            .is_some_and(|l| l.state != crate::remote::LinkState::Connected)
+            .is_some_and(|l| l.state != lrbc_remote::view::LinkState::Connected)
         {
             // The link's countdown to its next attempt.
             ctx.request_repaint_after(Duration::from_millis(500));

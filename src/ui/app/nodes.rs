@@ -20,7 +20,7 @@ impl InspectorApp {
         self.park_session();
         match self.connect_session(url) {
             Ok(s) => {
-                let shown = crate::remote::client::normalize(url)
+                let shown = lrbc_remote::view::client::normalize(url)
                     .unwrap_or_else(|_| format!("ws://{}", s.label()));
                 self.settings.remember(&shown);
                 self.say(format!("connecting to {}", s.label()), false);
@@ -52,7 +52,7 @@ impl InspectorApp {
 
     /// `HOST:PORT` of `url` when that server is connected already (shown or not).
     fn connected(&self, url: &str) -> Option<String> {
-        let addr = crate::remote::client::host_port(url).ok()?;
+        let addr = lrbc_remote::view::client::host_port(url).ok()?;
         (self.session.iter().chain(&self.nodes))
             .any(|s| s.remote().is_some() && s.label() == addr)
             .then_some(addr)

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::InspectorApp;
-use crate::clock::monotonic_now_ns;
+use lrbc::clock::monotonic_now_ns;
 
 /// Wakes the UI from other threads, at most once per `interval_ns` (read at each call,
 /// so that the rate can change while the threads run).
@@ -67,7 +67,7 @@ pub fn software_renderer(name: &str) -> bool {
 /// Redraws per second at most while the machine has no spare CPU (the sampler is
 /// yielding) and the rate is automatic: a redraw is the window's largest cost, and the
 /// run pays it.
-pub const BUSY_REDRAW_HZ: u32 = (1_000_000_000 / crate::sampler::BUSY_READER_WAKE_NS) as u32;
+pub const BUSY_REDRAW_HZ: u32 = (1_000_000_000 / lrbc_live::sampler::BUSY_READER_WAKE_NS) as u32;
 
 /// Redraws per second at least while the machine is busy, however much a redraw costs:
 /// the view stays live.
@@ -152,7 +152,7 @@ impl InspectorApp {
 
     /// Counts redraws per second (shown in the Settings menu) and what they cost.
     pub(super) fn count_redraw(&mut self) {
-        self.pass_cost.started(crate::platform::thread_cpu_ns());
+        self.pass_cost.started(lrbc::platform::thread_cpu_ns());
         let now = monotonic_now_ns();
         self.redraws.1 += 1;
         if now.saturating_sub(self.redraws.0) >= 1_000_000_000 {

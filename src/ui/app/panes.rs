@@ -1,6 +1,5 @@
 //! The tiles: each pane drawn with the state it needs.
 
-use crate::procinfo::ProcInfo;
 use crate::session::Session;
 use crate::ui::panels::cameras::{CamerasView, ShotRequest};
 use crate::ui::panels::rpc::RpcInfo;
@@ -8,6 +7,7 @@ use crate::ui::panels::traffic::TrafficView;
 use crate::ui::panels::{cameras, counters, envs, header, rpc, traffic};
 use crate::ui::settings::{Pane, Settings};
 use crate::ui::widgets::BAD;
+use lrbc::procinfo::ProcInfo;
 
 /// Draws each pane with the state it needs.
 pub(super) struct Panes<'a> {

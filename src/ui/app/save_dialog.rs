@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::sampler::ImageFrame;
 use crate::ui::screenshot::{self, Shot};
+use lrbc_live::sampler::ImageFrame;
 
 pub(super) fn saved_text(paths: &[PathBuf]) -> String {
     match paths {

@@ -88,7 +88,7 @@ impl InspectorApp {
                     if ui
                         .add(
                             egui::DragValue::new(&mut self.settings.memory_budget_mib)
-                                .range(crate::memory::MIN_BUDGET_MIB..=crate::memory::MAX_BUDGET_MIB)
+                                .range(lrbc_live::memory::MIN_BUDGET_MIB..=lrbc_live::memory::MAX_BUDGET_MIB)
                                 .speed(4),
                         )
                         .changed()

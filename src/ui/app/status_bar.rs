@@ -2,10 +2,10 @@
 //! sampler's counts, traffic losses and the last message.
 
 use super::InspectorApp;
-use crate::clock::monotonic_now_ns;
-use crate::procinfo::ProcInfo;
-use crate::remote::LinkState;
 use crate::ui::widgets::{BAD, WARN, state_color, state_text};
+use lrbc::clock::monotonic_now_ns;
+use lrbc::procinfo::ProcInfo;
+use lrbc_remote::view::LinkState;
 
 impl InspectorApp {
     pub(super) fn status_bar(&mut self, ui: &mut egui::Ui) {

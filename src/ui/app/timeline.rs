@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::InspectorApp;
-use crate::clock::monotonic_now_ns;
-use crate::replay::{Find, StateChange};
 use crate::ui::widgets::{BAD, WARN};
+use lrbc::clock::monotonic_now_ns;
+use lrbc_recording::replay::{Find, StateChange};
 
 /// The file dialog for recordings; its choice comes back through a bounded channel.
 #[derive(Debug)]

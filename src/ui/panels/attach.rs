@@ -1,14 +1,14 @@
 //! The attach view: discovered segments and the processes that map them, attach by
 //! click, by typed name or PID, connect to a server of a run, the servers connected (one
 //! row each), and recent targets. The listing comes from
-//! [`crate::discovery::Discovery`], which runs on its own thread.
+//! [`lrbc::discovery::Discovery`], which runs on its own thread.
 
-use crate::attach::Target;
-use crate::discovery::{Listing, Outcome};
-use crate::procinfo::ProcInfo;
-use crate::remote::LinkState;
 use crate::session::NodeRow;
 use crate::ui::widgets::{BAD, state_color, state_text};
+use lrbc::attach::Target;
+use lrbc::discovery::{Listing, Outcome};
+use lrbc::procinfo::ProcInfo;
+use lrbc_remote::view::LinkState;
 
 /// Inputs of the attach view.
 #[derive(Debug, Default)]
@@ -104,7 +104,7 @@ pub fn ui(
     } else if listing.segments.is_empty() {
         ui.weak(format!(
             "No LRBC segments in {}. Start one with `lrbc-inspector sim engine`.",
-            crate::segment::SHM_PLACE
+            lrbc::segment::SHM_PLACE
         ));
     }
     egui::Grid::new("segments")

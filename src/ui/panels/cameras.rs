@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::sampler::{ImageFrame, SamplerData};
-use crate::traffic::StreamedImage;
 use crate::ui::decoder::ImageDecoder;
 use crate::ui::panels::traffic::{Shown, raw_to_color_image};
 use crate::ui::screenshot::Shot;
 use crate::ui::widgets::WARN;
+use lrbc_live::sampler::{ImageFrame, SamplerData};
+use lrbc_live::traffic::StreamedImage;
 
 /// The panel's state.
 #[derive(Default)]

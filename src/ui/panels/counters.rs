@@ -5,7 +5,7 @@
 use egui_plot::{Bar, BarChart, Line, Plot, PlotPoints};
 
 use super::super::widgets::{BAD, WARN, duration_ns, hz, state_color, state_text};
-use crate::sampler::SamplerData;
+use lrbc_live::sampler::SamplerData;
 
 /// Latency percentiles over the last `n` frames that carried both times.
 pub fn latency_stats(d: &SamplerData, n: usize) -> Option<(Vec<u64>, [u64; 4])> {
@@ -20,7 +20,7 @@ pub fn latency_stats(d: &SamplerData, n: usize) -> Option<(Vec<u64>, [u64; 4])> 
         return None;
     }
     l.sort_unstable();
-    let p = |q: f64| crate::stats::quantile(&l, q).unwrap_or(0);
+    let p = |q: f64| lrbc_live::stats::quantile(&l, q).unwrap_or(0);
     let stats = [p(0.5), p(0.9), p(0.99), p(1.0)];
     Some((l, stats))
 }
@@ -128,7 +128,7 @@ pub fn ui(ui: &mut egui::Ui, seqs: (u64, u64), d: &SamplerData, cache: &mut Coun
         ui.horizontal(|ui| {
             ui.label("state:");
             ui.colored_label(state_color(r.state), state_text(r.state));
-            if r.state == crate::watch::State::Stale {
+            if r.state == lrbc_live::watch::State::Stale {
                 ui.colored_label(WARN, "stalled: no new frame for 2 s or more");
             }
             if let Some(n) = &r.note {

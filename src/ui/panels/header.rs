@@ -3,8 +3,8 @@
 //! validation problems, and the names. It draws from a source-agnostic view: a label,
 //! the geometry and the header's values.
 
-use crate::layout::{FieldSpec, FieldValue, Geometry};
-use crate::rpc::header::describe;
+use lrbc::layout::{FieldSpec, FieldValue, Geometry};
+use lrbc::rpc::header::describe;
 
 use super::super::widgets::{WARN, region_color};
 

@@ -2,11 +2,11 @@
 //! of each service from `service_flags`, toggles through the control ring, and the
 //! engine's per-service counters.
 
-use crate::control::{ControlRequest, ControlState};
-use crate::procinfo::ProcInfo;
-use crate::rpc::services;
 use crate::ui::widgets::{BAD, GOOD, WARN, state_color, state_text};
-use crate::watch::Report;
+use lrbc::control::{ControlRequest, ControlState};
+use lrbc::procinfo::ProcInfo;
+use lrbc::rpc::services;
+use lrbc_live::watch::Report;
 
 /// What the panel shows (gathered by the app, so the panel needs no session access).
 #[derive(Debug)]

@@ -2,12 +2,12 @@
 //! are formatted), a filter, request/response pairs, the decoded field tree, a hex pane,
 //! images carried in ImageFrame payloads, loss and malformed counters, pause.
 
-use crate::layout::fields::hex_string;
-use crate::rpc::tree::{FieldTree, NodeValue, display_scalar};
-use crate::traffic::{Decoded, Pairing, Record};
-use crate::traffic::{TrafficRow, TrafficStore};
 use crate::ui::decoder::ImageDecoder;
 use crate::ui::widgets::{BAD, WARN, duration_ns};
+use lrbc::layout::fields::hex_string;
+use lrbc::rpc::tree::{FieldTree, NodeValue, display_scalar};
+use lrbc_live::traffic::{Decoded, Pairing, Record};
+use lrbc_live::traffic::{TrafficRow, TrafficStore};
 
 /// The list's state.
 #[derive(Default)]
@@ -413,7 +413,7 @@ fn image_preview(ui: &mut egui::Ui, view: &mut TrafficView, r: &Record) {
         view.image_requested = Some(r.index);
         view.image = None;
         // Which stream, without decoding the pixels: most rows carry no image.
-        if crate::rpc::image::image_source(&r.payload).is_none() {
+        if lrbc::rpc::image::image_source(&r.payload).is_none() {
             return;
         }
         view.decoder

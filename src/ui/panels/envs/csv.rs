@@ -1,7 +1,7 @@
 //! The envs panel's CSV export: the series the plots show, a row per env and frame.
 
-use crate::layout::Geometry;
-use crate::sampler::{
+use lrbc::layout::Geometry;
+use lrbc_live::sampler::{
     EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, SamplerData,
 };
 
@@ -162,7 +162,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::sampler::Ring;
+    use lrbc_live::sampler::Ring;
 
     fn history(points: &[(u64, u64, f32, u8)], detail: &[(u64, u64, &[f32])]) -> EnvHistory {
         let mut h = EnvHistory {

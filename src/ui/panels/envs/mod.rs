@@ -14,8 +14,10 @@ pub use csv::plots_csv;
 use super::super::decimate::SeriesCache;
 use super::super::settings::Settings;
 use super::super::widgets::{BAD, WARN, series_color};
-use crate::layout::Geometry;
-use crate::sampler::{Channel, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, Ring, SamplerData};
+use lrbc::layout::Geometry;
+use lrbc_live::sampler::{
+    Channel, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, Ring, SamplerData,
+};
 
 /// What the envs panel asks of the app.
 #[derive(Debug, Default, PartialEq, Eq)]

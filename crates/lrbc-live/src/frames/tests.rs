@@ -1,0 +1,265 @@
+use super::*;
+use lrbc::layout::LrbcHeader;
+use lrbc::layout::plan::PlanLayout;
+use lrbc::testutil::{TestSegment, spec};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// What a test sink saw, sent to the test.
+#[derive(Debug)]
+enum Seen {
+    Frame {
+        frame_seq: u64,
+        reward1: f32,
+        row: Option<Vec<f32>>,
+    },
+    Counts(FrameCounts),
+    /// The first tick: the follower knows what the sink wants.
+    Joined,
+}
+
+/// A sink that reports everything to the test, and wants the rows of `envs`.
+struct Probe {
+    tx: mpsc::SyncSender<Seen>,
+    envs: Vec<u32>,
+    ticked: bool,
+}
+
+impl FrameSink for Probe {
+    fn frame(&mut self, c: &Arc<FrameCopy>) {
+        let _ = self.tx.try_send(Seen::Frame {
+            frame_seq: c.frame_seq,
+            reward1: c.hot.rewards.get(1).copied().unwrap_or(f32::NAN),
+            row: self
+                .envs
+                .first()
+                .and_then(|&e| c.row(e))
+                .map(<[f32]>::to_vec),
+        });
+    }
+
+    fn tick(&mut self, t: &Tick<'_>) -> Wants {
+        if !self.ticked {
+            self.ticked = true;
+            let _ = self.tx.try_send(Seen::Joined);
+        }
+        if t.counts != FrameCounts::default() {
+            let _ = self.tx.try_send(Seen::Counts(t.counts));
+        }
+        Wants {
+            envs: self.envs.clone(),
+            busy_budget_percent: None,
+            min_hold_ns: 0,
+        }
+    }
+}
+
+fn probe(envs: Vec<u32>) -> (Box<Probe>, Received) {
+    // Room for every report of a test; a full channel would fail the test, never block
+    // the follower.
+    let (tx, rx) = mpsc::sync_channel(1 << 16);
+    let rx = Received {
+        rx,
+        counts: FrameCounts::default(),
+    };
+    (
+        Box::new(Probe {
+            tx,
+            envs,
+            ticked: false,
+        }),
+        rx,
+    )
+}
+
+fn idle_machine() -> Option<CpuTimes> {
+    None
+}
+
+/// Publishes `frame` as the engine does: env 1's reward is twice the frame number, env
+/// 1's first observation three times.
+fn publish(seg: &TestSegment, frame: u64) {
+    seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
+    seg.rw
+        .write_f32s(seg.plan.rewards_offset, &[0.0, frame as f32 * 2.0]);
+    let obs_size = 4;
+    seg.rw.write_f32s(
+        seg.plan.obs_offset + obs_size * 4,
+        &[frame as f32 * 3.0, 0.0, 0.0, 0.0],
+    );
+    seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+    seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+    seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
+}
+
+/// The test's end of a probe: what it received, the counts summed.
+struct Received {
+    rx: mpsc::Receiver<Seen>,
+    counts: FrameCounts,
+}
+
+impl Received {
+    /// Receives until `done` says so; fails after 20 s without anything received.
+    fn until(&mut self, mut done: impl FnMut(&Seen) -> bool) {
+        loop {
+            let s = self
+                .rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the follower reports within 20 s");
+            if let Seen::Counts(c) = &s {
+                self.counts.add(c);
+            }
+            if done(&s) {
+                return;
+            }
+        }
+    }
+
+    fn joined(&mut self) {
+        self.until(|s| matches!(s, Seen::Joined));
+    }
+
+    fn frame(&mut self, frame: u64) {
+        self.until(|s| matches!(s, Seen::Frame { frame_seq, .. } if *frame_seq == frame));
+    }
+
+    /// The counts once they account for `frames` frames.
+    fn counts_of(&mut self, frames: u64) -> FrameCounts {
+        while self.counts.seen < frames {
+            self.until(|s| matches!(s, Seen::Counts(_)));
+        }
+        self.counts
+    }
+}
+
+#[test]
+fn two_consumers_of_one_segment_share_one_follower_and_each_gets_every_frame() {
+    let seg = TestSegment::create("follow-two", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let (a, mut rx_a) = probe(vec![1]);
+    let (b, mut rx_b) = probe(vec![]);
+    let sub_a = subscribe_with_load(&seg.attach(), a, idle_machine).unwrap();
+    let sub_b = subscribe_with_load(&seg.attach(), b, idle_machine).unwrap();
+    assert!(sub_a.same_follower(&sub_b), "one follower for the segment");
+    assert_eq!(sub_a.sinks(), 2);
+    // Both sinks have told the follower what they want before the first frame.
+    rx_a.joined();
+    rx_b.joined();
+    for frame in 1..=100u64 {
+        publish(&seg, frame);
+        // An engine at the follower's pace: the next frame once both have this one.
+        rx_a.frame(frame);
+        rx_b.frame(frame);
+    }
+    let (ca, cb) = (rx_a.counts_of(100), rx_b.counts_of(100));
+    for c in [ca, cb] {
+        assert_eq!(
+            (c.seen, c.sampled, c.missed, c.torn),
+            (100, 100, 0, 0),
+            "{c:?}"
+        );
+    }
+    drop(sub_b);
+    assert_eq!(
+        sub_a.sinks(),
+        1,
+        "a dropped subscription leaves the follower"
+    );
+}
+
+#[test]
+fn a_frame_carries_the_rows_of_the_envs_its_consumers_want() {
+    let seg = TestSegment::create("follow-rows", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let (a, mut rx) = probe(vec![1]);
+    let _sub = subscribe_with_load(&seg.attach(), a, idle_machine).unwrap();
+    rx.joined();
+    publish(&seg, 7);
+    rx.until(|s| match s {
+        Seen::Frame {
+            frame_seq: 7,
+            reward1,
+            row,
+        } => {
+            assert_eq!(*reward1, 14.0);
+            let row = row.as_ref().expect("env 1's row");
+            assert_eq!(row.len(), 6, "4 obs + 2 act");
+            assert_eq!(row[0], 21.0);
+            true
+        }
+        _ => false,
+    });
+}
+
+#[test]
+fn frames_of_the_follower_stop_when_the_last_consumer_leaves() {
+    let seg = TestSegment::create("follow-stop", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let (a, _rx) = probe(vec![]);
+    let sub = subscribe_with_load(&seg.attach(), a, idle_machine).unwrap();
+    let follower = Arc::downgrade(&sub.follower);
+    drop(sub);
+    assert!(follower.upgrade().is_none(), "the follower is gone");
+    // A new consumer starts a new follower.
+    let (b, _rx) = probe(vec![]);
+    let sub = subscribe_with_load(&seg.attach(), b, idle_machine).unwrap();
+    assert!(!sub.thread_ended());
+}
+
+/// A segment truncated under the follower: the engine goes on publishing frame_seq in
+/// the header page, but the data is gone. No frame is handed over, and every one is
+/// counted unreadable.
+#[cfg(unix)]
+#[test]
+fn frames_of_a_truncated_segment_are_counted_unreadable_and_never_handed_over() {
+    use std::time::Instant;
+    let seg = TestSegment::create("follow-trunc", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let (a, mut rx) = probe(vec![1]);
+    let _sub = subscribe_with_load(&seg.attach(), a, idle_machine).unwrap();
+    rx.joined();
+    publish(&seg, 1);
+    rx.frame(1);
+    seg.truncate_to_header_page();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut total = rx.counts;
+    let mut frame = 1;
+    while total.unreadable < 20 {
+        assert!(Instant::now() < deadline, "{total:?}");
+        frame += 1;
+        // The header page is still there: only frame_seq moves.
+        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
+        std::thread::sleep(Duration::from_millis(2));
+        while let Ok(s) = rx.rx.try_recv() {
+            match s {
+                Seen::Frame { frame_seq, .. } => {
+                    panic!("frame {frame_seq} of a truncated segment was handed over")
+                }
+                Seen::Counts(c) => total.add(&c),
+                Seen::Joined => {}
+            }
+        }
+    }
+    assert_eq!(
+        total.sampled, 1,
+        "only the frame before the truncation: {total:?}"
+    );
+    assert_eq!(
+        total.seen,
+        total.sampled + total.missed + total.torn + total.unreadable + total.skipped
+    );
+}
+
+#[test]
+fn a_consumer_that_joins_after_a_reattachment_gets_the_new_segments_frames() {
+    let seg = TestSegment::create("follow-gen", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let (a, mut rx_a) = probe(vec![]);
+    let sub_a = subscribe_with_load(&seg.attach(), a, idle_machine).unwrap();
+    rx_a.joined();
+    // The segment mapped again (as after a replacement): the follower moves on.
+    sub_a.retarget(seg.attach());
+    let (b, mut rx_b) = probe(vec![1]);
+    let _sub_b = subscribe_with_load(&seg.attach(), b, idle_machine).unwrap();
+    rx_b.joined();
+    publish(&seg, 3);
+    // Both get it: the one that joined before and the one that joined after.
+    rx_a.frame(3);
+    rx_b.until(|s| matches!(s, Seen::Frame { frame_seq: 3, row: Some(r), .. } if r[0] == 9.0));
+}

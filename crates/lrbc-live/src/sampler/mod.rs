@@ -1,0 +1,190 @@
+//! The sampler: the window's and `watch`'s consumer of the frame follower
+//! (`crate::frames`), which copies every frame it can under the guard of spec 3.2. The
+//! sampler keeps an aggregate of each frame (rewards, dones, truncateds and resets of
+//! all envs), the observations and actions of the watched envs, camera images when
+//! `image_seq` moves, and a periodic scan of every env for NaN, Inf and out-of-range
+//! values. History is bounded. The UI thread only reads the shared data and never
+//! waits on the engine.
+//!
+//! One file per part: the shared data (`data`), bounded histories (`history`), the
+//! per-frame reductions (`reduce`), the live counters (`counters`), the follower's sink
+//! (`sink`), and the auxiliary thread (`auxiliary`: state, re-attachment, images,
+//! scans). On a busy machine the follower keeps to the budget of `crate::busy`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::frames::Subscription;
+use crate::watch::Watcher;
+use lrbc::attach::Attached;
+use lrbc::clock::Clock;
+pub(super) use lrbc::sync::lock;
+
+mod auxiliary;
+mod counters;
+mod data;
+mod history;
+mod reduce;
+mod sink;
+
+pub use data::{
+    BUSY_READER_WAKE_NS, BadValue, Channel, Counters, DEFAULT_BUSY_BUDGET_PERCENT, EnvDetail,
+    EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, ImageFrame, SamplerData,
+    SamplerSettings, SamplerStats, Scan, WINDOW_BUSY_BUDGET_PERCENT, history_capacities,
+};
+pub use history::Ring;
+pub use reduce::scan_values;
+
+use crate::busy::CpuTimes;
+use auxiliary::AuxWorker;
+use sink::SamplerSink;
+
+/// The sampler's auxiliary thread runs at this nice value: observing must not slow the
+/// run.
+const SAMPLER_NICE: i32 = 10;
+
+/// Wakes the reader (the UI's `request_repaint`), at most at the given rate.
+pub type Waker = Box<dyn Fn() + Send>;
+
+/// A running sampler: its place at the frame follower, its auxiliary thread, and the
+/// data they share.
+#[derive(Debug)]
+pub struct Sampler {
+    data: Arc<Mutex<SamplerData>>,
+    settings: Arc<Mutex<SamplerSettings>>,
+    stop: Arc<AtomicBool>,
+    follower: Option<Arc<Subscription>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+fn spawn(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name(name.into()).spawn(f)
+}
+
+impl Sampler {
+    /// Starts sampling `attached`. The reader repaints at `repaint_hz`: `waker` is called
+    /// at that rate, and while yielding to a busy machine the follower takes no more than
+    /// one frame per repaint.
+    pub fn start<C: Clock + 'static>(
+        attached: Attached,
+        settings: SamplerSettings,
+        clock: C,
+        waker: Waker,
+        repaint_hz: f32,
+    ) -> std::io::Result<Self> {
+        Self::start_with_load(
+            attached,
+            settings,
+            clock,
+            waker,
+            repaint_hz,
+            crate::busy::read_cpu_times,
+        )
+    }
+
+    /// [`Sampler::start`] with the machine's load read by `read_load` (tests inject one).
+    fn start_with_load<C: Clock + 'static>(
+        attached: Attached,
+        settings: SamplerSettings,
+        clock: C,
+        waker: Waker,
+        repaint_hz: f32,
+        read_load: fn() -> Option<CpuTimes>,
+    ) -> std::io::Result<Self> {
+        let data = Arc::new(Mutex::new(SamplerData::new(&attached, &settings)));
+        let repaint_interval_ns = (1e9 / repaint_hz.max(1.0)) as u64;
+        let settings = Arc::new(Mutex::new(settings));
+        let stop = Arc::new(AtomicBool::new(false));
+        let sink = SamplerSink::new(&data, &settings, repaint_interval_ns);
+        let follower = Arc::new(crate::frames::subscribe_with_load(
+            &attached,
+            Box::new(sink),
+            read_load,
+        )?);
+        // The auxiliary thread keeps the watcher (state, re-attachment), the images and
+        // the value scans, so that the follower's looks stay short.
+        let aux = AuxWorker {
+            watcher: Watcher::new(attached, clock),
+            data: Arc::clone(&data),
+            settings: Arc::clone(&settings),
+            stop: Arc::clone(&stop),
+            waker,
+            repaint_interval_ns,
+            follower: Arc::clone(&follower),
+            values: Default::default(),
+        };
+        let aux_thread = spawn("lrbc-sampler-aux", move || aux.run())?;
+        Ok(Self {
+            data,
+            settings,
+            stop,
+            follower: Some(follower),
+            threads: vec![aux_thread],
+        })
+    }
+
+    /// The shared data (lock briefly).
+    pub fn data(&self) -> &Arc<Mutex<SamplerData>> {
+        &self.data
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, SamplerData> {
+        lock(&self.data)
+    }
+
+    pub fn settings(&self) -> SamplerSettings {
+        lock(&self.settings).clone()
+    }
+
+    pub fn set_settings(&self, s: SamplerSettings) {
+        *lock(&self.settings) = s;
+    }
+
+    pub fn stats(&self) -> SamplerStats {
+        lock(&self.data).stats
+    }
+
+    /// The names of the sampler's threads that ended while it runs (a thread only ends
+    /// early by panicking): their work stopped, which the caller must show.
+    pub fn ended_threads(&self) -> Vec<String> {
+        // Relaxed: a flag with no data behind it.
+        if self.stop.load(Ordering::Relaxed) {
+            return Vec::new();
+        }
+        let mut ended: Vec<String> = self
+            .threads
+            .iter()
+            .filter(|t| t.is_finished())
+            .map(|t| t.thread().name().unwrap_or("sampler").to_string())
+            .collect();
+        if self.follower.as_ref().is_some_and(|f| f.thread_ended()) {
+            ended.push("lrbc-follower".into());
+        }
+        ended
+    }
+
+    /// Stops the threads and waits for them.
+    pub fn stop(&mut self) {
+        // Relaxed: a flag with no data behind it.
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            // A resting thread wakes now rather than at the end of its rest.
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        // The last holder of the subscription: the sink leaves the follower.
+        self.follower = None;
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests;

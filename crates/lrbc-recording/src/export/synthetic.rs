@@ -1,0 +1,150 @@
+//! Synthetic recordings, written as `record::Recorder` writes them (profile `lrbc`, the
+//! frame schema and channel, `lrbc.geometry`, `lrbc.names`, `lrbc.tool`, frames, then
+//! `lrbc.counts`), without a segment: for the export benchmark and the tests.
+
+use std::collections::BTreeMap;
+use std::io::{Seek, Write};
+
+use crate::format::{
+    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, FrameRef, GEOMETRY_METADATA, NAMES_METADATA,
+    PROFILE, TOOL_METADATA,
+};
+use lrbc::rpc::RECORDING_BFBS;
+
+/// What a synthetic recording holds.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub num_envs: u32,
+    pub obs_size: u32,
+    pub act_size: u32,
+    /// Envs whose observations and actions are recorded, ascending.
+    pub recorded: Vec<u32>,
+    pub frames: u64,
+    /// Frames are this far apart on the engine's clock.
+    pub frame_interval_ns: u64,
+    /// MCAP chunk size in bytes (the recorder's default when None).
+    pub chunk_size: Option<u64>,
+    /// At this frame, env 0's reward and first observation are NaN.
+    pub nan_at: Option<u64>,
+    /// How the chunks are compressed.
+    pub compression: crate::format::Compression,
+}
+
+/// Writes the recording `spec` describes; returns the bytes of one frame message.
+pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::McapError> {
+    let mut options = crate::format::write_options(mcap::WriteOptions::new(), spec.compression)
+        .map_err(|e| mcap::McapError::UnsupportedCompression(e.into()))?
+        .profile(PROFILE)
+        .library(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")));
+    if let Some(size) = spec.chunk_size {
+        options = options.chunk_size(Some(size));
+    }
+    let mut w = options.create(out)?;
+    let schema = w.add_schema(FRAME_SCHEMA, "flatbuffer", RECORDING_BFBS)?;
+    let channel = w.add_channel(schema, FRAME_TOPIC, "flatbuffer", &BTreeMap::new())?;
+    let text = |pairs: Vec<(String, String)>| pairs.into_iter().collect::<BTreeMap<_, _>>();
+    let recorded = spec
+        .recorded
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    for (name, metadata) in [
+        (
+            GEOMETRY_METADATA,
+            text(vec![
+                ("layout".into(), "lrbc-v1-ext".into()),
+                ("num_envs".into(), spec.num_envs.to_string()),
+                ("obs_size".into(), spec.obs_size.to_string()),
+                ("act_size".into(), spec.act_size.to_string()),
+                ("recorded_envs".into(), recorded),
+            ]),
+        ),
+        (
+            NAMES_METADATA,
+            text(
+                (0..spec.obs_size)
+                    .map(|i| (format!("obs.{i}"), format!("obs_{i}")))
+                    .chain((0..spec.act_size).map(|i| (format!("act.{i}"), format!("act_{i}"))))
+                    .collect(),
+            ),
+        ),
+        (
+            TOOL_METADATA,
+            text(vec![
+                ("name".into(), "lrbc-inspector".into()),
+                ("version".into(), env!("CARGO_PKG_VERSION").into()),
+            ]),
+        ),
+    ] {
+        w.write_metadata(&mcap::records::Metadata {
+            name: name.into(),
+            metadata,
+        })?;
+    }
+    let n = spec.num_envs as usize;
+    let (o, a) = (spec.obs_size as usize, spec.act_size as usize);
+    let k = spec.recorded.len();
+    let mut b = flatbuffers::FlatBufferBuilder::new();
+    let (mut rewards, mut flags) = (vec![0f32; n], vec![0u8; n]);
+    let (mut obs, mut act) = (vec![0f32; k * o], vec![0f32; k * a]);
+    let zeros = vec![0u8; n];
+    let mut message_bytes = 0;
+    for seq in 1..=spec.frames {
+        let x = seq as f32 * 0.01;
+        for (i, r) in rewards.iter_mut().enumerate() {
+            *r = (x + i as f32).sin();
+        }
+        for (i, v) in obs.iter_mut().enumerate() {
+            *v = (x * 0.5 + i as f32).cos();
+        }
+        for (i, v) in act.iter_mut().enumerate() {
+            *v = (x * 0.25 + i as f32).sin();
+        }
+        if spec.nan_at == Some(seq) {
+            if let Some(r) = rewards.first_mut() {
+                *r = f32::NAN;
+            }
+            if spec.recorded.first() == Some(&0)
+                && let Some(v) = obs.first_mut()
+            {
+                *v = f32::NAN;
+            }
+        }
+        for (i, f) in flags.iter_mut().enumerate() {
+            *f = u8::from((seq + i as u64).is_multiple_of(200));
+        }
+        let frame_time_ns = seq * spec.frame_interval_ns;
+        let sampled_ns = 1_000_000_000 + frame_time_ns;
+        let frame = FrameRef {
+            frame_seq: seq,
+            frame_time_ns,
+            action_seq: seq,
+            sampled_ns,
+            rewards: &rewards,
+            dones: &flags,
+            truncateds: Some(&zeros),
+            resets: &flags,
+            envs: &spec.recorded,
+            observations: &obs,
+            actions: &act,
+        }
+        .encode(&mut b);
+        message_bytes = frame.len();
+        w.write_to_known_channel(
+            &mcap::records::MessageHeader {
+                channel_id: channel,
+                sequence: seq as u32,
+                log_time: sampled_ns,
+                publish_time: frame_time_ns,
+            },
+            frame,
+        )?;
+    }
+    w.write_metadata(&mcap::records::Metadata {
+        name: COUNTS_METADATA.into(),
+        metadata: text(vec![("frames_recorded".into(), spec.frames.to_string())]),
+    })?;
+    w.finish()?;
+    Ok((w.into_inner(), message_bytes))
+}

@@ -1,0 +1,549 @@
+//! The capture: follows `frame_seq` and the rings of one attachment and turns what it
+//! sees into encoded messages, with the schemas, channels and metadata that describe them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::images::Images;
+use super::inbox::{CaptureSink, Inbox};
+use super::{Counts, RecordError, lock};
+use crate::format::{
+    FRAME_SCHEMA, FRAME_TOPIC, FrameRef, GEOMETRY_METADATA, HEADER_METADATA, NAMES_METADATA,
+    RING_ENTRY_JSON_SCHEMA, RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC, SEGMENT_METADATA, STATE_TOPIC,
+    TOOL_METADATA, lucky_header_json, ring_entry_json, ring_event_json, ring_header_topic,
+    ring_topic, segment_metadata,
+};
+use lrbc::attach::Attached;
+use lrbc::clock::{MonotonicClock, monotonic_now_ns};
+use lrbc::layout::{Layout, RegionKind};
+use lrbc::rpc::RECORDING_BFBS;
+use lrbc_live::busy::CpuTimes;
+use lrbc_live::frames::{FrameCopy, Subscription};
+use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
+use lrbc_live::watch::{State, Watcher};
+
+pub use super::message::{ChannelDef, Kind, Message, Prelude, SchemaDef};
+
+/// How often the segment's state (truncated, unlinked, replaced, engine gone) is read.
+const STATE_EVERY_NS: u64 = 250_000_000;
+
+/// The index of `/lrbc/frame` in the prelude's channels.
+pub(super) const FRAME_CHANNEL: usize = 0;
+
+fn strings(pairs: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    pairs.into_iter().collect()
+}
+
+/// Follows one attachment: frames of the recorded envs and ring entries.
+pub struct Capture {
+    attached: Attached,
+    traffic: Traffic,
+    envs: Vec<u32>,
+    prelude: Prelude,
+    ring_channels: HashMap<RegionKind, usize>,
+    /// The header channel of each luckyrobots ring.
+    header_channels: HashMap<RegionKind, usize>,
+    /// The channel of losses and malformed entries.
+    ring_events_channel: usize,
+    /// When the rings were last read.
+    traffic_now_ns: u64,
+    /// The channel of the segment's state changes.
+    state_channel: usize,
+    /// The segment's state, on a mapping of its own; None when it could not be mapped.
+    watcher: Option<Watcher<MonotonicClock>>,
+    /// The state last recorded on `/lrbc/state`.
+    state: State,
+    state_read_ns: u64,
+    /// Frames come from the process's follower of the segment through the inbox.
+    inbox: Arc<Inbox>,
+    subscription: Option<Subscription>,
+    builder: flatbuffers::FlatBufferBuilder<'static>,
+    events: Vec<TrafficEvent>,
+    counts: Counts,
+    first_nonfinite: Option<u64>,
+    images: Option<Images>,
+    /// Frames, and the image region's images, are encoded (a server with no subscriber
+    /// to them turns this off).
+    encode_frames: bool,
+    encode_region_images: bool,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("envs", &self.envs)
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Capture {
+    /// A capture of `envs` of `attached`, with the prelude describing it.
+    pub fn new(attached: Attached, mut envs: Vec<u32>) -> Result<Self, RecordError> {
+        envs.sort_unstable();
+        envs.dedup();
+        let g = &attached.geometry;
+        if let Some(&env) = envs.iter().find(|&&e| e >= g.num_envs) {
+            return Err(RecordError::NoSuchEnv {
+                env,
+                num_envs: g.num_envs,
+            });
+        }
+        let mut prelude = Prelude::default();
+        prelude.schemas.push(SchemaDef {
+            name: FRAME_SCHEMA.into(),
+            encoding: "flatbuffer".into(),
+            data: std::borrow::Cow::Borrowed(RECORDING_BFBS),
+        });
+        prelude.channels.push(ChannelDef {
+            topic: FRAME_TOPIC.into(),
+            schema: Some(0),
+            message_encoding: "flatbuffer".into(),
+        });
+        let traffic = Traffic::new(&attached, RingSelection::All);
+        let lucky = g.layout == Layout::LuckyrobotsIpc;
+        // Ring entries as JSON that Foxglove decodes, their exact bytes inside.
+        prelude.schemas.push(SchemaDef {
+            name: RING_ENTRY_SCHEMA.into(),
+            encoding: "jsonschema".into(),
+            data: std::borrow::Cow::Borrowed(RING_ENTRY_JSON_SCHEMA.as_bytes()),
+        });
+        let entry_schema = Some(prelude.schemas.len() - 1);
+        let mut ring_channels = HashMap::new();
+        for kind in traffic.rings() {
+            prelude.channels.push(ChannelDef {
+                topic: ring_topic(kind),
+                schema: entry_schema,
+                message_encoding: "json".into(),
+            });
+            ring_channels.insert(kind, prelude.channels.len() - 1);
+        }
+        // The luckyrobots entry header (correlation id, method or status) is not part of
+        // the payload: a channel of its own per ring, for pairing on replay.
+        let mut header_channels = HashMap::new();
+        if lucky {
+            for kind in traffic.rings() {
+                prelude.channels.push(ChannelDef {
+                    topic: ring_header_topic(kind),
+                    schema: None,
+                    message_encoding: "json".into(),
+                });
+                header_channels.insert(kind, prelude.channels.len() - 1);
+            }
+        }
+        prelude.channels.push(ChannelDef {
+            topic: RING_EVENTS_TOPIC.into(),
+            schema: None,
+            message_encoding: "json".into(),
+        });
+        let ring_events_channel = prelude.channels.len() - 1;
+        prelude.channels.push(ChannelDef {
+            topic: STATE_TOPIC.into(),
+            schema: None,
+            message_encoding: "json".into(),
+        });
+        let state_channel = prelude.channels.len() - 1;
+        let header = strings(g.fields().filter_map(|f| {
+            let v = f.decode(&g.header)?;
+            Some((f.name.to_string(), v.display()))
+        }));
+        prelude.metadata.push((HEADER_METADATA.into(), header));
+        let mut geometry = strings([
+            ("layout".into(), g.layout.as_str().into()),
+            ("size_bytes".into(), g.size_bytes.to_string()),
+            ("num_envs".into(), g.num_envs.to_string()),
+            ("obs_size".into(), g.obs_size.to_string()),
+            ("act_size".into(), g.act_size.to_string()),
+            (
+                "recorded_envs".into(),
+                envs.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        ]);
+        for r in &g.regions {
+            geometry.insert(
+                format!("region.{}", r.kind.as_str()),
+                format!("{}+{}", r.offset_bytes, r.length_bytes),
+            );
+        }
+        prelude.metadata.push((GEOMETRY_METADATA.into(), geometry));
+        let names = strings(
+            g.names
+                .obs
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (format!("obs.{i}"), n.clone()))
+                .chain(
+                    g.names
+                        .act
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| (format!("act.{i}"), n.clone())),
+                ),
+        );
+        prelude.metadata.push((NAMES_METADATA.into(), names));
+        let traced = lrbc::layout::Traced::new(&attached.segment);
+        // The same bytes as at attach, bar the counters: the geometry is detected again
+        // only to learn which bytes detection reads.
+        let _ = lrbc::layout::inspect(&traced, attached.choice);
+        prelude.metadata.push((
+            SEGMENT_METADATA.into(),
+            segment_metadata(&traced.into_sparse()),
+        ));
+        prelude.metadata.push((
+            TOOL_METADATA.into(),
+            strings([
+                ("name".into(), "lrbc-inspector".into()),
+                ("version".into(), env!("CARGO_PKG_VERSION").into()),
+            ]),
+        ));
+        let watcher = attached
+            .reopen()
+            .ok()
+            .map(|a| Watcher::new(a, MonotonicClock));
+        let mut capture = Self {
+            attached,
+            traffic,
+            envs,
+            prelude,
+            ring_channels,
+            header_channels,
+            ring_events_channel,
+            traffic_now_ns: 0,
+            state_channel,
+            watcher,
+            state: State::Attached,
+            state_read_ns: 0,
+            inbox: Arc::new(Inbox::default()),
+            subscription: None,
+            builder: flatbuffers::FlatBufferBuilder::new(),
+            events: Vec::new(),
+            counts: Counts::default(),
+            first_nonfinite: None,
+            images: None,
+            encode_frames: true,
+            encode_region_images: true,
+        };
+        capture.follow(lrbc_live::busy::read_cpu_times)?;
+        Ok(capture)
+    }
+
+    /// Joins the process's follower of the segment (starting one if there is none, which
+    /// reads the machine's load with `read_load`).
+    fn follow(&mut self, read_load: fn() -> Option<CpuTimes>) -> Result<(), RecordError> {
+        self.subscription = None;
+        let sink = CaptureSink {
+            inbox: Arc::clone(&self.inbox),
+            envs: self.envs.clone(),
+            generation: None,
+        };
+        self.subscription = Some(lrbc_live::frames::subscribe_with_load(
+            &self.attached,
+            Box::new(sink),
+            read_load,
+        )?);
+        Ok(())
+    }
+
+    /// On a machine without spare CPU, keeps the follower's CPU time within
+    /// `percent_of_a_core` (None or 0: follows every frame whatever the load). The
+    /// frames that pass while it holds off are counted as skipped. The follower keeps to
+    /// the largest budget of its consumers, and to none if one of them sets none.
+    pub fn set_busy_budget(&mut self, percent_of_a_core: Option<f32>) {
+        *lock(&self.inbox.busy_budget) = percent_of_a_core;
+    }
+
+    /// Reads the machine's load with `read_load` (tests give a busy or an idle machine):
+    /// joins a follower started with it.
+    pub fn with_load_reading(
+        mut self,
+        read_load: fn() -> Option<CpuTimes>,
+    ) -> Result<Self, RecordError> {
+        self.follow(read_load)?;
+        Ok(self)
+    }
+
+    /// Leaves the follower: no frame comes after those already delivered (the next
+    /// [`Capture::poll`] takes them).
+    pub fn stop_following(&mut self) {
+        self.subscription = None;
+    }
+
+    /// Waits up to `timeout` for a frame (at once if one is waiting): the caller's loop
+    /// polls when frames come, and for the rings at least every `timeout`.
+    pub fn wait(&self, timeout: std::time::Duration) {
+        self.inbox.wait(timeout);
+    }
+
+    /// Polls as frames come from the follower until `done` says so (tests; fails after
+    /// 20 s without it).
+    #[cfg(test)]
+    pub(crate) fn poll_until(&mut self, out: &mut Vec<Message>, done: impl Fn(&Counts) -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            self.poll(out);
+            if done(&self.counts) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waited 20 s: {:?}",
+                self.counts
+            );
+            self.wait(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// True while the follower keeps to its budget on a busy machine.
+    pub fn yielding(&self) -> bool {
+        lock(&self.inbox.delivered).yielding
+    }
+
+    /// Also captures camera images: the recorded envs' images of the image region when
+    /// `image_seq` moves (`/lrbc/camera/env<N>`) and the camera and viewport frames
+    /// streamed through the command rings (`/lrbc/stream/<name>`), as Foxglove's
+    /// `foxglove.RawImage` and `foxglove.CompressedImage`. Streams add channels to the
+    /// prelude as they show up.
+    pub fn with_images(mut self) -> Self {
+        if self.images.is_none() {
+            self.images = Some(Images::new(&self.attached, &self.envs, &mut self.prelude));
+        }
+        self
+    }
+
+    /// Bytes of one copy of the recorded envs' images of the image region.
+    pub fn image_region_bytes(attached: &Attached, envs: usize) -> u64 {
+        Images::region_bytes(attached, envs)
+    }
+
+    pub fn attached(&self) -> &Attached {
+        &self.attached
+    }
+
+    /// Whether frames, and the image region's images, are encoded (both are by default).
+    /// Frames not encoded are counted as seen, not recorded; streamed frames are always
+    /// read, since they make the channels a client subscribes to.
+    pub fn set_encoding(&mut self, frames: bool, region_images: bool) {
+        self.encode_frames = frames;
+        self.encode_region_images = region_images;
+    }
+
+    pub fn prelude(&self) -> &Prelude {
+        &self.prelude
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// The `frame_seq` of the first captured frame holding a NaN or an infinity (in
+    /// rewards or the recorded envs' observations and actions).
+    pub fn first_nonfinite(&self) -> Option<u64> {
+        self.first_nonfinite
+    }
+
+    /// Appends a new frame, if one was published, and the ring entries published since
+    /// the last call, to `out`.
+    pub fn poll(&mut self, out: &mut Vec<Message>) {
+        self.poll_frame(out);
+        self.poll_state(monotonic_now_ns(), out);
+        if let Some(images) = self.images.as_mut().filter(|_| self.encode_region_images) {
+            let (seg, g) = (&self.attached.segment, &self.attached.geometry);
+            let now = monotonic_now_ns();
+            let frame_time_ns = g
+                .counters
+                .ext
+                .and_then(|e| seg.load_u64(e.frame_time_ns))
+                .filter(|&t| t != 0)
+                .unwrap_or(now);
+            images.poll_region(&self.attached, frame_time_ns, now, out);
+        }
+        self.poll_rings(out);
+        if let Some(images) = &self.images {
+            self.counts.images = images.images;
+        }
+    }
+
+    /// Records the frames the follower delivered, and its counts.
+    fn poll_frame(&mut self, out: &mut Vec<Message>) {
+        let (frames, counts, overflowed) = {
+            let mut d = lock(&self.inbox.delivered);
+            (
+                std::mem::take(&mut d.frames),
+                std::mem::take(&mut d.counts),
+                std::mem::take(&mut d.overflowed),
+            )
+        };
+        let c = &mut self.counts;
+        // Frames recorded count as seen when they are (below); the follower's counts
+        // add those it saw and did not deliver.
+        c.frames_seen += counts.torn + counts.unreadable;
+        c.frames_missed += counts.missed + overflowed;
+        c.frames_torn += counts.torn;
+        c.frames_skipped += counts.skipped;
+        c.frames_unreadable += counts.unreadable;
+        for f in &frames {
+            self.counts.frames_seen += 1;
+            if self.encode_frames {
+                self.emit(f, out);
+            }
+        }
+    }
+
+    /// Reads the segment's state now, whenever it was read last: a save asked for because
+    /// the segment went keeps the message that says how.
+    pub fn poll_state_now(&mut self, out: &mut Vec<Message>) {
+        self.state_read_ns = 0;
+        self.poll_state(monotonic_now_ns(), out);
+    }
+
+    /// Reads the segment's state every [`STATE_EVERY_NS`]; a change is a message on
+    /// [`STATE_TOPIC`] (`{"state": …, "note": …, "frame_seq": …}`).
+    fn poll_state(&mut self, now: u64, out: &mut Vec<Message>) {
+        if now.saturating_sub(self.state_read_ns) < STATE_EVERY_NS {
+            return;
+        }
+        self.state_read_ns = now;
+        let moved_on = lock(&self.inbox.delivered).moved_on;
+        let Some(w) = &mut self.watcher else {
+            return;
+        };
+        let report = w.tick();
+        // Once replaced, this recording's segment is gone for good, whatever the watcher
+        // attached to since.
+        let state = if moved_on || self.state == State::Replaced {
+            State::Replaced
+        } else {
+            report.state
+        };
+        if self.state == state {
+            return;
+        }
+        self.state = state;
+        let json = serde_json::json!({
+            "state": state.as_str(),
+            "note": report.note,
+            "frame_seq": report.frame_seq,
+        });
+        out.push(Message {
+            channel: self.state_channel,
+            kind: Kind::State,
+            log_time: now,
+            publish_time: now,
+            data: Arc::from(json.to_string().into_bytes()),
+        });
+        self.counts.state_changes += 1;
+    }
+
+    /// Encodes a consistent copy of a frame into a `/lrbc/frame` message: the hot data of
+    /// every env and the rows of the recorded envs.
+    fn emit(&mut self, copy: &FrameCopy, out: &mut Vec<Message>) {
+        let (g, envs) = (&self.attached.geometry, &self.envs);
+        let hot = &copy.hot;
+        let stamp = (
+            copy.frame_seq,
+            copy.frame_time_ns.unwrap_or(0),
+            copy.action_seq,
+            copy.sampled_ns,
+        );
+        let (o, a) = (g.obs_size as usize, g.act_size as usize);
+        let mut observations = Vec::with_capacity(envs.len() * o);
+        let mut actions = Vec::with_capacity(envs.len() * a);
+        // The follower copies the rows of every env its consumers want: these envs' only.
+        for row in envs.iter().filter_map(|&e| copy.row(e)) {
+            let (obs, act) = row.split_at(o.min(row.len()));
+            observations.extend_from_slice(obs);
+            actions.extend_from_slice(act);
+        }
+        if self.first_nonfinite.is_none()
+            && (hot.rewards.iter())
+                .chain(&observations)
+                .chain(&actions)
+                .any(|v| !v.is_finite())
+        {
+            self.first_nonfinite = Some(stamp.0);
+        }
+        let frame = FrameRef {
+            frame_seq: stamp.0,
+            frame_time_ns: stamp.1,
+            action_seq: stamp.2,
+            sampled_ns: stamp.3,
+            rewards: &hot.rewards,
+            dones: &hot.dones,
+            truncateds: hot.truncateds.as_deref(),
+            resets: &hot.resets,
+            envs,
+            observations: &observations,
+            actions: &actions,
+        };
+        out.push(Message {
+            channel: FRAME_CHANNEL,
+            kind: Kind::Frame,
+            log_time: stamp.3,
+            publish_time: if stamp.1 != 0 { stamp.1 } else { stamp.3 },
+            data: Arc::from(frame.encode(&mut self.builder)),
+        });
+        self.counts.frames_recorded += 1;
+    }
+
+    fn poll_rings(&mut self, out: &mut Vec<Message>) {
+        self.events.clear();
+        self.traffic_now_ns = monotonic_now_ns();
+        self.traffic.poll(
+            &self.attached.segment,
+            self.traffic_now_ns,
+            4096,
+            &mut self.events,
+        );
+        for e in self.events.drain(..) {
+            let r = match e {
+                TrafficEvent::Record(r) => r,
+                TrafficEvent::Lost { .. } | TrafficEvent::Malformed { .. } => {
+                    if let Some(json) = ring_event_json(&e) {
+                        out.push(Message {
+                            channel: self.ring_events_channel,
+                            kind: Kind::RingEvent,
+                            log_time: self.traffic_now_ns,
+                            publish_time: self.traffic_now_ns,
+                            data: Arc::from(json.into_bytes()),
+                        });
+                        self.counts.ring_events += 1;
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            let Some(&channel) = self.ring_channels.get(&r.ring) else {
+                continue;
+            };
+            if let Some(images) = &mut self.images {
+                images.poll_entry(&r.payload, r.seen_ns, &mut self.prelude, out);
+            }
+            if let (Some(h), Some(&header_channel)) = (r.lucky, self.header_channels.get(&r.ring)) {
+                out.push(Message {
+                    channel: header_channel,
+                    kind: Kind::RingHeader,
+                    log_time: r.seen_ns,
+                    publish_time: r.seen_ns,
+                    data: Arc::from(lucky_header_json(h).into_bytes()),
+                });
+            }
+            out.push(Message {
+                channel,
+                kind: Kind::RingEntry,
+                log_time: r.seen_ns,
+                publish_time: r.seen_ns,
+                data: Arc::from(ring_entry_json(&r)),
+            });
+            self.counts.ring_entries += 1;
+        }
+        self.counts.ring_lost_bytes = self
+            .traffic
+            .totals()
+            .iter()
+            .map(|(_, t)| t.lost_bytes)
+            .sum();
+    }
+}

@@ -1,0 +1,383 @@
+//! [`Feed`]: a recording that arrives live, one message at a time (a run served by
+//! `serve`), into the structures the panels draw. The same decoders as the player's: each
+//! frame is decoded by [`RecFrame`] and reduced as the player reduces it, each ring entry
+//! goes through the traffic's `EntryDecoder` into the store (streamed camera frames with
+//! it, as a live tap keeps them), and the image region is put together from the newest
+//! image of each env as the player does. Histories are bounded by the settings, as the
+//! live sampler's are.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use super::player::{Origin, publish, region_image, ring_format};
+use super::summary::{SUMMARY_TOPIC, Summary};
+use crate::format::{
+    FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, lucky_header_of, ring_event_of,
+    ring_of_header_topic, ring_of_topic,
+};
+use lrbc::layout::{Geometry, RegionKind};
+use lrbc::sync::lock;
+use lrbc_live::sampler::{EnvHistory, Ring, SamplerData, SamplerSettings, history_capacities};
+use lrbc_live::traffic::{EntryDecoder, RingEntry, TrafficEvent, TrafficLimits, TrafficStore};
+
+/// The shortest time between two image regions put together (20 a second).
+const IMAGE_EVERY_NS: u64 = 50_000_000;
+
+/// What a message was, for the caller's counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fed {
+    /// A frame; `gap` frames between it and the previous one never arrived (as a
+    /// frame or a summary).
+    Frame { frame_seq: u64, gap: u64 },
+    /// A frame's summary (`serve`'s summary channel); `gap` as for a frame.
+    Summary { gap: u64 },
+    /// A ring entry, a luckyrobots entry header or a ring event.
+    Ring,
+    /// A camera image of the image region.
+    Image,
+    /// A frame that does not decode, or a message of a topic this feed does not read.
+    Unread,
+}
+
+/// Fills a [`SamplerData`] and a [`TrafficStore`] from messages as they arrive.
+pub struct Feed {
+    pub data: Arc<Mutex<SamplerData>>,
+    pub store: Arc<Mutex<TrafficStore>>,
+    geometry: Arc<Geometry>,
+    decoder: EntryDecoder,
+    events: Vec<TrafficEvent>,
+    /// A luckyrobots entry's header, sent just before its payload.
+    headers: HashMap<RegionKind, Arc<[u8]>>,
+    /// The newest image of each env of the image region, and whether it changed since
+    /// the region was last put together.
+    cameras: BTreeMap<u32, (u64, Arc<[u8]>)>,
+    images_changed: bool,
+    /// When the image region was last put together (the window's clock).
+    images_built_ns: u64,
+    image_seq: u64,
+    image_times: std::collections::VecDeque<u64>,
+    image_fps: f32,
+    /// Frames reduced and not yet moved under the data's lock.
+    batch: Vec<publish::Reduced>,
+    last: Option<RecFrame>,
+    last_seq: Option<u64>,
+    /// Frames between two that arrived, not yet counted as missed.
+    gaps: u64,
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed")
+            .field("envs", &self.geometry.num_envs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the cameras panel has no image yet: a run with an image region whose server
+/// sends no images.
+fn no_image(g: &Geometry) -> Option<String> {
+    g.image.map(|_| Origin::Served.none().to_string())
+}
+
+impl Feed {
+    /// A feed of a run of `geometry`, labelled `label`.
+    pub fn new(geometry: Geometry, label: String, settings: &SamplerSettings) -> Self {
+        let geometry = Arc::new(geometry);
+        let mut data = SamplerData::empty(Arc::clone(&geometry), label, settings.history_frames);
+        data.image_note = no_image(&geometry);
+        Self {
+            data: Arc::new(Mutex::new(data)),
+            store: Arc::new(Mutex::new(TrafficStore::default())),
+            geometry,
+            decoder: EntryDecoder::default(),
+            events: Vec::new(),
+            headers: HashMap::new(),
+            cameras: BTreeMap::new(),
+            images_changed: false,
+            images_built_ns: 0,
+            image_seq: 0,
+            image_times: std::collections::VecDeque::new(),
+            image_fps: 0.0,
+            batch: Vec::new(),
+            last: None,
+            last_seq: None,
+            gaps: 0,
+        }
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// A new run (the server re-attached, or restarted): its geometry; the histories,
+    /// the traffic and the images start over, in the same shared structures.
+    pub fn restart(&mut self, geometry: Geometry, label: String) {
+        self.geometry = Arc::new(geometry);
+        {
+            let mut d = lock(&self.data);
+            let generation = d.generation + 1;
+            let frames = d.frames.capacity();
+            *d = SamplerData::empty(Arc::clone(&self.geometry), label, frames);
+            d.generation = generation;
+            d.image_note = no_image(&self.geometry);
+        }
+        *lock(&self.store) = TrafficStore::default();
+        // Record indexes go on from those shown before (the panels key on them).
+        self.decoder = EntryDecoder::starting_at(self.decoder.next_index());
+        self.headers.clear();
+        self.cameras.clear();
+        self.images_changed = false;
+        self.image_times.clear();
+        self.image_fps = 0.0;
+        self.batch.clear();
+        self.last = None;
+        self.last_seq = None;
+        self.gaps = 0;
+    }
+
+    /// One message of `topic`, logged at `log_ns` (the window's clock).
+    pub fn message(
+        &mut self,
+        topic: &str,
+        log_ns: u64,
+        bytes: &[u8],
+        settings: &SamplerSettings,
+        limits: TrafficLimits,
+    ) -> Fed {
+        if topic == FRAME_TOPIC {
+            let Some(f) = RecFrame::decode(log_ns, bytes) else {
+                return Fed::Unread;
+            };
+            let frame_seq = f.frame_seq;
+            // A frame whose summary came first is in the histories already: it is the
+            // newest frame shown, nothing more.
+            let gap = if self.last_seq.is_some_and(|s| frame_seq <= s) {
+                0
+            } else {
+                let gap = self.gap_to(frame_seq);
+                let watched: Vec<u32> = (settings.watched_envs.iter().copied())
+                    .filter(|&e| e < self.geometry.num_envs)
+                    .collect();
+                self.batch
+                    .push(publish::reduce(&f, &watched, &self.geometry));
+                gap
+            };
+            self.last = Some(f);
+            return Fed::Frame { frame_seq, gap };
+        }
+        if topic == SUMMARY_TOPIC {
+            // A frame's summary fills the histories for a frame that did not come whole
+            // (a link too thin for every frame); one that came whole is not counted twice.
+            let Some(s) = Summary::decode(bytes) else {
+                return Fed::Unread;
+            };
+            if self.last_seq.is_some_and(|last| s.frame_seq <= last) {
+                return Fed::Summary { gap: 0 };
+            }
+            let gap = self.gap_to(s.frame_seq);
+            self.batch.push(s.reduced(log_ns));
+            return Fed::Summary { gap };
+        }
+        if let Some(ring) = ring_of_topic(topic) {
+            let lucky =
+                (self.headers.remove(&ring)).and_then(|h| lucky_header_of(&h[..], bytes.len()));
+            let entry = RingEntry {
+                ring,
+                format: ring_format(&self.geometry, ring),
+                position: 0,
+                payload: bytes.to_vec(),
+                lucky,
+                at_risk: false,
+            };
+            self.decoder.entry(entry, log_ns, &mut self.events);
+            self.decoder.expire(log_ns, &mut self.events);
+            let mut store = lock(&self.store);
+            for ev in self.events.drain(..) {
+                store.apply(ev, log_ns, limits);
+            }
+            return Fed::Ring;
+        }
+        if let Some(ring) = ring_of_header_topic(topic) {
+            self.headers.insert(ring, Arc::from(bytes));
+            return Fed::Ring;
+        }
+        if topic == RING_EVENTS_TOPIC {
+            if let Some(ev) = ring_event_of(bytes) {
+                lock(&self.store).apply(ev, log_ns, limits);
+            }
+            return Fed::Ring;
+        }
+        if let Some(env) = camera_env_of_topic(topic) {
+            // The envs' images of one copy of the region share its time: a new time is a
+            // new set, whose rate is the cameras panel's FPS.
+            let newest = self.cameras.values().map(|(t, _)| *t).max();
+            if newest.is_none_or(|t| log_ns > t) {
+                self.image_fps = super::player::image_rate(&mut self.image_times, log_ns);
+            }
+            self.cameras.insert(env, (log_ns, Arc::from(bytes)));
+            self.images_changed = true;
+            return Fed::Image;
+        }
+        Fed::Unread
+    }
+
+    /// The frames between the newest in the histories and `frame_seq`, counted as not
+    /// received; `frame_seq` becomes the newest.
+    fn gap_to(&mut self, frame_seq: u64) -> u64 {
+        let gap = self
+            .last_seq
+            .filter(|&s| frame_seq > s)
+            .map_or(0, |s| frame_seq - s - 1);
+        self.last_seq = Some(frame_seq);
+        self.gaps += gap;
+        gap
+    }
+
+    /// Moves the frames reduced since the last call under the data's lock (histories
+    /// sized by `settings`), sets the newest frame and its scan, puts the image region
+    /// together when an image came, and expires unanswered requests as of `now_ns`.
+    pub fn flush(&mut self, settings: &SamplerSettings, limits: TrafficLimits, now_ns: u64) {
+        let g = Arc::clone(&self.geometry);
+        let watched: Vec<u32> = (settings.watched_envs.iter().copied())
+            .filter(|&e| e < g.num_envs)
+            .collect();
+        let values = (g.obs_size as usize).saturating_add(g.act_size as usize);
+        let (frames_cap, detail_cap) = history_capacities(settings, watched.len(), values);
+        // The region is put together at most [`IMAGE_EVERY_NS`] apart: a camera image
+        // of each env comes on a channel of its own.
+        let due = now_ns.saturating_sub(self.images_built_ns) >= IMAGE_EVERY_NS;
+        let image = if self.images_changed && due {
+            self.images_changed = false;
+            self.images_built_ns = now_ns;
+            self.image_seq += 1;
+            let frame_seq = self.last_seq.unwrap_or(0);
+            let (image, note) = region_image(
+                &g,
+                &self.cameras,
+                settings.image_bytes,
+                (self.image_seq, frame_seq),
+                Origin::Served,
+            );
+            Some((image, note, self.image_fps))
+        } else {
+            None
+        };
+        {
+            let mut d = lock(&self.data);
+            d.frames.set_capacity(frames_cap);
+            d.envs.retain(|e, _| watched.contains(e));
+            for &e in &watched {
+                let h = d.envs.entry(e).or_insert_with(|| EnvHistory {
+                    points: Ring::new(frames_cap),
+                    detail: Ring::new(detail_cap),
+                });
+                h.points.set_capacity(frames_cap);
+                h.detail.set_capacity(detail_cap);
+            }
+            // Frames that never arrived: missed by the server's capture, held back by
+            // its limits, or dropped from this client's queue.
+            d.stats.frames_seen += self.gaps;
+            d.stats.frames_missed += std::mem::take(&mut self.gaps);
+            for r in self.batch.drain(..) {
+                publish::push(&mut d, r);
+            }
+            if let Some(f) = self.last.take() {
+                publish::set_latest(&mut d, Some(&f), (settings.obs_limit, settings.act_limit));
+            }
+            if let Some((image, note, fps)) = image {
+                d.image = image;
+                d.image_note = note;
+                d.image_fps = fps;
+            }
+        }
+        self.decoder.expire(now_ns, &mut self.events);
+        if !self.events.is_empty() {
+            let mut store = lock(&self.store);
+            for ev in self.events.drain(..) {
+                store.apply(ev, now_ns, limits);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::FrameRef;
+    use crate::replay::Recording;
+    use crate::replay::tests::{recording, write};
+
+    #[test]
+    fn frames_fill_the_histories_gaps_count_as_missed_and_a_new_run_starts_over() {
+        let (bytes, _) = recording(2);
+        let g = Recording::open(&write(&bytes))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .geometry;
+        let n = g.num_envs as usize;
+        let settings = SamplerSettings {
+            watched_envs: vec![1],
+            ..SamplerSettings::default()
+        };
+        let limits = TrafficLimits::default();
+        let mut feed = Feed::new(g.clone(), "node:1".into(), &settings);
+        let mut b = flatbuffers::FlatBufferBuilder::new();
+        let (obs, act) = (
+            vec![0.5; g.obs_size as usize],
+            vec![0.1; g.act_size as usize],
+        );
+        let mut frame = |seq: u64, reward: f32| {
+            let rewards = vec![reward; n];
+            let flags = vec![0u8; n];
+            FrameRef {
+                frame_seq: seq,
+                frame_time_ns: 0,
+                action_seq: seq,
+                sampled_ns: 0,
+                rewards: &rewards,
+                dones: &flags,
+                truncateds: None,
+                resets: &flags,
+                envs: &[1],
+                observations: &obs,
+                actions: &act,
+            }
+            .encode(&mut b)
+            .to_vec()
+        };
+        let (first, later) = (frame(1, 1.0), frame(4, f32::NAN));
+        let mut fed =
+            |topic: &str, t: u64, bytes: &[u8]| feed.message(topic, t, bytes, &settings, limits);
+        assert_eq!(
+            fed(FRAME_TOPIC, 10, &first),
+            Fed::Frame {
+                frame_seq: 1,
+                gap: 0
+            }
+        );
+        assert_eq!(
+            fed(FRAME_TOPIC, 20, &later),
+            Fed::Frame {
+                frame_seq: 4,
+                gap: 2
+            }
+        );
+        assert_eq!(fed(FRAME_TOPIC, 30, b"not a frame"), Fed::Unread);
+        assert_eq!(fed("/somebody/else", 30, b"{}"), Fed::Unread);
+        feed.flush(&settings, limits, 40);
+        {
+            let d = lock(&feed.data);
+            assert_eq!(d.frames.len(), 2);
+            assert_eq!((d.stats.frames_seen, d.stats.frames_missed), (4, 2));
+            assert_eq!(d.envs.get(&1).map(|h| h.points.len()), Some(2));
+            assert_eq!(d.envs.get(&1).map(|h| h.detail.len()), Some(2));
+            assert_eq!(d.latest.as_ref().map(|(s, _)| *s), Some(4));
+            assert_eq!(d.scan.nan, n as u64, "the newest frame's NaN rewards");
+        }
+        feed.restart(g, "node:1".into());
+        let d = lock(&feed.data);
+        assert_eq!(
+            (d.generation, d.frames.len(), d.stats.frames_seen),
+            (1, 0, 0)
+        );
+    }
+}

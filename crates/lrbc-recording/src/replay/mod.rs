@@ -1,0 +1,29 @@
+//! Recordings as a source: [`Recording`] (`reader`) reads an MCAP file made by the
+//! flight recorder from its index, and [`read_recording`] (`stream`) reads one from end
+//! to end in blocks for the export, with the same checks; frames are decoded by
+//! [`RecFrame`], the recording format's one decoder (`crate::format`). [`Player`]
+//! (`player`), a named thread, fills a [`lrbc_live::sampler::SamplerData`] and a
+//! [`lrbc_live::traffic::TrafficStore`] as of a timeline cursor, so that the panels draw a
+//! recording as they draw a live segment. [`Frozen`] (`frozen`) is the live view
+//! paused: a copy of the sampler's in-memory history moved through the same way. No
+//! egui.
+
+mod feed;
+mod frozen;
+mod player;
+mod reader;
+pub mod stream;
+mod summary;
+
+pub use crate::format::{FrameError, RecFrame};
+pub use feed::{Fed, Feed};
+pub use frozen::Frozen;
+pub use player::{Find, PlayState, Player};
+pub use reader::{
+    ChunkInfo, LatestImages, Packing, Recording, ReplayError, RingMessage, StateChange, Topic,
+};
+pub use stream::{End, Event, ReadError, read_recording};
+pub use summary::{SUMMARY_TOPIC, Summary};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,344 @@
+//! [`Player`]: a named thread that moves a cursor over a recording (play, pause, seek,
+//! step, speed, search) and fills a [`SamplerData`] and a [`TrafficStore`] as of the
+//! cursor: the frame at the cursor as `latest`, the frames of the history window before
+//! it, the watched envs' points and rows (rows only for the recorded envs), the ring
+//! entries of the window decoded into traffic rows, and the newest camera images at or
+//! before the cursor (the image region's, and each stream's frame). The thread's loop is
+//! here; `search` looks forward for a done, NaN or error, `publish` fills the data as of
+//! the cursor, with the ring entries (`traffic`) and the camera images (`images`).
+
+mod images;
+pub(super) mod publish;
+mod search;
+mod traffic;
+
+pub(super) use images::{Origin, image_rate, region_image};
+pub(super) use traffic::ring_format;
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::reader::Recording;
+use lrbc::sync::lock;
+use lrbc_live::sampler::{SamplerData, SamplerSettings};
+use lrbc_live::traffic::{EntryDecoder, TrafficEvent, TrafficLimits, TrafficStore};
+
+/// How far back of the cursor the history reaches, at most.
+pub const HISTORY_WINDOW_NS: u64 = 30_000_000_000;
+
+/// What a search forward looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Find {
+    /// A frame where an env is done.
+    Done,
+    /// A frame with a NaN reward, observation or action.
+    Nan,
+    /// A ring entry carrying an error.
+    Error,
+}
+
+impl Find {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Nan => "NaN",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// The timeline: what the window asks for and what the player shows. The window sets
+/// the requests (`seek_to`, `step`, `find`, `playing`, `speed`), the player the rest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlayState {
+    /// First and last message's log time (ns).
+    pub range: (u64, u64),
+    /// Where the data stands (ns, within `range`).
+    pub cursor_ns: u64,
+    pub playing: bool,
+    /// 0.1 to 10.
+    pub speed: f32,
+    pub frame_seq: Option<u64>,
+    pub frame_time_ns: Option<u64>,
+    pub seek_to: Option<u64>,
+    /// Frames to step (negative: back).
+    pub step: i64,
+    pub find: Option<Find>,
+    /// The search under way.
+    pub searching: Option<Find>,
+    /// The outcome of the last search, or an error reading the file.
+    pub note: Option<String>,
+    stop: bool,
+}
+
+impl PlayState {
+    /// A request the player has not taken yet, or the player is stopping.
+    fn interrupted(&self) -> bool {
+        self.stop || self.seek_to.is_some() || self.step != 0 || self.find.is_some()
+    }
+}
+
+struct Shared {
+    state: Mutex<PlayState>,
+    wake: Condvar,
+}
+
+/// A recording played into the structures the panels draw.
+pub struct Player {
+    pub data: Arc<Mutex<SamplerData>>,
+    pub store: Arc<Mutex<TrafficStore>>,
+    shared: Arc<Shared>,
+    settings: Arc<Mutex<(SamplerSettings, TrafficLimits)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Player {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Player").finish_non_exhaustive()
+    }
+}
+
+impl Player {
+    /// Starts the player on `rec`, its cursor at the start.
+    pub fn start(
+        rec: Recording,
+        settings: SamplerSettings,
+        limits: TrafficLimits,
+        waker: Arc<dyn Fn() + Send + Sync>,
+    ) -> std::io::Result<Self> {
+        let range = rec.time_range().unwrap_or((0, 0));
+        let data = Arc::new(Mutex::new(SamplerData::empty(
+            Arc::new(rec.geometry.clone()),
+            rec.label(),
+            1,
+        )));
+        let store = Arc::new(Mutex::new(TrafficStore::default()));
+        let shared = Arc::new(Shared {
+            state: Mutex::new(PlayState {
+                range,
+                cursor_ns: range.0,
+                playing: false,
+                speed: 1.0,
+                frame_seq: None,
+                frame_time_ns: None,
+                seek_to: Some(range.0),
+                step: 0,
+                find: None,
+                searching: None,
+                note: None,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+        });
+        let settings = Arc::new(Mutex::new((settings, limits)));
+        let mut worker = Worker {
+            rec,
+            data: Arc::clone(&data),
+            store: Arc::clone(&store),
+            shared: Arc::clone(&shared),
+            settings: Arc::clone(&settings),
+            waker,
+            shown: None,
+            applied: None,
+            decoder: EntryDecoder::default(),
+            events: Vec::new(),
+            images_shown: None,
+            image_seq: 0,
+            stream_marks: 0,
+            image_times: std::collections::VecDeque::new(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("lrbc-player".into())
+            .spawn(move || worker.run())?;
+        Ok(Self {
+            data,
+            store,
+            shared,
+            settings,
+            thread: Some(thread),
+        })
+    }
+
+    /// The timeline as the player last left it.
+    pub fn state(&self) -> PlayState {
+        lock(&self.shared.state).clone()
+    }
+
+    /// Changes the requests of the timeline and wakes the player.
+    pub fn request(&self, f: impl FnOnce(&mut PlayState)) {
+        f(&mut lock(&self.shared.state));
+        self.shared.wake.notify_all();
+    }
+
+    pub fn set_settings(&self, s: SamplerSettings) {
+        lock(&self.settings).0 = s;
+        self.shared.wake.notify_all();
+    }
+
+    pub fn set_limits(&self, l: TrafficLimits) {
+        lock(&self.settings).1 = l;
+        self.shared.wake.notify_all();
+    }
+
+    pub fn settings(&self) -> SamplerSettings {
+        lock(&self.settings).0.clone()
+    }
+}
+
+impl Drop for Player {
+    fn drop(&mut self) {
+        self.request(|s| s.stop = true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Worker {
+    rec: Recording,
+    data: Arc<Mutex<SamplerData>>,
+    store: Arc<Mutex<TrafficStore>>,
+    shared: Arc<Shared>,
+    settings: Arc<Mutex<(SamplerSettings, TrafficLimits)>>,
+    waker: Arc<dyn Fn() + Send + Sync>,
+    /// The cursor the data stands at.
+    shown: Option<u64>,
+    /// The settings the data was filled with.
+    applied: Option<SamplerSettings>,
+    /// Decodes and pairs the ring entries put in the traffic store, as a live traffic
+    /// tap does.
+    decoder: EntryDecoder,
+    events: Vec<TrafficEvent>,
+    /// The camera images the data shows: (env, log time) of each, and the settings'
+    /// image budget.
+    images_shown: Option<(Vec<(u32, u64)>, usize)>,
+    /// Counts the image sets shown (their `image_seq`, so that the panel uploads anew).
+    image_seq: u64,
+    /// Counts the streamed frames put in the store from the file's index.
+    stream_marks: u64,
+    /// Log times of the newest image of the sets shown over the last second of the
+    /// recording: their rate is the Cameras panel's FPS.
+    image_times: std::collections::VecDeque<u64>,
+}
+
+impl Worker {
+    fn run(&mut self) {
+        let mut tick = Instant::now();
+        loop {
+            let (seek, step, find, playing, speed, range) = {
+                let mut s = lock(&self.shared.state);
+                if s.stop {
+                    return;
+                }
+                let r = (
+                    s.seek_to.take(),
+                    std::mem::take(&mut s.step),
+                    s.find.take(),
+                    s.playing,
+                    s.speed,
+                    s.range,
+                );
+                s.searching = r.2;
+                r
+            };
+            let now = Instant::now();
+            let elapsed = now.duration_since(tick);
+            tick = now;
+            let mut cursor = self.shown.unwrap_or(range.0);
+            let mut note = None;
+            if let Some(t) = seek {
+                cursor = t;
+            }
+            if step != 0 {
+                cursor = self.stepped(cursor, step, range).unwrap_or(cursor);
+            }
+            if let Some(what) = find {
+                match self.search(cursor, range.1, what) {
+                    Ok(Some(t)) => cursor = t,
+                    Ok(None) => note = Some(format!("no {} after this frame", what.describe())),
+                    Err(e) => note = Some(e),
+                }
+            }
+            let mut still_playing = playing;
+            if playing && seek.is_none() {
+                let advance =
+                    (elapsed.as_nanos() as f64 * f64::from(speed.clamp(0.1, 10.0))) as u64;
+                cursor = cursor.saturating_add(advance);
+                if cursor >= range.1 {
+                    still_playing = false;
+                }
+            }
+            cursor = cursor.clamp(range.0, range.1.max(range.0));
+            let settings = lock(&self.settings).clone();
+            let moved = self.shown != Some(cursor) || self.applied.as_ref() != Some(&settings.0);
+            let mut error = None;
+            if moved && let Err(e) = self.publish(cursor, seek.is_some(), &settings.0, settings.1) {
+                error = Some(e);
+            }
+            {
+                let mut s = lock(&self.shared.state);
+                s.cursor_ns = cursor;
+                s.searching = None;
+                if !still_playing {
+                    s.playing = false;
+                }
+                if let Some(n) = note.or(error) {
+                    s.note = Some(n);
+                } else if find.is_some() || seek.is_some() || step != 0 {
+                    s.note = None;
+                }
+                if let Some((seq, t)) = self.frame_now() {
+                    s.frame_seq = Some(seq);
+                    s.frame_time_ns = Some(t);
+                }
+                let idle = !s.playing && s.seek_to.is_none() && s.step == 0 && s.find.is_none();
+                if idle || s.playing {
+                    let wait = if s.playing {
+                        Duration::from_millis(15)
+                    } else {
+                        Duration::from_millis(500)
+                    };
+                    drop(
+                        self.shared
+                            .wake
+                            .wait_timeout(s, wait)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    );
+                }
+            }
+            (self.waker)();
+        }
+    }
+
+    fn frame_now(&self) -> Option<(u64, u64)> {
+        let d = lock(&self.data);
+        d.latest
+            .as_ref()
+            .map(|(seq, _)| (*seq, d.counters.frame_time_ns.unwrap_or(0)))
+    }
+
+    /// The log time of the frame `step` frames after (or before) `cursor`.
+    fn stepped(&mut self, cursor: u64, step: i64, range: (u64, u64)) -> Result<u64, String> {
+        let mut t = cursor;
+        if step > 0 {
+            let mut left = step;
+            self.rec
+                .frames_between(cursor.saturating_add(1), range.1, |f| {
+                    t = f.log_ns;
+                    left -= 1;
+                    left > 0
+                })?;
+        } else {
+            for _ in 0..step.unsigned_abs() {
+                match self.rec.frame_at(t.saturating_sub(1))? {
+                    Some(f) if t > range.0 => t = f.log_ns,
+                    _ => break,
+                }
+            }
+        }
+        Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,301 @@
+//! Filling the data as of the cursor: the frame at the cursor as `latest`, the frames of
+//! the history window before it reduced to the sampler's figures, the watched envs'
+//! points and rows, and the scan of the frame shown.
+
+use std::sync::Arc;
+
+use super::{HISTORY_WINDOW_NS, Worker};
+use crate::format::RecFrame;
+use lrbc::layout::Geometry;
+use lrbc::sync::lock;
+use lrbc_live::sampler::{
+    BadValue, Channel, Counters, EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET,
+    FLAG_TRUNCATED, FrameAgg, Ring, SamplerData, SamplerSettings, SamplerStats, Scan,
+    history_capacities,
+};
+use lrbc_live::traffic::{EntryDecoder, TrafficLimits, TrafficStore};
+
+/// What a frame adds to the histories.
+pub(in crate::replay) struct Reduced {
+    pub agg: FrameAgg,
+    pub points: Vec<(u32, EnvPoint)>,
+    pub rows: Vec<(u32, EnvDetail)>,
+}
+
+/// The all-env figures of a frame.
+pub(in crate::replay) fn aggregate(f: &RecFrame) -> FrameAgg {
+    let mut values: Vec<f32> = f.rewards.iter().copied().filter(|r| !r.is_nan()).collect();
+    let mean = if values.is_empty() {
+        0.0
+    } else {
+        (values.iter().map(|&r| f64::from(r)).sum::<f64>() / values.len() as f64) as f32
+    };
+    // Nearest-rank quantiles in linear time (the same ranks as sorting would give).
+    let [min, p10, p50, p90, max] =
+        lrbc_live::stats::select_quantiles(&mut values, [0.0, 0.1, 0.5, 0.9, 1.0])
+            .unwrap_or([0.0; 5]);
+    let count = |v: &[u8]| v.iter().filter(|&&x| x != 0).count() as u32;
+    FrameAgg {
+        frame_seq: f.frame_seq,
+        t_ns: f.log_ns,
+        reward_min: min,
+        reward_p10: p10,
+        reward_p50: p50,
+        reward_mean: mean,
+        reward_p90: p90,
+        reward_max: max,
+        dones: count(&f.dones),
+        truncateds: f.truncateds.as_deref().map_or(0, count),
+        resets: count(&f.resets),
+        nan_rewards: f.rewards.iter().filter(|r| r.is_nan()).count() as u32,
+        step_latency_ns: None,
+    }
+}
+
+/// The reward and flags of each of `envs` at a frame.
+pub(in crate::replay) fn points(f: &RecFrame, envs: &[u32]) -> Vec<(u32, EnvPoint)> {
+    let flag = |v: Option<&[u8]>, i: usize, bit: u8| {
+        if v.and_then(|v| v.get(i)).is_some_and(|&x| x != 0) {
+            bit
+        } else {
+            0
+        }
+    };
+    let mut points = Vec::with_capacity(envs.len());
+    for &env in envs {
+        let i = env as usize;
+        let Some(&reward) = f.rewards.get(i) else {
+            continue;
+        };
+        let flags = flag(Some(&f.dones), i, FLAG_DONE)
+            | flag(f.truncateds.as_deref(), i, FLAG_TRUNCATED)
+            | flag(Some(&f.resets), i, FLAG_RESET);
+        points.push((
+            env,
+            EnvPoint {
+                frame_seq: f.frame_seq,
+                t_ns: f.log_ns,
+                reward,
+                flags,
+            },
+        ));
+    }
+    points
+}
+
+pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
+    let agg = aggregate(f);
+    let points = points(f, watched);
+    let (o, a) = (g.obs_size as usize, g.act_size as usize);
+    let mut rows = Vec::new();
+    for &env in watched {
+        if let Some(values) = f.row(env, o, a) {
+            rows.push((
+                env,
+                EnvDetail {
+                    frame_seq: f.frame_seq,
+                    t_ns: f.log_ns,
+                    values: values.into_boxed_slice(),
+                },
+            ));
+        }
+    }
+    Reduced { agg, points, rows }
+}
+
+/// A reduced frame into the histories (of the watched envs that have one).
+pub(in crate::replay) fn push(d: &mut SamplerData, r: Reduced) {
+    d.frames.push(r.agg);
+    d.stats.frames_seen += 1;
+    d.stats.frames_sampled += 1;
+    for (env, p) in r.points {
+        if let Some(h) = d.envs.get_mut(&env) {
+            h.points.push(p);
+        }
+    }
+    for (env, row) in r.rows {
+        if let Some(h) = d.envs.get_mut(&env) {
+            h.detail.push(row);
+        }
+    }
+}
+
+impl Worker {
+    /// Fills the data as of `cursor`: incrementally when it moved forward within the
+    /// window with the same settings and not by a seek, else from scratch (a seek shows
+    /// the frame at the cursor at once).
+    pub(super) fn publish(
+        &mut self,
+        cursor: u64,
+        seek: bool,
+        settings: &SamplerSettings,
+        limits: TrafficLimits,
+    ) -> Result<(), String> {
+        let incremental = match self.shown {
+            Some(_) if seek => false,
+            Some(shown) => {
+                cursor > shown
+                    && cursor - shown < HISTORY_WINDOW_NS
+                    && self.applied.as_ref() == Some(settings)
+            }
+            None => false,
+        };
+        let g = self.rec.geometry.clone();
+        let watched: Vec<u32> = settings
+            .watched_envs
+            .iter()
+            .copied()
+            .filter(|&e| e < g.num_envs)
+            .collect();
+        let from = if incremental {
+            self.shown.unwrap_or(cursor).saturating_add(1)
+        } else {
+            // The frame at the cursor first, so that a scrub shows at once.
+            let latest = self.rec.frame_at(cursor)?;
+            let (frames, detail) =
+                history_capacities(settings, watched.len(), (g.obs_size + g.act_size) as usize);
+            {
+                let mut d = lock(&self.data);
+                d.generation += 1;
+                d.frames = Ring::new(frames);
+                d.envs = watched
+                    .iter()
+                    .map(|&e| {
+                        (
+                            e,
+                            EnvHistory {
+                                points: Ring::new(frames),
+                                detail: Ring::new(detail),
+                            },
+                        )
+                    })
+                    .collect();
+                d.stats = SamplerStats::default();
+                set_latest(&mut d, latest.as_ref(), limits_of(settings));
+            }
+            *lock(&self.store) = TrafficStore::default();
+            // Record indexes go on from those shown before (the panels key on them).
+            self.decoder = EntryDecoder::starting_at(self.decoder.next_index());
+            (self.waker)();
+            cursor.saturating_sub(HISTORY_WINDOW_NS)
+        };
+        let mut batch = Vec::new();
+        let mut last = None;
+        let data = Arc::clone(&self.data);
+        let scan_limits = limits_of(settings);
+        let flush = |batch: &mut Vec<Reduced>, last: Option<&RecFrame>| {
+            let mut d = lock(&data);
+            for r in batch.drain(..) {
+                push(&mut d, r);
+            }
+            if let Some(f) = last {
+                set_latest(&mut d, Some(f), scan_limits);
+            }
+        };
+        let shared = Arc::clone(&self.shared);
+        let mut seen = 0u32;
+        let mut cut_short = false;
+        self.rec.frames_between(from, cursor, |f| {
+            batch.push(reduce(&f, &watched, &g));
+            seen = seen.wrapping_add(1);
+            // A new request cuts a history filled from scratch short (its newest
+            // frame is already shown); filling forward while playing goes on to the
+            // cursor.
+            if !incremental && seen.is_multiple_of(256) && lock(&shared.state).interrupted() {
+                cut_short = true;
+                return false;
+            }
+            if batch.len() >= 4096 {
+                flush(&mut batch, None);
+            }
+            last = Some(f);
+            true
+        })?;
+        // Cut short, the newest frame read is not the cursor's (set at the start).
+        flush(&mut batch, if cut_short { None } else { last.as_ref() });
+        self.fill_traffic(&g, from, cursor, limits)?;
+        if let Err(e) = self.publish_images(cursor, settings, limits) {
+            // The frames stand; the cameras panel says why it has no image.
+            self.images_shown = None;
+            let mut d = lock(&self.data);
+            d.image = None;
+            d.image_note = Some(format!("camera images unreadable: {e}"));
+        }
+        self.shown = Some(cursor);
+        self.applied = Some(settings.clone());
+        Ok(())
+    }
+}
+
+fn limits_of(s: &SamplerSettings) -> (f32, f32) {
+    (s.obs_limit, s.act_limit)
+}
+
+/// NaN, Inf and out-of-range values of a frame: every env's reward, the recorded envs'
+/// observations and actions.
+fn scan(f: &RecFrame, g: &Geometry, limits: (f32, f32), scans: u64) -> Scan {
+    let mut s = Scan {
+        frame_seq: f.frame_seq,
+        scans,
+        ..Scan::default()
+    };
+    let mut affected = std::collections::BTreeSet::new();
+    let mut bad = |env: u32, channel: Channel, value: f32, limit: Option<f32>, s: &mut Scan| {
+        if value.is_nan() {
+            s.nan += 1;
+        } else if value.is_infinite() {
+            s.inf += 1;
+        } else if limit.is_some_and(|l| value.abs() > l) {
+            s.out_of_range += 1;
+        } else {
+            return;
+        }
+        affected.insert(env);
+        if s.examples.len() < 16 {
+            s.examples.push(BadValue {
+                env,
+                channel,
+                value,
+                frame_seq: f.frame_seq,
+            });
+        }
+    };
+    for (env, &r) in f.rewards.iter().enumerate() {
+        bad(env as u32, Channel::Reward, r, None, &mut s);
+    }
+    let (o, a) = (g.obs_size as usize, g.act_size as usize);
+    for (i, &env) in f.envs.iter().enumerate() {
+        for (j, &v) in f.observations.iter().skip(i * o).take(o).enumerate() {
+            bad(env, Channel::Obs(j as u32), v, Some(limits.0), &mut s);
+        }
+        for (j, &v) in f.actions.iter().skip(i * a).take(a).enumerate() {
+            bad(env, Channel::Act(j as u32), v, Some(limits.1), &mut s);
+        }
+    }
+    s.envs_affected = affected.len() as u32;
+    s
+}
+
+pub(in crate::replay) fn set_latest(d: &mut SamplerData, f: Option<&RecFrame>, limits: (f32, f32)) {
+    let Some(f) = f else {
+        d.latest = None;
+        d.counters = Counters::default();
+        d.scan = Scan::default();
+        return;
+    };
+    let scans = d.scan.scans + 1;
+    d.scan = scan(f, &d.geometry, limits, scans);
+    d.latest = Some((
+        f.frame_seq,
+        lrbc::snapshot::HotData {
+            rewards: f.rewards.clone(),
+            dones: f.dones.clone(),
+            truncateds: f.truncateds.clone(),
+            resets: f.resets.clone(),
+        },
+    ));
+    d.counters.frame_seq = f.frame_seq;
+    d.counters.action_seq = f.action_seq;
+    d.counters.frame_time_ns = (f.frame_time_ns != 0).then_some(f.frame_time_ns);
+    d.counters.read_ns = f.log_ns;
+}

@@ -1,0 +1,82 @@
+//! What both readers of a recording check the same way (the profile, the frame channel,
+//! a chunk's records, decompressed), and the records of a run of bytes.
+
+use crate::format::{FRAME_SCHEMA, FRAME_TOPIC, PROFILE};
+
+/// Records longer than this are not read (a corrupt length).
+pub(in crate::replay) const MAX_RECORD_BYTES: u64 = 1 << 30;
+
+/// Whether an MCAP header's profile is a recording's; else why not.
+pub(in crate::replay) fn check_profile(profile: &str) -> Result<(), String> {
+    if profile == PROFILE {
+        Ok(())
+    } else {
+        Err(format!("its MCAP profile is {profile:?}, not {PROFILE:?}"))
+    }
+}
+
+/// Whether channel `c` (its schema named `schema`) carries the frames; an error when
+/// it is on the frame topic with another encoding or schema.
+pub(in crate::replay) fn is_frame_channel(
+    c: &mcap::records::Channel,
+    schema: Option<&str>,
+) -> Result<bool, String> {
+    if c.topic != FRAME_TOPIC {
+        return Ok(false);
+    }
+    if c.message_encoding != "flatbuffer" {
+        return Err(format!(
+            "{FRAME_TOPIC} is encoded as {:?}",
+            c.message_encoding
+        ));
+    }
+    if schema != Some(FRAME_SCHEMA) {
+        return Err(format!(
+            "{FRAME_TOPIC} has the schema {:?}, not {FRAME_SCHEMA}",
+            schema.unwrap_or("")
+        ));
+    }
+    Ok(true)
+}
+
+/// The records of the chunk at byte `offset` of its file, decompressed if need be; one
+/// error naming the offset when its compression is unknown or it is damaged.
+pub(in crate::replay) fn chunk_records<'a>(
+    offset: u64,
+    header: &mcap::records::ChunkHeader,
+    data: &'a [u8],
+) -> Result<std::borrow::Cow<'a, [u8]>, String> {
+    crate::format::decompress_chunk(
+        offset,
+        &header.compression,
+        header.uncompressed_size,
+        data,
+        MAX_RECORD_BYTES,
+    )
+}
+
+/// The records of a run of bytes (a chunk's records, the summary section): opcode,
+/// then the body; an error, then the end, when a record runs past the end.
+pub(in crate::replay) struct Records<'a>(pub &'a [u8]);
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<(u8, &'a [u8]), String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let (Some(&op), Some(body)) = (
+            self.0.first(),
+            self.0.get(1..9).and_then(|len| {
+                let len = usize::try_from(u64::from_le_bytes(len.try_into().ok()?)).ok()?;
+                self.0.get(9..9usize.checked_add(len)?)
+            }),
+        ) else {
+            self.0 = &[];
+            return Some(Err("a record runs past the end of its chunk".into()));
+        };
+        self.0 = &self.0[9 + body.len()..];
+        Some(Ok((op, body)))
+    }
+}

@@ -1,0 +1,99 @@
+//! A simulated engine and client on threads of this process: what the screenshots
+//! command, the UI benchmark and the window's tests inspect.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::client::{self, ClientConfig, Policy};
+use crate::engine::{Engine, EngineConfig, Preset};
+
+/// A simulated engine and client running on threads of this process.
+pub struct SimRun {
+    pub name: String,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for SimRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimRun")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimRun {
+    /// The run's segment, as a target to attach to.
+    pub fn target(&self) -> lrbc::attach::Target {
+        lrbc::attach::Target::Shm(self.name.clone())
+    }
+
+    /// Starts an engine with `preset` and a client paced at `hz` (commands on).
+    pub fn start(preset: Preset, hz: Option<f64>) -> Result<Self, String> {
+        let name = format!(
+            "lrbc-sim-{}-{}",
+            std::process::id(),
+            lrbc::clock::monotonic_now_ns() % 1_000_000
+        );
+        let (num_envs, obs_size, act_size, image) = preset.sizes();
+        let cfg = EngineConfig {
+            image,
+            ring_size: 512 * 1024,
+            ctl_ring_size: Some(64 * 1024),
+            seed: 7,
+            ..EngineConfig::small(
+                name.clone(),
+                lrbc::layout::plan::PlanLayout::Lrbc { ext: true },
+                num_envs,
+                obs_size,
+                act_size,
+            )
+        };
+        let mut engine = Engine::create(cfg).map_err(|e| e.to_string())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        let s = Arc::clone(&stop);
+        threads.push(
+            std::thread::Builder::new()
+                .name("sim-engine".into())
+                .spawn(move || {
+                    engine.run(&s);
+                })
+                .map_err(|e| e.to_string())?,
+        );
+        let s = Arc::clone(&stop);
+        let client_cfg = ClientConfig {
+            name: name.clone(),
+            steps: None,
+            hz,
+            policy: Policy::Balance,
+            commands: true,
+            record_latency: false,
+            step_timeout: Duration::from_secs(5),
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name("sim-client".into())
+                .spawn(move || {
+                    let _ = client::run(&client_cfg, &s);
+                })
+                .map_err(|e| e.to_string())?,
+        );
+        Ok(Self {
+            name,
+            stop,
+            threads,
+        })
+    }
+}
+
+impl Drop for SimRun {
+    fn drop(&mut self) {
+        // Relaxed: a flag with no data behind it.
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

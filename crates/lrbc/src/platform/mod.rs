@@ -1,0 +1,183 @@
+//! Every call into the operating system apart from mapping segments (`segment`), with a
+//! backend per platform: the monotonic clock, thread priority and CPU time,
+//! the machine's idle time and memory, process signals and resident memory, page size
+//! and allocation granularity. Each backend offers the same functions; `unsafe` stays
+//! in the backends (and `segment`), each block with its `// SAFETY:` line.
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+pub use unix::*;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use windows::*;
+
+/// What to ask of another process (`send_signal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Stop cleanly (Ctrl-C; SIGINT). On Windows a process is ended at once.
+    Interrupt,
+    /// End now (SIGKILL; TerminateProcess).
+    Kill,
+    /// Pause (SIGSTOP); Unix only.
+    Pause,
+    /// Resume after a pause (SIGCONT); Unix only.
+    Resume,
+}
+
+/// What a child process used over its life, read when it was reaped.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcessUsage {
+    /// User and system CPU seconds, every thread.
+    pub cpu_secs: f64,
+    /// Context switches, voluntary (a sleep or a wait) and not: how often its threads
+    /// woke up, give or take the preemptions.
+    pub context_switches: u64,
+}
+
+/// What the kernel says of a TCP connection's sending side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpLink {
+    /// Bytes written and not yet acknowledged by the peer (unsent ones included).
+    pub queued: u64,
+    /// Bytes the peer acknowledged since the connection began.
+    pub acked: u64,
+    /// The smoothed round trip, µs.
+    pub rtt_us: u32,
+    /// The shortest round trip seen, µs: the path without its queues.
+    pub min_rtt_us: u32,
+}
+
+/// The machine's CPU time, all cores together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// Idle time (Linux: idle + iowait), in the platform's ticks.
+    pub idle: u64,
+    /// Every state, in the same ticks.
+    pub total: u64,
+    /// The cores these times are shared by.
+    pub cores: usize,
+}
+
+/// The `cpu` line of Linux's `/proc/stat`: user nice system idle iowait irq softirq
+/// steal …; the `cpuN` lines count the cores.
+pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 5 {
+        return None;
+    }
+    let cores = text
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count();
+    Some(CpuTimes {
+        idle: v[3] + v[4],
+        total: v.iter().sum(),
+        cores: cores.max(1),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_connection_s_unacknowledged_bytes_and_acknowledged_total_are_read() {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (mut accepted, _) = listener.accept().unwrap();
+        let before = tcp_link(&accepted).unwrap();
+        assert_eq!(before.queued, 0);
+        accepted.write_all(&[7; 100_000]).unwrap();
+        let mut got = vec![0; 100_000];
+        client.read_exact(&mut got).unwrap();
+        // The acknowledgements follow the reads; wait for the last of them.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut after = tcp_link(&accepted).unwrap();
+        while after.queued > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            after = tcp_link(&accepted).unwrap();
+        }
+        assert_eq!(after.queued, 0);
+        assert!(
+            after.acked >= before.acked + 100_000,
+            "{before:?} {after:?}"
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_short_slice_keeps_the_threads_nice_value() {
+        // The follower asks for a short slice after its nice value is set; the request
+        // carries the nice value, or it would put the thread back to 0.
+        let nice = std::thread::Builder::new()
+            .name("slice-test".into())
+            .spawn(|| {
+                lower_thread_priority(7);
+                let taken = request_short_slice(100_000);
+                // SAFETY: gettid has no preconditions; getpriority reads this thread's value.
+                let n =
+                    unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+                (taken, n)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(nice.1, 7, "taken: {}", nice.0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_that_exited_is_not_running_before_or_after_it_is_reaped() {
+        assert_eq!(process_running(std::process::id()), Some(true));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited and not yet reaped: a zombie, not a running process.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while process_running(pid) != Some(false) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child still runs after 20 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok(),
+            "the zombie is still in /proc"
+        );
+        child.wait().unwrap();
+        assert_eq!(process_running(pid), Some(false), "reaped: gone from /proc");
+    }
+
+    const STAT: &str = "cpu  709770 11874 120869 1571559 2358 0 1062 2028 0 0\n\
+                        cpu0 354885 5937 60434 785779 1179 0 531 1014 0 0\n";
+
+    #[test]
+    fn the_cpu_line_gives_idle_with_iowait_and_the_total_of_every_state() {
+        let t = parse_proc_stat(STAT).unwrap();
+        assert_eq!(t.idle, 1_571_559 + 2_358);
+        assert_eq!(
+            t.total,
+            709_770 + 11_874 + 120_869 + 1_571_559 + 2_358 + 1_062 + 2_028
+        );
+        assert_eq!(t.cores, 1, "one cpuN line");
+        assert_eq!(
+            parse_proc_stat("cpu0 1 2 3 4 5\n"),
+            None,
+            "no aggregate line"
+        );
+        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None, "too few fields");
+    }
+}
