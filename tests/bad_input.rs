@@ -126,15 +126,8 @@ fn bad_durations_rates_counts_and_pids_are_one_line_errors() {
             v,
         ]));
     }
-    for v in ["1e300", "-1", "NaN"] {
-        cases.push(case(&["bench", "decode", "--secs", v]));
-        cases.push(case(&["bench", "ring", "--secs", v]));
-        cases.push(case(&["bench", "sampler", "--rate-secs", v]));
-        cases.push(case(&["bench", "poller", "--secs", v]));
-        cases.push(case(&["bench", "poller", "--hz", v]));
-    }
-    cases.push(case(&["bench", "poller", "--rounds", "0"]));
-    cases.push(case(&["bench", "poller", "--preset", "cams65"]));
+    // The benchmarks are not the product's: `lrbc-bench` refuses its own bad values.
+    cases.push(case(&["bench", "ring", "--secs", "1"]));
     for v in ["1e-300", "0", "-5", "inf", "NaN", "1e300"] {
         cases.push(case(&["sim", "engine", "--name", "unused", "--hz", v]));
         cases.push(case(&["sim", "client", "--shm", shm, "--hz", v]));

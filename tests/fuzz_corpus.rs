@@ -342,8 +342,8 @@ fn cli_seeds() -> Seeds {
         ),
         ("demo-hz-nan", args(&["demo", "--hz", "NaN"])),
         (
-            "bench-secs-huge",
-            args(&["bench", "decode", "--secs", "1e300"]),
+            "export-from-huge",
+            args(&["export", "in.mcap", "-o", "out.parquet", "--from", "1e300"]),
         ),
         (
             "watch-valid",

@@ -1,7 +1,7 @@
 //! `serve` for viewers on slow links (a network namespace whose loopback is limited by
 //! `tc`, `common::netns`; skipped where the machine cannot make one), and a client that
 //! stops reading while serve is asked to stop. The engine and client run outside the
-//! namespace; serve and the viewer (`bench link-viewer`, a process of its own) inside.
+//! namespace; serve and the viewer (`lrbc-bench link-viewer`, a process of its own) inside.
 //! On loopback: a client that stops reading, and 200 that connect and drop.
 
 #![allow(
@@ -52,6 +52,24 @@ fn inspector_path() -> &'static str {
     env!("CARGO_BIN_EXE_lrbc-inspector")
 }
 
+/// The benchmarks' binary, whose `link-viewer` is the viewer: built beside
+/// lrbc-inspector (with this test's profile) on first use, as it is another package's.
+fn bench_path() -> &'static std::path::Path {
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "--locked", "-p", "lrbc-bench", "--bin", "lrbc-bench"])
+            .status()
+            .expect("run cargo build -p lrbc-bench");
+        assert!(status.success(), "cargo build -p lrbc-bench: {status}");
+        let path = std::path::Path::new(inspector_path())
+            .with_file_name(format!("lrbc-bench{}", std::env::consts::EXE_SUFFIX));
+        assert!(path.is_file(), "{} after its build", path.display());
+        path
+    })
+}
+
 #[test]
 fn a_viewer_on_a_5_mbit_link_gets_every_ring_entry_and_fresh_messages() {
     let Some(ns) = Netns::new(LINK_MBIT) else {
@@ -76,8 +94,8 @@ fn a_viewer_on_a_5_mbit_link_gets_every_ring_entry_and_fresh_messages() {
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("first line: {first}"));
     let viewer = ns
-        .command(inspector_path())
-        .args(["bench", "link-viewer", "--url", url])
+        .command(bench_path())
+        .args(["link-viewer", "--url", url])
         .args(["--secs", VIEW_SECS, "--skip-secs", SKIP_SECS])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,5 +1,7 @@
-//! Child processes of this binary (engine, client, observers) for `demo` and `sim bench`.
+//! Child processes of lrbc-inspector (engine, client, observers) for `demo` and the
+//! benchmarks.
 
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -7,6 +9,25 @@ use super::CliError;
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
 use lrbc::platform::{Signal, send_signal};
+
+/// The lrbc-inspector binary: this program, or the one beside it when this program is
+/// another of the workspace's (the benchmarks' `lrbc-bench`).
+pub fn inspector_exe() -> Result<PathBuf, CliError> {
+    let this = std::env::current_exe()
+        .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
+    if this.file_stem().is_some_and(|s| s == "lrbc-inspector") {
+        return Ok(this);
+    }
+    let beside = this.with_file_name(format!("lrbc-inspector{}", std::env::consts::EXE_SUFFIX));
+    if beside.is_file() {
+        Ok(beside)
+    } else {
+        Err(CliError::Other(format!(
+            "{} is missing: build it first (cargo build --release -p lrbc-inspector)",
+            beside.display()
+        )))
+    }
+}
 
 /// A child that is interrupted (SIGINT, then SIGKILL after a grace period) when dropped.
 #[derive(Debug)]
@@ -16,11 +37,19 @@ pub struct ChildProcess {
 }
 
 impl ChildProcess {
-    /// Runs this binary with `args`.
+    /// Runs lrbc-inspector ([`inspector_exe`]) with `args`.
     pub fn spawn(what: &'static str, args: &[String], stdout: Stdio) -> Result<Self, CliError> {
-        let exe = std::env::current_exe()
-            .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
-        let mut command = Command::new(exe);
+        Self::spawn_program(&inspector_exe()?, what, args, stdout)
+    }
+
+    /// Runs `program` with `args`.
+    pub fn spawn_program(
+        program: &Path,
+        what: &'static str,
+        args: &[String],
+        stdout: Stdio,
+    ) -> Result<Self, CliError> {
+        let mut command = Command::new(program);
         lrbc::platform::terminate_with_parent(&mut command);
         let child = command
             .args(args)

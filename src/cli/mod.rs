@@ -1,30 +1,19 @@
 //! The command line: arguments, the error printed once, and the subcommands.
 
-mod args;
-mod bench;
-mod benchmarks;
-mod children;
+pub mod args;
+pub mod children;
 mod control;
 mod demo;
 mod dump;
-mod export;
-mod linkbench;
-mod linkviewer;
+pub mod export;
 mod list;
-mod observers;
 mod open;
-mod openbench;
-mod pollerbench;
-mod recbench;
-mod record;
+pub mod record;
 pub mod screenshots;
 mod serve;
-mod servebench;
 mod sim;
-mod soak;
 mod traffic;
-mod uibench;
-mod values;
+pub mod values;
 mod watch;
 
 use std::path::PathBuf;
@@ -243,9 +232,6 @@ pub enum Command {
         #[arg(long, value_name = "DIR", default_value = "screenshots")]
         out: PathBuf,
     },
-    /// Benchmarks that run in real time or across processes (figures in docs/benchmarks.md).
-    #[command(subcommand)]
-    Bench(benchmarks::BenchCommand),
     /// Toggle an engine service, or show service status, through the control rings.
     Control {
         #[command(flatten)]
@@ -557,7 +543,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Export(args)) => export::run(&args),
         Some(Command::Sim(cmd)) => sim::run(cmd),
         Some(Command::Demo(args)) => demo::run(&args),
-        Some(Command::Bench(cmd)) => benchmarks::run(&cmd),
         Some(Command::Screenshots { out }) => screenshots::run(&out),
         Some(Command::Open(args)) => open::run(&args, cli.window),
         None if !cli.connect.is_empty() => {

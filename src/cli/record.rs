@@ -16,6 +16,7 @@ use lrbc_recording::recorder::{Counts, Recorder};
 /// Envs recorded when none are chosen: the first four.
 const DEFAULT_ENVS: u32 = 4;
 
+#[derive(Debug)]
 pub struct Options {
     pub out: PathBuf,
     /// `None`: every env.

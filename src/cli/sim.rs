@@ -1,4 +1,4 @@
-//! `sim engine`, `sim client`, `sim bench`: the simulated engine and trainer.
+//! `sim engine`, `sim client`: the simulated engine and trainer.
 
 use std::time::Duration;
 
@@ -25,8 +25,6 @@ pub enum SimCommand {
     Engine(EngineArgs),
     /// Attach as the trainer and step the engine.
     Client(ClientArgs),
-    /// Measure lock-step round trips between an engine and a client process.
-    Bench(super::bench::BenchArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -184,7 +182,6 @@ pub fn run(cmd: SimCommand) -> Result<(), CliError> {
     match cmd {
         SimCommand::Engine(args) => run_engine(&args),
         SimCommand::Client(args) => run_client(&args),
-        SimCommand::Bench(args) => super::bench::run(&args),
     }
 }
 

@@ -20,7 +20,7 @@ macro_rules! mirror {
     ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-        pub(super) enum $mirror {
+        pub enum $mirror {
             $($(#[$vmeta])* $variant,)*
         }
 
@@ -41,7 +41,7 @@ macro_rules! mirror {
         }
 
         #[doc = concat!("Parses a [`", stringify!($lib), "`] by the names of [`", stringify!($mirror), "`].")]
-        pub(super) fn $parser() -> impl clap::builder::TypedValueParser<Value = $lib> {
+        pub fn $parser() -> impl clap::builder::TypedValueParser<Value = $lib> {
             use clap::builder::TypedValueParser as _;
             clap::builder::EnumValueParser::<$mirror>::new().map($lib::from)
         }

@@ -1,4 +1,4 @@
-//! `bench link-viewer` (hidden): a viewer of a served run for `bench serve --link` and
+//! `lrbc-bench link-viewer` (hidden): a viewer of a served run for `lrbc-bench serve --link` and
 //! the slow-link tests, run as a process of its own inside the link's network namespace.
 //! It subscribes to every channel as it is advertised, measures each message's age
 //! (arrival minus its log time on the wire, both Unix time on the one machine) over a
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::CliError;
+use lrbc_inspector::cli::CliError;
 use lrbc_remote::view::Connection;
 use lrbc_remote::view::wire::ServerMessage;
 
@@ -23,13 +23,13 @@ const STATUS_TOPIC: &str = "/lrbc/serve/status";
 #[derive(Debug, Clone, Args)]
 pub struct LinkViewerArgs {
     /// The server: ws://127.0.0.1:PORT (loopback only).
-    #[arg(long, value_parser = super::args::parse_server)]
+    #[arg(long, value_parser = lrbc_inspector::cli::args::parse_server)]
     pub url: String,
     /// Seconds measured, after --skip-secs.
-    #[arg(long, default_value = "30", value_parser = super::args::positive_seconds)]
+    #[arg(long, default_value = "30", value_parser = lrbc_inspector::cli::args::positive_seconds)]
     pub secs: Duration,
     /// Seconds received but not measured first (the link's queues fill).
-    #[arg(long, default_value = "0", value_parser = super::args::seconds(0.0))]
+    #[arg(long, default_value = "0", value_parser = lrbc_inspector::cli::args::seconds(0.0))]
     pub skip_secs: Duration,
 }
 

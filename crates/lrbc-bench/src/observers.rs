@@ -1,14 +1,14 @@
 //! Observers of a run switched off (SIGSTOP) and on while it goes, and what they cost
-//! the engine's unpaced rate: `bench sampler --only rate`, `bench record` and
-//! `bench serve` measure with this.
+//! the engine's unpaced rate: `lrbc-bench sampler --only rate`, `lrbc-bench record` and
+//! `lrbc-bench serve` measure with this.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::CliError;
-use super::bench::median;
-use super::children::ChildProcess;
-use super::uibench::start;
+use lrbc_inspector::cli::CliError;
+use crate::bench::median;
+use lrbc_inspector::cli::children::ChildProcess;
+use crate::uibench::start;
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
 use lrbc_sim::engine::Preset;
@@ -30,12 +30,12 @@ fn cpu_secs(pid: u32) -> f64 {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Observer {
+pub(crate) enum Observer {
     /// `watch` with its defaults (the sampler yields to a busy machine).
     Watch,
     /// `watch --busy-budget 0`: the sampler follows every frame, busy machine or not.
     WatchEveryFrame,
-    /// The app driven without a window (`bench headless-app`: layout and tessellation,
+    /// The app driven without a window (`lrbc-bench headless-app`: layout and tessellation,
     /// no raster).
     HeadlessApp,
     /// The real window on $DISPLAY (rasterised by the GL driver).
@@ -49,7 +49,7 @@ pub(super) enum Observer {
 }
 
 impl Observer {
-    pub(super) fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Observer::Watch => "`watch` (sampler running)",
             Observer::WatchEveryFrame => "`watch --busy-budget 0` (every frame)",
@@ -65,7 +65,7 @@ impl Observer {
         let mut args: Vec<String> = match self {
             Observer::Watch => vec!["watch".into()],
             Observer::WatchEveryFrame => vec!["watch".into(), "--busy-budget".into(), "0".into()],
-            Observer::HeadlessApp => vec!["bench".into(), "headless-app".into()],
+            Observer::HeadlessApp => vec!["headless-app".into()],
             // The binary with no subcommand opens the window on $DISPLAY, with its
             // default settings and without touching the user's.
             Observer::Window => vec![
@@ -87,10 +87,10 @@ impl Observer {
 }
 
 /// How long an observer is switched on or off at a time, unless told.
-pub(super) const WINDOW: Duration = Duration::from_millis(100);
+pub(crate) const WINDOW: Duration = Duration::from_millis(100);
 
 /// Where [`Observer::Record`] writes for the segment `name`.
-pub(super) fn record_file(name: &str) -> std::path::PathBuf {
+pub(crate) fn record_file(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("{name}.mcap"))
 }
 
@@ -100,17 +100,21 @@ struct Switched {
     process: ChildProcess,
     on: bool,
     /// The viewer of [`Observer::Serve`].
-    _viewer: Option<super::servebench::Viewer>,
+    _viewer: Option<crate::servebench::Viewer>,
 }
 
 impl Switched {
     fn start(observer: Observer, name: &str) -> Result<Self, CliError> {
         let mut args = observer.args(name);
-        let port = super::servebench::free_port()?;
+        let port = crate::servebench::free_port()?;
         if observer == Observer::Serve {
             args.extend(["--listen".into(), format!("127.0.0.1:{port}")]);
         }
-        let process = ChildProcess::spawn("observer", &args, Stdio::null())?;
+        let process = if observer == Observer::HeadlessApp {
+            ChildProcess::spawn_program(&this_program()?, "observer", &args, Stdio::null())?
+        } else {
+            ChildProcess::spawn("observer", &args, Stdio::null())?
+        };
         // Let it attach (a window: open and draw its first frames).
         std::thread::sleep(if observer == Observer::Window {
             Duration::from_secs(3)
@@ -118,7 +122,7 @@ impl Switched {
             Duration::from_millis(500)
         });
         let viewer = if observer == Observer::Serve {
-            Some(super::servebench::Viewer::start(&format!(
+            Some(crate::servebench::Viewer::start(&format!(
                 "ws://127.0.0.1:{port}"
             ))?)
         } else {
@@ -159,28 +163,28 @@ impl Drop for Switched {
 /// Where a window opened by a benchmark for the segment `name` keeps its settings: a
 /// file of its own, so that it runs with the defaults whatever the user last set, and
 /// leaves the user's settings as they were.
-pub(super) fn settings_file(name: &str) -> std::path::PathBuf {
+pub(crate) fn settings_file(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("{name}-settings.ron"))
 }
 
 /// What switching one observer on and off gave.
-pub(super) struct Cost {
+pub(crate) struct Cost {
     /// Rate with ÷ without, per ABBA block.
-    pub(super) blocks: Vec<f64>,
+    pub(crate) blocks: Vec<f64>,
     /// Median steps/s with and without.
-    pub(super) rate_on: f64,
-    pub(super) rate_off: f64,
+    pub(crate) rate_on: f64,
+    pub(crate) rate_off: f64,
     /// Share of a core while on, by process and thread.
-    pub(super) cpu_on: Vec<(String, f64)>,
+    pub(crate) cpu_on: Vec<(String, f64)>,
     /// The engine's and the client's share of a core, with and without.
-    pub(super) pair_on: (f64, f64),
-    pub(super) pair_off: (f64, f64),
+    pub(crate) pair_on: (f64, f64),
+    pub(crate) pair_off: (f64, f64),
 }
 
 /// The engine's unpaced lock-step rate with `observer` switched on and off in short
 /// windows, in blocks of off-on-on-off (the drift of a shared machine cancels within a
 /// block), for about `secs` seconds of one run.
-pub(super) fn observer_cost(
+pub(crate) fn observer_cost(
     observer: Observer,
     secs: f64,
     window: Duration,
@@ -289,7 +293,7 @@ pub(super) fn observer_cost(
     })
 }
 
-pub(super) fn fmt_cpu(cpu: &[(String, f64)]) -> String {
+pub(crate) fn fmt_cpu(cpu: &[(String, f64)]) -> String {
     cpu.iter()
         .map(|(n, s)| format!("{n} {:.2} %", 100.0 * s))
         .collect::<Vec<_>>()
@@ -299,7 +303,7 @@ pub(super) fn fmt_cpu(cpu: &[(String, f64)]) -> String {
 impl Cost {
     /// The geometric mean over blocks of the rate on ÷ off, with its 95 % interval
     /// (zeros when no block was measured).
-    pub(super) fn ratio(&self) -> lrbc_live::stats::Interval {
+    pub(crate) fn ratio(&self) -> lrbc_live::stats::Interval {
         lrbc_live::stats::geometric_mean(&self.blocks).unwrap_or(lrbc_live::stats::Interval {
             estimate: 0.0,
             low: 0.0,
@@ -309,7 +313,7 @@ impl Cost {
 }
 
 /// One line: the engine's rate with `observer` on ÷ off, and where the observer's CPU went.
-pub(super) fn print_cost(observer: Observer, c: &Cost) {
+pub(crate) fn print_cost(observer: Observer, c: &Cost) {
     let lrbc_live::stats::Interval {
         estimate,
         low,
@@ -323,4 +327,9 @@ pub(super) fn print_cost(observer: Observer, c: &Cost) {
         c.rate_off,
         fmt_cpu(&c.cpu_on)
     );
+}
+
+/// This program (`lrbc-bench`), for the observers that are its own commands.
+pub(crate) fn this_program() -> Result<std::path::PathBuf, CliError> {
+    std::env::current_exe().map_err(|e| CliError::Other(format!("cannot find this program: {e}")))
 }

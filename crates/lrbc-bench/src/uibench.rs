@@ -1,16 +1,16 @@
-//! `bench ui` and `bench sampler`: the window's and the sampler's costs, measured
+//! `lrbc-bench ui` and `lrbc-bench sampler`: the window's and the sampler's costs, measured
 //! against an engine and a client in separate processes (figures in docs/benchmarks.md).
 
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::CliError;
-use super::children::{ChildProcess, start_client, start_engine};
-use super::observers::{Observer, fmt_cpu, observer_cost};
-use crate::ui::InspectorApp;
-use crate::ui::raster::HeadlessRenderer;
-use crate::ui::settings::{Settings, grid_tree};
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
+use crate::observers::{Observer, fmt_cpu, observer_cost};
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::raster::HeadlessRenderer;
+use lrbc_inspector::ui::settings::{Settings, grid_tree};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
@@ -18,13 +18,13 @@ use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_sim::engine::Preset;
 
 /// An engine and (optionally) a client as child processes.
-pub(super) struct Run {
-    pub(super) name: String,
-    pub(super) engine: ChildProcess,
-    pub(super) client: Option<ChildProcess>,
+pub(crate) struct Run {
+    pub(crate) name: String,
+    pub(crate) engine: ChildProcess,
+    pub(crate) client: Option<ChildProcess>,
 }
 
-pub(super) fn start(
+pub(crate) fn start(
     preset: Preset,
     client: (Option<f64>, &str),
     client_steps: Option<u64>,
@@ -63,7 +63,7 @@ pub(super) fn start(
     })
 }
 
-/// One half of `bench sampler`.
+/// One half of `lrbc-bench sampler`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SamplerPart {
     Share,
@@ -74,13 +74,13 @@ pub enum SamplerPart {
 pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     if cfg!(windows) {
         return Err(CliError::Other(
-            "bench ui pauses and resumes its observers (SIGSTOP/SIGCONT), which Windows cannot; run it on Linux".into(),
+            "lrbc-bench ui pauses and resumes its observers (SIGSTOP/SIGCONT), which Windows cannot; run it on Linux".into(),
         ));
     }
     let tree = match pane {
         None => grid_tree(),
         Some(name) => {
-            let p = crate::ui::settings::Pane::ALL
+            let p = lrbc_inspector::ui::settings::Pane::ALL
                 .into_iter()
                 .find(|p| p.title().eq_ignore_ascii_case(name))
                 .ok_or_else(|| CliError::Usage(format!("unknown panel {name:?}")))?;
@@ -127,7 +127,7 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     drop(run);
     times.sort_by(f64::total_cmp);
     println!(
-        "bench ui: train4096 (4096 envs × obs 100 × act 12), engine and client (1 kHz) in separate processes,"
+        "lrbc-bench ui: train4096 (4096 envs × obs 100 × act 12), engine and client (1 kHz) in separate processes,"
     );
     println!(
         "every panel open at 1600×1000, {frames} frames at display rate, {history} frames of history held"
@@ -173,19 +173,19 @@ fn sampler_share(
     Ok(s)
 }
 
-/// How often at most `bench headless-app` looks at its stop flag while idle.
+/// How often at most `lrbc-bench headless-app` looks at its stop flag while idle.
 const STOP_POLL: Duration = Duration::from_millis(500);
 
-/// `bench headless-app`: the app attached to `shm` with every panel open, a pass each
+/// `lrbc-bench headless-app`: the app attached to `shm` with every panel open, a pass each
 /// time it asks for a repaint (as eframe schedules them), until SIGINT or SIGTERM.
 pub fn headless_app(
     shm: &str,
-    overrides: crate::ui::settings::Overrides,
+    overrides: lrbc_inspector::ui::settings::Overrides,
     report_memory: Option<f64>,
 ) -> Result<(), CliError> {
-    let stop = super::stop_flag();
+    let stop = lrbc_inspector::cli::stop_flag();
     // As the window does: the app's threads yield to the run, the followers excepted.
-    crate::ui::yield_to_the_run();
+    lrbc_inspector::ui::yield_to_the_run();
     let ctx = egui::Context::default();
     // A full channel already holds requests enough to repaint.
     let (tx, rx) = crossbeam_channel::bounded::<Duration>(64);
@@ -242,7 +242,7 @@ pub fn sampler(
     only: Option<SamplerPart>,
 ) -> Result<(), CliError> {
     println!(
-        "bench sampler: engine and client in separate processes; the sampler runs in this process"
+        "lrbc-bench sampler: engine and client in separate processes; the sampler runs in this process"
     );
     if only != Some(SamplerPart::Rate) {
         share_table(secs)?;
@@ -316,7 +316,7 @@ fn rate_table(secs: f64, window: Duration) -> Result<(), CliError> {
          windows of {} s, blocks of off-on-on-off, {secs:.0} s of one run each:",
         window.as_secs_f64()
     );
-    let display = crate::ui::display_available();
+    let display = lrbc_inspector::ui::display_available();
     let mut observers = vec![
         Observer::Watch,
         Observer::WatchEveryFrame,

@@ -1,4 +1,4 @@
-//! `bench soak`: the observers' resident memory over a long run (an engine and a client
+//! `lrbc-bench soak`: the observers' resident memory over a long run (an engine and a client
 //! with command traffic), to show that it levels off once the memory budget is full.
 
 use std::process::Stdio;
@@ -8,23 +8,23 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::CliError;
-use super::children::{ChildProcess, start_client, start_engine};
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
 pub struct SoakArgs {
     /// How long to run (units ms, s, min, h allowed; a bare number is seconds).
-    #[arg(long, value_name = "SECS", default_value = "30min", value_parser = super::args::seconds_f64)]
+    #[arg(long, value_name = "SECS", default_value = "30min", value_parser = lrbc_inspector::cli::args::seconds_f64)]
     pub duration: f64,
     /// Seconds between samples.
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = super::args::seconds_f64)]
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = lrbc_inspector::cli::args::seconds_f64)]
     pub every: f64,
     /// Sizes from the seed's examples.
-    #[arg(long, value_parser = super::values::preset(), default_value = "train4096")]
+    #[arg(long, value_parser = lrbc_inspector::cli::values::preset(), default_value = "train4096")]
     pub preset: Preset,
     /// The client's pace, steps per second (it sends commands too).
-    #[arg(long, value_name = "F", default_value = "1000", value_parser = super::args::parse_hz)]
+    #[arg(long, value_name = "F", default_value = "1000", value_parser = lrbc_inspector::cli::args::parse_hz)]
     pub hz: f64,
     /// The memory budget of the app and the window, MiB.
     #[arg(long, value_name = "MIB", default_value_t = lrbc_live::memory::DEFAULT_BUDGET_MIB, value_parser = clap::value_parser!(u32).range(16..=65536))]
@@ -32,7 +32,7 @@ pub struct SoakArgs {
     /// The app's and the window's sampler on a busy machine, percent of one core. 0 (the
     /// default here) takes every frame, so that their histories fill at the engine's
     /// pace rather than at a few dozen frames a second.
-    #[arg(long, value_name = "PCT", default_value = "0", value_parser = super::args::parse_percent)]
+    #[arg(long, value_name = "PCT", default_value = "0", value_parser = lrbc_inspector::cli::args::parse_percent)]
     pub busy_budget: f32,
 }
 
@@ -63,7 +63,7 @@ pub fn slope_kib_per_min(samples: &[(f64, u64)]) -> f64 {
 }
 
 pub fn run(args: &SoakArgs) -> Result<(), CliError> {
-    let stop = super::stop_flag();
+    let stop = lrbc_inspector::cli::stop_flag();
     let name = format!("lrbc-soak-{}", std::process::id());
     let mut engine = start_engine(&name, args.preset, &["--force"])?;
     let mut client = start_client(&name, &["--hz".into(), args.hz.to_string()], Stdio::null())?;
@@ -95,10 +95,11 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         },
         Observed {
             label: "the app, every panel, no window",
-            process: ChildProcess::spawn(
+            process: ChildProcess::spawn_program(
+                &crate::observers::this_program()?,
+                
                 "observer",
                 &window(vec![
-                    "bench".into(),
                     "headless-app".into(),
                     "--report-memory".into(),
                     "1".into(),
@@ -128,7 +129,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Other(e.to_string()))?;
     }
     let mut data_samples: Vec<(f64, u64)> = Vec::new();
-    let display = crate::ui::display_available();
+    let display = lrbc_inspector::ui::display_available();
     if display {
         observers.push(Observed {
             label: "the window, every panel",
@@ -136,7 +137,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
                 "observer",
                 &window(vec![
                     "--settings".into(),
-                    super::observers::settings_file(&name).display().to_string(),
+                    crate::observers::settings_file(&name).display().to_string(),
                 ]),
                 Stdio::null(),
             )?,
@@ -145,7 +146,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         });
     }
     println!(
-        "bench soak: {} at {} Hz with command traffic, {:.1} min, memory budget {} MiB, busy budget {} %; resident memory (MiB) every {:.0} s{}",
+        "lrbc-bench soak: {} at {} Hz with command traffic, {:.1} min, memory budget {} MiB, busy budget {} %; resident memory (MiB) every {:.0} s{}",
         args.preset.as_str(),
         args.hz,
         args.duration / 60.0,
@@ -182,7 +183,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
     let mut last = (0.0f64, frames(&probe));
     let mut next = args.every;
     loop {
-        if super::sleep_unless_stopped(
+        if lrbc_inspector::cli::sleep_unless_stopped(
             Duration::from_secs_f64((next - start.elapsed().as_secs_f64()).max(0.0)),
             &stop,
         ) {
@@ -275,7 +276,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         }
     }
     drop(observers);
-    let _ = std::fs::remove_file(super::observers::settings_file(&name));
+    let _ = std::fs::remove_file(crate::observers::settings_file(&name));
     client.stop(Duration::from_secs(5));
     engine.stop(Duration::from_secs(5));
     Ok(())

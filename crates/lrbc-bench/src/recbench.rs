@@ -1,4 +1,4 @@
-//! `bench record`: what recording costs the engine, and what share of the frames a
+//! `lrbc-bench record`: what recording costs the engine, and what share of the frames a
 //! recording keeps, against an engine and a client in separate processes (figures in
 //! docs/benchmarks.md).
 
@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::CliError;
-use super::children::ChildProcess;
-use super::observers::{Observer, WINDOW, observer_cost, print_cost, record_file};
-use super::uibench::start;
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::cli::children::ChildProcess;
+use crate::observers::{Observer, WINDOW, observer_cost, print_cost, record_file};
+use crate::uibench::start;
 use lrbc_sim::engine::Preset;
 
 /// The `lrbc.counts` metadata of a finished recording.
@@ -24,7 +24,7 @@ fn counts(path: &Path) -> Result<BTreeMap<String, u64>, CliError> {
 
 /// Records `run`'s segment for `secs` with `extra` options; returns the counts and the
 /// file's size.
-pub(super) fn record_for(
+pub(crate) fn record_for(
     name: &str,
     secs: f64,
     extra: &[&str],
@@ -81,7 +81,7 @@ fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
 }
 
 pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
-    println!("bench record: engine, client and recorder in separate processes");
+    println!("lrbc-bench record: engine, client and recorder in separate processes");
     println!(
         "  {:<48} {:>9} {:>10} {:>10} {:>7} {:>6} {:>8} {:>7} {:>9} {:>8}",
         "share of frames recorded",

@@ -1,4 +1,4 @@
-//! `bench serve`: what `serve` with a loopback client costs the engine, the share of
+//! `lrbc-bench serve`: what `serve` with a loopback client costs the engine, the share of
 //! frames a client gets and how late, bytes per second with the limits, and a stalled
 //! client (figures in docs/benchmarks.md); with `--link`, the same over rate-limited
 //! links instead (`linkbench`).
@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::CliError;
-use super::children::ChildProcess;
-use super::observers::{Observer, WINDOW, observer_cost, print_cost};
-use super::uibench::start;
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::cli::children::ChildProcess;
+use crate::observers::{Observer, WINDOW, observer_cost, print_cost};
+use crate::uibench::start;
 use lrbc::sync::lock;
 use lrbc_remote::view::Connection;
 use lrbc_remote::view::wire::ServerMessage;
@@ -20,7 +20,7 @@ use lrbc_sim::engine::Preset;
 
 /// What a viewer received.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Tally {
+pub(crate) struct Tally {
     pub frames: u64,
     pub bytes: u64,
     pub by_topic: BTreeMap<String, (u64, u64)>,
@@ -34,7 +34,7 @@ pub(super) struct Tally {
 
 /// A client on its own thread that subscribes to every channel and counts what comes;
 /// `stalled` stops it reading (its connection stays open).
-pub(super) struct Viewer {
+pub(crate) struct Viewer {
     pub tally: Arc<Mutex<Tally>>,
     pub stalled: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
@@ -128,7 +128,7 @@ impl Drop for Viewer {
 }
 
 /// A free loopback port now.
-pub(super) fn free_port() -> Result<u16, CliError> {
+pub(crate) fn free_port() -> Result<u16, CliError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -204,13 +204,13 @@ pub fn run(
     secs: f64,
     rate_secs: f64,
     stall_secs: f64,
-    link: Option<super::linkbench::Links<'_>>,
+    link: Option<crate::linkbench::Links<'_>>,
 ) -> Result<(), CliError> {
     if let Some(link) = link {
-        return super::linkbench::run(&link);
+        return crate::linkbench::run(&link);
     }
     println!(
-        "bench serve: engine, client and `serve` in separate processes; the viewers run in this process"
+        "lrbc-bench serve: engine, client and `serve` in separate processes; the viewers run in this process"
     );
     println!(
         "  {:<54} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
@@ -234,7 +234,7 @@ pub fn run(
         let (_s, url) = serve(&run.name, &["--images"])?;
         share(&run.name, &url, secs, "cams64 at 1 kHz, --images")?;
         // `record` at the same pace, side by side: the share of frames it keeps.
-        let (c, size) = super::recbench::record_for(&run.name, secs, &["--images"])?;
+        let (c, size) = crate::recbench::record_for(&run.name, secs, &["--images"])?;
         let get = |k: &str| c.get(k).copied().unwrap_or(0);
         let published = get("frames_seen") + get("frames_missed") + get("frames_skipped");
         println!(

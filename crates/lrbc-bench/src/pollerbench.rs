@@ -1,4 +1,4 @@
-//! `bench poller`: `watch` against the numpy poller a user would write instead
+//! `lrbc-bench poller`: `watch` against the numpy poller a user would write instead
 //! (`benches/numpy_poller.py`: spins on `frame_seq`, copies every env's rewards and
 //! dones under the seqlock, naps 200 µs), interleaved in one run, on the same engine
 //! and client: frames lost, CPU and wake-ups of each.
@@ -7,21 +7,21 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::CliError;
+use lrbc_inspector::cli::CliError;
 use lrbc::platform::ProcessUsage;
 use lrbc_sim::engine::Preset;
 
-/// Arguments of `bench poller`.
+/// Arguments of `lrbc-bench poller`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PollerBenchArgs {
     /// Seconds of each observer's turn.
-    #[arg(long, default_value = "10", value_parser = super::args::seconds_f64)]
+    #[arg(long, default_value = "10", value_parser = lrbc_inspector::cli::args::seconds_f64)]
     pub secs: f64,
     /// Turns of each observer per preset and pace (in alternating order).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Only these paces (Hz), instead of 250, 1000 and 2000.
-    #[arg(long, value_delimiter = ',', value_parser = super::args::parse_hz)]
+    #[arg(long, value_delimiter = ',', value_parser = lrbc_inspector::cli::args::parse_hz)]
     pub hz: Vec<f64>,
     /// Only this preset (cams64 or train4096), instead of both.
     #[arg(long)]
@@ -56,13 +56,13 @@ enum Observer {
 }
 
 fn poller_script() -> Result<PathBuf, CliError> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     let script = root.join("benches/numpy_poller.py");
     if script.exists() {
         Ok(script)
     } else {
         Err(CliError::Other(format!(
-            "{}: not found (bench poller runs from a checkout of the source)",
+            "{}: not found (lrbc-bench poller runs from a checkout of the source)",
             script.display()
         )))
     }
@@ -70,7 +70,7 @@ fn poller_script() -> Result<PathBuf, CliError> {
 
 /// PYTHONPATH with numpy: the test command installs it under target/pydeps.
 fn python_path() -> String {
-    let deps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pydeps");
+    let deps = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("target/pydeps");
     let mut path = deps.display().to_string();
     if let Ok(p) = std::env::var("PYTHONPATH") {
         path = format!("{path}:{p}");
@@ -90,7 +90,7 @@ fn check_numpy() -> Result<(), CliError> {
         Ok(())
     } else {
         Err(CliError::Other(
-            "bench poller needs python3 with numpy (the test command, bash .ci/test, installs it under target/pydeps)".into(),
+            "lrbc-bench poller needs python3 with numpy (the test command, bash .ci/test, installs it under target/pydeps)".into(),
         ))
     }
 }
@@ -182,13 +182,13 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), CliError> {
     };
     if !cfg!(target_os = "linux") {
         return Err(CliError::Other(
-            "bench poller runs on Linux: the numpy poller maps the segment from /dev/shm".into(),
+            "lrbc-bench poller runs on Linux: the numpy poller maps the segment from /dev/shm".into(),
         ));
     }
     check_numpy()?;
 
     println!(
-        "bench poller: watch against the numpy poller (benches/numpy_poller.py, --nap 200), \
+        "lrbc-bench poller: watch against the numpy poller (benches/numpy_poller.py, --nap 200), \
          {} rounds of {:.0} s each per preset and pace, interleaved on one engine and client",
         args.rounds, args.secs
     );
@@ -199,7 +199,7 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), CliError> {
     for &preset in &presets {
         for (i, &hz) in paces.iter().enumerate() {
             let run =
-                super::uibench::start(preset, (Some(hz), "random"), None, &format!("poller{i}"))?;
+                crate::uibench::start(preset, (Some(hz), "random"), None, &format!("poller{i}"))?;
             // Let the pace settle.
             std::thread::sleep(Duration::from_millis(500));
             let mut totals = [Turn::default(), Turn::default()];

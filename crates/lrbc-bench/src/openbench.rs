@@ -1,4 +1,4 @@
-//! `bench open`: the time from `open` to the first frame drawn, and the time a scrub
+//! `lrbc-bench open`: the time from `open` to the first frame drawn, and the time a scrub
 //! takes, on a large recording of train4096 (figures in docs/benchmarks.md).
 
 use std::io::BufWriter;
@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::CliError;
-use crate::ui::InspectorApp;
-use crate::ui::raster::HeadlessRenderer;
-use crate::ui::settings::{Settings, grid_tree};
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::raster::HeadlessRenderer;
+use lrbc_inspector::ui::settings::{Settings, grid_tree};
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
 use lrbc_recording::format::Compression;
@@ -97,7 +97,7 @@ fn make(path: &Path, bytes: u64) -> Result<(), CliError> {
         if Instant::now() >= next_line {
             next_line += Duration::from_secs(5);
             eprintln!(
-                "bench open: recording {} MiB of {} MiB",
+                "lrbc-bench open: recording {} MiB of {} MiB",
                 rec.bytes_written() >> 20,
                 bytes >> 20
             );
@@ -306,9 +306,9 @@ pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
     let bytes = args.size_mib << 20;
     let raw = file_for(args.size_mib);
     if fits(&raw, bytes) {
-        println!("bench open: reusing {}", raw.display());
+        println!("lrbc-bench open: reusing {}", raw.display());
     } else {
-        println!("bench open: making {}", raw.display());
+        println!("lrbc-bench open: making {}", raw.display());
         make(&raw, bytes)?;
     }
     let zstd = raw.with_extension("zstd.mcap");
@@ -319,7 +319,7 @@ pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
                 .eq([&lrbc_recording::replay::Packing::Zstd])
     });
     if !copied || !fits(&zstd, 0) {
-        println!("bench open: compressing a copy, {}", zstd.display());
+        println!("lrbc-bench open: compressing a copy, {}", zstd.display());
         compressed_copy(&raw, &zstd)?;
     }
     for path in [raw, zstd] {

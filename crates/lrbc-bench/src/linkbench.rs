@@ -1,7 +1,7 @@
-//! `bench serve --link RATES`: `serve` and a viewer behind a rate-limited link (a
+//! `lrbc-bench serve --link RATES`: `serve` and a viewer behind a rate-limited link (a
 //! network namespace whose loopback is shaped by `tc`'s token bucket), for users who
 //! view a run over 2–100 Mbit/s. The engine and client run outside the namespace; `serve`
-//! and the viewer (`bench link-viewer`) inside it, talking over its loopback only.
+//! and the viewer (`lrbc-bench link-viewer`) inside it, talking over its loopback only.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::CliError;
-use super::children::ChildProcess;
-use super::uibench::start;
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::cli::children::ChildProcess;
+use crate::uibench::start;
 use lrbc_sim::engine::Preset;
 
 /// Parses a link rate into kbit/s: `5mbit`, `500kbit`, `1gbit`, or a plain number of
@@ -67,28 +67,28 @@ fn is_root() -> bool {
 }
 
 /// A network namespace whose loopback is a link of a given rate; deleted when dropped.
-pub(super) struct Netns {
+pub(crate) struct Netns {
     name: String,
     ip: PathBuf,
 }
 
 /// `ip` and `tc`, or one line saying why a link cannot be made here (not Linux, not
 /// root, no `ip` or `tc`).
-pub(super) fn tools() -> Result<(PathBuf, PathBuf), CliError> {
+pub(crate) fn tools() -> Result<(PathBuf, PathBuf), CliError> {
     if !cfg!(target_os = "linux") {
         return Err(CliError::Other(
-            "bench serve --link needs Linux (network namespaces and tc)".into(),
+            "lrbc-bench serve --link needs Linux (network namespaces and tc)".into(),
         ));
     }
     if !is_root() {
         return Err(CliError::Other(
-            "bench serve --link makes network namespaces: run it as root".into(),
+            "lrbc-bench serve --link makes network namespaces: run it as root".into(),
         ));
     }
     match (tool("ip"), tool("tc")) {
         (Some(ip), Some(tc)) => Ok((ip, tc)),
         _ => Err(CliError::Other(
-            "bench serve --link needs `ip` and `tc` (Debian: apt-get install iproute2)".into(),
+            "lrbc-bench serve --link needs `ip` and `tc` (Debian: apt-get install iproute2)".into(),
         )),
     }
 }
@@ -238,7 +238,7 @@ fn measure(
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
     let mut command = ns.command(&exe);
-    command.args(["bench", "link-viewer", "--url", &url]).args([
+    command.args(["link-viewer", "--url", &url]).args([
         "--secs".to_string(),
         secs.to_string(),
         "--skip-secs".into(),
@@ -306,7 +306,7 @@ const WORKLOADS: [(Preset, &str, &[&str]); 3] = [
     ),
 ];
 
-/// What `bench serve --link` measures: the rates, the seconds of each row, and another
+/// What `lrbc-bench serve --link` measures: the rates, the seconds of each row, and another
 /// binary's `serve` to measure next to this one's.
 #[derive(Clone, Copy, Debug)]
 pub struct Links<'a> {
@@ -338,7 +338,7 @@ pub fn run(links: &Links<'_>) -> Result<(), CliError> {
     let skip = link_secs / 2.0;
     let secs = link_secs - skip;
     println!(
-        "bench serve --link: engine and client outside a network namespace; `serve` and a viewer (bench link-viewer) inside it, over its loopback limited by tc's token bucket (burst 64 KiB, MTU 1500); each row {link_secs:.0} s, the last {secs:.0} s measured"
+        "lrbc-bench serve --link: engine and client outside a network namespace; `serve` and a viewer (lrbc-bench link-viewer) inside it, over its loopback limited by tc's token bucket (burst 64 KiB, MTU 1500); each row {link_secs:.0} s, the last {secs:.0} s measured"
     );
     println!(
         "  (age = arrival at the viewer minus the message's log time on the wire, both Unix time on this machine; ring share = ring entries received of those serve captured, by log time between two status messages; stop = seconds serve took to exit on SIGINT with the viewer gone, – if it had to be killed)"

@@ -1,4 +1,4 @@
-//! `sim bench`: lock-step round trips between an engine and a client process, for the
+//! `lrbc-bench round-trip`: lock-step round trips between an engine and a client process, for the
 //! transport alone, with dynamics, and with observers attached.
 
 use std::io::Read as _;
@@ -8,14 +8,14 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::CliError;
-use super::children::{ChildProcess, start_client, start_engine};
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Sizes from the seed's examples.
-    #[arg(long, value_parser = super::values::preset(), default_value = "train4096")]
+    #[arg(long, value_parser = lrbc_inspector::cli::values::preset(), default_value = "train4096")]
     pub preset: Preset,
     /// Steps per measurement.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
@@ -120,7 +120,7 @@ fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliErro
 }
 
 /// The median ([`lrbc_live::stats::median`]); 0 for none.
-pub(super) fn median(v: Vec<f64>) -> f64 {
+pub(crate) fn median(v: Vec<f64>) -> f64 {
     lrbc_live::stats::median(v).unwrap_or(0.0)
 }
 
@@ -133,7 +133,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let (envs, obs, act, _) = args.preset.sizes();
     if !args.json {
         println!(
-            "sim bench: preset {} ({envs} envs × obs {obs} × act {act}), {} lock-step steps per measurement, engine and client in separate processes",
+            "lrbc-bench round-trip: preset {} ({envs} envs × obs {obs} × act {act}), {} lock-step steps per measurement, engine and client in separate processes",
             args.preset.as_str(),
             args.steps
         );

@@ -1,27 +1,51 @@
-//! `bench`: the benchmarks that run in real time or across processes (figures in
-//! `docs/benchmarks.md`; never timed tests). The single-process micro-benchmarks are
-//! `cargo bench` targets (`benches/`).
+//! `lrbc-bench`: the benchmarks that run in real time or across processes, against the
+//! lrbc-inspector binary built beside it (figures in `docs/benchmarks.md`; never timed
+//! tests). The single-process micro-benchmarks are `cargo bench` targets. Not shipped:
+//! `lrbc-inspector` has none of these commands.
+
+mod bench;
+mod exportbench;
+mod linkbench;
+mod linkviewer;
+mod observers;
+mod openbench;
+mod pollerbench;
+mod recbench;
+mod servebench;
+mod soak;
+mod uibench;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::Subcommand;
+use clap::{Parser, Subcommand};
 
-use super::CliError;
-use super::uibench::SamplerPart;
+use lrbc_inspector::cli::CliError;
+use uibench::SamplerPart;
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::{LayoutChoice, RegionKind};
 use lrbc::rings::lrbc::{Consumer, Producer};
 use lrbc_live::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 use lrbc_sim::bench::{RingSegment, sample_envelopes};
 
+/// Benchmarks that run in real time or across processes (figures in docs/benchmarks.md).
+#[derive(Debug, Parser)]
+#[command(name = "lrbc-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
 #[derive(Debug, Clone, Subcommand)]
 pub enum BenchCommand {
+    /// Lock-step round trips between an engine and a client process: the transport
+    /// alone, with dynamics, and with observers attached.
+    RoundTrip(bench::BenchArgs),
     /// The highest producer rate a traffic reader follows on a 512 KiB ring without loss.
     Ring {
         /// Seconds per rate.
-        #[arg(long, default_value = "1", value_parser = super::args::seconds_f64)]
+        #[arg(long, default_value = "1", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         secs: f64,
     },
     /// UI frame CPU time at train4096 with every panel open.
@@ -36,10 +60,10 @@ pub enum BenchCommand {
     /// The sampler's share of frames, and the engine's rate with watch or the window attached.
     Sampler {
         /// Seconds per pace.
-        #[arg(long, default_value = "5", value_parser = super::args::seconds_f64)]
+        #[arg(long, default_value = "5", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         secs: f64,
         /// Seconds of one run per observer for the engine's rate (switched off and on).
-        #[arg(long, default_value = "90", value_parser = super::args::seconds_f64)]
+        #[arg(long, default_value = "90", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         rate_secs: f64,
         /// Only the share of frames, or only the engine's rate.
         #[arg(long, value_enum)]
@@ -47,17 +71,17 @@ pub enum BenchCommand {
         /// How long each observer is switched on or off at a time for the engine's rate
         /// (work that falls due while it is off runs in the 20 ms after it goes on,
         /// which the rate leaves out: longer windows count more of it).
-        #[arg(long, default_value = "0.1", value_parser = super::args::seconds_f64)]
+        #[arg(long, default_value = "0.1", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         window: f64,
     },
     /// What `record` costs the engine's unpaced rate, and the share of frames it keeps
     /// (train4096 unpaced; cams64 at 1 kHz with images).
     Record {
         /// Seconds of each recording for the share of frames.
-        #[arg(long, default_value = "10", value_parser = super::args::seconds_f64)]
+        #[arg(long, default_value = "10", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         secs: f64,
         /// Seconds of the run in which the recorder is switched off and on.
-        #[arg(long, default_value = "90", value_parser = super::args::seconds_f64)]
+        #[arg(long, default_value = "90", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         rate_secs: f64,
     },
     /// `serve` with loopback viewers: the share of frames delivered and their latency
@@ -65,55 +89,55 @@ pub enum BenchCommand {
     /// stops reading, and what serving costs the engine's unpaced rate.
     Serve {
         /// Seconds of each share measurement.
-        #[arg(long, default_value = "10", value_parser = super::args::seconds_f64)]
+        #[arg(long, default_value = "10", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         secs: f64,
         /// Seconds of the run in which `serve` is switched off and on.
-        #[arg(long, default_value = "90", value_parser = super::args::seconds_f64)]
+        #[arg(long, default_value = "90", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         rate_secs: f64,
         /// Seconds a viewer stops reading.
-        #[arg(long, default_value = "60", value_parser = super::args::seconds_f64)]
+        #[arg(long, default_value = "60", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         stall_secs: f64,
         /// Instead of the loopback rows: `serve` and a viewer behind links of these rates
         /// (a list: 2mbit,5mbit,20mbit,100mbit; a plain number is Mbit/s), for train4096
         /// and for cams64 with images, at 1 kHz. Needs Linux, root, `ip` and `tc`.
-        #[arg(long, value_name = "RATES", value_delimiter = ',', value_parser = super::linkbench::parse_rate)]
+        #[arg(long, value_name = "RATES", value_delimiter = ',', value_parser = linkbench::parse_rate)]
         link: Vec<u64>,
         /// Seconds of each link row; the second half is measured.
-        #[arg(long, value_name = "SECS", default_value = "30", value_parser = super::args::seconds_f64)]
+        #[arg(long, value_name = "SECS", default_value = "30", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         link_secs: f64,
         /// Another lrbc-inspector whose `serve` is measured in the same run, each row next
         /// to this one's, with their ratio.
         #[arg(long, value_name = "BINARY", requires = "link")]
         against: Option<std::path::PathBuf>,
     },
-    /// A viewer of a served run for `bench serve --link`: subscribes to every channel,
+    /// A viewer of a served run for `lrbc-bench serve --link`: subscribes to every channel,
     /// prints one JSON line of what it received and how late.
     #[command(hide = true)]
-    LinkViewer(super::linkviewer::LinkViewerArgs),
+    LinkViewer(linkviewer::LinkViewerArgs),
     /// `watch` against the numpy poller a user would write, interleaved in one run: frames
     /// lost, CPU and wake-ups per second (cams64 and train4096 at 250 Hz, 1 kHz, 2 kHz).
-    Poller(super::pollerbench::PollerBenchArgs),
+    Poller(pollerbench::PollerBenchArgs),
     /// Resident memory of `traffic`, the app and (with $DISPLAY) the window over a long
     /// run with command traffic: flat once their memory budgets are full.
-    Soak(super::soak::SoakArgs),
+    Soak(soak::SoakArgs),
     /// Rows/s and MB/s of `export` on a large synthetic recording (1 GiB by default).
-    Export(super::export::BenchArgs),
+    Export(exportbench::BenchArgs),
     /// `open` of a large recording (1 GiB by default): time to the first frame drawn
     /// and to a scrub to any time.
-    Open(super::openbench::OpenBenchArgs),
+    Open(openbench::OpenBenchArgs),
     /// The app with every panel, driven without a window as eframe would drive it (a
     /// pass whenever a repaint is asked for; no raster), until Ctrl-C: an observer for
-    /// `bench sampler`.
+    /// `lrbc-bench sampler`.
     #[command(hide = true)]
     HeadlessApp {
         /// Segment name in /dev/shm.
         #[arg(long)]
         shm: String,
         #[command(flatten)]
-        window: super::WindowArgs,
+        window: lrbc_inspector::cli::WindowArgs,
         /// Print "memory BYTES" (what the window's data uses of its budget) on stdout
         /// this often.
-        #[arg(long, value_name = "SECS", value_parser = super::args::seconds_f64)]
+        #[arg(long, value_name = "SECS", value_parser = lrbc_inspector::cli::args::seconds_f64)]
         report_memory: Option<f64>,
     },
 }
@@ -208,7 +232,7 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
 
 fn ring(secs: f64) -> Result<(), CliError> {
     println!(
-        "bench ring: a producer (with its consumer keeping up) against a `traffic --follow` reader, 512 KiB ring, {secs} s per rate"
+        "lrbc-bench ring: a producer (with its consumer keeping up) against a `traffic --follow` reader, 512 KiB ring, {secs} s per rate"
     );
     println!(
         "{:>14} {:>12} {:>12} {:>14} {:>10}",
@@ -239,16 +263,57 @@ fn ring(secs: f64) -> Result<(), CliError> {
     Ok(())
 }
 
+fn main() {
+    lrbc::platform::keep_large_allocations_mapped();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    lrbc::platform::default_sigpipe();
+    let code = match build_inspector().and_then(|()| run(&cli.command)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+/// Under `cargo run`, builds the lrbc-inspector binary that the benchmarks run, with this
+/// program's profile, beside this one; run directly, the binary must be there.
+fn build_inspector() -> Result<(), CliError> {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return Ok(());
+    };
+    let mut command = std::process::Command::new(cargo);
+    command.args(["build", "--quiet", "-p", "lrbc-inspector", "--bin", "lrbc-inspector"]);
+    if !cfg!(debug_assertions) {
+        command.arg("--release");
+    }
+    let status = command
+        .status()
+        .map_err(|e| CliError::Other(format!("cargo build of lrbc-inspector: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(CliError::Other(format!(
+            "cargo build of lrbc-inspector failed ({status})"
+        )))
+    }
+}
+
 pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
     match cmd {
+        BenchCommand::RoundTrip(args) => bench::run(args),
         BenchCommand::Ring { secs } => ring(secs.max(0.1)),
-        BenchCommand::Ui { frames, pane } => super::uibench::ui((*frames).max(10), pane.as_deref()),
+        BenchCommand::Ui { frames, pane } => uibench::ui((*frames).max(10), pane.as_deref()),
         BenchCommand::Sampler {
             secs,
             rate_secs,
             only,
             window,
-        } => super::uibench::sampler(
+        } => uibench::sampler(
             secs.max(0.5),
             rate_secs.max(2.0),
             window.clamp(0.05, 10.0),
@@ -258,10 +323,10 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
             shm,
             window,
             report_memory,
-        } => super::uibench::headless_app(shm, window.overrides(), *report_memory),
-        BenchCommand::Soak(args) => super::soak::run(args),
-        BenchCommand::Poller(args) => super::pollerbench::run(args),
-        BenchCommand::Record { secs, rate_secs } => super::recbench::run(*secs, *rate_secs),
+        } => uibench::headless_app(shm, window.overrides(), *report_memory),
+        BenchCommand::Soak(args) => soak::run(args),
+        BenchCommand::Poller(args) => pollerbench::run(args),
+        BenchCommand::Record { secs, rate_secs } => recbench::run(*secs, *rate_secs),
         BenchCommand::Serve {
             secs,
             rate_secs,
@@ -269,18 +334,48 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
             link,
             link_secs,
             against,
-        } => super::servebench::run(
+        } => servebench::run(
             *secs,
             *rate_secs,
             *stall_secs,
-            (!link.is_empty()).then(|| super::linkbench::Links {
+            (!link.is_empty()).then(|| linkbench::Links {
                 rates_kbit: link,
                 secs: link_secs.max(2.0),
                 against: against.as_deref(),
             }),
         ),
-        BenchCommand::LinkViewer(args) => super::linkviewer::run(args),
-        BenchCommand::Export(args) => super::export::bench(args),
-        BenchCommand::Open(args) => super::openbench::run(args),
+        BenchCommand::LinkViewer(args) => linkviewer::run(args),
+        BenchCommand::Export(args) => exportbench::bench(args),
+        BenchCommand::Open(args) => openbench::run(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::Cli;
+
+    #[test]
+    fn bad_values_are_refused_as_usage_errors() {
+        let mut cases: Vec<Vec<&str>> = Vec::new();
+        for v in ["1e300", "-1", "NaN"] {
+            cases.push(vec!["ring", "--secs", v]);
+            cases.push(vec!["sampler", "--rate-secs", v]);
+            cases.push(vec!["poller", "--secs", v]);
+            cases.push(vec!["poller", "--hz", v]);
+            cases.push(vec!["round-trip", "--steps", v]);
+        }
+        cases.push(vec!["poller", "--rounds", "0"]);
+        cases.push(vec!["decode"]);
+        for args in cases {
+            let argv = std::iter::once("lrbc-bench").chain(args.iter().copied());
+            let Err(e) = Cli::try_parse_from(argv) else {
+                panic!("{args:?} parsed");
+            };
+            assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
+        }
+        // And good ones parse.
+        assert!(Cli::try_parse_from(["lrbc-bench", "ring", "--secs", "2"]).is_ok());
     }
 }
