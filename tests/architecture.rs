@@ -1,7 +1,9 @@
-//! ARCHITECTURE.md's module table lists, for each top-level module of `src/`, the
-//! modules it depends on. This test derives those edges from the code (every
-//! `crate::MODULE` path outside test code) and fails when the table lists an edge the
-//! code lacks or lacks one the code has.
+//! ARCHITECTURE.md's crate table lists each crate of the workspace with the crates its
+//! manifest depends on and its top-level modules; its module tables list, for each
+//! top-level module, the modules it depends on, in its crate and in the crates below.
+//! This test derives both from the manifests and the code (every `crate::MODULE` and
+//! `lrbc::MODULE`, `lrbc_live::MODULE`, … path outside test code) and fails where the
+//! document and the workspace differ.
 
 #![allow(
     clippy::expect_used,
@@ -16,13 +18,37 @@ type Edges = BTreeMap<String, BTreeSet<String>>;
 /// Modules that are not layers of the picture: test and fuzzing support.
 const NOT_LAYERS: &[&str] = &["testutil", "fuzzing"];
 
-fn src_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn top_level_modules() -> BTreeSet<String> {
+/// The workspace's crates: package name, the name its code is used by, and its `src`.
+fn crates() -> Vec<(String, String, PathBuf)> {
+    let mut out = vec![(
+        "lrbc-inspector".to_string(),
+        "lrbc_inspector".to_string(),
+        root().join("src"),
+    )];
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .expect("crates/ is readable")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let name = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("a crate's folder is named")
+            .to_string();
+        out.push((name.clone(), name.replace('-', "_"), dir.join("src")));
+    }
+    out
+}
+
+fn top_level_modules(src: &Path) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for entry in std::fs::read_dir(src_dir()).expect("src/ is readable") {
+    for entry in std::fs::read_dir(src).expect("src/ is readable") {
         let path = entry.expect("a directory entry").path();
         let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
             continue;
@@ -36,14 +62,15 @@ fn top_level_modules() -> BTreeSet<String> {
 }
 
 /// The Rust files of a top-level module, test files (`tests.rs`, and a `tests/`
-/// directory of a module's tests) and generated code left out.
-fn files_of(module: &str) -> Vec<PathBuf> {
+/// directory of a module's tests) and generated code left out; each with whether it is
+/// the module's own file (where `super::` is the crate's root).
+fn files_of(src: &Path, module: &str) -> Vec<(PathBuf, bool)> {
     let mut out = Vec::new();
-    let file = src_dir().join(format!("{module}.rs"));
+    let file = src.join(format!("{module}.rs"));
     if file.is_file() {
-        out.push(file);
+        out.push((file, true));
     }
-    let mut dirs = vec![src_dir().join(module)];
+    let mut dirs = vec![src.join(module)];
     while let Some(dir) = dirs.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -59,7 +86,8 @@ fn files_of(module: &str) -> Vec<PathBuf> {
                     dirs.push(path);
                 }
             } else if name.ends_with(".rs") && name != "tests.rs" && !name.contains("generated") {
-                out.push(path);
+                let own = name == "mod.rs" && dir == src.join(module);
+                out.push((path, own));
             }
         }
     }
@@ -100,17 +128,23 @@ fn production_code(text: &str) -> String {
     out
 }
 
-/// Every module named right after `crate::`, or at the top level of a
-/// `crate::{…}` group.
-fn crate_paths(code: &str) -> BTreeSet<String> {
+/// Every module named right after `PREFIX::` (`crate`, or a crate's name), or at the
+/// top level of a `PREFIX::{…}` group.
+fn crate_paths(code: &str, prefix: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let ident = |s: &str| -> String {
         s.chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_')
             .collect()
     };
-    for (at, _) in code.match_indices("crate::") {
-        let rest = &code[at + "crate::".len()..];
+    let pattern = format!("{prefix}::");
+    for (at, _) in code.match_indices(&pattern) {
+        // A whole path's first segment: not the tail of `a::lrbc::` or of `xlrbc::`.
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c == ':' || c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[at + pattern.len()..];
         if let Some(group) = rest.strip_prefix('{') {
             let mut depth = 1;
             let mut start = true;
@@ -139,27 +173,55 @@ fn crate_paths(code: &str) -> BTreeSet<String> {
     out
 }
 
-fn edges_in_code(modules: &BTreeSet<String>) -> Edges {
-    modules
-        .iter()
-        .map(|m| {
+/// Each module's edges: to modules of its own crate (`crate::`, and `super::` in its
+/// own file) and of the workspace's other crates (`lrbc::`, `lrbc_live::`, …). Module
+/// names are unique across the workspace, so an edge is the module's name.
+fn edges_in_code() -> (Edges, Vec<String>) {
+    let crates = crates();
+    let mut edges = Edges::new();
+    let mut problems = Vec::new();
+    let mut owner: BTreeMap<String, String> = BTreeMap::new();
+    for (name, _, src) in &crates {
+        for m in top_level_modules(src) {
+            if let Some(other) = owner.insert(m.clone(), name.clone()) {
+                problems.push(format!("the module `{m}` is in both {other} and {name}"));
+            }
+        }
+    }
+    for (_, ident, src) in &crates {
+        let own = top_level_modules(src);
+        for m in &own {
             let mut deps = BTreeSet::new();
-            for file in files_of(m) {
+            for (file, at_root) in files_of(src, m) {
                 let text = std::fs::read_to_string(&file).expect("a source file is readable");
-                for dep in crate_paths(&production_code(&text)) {
-                    if modules.contains(&dep) && &dep != m {
-                        deps.insert(dep);
-                    }
+                let mut code = production_code(&text);
+                if at_root {
+                    code = code.replace("super::", "crate::");
+                }
+                deps.extend(
+                    crate_paths(&code, "crate")
+                        .into_iter()
+                        .filter(|d| own.contains(d)),
+                );
+                for (_, other, other_src) in crates.iter().filter(|c| &c.1 != ident) {
+                    let theirs = top_level_modules(other_src);
+                    deps.extend(
+                        crate_paths(&code, other)
+                            .into_iter()
+                            .filter(|d| theirs.contains(d)),
+                    );
                 }
             }
-            (m.clone(), deps)
-        })
-        .collect()
+            deps.remove(m);
+            edges.insert(m.clone(), deps);
+        }
+    }
+    (edges, problems)
 }
 
 /// The table rows `| `module` | what it is | `dep`, `dep` |` (or `—`).
 fn edges_in_architecture_md() -> Edges {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md");
+    let path = root().join("ARCHITECTURE.md");
     let text = std::fs::read_to_string(path).expect("ARCHITECTURE.md is readable");
     let mut out = Edges::new();
     for line in text.lines() {
@@ -183,16 +245,13 @@ fn edges_in_architecture_md() -> Edges {
 
 #[test]
 fn the_module_table_of_architecture_md_lists_exactly_the_edges_the_code_has() {
-    let modules = top_level_modules();
-    let code = edges_in_code(&modules);
+    let (code, mut problems) = edges_in_code();
     let doc = edges_in_architecture_md();
-    let mut problems = Vec::new();
-    for m in &modules {
+    for (m, has) in &code {
         let Some(listed) = doc.get(m) else {
             problems.push(format!("`{m}` has no row"));
             continue;
         };
-        let has = &code[m];
         for d in has.difference(listed) {
             problems.push(format!(
                 "`{m}` depends on `{d}`, which its row does not list"
@@ -204,12 +263,92 @@ fn the_module_table_of_architecture_md_lists_exactly_the_edges_the_code_has() {
             ));
         }
     }
-    for m in doc.keys().filter(|m| !modules.contains(*m)) {
-        problems.push(format!("the row `{m}` names no module of src/"));
+    for m in doc.keys().filter(|m| !code.contains_key(*m)) {
+        problems.push(format!("the row `{m}` names no module of the workspace"));
     }
     assert!(
         problems.is_empty(),
         "ARCHITECTURE.md and the code differ:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The crate table's rows `| `crate` | what it is | `dep`, … | `module`, … |`.
+fn crates_in_architecture_md() -> BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md"))
+        .expect("ARCHITECTURE.md is readable");
+    let list = |cell: &str| -> BTreeSet<String> {
+        cell.split(',')
+            .map(|d| d.trim().trim_matches('`').to_string())
+            .filter(|d| !d.is_empty() && d != "—")
+            .collect()
+    };
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // "", crate, what, depends on, modules, ""
+        if cells.len() != 6 {
+            continue;
+        }
+        let Some(name) = cells[1].strip_prefix('`').and_then(|c| c.strip_suffix('`')) else {
+            continue;
+        };
+        out.insert(name.to_string(), (list(cells[3]), list(cells[4])));
+    }
+    out
+}
+
+/// The workspace crates a crate's manifest depends on (normal dependencies).
+fn manifest_deps(src: &Path, names: &BTreeSet<String>) -> BTreeSet<String> {
+    let manifest =
+        std::fs::read_to_string(src.parent().expect("src has a parent").join("Cargo.toml"))
+            .expect("a crate's Cargo.toml is readable");
+    let mut out = BTreeSet::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        let key = line.split(['.', ' ', '=']).next().unwrap_or_default();
+        if in_deps && names.contains(key) {
+            out.insert(key.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_crate_table_of_architecture_md_lists_each_crate_s_dependencies_and_modules() {
+    let crates = crates();
+    let names: BTreeSet<String> = crates.iter().map(|c| c.0.clone()).collect();
+    let doc = crates_in_architecture_md();
+    let mut problems = Vec::new();
+    for (name, _, src) in &crates {
+        let Some((deps, modules)) = doc.get(name) else {
+            problems.push(format!("the crate `{name}` has no row"));
+            continue;
+        };
+        let has = manifest_deps(src, &names);
+        if &has != deps {
+            problems.push(format!(
+                "`{name}` depends on {has:?}; its row says {deps:?}"
+            ));
+        }
+        let own = top_level_modules(src);
+        if &own != modules {
+            problems.push(format!(
+                "`{name}` has the modules {own:?}; its row says {modules:?}"
+            ));
+        }
+    }
+    for name in doc.keys().filter(|n| !names.contains(*n)) {
+        problems.push(format!("the row `{name}` names no crate of the workspace"));
+    }
+    assert!(
+        problems.is_empty(),
+        "ARCHITECTURE.md and the workspace differ:\n{}",
         problems.join("\n")
     );
 }
@@ -224,10 +363,19 @@ fn the_edge_finder_reads_paths_groups_and_leaves_tests_and_comments_out() {
          #[cfg(test)]\n\
          mod tests {\n    use crate::sim;\n}\n",
     );
-    let found = crate_paths(&code);
+    let found = crate_paths(&code, "crate");
     let want: BTreeSet<String> = ["layout", "rings", "rpc", "segment"]
         .into_iter()
         .map(String::from)
         .collect();
     assert_eq!(found, want);
+}
+
+#[test]
+fn a_crate_s_paths_are_found_only_as_a_path_s_first_segment() {
+    let code =
+        "use lrbc::layout::X;\nuse lrbc_live::{frames, traffic::Y};\nuse crate::rings::lrbc::Z;\n";
+    let want = |v: &[&str]| -> BTreeSet<String> { v.iter().map(|s| s.to_string()).collect() };
+    assert_eq!(crate_paths(code, "lrbc"), want(&["layout"]));
+    assert_eq!(crate_paths(code, "lrbc_live"), want(&["frames", "traffic"]));
 }

@@ -59,7 +59,15 @@ fn bench_path() -> &'static std::path::Path {
     PATH.get_or_init(|| {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let status = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "--locked", "-p", "lrbc-bench", "--bin", "lrbc-bench"])
+            .args([
+                "build",
+                "--quiet",
+                "--locked",
+                "-p",
+                "lrbc-bench",
+                "--bin",
+                "lrbc-bench",
+            ])
             .status()
             .expect("run cargo build -p lrbc-bench");
         assert!(status.success(), "cargo build -p lrbc-bench: {status}");

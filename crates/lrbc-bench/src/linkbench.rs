@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::fixtures::start;
 use lrbc_inspector::cli::CliError;
 use lrbc_inspector::cli::children::ChildProcess;
-use crate::uibench::start;
 use lrbc_sim::engine::Preset;
 
 /// Parses a link rate into kbit/s: `5mbit`, `500kbit`, `1gbit`, or a plain number of

@@ -3,14 +3,15 @@
 //! tests). The single-process micro-benchmarks are `cargo bench` targets. Not shipped:
 //! `lrbc-inspector` has none of these commands.
 
-mod bench;
 mod exportbench;
+mod fixtures;
 mod linkbench;
 mod linkviewer;
 mod observers;
 mod openbench;
 mod pollerbench;
 mod recbench;
+mod roundtrip;
 mod servebench;
 mod soak;
 mod uibench;
@@ -21,13 +22,13 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 
-use lrbc_inspector::cli::CliError;
-use uibench::SamplerPart;
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::{LayoutChoice, RegionKind};
 use lrbc::rings::lrbc::{Consumer, Producer};
+use lrbc_inspector::cli::CliError;
 use lrbc_live::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 use lrbc_sim::bench::{RingSegment, sample_envelopes};
+use uibench::SamplerPart;
 
 /// Benchmarks that run in real time or across processes (figures in docs/benchmarks.md).
 #[derive(Debug, Parser)]
@@ -41,7 +42,7 @@ struct Cli {
 pub enum BenchCommand {
     /// Lock-step round trips between an engine and a client process: the transport
     /// alone, with dynamics, and with observers attached.
-    RoundTrip(bench::BenchArgs),
+    RoundTrip(roundtrip::BenchArgs),
     /// The highest producer rate a traffic reader follows on a 512 KiB ring without loss.
     Ring {
         /// Seconds per rate.
@@ -287,7 +288,14 @@ fn build_inspector() -> Result<(), CliError> {
         return Ok(());
     };
     let mut command = std::process::Command::new(cargo);
-    command.args(["build", "--quiet", "-p", "lrbc-inspector", "--bin", "lrbc-inspector"]);
+    command.args([
+        "build",
+        "--quiet",
+        "-p",
+        "lrbc-inspector",
+        "--bin",
+        "lrbc-inspector",
+    ]);
     if !cfg!(debug_assertions) {
         command.arg("--release");
     }
@@ -305,7 +313,7 @@ fn build_inspector() -> Result<(), CliError> {
 
 pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
     match cmd {
-        BenchCommand::RoundTrip(args) => bench::run(args),
+        BenchCommand::RoundTrip(args) => roundtrip::run(args),
         BenchCommand::Ring { secs } => ring(secs.max(0.1)),
         BenchCommand::Ui { frames, pane } => uibench::ui((*frames).max(10), pane.as_deref()),
         BenchCommand::Sampler {

@@ -5,12 +5,12 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use lrbc_inspector::cli::CliError;
-use crate::bench::median;
-use lrbc_inspector::cli::children::ChildProcess;
-use crate::uibench::start;
+use crate::fixtures::start;
+use crate::roundtrip::median;
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::cli::children::ChildProcess;
 use lrbc_sim::engine::Preset;
 
 /// Adds `secs` to the entry named `name`, or appends one.
@@ -100,13 +100,13 @@ struct Switched {
     process: ChildProcess,
     on: bool,
     /// The viewer of [`Observer::Serve`].
-    _viewer: Option<crate::servebench::Viewer>,
+    _viewer: Option<crate::fixtures::Viewer>,
 }
 
 impl Switched {
     fn start(observer: Observer, name: &str) -> Result<Self, CliError> {
         let mut args = observer.args(name);
-        let port = crate::servebench::free_port()?;
+        let port = crate::fixtures::free_port()?;
         if observer == Observer::Serve {
             args.extend(["--listen".into(), format!("127.0.0.1:{port}")]);
         }
@@ -122,7 +122,7 @@ impl Switched {
             Duration::from_millis(500)
         });
         let viewer = if observer == Observer::Serve {
-            Some(crate::servebench::Viewer::start(&format!(
+            Some(crate::fixtures::Viewer::start(&format!(
                 "ws://127.0.0.1:{port}"
             ))?)
         } else {

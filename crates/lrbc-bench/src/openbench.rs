@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
+use lrbc::attach::{Target, attach};
+use lrbc::layout::LayoutChoice;
 use lrbc_inspector::cli::CliError;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::raster::HeadlessRenderer;
 use lrbc_inspector::ui::settings::{Settings, grid_tree};
-use lrbc::attach::{Target, attach};
-use lrbc::layout::LayoutChoice;
 use lrbc_recording::format::Compression;
 use lrbc_recording::recorder::Recorder;
 use lrbc_recording::replay::Recording;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lrbc_inspector::cli::CliError;
 use lrbc::platform::ProcessUsage;
+use lrbc_inspector::cli::CliError;
 use lrbc_sim::engine::Preset;
 
 /// Arguments of `lrbc-bench poller`.
@@ -182,7 +182,8 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), CliError> {
     };
     if !cfg!(target_os = "linux") {
         return Err(CliError::Other(
-            "lrbc-bench poller runs on Linux: the numpy poller maps the segment from /dev/shm".into(),
+            "lrbc-bench poller runs on Linux: the numpy poller maps the segment from /dev/shm"
+                .into(),
         ));
     }
     check_numpy()?;
@@ -199,7 +200,7 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), CliError> {
     for &preset in &presets {
         for (i, &hz) in paces.iter().enumerate() {
             let run =
-                crate::uibench::start(preset, (Some(hz), "random"), None, &format!("poller{i}"))?;
+                crate::fixtures::start(preset, (Some(hz), "random"), None, &format!("poller{i}"))?;
             // Let the pace settle.
             std::thread::sleep(Duration::from_millis(500));
             let mut totals = [Turn::default(), Turn::default()];

@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::fixtures::start;
+use crate::observers::{Observer, WINDOW, observer_cost, print_cost, record_file};
 use lrbc_inspector::cli::CliError;
 use lrbc_inspector::cli::children::ChildProcess;
-use crate::observers::{Observer, WINDOW, observer_cost, print_cost, record_file};
-use crate::uibench::start;
 use lrbc_sim::engine::Preset;
 
 /// The `lrbc.counts` metadata of a finished recording.

@@ -3,137 +3,15 @@
 //! client (figures in docs/benchmarks.md); with `--link`, the same over rate-limited
 //! links instead (`linkbench`).
 
-use std::collections::BTreeMap;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::fixtures::{Viewer, free_port, start};
+use crate::observers::{Observer, WINDOW, observer_cost, print_cost};
 use lrbc_inspector::cli::CliError;
 use lrbc_inspector::cli::children::ChildProcess;
-use crate::observers::{Observer, WINDOW, observer_cost, print_cost};
-use crate::uibench::start;
-use lrbc::sync::lock;
-use lrbc_remote::view::Connection;
-use lrbc_remote::view::wire::ServerMessage;
 use lrbc_sim::engine::Preset;
-
-/// What a viewer received.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Tally {
-    pub frames: u64,
-    pub bytes: u64,
-    pub by_topic: BTreeMap<String, (u64, u64)>,
-    /// The engine's stamp (`frame_time_ns`) to arrival, ns, of each frame.
-    pub latency_ns: Vec<u64>,
-    /// The follower's copy (`sampled_ns`, just after publication) to arrival, ns.
-    pub copy_latency_ns: Vec<u64>,
-    pub first_seq: Option<u64>,
-    pub last_seq: u64,
-}
-
-/// A client on its own thread that subscribes to every channel and counts what comes;
-/// `stalled` stops it reading (its connection stays open).
-pub(crate) struct Viewer {
-    pub tally: Arc<Mutex<Tally>>,
-    pub stalled: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Viewer {
-    pub fn start(url: &str) -> Result<Self, CliError> {
-        let mut c = Connection::connect(url, Duration::from_secs(10))
-            .map_err(|e| CliError::Other(e.to_string()))?;
-        let tally = Arc::new(Mutex::new(Tally::default()));
-        let stalled = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (t, s, st) = (Arc::clone(&tally), Arc::clone(&stalled), Arc::clone(&stop));
-        let thread = std::thread::Builder::new()
-            .name("bench-viewer".into())
-            .spawn(move || {
-                let mut subscribed = std::collections::BTreeSet::new();
-                // Relaxed: flags with no data behind them.
-                while !st.load(Ordering::Relaxed) {
-                    if s.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(20));
-                        continue;
-                    }
-                    let new: Vec<u64> = (c.channels.keys())
-                        .filter(|id| !subscribed.contains(*id))
-                        .copied()
-                        .collect();
-                    if !new.is_empty() {
-                        subscribed.extend(new.iter().copied());
-                        if c.subscribe(&new).is_err() {
-                            return;
-                        }
-                    }
-                    let m = match c.next(Duration::from_millis(50)) {
-                        Ok(Some(m)) => m,
-                        Ok(None) => continue,
-                        Err(_) => return,
-                    };
-                    let ServerMessage::MessageData {
-                        subscription, data, ..
-                    } = m
-                    else {
-                        continue;
-                    };
-                    let now = lrbc::clock::monotonic_now_ns();
-                    let topic = c
-                        .channel_of(subscription)
-                        .map_or_else(String::new, |ch| ch.topic.clone());
-                    let mut t = lock(&t);
-                    t.bytes += data.len() as u64;
-                    let e = t.by_topic.entry(topic.clone()).or_default();
-                    e.0 += 1;
-                    e.1 += data.len() as u64;
-                    if topic == lrbc_recording::format::FRAME_TOPIC
-                        && let Ok(f) = lrbc::rpc::recording_fb::root_as_frame(&data)
-                    {
-                        t.frames += 1;
-                        t.first_seq.get_or_insert(f.frame_seq());
-                        t.last_seq = f.frame_seq();
-                        if f.frame_time_ns() != 0 {
-                            t.latency_ns.push(now.saturating_sub(f.frame_time_ns()));
-                        }
-                        t.copy_latency_ns.push(now.saturating_sub(f.sampled_ns()));
-                    }
-                }
-            })
-            .map_err(|e| CliError::Other(format!("cannot start a viewer: {e}")))?;
-        Ok(Self {
-            tally,
-            stalled,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// What came so far, and starts counting again.
-    pub fn take(&self) -> Tally {
-        std::mem::take(&mut *lock(&self.tally))
-    }
-}
-
-impl Drop for Viewer {
-    fn drop(&mut self) {
-        // Relaxed: a flag with no data behind it.
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// A free loopback port now.
-pub(crate) fn free_port() -> Result<u16, CliError> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| CliError::Other(format!("no free port: {e}")))
-}
 
 /// `serve` of segment `name` on a free port with `extra` options; its URL.
 fn serve(name: &str, extra: &[&str]) -> Result<(ChildProcess, String), CliError> {

@@ -97,7 +97,6 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             label: "the app, every panel, no window",
             process: ChildProcess::spawn_program(
                 &crate::observers::this_program()?,
-                
                 "observer",
                 &window(vec![
                     "headless-app".into(),

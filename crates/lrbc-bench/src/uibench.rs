@@ -1,67 +1,20 @@
 //! `lrbc-bench ui` and `lrbc-bench sampler`: the window's and the sampler's costs, measured
 //! against an engine and a client in separate processes (figures in docs/benchmarks.md).
 
-use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
+use crate::fixtures::start;
 use crate::observers::{Observer, fmt_cpu, observer_cost};
-use lrbc_inspector::ui::InspectorApp;
-use lrbc_inspector::ui::raster::HeadlessRenderer;
-use lrbc_inspector::ui::settings::{Settings, grid_tree};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::raster::HeadlessRenderer;
+use lrbc_inspector::ui::settings::{Settings, grid_tree};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_sim::engine::Preset;
-
-/// An engine and (optionally) a client as child processes.
-pub(crate) struct Run {
-    pub(crate) name: String,
-    pub(crate) engine: ChildProcess,
-    pub(crate) client: Option<ChildProcess>,
-}
-
-pub(crate) fn start(
-    preset: Preset,
-    client: (Option<f64>, &str),
-    client_steps: Option<u64>,
-    tag: &str,
-) -> Result<Run, CliError> {
-    let (client_hz, policy) = client;
-    let name = format!("lrbc-uibench-{}-{tag}", std::process::id());
-    let engine = start_engine(&name, preset, &["--force"])?;
-    let client = match (client_hz, client_steps) {
-        (None, None) => None,
-        _ => {
-            let mut args = vec!["--policy".to_string(), policy.into()];
-            if let Some(hz) = client_hz {
-                args.extend(["--hz".into(), hz.to_string()]);
-            }
-            if let Some(steps) = client_steps {
-                args.extend([
-                    "--steps".into(),
-                    steps.to_string(),
-                    "--no-commands".into(),
-                    "--json".into(),
-                ]);
-            }
-            let stdout = if client_steps.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            };
-            Some(start_client(&name, &args, stdout)?)
-        }
-    };
-    Ok(Run {
-        name,
-        engine,
-        client,
-    })
-}
 
 /// One half of `lrbc-bench sampler`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

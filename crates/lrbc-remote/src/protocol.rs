@@ -3,8 +3,81 @@
 //! and what a client may send. The one place of the protocol's names and opcodes: the
 //! viewer's side (`remote::wire`) takes them from here.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
 use base64::Engine as _;
 use serde_json::json;
+
+/// The topic of the metadata records.
+pub const METADATA_TOPIC: &str = "/lrbc/metadata";
+/// The topic of the run's state, rates and counts, once a second.
+pub const STATUS_TOPIC: &str = "/lrbc/serve/status";
+/// The metadata record that gives the served times' clock: `unix_minus_monotonic_ns`.
+pub const CLOCK_METADATA: &str = "lrbc.clock";
+/// Why a build without the `tls` feature cannot speak TLS.
+pub const NO_TLS: &str = "this build has no TLS (built without the `tls` feature)";
+/// `{"service": "camera", "enabled": true}`: toggles an engine service.
+pub const SET_SERVICE: &str = "/lrbc/control/set_service";
+/// `{}`: every engine service's status.
+pub const SERVICE_STATUS: &str = "/lrbc/control/service_status";
+
+/// The bytes under the WebSocket: TCP, or TLS over it (`C`: rustls' server or client
+/// connection).
+pub enum Stream<C> {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<C, TcpStream>>),
+}
+
+impl<C> std::fmt::Debug for Stream<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            Self::Plain(_) => "Plain",
+            Self::Tls(_) => "Tls",
+        };
+        f.debug_tuple(kind).field(self.tcp()).finish()
+    }
+}
+
+impl<C> Stream<C> {
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Self::Plain(s) => s,
+            Self::Tls(s) => &s.sock,
+        }
+    }
+}
+
+impl<C> Read for Stream<C>
+where
+    rustls::StreamOwned<C, TcpStream>: Read,
+{
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.read(buf),
+            Self::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl<C> Write for Stream<C>
+where
+    rustls::StreamOwned<C, TcpStream>: Write,
+{
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.write(buf),
+            Self::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Self::Plain(s) => s.flush(),
+            Self::Tls(s) => s.flush(),
+        }
+    }
+}
 
 /// The subprotocol served (and offered by this tool's viewer).
 pub const SUBPROTOCOL: &str = "foxglove.sdk.v1";

@@ -6,7 +6,7 @@
 //! [`SILENT`] (no answer to pings) is dropped.
 
 use std::collections::BTreeMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use super::budget::Budget;
 use super::hub::Hub;
 use super::log::{self, Repeats};
 use super::outbox::{Class, ClientCounts, Out, Outbox, Payload};
-use crate::protocol::{self, ClientMessage};
+use crate::protocol::{self, ClientMessage, Stream};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::sync::lock;
 
@@ -39,63 +39,6 @@ pub const RELIABLE_LIMIT: usize = 32 << 20;
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// How long it waits while the link holds messages back.
 const HELD_WAIT: Duration = Duration::from_millis(3);
-
-/// The bytes under the WebSocket: TCP, or TLS over it (`C`: rustls' server or client
-/// connection).
-pub enum Stream<C> {
-    Plain(TcpStream),
-    Tls(Box<rustls::StreamOwned<C, TcpStream>>),
-}
-
-impl<C> std::fmt::Debug for Stream<C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self {
-            Self::Plain(_) => "Plain",
-            Self::Tls(_) => "Tls",
-        };
-        f.debug_tuple(kind).field(self.tcp()).finish()
-    }
-}
-
-impl<C> Stream<C> {
-    pub fn tcp(&self) -> &TcpStream {
-        match self {
-            Self::Plain(s) => s,
-            Self::Tls(s) => &s.sock,
-        }
-    }
-}
-
-impl<C> Read for Stream<C>
-where
-    rustls::StreamOwned<C, TcpStream>: Read,
-{
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Self::Plain(s) => s.read(buf),
-            Self::Tls(s) => s.read(buf),
-        }
-    }
-}
-
-impl<C> Write for Stream<C>
-where
-    rustls::StreamOwned<C, TcpStream>: Write,
-{
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Self::Plain(s) => s.write(buf),
-            Self::Tls(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Self::Plain(s) => s.flush(),
-            Self::Tls(s) => s.flush(),
-        }
-    }
-}
 
 type ServerStream = Stream<rustls::ServerConnection>;
 

@@ -33,24 +33,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::protocol::SUBPROTOCOL;
-pub use connection::{PeerView, SILENT, Stream};
+pub use connection::{PeerView, SILENT};
 pub use hub::{Handler, MAX_CONNECTIONS, Service};
 pub use log::{flush as flush_log, line as log_line};
 pub use outbox::{ClientCounts, Tally};
-pub use services::{SERVICE_STATUS, SET_SERVICE, control_services};
+pub use services::control_services;
 
-use crate::protocol::{self, ChannelAd};
+use crate::protocol::{self, CLOCK_METADATA, ChannelAd, METADATA_TOPIC, NO_TLS, STATUS_TOPIC};
 use hub::Hub;
 use lrbc_recording::recorder::{Kind, Message, Prelude};
 use outbox::Class;
 
-/// The topic of the metadata records.
-pub const METADATA_TOPIC: &str = "/lrbc/metadata";
-/// The topic of the run's state, rates and counts, once a second.
-pub const STATUS_TOPIC: &str = "/lrbc/serve/status";
-/// The metadata record that gives the served times' clock: `unix_minus_monotonic_ns`.
-pub const CLOCK_METADATA: &str = "lrbc.clock";
 /// How long the server's stop waits for its clients' threads.
 const STOP_WAIT: Duration = Duration::from_millis(1_000);
 
@@ -71,9 +64,6 @@ pub struct Settings {
     /// TLS: a PEM certificate (chain) and its PKCS #8 private key (PEM); None: plain.
     pub tls: Option<(Vec<u8>, Vec<u8>)>,
 }
-
-/// Why a build without the `tls` feature cannot speak TLS.
-pub const NO_TLS: &str = "this build has no TLS (built without the `tls` feature)";
 
 /// Checks a PEM certificate chain and a PEM PKCS #8 private key before serving with
 /// them; the error says which file is wrong and why.

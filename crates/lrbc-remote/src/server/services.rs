@@ -6,15 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Service;
+use crate::protocol::{SERVICE_STATUS, SET_SERVICE};
 use lrbc::attach::Attached;
 use lrbc::control::Lease;
 use lrbc::rpc::services;
 use lrbc::sync::lock;
-
-/// `{"service": "camera", "enabled": true}`: toggles an engine service.
-pub const SET_SERVICE: &str = "/lrbc/control/set_service";
-/// `{}`: every engine service's status.
-pub const SERVICE_STATUS: &str = "/lrbc/control/service_status";
 
 const SET_REQUEST_SCHEMA: &str = r#"{"type":"object","properties":{"service":{"type":"string","description":"agent, mujoco, telemetry, scene, camera, viewport or debug"},"enabled":{"type":"boolean"}},"required":["service","enabled"]}"#;
 const EMPTY_SCHEMA: &str = r#"{"type":"object"}"#;

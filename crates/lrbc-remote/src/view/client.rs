@@ -98,7 +98,7 @@ fn provider() -> Result<Arc<rustls::crypto::CryptoProvider>, String> {
 /// None in a build without the `tls` feature.
 #[cfg(not(feature = "tls"))]
 fn provider() -> Result<Arc<rustls::crypto::CryptoProvider>, String> {
-    Err(crate::server::NO_TLS.to_string())
+    Err(crate::protocol::NO_TLS.to_string())
 }
 
 /// The TLS settings of a client: the system's roots and the extra ones.
@@ -120,7 +120,7 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
 }
 
 /// The bytes under the WebSocket: TCP, or TLS over it.
-type Stream = crate::server::Stream<rustls::ClientConnection>;
+type Stream = crate::protocol::Stream<rustls::ClientConnection>;
 
 /// One connection.
 pub struct Connection {
@@ -194,11 +194,11 @@ impl Connection {
             .map_err(|e| connect_err(e.to_string()))?;
         request.headers_mut().insert(
             "Sec-WebSocket-Protocol",
-            HeaderValue::from_static(crate::server::SUBPROTOCOL),
+            HeaderValue::from_static(crate::protocol::SUBPROTOCOL),
         );
         let (ws, _) = tungstenite::client(request, stream).map_err(|e| RemoteError::Handshake {
             addr: addr.clone(),
-            protocol: crate::server::SUBPROTOCOL,
+            protocol: crate::protocol::SUBPROTOCOL,
             cause: e.to_string(),
         })?;
         let mut c = Self {

@@ -19,7 +19,7 @@ use super::link::{Link, LinkState};
 use super::tap::{Tap, TapSender, Tapped, tap};
 use super::wire::ServerMessage;
 use super::{Connection, RemoteError};
-use crate::server::{METADATA_TOPIC, SET_SERVICE, STATUS_TOPIC};
+use crate::protocol::{METADATA_TOPIC, SET_SERVICE, STATUS_TOPIC};
 use lrbc::control::{ControlRequest, ControlState, ControlWorker};
 use lrbc::layout::{Geometry, LayoutChoice};
 use lrbc::sync::lock;

