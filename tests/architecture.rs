@@ -198,6 +198,8 @@ fn edges_in_code() -> (Edges, Vec<String>) {
                 if at_root {
                     code = code.replace("super::", "crate::");
                 }
+                // `::lrbc::…`: a crate named where a module of the same name is in scope.
+                code = code.replace(" ::", " ");
                 deps.extend(
                     crate_paths(&code, "crate")
                         .into_iter()
