@@ -4,10 +4,10 @@
 //! and the viewer (`lrbc-bench link-viewer`) inside it, talking over its loopback only.
 
 use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use crate::fixtures::start;
 use lrbc_inspector::cli::CliError;
 use lrbc_inspector::cli::children::ChildProcess;
 use lrbc_sim::engine::Preset;
+use lrbc_testkit::netns::Netns;
 
 /// Parses a link rate into kbit/s: `5mbit`, `500kbit`, `1gbit`, or a plain number of
 /// Mbit/s (`5`, `0.5`).
@@ -47,107 +48,19 @@ fn rate_label(kbit: u64) -> String {
     }
 }
 
-/// `ip` and `tc`, found in `PATH` or the system's sbin folders.
-fn tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
+/// The namespace of a link of `kbit` kbit/s (`lrbc_testkit::netns`).
+fn link(kbit: u64) -> Result<Netns, CliError> {
+    Netns::create(kbit).map_err(CliError::Other)
 }
 
-/// Whether this process runs as root (its effective uid, from /proc).
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1))
-            == Some("0")
-    })
-}
-
-/// A network namespace whose loopback is a link of a given rate; deleted when dropped.
-pub(crate) struct Netns {
-    name: String,
-    ip: PathBuf,
-}
-
-/// `ip` and `tc`, or one line saying why a link cannot be made here (not Linux, not
-/// root, no `ip` or `tc`).
-pub(crate) fn tools() -> Result<(PathBuf, PathBuf), CliError> {
-    if !cfg!(target_os = "linux") {
-        return Err(CliError::Other(
-            "lrbc-bench serve --link needs Linux (network namespaces and tc)".into(),
-        ));
-    }
-    if !is_root() {
-        return Err(CliError::Other(
-            "lrbc-bench serve --link makes network namespaces: run it as root".into(),
-        ));
-    }
-    match (tool("ip"), tool("tc")) {
-        (Some(ip), Some(tc)) => Ok((ip, tc)),
-        _ => Err(CliError::Other(
-            "lrbc-bench serve --link needs `ip` and `tc` (Debian: apt-get install iproute2)".into(),
-        )),
-    }
-}
-
-impl Netns {
-    /// A namespace of a name of its own with its loopback limited to `kbit` kbit/s.
-    pub fn create(kbit: u64) -> Result<Self, CliError> {
-        let (ip, tc) = tools()?;
-        static N: AtomicUsize = AtomicUsize::new(0);
-        // Relaxed: a counter for names, nothing behind it.
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let name = format!("lrbc-link-{}-{n}", std::process::id());
-        setup(Command::new(&ip).args(["netns", "add", &name]))?;
-        // From here the namespace is deleted whatever happens.
-        let ns = Self { name, ip };
-        // Keep loopback's MTU at Ethernet's: with its 64 KiB MTU every packet is larger
-        // than the bucket's burst lets through, and nothing gets through.
-        let ip = ns.ip.clone();
-        setup(ns.command(&ip).args(["link", "set", "lo", "mtu", "1500"]))?;
-        setup(ns.command(&ip).args(["link", "set", "lo", "up"]))?;
-        let rate = format!("{kbit}kbit");
-        setup(
-            ns.command(&tc)
-                .args(["qdisc", "add", "dev", "lo", "root", "tbf"])
-                .args(["rate", &rate, "burst", "64kb", "latency", "200ms"]),
-        )?;
-        Ok(ns)
-    }
-
-    /// `program` run inside the namespace.
-    pub fn command(&self, program: &Path) -> Command {
-        let mut c = Command::new(&self.ip);
-        c.args(["netns", "exec", &self.name]).arg(program);
-        c
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new(&self.ip)
-            .args(["netns", "delete", &self.name])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// Runs a setup command to completion; its stderr in the error.
-fn setup(c: &mut Command) -> Result<(), CliError> {
-    let what = format!("{c:?}").replace('"', "");
-    let out = c
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| CliError::Other(format!("{what}: {e}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        Err(CliError::Other(format!("{what}: {}", err.trim())))
+/// Whether links can be made here, as one line saying why not (not Linux, not root, no
+/// `ip` or `tc`).
+fn check_links() -> Result<(), CliError> {
+    match lrbc_testkit::netns::unavailable() {
+        None => Ok(()),
+        Some(why) => Err(CliError::Other(format!(
+            "lrbc-bench serve --link cannot make a link here: {why}"
+        ))),
     }
 }
 
@@ -322,7 +235,7 @@ pub fn run(links: &Links<'_>) -> Result<(), CliError> {
         against,
     } = links;
     // Before anything starts: a machine that cannot make a link is one line.
-    tools()?;
+    check_links()?;
     if let Some(other) = against
         && !other.is_file()
     {
@@ -370,7 +283,7 @@ pub fn run(links: &Links<'_>) -> Result<(), CliError> {
         // The run settles before the first row.
         std::thread::sleep(Duration::from_secs(2));
         for &kbit in rates_kbit {
-            let ns = Netns::create(kbit)?;
+            let ns = link(kbit)?;
             let link = rate_label(kbit);
             let mut rows = Vec::new();
             for &(which, binary) in binaries.iter().take(if w < 2 { 2 } else { 1 }) {

@@ -8,7 +8,7 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
-mod common;
+use crate::common;
 
 use common::served::Serve;
 use common::window::{Window, app, harness, only_pane, record_frames, step_until};

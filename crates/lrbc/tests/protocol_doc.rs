@@ -9,7 +9,7 @@
 //! ```
 //!
 //! and this test renders it from `LrbcHeader::FIELDS` (and the other headers) and
-//! compares. `UPDATE_DOCS=1 cargo test --test protocol_doc` rewrites the tables instead.
+//! compares. `UPDATE_DOCS=1 cargo test -p lrbc --test protocol_doc` rewrites the tables instead.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -18,7 +18,7 @@ use lrbc::layout::fields::{FieldKind, FieldSpec};
 use lrbc::layout::headers::{LrbcHeader, LuckyHeader, LuckyRingHeader, RingHeader};
 
 /// The command that brings the document up to date.
-const UPDATE_COMMAND: &str = "UPDATE_DOCS=1 cargo test --test protocol_doc";
+const UPDATE_COMMAND: &str = "UPDATE_DOCS=1 cargo test -p lrbc --test protocol_doc";
 
 /// Every wire struct with a table in the document, by the name its markers use.
 fn tables() -> [(&'static str, &'static [FieldSpec]); 4] {
@@ -31,7 +31,10 @@ fn tables() -> [(&'static str, &'static [FieldSpec]); 4] {
 }
 
 fn protocol_md_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/protocol.md")
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/protocol.md"
+    ))
 }
 
 /// The wire type of a field as the document shows it.

@@ -12,7 +12,7 @@
 )]
 #![allow(unsafe_code, reason = "the console's Win32 calls")]
 
-mod common;
+use crate::common;
 
 use std::os::windows::process::CommandExt as _;
 use std::path::PathBuf;

@@ -1,7 +1,8 @@
 //! Every fuzz target's body over its checked-in corpus (`fuzz/corpus/<target>/`), on
 //! stable Rust: a change that breaks a property the fuzzers check fails here at once.
-//! The seed inputs are written by `cargo test --test fuzz_corpus -- --ignored
-//! write_seed_corpus`; files the fuzzers find may be added beside them.
+//! The seed inputs are written by
+//! `cargo test --test inspector -- --ignored fuzz_corpus::write_seed_corpus`; files the
+//! fuzzers find may be added beside them.
 
 #![allow(
     clippy::expect_used,
@@ -70,7 +71,7 @@ fn the_seed_corpus_is_current() {
             let found = std::fs::read(&path).unwrap_or_default();
             assert!(
                 found == bytes,
-                "{} differs from its seed: run `cargo test --test fuzz_corpus -- --ignored write_seed_corpus`",
+                "{} differs from its seed: run `cargo test --test inspector -- --ignored fuzz_corpus::write_seed_corpus`",
                 path.display()
             );
         }

@@ -10,7 +10,7 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::TcpStream;
@@ -18,7 +18,7 @@ use std::process::Stdio;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use common::netns::Netns;
+use common::netns::slow_link;
 use common::served::{SMALL_ENGINE, Serve, channels, messages};
 use common::{DEADLINE, Guarded, SimEngine, line_channel, next_line, sim_client};
 use serde_json::Value;
@@ -80,7 +80,7 @@ fn bench_path() -> &'static std::path::Path {
 
 #[test]
 fn a_viewer_on_a_5_mbit_link_gets_every_ring_entry_and_fresh_messages() {
-    let Some(ns) = Netns::new(LINK_MBIT) else {
+    let Some(ns) = slow_link(LINK_MBIT) else {
         return;
     };
     let _one = one_at_a_time();

@@ -7,7 +7,7 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Child, Stdio};

@@ -10,7 +10,7 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

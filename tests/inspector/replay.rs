@@ -11,7 +11,7 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

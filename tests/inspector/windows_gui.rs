@@ -19,7 +19,7 @@
     reason = "the Win32 calls that look at windows and resources"
 )]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};

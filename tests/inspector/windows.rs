@@ -9,7 +9,7 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::path::PathBuf;

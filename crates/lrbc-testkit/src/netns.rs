@@ -1,0 +1,114 @@
+//! A slow link: a network namespace whose loopback is limited by `tc`'s token bucket
+//! (MTU 1500, burst 64 KiB). Processes run inside it with [`Netns::command`] talk over
+//! that loopback only; they share /dev/shm (the segments) with the rest of the machine.
+//! Linux, as root, with `ip` and `tc` (Debian: iproute2).
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A namespace, deleted when dropped (on a failing test's panic too).
+#[derive(Debug)]
+pub struct Netns {
+    pub name: String,
+    ip: PathBuf,
+}
+
+/// A program in `PATH` or the system's sbin folders.
+fn tool(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Whether this process runs as root (its effective uid, from /proc).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    })
+}
+
+/// Why this machine cannot make a link (not Linux, not root, no `ip` or `tc`), or None.
+pub fn unavailable() -> Option<&'static str> {
+    if !cfg!(target_os = "linux") {
+        Some("network namespaces are Linux's")
+    } else if !is_root() {
+        Some("making a network namespace needs root")
+    } else if tool("ip").is_none() || tool("tc").is_none() {
+        Some("`ip` and `tc` are missing (Debian: apt-get install iproute2)")
+    } else {
+        None
+    }
+}
+
+/// Runs a setup command to completion; its stderr in the error.
+fn setup(c: &mut Command) -> Result<(), String> {
+    let what = format!("{c:?}").replace('"', "");
+    let out = c
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(format!("{what}: {}", err.trim()))
+    }
+}
+
+impl Netns {
+    /// A namespace of a name of its own whose loopback carries `kbit` kbit/s.
+    pub fn create(kbit: u64) -> Result<Self, String> {
+        if let Some(why) = unavailable() {
+            return Err(why.to_string());
+        }
+        let (Some(ip), Some(tc)) = (tool("ip"), tool("tc")) else {
+            return Err("`ip` and `tc` are missing".into());
+        };
+        static N: AtomicUsize = AtomicUsize::new(0);
+        // Relaxed: a counter for names, nothing behind it.
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let name = format!("lrbc-link-{}-{n}", std::process::id());
+        setup(Command::new(&ip).args(["netns", "add", &name]))?;
+        // From here the namespace is deleted whatever happens.
+        let ns = Self { name, ip };
+        // Loopback's own MTU is 64 KiB: every packet would be larger than the bucket's
+        // burst lets through, and nothing would get through.
+        setup(
+            ns.command(&ns.ip)
+                .args(["link", "set", "lo", "mtu", "1500"]),
+        )?;
+        setup(ns.command(&ns.ip).args(["link", "set", "lo", "up"]))?;
+        let rate = format!("{kbit}kbit");
+        setup(
+            ns.command(&tc)
+                .args(["qdisc", "add", "dev", "lo", "root", "tbf"])
+                .args(["rate", &rate, "burst", "64kb", "latency", "200ms"]),
+        )?;
+        Ok(ns)
+    }
+
+    /// `program` run inside the namespace (`ip netns exec NAME program`: ip execs it, so
+    /// the child's pid is the program's).
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = Command::new(&self.ip);
+        c.args(["netns", "exec", &self.name]).arg(program);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.ip)
+            .args(["netns", "delete", &self.name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
