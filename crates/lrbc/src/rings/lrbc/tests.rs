@@ -471,7 +471,7 @@ fn a_concurrent_producer_with_ever_larger_entries_across_the_wrap_yields_no_fals
     assert!(c.lost_bytes > 0, "the watcher was lapped at times: {c:?}");
 }
 
-/// The full stress run: `cargo test --release -- --ignored stress_ten_million`.
+/// The full stress run: `cargo test --release -p lrbc --lib -- --ignored stress_ten_million`.
 #[test]
 #[ignore = "ten million entries: run in release"]
 fn stress_ten_million() {
