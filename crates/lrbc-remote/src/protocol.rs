@@ -1,7 +1,7 @@
 //! The Foxglove WebSocket protocol as the server speaks it: the subprotocols it accepts,
 //! the JSON text messages it sends, the binary layouts (little-endian) both sides use,
 //! and what a client may send. The one place of the protocol's names and opcodes: the
-//! viewer's side (`remote::wire`) takes them from here.
+//! viewer's side (`view::wire`) takes them from here.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

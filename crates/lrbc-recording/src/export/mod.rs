@@ -4,7 +4,7 @@
 //! groups of bounded size, Snappy pages) or a CSV file (`csv`). The recording is
 //! streamed in blocks by the recordings' reader (`replay::read_recording`): memory does
 //! not grow with the file, and a file whose recorder was killed gives its complete
-//! chunks; frames are decoded by the one frame decoder (`recording::RecFrame`).
+//! chunks; frames are decoded by the one frame decoder (`format::RecFrame`).
 //! `synthetic` writes recordings for the benchmark and the tests. No egui.
 
 mod csv;

@@ -1,4 +1,4 @@
-//! Synthetic recordings, written as `record::Recorder` writes them (profile `lrbc`, the
+//! Synthetic recordings, written as `recorder::Recorder` writes them (profile `lrbc`, the
 //! frame schema and channel, `lrbc.geometry`, `lrbc.names`, `lrbc.tool`, frames, then
 //! `lrbc.counts`), without a segment: for the export benchmark and the tests.
 

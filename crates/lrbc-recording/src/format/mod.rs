@@ -1,4 +1,4 @@
-//! The recording format, one place for the writer (`record`) and the readers (`replay`,
+//! The recording format, one place for the writer (`recorder`) and the readers (`replay`,
 //! `export`): an MCAP file of profile [`PROFILE`] whose channels are the topics below,
 //! the names of its schemas and metadata records, the frame table
 //! `lrbc.recording.Frame` (`schema/recording.fbs`; [`FrameRef`] encodes one, [`RecFrame`]
