@@ -58,19 +58,14 @@ fn bench_path() -> &'static std::path::Path {
     static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        // The workspace's features, as this test's own build: only lrbc-bench's code is
+        // compiled.
         let status = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "--locked",
-                "-p",
-                "lrbc-bench",
-                "--bin",
-                "lrbc-bench",
-            ])
+            .args(["build", "--quiet", "--locked", "--workspace"])
+            .args(["--bin", "lrbc-bench"])
             .status()
-            .expect("run cargo build -p lrbc-bench");
-        assert!(status.success(), "cargo build -p lrbc-bench: {status}");
+            .expect("run cargo build --bin lrbc-bench");
+        assert!(status.success(), "cargo build --bin lrbc-bench: {status}");
         let path = std::path::Path::new(inspector_path())
             .with_file_name(format!("lrbc-bench{}", std::env::consts::EXE_SUFFIX));
         assert!(path.is_file(), "{} after its build", path.display());
@@ -84,6 +79,8 @@ fn a_viewer_on_a_5_mbit_link_gets_every_ring_entry_and_fresh_messages() {
         return;
     };
     let _one = one_at_a_time();
+    // Built before the run starts, so that the build does not load the machine during it.
+    let bench = bench_path();
     let engine = SimEngine::start("link", &["--preset", "train4096"]);
     let _client = Guarded::new(sim_client(&engine.name, "1000"));
     let mut serve = ns
@@ -102,7 +99,7 @@ fn a_viewer_on_a_5_mbit_link_gets_every_ring_entry_and_fresh_messages() {
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("first line: {first}"));
     let viewer = ns
-        .command(bench_path())
+        .command(bench)
         .args(["link-viewer", "--url", url])
         .args(["--secs", VIEW_SECS, "--skip-secs", SKIP_SECS])
         .stdout(Stdio::piped())

@@ -271,7 +271,18 @@ fn main() {
         Err(e) => e.exit(),
     };
     lrbc::platform::default_sigpipe();
-    let code = match build_inspector().and_then(|()| run(&cli.command)) {
+    // The hidden commands are this program's own processes (observers, the link's
+    // viewer), started by a benchmark or a test that has the binaries it needs.
+    let own_process = matches!(
+        cli.command,
+        BenchCommand::LinkViewer(_) | BenchCommand::HeadlessApp { .. }
+    );
+    let ready = if own_process {
+        Ok(())
+    } else {
+        build_inspector()
+    };
+    let code = match ready.and_then(|()| run(&cli.command)) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e}");
