@@ -82,25 +82,7 @@ fn peak_over(d: Duration) -> usize {
 
 #[test]
 fn a_session_stays_within_its_budget_and_flat_once_full() {
-    let name = "memory::a_session_in_a_process_of_its_own";
-    let out = std::process::Command::new(std::env::current_exe().expect("this test binary"))
-        .args([
-            "--exact",
-            name,
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .output()
-        .expect("run the test binary");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{name} failed:\n{text}");
-    assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+    crate::common::in_a_process_of_its_own("memory::a_session_in_a_process_of_its_own");
 }
 
 #[test]

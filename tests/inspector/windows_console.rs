@@ -1,8 +1,9 @@
 //! The Windows GUI program started from a console, under Wine in CI (`.ci/windows`): as
 //! a shell starts it (no standard handles), it attaches to the console and prints there,
 //! keeps its exit codes, and Ctrl-C stops a command and closes the window as its close
-//! button does (the recording under way finished). One console for the test process:
-//! the tests take turns.
+//! button does (the recording under way finished). Each test runs alone in a process of
+//! the test binary's own, which takes a console of its own: a Ctrl-C in a console reaches
+//! every program attached to it, the other tests' children too.
 
 #![cfg(windows)]
 #![allow(
@@ -279,6 +280,14 @@ fn console_shows(needle: &str) -> String {
 
 #[test]
 fn started_from_a_console_the_command_line_prints_there_and_ctrl_c_stops_it() {
+    in_a_process_of_its_own(
+        "windows_console::started_from_a_console_the_command_line_prints_there_and_ctrl_c_stops_it_alone",
+    );
+}
+
+#[test]
+#[ignore = "run by the test of the same name in a process of its own: its console's Ctrl-C reaches every program of the process's console"]
+fn started_from_a_console_the_command_line_prints_there_and_ctrl_c_stops_it_alone() {
     let _turn = console::TURN.lock().unwrap_or_else(|e| e.into_inner());
     console::ensure();
     let exe = exe();
@@ -300,6 +309,14 @@ fn started_from_a_console_the_command_line_prints_there_and_ctrl_c_stops_it() {
 
 #[test]
 fn ctrl_c_closes_the_window_as_its_close_button_does_and_finishes_the_recording() {
+    in_a_process_of_its_own(
+        "windows_console::ctrl_c_closes_the_window_as_its_close_button_does_and_finishes_the_recording_alone",
+    );
+}
+
+#[test]
+#[ignore = "run by the test of the same name in a process of its own: its console's Ctrl-C reaches every program of the process's console"]
+fn ctrl_c_closes_the_window_as_its_close_button_does_and_finishes_the_recording_alone() {
     let _turn = console::TURN.lock().unwrap_or_else(|e| e.into_inner());
     console::ensure();
     let run = Run::start();

@@ -472,3 +472,28 @@ impl Drop for Guarded {
         }
     }
 }
+
+/// Runs the ignored test `name` (its whole path) alone in a process of this test binary's
+/// own, and fails with its output if it fails: for a test that must not share its
+/// process with the others (a heap it counts, a console it sends Ctrl-C to).
+pub fn in_a_process_of_its_own(name: &str) {
+    let out = Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the test binary");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{name} failed:\n{text}");
+    assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+}
