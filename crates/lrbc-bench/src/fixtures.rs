@@ -176,3 +176,9 @@ pub(crate) fn free_port() -> Result<u16, CliError> {
         .map(|a| a.port())
         .map_err(|e| CliError::Other(format!("no free port: {e}")))
 }
+
+/// This program (`lrbc-bench`), for the processes that are its own commands (the
+/// observers' headless app, the link's viewer).
+pub(crate) fn this_program() -> Result<std::path::PathBuf, CliError> {
+    std::env::current_exe().map_err(|e| CliError::Other(format!("cannot find this program: {e}")))
+}

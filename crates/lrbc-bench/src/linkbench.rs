@@ -148,9 +148,7 @@ fn measure(
         .filter(|u| u.starts_with("ws://127.0.0.1:"))
         .ok_or_else(|| CliError::Other(format!("serve's first line: {first}")))?
         .to_string();
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
-    let mut command = ns.command(&exe);
+    let mut command = ns.command(crate::fixtures::this_program()?);
     command.args(["link-viewer", "--url", &url]).args([
         "--secs".to_string(),
         secs.to_string(),
@@ -244,8 +242,8 @@ pub fn run(links: &Links<'_>) -> Result<(), CliError> {
             other.display()
         )));
     }
-    let this = std::env::current_exe()
-        .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
+    // This build's lrbc-inspector, whose `serve` is measured.
+    let this = lrbc_inspector::cli::children::inspector_exe()?;
     let stop = Arc::new(AtomicBool::new(false));
     lrbc::platform::stop_on_interrupt(&stop);
     let skip = link_secs / 2.0;

@@ -111,7 +111,12 @@ impl Switched {
             args.extend(["--listen".into(), format!("127.0.0.1:{port}")]);
         }
         let process = if observer == Observer::HeadlessApp {
-            ChildProcess::spawn_program(&this_program()?, "observer", &args, Stdio::null())?
+            ChildProcess::spawn_program(
+                &crate::fixtures::this_program()?,
+                "observer",
+                &args,
+                Stdio::null(),
+            )?
         } else {
             ChildProcess::spawn("observer", &args, Stdio::null())?
         };
@@ -327,9 +332,4 @@ pub(crate) fn print_cost(observer: Observer, c: &Cost) {
         c.rate_off,
         fmt_cpu(&c.cpu_on)
     );
-}
-
-/// This program (`lrbc-bench`), for the observers that are its own commands.
-pub(crate) fn this_program() -> Result<std::path::PathBuf, CliError> {
-    std::env::current_exe().map_err(|e| CliError::Other(format!("cannot find this program: {e}")))
 }

@@ -144,9 +144,7 @@ fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, CliError> {
             })
         }
         Observer::Watch => {
-            let exe = std::env::current_exe()
-                .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
-            let mut c = Command::new(exe);
+            let mut c = Command::new(lrbc_inspector::cli::children::inspector_exe()?);
             c.args(["watch", "--shm", name, "--count", "1", "--json"])
                 .args(["--interval", &secs.to_string()]);
             let (v, usage) = run_to_end(c, "watch")?;

@@ -96,7 +96,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         Observed {
             label: "the app, every panel, no window",
             process: ChildProcess::spawn_program(
-                &crate::observers::this_program()?,
+                &crate::fixtures::this_program()?,
                 "observer",
                 &window(vec![
                     "headless-app".into(),
