@@ -22,28 +22,42 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The workspace's crates: package name, the name its code is used by, and its `src`.
-fn crates() -> Vec<(String, String, PathBuf)> {
-    let mut out = vec![(
-        "lrbc-inspector".to_string(),
-        "lrbc_inspector".to_string(),
-        root().join("src"),
-    )];
+/// A crate of the workspace.
+struct Crate {
+    /// The package's name (`lrbc-live`).
+    name: String,
+    /// The name its code is used by (`lrbc_live`).
+    ident: String,
+    src: PathBuf,
+    /// Its top-level modules.
+    modules: BTreeSet<String>,
+}
+
+/// The workspace's crates, the app first.
+fn crates() -> Vec<Crate> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
         .expect("crates/ is readable")
         .map(|e| e.expect("a directory entry").path())
         .filter(|p| p.join("Cargo.toml").is_file())
         .collect();
     dirs.sort();
+    let mut out = vec![("lrbc-inspector".to_string(), root().join("src"))];
     for dir in dirs {
         let name = dir
             .file_name()
             .and_then(|n| n.to_str())
             .expect("a crate's folder is named")
             .to_string();
-        out.push((name.clone(), name.replace('-', "_"), dir.join("src")));
+        out.push((name, dir.join("src")));
     }
-    out
+    out.into_iter()
+        .map(|(name, src)| Crate {
+            ident: name.replace('-', "_"),
+            modules: top_level_modules(&src),
+            name,
+            src,
+        })
+        .collect()
 }
 
 fn top_level_modules(src: &Path) -> BTreeSet<String> {
@@ -180,19 +194,21 @@ fn edges_in_code() -> (Edges, Vec<String>) {
     let crates = crates();
     let mut edges = Edges::new();
     let mut problems = Vec::new();
-    let mut owner: BTreeMap<String, String> = BTreeMap::new();
-    for (name, _, src) in &crates {
-        for m in top_level_modules(src) {
-            if let Some(other) = owner.insert(m.clone(), name.clone()) {
-                problems.push(format!("the module `{m}` is in both {other} and {name}"));
+    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+    for c in &crates {
+        for m in &c.modules {
+            if let Some(other) = owner.insert(m, &c.name) {
+                problems.push(format!(
+                    "the module `{m}` is in both {other} and {}",
+                    c.name
+                ));
             }
         }
     }
-    for (_, ident, src) in &crates {
-        let own = top_level_modules(src);
-        for m in &own {
+    for c in &crates {
+        for m in &c.modules {
             let mut deps = BTreeSet::new();
-            for (file, at_root) in files_of(src, m) {
+            for (file, at_root) in files_of(&c.src, m) {
                 let text = std::fs::read_to_string(&file).expect("a source file is readable");
                 let mut code = production_code(&text);
                 if at_root {
@@ -200,15 +216,16 @@ fn edges_in_code() -> (Edges, Vec<String>) {
                 }
                 // `::lrbc::…`: a crate named where a module of the same name is in scope.
                 code = code.replace(" ::", " ");
-                deps.extend(
-                    crate_paths(&code, "crate")
-                        .into_iter()
-                        .filter(|d| own.contains(d)),
-                );
-                for (_, other, other_src) in crates.iter().filter(|c| &c.1 != ident) {
-                    let theirs = top_level_modules(other_src);
+                for (prefix, theirs) in crates.iter().map(|o| {
+                    let prefix = if o.ident == c.ident {
+                        "crate"
+                    } else {
+                        &o.ident
+                    };
+                    (prefix, &o.modules)
+                }) {
                     deps.extend(
-                        crate_paths(&code, other)
+                        crate_paths(&code, prefix)
                             .into_iter()
                             .filter(|d| theirs.contains(d)),
                     );
@@ -221,28 +238,41 @@ fn edges_in_code() -> (Edges, Vec<String>) {
     (edges, problems)
 }
 
-/// The table rows `| `module` | what it is | `dep`, `dep` |` (or `—`).
-fn edges_in_architecture_md() -> Edges {
-    let path = root().join("ARCHITECTURE.md");
-    let text = std::fs::read_to_string(path).expect("ARCHITECTURE.md is readable");
-    let mut out = Edges::new();
+/// ARCHITECTURE.md's table rows of `width` cells whose first cell is a name in
+/// backticks: the name, and the row's other cells.
+fn rows_of_architecture_md(width: usize) -> Vec<(String, Vec<String>)> {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md"))
+        .expect("ARCHITECTURE.md is readable");
+    let mut out = Vec::new();
     for line in text.lines() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        // "", module, what, depends on, ""
-        if cells.len() != 5 {
+        // "", the cells, "": a line of `width` cells splits into `width + 2` pieces.
+        if cells.len() != width + 2 {
             continue;
         }
-        let Some(module) = cells[1].strip_prefix('`').and_then(|c| c.strip_suffix('`')) else {
+        let Some(name) = cells[1].strip_prefix('`').and_then(|c| c.strip_suffix('`')) else {
             continue;
         };
-        let deps = cells[3]
-            .split(',')
-            .map(|d| d.trim().trim_matches('`').to_string())
-            .filter(|d| !d.is_empty() && d != "—")
-            .collect();
-        out.insert(module.to_string(), deps);
+        let rest = cells[2..=width].iter().map(|c| c.to_string()).collect();
+        out.push((name.to_string(), rest));
     }
     out
+}
+
+/// A cell's list: `` `a`, `b` `` (or `—`, none).
+fn listed(cell: &str) -> BTreeSet<String> {
+    cell.split(',')
+        .map(|d| d.trim().trim_matches('`').to_string())
+        .filter(|d| !d.is_empty() && d != "—")
+        .collect()
+}
+
+/// The module tables' rows `| `module` | what it is | `dep`, `dep` |` (or `—`).
+fn edges_in_architecture_md() -> Edges {
+    rows_of_architecture_md(3)
+        .into_iter()
+        .map(|(module, cells)| (module, listed(&cells[1])))
+        .collect()
 }
 
 #[test]
@@ -277,27 +307,10 @@ fn the_module_table_of_architecture_md_lists_exactly_the_edges_the_code_has() {
 
 /// The crate table's rows `| `crate` | what it is | `dep`, … | `module`, … |`.
 fn crates_in_architecture_md() -> BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> {
-    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md"))
-        .expect("ARCHITECTURE.md is readable");
-    let list = |cell: &str| -> BTreeSet<String> {
-        cell.split(',')
-            .map(|d| d.trim().trim_matches('`').to_string())
-            .filter(|d| !d.is_empty() && d != "—")
-            .collect()
-    };
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        // "", crate, what, depends on, modules, ""
-        if cells.len() != 6 {
-            continue;
-        }
-        let Some(name) = cells[1].strip_prefix('`').and_then(|c| c.strip_suffix('`')) else {
-            continue;
-        };
-        out.insert(name.to_string(), (list(cells[3]), list(cells[4])));
-    }
-    out
+    rows_of_architecture_md(4)
+        .into_iter()
+        .map(|(name, cells)| (name, (listed(&cells[1]), listed(&cells[2]))))
+        .collect()
 }
 
 /// The workspace crates a crate's manifest depends on (normal dependencies).
@@ -324,10 +337,16 @@ fn manifest_deps(src: &Path, names: &BTreeSet<String>) -> BTreeSet<String> {
 #[test]
 fn the_crate_table_of_architecture_md_lists_each_crate_s_dependencies_and_modules() {
     let crates = crates();
-    let names: BTreeSet<String> = crates.iter().map(|c| c.0.clone()).collect();
+    let names: BTreeSet<String> = crates.iter().map(|c| c.name.clone()).collect();
     let doc = crates_in_architecture_md();
     let mut problems = Vec::new();
-    for (name, _, src) in &crates {
+    for Crate {
+        name,
+        src,
+        modules: own,
+        ..
+    } in &crates
+    {
         let Some((deps, modules)) = doc.get(name) else {
             problems.push(format!("the crate `{name}` has no row"));
             continue;
@@ -338,8 +357,7 @@ fn the_crate_table_of_architecture_md_lists_each_crate_s_dependencies_and_module
                 "`{name}` depends on {has:?}; its row says {deps:?}"
             ));
         }
-        let own = top_level_modules(src);
-        if &own != modules {
+        if own != modules {
             problems.push(format!(
                 "`{name}` has the modules {own:?}; its row says {modules:?}"
             ));
