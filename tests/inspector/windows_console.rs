@@ -15,68 +15,14 @@
 
 use crate::common;
 
-use std::os::windows::process::CommandExt as _;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::win32 as win;
 use common::*;
 
-/// Not attached to any console (so that the tests' Ctrl-C does not reach them).
-const DETACHED_PROCESS: u32 = 0x0000_0008;
-
 fn exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_lrbc-inspector"))
-}
-
-/// A `sim engine` (cams64) stepped by a `sim client`, outside the console; ended on drop.
-struct Run {
-    engine: Child,
-    client: Child,
-    name: String,
-}
-
-impl Run {
-    fn start() -> Self {
-        let engine = inspector()
-            .args(["sim", "engine", "--preset", "cams64"])
-            .creation_flags(DETACHED_PROCESS)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let name = format!("LuckyEngine_{}", engine.id());
-        let deadline = Instant::now() + DEADLINE;
-        while run_inspector(&["dump", "--shm", &name, "--json"]).0 != 0 {
-            assert!(
-                Instant::now() < deadline,
-                "the engine's segment never appeared"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let client = inspector()
-            .args(["sim", "client", "--shm", &name, "--hz", "200"])
-            .creation_flags(DETACHED_PROCESS)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Self {
-            engine,
-            client,
-            name,
-        }
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        for c in [&mut self.client, &mut self.engine] {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 mod console {
@@ -300,7 +246,7 @@ fn started_from_a_console_the_command_line_prints_there_and_ctrl_c_stops_it_alon
     let usage = console::start(&exe, &["watch", "--count", "0"]);
     assert_eq!(usage.exit_code(), 2);
 
-    let run = Run::start();
+    let run = win::Run::start();
     let watch = console::start(&exe, &["watch", "--shm", &run.name, "--interval", "0.2"]);
     console_shows("frame_seq");
     watch.ctrl_c();
@@ -319,7 +265,7 @@ fn ctrl_c_closes_the_window_as_its_close_button_does_and_finishes_the_recording(
 fn ctrl_c_closes_the_window_as_its_close_button_does_and_finishes_the_recording_alone() {
     let _turn = console::TURN.lock().unwrap_or_else(|e| e.into_inner());
     console::ensure();
-    let run = Run::start();
+    let run = win::Run::start();
     let window = console::start(&exe(), &["--shm", &run.name, "--record"]);
     let title = format!("lrbc-inspector — {}", run.name);
     let deadline = Instant::now() + DEADLINE * 2;

@@ -215,57 +215,9 @@ fn the_command_line_of_the_gui_exe_prints_and_keeps_its_exit_codes() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// A `sim engine` (cams64, images) stepped by a `sim client`, both ended on drop.
-struct Run {
-    engine: Child,
-    client: Child,
-    name: String,
-}
-
-impl Run {
-    fn start() -> Self {
-        let engine = inspector()
-            .args(["sim", "engine", "--preset", "cams64"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let name = format!("LuckyEngine_{}", engine.id());
-        let deadline = Instant::now() + DEADLINE;
-        while run_inspector(&["dump", "--shm", &name, "--json"]).0 != 0 {
-            assert!(
-                Instant::now() < deadline,
-                "the engine's segment never appeared"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let client = inspector()
-            .args(["sim", "client", "--shm", &name, "--hz", "200"])
-            .args(["--policy", "balance"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Self {
-            engine,
-            client,
-            name,
-        }
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        for c in [&mut self.client, &mut self.engine] {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 #[test]
 fn the_window_opens_on_a_segment_with_no_display_variable_and_closes_cleanly() {
-    let run = Run::start();
+    let run = win::Run::start();
     let mut window = Guarded::new(
         inspector()
             .args(["--shm", &run.name])
@@ -284,7 +236,7 @@ fn the_window_opens_on_a_segment_with_no_display_variable_and_closes_cleanly() {
 
 #[test]
 fn connect_opens_the_window_on_a_served_run_named_by_its_server() {
-    let run = Run::start();
+    let run = win::Run::start();
     let serve = Serve::start(&run.name, &[]);
     let addr = serve.url.trim_start_matches("ws://").to_string();
     let mut window = Guarded::new(

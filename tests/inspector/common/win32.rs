@@ -1,5 +1,6 @@
 //! The Win32 calls of the Windows tests: the windows of a process, closing one,
-//! whether a process runs, an exe's version resource and icons. Each call checked.
+//! whether a process runs, an exe's version resource and icons. Each call checked. And
+//! the simulated run the window tests open, outside any console ([`Run`]).
 
 #![allow(unsafe_code, reason = "Win32 calls, each with its SAFETY line")]
 
@@ -145,5 +146,64 @@ pub fn icon_count(exe: &Path) -> u32 {
             std::ptr::null_mut(),
             0,
         )
+    }
+}
+
+/// Not attached to any console: a Ctrl-C that a test sends to its console reaches none
+/// of these processes.
+const DETACHED_PROCESS: u32 = 0x0000_0008;
+
+/// A `sim engine` (cams64, images) stepped by a `sim client` that balances its poles,
+/// both outside any console, ended on drop.
+pub struct Run {
+    pub engine: std::process::Child,
+    pub client: std::process::Child,
+    pub name: String,
+}
+
+impl Run {
+    pub fn start() -> Self {
+        use std::os::windows::process::CommandExt as _;
+        use std::process::Stdio;
+        use std::time::{Duration, Instant};
+
+        let engine = super::inspector()
+            .args(["sim", "engine", "--preset", "cams64"])
+            .creation_flags(DETACHED_PROCESS)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let name = format!("LuckyEngine_{}", engine.id());
+        let deadline = Instant::now() + super::DEADLINE;
+        while super::run_inspector(&["dump", "--shm", &name, "--json"]).0 != 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the engine's segment never appeared"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let client = super::inspector()
+            .args(["sim", "client", "--shm", &name, "--hz", "200"])
+            .args(["--policy", "balance"])
+            .creation_flags(DETACHED_PROCESS)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Self {
+            engine,
+            client,
+            name,
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        for c in [&mut self.client, &mut self.engine] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
