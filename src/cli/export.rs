@@ -33,7 +33,8 @@ pub struct ExportArgs {
     pub to: Option<Duration>,
 }
 
-fn mb(bytes: u64) -> f64 {
+/// Bytes as megabytes (10^6).
+pub fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
 

@@ -5,12 +5,8 @@ use std::time::Instant;
 
 use clap::Args;
 use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::export::one_line;
+use lrbc_inspector::cli::export::{mb, one_line};
 use lrbc_recording::export::{self, Format, Options, synthetic};
-
-fn mb(bytes: u64) -> f64 {
-    bytes as f64 / 1e6
-}
 
 /// `lrbc-bench export`: the shape of the synthetic recording and where it goes.
 #[derive(Debug, Clone, Args)]

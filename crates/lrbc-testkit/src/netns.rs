@@ -34,17 +34,24 @@ fn is_root() -> bool {
     })
 }
 
+/// `ip` and `tc`, or why this machine cannot make a link (not Linux, not root, no `ip`
+/// or `tc`).
+fn tools() -> Result<(PathBuf, PathBuf), &'static str> {
+    if !cfg!(target_os = "linux") {
+        return Err("network namespaces are Linux's");
+    }
+    if !is_root() {
+        return Err("making a network namespace needs root");
+    }
+    match (tool("ip"), tool("tc")) {
+        (Some(ip), Some(tc)) => Ok((ip, tc)),
+        _ => Err("`ip` and `tc` are missing (Debian: apt-get install iproute2)"),
+    }
+}
+
 /// Why this machine cannot make a link (not Linux, not root, no `ip` or `tc`), or None.
 pub fn unavailable() -> Option<&'static str> {
-    if !cfg!(target_os = "linux") {
-        Some("network namespaces are Linux's")
-    } else if !is_root() {
-        Some("making a network namespace needs root")
-    } else if tool("ip").is_none() || tool("tc").is_none() {
-        Some("`ip` and `tc` are missing (Debian: apt-get install iproute2)")
-    } else {
-        None
-    }
+    tools().err()
 }
 
 /// Runs a setup command to completion; its stderr in the error.
@@ -65,12 +72,7 @@ fn setup(c: &mut Command) -> Result<(), String> {
 impl Netns {
     /// A namespace of a name of its own whose loopback carries `kbit` kbit/s.
     pub fn create(kbit: u64) -> Result<Self, String> {
-        if let Some(why) = unavailable() {
-            return Err(why.to_string());
-        }
-        let (Some(ip), Some(tc)) = (tool("ip"), tool("tc")) else {
-            return Err("`ip` and `tc` are missing".into());
-        };
+        let (ip, tc) = tools()?;
         static N: AtomicUsize = AtomicUsize::new(0);
         // Relaxed: a counter for names, nothing behind it.
         let n = N.fetch_add(1, Ordering::Relaxed);
