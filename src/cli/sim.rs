@@ -7,7 +7,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use super::{CliError, stop_flag};
 use lrbc::layout::plan::PlanLayout;
 use lrbc_sim::client::{self, ClientConfig, Policy};
-use lrbc_sim::engine::{Engine, EngineConfig, Mode, Preset};
+use lrbc_sim::engine::{Engine, EngineConfig, Mode, Plant, Preset};
 
 /// The layouts the simulated engine can produce.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -87,6 +87,31 @@ pub struct EngineArgs {
     /// test recorders and NaN guards with).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub nan_at_step: Option<u64>,
+    /// Plant a fault for diagnosis tools to find (repeatable): nan@STEP, inf@STEP,
+    /// -inf@STEP, done-burst@STEP or stall@STEP, with optional :key=value,… (e.g.
+    /// nan@3000:env=5,channel=act,index=3).
+    ///
+    /// nan@STEP, inf@STEP, -inf@STEP [:env=E,channel=obs|act|reward,index=I,frames=N]:
+    /// the value in env E's observation or action I, or its reward, in N frames from
+    /// STEP (defaults: env 0, obs, index 0, 1 frame; no index for reward). An action is
+    /// written after the engine read the trainer's, before the frame is published.
+    ///
+    /// done-burst@STEP [:share=S,frames=N]: the done flags of the first ceil(S × envs)
+    /// envs set, in N frames from STEP (S in (0, 1], default 0.75; 1 frame).
+    ///
+    /// stall@STEP [:secs=S,side=engine]: the engine waits S seconds (default 2, at most
+    /// 3600) before it steps and publishes frame STEP; side=trainer is refused.
+    ///
+    /// STEP counts the engine's steps from 1; in lock-step, step K is published as the
+    /// frame_seq the trainer's action_seq asked for (K when it bumps action_seq by one
+    /// per frame from 0, as sim client does); in inference mode frame_seq is K.
+    #[arg(
+        long = "plant",
+        value_name = "SPEC",
+        allow_hyphen_values = true,
+        value_parser = Plant::parse
+    )]
+    pub plants: Vec<Plant>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -155,7 +180,7 @@ impl EngineArgs {
         } else {
             image
         };
-        Ok(EngineConfig {
+        let cfg = EngineConfig {
             name: self
                 .name
                 .clone()
@@ -174,7 +199,12 @@ impl EngineArgs {
             camera_hz: self.camera_hz,
             seed: self.seed,
             nan_at_step: self.nan_at_step,
-        })
+            plants: self.plants.clone(),
+        };
+        // Whether each plant fits the sizes: a usage error, as the spec's own checks.
+        cfg.check_plants()
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        Ok(cfg)
     }
 }
 

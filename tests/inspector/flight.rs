@@ -55,6 +55,7 @@ impl Sim {
             camera_hz: 30.0,
             seed: 5,
             nan_at_step,
+            plants: Vec::new(),
         })
         .unwrap();
         let engine_stop = Arc::new(AtomicBool::new(false));

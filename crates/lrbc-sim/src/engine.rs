@@ -1,7 +1,9 @@
 //! The simulated engine: creates a segment, steps batched cart-poles in lock-step with
 //! the client (or free-running), keeps every counter of the spec, renders camera
-//! images, and answers every request on the command and control rings.
+//! images, answers every request on the command and control rings, and plants the
+//! faults it is asked to (`plant`).
 
+mod plant;
 mod respond;
 mod step;
 
@@ -14,6 +16,10 @@ use lrbc::layout::plan::{Plan, PlanError, PlanLayout, PlanSpec};
 use lrbc::layout::{LrbcHeader, LuckyHeader, Names, Preamble};
 use lrbc::segment::{
     Location, NameError, OpenError, SegmentRw, shm_location, shm_path, validate_name,
+};
+pub use plant::{
+    Channel, DEFAULT_DONE_SHARE, DEFAULT_STALL, Fault, MAX_STALL, NonFinite, Plant, PlantError,
+    done_count,
 };
 use respond::Rings;
 pub use respond::lucky_response;
@@ -53,6 +59,9 @@ pub struct EngineConfig {
     /// At this step, env 0's first observation and its reward are written as NaN (a
     /// fault for recorders and NaN guards to find).
     pub nan_at_step: Option<u64>,
+    /// Faults planted in the frames, for diagnosis tools to find; held against the
+    /// sizes by [`EngineConfig::check_plants`].
+    pub plants: Vec<Plant>,
 }
 
 /// The seed's size examples.
@@ -137,6 +146,19 @@ pub struct Engine {
     stats: EngineStats,
     scratch: Vec<u8>,
     frames: Vec<Vec<u8>>,
+    /// The configuration's plants, and `nan_at_step`'s as plants.
+    plants: Vec<Plant>,
+    /// The action slots the last frame planted a value in.
+    planted_actions: Vec<PlantedAction>,
+}
+
+/// An action slot the engine planted a value in, and the trainer's value it replaced.
+#[derive(Clone, Copy, Debug)]
+struct PlantedAction {
+    /// The slot's index in the action region, in floats.
+    slot: usize,
+    trainer_value: f32,
+    planted_bits: u32,
 }
 
 impl std::fmt::Debug for Engine {
@@ -175,7 +197,29 @@ impl EngineConfig {
             camera_hz: 30.0,
             seed: 3,
             nan_at_step: None,
+            plants: Vec::new(),
         }
+    }
+
+    /// Holds every plant against the sizes (and the dynamics, which the values of
+    /// observations, rewards and dones need): the first that does not fit, as one line
+    /// naming its spec.
+    pub fn check_plants(&self) -> Result<(), EngineError> {
+        for plant in &self.plants {
+            let checked = plant
+                .check(self.num_envs, self.obs_size, self.act_size)
+                .and_then(|()| {
+                    if plant.needs_dynamics() && !self.dynamics {
+                        Err(PlantError::NeedsDynamics)
+                    } else {
+                        Ok(())
+                    }
+                });
+            if let Err(e) = checked {
+                return Err(EngineError::Config(format!("--plant {plant}: {e}")));
+            }
+        }
+        Ok(())
     }
 
     /// The segment this configuration describes, checked before anything is created.
@@ -194,6 +238,7 @@ impl EngineConfig {
                 self.hz
             )));
         }
+        self.check_plants()?;
         let ext = self.layout == PlanLayout::Lrbc { ext: true };
         let mut spec = PlanSpec {
             layout: self.layout,
@@ -282,6 +327,18 @@ impl Engine {
             seg.store_u32(LrbcHeader::SERVICE_FLAGS_OFFSET, services.flags());
         }
         let rings = Rings::new(&seg, &cfg, &spec, &plan);
+        let nan_at_step = cfg.nan_at_step.into_iter().flat_map(|step| {
+            [Channel::Obs { index: 0 }, Channel::Reward].map(|channel| Plant {
+                step,
+                fault: Fault::Value {
+                    value: NonFinite::Nan,
+                    env: 0,
+                    channel,
+                    frames: 1,
+                },
+            })
+        });
+        let plants = cfg.plants.iter().cloned().chain(nan_at_step).collect();
         let mut engine = Self {
             obs: vec![
                 0.0;
@@ -307,6 +364,8 @@ impl Engine {
             stats: EngineStats::default(),
             scratch: Vec::new(),
             frames: Vec::new(),
+            plants,
+            planted_actions: Vec::new(),
         };
         // The first frame: initial observations and images, before anyone can attach.
         engine.write_frame(false);

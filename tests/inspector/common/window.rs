@@ -78,6 +78,7 @@ pub fn replacement_engine(name: &str, num_envs: u32, obs_size: u32, seed: u64) -
         camera_hz: 30.0,
         seed,
         nan_at_step: None,
+        plants: Vec::new(),
     })
     .expect("the replacing engine starts")
 }

@@ -1,15 +1,21 @@
 //! The step loop: lock-step with the client (training) or paced (inference), each step
-//! reading actions and reset flags and publishing a frame under the spec's counters.
+//! reading actions and reset flags and publishing a frame under the spec's counters,
+//! with the faults planted at that step.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{Engine, EngineStats, Mode, OBS_CHUNK_FLOATS};
+use super::{
+    Channel, Engine, EngineStats, Fault, Mode, OBS_CHUNK_FLOATS, PlantedAction, done_count,
+};
 use crate::render::render_env;
 use crate::wait::Waiter;
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::plan::PlanLayout;
 use lrbc::layout::{LrbcHeader, LuckyHeader};
+
+/// A planted stall sleeps in slices this long, looking at the stop flag between them.
+const STALL_SLICE: Duration = Duration::from_millis(10);
 
 impl Engine {
     /// Runs until `stop` is set.
@@ -30,6 +36,9 @@ impl Engine {
                     // its actions and reset flags are visible.
                     let a = self.seg.load_u64(action_seq_word).unwrap_or(0);
                     if a != self.last_action_seq {
+                        if !self.wait_out_stalls(stop) {
+                            break;
+                        }
                         self.last_action_seq = a;
                         self.step_once(Some(a));
                         self.serve();
@@ -42,6 +51,9 @@ impl Engine {
                     }
                 }
                 Mode::Inference => {
+                    if !self.wait_out_stalls(stop) {
+                        break;
+                    }
                     self.step_once(None);
                     self.serve();
                     next_tick += period;
@@ -57,10 +69,38 @@ impl Engine {
         self.stats
     }
 
+    /// Waits as long as the stalls planted at the next step say, answering nothing:
+    /// false when `stop` was set meanwhile (within one slice of [`STALL_SLICE`]).
+    pub(super) fn wait_out_stalls(&self, stop: &AtomicBool) -> bool {
+        let next_step = self.step + 1;
+        for plant in &self.plants {
+            let Fault::Stall { duration } = plant.fault else {
+                continue;
+            };
+            if !plant.shows_at(next_step) {
+                continue;
+            }
+            let until = Instant::now() + duration;
+            loop {
+                // Relaxed: a flag with no data behind it.
+                if stop.load(Ordering::Relaxed) {
+                    return false;
+                }
+                let now = Instant::now();
+                if now >= until {
+                    break;
+                }
+                std::thread::sleep((until - now).min(STALL_SLICE));
+            }
+        }
+        true
+    }
+
     /// Reads actions and reset flags, steps, writes the frame.
     pub fn step_once(&mut self, action_seq: Option<u64>) {
         let act_offset = self.plan.act_offset;
         let resets_offset = self.plan.resets_offset;
+        self.restore_actions();
         self.seg.read_f32s(act_offset, &mut self.actions);
         self.seg.read_at(resets_offset, &mut self.resets);
         let had_resets = self.resets.iter().any(|&r| r != 0);
@@ -115,11 +155,9 @@ impl Engine {
                 self.seg
                     .write_at(self.plan.truncateds_offset, &self.sim.truncated);
             }
-            if self.cfg.nan_at_step == Some(self.step) {
-                // The injected fault: in the segment only, the dynamics stay finite.
-                self.seg.write_f32s(self.plan.obs_offset, &[f32::NAN]);
-                self.seg.write_f32s(self.plan.rewards_offset, &[f32::NAN]);
-            }
+            // The planted faults (`nan_at_step`'s among them): in the segment only, the
+            // dynamics stay finite.
+            self.plant_frame_values();
         }
         if image_due && let Some((w, h, c)) = self.cfg.image {
             let per = (w * h * c) as usize;
@@ -140,6 +178,7 @@ impl Engine {
             self.seg.store_u64(LrbcHeader::FRAME_TIME_NS_OFFSET, now);
         }
         if publish {
+            self.plant_actions();
             let word = match self.cfg.layout {
                 PlanLayout::Lucky => LuckyHeader::FRAME_SEQ_OFFSET,
                 PlanLayout::Lrbc { .. } => LrbcHeader::FRAME_SEQ_OFFSET,
@@ -147,6 +186,89 @@ impl Engine {
             // Release: publishes the frame written above; pairs with the client's
             // Acquire load of frame_seq.
             self.seg.store_u64(word, self.frame_seq);
+        }
+    }
+
+    /// Writes the observation, reward and done faults planted at this step over the
+    /// frame's own values (inside the seqlock: the caller made `write_seq` odd).
+    fn plant_frame_values(&self) {
+        let per_env = u64::from(self.cfg.obs_size);
+        for plant in self.plants.iter().filter(|p| p.shows_at(self.step)) {
+            match plant.fault {
+                Fault::Value {
+                    value,
+                    env,
+                    channel: Channel::Obs { index },
+                    ..
+                } => {
+                    let at = (u64::from(env) * per_env + u64::from(index)) * 4;
+                    self.seg
+                        .write_f32s(self.plan.obs_offset + at, &[value.value()]);
+                }
+                Fault::Value {
+                    value,
+                    env,
+                    channel: Channel::Reward,
+                    ..
+                } => {
+                    let at = u64::from(env) * 4;
+                    self.seg
+                        .write_f32s(self.plan.rewards_offset + at, &[value.value()]);
+                }
+                Fault::DoneBurst { share, .. } => {
+                    let count = done_count(share, self.cfg.num_envs);
+                    self.seg.write_at(self.plan.dones_offset, &vec![1u8; count]);
+                }
+                Fault::Value {
+                    channel: Channel::Act { .. },
+                    ..
+                }
+                | Fault::Stall { .. } => {}
+            }
+        }
+    }
+
+    /// Writes the action faults planted at this step into the action region, as if the
+    /// trainer had written them, before the frame is published; remembers the trainer's
+    /// values they replace. The dynamics have stepped with the trainer's values.
+    fn plant_actions(&mut self) {
+        let per_env = self.cfg.act_size as usize;
+        for plant in self.plants.iter().filter(|p| p.shows_at(self.step)) {
+            let Fault::Value {
+                value,
+                env,
+                channel: Channel::Act { index },
+                ..
+            } = plant.fault
+            else {
+                continue;
+            };
+            let slot = env as usize * per_env + index as usize;
+            // The sizes were checked: the slot is inside the actions read this step.
+            let Some(&trainer_value) = self.actions.get(slot) else {
+                continue;
+            };
+            self.seg
+                .write_f32s(self.plan.act_offset + slot as u64 * 4, &[value.value()]);
+            self.planted_actions.push(PlantedAction {
+                slot,
+                trainer_value,
+                planted_bits: value.value().to_bits(),
+            });
+        }
+    }
+
+    /// Gives the trainer's value back to each action slot the last frame planted a
+    /// value in and no one has written since (a trainer writes every action before it
+    /// bumps action_seq; in inference mode none may have), so that the dynamics step
+    /// with the trainer's values and the fault lasts its frames only.
+    fn restore_actions(&mut self) {
+        for planted in self.planted_actions.drain(..) {
+            let at = self.plan.act_offset + planted.slot as u64 * 4;
+            let mut now = [0f32];
+            if self.seg.read_f32s(at, &mut now) && now[0].to_bits() == planted.planted_bits {
+                self.seg.write_f32s(at, &[planted.trainer_value]);
+            }
         }
     }
 }
