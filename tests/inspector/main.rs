@@ -15,6 +15,7 @@ mod common;
 mod architecture;
 mod bad_input;
 mod export;
+mod fault_peer;
 mod flight;
 mod fuzz_corpus;
 mod memory;
