@@ -14,8 +14,9 @@ use lrbc::clock::MonotonicClock;
 use lrbc::control::{ControlWorker, lease_holder, unavailable_reason};
 use lrbc::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
 use lrbc::sync::lock;
+use lrbc_live::detect::{EventKind, EventLog};
 use lrbc_live::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
-use lrbc_live::traffic::{TrafficLimits, TrafficStore, TrafficTap};
+use lrbc_live::traffic::{OnTraffic, TrafficLimits, TrafficStore, TrafficTap};
 use lrbc_recording::replay::{Frozen, Player, Recording};
 use lrbc_remote::view::{Link, Viewer};
 
@@ -72,7 +73,7 @@ pub struct NodeRow {
     pub frame_hz: Option<f64>,
     /// The median reward over the envs of the newest frame.
     pub reward_median: Option<f32>,
-    /// NaN and Inf values in the newest frame scanned.
+    /// Events of NaN or Inf values the server's detector found.
     pub nonfinite: u64,
     pub envs: u32,
     pub link: Link,
@@ -111,11 +112,23 @@ impl Frames {
         }
     }
 
-    pub fn set_settings(&self, settings: SamplerSettings) {
+    /// New settings. Err: the detector's cannot be used on this segment (the rest are
+    /// taken).
+    pub fn set_settings(&self, settings: SamplerSettings) -> Result<(), String> {
         match self {
-            Self::Live(s) => s.set_settings(settings),
+            Self::Live(s) => return s.set_settings(settings),
             Self::Recording(p) => p.set_settings(settings),
             Self::Remote(v) => v.set_settings(settings),
+        }
+        Ok(())
+    }
+
+    /// The events found: the live detector's, a recording's, a served run's.
+    pub fn events(&self) -> Option<Arc<Mutex<EventLog>>> {
+        match self {
+            Self::Live(s) => s.events().cloned(),
+            Self::Recording(p) => Some(Arc::clone(&p.events)),
+            Self::Remote(v) => Some(Arc::clone(&v.events)),
         }
     }
 
@@ -150,6 +163,12 @@ impl Taps {
 fn yielding_of(sampler: &Sampler) -> Arc<dyn Fn() -> bool + Send + Sync> {
     let data = Arc::clone(sampler.data());
     Arc::new(move || lock(&data).yielding)
+}
+
+/// The sampler's detector is told of the rings' faults by the traffic tap.
+fn faults_to(sampler: &Sampler) -> Option<OnTraffic> {
+    let feed = sampler.diagnosis()?.feed();
+    Some(Box::new(move |e, now| feed.traffic(e, now)))
 }
 
 /// Everything the window holds for one source.
@@ -213,6 +232,7 @@ impl Session {
             Arc::clone(&traffic_limits),
             Arc::clone(&waker),
             yielding_of(&sampler),
+            faults_to(&sampler),
         )
         .map_err(|e| e.to_string())?;
         let control_unavailable = unavailable_reason(&attached);
@@ -248,8 +268,9 @@ impl Session {
             frame_count: rec.frame_count,
             state_changes,
         };
-        let player =
-            Player::start(rec, settings, limits, Arc::clone(&waker)).map_err(|e| e.to_string())?;
+        let detect = settings.detect.clone().map(|(d, _)| d).unwrap_or_default();
+        let player = Player::start(rec, settings, limits, detect, Arc::clone(&waker))
+            .map_err(|e| e.to_string())?;
         let store = Arc::clone(&player.store);
         Ok(Self {
             target: Target::Path(path.to_path_buf()),
@@ -311,17 +332,23 @@ impl Session {
     pub fn node_row(&self) -> Option<NodeRow> {
         let (info, viewer) = self.remote()?;
         let link = viewer.link();
+        let nonfinite = lock(&viewer.events).totals().of(EventKind::Nonfinite);
         let d = lock(&viewer.data);
         Some(NodeRow {
             addr: info.addr.clone(),
             state: d.report.as_ref().map(|r| r.state),
             frame_hz: d.report.as_ref().and_then(|r| r.frame_hz),
             reward_median: d.frames.back().map(|f| f.reward_p50),
-            nonfinite: d.scan.nan + d.scan.inf,
+            nonfinite,
             // The viewer's: a server in the background is not followed by the window.
             envs: viewer.geometry().1.num_envs,
             link,
         })
+    }
+
+    /// The events found in the source (none while a live sampler runs no detector).
+    pub fn events(&self) -> Option<Arc<Mutex<EventLog>>> {
+        self.sampler.events()
     }
 
     /// The link to the server, when the source is a served run.
@@ -451,7 +478,8 @@ impl Session {
 
     /// Applies a new memory budget to the sampler's settings and the traffic tap.
     pub fn set_limits(&self, settings: SamplerSettings, limits: TrafficLimits) {
-        self.sampler.set_settings(settings);
+        // Only the memory budget changed: nothing the detector checks.
+        let _ = self.sampler.set_settings(settings);
         *lock(&self.traffic_limits) = limits;
         match &self.sampler {
             Frames::Recording(p) => p.set_limits(limits),
@@ -552,6 +580,7 @@ impl Session {
             Arc::clone(&self.traffic_limits),
             Arc::clone(&self.waker),
             yielding_of(sampler),
+            faults_to(sampler),
         ) {
             self.traffic = Taps::Live(t);
         }

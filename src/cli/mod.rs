@@ -4,7 +4,9 @@ pub mod args;
 pub mod children;
 mod control;
 mod demo;
+pub mod detection;
 mod dump;
+pub mod events;
 pub mod export;
 mod list;
 mod open;
@@ -68,6 +70,8 @@ pub struct WindowArgs {
     /// a profile of its own (a file that does not exist yet starts from the defaults).
     #[arg(long, value_name = "FILE", value_parser = args::parse_settings_file)]
     pub settings: Option<PathBuf>,
+    #[command(flatten)]
+    pub detect: detection::DetectArgs,
 }
 
 impl WindowArgs {
@@ -77,6 +81,7 @@ impl WindowArgs {
             busy_budget_percent: self.busy_budget,
             record: self.record,
             settings_file: self.settings.clone(),
+            detect: self.detect.changes(),
         }
     }
 }
@@ -163,7 +168,14 @@ pub enum Command {
         /// one core and skips frames to stay within it; 0 follows every frame.
         #[arg(long, value_name = "PCT", default_value_t = lrbc_live::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
         busy_budget: f32,
+        #[command(flatten)]
+        detect: detection::DetectArgs,
     },
+    /// What the detector finds: NaN and infinities (and whether the policy or the
+    /// simulator made them), values out of bounds, saturated actions, done bursts,
+    /// stalls, the segment's state changes and ring faults; of a live run as they are
+    /// found, or of a recording.
+    Events(events::EventsArgs),
     /// Decoded command-ring traffic: what is in the rings now, or as it happens.
     Traffic {
         #[command(flatten)]
@@ -213,6 +225,8 @@ pub enum Command {
         busy_budget: f32,
         #[command(flatten)]
         compression: record::CompressionArgs,
+        #[command(flatten)]
+        detect: detection::DetectArgs,
     },
     /// Serve the run live over the Foxglove WebSocket protocol, for Foxglove and other
     /// viewers of the protocol (until Ctrl-C or --duration).
@@ -280,20 +294,26 @@ pub enum CliError {
     Usage(String),
     #[error("{0}")]
     Other(String),
+    /// `events --fail-on` found an event of a kind it names: not a failure of the
+    /// command, an answer (exit code 3).
+    #[error("{0}")]
+    Found(String),
 }
 
 impl CliError {
     pub fn detail(&self) -> Option<String> {
         match self {
             Self::Attach(e) => e.detail(),
-            Self::Usage(_) | Self::Other(_) => None,
+            Self::Usage(_) | Self::Other(_) | Self::Found(_) => None,
         }
     }
 
-    /// Exit code: 2 for usage errors (as clap), 1 otherwise.
+    /// Exit code: 2 for usage errors (as clap), 3 for `events --fail-on` finding one, 1
+    /// otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Usage(_) => 2,
+            Self::Found(_) => events::FOUND_EXIT_CODE,
             Self::Attach(_) | Self::Other(_) => 1,
         }
     }
@@ -361,6 +381,10 @@ pub fn main() -> i32 {
     let verbose = cli.verbose;
     match run(cli) {
         Ok(()) => 0,
+        Err(e @ CliError::Found(_)) => {
+            eprintln!("{e}");
+            e.exit_code()
+        }
         Err(e) => {
             eprintln!("error: {e}");
             if verbose && let Some(detail) = e.detail() {
@@ -463,6 +487,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             count,
             json,
             busy_budget,
+            detect,
         }) => {
             let budget = (busy_budget > 0.0).then_some(busy_budget);
             watch::run(
@@ -472,6 +497,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 count,
                 json,
                 budget,
+                detect.settings()?,
             )
         }
         Some(Command::Traffic {
@@ -502,6 +528,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             images,
             busy_budget,
             compression,
+            detect,
         }) => record::run(
             &target.require()?,
             target.layout,
@@ -514,9 +541,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 images,
                 busy_budget: (busy_budget > 0.0).then_some(busy_budget),
                 compression: compression.compression()?,
+                detect: detect.settings()?,
             },
         ),
         Some(Command::Serve(args)) => serve::run_args(args),
+        Some(Command::Events(args)) => events::run_args(&args),
         Some(Command::Control {
             target,
             service,

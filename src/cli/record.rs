@@ -31,6 +31,8 @@ pub struct Options {
     pub busy_budget: Option<f32>,
     /// How the file's chunks are compressed.
     pub compression: Compression,
+    /// What the detector looks for (its events go into the file).
+    pub detect: lrbc_live::detect::DetectSettings,
 }
 
 /// `--compression` and `--compression-level` of `record` and `serve --record`.
@@ -161,6 +163,9 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         capture = capture.with_images();
     }
     capture.set_busy_budget(o.busy_budget);
+    capture
+        .detect_with(o.detect.clone())
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let mut rec = Recorder::with_compression(capture, BufWriter::new(file), o.compression)
         .map_err(writing)?;
     let started = Instant::now();
@@ -269,7 +274,7 @@ fn progress(c: &Counts, bytes: u64, yielding: bool, started: Instant) -> String 
         String::new()
     };
     format!(
-        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} skipped{}{unreadable}, {} ring entries, {} ring bytes lost{images}",
+        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} skipped{}{unreadable}, {} ring entries, {} ring bytes lost{images}, {} events, values of {} frames checked",
         c.frames_recorded,
         bytes as f64 / 1e6,
         c.frames_recorded as f64 / secs,
@@ -282,6 +287,8 @@ fn progress(c: &Counts, bytes: u64, yielding: bool, started: Instant) -> String 
             ""
         },
         c.ring_entries,
-        c.ring_lost_bytes
+        c.ring_lost_bytes,
+        c.events_found,
+        c.frames_checked
     )
 }

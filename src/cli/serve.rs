@@ -128,6 +128,8 @@ pub struct ServeArgs {
     /// percent of one core and skips frames (counted); 0 follows every frame.
     #[arg(long, value_name = "PCT", default_value_t = lrbc_live::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = super::args::parse_percent)]
     pub busy_budget: f32,
+    #[command(flatten)]
+    pub detect: super::detection::DetectArgs,
 }
 
 /// `--image-format`.
@@ -173,6 +175,7 @@ pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
             record: a.record,
             compression: a.compression.compression()?,
             tls: a.tls_cert.zip(a.tls_key),
+            detect: a.detect.settings()?,
         },
     )
 }
@@ -198,6 +201,8 @@ pub struct Options {
     pub compression: lrbc_recording::format::Compression,
     /// The certificate and key files of TLS.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// What the detector looks for (its events go on `/lrbc/events` and `/lrbc/log`).
+    pub detect: lrbc_live::detect::DetectSettings,
 }
 
 type FileRecorder = lrbc_recording::recorder::Recorder<std::io::BufWriter<std::fs::File>>;
@@ -295,6 +300,9 @@ fn capture_of(a: Attached, o: &Options) -> Result<Capture, CliError> {
         capture = capture.with_images();
     }
     capture.set_busy_budget(o.busy_budget);
+    capture
+        .detect_with(o.detect.clone())
+        .map_err(|e| CliError::Usage(format!("cannot serve: {e}")))?;
     Ok(capture)
 }
 

@@ -4,6 +4,7 @@ use super::{CliError, sleep_unless_stopped, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
+use lrbc_live::detect::{EventKind, Totals};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_live::watch::{Report, Watcher};
 
@@ -11,7 +12,7 @@ fn hz(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
-fn line(r: &Report, s: &SamplerStats, yielding: bool) -> String {
+fn line(r: &Report, s: &SamplerStats, yielding: bool, events: &Totals) -> String {
     let mut line = format!(
         "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={} torn={} skipped={} unreadable={}",
         r.t_secs,
@@ -28,6 +29,18 @@ fn line(r: &Report, s: &SamplerStats, yielding: bool) -> String {
         s.frames_skipped,
         s.frames_unreadable
     );
+    line.push_str(&format!(
+        " checked={}/{} events={}",
+        events.frames_checked,
+        s.frames_seen,
+        events.events()
+    ));
+    for k in EventKind::ALL {
+        let n = events.of(k);
+        if n > 0 {
+            line.push_str(&format!(" {}={n}", k.as_str()));
+        }
+    }
     if yielding {
         line.push_str(" (machine busy: the sampler skips frames to stay within its budget)");
     }
@@ -46,14 +59,15 @@ pub fn run(
     count: Option<u64>,
     as_json: bool,
     busy_budget_percent: Option<f32>,
+    detect: lrbc_live::detect::DetectSettings,
 ) -> Result<(), CliError> {
     let stop = stop_flag();
     let attached = attach(target, choice)?;
     for w in &attached.geometry.warnings {
         eprintln!("warning: {w}");
     }
-    // The sampler follows every frame on its own mapping; its figures join each line.
-    // Images and value scans are not shown here, so they are not taken.
+    // The sampler follows every frame on its own mapping, the detector beside it; their
+    // figures join each line. Images are not shown here, so they are not taken.
     let sampler = Sampler::start(
         attach(target, choice)?,
         SamplerSettings {
@@ -61,8 +75,8 @@ pub fn run(
             history_frames: 1,
             detail_frames: 1,
             max_image_hz: 0.0,
-            scan_hz: 0.0,
             busy_budget_percent,
+            detect: Some((detect, lrbc_live::detect::DEFAULT_EVENTS_KEPT)),
             ..SamplerSettings::default()
         },
         MonotonicClock,
@@ -90,6 +104,10 @@ pub fn run(
             let d = sampler.lock();
             (d.stats, d.yielding)
         };
+        let events = sampler
+            .events()
+            .map(|l| lrbc::sync::lock(l).totals())
+            .unwrap_or_default();
         if as_json {
             let mut v = serde_json::to_value(&report)
                 .map_err(|e| CliError::Other(format!("cannot encode a report: {e}")))?;
@@ -101,10 +119,21 @@ pub fn run(
                 m.insert("frames_skipped".into(), stats.frames_skipped.into());
                 m.insert("frames_unreadable".into(), stats.frames_unreadable.into());
                 m.insert("sampler_yielding".into(), yielding.into());
+                m.insert("events".into(), events.events().into());
+                let by_kind: serde_json::Map<String, serde_json::Value> = EventKind::ALL
+                    .iter()
+                    .map(|&k| (k.as_str().to_string(), events.of(k).into()))
+                    .collect();
+                m.insert("events_by_kind".into(), by_kind.into());
+                m.insert("frames_checked".into(), events.frames_checked.into());
+                m.insert(
+                    "frames_flags_checked".into(),
+                    events.frames_flags_checked.into(),
+                );
             }
             println!("{v}");
         } else {
-            println!("{}", line(&report, &stats, yielding));
+            println!("{}", line(&report, &stats, yielding, &events));
         }
         printed += 1;
     }

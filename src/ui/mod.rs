@@ -140,7 +140,10 @@ fn run_window_on(
                 .and_then(|s| eframe::get_value::<settings::Settings>(s, app::SETTINGS_KEY))
                 .unwrap_or_default()
                 .with(&overrides);
-            let tree = cc.storage.and_then(|s| eframe::get_value(s, app::TREE_KEY));
+            let tree = cc
+                .storage
+                .and_then(|s| eframe::get_value(s, app::TREE_KEY))
+                .map(settings::with_every_pane);
             let target = match &opening {
                 Opening::Target(t) => t.clone(),
                 _ => None,

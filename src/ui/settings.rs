@@ -11,12 +11,14 @@ pub enum Pane {
     Traffic,
     Cameras,
     Rpc,
+    Events,
 }
 
 impl Pane {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Counters,
         Self::Envs,
+        Self::Events,
         Self::Traffic,
         Self::Cameras,
         Self::Header,
@@ -31,26 +33,48 @@ impl Pane {
             Self::Traffic => "Traffic",
             Self::Cameras => "Cameras",
             Self::Rpc => "RPC",
+            Self::Events => "Events",
         }
     }
 }
 
-/// The default arrangement: counters and envs on the left, traffic and cameras on the
-/// right, header and RPC as tabs.
+/// The default arrangement: counters and envs on the left, events, traffic and cameras
+/// on the right, header and RPC as tabs.
 pub fn default_tree() -> egui_tiles::Tree<Pane> {
     let mut tiles = egui_tiles::Tiles::default();
     let counters = tiles.insert_pane(Pane::Counters);
     let envs = tiles.insert_pane(Pane::Envs);
     let header = tiles.insert_pane(Pane::Header);
+    let events = tiles.insert_pane(Pane::Events);
     let traffic = tiles.insert_pane(Pane::Traffic);
     let cameras = tiles.insert_pane(Pane::Cameras);
     let rpc = tiles.insert_pane(Pane::Rpc);
     let left_tabs = tiles.insert_tab_tile(vec![envs, counters, header]);
-    let right_top = tiles.insert_tab_tile(vec![traffic, rpc]);
+    let right_top = tiles.insert_tab_tile(vec![events, traffic, rpc]);
     let right_bottom = tiles.insert_tab_tile(vec![cameras]);
     let right = tiles.insert_vertical_tile(vec![right_top, right_bottom]);
     let root = tiles.insert_horizontal_tile(vec![left_tabs, right]);
     egui_tiles::Tree::new(egui::Id::unique("lrbc_tiles"), root, tiles)
+}
+
+/// A layout kept from an earlier version lacks the panels added since: each goes in as a
+/// tab beside the Traffic panel (or, failing that, the layout starts over).
+pub fn with_every_pane(mut tree: egui_tiles::Tree<Pane>) -> egui_tiles::Tree<Pane> {
+    for pane in Pane::ALL {
+        if tree.tiles.find_pane(&pane).is_some() {
+            continue;
+        }
+        let beside = tree
+            .tiles
+            .find_pane(&Pane::Traffic)
+            .and_then(|t| tree.tiles.parent_of(t));
+        let new = tree.tiles.insert_pane(pane);
+        match beside.and_then(|p| tree.tiles.get_mut(p)) {
+            Some(egui_tiles::Tile::Container(c)) => c.add_child(new),
+            _ => return default_tree(),
+        }
+    }
+    tree
 }
 
 /// Every panel visible at once (a grid): what the UI benchmark and screenshots use.
@@ -81,8 +105,10 @@ pub struct Settings {
     pub obs_channels: Vec<u32>,
     /// Action channels plotted.
     pub act_channels: Vec<u32>,
-    pub obs_limit: f32,
-    pub act_limit: f32,
+    /// What the detector looks for: bounds, saturation, done bursts, stalls.
+    pub detect: lrbc_live::detect::DetectSettings,
+    /// The kinds of event (their names) whose first one makes the flight recorder save.
+    pub flight_on: Vec<String>,
     pub screenshot_dir: PathBuf,
     pub traffic_filter: String,
     /// Redraws per second at most; 0 chooses (60, or 20 under software rendering).
@@ -111,8 +137,8 @@ impl Default for Settings {
             plot_window_secs: 20.0,
             obs_channels: vec![0, 2],
             act_channels: vec![0],
-            obs_limit: s.obs_limit,
-            act_limit: s.act_limit,
+            detect: lrbc_live::detect::DetectSettings::default(),
+            flight_on: vec![lrbc_live::detect::EventKind::Nonfinite.as_str().into()],
             screenshot_dir: default_screenshot_dir(),
             traffic_filter: String::new(),
             max_fps: 0,
@@ -148,6 +174,8 @@ pub fn default_recordings_dir() -> PathBuf {
 pub struct Overrides {
     pub memory_budget_mib: Option<u32>,
     pub busy_budget_percent: Option<f32>,
+    /// Changes to what the detector looks for, from the command line's options.
+    pub detect: lrbc_live::detect::DetectChanges,
     /// Record from the start (as Record in the status bar), once a live segment is
     /// attached; not a setting (not kept).
     pub record: bool,
@@ -164,7 +192,18 @@ impl Settings {
         if let Some(pct) = o.busy_budget_percent {
             self.busy_budget_percent = pct;
         }
+        if let Ok(d) = o.detect.applied_to(&self.detect) {
+            self.detect = d;
+        }
         self
+    }
+
+    /// The kinds of event whose first one makes the flight recorder save.
+    pub fn flight_kinds(&self) -> Vec<lrbc_live::detect::EventKind> {
+        self.flight_on
+            .iter()
+            .filter_map(|k| lrbc_live::detect::EventKind::parse(k))
+            .collect()
     }
 
     /// The memory budget, within its bounds.
@@ -185,8 +224,7 @@ impl Settings {
             watched_envs: self.watched_envs.clone(),
             history_frames: self.history_frames.clamp(1_000, 10_000_000),
             detail_frames: self.detail_frames.clamp(100, 1_000_000),
-            obs_limit: self.obs_limit,
-            act_limit: self.act_limit,
+            detect: Some((self.detect.clone(), lrbc_live::detect::DEFAULT_EVENTS_KEPT)),
             busy_budget_percent: (self.busy_budget_percent.is_finite()
                 && self.busy_budget_percent > 0.0)
                 .then(|| self.busy_budget_percent.min(100.0)),

@@ -154,18 +154,27 @@ fn the_first_nan_saves_the_last_seconds_by_itself_once() {
         a.flight_last_file().is_some()
     });
     let first = h.state().flight_last_file().unwrap().to_path_buf();
+    // The status line and the file name the event.
     let note = h.state().flight_note().unwrap_or_default().to_string();
-    assert!(note.contains("NaN/Inf"), "{note}");
+    assert!(note.contains("nonfinite at frame 40, env 0"), "{note}");
     assert!(note.contains(&first.display().to_string()), "{note}");
     let file_name = first.file_name().unwrap().to_string_lossy().to_string();
     assert!(
         file_name.starts_with(&format!("lrbc-{}-", sim.name)),
         "{file_name}"
     );
-    assert!(file_name.ends_with("Z.mcap"), "{file_name}");
+    assert!(
+        file_name.ends_with("Z-nonfinite-f40-env0.mcap"),
+        "{file_name}"
+    );
     let (seqs, nan) = frames(&first);
     assert!(!seqs.is_empty());
-    assert!(!nan.is_empty(), "no frame with the NaN in {seqs:?}");
+    assert_eq!(nan, vec![40], "the NaN's frame in {seqs:?}");
+    // The seconds around it: frames before and after the event.
+    assert!(
+        seqs.first() < Some(&40) && seqs.last() > Some(&40),
+        "{seqs:?}"
+    );
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     // The independent reader (the PyPI mcap package) reads the saved file (where the
     // tests' Python is: not under Wine).
@@ -181,14 +190,23 @@ fn the_first_nan_saves_the_last_seconds_by_itself_once() {
         assert_eq!(counts["frames_recorded"], seqs.len().to_string(), "{v}");
         assert_eq!(counts["frames_dropped"], "0", "{v}");
     }
-    // The scan sees the NaN too, a while on: still one file.
-    let scans = |a: &InspectorApp| {
+    // The window's detector found it too, and frames go on: still one file.
+    let totals = |a: &InspectorApp| {
         a.session
             .as_ref()
-            .map_or(0, |s| s.sampler.lock().scan.scans)
+            .and_then(|s| s.events())
+            .map(|l| l.lock().unwrap().totals())
+            .unwrap_or_default()
     };
-    let seen = scans(h.state());
-    step_until(&mut h, "two more scans", |a| scans(a) >= seen + 2);
+    assert!(
+        totals(h.state()).of(lrbc_live::detect::EventKind::Nonfinite) >= 1,
+        "{:?}",
+        totals(h.state())
+    );
+    let checked = totals(h.state()).frames_checked;
+    step_until(&mut h, "a hundred frames more", |a| {
+        totals(a).frames_checked >= checked + 100
+    });
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
     drop(sim);
     let _ = std::fs::remove_dir_all(&dir);

@@ -41,8 +41,25 @@ fn a_recording_reads_back_with_the_mcap_crate_and_the_generated_frame_code() {
     let mut seqs = Vec::new();
     let mut nan_frames = Vec::new();
     let mut ring_entries = 0;
+    let (mut events, mut logs) = (Vec::new(), Vec::new());
     for message in mcap::MessageStream::new(&bytes).unwrap() {
         let message = message.unwrap();
+        let schema = message.channel.schema.as_ref();
+        // The detector's events, as JSON of their JSON schema and as Foxglove's log.
+        if message.channel.topic == "/lrbc/events" || message.channel.topic == "/lrbc/log" {
+            let schema = schema.expect("a schema");
+            assert_eq!(schema.encoding, "jsonschema");
+            assert_eq!(message.channel.message_encoding, "json");
+            let v: serde_json::Value = serde_json::from_slice(&message.data).unwrap();
+            if message.channel.topic == "/lrbc/events" {
+                assert_eq!(schema.name, "lrbc.Event");
+                events.push(v);
+            } else {
+                assert_eq!(schema.name, "foxglove.Log");
+                logs.push(v);
+            }
+            continue;
+        }
         if message.channel.topic != "/lrbc/frame" {
             assert!(message.channel.topic.starts_with("/lrbc/ring/"));
             ring_entries += 1;
@@ -74,6 +91,35 @@ fn a_recording_reads_back_with_the_mcap_crate_and_the_generated_frame_code() {
     assert!(ring_entries > 0, "no ring entry recorded");
     // Lock-step: the engine's step N publishes frame_seq N.
     assert_eq!(nan_frames, [20]);
+    // Env 0's NaN observation and reward of frame 20: two events, of the simulator.
+    let nonfinite: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["kind"] == "nonfinite" && e["ongoing"] == false)
+        .map(|e| {
+            assert_eq!(
+                (e["frame_seq"].as_u64(), e["env"].as_u64()),
+                (Some(20), Some(0)),
+                "{e}"
+            );
+            assert_eq!(e["value"], "NaN", "{e}");
+            assert_eq!(e["origin"], "simulator", "{e}");
+            (
+                e["channel"].as_str().unwrap(),
+                e["name"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(nonfinite.len(), 2, "{events:?}");
+    assert!(nonfinite.iter().any(|(c, _)| *c == "observation"));
+    assert!(nonfinite.iter().any(|(c, _)| *c == "reward"));
+    assert!(
+        logs.iter().any(|l| l["level"] == 4
+            && l["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("frame 20: nonfinite")),
+        "{logs:?}"
+    );
     let _ = std::fs::remove_file(&path);
 }
 

@@ -101,37 +101,69 @@ fn a_recording_opens_in_the_window_and_every_panel_shows_it() {
     step_until(&mut h, "the first frame", |a| frame_seq(a).is_some());
     let first = frame_seq(h.state()).unwrap();
 
-    // The timeline: → steps one frame, a search finds the next done.
+    // The timeline: → steps one frame; "next event" goes to the recording's first event,
+    // the NaN of step 150 (env 0's first observation and its reward).
     h.key_press(egui::Key::ArrowRight);
     // (The next recorded frame: the recorder may have missed some.)
     step_until(&mut h, "a step", |a| {
         frame_seq(a).is_some_and(|s| s > first)
     });
-    let stepped = frame_seq(h.state()).unwrap();
-    h.get_by_label("done").click();
-    step_until(&mut h, "the next done", |a| {
+    let events = |a: &InspectorApp| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.events())
+            .map(|l| {
+                l.lock()
+                    .unwrap()
+                    .events()
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    step_until(&mut h, "the recording's events", |a| !events(a).is_empty());
+    let found = events(h.state());
+    assert!(
+        found
+            .iter()
+            .any(|e| e.kind == lrbc_live::detect::EventKind::Nonfinite
+                && e.env == Some(0)
+                && e.first_frame == 150),
+        "{found:?}"
+    );
+    h.get_by_label("next event").click();
+    step_until(&mut h, "the next event", |a| {
         a.session
             .as_ref()
             .and_then(|s| s.sampler.lock().latest.clone())
-            .is_some_and(|(_, hot)| hot.dones.iter().any(|&d| d != 0))
-    });
-    let at_done = latest_seq(h.state()).unwrap();
-    assert!(at_done > stepped);
-
-    // The NaN written at step 150.
-    h.get_by_label("NaN").click();
-    step_until(&mut h, "the next NaN", |a| {
-        a.session
-            .as_ref()
-            .is_some_and(|s| s.sampler.lock().scan.nan > 0)
+            .is_some_and(|(_, hot)| hot.rewards.iter().any(|r| r.is_nan()))
     });
     let at_nan = latest_seq(h.state()).unwrap();
-    let nan = h.state().session.as_ref().unwrap().sampler.lock().scan.nan;
+    assert_eq!(at_nan, 150);
+    // The Values line counts the recording's bad values: env 0's NaN observation and
+    // reward of frame 150.
     only_pane(h.state_mut(), Pane::Envs);
     h.run_steps(2);
     assert!(
-        h.query_by_label(&format!("NaN {nan}")).is_some(),
-        "the envs panel does not show NaN {nan}"
+        h.query_by_label("NaN 2").is_some(),
+        "the envs panel does not show NaN 2"
+    );
+    // The Events panel lists them; a click on one keeps the cursor there.
+    only_pane(h.state_mut(), Pane::Events);
+    h.run_steps(2);
+    let rows = h
+        .query_all_by_label_contains("nonfinite")
+        .filter(|n| {
+            n.accesskit_node()
+                .label()
+                .or_else(|| n.accesskit_node().value())
+                .is_some_and(|t| t.contains("150"))
+        })
+        .count();
+    assert!(
+        rows >= 2,
+        "the Events panel does not list the two events of frame 150"
     );
 
     // Counters and header show the frame at the cursor.

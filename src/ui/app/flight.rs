@@ -1,6 +1,7 @@
 //! The window's flight recorder ([`lrbc_recording::recorder::flight::Flight`]): started for each
-//! live segment, it keeps the last seconds; it saves them by itself when the first NaN or
-//! infinity shows, when the engine goes and when the segment is replaced, on "Save" in the
+//! live segment, it keeps the last seconds; it saves the seconds around the first event of
+//! the kinds chosen in the settings (non-finite values unless changed) by itself, and the
+//! last seconds when the engine goes and when the segment is replaced, on "Save" in the
 //! status bar or the settings menu, and records from now on "Record". Files go to the
 //! recordings folder; the status bar says where, or why not.
 
@@ -24,8 +25,6 @@ pub struct FlightUi {
     generation: u64,
     /// The segment's state last seen, to save once as the engine goes.
     state: Option<State>,
-    /// The scan's NaN/Inf was passed on to the flight recorder (once per flight).
-    nonfinite_sent: bool,
     /// Why the flight recorder could not start (shown in the settings menu).
     error: Option<String>,
     notes_tx: Sender<Note>,
@@ -45,7 +44,6 @@ impl Default for FlightUi {
             flight: None,
             generation: 0,
             state: None,
-            nonfinite_sent: false,
             error: None,
             notes_tx,
             notes_rx,
@@ -103,8 +101,9 @@ impl InspectorApp {
     }
 
     /// Starts, follows and stops the flight recorder with the session; saves by itself
-    /// when the segment is replaced, the engine goes or the scan finds a NaN or infinity;
-    /// shows what it wrote. Nothing here blocks: short locks and non-blocking sends.
+    /// when the segment is replaced or the engine goes (and, by its own thread, around the
+    /// first event of the kinds chosen); shows what it wrote. Nothing here blocks: short
+    /// locks and non-blocking sends.
     pub(super) fn flight_logic(&mut self) {
         let notes: Vec<Note> = self.flight.notes_rx.try_iter().collect();
         for n in notes {
@@ -121,13 +120,9 @@ impl InspectorApp {
             self.flight.state = None;
             return;
         };
-        let (state, generation, bad) = {
+        let (state, generation) = {
             let d = s.sampler.lock();
-            (
-                d.report.as_ref().map(|r| r.state),
-                d.generation,
-                d.scan.nan + d.scan.inf,
-            )
+            (d.report.as_ref().map(|r| r.state), d.generation)
         };
         let dir = self.settings.recordings_dir.clone();
         let mut errors = Vec::new();
@@ -148,12 +143,6 @@ impl InspectorApp {
                 {
                     errors.push(e);
                 }
-                if bad > 0 && !self.flight.nonfinite_sent {
-                    self.flight.nonfinite_sent = true;
-                    if let Err(e) = f.save_nonfinite(&dir, "the scan found a NaN/Inf") {
-                        errors.push(e);
-                    }
-                }
                 self.flight.status = f.status();
             }
         }
@@ -172,7 +161,7 @@ impl InspectorApp {
             }
             let w = Arc::clone(&self.waker);
             let config = FlightConfig {
-                save_on_nonfinite: Some(dir),
+                save_on_event: Some((dir, self.settings.flight_kinds())),
                 notes: self.flight.notes_tx.clone(),
                 waker: Arc::new(move || w()),
                 create: lrbc_recording::recorder::flight::create_file,
@@ -193,7 +182,6 @@ impl InspectorApp {
                         errors.push(format!("flight recorder: {e}"));
                     }
                     self.flight.flight = Some(f);
-                    self.flight.nonfinite_sent = false;
                     self.flight.generation = generation;
                     self.flight.error = None;
                 }

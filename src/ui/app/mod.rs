@@ -4,6 +4,8 @@
 //! `timeline` the bar that moves through a recording (and its open dialog); `flight` runs
 //! the flight recorder (`lrbc_recording::recorder::flight`) for a live session.
 
+mod detection;
+mod events;
 mod flight;
 mod nodes;
 mod pacing;
@@ -78,10 +80,16 @@ pub struct InspectorApp {
     open_dialog: timeline::OpenDialog,
     /// When the paused live view last played on.
     timeline_tick_ns: u64,
+    /// The kind of event the timeline's "next event" looks for (None: any).
+    timeline_kind: Option<lrbc_live::detect::EventKind>,
     shown_title: String,
     t0_ns: u64,
     /// The flight recorder of the session.
     flight: flight::FlightUi,
+    /// The detector's settings as the Settings menu edits them.
+    detection_form: detection::DetectionForm,
+    /// The Events panel's filters and rows.
+    pub events_view: super::panels::events::EventsView,
     /// The window closes itself when this is set.
     pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// Start recording once the flight recorder runs on a live segment (`--record`).
@@ -145,11 +153,14 @@ impl InspectorApp {
             save_dialogs: SaveDialogs::default(),
             open_dialog: timeline::OpenDialog::default(),
             timeline_tick_ns: 0,
+            timeline_kind: None,
             shown_title: String::new(),
             t0_ns: monotonic_now_ns(),
             close_when: None,
             record_when_attached: false,
             flight: flight::FlightUi::default(),
+            detection_form: detection::DetectionForm::default(),
+            events_view: super::panels::events::EventsView::default(),
         };
         if let Some(t) = target {
             app.attach(t);
@@ -421,6 +432,7 @@ impl InspectorApp {
                 server,
                 client,
                 t0_ns,
+                events_view,
                 ..
             } = self;
             let Some(session) = session.as_mut() else {
@@ -453,10 +465,16 @@ impl InspectorApp {
                 client,
                 t0_ns,
                 shot: None,
+                events_view,
+                go: None,
             };
             tree.ui(&mut behavior, ui);
+            let go = behavior.go.take();
             if let Some(req) = behavior.shot {
                 self.screenshot(req);
+            }
+            if let Some(e) = go {
+                self.go_to_event(&e);
             }
         });
     }

@@ -2,9 +2,10 @@
 
 use crate::session::Session;
 use crate::ui::panels::cameras::{CamerasView, ShotRequest};
+use crate::ui::panels::events::{EventsAction, EventsView};
 use crate::ui::panels::rpc::RpcInfo;
 use crate::ui::panels::traffic::TrafficView;
-use crate::ui::panels::{cameras, counters, envs, header, rpc, traffic};
+use crate::ui::panels::{cameras, counters, envs, events, header, rpc, traffic};
 use crate::ui::settings::{Pane, Settings};
 use crate::ui::widgets::BAD;
 use lrbc::procinfo::ProcInfo;
@@ -21,6 +22,9 @@ pub(super) struct Panes<'a> {
     pub(super) client: &'a ProcInfo,
     pub(super) t0_ns: u64,
     pub(super) shot: Option<ShotRequest>,
+    pub(super) events_view: &'a mut EventsView,
+    /// An event clicked in the Events panel: the window goes there after this pass.
+    pub(super) go: Option<lrbc_live::detect::Event>,
 }
 
 impl egui_tiles::Behavior<Pane> for Panes<'_> {
@@ -54,14 +58,28 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                 }
                 Pane::Envs => {
                     let actions = {
+                        let events = self.session.events();
+                        let log = events.as_ref().map(|l| lrbc::sync::lock(l));
                         let d = self.session.data();
                         egui::ScrollArea::vertical()
                             .id_salt("envs")
-                            .show(ui, |ui| envs::ui(ui, &d, self.settings, self.plot_cache))
+                            .show(ui, |ui| {
+                                envs::ui(ui, &d, log.as_deref(), self.settings, self.plot_cache)
+                            })
                             .inner
                     };
                     if actions.watched_changed {
-                        self.session.sampler.set_settings(self.settings.sampler());
+                        // Only the watched envs changed: nothing the detector checks.
+                        let _ = self.session.sampler.set_settings(self.settings.sampler());
+                    }
+                }
+                Pane::Events => {
+                    let events = self.session.events();
+                    let log = events.as_ref().map(|l| lrbc::sync::lock(l));
+                    if let Some(EventsAction::Go(e)) =
+                        events::ui(ui, log.as_deref(), self.events_view, self.t0_ns)
+                    {
+                        self.go = Some(e);
                     }
                 }
                 Pane::Traffic => {

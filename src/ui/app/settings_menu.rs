@@ -1,11 +1,12 @@
-//! The Settings menu: history sizes, scan limits, the busy-machine budget, redraws per
-//! second, the memory budget and what uses it, the quick-save folder.
+//! The Settings menu: history sizes, the detector's settings (`detection`), the
+//! busy-machine budget, redraws per second, the memory budget and what uses it, the
+//! quick-save folder.
 
 use super::InspectorApp;
 
 impl InspectorApp {
-    /// The sampler's history sizes, the value limits of the scans and the quick-save
-    /// folder; changes apply at once and are kept across runs.
+    /// The sampler's history sizes, the detector's settings and the quick-save folder;
+    /// changes apply at once and are kept across runs.
     pub(super) fn settings_menu(&mut self, ui: &mut egui::Ui) {
         let mut changed = false;
         let mut memory_changed = false;
@@ -48,16 +49,7 @@ impl InspectorApp {
                     }
                 });
                 ui.end_row();
-                ui.label("Out of range: |obs| >");
-                changed |= ui
-                    .add(egui::DragValue::new(&mut self.settings.obs_limit).range(0.0..=f32::MAX))
-                    .changed();
-                ui.end_row();
-                ui.label("Out of range: |act| >");
-                changed |= ui
-                    .add(egui::DragValue::new(&mut self.settings.act_limit).range(0.0..=f32::MAX))
-                    .changed();
-                ui.end_row();
+                changed |= self.detection_settings(ui);
                 ui.label("Sampler on a busy machine (% of a core)").on_hover_text(
                     "while the machine has no spare CPU, the sampler uses at most this share of one core and skips frames (counted) so as not to slow the run; 0 follows every frame",
                 );
@@ -144,12 +136,16 @@ impl InspectorApp {
             self.flight_follow_limits();
         }
         // The servers connected in the background keep to the same settings.
+        let mut refused = None;
         for s in self.session.iter().chain(&self.nodes) {
             if memory_changed {
                 s.set_limits(self.settings.sampler(), self.settings.traffic_limits());
-            } else if changed {
-                s.sampler.set_settings(self.settings.sampler());
+            } else if changed && let Err(e) = s.sampler.set_settings(self.settings.sampler()) {
+                refused = Some(e);
             }
+        }
+        if let Some(e) = refused {
+            self.say(format!("detector: {e}"), true);
         }
         if changed {
             self.flight_follow_busy_budget();

@@ -1,5 +1,5 @@
 //! The status bar: the target, its state, the engine and client processes, the
-//! sampler's counts, traffic losses and the last message.
+//! sampler's counts, traffic losses, the count of events and the last message.
 
 use super::InspectorApp;
 use crate::ui::widgets::{BAD, WARN, state_color, state_text};
@@ -104,6 +104,20 @@ impl InspectorApp {
                         .sum();
                     if lost > 0 {
                         ui.colored_label(BAD, format!("traffic lost {lost} bytes"));
+                    }
+                    if let Some(log) = s.events() {
+                        let t = lrbc::sync::lock(&log).totals();
+                        let n = t.events();
+                        let text = format!("events {}", lrbc_live::detect::thousands(n));
+                        let r = if n > 0 {
+                            ui.colored_label(WARN, text)
+                        } else {
+                            ui.label(text)
+                        };
+                        r.on_hover_text(format!(
+                            "what the detector found (Events panel); {}",
+                            t.checked_text()
+                        ));
                     }
                 }
             }

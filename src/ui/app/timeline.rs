@@ -1,6 +1,6 @@
 //! The timeline of a recording or of the live view paused, a bar under the top bar:
-//! play and pause, a slider over the time, speed, steps, and searches forward for the
-//! next done, NaN or error (on a recording, done on the player's thread); the current
+//! play and pause, a slider over the time with the events and state changes marked
+//! under it, speed, steps, and the next event (of any kind, or of one kind); the current
 //! frame_seq and time. Space plays and pauses, the left and right arrows step a frame.
 //! Also the open dialog for recordings, on a thread of its own.
 
@@ -11,7 +11,11 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use super::InspectorApp;
 use crate::ui::widgets::{BAD, WARN};
 use lrbc::clock::monotonic_now_ns;
-use lrbc_recording::replay::{Find, StateChange};
+use lrbc_live::detect::EventKind;
+use lrbc_recording::replay::StateChange;
+
+/// Events marked under the slider, at most (spread over the time).
+const EVENT_MARKS: usize = 400;
 
 /// The file dialog for recordings; its choice comes back through a bounded channel.
 #[derive(Debug)]
@@ -64,6 +68,22 @@ impl InspectorApp {
     /// The timeline as shown, for a recording or the live view paused.
     fn timeline_view(&self) -> Option<TimelineView> {
         let s = self.session.as_ref()?;
+        let events = s.events();
+        let (marks, next, events_note) = match &events {
+            Some(log) => {
+                let log = lrbc::sync::lock(log);
+                let all = log.events();
+                let step = all.len().div_ceil(EVENT_MARKS).max(1);
+                let marks: Vec<(u64, EventKind, u64)> = all
+                    .iter()
+                    .step_by(step)
+                    .map(|e| (e.time_ns, e.kind, e.first_frame))
+                    .collect();
+                let next: Vec<(u64, EventKind)> = all.iter().map(|e| (e.time_ns, e.kind)).collect();
+                (marks, next, log.note.clone())
+            }
+            None => (Vec::new(), Vec::new(), None),
+        };
         if let Some((info, player)) = s.recording() {
             let st = player.state();
             return Some(TimelineView {
@@ -73,12 +93,15 @@ impl InspectorApp {
                 speed: st.speed,
                 frame_seq: st.frame_seq,
                 frame_time_ns: st.frame_time_ns,
-                searching: st.searching,
                 note: st.note,
                 frame_count: info.frame_count,
                 unfinished: info.unfinished.clone(),
                 states: info.state_changes.clone(),
                 live: false,
+                marks,
+                events: next,
+                events_note,
+                next_kind: self.timeline_kind,
             });
         }
         let f = s.paused.as_ref()?;
@@ -90,12 +113,15 @@ impl InspectorApp {
             speed: f.speed,
             frame_seq: frame.map(|(seq, _)| seq),
             frame_time_ns: None,
-            searching: None,
-            note: f.note.clone(),
+            note: None,
             frame_count: None,
             unfinished: None,
             states: Vec::new(),
             live: true,
+            marks,
+            events: next,
+            events_note,
+            next_kind: self.timeline_kind,
         })
     }
 
@@ -120,10 +146,7 @@ impl InspectorApp {
                 }),
                 TimelineAction::Seek(t) => player.request(|s| s.seek_to = Some(t)),
                 TimelineAction::Speed(x) => player.request(|s| s.speed = x.clamp(0.1, 10.0)),
-                TimelineAction::Find(what) => player.request(|s| {
-                    s.playing = false;
-                    s.find = Some(what);
-                }),
+                TimelineAction::NextKind(k) => self.timeline_kind = k,
             }
             return;
         }
@@ -146,10 +169,7 @@ impl InspectorApp {
             }
             TimelineAction::Seek(t) => f.seek(t),
             TimelineAction::Speed(x) => f.speed = x.clamp(0.1, 10.0),
-            TimelineAction::Find(what) => {
-                f.playing = false;
-                f.find(what);
-            }
+            TimelineAction::NextKind(k) => self.timeline_kind = k,
         }
     }
 
@@ -210,7 +230,6 @@ struct TimelineView {
     speed: f32,
     frame_seq: Option<u64>,
     frame_time_ns: Option<u64>,
-    searching: Option<Find>,
     note: Option<String>,
     frame_count: Option<u64>,
     unfinished: Option<String>,
@@ -218,6 +237,14 @@ struct TimelineView {
     states: Vec<StateChange>,
     /// The live view paused, rather than a recording.
     live: bool,
+    /// Events marked under the slider: time, kind, frame.
+    marks: Vec<(u64, EventKind, u64)>,
+    /// Every event's time and kind, in the order found, for the next one.
+    events: Vec<(u64, EventKind)>,
+    /// How far the events of a recording are read.
+    events_note: Option<String>,
+    /// The kind "next event" looks for (None: any).
+    next_kind: Option<EventKind>,
 }
 
 /// A move asked for on the timeline.
@@ -230,7 +257,8 @@ enum TimelineAction {
     Step(i64),
     Seek(u64),
     Speed(f32),
-    Find(Find),
+    /// The kind "next event" looks for.
+    NextKind(Option<EventKind>),
 }
 
 fn timeline_ui(ui: &mut egui::Ui, st: &TimelineView) -> Option<TimelineAction> {
@@ -274,6 +302,7 @@ fn timeline_ui(ui: &mut egui::Ui, st: &TimelineView) -> Option<TimelineAction> {
         // Only the user's moves seek: the player moves the value too.
         let by_user = slider.dragged() || slider.clicked();
         mark_states(ui, &slider, st, width);
+        mark_events(ui, &slider, st, width);
         if slider.changed() && by_user {
             let t = start.saturating_add((at.max(0.0) * 1e9) as u64);
             action = Some(TimelineAction::Seek(t));
@@ -295,13 +324,37 @@ fn timeline_ui(ui: &mut egui::Ui, st: &TimelineView) -> Option<TimelineAction> {
         }
     });
     ui.horizontal(|ui| {
-        ui.label("next:");
-        for what in [Find::Done, Find::Nan, Find::Error] {
-            let busy = st.searching == Some(what);
-            let b = ui.add_enabled(!busy, egui::Button::new(what.describe()));
-            if b.clicked() {
-                action = Some(TimelineAction::Find(what));
-            }
+        let next = st
+            .events
+            .iter()
+            .filter(|(t, k)| *t > st.cursor_ns && st.next_kind.is_none_or(|n| n == *k))
+            .map(|(t, _)| *t)
+            .min();
+        let b = ui
+            .add_enabled(next.is_some(), egui::Button::new("next event"))
+            .on_hover_text("the next event after the cursor, of the kind beside (Events panel)");
+        if b.clicked()
+            && let Some(t) = next
+        {
+            action = Some(TimelineAction::Seek(t));
+        }
+        let mut kind = st.next_kind;
+        let of = ui.label("of");
+        egui::ComboBox::from_id_salt("timeline_next_kind")
+            .selected_text(kind.map_or("any kind", EventKind::as_str))
+            .show_ui(ui, |ui| {
+                ui.selectable_value(&mut kind, None, "any kind");
+                for k in EventKind::ALL {
+                    ui.selectable_value(&mut kind, Some(k), k.as_str());
+                }
+            })
+            .response
+            .labelled_by(of.id);
+        if kind != st.next_kind {
+            action = Some(TimelineAction::NextKind(kind));
+        }
+        if let Some(n) = &st.events_note {
+            ui.weak(n);
         }
         let next_state = st.states.iter().find(|c| c.log_ns > st.cursor_ns);
         let b = ui
@@ -311,9 +364,6 @@ fn timeline_ui(ui: &mut egui::Ui, st: &TimelineView) -> Option<TimelineAction> {
             && let Some(c) = next_state
         {
             action = Some(TimelineAction::Seek(c.log_ns));
-        }
-        if st.searching.is_some() {
-            ui.spinner();
         }
         ui.separator();
         match st.frame_seq {
@@ -369,6 +419,38 @@ fn mark_states(ui: &egui::Ui, slider: &egui::Response, st: &TimelineView, width:
             "{:.3} s: segment {}",
             secs(c.log_ns.saturating_sub(start)),
             c.describe()
+        ));
+    }
+}
+
+/// A tick above the slider's rail at each event, its kind and frame on hover.
+fn mark_events(ui: &egui::Ui, slider: &egui::Response, st: &TimelineView, width: f32) {
+    let (start, end) = st.range;
+    let span = end.saturating_sub(start).max(1) as f64;
+    let rail = slider.rect;
+    for (k, &(t, kind, frame)) in st.marks.iter().enumerate() {
+        if t < start || t > end {
+            continue;
+        }
+        let x = rail.left() + (t.saturating_sub(start) as f64 / span).min(1.0) as f32 * width;
+        let mark = egui::Rect::from_min_max(
+            egui::pos2(x - 1.0, rail.top()),
+            egui::pos2(x + 1.0, rail.top() + 5.0),
+        );
+        let color = match kind {
+            EventKind::Nonfinite | EventKind::State | EventKind::Malformed => BAD,
+            _ => WARN,
+        };
+        ui.painter().rect_filled(mark, 0.0, color);
+        let hover = ui.interact(
+            mark.expand(2.0),
+            slider.id.with(("event", k)),
+            egui::Sense::hover(),
+        );
+        hover.on_hover_text(format!(
+            "{:.3} s: {} at frame {frame}",
+            secs(t.saturating_sub(start)),
+            kind.as_str()
         ));
     }
 }

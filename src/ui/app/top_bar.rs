@@ -37,7 +37,8 @@ impl InspectorApp {
         {
             let g = s.geometry().clone();
             envs::shift_envs(&mut self.settings, &g, if next { 1 } else { -1 });
-            s.sampler.set_settings(self.settings.sampler());
+            // Only the watched envs changed: nothing the detector checks.
+            let _ = s.sampler.set_settings(self.settings.sampler());
         }
         if theme {
             self.toggle_theme(ui.ctx());

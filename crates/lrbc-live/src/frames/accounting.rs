@@ -27,6 +27,11 @@ pub struct FrameCounts {
     /// that shrank (zeros where the data was), or that were published while the segment
     /// was shorter than its geometry: not a frame, never kept.
     pub unreadable: u64,
+    /// Frames whose rewards and flags were checked (when a sink asked for checks): the
+    /// samples and the check-only copies. Not part of the balance above.
+    pub checked: u64,
+    /// Frames whose every observation and action was checked too.
+    pub values_checked: u64,
 }
 
 impl FrameCounts {
@@ -38,6 +43,8 @@ impl FrameCounts {
         self.torn += other.torn;
         self.skipped += other.skipped;
         self.unreadable += other.unreadable;
+        self.checked += other.checked;
+        self.values_checked += other.values_checked;
     }
 }
 
@@ -126,6 +133,13 @@ impl FrameAccounting {
         self.counts.seen += delta;
         self.counts.skipped += delta;
         self.last_frame = f;
+    }
+
+    /// A frame's rewards and flags were checked, and its observations and actions too
+    /// when `values`.
+    pub fn checked(&mut self, values: bool) {
+        self.counts.checked += 1;
+        self.counts.values_checked += u64::from(values);
     }
 
     /// The counts since the last call.

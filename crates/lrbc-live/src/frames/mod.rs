@@ -13,6 +13,15 @@
 //! A copy that the SIGBUS guard served in part (a file that shrank: zeros where the
 //! data was), or a frame published while the segment is shorter than its geometry, is
 //! not a frame: it is counted `unreadable` and never handed to a consumer.
+//!
+//! When a sink asks for the values to be checked (the detector's, `crate::detect`), the
+//! follower checks each frame it copies with a [`Checker`] (`crate::check`): every
+//! env's rewards and flags, and every env's observations and actions as it copies them
+//! in cache-sized pieces, so that a finding always comes from a consistent copy. It then
+//! looks at every frame even while it holds off sampling on a busy machine: those looks
+//! copy and check the rewards and flags only (a few bytes per env), and go to the sinks
+//! that asked for checks (`FrameCopy::sample` false); the full copies and checks keep to
+//! the busy-machine budget.
 
 pub mod accounting;
 pub mod pace;
@@ -22,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::busy::CpuTimes;
+use crate::check::{FrameCheck, Limits};
 use lrbc::attach::Attached;
 use lrbc::segment::Location;
 use lrbc::snapshot::HotData;
@@ -62,6 +72,12 @@ pub struct FrameCopy {
     pub rows: Vec<f32>,
     /// Values per row.
     pub row_len: usize,
+    /// A sample: the rows the sinks want were copied, and every sink gets it. False: a
+    /// copy of the rewards and flags only, made to check them while the follower holds
+    /// off sampling on a busy machine; only the sinks that asked for checks get it.
+    pub sample: bool,
+    /// What the check of the frame found, when a sink asked for checks.
+    pub check: Option<FrameCheck>,
 }
 
 impl FrameCopy {
@@ -82,6 +98,9 @@ pub struct Tick<'a> {
     pub generation: u64,
     /// The follower's mapping, for reading counters.
     pub attached: &'a Attached,
+    /// Why the checks do less than asked (a bound names a value this segment does not
+    /// have: the check goes on without that sink's bounds).
+    pub check_note: Option<&'a str>,
 }
 
 /// What a sink wants of the follower, said at each tick.
@@ -93,8 +112,11 @@ pub struct Wants {
     /// follow every frame. The follower keeps to the largest budget its sinks set, and
     /// to none if one of them sets none.
     pub busy_budget_percent: Option<f32>,
-    /// While yielding, no more than one frame per this interval.
+    /// While yielding, no more than one frame per this interval (u64::MAX: no say).
     pub min_hold_ns: u64,
+    /// Check every frame's values against these limits (see the module's doc). The
+    /// follower keeps to the first sink's limits when several ask.
+    pub check: Option<Arc<Limits>>,
 }
 
 /// A consumer of the follower's frames. Called on the follower's thread: keep it short.
@@ -108,6 +130,8 @@ pub trait FrameSink: Send {
 struct Entry {
     id: u64,
     sink: Box<dyn FrameSink>,
+    /// It asked for checks at its last tick: it also gets the check-only copies.
+    checks: bool,
 }
 
 /// What the follower's thread and its handles share.
@@ -227,7 +251,11 @@ pub fn subscribe_with_load(
     let shared = &follower.shared;
     // Relaxed: an id counter with no data behind it.
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    lrbc::sync::lock(&shared.sinks).push(Entry { id, sink });
+    lrbc::sync::lock(&shared.sinks).push(Entry {
+        id,
+        sink,
+        checks: false,
+    });
     // Relaxed: the sink list is published by its mutex; this only asks for a tick.
     shared.joined.store(true, Ordering::Relaxed);
     if let Some(t) = &follower.thread {

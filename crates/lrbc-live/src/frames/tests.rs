@@ -1,7 +1,9 @@
 use super::*;
+use crate::check::Limits;
 use lrbc::layout::LrbcHeader;
 use lrbc::layout::plan::PlanLayout;
 use lrbc::testutil::{TestSegment, spec};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -12,8 +14,14 @@ enum Seen {
         frame_seq: u64,
         reward1: f32,
         row: Option<Vec<f32>>,
+        sample: bool,
+        /// What the check found: (env, channel) of each hit, and whether every env's
+        /// observations were checked.
+        check: Option<(Vec<(u32, crate::check::Channel)>, bool)>,
     },
     Counts(FrameCounts),
+    /// The follower holds off on a busy machine.
+    Yielding,
     /// The first tick: the follower knows what the sink wants.
     Joined,
 }
@@ -23,6 +31,8 @@ struct Probe {
     tx: mpsc::SyncSender<Seen>,
     envs: Vec<u32>,
     ticked: bool,
+    check: Option<Arc<Limits>>,
+    budget: Option<f32>,
 }
 
 impl FrameSink for Probe {
@@ -35,6 +45,13 @@ impl FrameSink for Probe {
                 .first()
                 .and_then(|&e| c.row(e))
                 .map(<[f32]>::to_vec),
+            sample: c.sample,
+            check: c.check.as_ref().map(|k| {
+                (
+                    k.hits.iter().map(|h| (h.env, h.channel)).collect(),
+                    k.obs == crate::check::Coverage::All,
+                )
+            }),
         });
     }
 
@@ -46,10 +63,14 @@ impl FrameSink for Probe {
         if t.counts != FrameCounts::default() {
             let _ = self.tx.try_send(Seen::Counts(t.counts));
         }
+        if t.yielding {
+            let _ = self.tx.try_send(Seen::Yielding);
+        }
         Wants {
             envs: self.envs.clone(),
-            busy_budget_percent: None,
+            busy_budget_percent: self.budget,
             min_hold_ns: 0,
+            check: self.check.clone(),
         }
     }
 }
@@ -67,6 +88,8 @@ fn probe(envs: Vec<u32>) -> (Box<Probe>, Received) {
             tx,
             envs,
             ticked: false,
+            check: None,
+            budget: None,
         }),
         rx,
     )
@@ -178,6 +201,7 @@ fn a_frame_carries_the_rows_of_the_envs_its_consumers_want() {
             frame_seq: 7,
             reward1,
             row,
+            ..
         } => {
             assert_eq!(*reward1, 14.0);
             let row = row.as_ref().expect("env 1's row");
@@ -233,7 +257,7 @@ fn frames_of_a_truncated_segment_are_counted_unreadable_and_never_handed_over() 
                     panic!("frame {frame_seq} of a truncated segment was handed over")
                 }
                 Seen::Counts(c) => total.add(&c),
-                Seen::Joined => {}
+                Seen::Joined | Seen::Yielding => {}
             }
         }
     }
@@ -262,4 +286,127 @@ fn a_consumer_that_joins_after_a_reattachment_gets_the_new_segments_frames() {
     // Both get it: the one that joined before and the one that joined after.
     rx_a.frame(3);
     rx_b.until(|s| matches!(s, Seen::Frame { frame_seq: 3, row: Some(r), .. } if r[0] == 9.0));
+}
+
+fn busy_machine() -> Option<CpuTimes> {
+    static TICKS: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: a counter with no data behind it.
+    let total = TICKS.fetch_add(100, Ordering::Relaxed) + 100;
+    Some(CpuTimes {
+        idle: 0,
+        total,
+        cores: 2,
+    })
+}
+
+/// Publishes frame `frame` with env 1's second observation NaN when `nan`, and its
+/// action +Inf when `inf_action` (the action written as the client does, before
+/// action_seq moves).
+fn publish_values(seg: &TestSegment, frame: u64, nan: bool, inf_action: bool) {
+    let act = if inf_action { f32::INFINITY } else { 0.5 };
+    seg.rw.write_f32s(seg.plan.act_offset + 2 * 4, &[act, 0.0]);
+    seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+    seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
+    let v = if nan { f32::NAN } else { 1.0 };
+    seg.rw
+        .write_f32s(seg.plan.obs_offset + 4 * 4, &[0.0, v, 0.0, 0.0]);
+    seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+    seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
+}
+
+#[test]
+fn a_sink_that_asks_for_checks_gets_every_frames_findings_over_every_env() {
+    use crate::check::Channel;
+    let seg = TestSegment::create("follow-check", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let (mut a, mut rx) = probe(vec![]);
+    a.check = Some(Arc::new(Limits::default()));
+    let _sub = subscribe_with_load(&seg.attach(), a, idle_machine).unwrap();
+    rx.joined();
+    let mut found = Vec::new();
+    for frame in 1..=30u64 {
+        publish_values(&seg, frame, frame == 10, frame == 20);
+        rx.until(|s| match s {
+            Seen::Frame {
+                frame_seq,
+                sample,
+                check,
+                ..
+            } if *frame_seq == frame => {
+                let (hits, all) = check.clone().expect("a check with each frame");
+                assert!(*sample && all, "frame {frame}: a sample, every env checked");
+                found.extend(hits.into_iter().map(|h| (frame, h)));
+                true
+            }
+            _ => false,
+        });
+    }
+    assert_eq!(
+        found,
+        vec![(10, (1, Channel::Obs(1))), (20, (1, Channel::Act(0)))]
+    );
+    let c = rx.counts_of(30);
+    assert_eq!((c.checked, c.values_checked), (30, 30), "{c:?}");
+}
+
+#[test]
+fn on_a_busy_machine_every_frames_flags_are_checked_while_samples_keep_to_the_budget() {
+    let seg = TestSegment::create(
+        "follow-busy-check",
+        &spec(PlanLayout::Lrbc { ext: true }, 2),
+    );
+    let (mut checks, mut rx_check) = probe(vec![]);
+    checks.check = Some(Arc::new(Limits::default()));
+    checks.budget = Some(1.0);
+    let (mut plots, mut rx_plots) = probe(vec![1]);
+    plots.budget = Some(1.0);
+    let _a = subscribe_with_load(&seg.attach(), checks, busy_machine).unwrap();
+    let _b = subscribe_with_load(&seg.attach(), plots, busy_machine).unwrap();
+    rx_check.joined();
+    rx_plots.joined();
+    rx_check.until(|s| matches!(s, Seen::Yielding));
+    // Frames at the follower's pace, one every 2 ms: the sink that checks sees each one.
+    let first = 1u64;
+    let mut samples = 0;
+    for frame in first..first + 300 {
+        publish_values(&seg, frame, frame == 150, false);
+        rx_check.until(|s| match s {
+            Seen::Frame {
+                frame_seq,
+                sample,
+                check,
+                ..
+            } if *frame_seq == frame => {
+                let (hits, _) = check.as_ref().expect("a check");
+                samples += usize::from(*sample);
+                // The NaN of frame 150 is in an observation: found only if that frame was
+                // a sample (its values copied whole).
+                assert!(
+                    hits.is_empty() || (*sample && frame == 150),
+                    "{frame}: {hits:?}"
+                );
+                true
+            }
+            _ => false,
+        });
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // The sink that does not check got the samples only.
+    let mut plotted = 0;
+    while let Ok(s) = rx_plots.rx.try_recv() {
+        if let Seen::Frame { sample, .. } = s {
+            assert!(sample);
+            plotted += 1;
+        }
+    }
+    assert!(
+        samples < 150,
+        "samples keep to the budget: {samples} of 300"
+    );
+    assert!(
+        plotted <= samples + 1,
+        "{plotted} frames to the plots, {samples} samples"
+    );
+    let c = rx_check.counts_of(300);
+    assert!(c.checked >= 300, "every frame's flags checked: {c:?}");
+    assert!(c.values_checked < 150, "{c:?}");
 }

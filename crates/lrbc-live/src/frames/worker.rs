@@ -9,9 +9,11 @@ use super::accounting::{Copied, FrameAccounting};
 use super::pace::Pace;
 use super::{FOLLOWER_NICE, FrameCopy, MAX_TICK_NS, Shared, TICK_NS, Tick};
 use crate::busy::{Budget, CpuTimes};
+use crate::check::{Checker, Coverage, Limits};
 use lrbc::attach::Attached;
 use lrbc::clock::monotonic_now_ns;
-use lrbc::segment::Health;
+use lrbc::layout::{Geometry, RegionKind};
+use lrbc::segment::{Health, Segment};
 use lrbc::snapshot;
 
 /// Copies kept for reuse: a sink that holds a frame for a while (the newest one, say)
@@ -20,6 +22,80 @@ const POOL: usize = 3;
 
 /// The time slice the follower asks for: the shortest Linux grants (0.1 ms).
 const FOLLOWER_SLICE_NS: u64 = 100_000;
+
+/// Floats copied per piece when every env's values are checked: a piece is checked
+/// while it is still in the first-level cache.
+const CHECK_PIECE_FLOATS: usize = 4096;
+
+/// The checks a sink asked for, as the follower runs them.
+struct Checks {
+    limits: Arc<Limits>,
+    checker: Checker,
+    /// Why the limits asked for could not all be applied.
+    note: Option<String>,
+    /// The piece of values being checked.
+    piece: Vec<f32>,
+    /// CPU time of the check-only copies (outside the busy-machine budget).
+    check_only_cpu_ns: u64,
+}
+
+impl Checks {
+    fn new(limits: Arc<Limits>, g: &Geometry) -> Option<Self> {
+        let make = |l: &Limits| Checker::new(l, g.num_envs, g.obs_size, g.act_size, &g.names);
+        let (checker, note) = match make(&limits) {
+            Ok(c) => (c, None),
+            Err(e) => (make(&Limits::default()).ok()?, Some(e)),
+        };
+        Some(Self {
+            limits,
+            checker,
+            note,
+            piece: Vec::new(),
+            check_only_cpu_ns: 0,
+        })
+    }
+}
+
+/// Copies the observations (or actions) of every env in pieces and checks each piece
+/// as it is copied. False: a piece could not be read.
+fn check_values(
+    seg: &Segment,
+    g: &Geometry,
+    act: bool,
+    checker: &mut Checker,
+    piece: &mut Vec<f32>,
+) -> bool {
+    let (kind, row_len) = if act {
+        (RegionKind::Act, g.act_size as usize)
+    } else {
+        (RegionKind::Obs, g.obs_size as usize)
+    };
+    if row_len == 0 {
+        return true;
+    }
+    let Some(region) = g.region(kind) else {
+        return false;
+    };
+    let envs = g.num_envs as usize;
+    let per_piece = (CHECK_PIECE_FLOATS / row_len).max(1);
+    piece.resize(per_piece * row_len, 0.0);
+    let mut env = 0;
+    while env < envs {
+        let rows = per_piece.min(envs - env);
+        let values = &mut piece[..rows * row_len];
+        let at = region.offset_bytes + (env * row_len * 4) as u64;
+        if !seg.read_f32s(at, values) {
+            return false;
+        }
+        if act {
+            checker.act_rows(env as u32, values);
+        } else {
+            checker.obs_rows(env as u32, values);
+        }
+        env += rows;
+    }
+    true
+}
 
 pub(super) struct Worker {
     attached: Attached,
@@ -32,6 +108,7 @@ pub(super) struct Worker {
     envs: Vec<u32>,
     health: Health,
     pool: Vec<Arc<FrameCopy>>,
+    checks: Option<Checks>,
 }
 
 impl Worker {
@@ -52,6 +129,7 @@ impl Worker {
             envs: Vec::new(),
             health: Health::Intact,
             pool: Vec::new(),
+            checks: None,
         }
     }
 
@@ -75,20 +153,27 @@ impl Worker {
                 last_tick = now;
                 self.tick(now);
             }
-            // On a busy machine, no look before the budget allows one.
-            if let Some(hold) = self.budget.hold_ns(now) {
+            // On a busy machine, no look before the budget allows one, unless every frame
+            // is checked: then every frame is looked at, and copied whole only when the
+            // budget allows.
+            let holding = self.budget.hold_ns(now);
+            if let Some(hold) = holding.filter(|_| self.checks.is_none()) {
                 self.accounting.hold();
                 std::thread::park_timeout(Duration::from_nanos(hold.min(MAX_TICK_NS)));
                 continue;
             }
-            self.look(now, &mut pace);
+            self.look(now, &mut pace, holding.is_some());
             let after = monotonic_now_ns();
             // Having taken a sample on a busy machine, the next look waits for the hold
             // (one wakeup per sample, not a look at the pace's time and then the hold).
             let next = match self.budget.hold_ns(after) {
-                Some(hold) => {
+                Some(hold) if self.checks.is_none() => {
                     self.accounting.hold();
                     after + hold
+                }
+                Some(_) => {
+                    self.accounting.hold();
+                    pace.next_look_ns(now)
                 }
                 None => pace.next_look_ns(now),
             }
@@ -99,8 +184,9 @@ impl Worker {
         }
     }
 
-    /// One look at `frame_seq`: a new frame is copied, counted and handed over.
-    fn look(&mut self, now: u64, pace: &mut Pace) {
+    /// One look at `frame_seq`: a new frame is copied, counted and handed over (while
+    /// `holding` off on a busy machine, only its rewards and flags are, to be checked).
+    fn look(&mut self, now: u64, pace: &mut Pace, holding: bool) {
         let f = frame_seq(&self.attached);
         let Some(delta) = self.accounting.ahead(f) else {
             if f == self.accounting.last_frame() {
@@ -121,6 +207,10 @@ impl Worker {
             self.accounting.copied(f, Copied::Unreadable);
             return;
         }
+        if holding && self.checks.is_some() {
+            self.check_only(f, now, frame_time);
+            return;
+        }
         if self.accounting.is_held()
             && !snapshot::settled_now(&self.attached.segment, &self.attached.geometry)
         {
@@ -135,9 +225,18 @@ impl Worker {
         // Few attempts: when the engine is already writing the next frame, this one is
         // gone; retrying would only take CPU from the engine.
         let envs = &self.envs;
+        let mut checks = self.checks.as_mut();
         let taken = snapshot::guarded_read(seg, g, 3, |s| {
             snapshot::copy_hot_into(s, g, &mut c.hot);
             snapshot::copy_rows_into(s, g, envs, &mut c.rows);
+            // Every env's values, checked piece by piece as they are copied (kept only if
+            // the whole copy is consistent).
+            checks.as_mut().map(|k| {
+                k.checker.begin();
+                let obs = check_values(s, g, false, &mut k.checker, &mut k.piece);
+                let act = check_values(s, g, true, &mut k.checker, &mut k.piece);
+                (obs, act)
+            })
         });
         // Once the guard has served a page of this mapping, that page reads zeros for
         // good, even if the file grows back: no copy from this mapping is a frame any
@@ -158,8 +257,11 @@ impl Worker {
             f
         };
         self.accounting.copied(copied, what);
-        self.budget
-            .sampled(monotonic_now_ns(), lrbc::platform::thread_cpu_ns());
+        let check_only_cpu = self.checks.as_ref().map_or(0, |k| k.check_only_cpu_ns);
+        self.budget.sampled(
+            monotonic_now_ns(),
+            lrbc::platform::thread_cpu_ns().saturating_sub(check_only_cpu),
+        );
         if what != Copied::Whole {
             self.pool.push(copy);
             return;
@@ -176,10 +278,86 @@ impl Worker {
         });
         c.envs.clone_from(&self.envs);
         c.row_len = (g.obs_size as usize).saturating_add(g.act_size as usize);
+        c.sample = true;
+        match (self.checks.as_mut(), taken.value) {
+            (Some(k), Some((obs, act))) => {
+                // The actions are the client's: the guard above covers the engine's
+                // writes only. They belong to this frame if action_seq did not move
+                // during the copy and, in lock-step, equals frame_seq (the client had not
+                // yet sent the next ones). Acquire: pairs with the client's Release
+                // increment of action_seq after it wrote the actions.
+                let a_after = load_action_seq(&self.attached);
+                let lock_step = g.mode != Some(1);
+                let actions_whole = act
+                    && a_after == taken.action_seq
+                    && (!lock_step || taken.action_seq == copied);
+                let cover = |ok: bool| if ok { Coverage::All } else { Coverage::None };
+                let (rewards, flags) = (&c.hot.rewards, &c.hot.dones);
+                k.checker.rewards(rewards);
+                k.checker.flags(flags, c.hot.truncateds.as_deref());
+                let found = k
+                    .checker
+                    .finish(copied, cover(obs), cover(obs && actions_whole));
+                c.check
+                    .get_or_insert_with(Default::default)
+                    .clone_from(found);
+                self.accounting.checked(obs);
+            }
+            _ => c.check = None,
+        }
         for e in lrbc::sync::lock(&self.shared.sinks).iter_mut() {
             e.sink.frame(&copy);
         }
         self.pool.push(copy);
+    }
+
+    /// While holding off sampling on a busy machine: copies the rewards and flags of
+    /// frame `f` (a few bytes per env), checks them, and hands the check to the sinks
+    /// that asked for checks. Its CPU time is kept out of the busy-machine budget.
+    fn check_only(&mut self, f: u64, now: u64, frame_time: Option<u64>) {
+        let cpu_before = lrbc::platform::thread_cpu_ns();
+        let mut copy = self.spare_copy();
+        let (seg, g) = (&self.attached.segment, &self.attached.geometry);
+        let c = Arc::make_mut(&mut copy);
+        let taken = snapshot::guarded_read(seg, g, 3, |s| {
+            snapshot::copy_hot_into(s, g, &mut c.hot);
+        });
+        let frame = if self.accounting.ahead(taken.frame_seq).is_some() {
+            taken.frame_seq
+        } else {
+            f
+        };
+        // Let pass as a sample either way: the budget holds samples off.
+        self.accounting.skipped_to(frame);
+        let whole = taken.consistent && seg.sigbus_faults() == 0;
+        if let (true, Some(k)) = (whole, self.checks.as_mut()) {
+            k.checker.begin();
+            k.checker.rewards(&c.hot.rewards);
+            k.checker.flags(&c.hot.dones, c.hot.truncateds.as_deref());
+            let found = k.checker.finish(frame, Coverage::None, Coverage::None);
+            c.check
+                .get_or_insert_with(Default::default)
+                .clone_from(found);
+            self.accounting.checked(false);
+            c.generation = self.generation;
+            c.frame_seq = frame;
+            c.action_seq = taken.action_seq;
+            c.frame_time_ns = frame_time;
+            c.sampled_ns = now;
+            c.latency_ns = None;
+            c.envs.clear();
+            c.rows.clear();
+            c.sample = false;
+            for e in lrbc::sync::lock(&self.shared.sinks).iter_mut() {
+                if e.checks {
+                    e.sink.frame(&copy);
+                }
+            }
+        }
+        self.pool.push(copy);
+        if let Some(k) = self.checks.as_mut() {
+            k.check_only_cpu_ns += lrbc::platform::thread_cpu_ns().saturating_sub(cpu_before);
+        }
     }
 
     /// A copy no sink holds any more, to fill (or a new one).
@@ -198,6 +376,7 @@ impl Worker {
     /// sinks' ticks (their counts, and what they want).
     fn tick(&mut self, now: u64) {
         let retarget = lrbc::sync::lock(&self.shared.retarget).take();
+        let retargeted = retarget.is_some();
         if let Some(attached) = retarget {
             let f = frame_seq(&attached);
             self.attached = attached;
@@ -216,13 +395,19 @@ impl Worker {
             yielding: self.budget.yielding(),
             generation: self.generation,
             attached: &self.attached,
+            check_note: self.checks.as_ref().and_then(|k| k.note.as_deref()),
         };
         let mut sinks = lrbc::sync::lock(&self.shared.sinks);
         let mut envs = Vec::new();
         let mut budget: Option<Option<f32>> = None;
         let mut min_hold = u64::MAX;
+        let mut limits: Option<Arc<Limits>> = None;
         for e in sinks.iter_mut() {
             let wants = e.sink.tick(&tick);
+            e.checks = wants.check.is_some();
+            if limits.is_none() {
+                limits = wants.check;
+            }
             envs.extend_from_slice(&wants.envs);
             let b = wants.busy_budget_percent.filter(|p| *p > 0.0);
             budget = Some(match (budget, b) {
@@ -233,6 +418,17 @@ impl Worker {
             min_hold = min_hold.min(wants.min_hold_ns);
         }
         drop(sinks);
+        self.checks = match (limits, self.checks.take()) {
+            (None, _) => None,
+            // The same limits on the same segment: the checker (and its saturation runs)
+            // goes on.
+            (Some(l), Some(k))
+                if !retargeted && (Arc::ptr_eq(&l, &k.limits) || *l == *k.limits) =>
+            {
+                Some(k)
+            }
+            (Some(l), _) => Checks::new(l, &self.attached.geometry),
+        };
         let num_envs = self.attached.geometry.num_envs;
         envs.retain(|&e| e < num_envs);
         envs.sort_unstable();
@@ -243,6 +439,13 @@ impl Worker {
             self.budget.set_min_hold_ns(min_hold);
         }
     }
+}
+
+/// Acquire (`load_u64`): pairs with the client's Release increment of action_seq.
+fn load_action_seq(a: &Attached) -> u64 {
+    a.segment
+        .load_u64(a.geometry.counters.action_seq)
+        .unwrap_or(0)
 }
 
 fn frame_seq(a: &Attached) -> u64 {

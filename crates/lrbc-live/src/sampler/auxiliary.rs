@@ -1,13 +1,13 @@
-//! The auxiliary thread: the segment's state, re-attachment, camera images and the
-//! scan for bad values.
+//! The auxiliary thread: the segment's state (told to the detector too), re-attachment
+//! and camera images.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::data::{ImageFrame, SamplerData, SamplerSettings, Scan};
-use super::reduce::scan_values;
+use super::data::{ImageFrame, SamplerData, SamplerSettings};
 use super::{SAMPLER_NICE, Waker, lock};
+use crate::detect::Feed;
 use crate::watch::Watcher;
 use lrbc::clock::Clock;
 use lrbc::layout::{Geometry, RegionKind};
@@ -16,8 +16,6 @@ use lrbc::snapshot;
 
 /// How often the auxiliary thread looks at the segment's state (liveness, re-attach).
 const AUX_TICK_NS: u64 = 250_000_000;
-/// The scan's rate at most while the machine is busy.
-const BUSY_SCAN_HZ: f32 = 2.0;
 /// Camera images copied per second at most while the machine is busy: the window redraws
 /// at most [`crate::busy::BUSY_READER_WAKE_NS`] apart then, so faster copies go unseen.
 const BUSY_IMAGE_HZ: f32 = 10.0;
@@ -25,8 +23,7 @@ const BUSY_IMAGE_HZ: f32 = 10.0;
 /// tick while the machine is busy: a wakeup is paid for by the run).
 const AUX_MAX_SLEEP_NS: u64 = 50_000_000;
 
-/// Watches the segment's state, re-attaches, copies images, scans values, wakes the
-/// reader.
+/// Watches the segment's state, re-attaches, copies images, wakes the reader.
 pub(super) struct AuxWorker<C: Clock> {
     pub watcher: Watcher<C>,
     pub data: Arc<Mutex<SamplerData>>,
@@ -36,25 +33,15 @@ pub(super) struct AuxWorker<C: Clock> {
     pub repaint_interval_ns: u64,
     /// The sampler's place at the frame follower, moved to a replaced segment here.
     pub follower: Arc<crate::frames::Subscription>,
-    /// The scan's copies of every value, reused: copies of a few MiB made afresh at
-    /// every scan were each a fresh mapping, its pages faulted in and zeroed every time.
-    pub values: ValueCopy,
-}
-
-/// Buffers for one copy of every env's observations, actions and rewards.
-#[derive(Default)]
-pub(super) struct ValueCopy {
-    obs: Vec<f32>,
-    act: Vec<f32>,
-    rewards: Vec<f32>,
+    /// The detector's, when the sampler runs it: told the state at each tick.
+    pub feed: Option<Feed>,
 }
 
 impl<C: Clock> AuxWorker<C> {
     pub(super) fn run(mut self) {
         lrbc::platform::lower_thread_priority(SAMPLER_NICE);
         let mut settings = lock(&self.settings).clone();
-        let (mut last_tick, mut last_wake, mut last_image, mut last_scan) =
-            (0u64, 0u64, 0u64, 0u64);
+        let (mut last_tick, mut last_wake, mut last_image) = (0u64, 0u64, 0u64);
         let mut last_image_seq = None;
         let mut fps_window: (u64, u64) = (0, 0);
         self.tick();
@@ -65,12 +52,9 @@ impl<C: Clock> AuxWorker<C> {
                 settings.clone_from(&s);
             }
             let period = |hz: f32| (hz > 0.0).then(|| (1e9 / hz) as u64);
-            // While the machine has no spare CPU, the scan (a copy of every value) runs at
-            // most at BUSY_SCAN_HZ: it is paid for by the run.
             let yielding = lock(&self.data).yielding;
-            let (scan_hz, image_hz, wake_ns, max_sleep_ns) = if yielding {
+            let (image_hz, wake_ns, max_sleep_ns) = if yielding {
                 (
-                    settings.scan_hz.min(BUSY_SCAN_HZ),
                     settings.max_image_hz.min(BUSY_IMAGE_HZ),
                     self.repaint_interval_ns
                         .max(crate::busy::BUSY_READER_WAKE_NS),
@@ -78,7 +62,6 @@ impl<C: Clock> AuxWorker<C> {
                 )
             } else {
                 (
-                    settings.scan_hz,
                     settings.max_image_hz,
                     self.repaint_interval_ns,
                     AUX_MAX_SLEEP_NS,
@@ -86,7 +69,6 @@ impl<C: Clock> AuxWorker<C> {
             };
             // No image region: nothing to look at for images.
             let image_period = period(image_hz).filter(|_| self.geometry().image.is_some());
-            let scan_period = period(scan_hz);
             if now.saturating_sub(last_tick) >= AUX_TICK_NS {
                 last_tick = now;
                 self.tick();
@@ -105,10 +87,6 @@ impl<C: Clock> AuxWorker<C> {
                 lock(&self.data).image_fps = fps_window.1 as f32 / secs;
                 fps_window = (now, 0);
             }
-            if scan_period.is_some_and(|p| now.saturating_sub(last_scan) >= p) {
-                last_scan = now;
-                self.scan(&settings);
-            }
             if now.saturating_sub(last_wake) >= wake_ns {
                 last_wake = now;
                 (self.waker)();
@@ -120,7 +98,6 @@ impl<C: Clock> AuxWorker<C> {
                 Some(fps_window.0 + 1_000_000_000),
                 Some(last_wake + wake_ns),
                 image_period.map(|p| last_image + p),
-                scan_period.map(|p| last_scan + p),
             ];
             let next = due.into_iter().flatten().min().unwrap_or(now);
             let after = lrbc::clock::monotonic_now_ns();
@@ -152,10 +129,16 @@ impl<C: Clock> AuxWorker<C> {
             d.envs.clear();
             d.latest = None;
             d.image = None;
-            d.scan = Scan::default();
             if let Ok(mapped) = a.reopen() {
                 self.follower.retarget(mapped);
             }
+        }
+        if let Some(feed) = &self.feed {
+            feed.state(
+                report.state,
+                report.note.as_deref(),
+                lrbc::clock::monotonic_now_ns(),
+            );
         }
         d.report = Some(report);
     }
@@ -218,37 +201,5 @@ impl<C: Clock> AuxWorker<C> {
             d.stats.images_torn += 1;
             None
         }
-    }
-
-    fn scan(&mut self, settings: &SamplerSettings) {
-        let g = self.geometry().clone();
-        let seg = &self.watcher.attached().segment;
-        let ValueCopy { obs, act, rewards } = &mut self.values;
-        let copy = snapshot::guarded_read(seg, &g, 16, |s| {
-            for (kind, buf) in [
-                (RegionKind::Obs, &mut *obs),
-                (RegionKind::Act, &mut *act),
-                (RegionKind::Rewards, &mut *rewards),
-            ] {
-                snapshot::region_f32s_into(s, &g, kind, buf);
-            }
-        });
-        // A mapping the guard served pages of (a shrunk file) reads zeros, not values.
-        if seg.sigbus_faults() != 0
-            || (!copy.consistent && copy.guard != snapshot::Guard::Unguarded)
-        {
-            return;
-        }
-        let mut scan = scan_values(
-            &g,
-            obs,
-            act,
-            rewards,
-            (settings.obs_limit, settings.act_limit),
-            copy.frame_seq,
-        );
-        let mut d = lock(&self.data);
-        scan.scans = d.scan.scans + 1;
-        d.scan = scan;
     }
 }

@@ -64,37 +64,6 @@ pub struct EnvHistory {
     pub detail: Ring<EnvDetail>,
 }
 
-/// Which channel a value came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Channel {
-    Obs(u32),
-    Act(u32),
-    Reward,
-}
-
-/// A value that should not be there.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BadValue {
-    pub env: u32,
-    pub channel: Channel,
-    pub value: f32,
-    pub frame_seq: u64,
-}
-
-/// The last scan of every env's values.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Scan {
-    pub frame_seq: u64,
-    pub scans: u64,
-    pub nan: u64,
-    pub inf: u64,
-    pub out_of_range: u64,
-    /// Envs with at least one problem in the last scan.
-    pub envs_affected: u32,
-    /// The first problems found in the last scan (at most 16).
-    pub examples: Vec<BadValue>,
-}
-
 /// A camera frame: every env's image, copied whole.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ImageFrame {
@@ -159,7 +128,6 @@ pub struct SamplerData {
     pub envs: BTreeMap<u32, EnvHistory>,
     /// The last consistent snapshot of all envs.
     pub latest: Option<(u64, HotData)>,
-    pub scan: Scan,
     pub image: Option<ImageFrame>,
     /// Image frames per second, from `image_seq`.
     pub image_fps: f32,
@@ -207,7 +175,6 @@ impl SamplerData {
             frames: Ring::new(frames),
             envs: BTreeMap::new(),
             latest: None,
-            scan: Scan::default(),
             image: None,
             image_fps: 0.0,
             yielding: false,
@@ -251,10 +218,6 @@ pub struct SamplerSettings {
     pub history_frames: usize,
     /// Frames of observation/action history kept per watched env.
     pub detail_frames: usize,
-    /// |obs| above this is out of range.
-    pub obs_limit: f32,
-    /// |act| above this is out of range.
-    pub act_limit: f32,
     /// Bytes the histories may hold (overview, watched envs' points and rows): the
     /// frames kept are the fewer of `history_frames` and what fits.
     pub history_bytes: usize,
@@ -263,8 +226,9 @@ pub struct SamplerSettings {
     pub image_bytes: usize,
     /// Camera images copied at most this often; 0 copies none.
     pub max_image_hz: f32,
-    /// Every env scanned for NaN/Inf/out-of-range this often; 0 scans never.
-    pub scan_hz: f32,
+    /// Run the detector (`crate::detect`) over every frame, with these settings; the
+    /// events it finds are kept within this many.
+    pub detect: Option<(crate::detect::DetectSettings, usize)>,
     /// While the machine has no spare CPU, the frame thread uses at most this share of
     /// one core (percent), skipping frames to stay within it; None (or 0) follows every
     /// frame whatever it costs the run.
@@ -279,10 +243,8 @@ impl Default for SamplerSettings {
             detail_frames: 30_000,
             history_bytes: crate::memory::MemoryBudget::default().histories(),
             image_bytes: crate::memory::MemoryBudget::default().camera_images(),
-            obs_limit: 1e4,
-            act_limit: 1.0,
             max_image_hz: 30.0,
-            scan_hz: 10.0,
+            detect: None,
             busy_budget_percent: Some(DEFAULT_BUSY_BUDGET_PERCENT),
         }
     }

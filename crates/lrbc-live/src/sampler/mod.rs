@@ -1,19 +1,20 @@
 //! The sampler: the window's and `watch`'s consumer of the frame follower
 //! (`crate::frames`), which copies every frame it can under the guard of spec 3.2. The
 //! sampler keeps an aggregate of each frame (rewards, dones, truncateds and resets of
-//! all envs), the observations and actions of the watched envs, camera images when
-//! `image_seq` moves, and a periodic scan of every env for NaN, Inf and out-of-range
-//! values. History is bounded. The UI thread only reads the shared data and never
-//! waits on the engine.
+//! all envs), the observations and actions of the watched envs, and camera images when
+//! `image_seq` moves; and, when asked, it runs the detector (`crate::detect`) on the
+//! same follower, told the segment's state by the auxiliary thread. History is bounded.
+//! The UI thread only reads the shared data and never waits on the engine.
 //!
 //! One file per part: the shared data (`data`), bounded histories (`history`), the
 //! per-frame reductions (`reduce`), the live counters (`counters`), the follower's sink
-//! (`sink`), and the auxiliary thread (`auxiliary`: state, re-attachment, images,
-//! scans). On a busy machine the follower keeps to the budget of `crate::busy`.
+//! (`sink`), and the auxiliary thread (`auxiliary`: state, re-attachment, images). On a
+//! busy machine the follower keeps to the budget of `crate::busy`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::detect::{Diagnosis, EventLog};
 use crate::frames::Subscription;
 use crate::watch::Watcher;
 use lrbc::attach::Attached;
@@ -28,12 +29,11 @@ mod reduce;
 mod sink;
 
 pub use data::{
-    BUSY_READER_WAKE_NS, BadValue, Channel, Counters, DEFAULT_BUSY_BUDGET_PERCENT, EnvDetail,
-    EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, ImageFrame, SamplerData,
-    SamplerSettings, SamplerStats, Scan, WINDOW_BUSY_BUDGET_PERCENT, history_capacities,
+    BUSY_READER_WAKE_NS, Counters, DEFAULT_BUSY_BUDGET_PERCENT, EnvDetail, EnvHistory, EnvPoint,
+    FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, ImageFrame, SamplerData, SamplerSettings,
+    SamplerStats, WINDOW_BUSY_BUDGET_PERCENT, history_capacities,
 };
 pub use history::Ring;
-pub use reduce::scan_values;
 
 use crate::busy::CpuTimes;
 use auxiliary::AuxWorker;
@@ -55,6 +55,7 @@ pub struct Sampler {
     stop: Arc<AtomicBool>,
     follower: Option<Arc<Subscription>>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    diagnosis: Option<Diagnosis>,
 }
 
 fn spawn(
@@ -96,6 +97,19 @@ impl Sampler {
     ) -> std::io::Result<Self> {
         let data = Arc::new(Mutex::new(SamplerData::new(&attached, &settings)));
         let repaint_interval_ns = (1e9 / repaint_hz.max(1.0)) as u64;
+        let diagnosis = match &settings.detect {
+            Some((detect, kept)) => Some(
+                Diagnosis::start_with_load(
+                    &attached,
+                    detect.clone(),
+                    settings.busy_budget_percent,
+                    *kept,
+                    read_load,
+                )
+                .map_err(std::io::Error::other)?,
+            ),
+            None => None,
+        };
         let settings = Arc::new(Mutex::new(settings));
         let stop = Arc::new(AtomicBool::new(false));
         let sink = SamplerSink::new(&data, &settings, repaint_interval_ns);
@@ -104,8 +118,8 @@ impl Sampler {
             Box::new(sink),
             read_load,
         )?);
-        // The auxiliary thread keeps the watcher (state, re-attachment), the images and
-        // the value scans, so that the follower's looks stay short.
+        // The auxiliary thread keeps the watcher (state, re-attachment) and the images,
+        // so that the follower's looks stay short; it tells the detector the state.
         let aux = AuxWorker {
             watcher: Watcher::new(attached, clock),
             data: Arc::clone(&data),
@@ -114,7 +128,7 @@ impl Sampler {
             waker,
             repaint_interval_ns,
             follower: Arc::clone(&follower),
-            values: Default::default(),
+            feed: diagnosis.as_ref().map(Diagnosis::feed),
         };
         let aux_thread = spawn("lrbc-sampler-aux", move || aux.run())?;
         Ok(Self {
@@ -123,7 +137,18 @@ impl Sampler {
             stop,
             follower: Some(follower),
             threads: vec![aux_thread],
+            diagnosis,
         })
+    }
+
+    /// The events the detector found, when the sampler runs it (lock briefly).
+    pub fn events(&self) -> Option<&Arc<Mutex<EventLog>>> {
+        self.diagnosis.as_ref().map(Diagnosis::log)
+    }
+
+    /// The detector, when the sampler runs it: where the rings' faults go, its settings.
+    pub fn diagnosis(&self) -> Option<&Diagnosis> {
+        self.diagnosis.as_ref()
     }
 
     /// The shared data (lock briefly).
@@ -139,8 +164,18 @@ impl Sampler {
         lock(&self.settings).clone()
     }
 
-    pub fn set_settings(&self, s: SamplerSettings) {
+    /// New settings; the detector's are checked against the segment first (Err: they
+    /// cannot be used, and the detector keeps its own; the rest are taken).
+    pub fn set_settings(&self, s: SamplerSettings) -> Result<(), String> {
+        let mut result = Ok(());
+        if let (Some(d), Some((detect, _))) = (&self.diagnosis, &s.detect) {
+            if *detect != d.settings() {
+                result = d.set_settings(detect.clone());
+            }
+            d.set_busy_budget(s.busy_budget_percent);
+        }
         *lock(&self.settings) = s;
+        result
     }
 
     pub fn stats(&self) -> SamplerStats {
@@ -160,7 +195,9 @@ impl Sampler {
             .filter(|t| t.is_finished())
             .map(|t| t.thread().name().unwrap_or("sampler").to_string())
             .collect();
-        if self.follower.as_ref().is_some_and(|f| f.thread_ended()) {
+        let follower_ended = self.follower.as_ref().is_some_and(|f| f.thread_ended())
+            || self.diagnosis.as_ref().is_some_and(Diagnosis::thread_ended);
+        if follower_ended {
             ended.push("lrbc-follower".into());
         }
         ended
@@ -177,6 +214,9 @@ impl Sampler {
         }
         // The last holder of the subscription: the sink leaves the follower.
         self.follower = None;
+        if let Some(d) = &mut self.diagnosis {
+            d.stop();
+        }
     }
 }
 

@@ -1,7 +1,6 @@
-//! Per-frame figures over every env, and the scan for bad values.
+//! Per-frame figures over every env.
 
-use super::data::{BadValue, Channel, FrameAgg, Scan};
-use lrbc::layout::Geometry;
+use super::data::FrameAgg;
 use lrbc::snapshot::HotData;
 
 /// Reward percentiles are taken over at most this many envs per frame.
@@ -132,74 +131,6 @@ pub(super) fn aggregate(
         nan_rewards,
         step_latency_ns: latency,
     }
-}
-
-/// Scans every env's observations and actions (and rewards) for NaN, Inf and values
-/// beyond the limits.
-pub fn scan_values(
-    g: &Geometry,
-    obs: &[f32],
-    act: &[f32],
-    rewards: &[f32],
-    limits: (f32, f32),
-    frame_seq: u64,
-) -> Scan {
-    let mut s = Scan {
-        frame_seq,
-        ..Scan::default()
-    };
-    let mut affected = vec![false; g.num_envs as usize];
-    let mut check = |env: usize, channel: Channel, v: f32, limit: f32, s: &mut Scan| {
-        let bad = if v.is_nan() {
-            s.nan += 1;
-            true
-        } else if v.is_infinite() {
-            s.inf += 1;
-            true
-        } else if v.abs() > limit {
-            s.out_of_range += 1;
-            true
-        } else {
-            false
-        };
-        if bad {
-            if let Some(a) = affected.get_mut(env) {
-                *a = true;
-            }
-            if s.examples.len() < 16 {
-                s.examples.push(BadValue {
-                    env: env as u32,
-                    channel,
-                    value: v,
-                    frame_seq,
-                });
-            }
-        }
-    };
-    let (o, a) = (g.obs_size as usize, g.act_size as usize);
-    for (i, &v) in obs.iter().enumerate() {
-        check(
-            i / o.max(1),
-            Channel::Obs((i % o.max(1)) as u32),
-            v,
-            limits.0,
-            &mut s,
-        );
-    }
-    for (i, &v) in act.iter().enumerate() {
-        check(
-            i / a.max(1),
-            Channel::Act((i % a.max(1)) as u32),
-            v,
-            limits.1,
-            &mut s,
-        );
-    }
-    for (env, &v) in rewards.iter().enumerate() {
-        check(env, Channel::Reward, v, f32::INFINITY, &mut s);
-    }
-    s.envs_affected = affected.iter().filter(|&&a| a).count() as u32;
-    s
 }
 
 #[cfg(test)]

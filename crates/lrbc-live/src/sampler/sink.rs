@@ -208,6 +208,7 @@ impl FrameSink for SamplerSink {
             envs: self.current.watched_envs.clone(),
             busy_budget_percent: self.current.busy_budget_percent,
             min_hold_ns: self.repaint_interval_ns,
+            check: None,
         }
     }
 }

@@ -307,42 +307,51 @@ fn torn_frames_are_discarded_and_counted() {
 }
 
 #[test]
-fn the_scan_points_at_the_offending_env_and_channel() {
-    let seg = TestSegment::create("scan", &spec(PlanLayout::Lrbc { ext: true }, 4));
+fn the_detector_in_the_sampler_finds_each_bad_value_of_a_frame() {
+    use crate::check::{BoundRule, ChannelKind, Limits};
+    use crate::detect::{DetectSettings, EventKind};
+    let seg = TestSegment::create("sampler-detect", &spec(PlanLayout::Lrbc { ext: true }, 4));
+    let detect = DetectSettings {
+        limits: Limits {
+            bounds: vec![BoundRule::parse("obs=-1e4:1e4").unwrap()],
+            saturation: None,
+        },
+        ..DetectSettings::default()
+    };
+    let settings = SamplerSettings {
+        detect: Some((detect, 100)),
+        busy_budget_percent: None,
+        ..SamplerSettings::default()
+    };
+    let mut sampler = start_sampler(&seg, settings);
+    let log = Arc::clone(sampler.events().expect("the sampler runs the detector"));
+    // Frame 1: env 2's fourth observation NaN, env 3's second 1e9.
     let mut obs = vec![0.5f32; 16];
     obs[2 * 4 + 3] = f32::NAN;
     obs[3 * 4 + 1] = 1e9;
+    seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
     seg.rw.write_f32s(seg.plan.obs_offset, &obs);
-    seg.rw.write_f32s(
-        seg.plan.act_offset,
-        &[0.0, 0.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0],
-    );
-    let mut sampler = start_sampler(&seg, SamplerSettings::default());
-    wait_until("a scan", || sampler.lock().scan.scans >= 1);
+    seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+    seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, 1);
+    seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, 1);
+    wait_until("two events", || lock(&log).events().len() >= 2);
+    {
+        let l = lock(&log);
+        let found = |kind: EventKind, env: u32, index: u32| {
+            l.events().iter().any(|e| {
+                (e.kind, e.env, e.channel, e.index)
+                    == (kind, Some(env), Some(ChannelKind::Observation), Some(index))
+            })
+        };
+        assert!(found(EventKind::Nonfinite, 2, 3), "{:?}", l.events());
+        assert!(found(EventKind::OutOfRange, 3, 1), "{:?}", l.events());
+        let t = l.totals();
+        assert_eq!(
+            (t.nan_values, t.out_of_range_values, t.envs_affected),
+            (1, 1, 2)
+        );
+    }
     sampler.stop();
-    let scan = sampler.lock().scan.clone();
-    assert_eq!((scan.nan, scan.out_of_range), (1, 2));
-    assert_eq!(
-        scan.envs_affected, 2,
-        "envs 2 (NaN obs, act 5.0) and 3 (1e9 obs)"
-    );
-    assert!(
-        scan.examples
-            .iter()
-            .any(|b| b.env == 2 && b.channel == Channel::Obs(3) && b.value.is_nan()),
-        "{:?}",
-        scan.examples
-    );
-    assert!(
-        scan.examples
-            .iter()
-            .any(|b| b.env == 3 && b.channel == Channel::Obs(1))
-    );
-    assert!(
-        scan.examples
-            .iter()
-            .any(|b| b.env == 2 && b.channel == Channel::Act(0) && b.value == 5.0)
-    );
 }
 
 #[test]

@@ -19,7 +19,7 @@ mod tap;
 pub use decode::{DecodedEntry, EntryDecoder, RingEntry, decode_entry};
 pub use reader::Traffic;
 pub use store::{StreamedImage, TrafficLimits, TrafficRow, TrafficStore};
-pub use tap::TrafficTap;
+pub use tap::{OnTraffic, TrafficTap};
 
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{FollowPace, RingSelection, Traffic, TrafficLimits, TrafficStore};
+use super::{FollowPace, RingSelection, Traffic, TrafficEvent, TrafficLimits, TrafficStore};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::LayoutChoice;
@@ -24,6 +24,10 @@ pub struct TrafficTap {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Told of every traffic event as it is read, with the time it was read (the session's
+/// detector takes the faults).
+pub type OnTraffic = Box<dyn FnMut(&TrafficEvent, u64) + Send>;
+
 impl TrafficTap {
     pub fn start(
         target: &Target,
@@ -31,6 +35,7 @@ impl TrafficTap {
         limits: Arc<Mutex<TrafficLimits>>,
         waker: Arc<dyn Fn() + Send + Sync>,
         yielding: Arc<dyn Fn() -> bool + Send + Sync>,
+        mut on_traffic: Option<OnTraffic>,
     ) -> std::io::Result<Self> {
         let store = Arc::new(Mutex::new(TrafficStore::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -72,6 +77,11 @@ impl TrafficTap {
                     idle = 0;
                     // Entries came: poll again at once, and nap short once quiet.
                     let _ = pace.after_poll(true);
+                    if let Some(f) = &mut on_traffic {
+                        for e in &events {
+                            f(e, now);
+                        }
+                    }
                     let limits = *lock(&limits);
                     let mut store = lock(&s);
                     for e in events.drain(..) {

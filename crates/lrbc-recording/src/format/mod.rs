@@ -13,14 +13,16 @@
 //! recordings of earlier versions hold the payload itself), a luckyrobots entry's
 //! header just before it on
 //! `/lrbc/ring/<ring>/header` ([`ring_header_topic`]); ring losses and malformed entries
-//! on [`RING_EVENTS_TOPIC`]; the segment's state changes on [`STATE_TOPIC`]; when asked
-//! for, camera images on `/lrbc/camera/env<N>` ([`camera_topic`]) and
+//! on [`RING_EVENTS_TOPIC`]; the segment's state changes on [`STATE_TOPIC`]; the events the
+//! detector found on [`EVENTS_TOPIC`] and, as Foxglove's log messages, on [`LOG_TOPIC`]
+//! (`events`); when asked for, camera images on `/lrbc/camera/env<N>` ([`camera_topic`]) and
 //! `/lrbc/stream/<name>` ([`stream_topic`]). Metadata records describe the segment
 //! ([`HEADER_METADATA`], [`GEOMETRY_METADATA`], [`NAMES_METADATA`], [`TOOL_METADATA`],
 //! [`SEGMENT_METADATA`]) and, at the end, what was kept and lost ([`COUNTS_METADATA`]).
 
 mod camera;
 mod compression;
+mod events;
 mod frame;
 mod json;
 mod ring_entry;
@@ -32,6 +34,7 @@ pub use compression::compress_chunk;
 pub use compression::{
     Compression, DEFAULT_ZSTD_LEVEL, NO_COMPRESSION, decompress_chunk, write_options,
 };
+pub use events::{EVENT_JSON_SCHEMA, LOG_JSON_SCHEMA, event_json, event_log_json, event_of};
 pub use frame::{FrameError, FrameRef, RecFrame};
 pub use json::{
     lucky_header_json, lucky_header_of, ring_event_json, ring_event_of, segment_from_metadata,
@@ -67,6 +70,17 @@ pub const RING_EVENTS_TOPIC: &str = "/lrbc/ring_events";
 /// The channel of the segment's state changes (JSON: `state`, `note`, `frame_seq`):
 /// truncated, unlinked, replaced, engine gone, and back to attached.
 pub const STATE_TOPIC: &str = "/lrbc/state";
+
+/// The channel of the events the recorder's detector found (JSON of schema
+/// [`EVENT_SCHEMA`]): each event when found, again while it goes on (at most once a
+/// second) and when it ends; a reader keeps the newest form of each `id`.
+pub const EVENTS_TOPIC: &str = "/lrbc/events";
+/// The schema name of `/lrbc/events`.
+pub const EVENT_SCHEMA: &str = "lrbc.Event";
+/// The same events as Foxglove's log messages ([`LOG_SCHEMA`]).
+pub const LOG_TOPIC: &str = "/lrbc/log";
+/// Foxglove's log message schema.
+pub const LOG_SCHEMA: &str = "foxglove.Log";
 
 /// The metadata record of the header's fields, as shown.
 pub const HEADER_METADATA: &str = "lrbc.header";

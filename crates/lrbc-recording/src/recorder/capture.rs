@@ -8,16 +8,18 @@ use super::images::Images;
 use super::inbox::{CaptureSink, Inbox};
 use super::{Counts, RecordError, lock};
 use crate::format::{
-    FRAME_SCHEMA, FRAME_TOPIC, FrameRef, GEOMETRY_METADATA, HEADER_METADATA, NAMES_METADATA,
+    EVENT_JSON_SCHEMA, EVENT_SCHEMA, EVENTS_TOPIC, FRAME_SCHEMA, FRAME_TOPIC, FrameRef,
+    GEOMETRY_METADATA, HEADER_METADATA, LOG_JSON_SCHEMA, LOG_SCHEMA, LOG_TOPIC, NAMES_METADATA,
     RING_ENTRY_JSON_SCHEMA, RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC, SEGMENT_METADATA, STATE_TOPIC,
-    TOOL_METADATA, lucky_header_json, ring_entry_json, ring_event_json, ring_header_topic,
-    ring_topic, segment_metadata,
+    TOOL_METADATA, event_json, event_log_json, lucky_header_json, ring_entry_json, ring_event_json,
+    ring_header_topic, ring_topic, segment_metadata,
 };
 use lrbc::attach::Attached;
 use lrbc::clock::{MonotonicClock, monotonic_now_ns};
 use lrbc::layout::{Layout, RegionKind};
 use lrbc::rpc::RECORDING_BFBS;
 use lrbc_live::busy::CpuTimes;
+use lrbc_live::detect::{DetectSettings, Diagnosis, Event, EventKind};
 use lrbc_live::frames::{FrameCopy, Subscription};
 use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
 use lrbc_live::watch::{State, Watcher};
@@ -60,7 +62,17 @@ pub struct Capture {
     builder: flatbuffers::FlatBufferBuilder<'static>,
     events: Vec<TrafficEvent>,
     counts: Counts,
-    first_nonfinite: Option<u64>,
+    /// The detector on the same follower (`lrbc_live::detect`), its settings, and the
+    /// channels its events go to.
+    diagnosis: Option<Diagnosis>,
+    detect: DetectSettings,
+    events_channel: usize,
+    log_channel: usize,
+    /// How far the detector's events were read.
+    events_cursor: u64,
+    /// The first event of each kind, in the form it was found.
+    first_events: BTreeMap<EventKind, Event>,
+    event_forms: Vec<Event>,
     images: Option<Images>,
     /// Frames, and the image region's images, are encoded (a server with no subscriber
     /// to them turns this off).
@@ -143,6 +155,22 @@ impl Capture {
             message_encoding: "json".into(),
         });
         let state_channel = prelude.channels.len() - 1;
+        // The detector's events, and the same as Foxglove's log messages.
+        let mut json_channel = |topic: &str, name: &str, schema: &'static str| {
+            prelude.schemas.push(SchemaDef {
+                name: name.into(),
+                encoding: "jsonschema".into(),
+                data: std::borrow::Cow::Borrowed(schema.as_bytes()),
+            });
+            prelude.channels.push(ChannelDef {
+                topic: topic.into(),
+                schema: Some(prelude.schemas.len() - 1),
+                message_encoding: "json".into(),
+            });
+            prelude.channels.len() - 1
+        };
+        let events_channel = json_channel(EVENTS_TOPIC, EVENT_SCHEMA, EVENT_JSON_SCHEMA);
+        let log_channel = json_channel(LOG_TOPIC, LOG_SCHEMA, LOG_JSON_SCHEMA);
         let header = strings(g.fields().filter_map(|f| {
             let v = f.decode(&g.header)?;
             Some((f.name.to_string(), v.display()))
@@ -221,7 +249,13 @@ impl Capture {
             builder: flatbuffers::FlatBufferBuilder::new(),
             events: Vec::new(),
             counts: Counts::default(),
-            first_nonfinite: None,
+            diagnosis: None,
+            detect: DetectSettings::default(),
+            events_channel,
+            log_channel,
+            events_cursor: 0,
+            first_events: BTreeMap::new(),
+            event_forms: Vec::new(),
             images: None,
             encode_frames: true,
             encode_region_images: true,
@@ -231,9 +265,10 @@ impl Capture {
     }
 
     /// Joins the process's follower of the segment (starting one if there is none, which
-    /// reads the machine's load with `read_load`).
+    /// reads the machine's load with `read_load`), with the detector beside.
     fn follow(&mut self, read_load: fn() -> Option<CpuTimes>) -> Result<(), RecordError> {
         self.subscription = None;
+        self.diagnosis = None;
         let sink = CaptureSink {
             inbox: Arc::clone(&self.inbox),
             envs: self.envs.clone(),
@@ -244,7 +279,42 @@ impl Capture {
             Box::new(sink),
             read_load,
         )?);
+        // Read apart: the follower's ticks take this lock while the subscription below
+        // waits for them.
+        let busy_budget = *lock(&self.inbox.busy_budget);
+        let diagnosis = Diagnosis::start_with_load(
+            &self.attached,
+            self.detect.clone(),
+            busy_budget,
+            lrbc_live::detect::DEFAULT_EVENTS_KEPT,
+            read_load,
+        )
+        .map_err(RecordError::Detect)?;
+        self.events_cursor = lock(diagnosis.log()).cursor_now();
+        self.diagnosis = Some(diagnosis);
         Ok(())
+    }
+
+    /// Finds events with `settings` (by default the detector's defaults). Err: they
+    /// cannot be used on this segment (a bound names a value it does not have).
+    pub fn detect_with(&mut self, settings: DetectSettings) -> Result<(), RecordError> {
+        settings.check().map_err(RecordError::Detect)?;
+        if let Some(d) = &self.diagnosis {
+            d.set_settings(settings.clone())
+                .map_err(RecordError::Detect)?;
+        }
+        self.detect = settings;
+        Ok(())
+    }
+
+    /// The first event found of each kind, in the form it was found.
+    pub fn first_events(&self) -> &BTreeMap<EventKind, Event> {
+        &self.first_events
+    }
+
+    /// The detector's events so far, when it runs (lock briefly).
+    pub fn events(&self) -> Option<&Arc<std::sync::Mutex<lrbc_live::detect::EventLog>>> {
+        self.diagnosis.as_ref().map(Diagnosis::log)
     }
 
     /// On a machine without spare CPU, keeps the follower's CPU time within
@@ -253,6 +323,9 @@ impl Capture {
     /// the largest budget of its consumers, and to none if one of them sets none.
     pub fn set_busy_budget(&mut self, percent_of_a_core: Option<f32>) {
         *lock(&self.inbox.busy_budget) = percent_of_a_core;
+        if let Some(d) = &self.diagnosis {
+            d.set_busy_budget(percent_of_a_core);
+        }
     }
 
     /// Reads the machine's load with `read_load` (tests give a busy or an idle machine):
@@ -269,6 +342,9 @@ impl Capture {
     /// [`Capture::poll`] takes them).
     pub fn stop_following(&mut self) {
         self.subscription = None;
+        if let Some(d) = &mut self.diagnosis {
+            d.stop();
+        }
     }
 
     /// Waits up to `timeout` for a frame (at once if one is waiting): the caller's loop
@@ -338,12 +414,6 @@ impl Capture {
         self.counts
     }
 
-    /// The `frame_seq` of the first captured frame holding a NaN or an infinity (in
-    /// rewards or the recorded envs' observations and actions).
-    pub fn first_nonfinite(&self) -> Option<u64> {
-        self.first_nonfinite
-    }
-
     /// Appends a new frame, if one was published, and the ring entries published since
     /// the last call, to `out`.
     pub fn poll(&mut self, out: &mut Vec<Message>) {
@@ -361,8 +431,58 @@ impl Capture {
             images.poll_region(&self.attached, frame_time_ns, now, out);
         }
         self.poll_rings(out);
+        self.poll_events(out);
         if let Some(images) = &self.images {
             self.counts.images = images.images;
+        }
+    }
+
+    /// The detector's events found, going on and ended since the last call: each form on
+    /// `/lrbc/events`, and as a log message on `/lrbc/log` when found and when it ends.
+    fn poll_events(&mut self, out: &mut Vec<Message>) {
+        let Some(d) = &self.diagnosis else {
+            return;
+        };
+        self.event_forms.clear();
+        let (next, missed, totals) = {
+            let log = lock(d.log());
+            let (next, missed) = log.updates_since(self.events_cursor, &mut self.event_forms);
+            (next, missed, log.totals())
+        };
+        self.counts.frames_checked = totals.frames_checked;
+        self.counts.frames_flags_checked = totals.frames_flags_checked;
+        self.counts.nan_values = totals.nan_values;
+        self.counts.inf_values = totals.inf_values;
+        self.counts.out_of_range_values = totals.out_of_range_values;
+        self.events_cursor = next;
+        self.counts.events_missed += missed;
+        // Written when read (their log times keep the file in order); the time each
+        // event began is in its JSON.
+        let now = monotonic_now_ns();
+        for e in self.event_forms.drain(..) {
+            // Ids go up by one as events are found: a form of a new id is its first.
+            let first_form = e.id > self.counts.events_found;
+            if first_form {
+                self.counts.events_found = e.id;
+                self.first_events.entry(e.kind).or_insert_with(|| e.clone());
+            }
+            out.push(Message {
+                channel: self.events_channel,
+                kind: Kind::Event,
+                log_time: now,
+                publish_time: now,
+                data: Arc::from(event_json(&e).into_bytes()),
+            });
+            let stamp = if first_form { e.time_ns } else { e.end_time_ns };
+            if let Some(log) = event_log_json(&e, stamp, first_form) {
+                out.push(Message {
+                    channel: self.log_channel,
+                    kind: Kind::Event,
+                    log_time: now,
+                    publish_time: now,
+                    data: Arc::from(log.into_bytes()),
+                });
+            }
         }
     }
 
@@ -422,6 +542,9 @@ impl Capture {
             return;
         }
         self.state = state;
+        if let Some(d) = &self.diagnosis {
+            d.feed().state(state, report.note.as_deref(), now);
+        }
         let json = serde_json::json!({
             "state": state.as_str(),
             "note": report.note,
@@ -457,14 +580,6 @@ impl Capture {
             observations.extend_from_slice(obs);
             actions.extend_from_slice(act);
         }
-        if self.first_nonfinite.is_none()
-            && (hot.rewards.iter())
-                .chain(&observations)
-                .chain(&actions)
-                .any(|v| !v.is_finite())
-        {
-            self.first_nonfinite = Some(stamp.0);
-        }
         let frame = FrameRef {
             frame_seq: stamp.0,
             frame_time_ns: stamp.1,
@@ -497,6 +612,12 @@ impl Capture {
             4096,
             &mut self.events,
         );
+        if let Some(d) = &self.diagnosis {
+            let feed = d.feed();
+            for e in &self.events {
+                feed.traffic(e, self.traffic_now_ns);
+            }
+        }
         for e in self.events.drain(..) {
             let r = match e {
                 TrafficEvent::Record(r) => r,

@@ -18,7 +18,11 @@ use crossbeam_channel::{Sender, TrySendError};
 use super::lock;
 use super::{Capture, Counts, Message, Prelude, Rolling, RollingLimits};
 use lrbc::attach::Attached;
+use lrbc_live::detect::{Event, EventKind};
 use worker::Worker;
+
+/// A save for an event waits this long after it, so that the file holds what followed.
+pub const AFTER_EVENT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Something the flight recorder did, for the status bar.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,8 +48,8 @@ pub struct FlightStatus {
     pub rolling_frames: u64,
     pub rolling_seconds: f64,
     pub recording: Option<RecordingStatus>,
-    /// `frame_seq` of the first captured frame with a NaN or an infinity.
-    pub first_nonfinite: Option<u64>,
+    /// The first event of the kinds that make it save, once found.
+    pub first_event: Option<Event>,
     /// Frames let pass while keeping to the CPU budget on a busy machine.
     pub frames_skipped: u64,
     /// The machine is busy and the flight recorder keeps to its CPU budget.
@@ -55,12 +59,10 @@ pub struct FlightStatus {
 enum Command {
     Limits(RollingLimits),
     BusyBudget(Option<f32>),
-    /// Write the rolling buffer into a new file in this folder; `nonfinite`: only if no
-    /// file was saved for a NaN or infinity yet.
+    /// Write the rolling buffer into a new file in this folder.
     Save {
         dir: PathBuf,
         reason: String,
-        nonfinite: bool,
     },
     StartRecording {
         dir: PathBuf,
@@ -79,9 +81,9 @@ pub trait Source: Send {
     fn wait(&mut self, timeout: std::time::Duration);
     /// What was kept and lost, for the file's `lrbc.counts`.
     fn counts(&self) -> Counts;
-    /// The `frame_seq` of the first frame with a NaN or an infinity, if the source
-    /// looks.
-    fn first_nonfinite(&self) -> Option<u64> {
+    /// The first event found of one of `kinds`, in the form it was found, if the
+    /// source looks for events.
+    fn first_event(&self, _kinds: &[EventKind]) -> Option<Event> {
         None
     }
     /// The source's CPU budget on a busy machine, if it has one.
@@ -108,8 +110,12 @@ impl Source for Capture {
     fn counts(&self) -> Counts {
         Capture::counts(self)
     }
-    fn first_nonfinite(&self) -> Option<u64> {
-        Capture::first_nonfinite(self)
+    fn first_event(&self, kinds: &[EventKind]) -> Option<Event> {
+        kinds
+            .iter()
+            .filter_map(|k| self.first_events().get(k))
+            .min_by_key(|e| e.id)
+            .cloned()
     }
     fn set_busy_budget(&mut self, percent_of_a_core: Option<f32>) {
         Capture::set_busy_budget(self, percent_of_a_core);
@@ -151,9 +157,9 @@ impl std::fmt::Debug for Flight {
 /// Where the flight recorder writes its files and how it tells of them.
 #[derive(Clone)]
 pub struct FlightConfig {
-    /// Save the rolling buffer once by itself when the first NaN or infinity is captured,
-    /// into this folder.
-    pub save_on_nonfinite: Option<PathBuf>,
+    /// Save the seconds around the first event of these kinds by themselves, once, into
+    /// this folder: the rolling buffer [`AFTER_EVENT`] after the event.
+    pub save_on_event: Option<(PathBuf, Vec<EventKind>)>,
     /// Notes of files written and errors; sends never block (a full channel drops them).
     pub notes: Sender<Note>,
     pub waker: Arc<dyn Fn() + Send + Sync>,
@@ -164,7 +170,7 @@ pub struct FlightConfig {
 impl std::fmt::Debug for FlightConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlightConfig")
-            .field("save_on_nonfinite", &self.save_on_nonfinite)
+            .field("save_on_event", &self.save_on_event)
             .finish_non_exhaustive()
     }
 }
@@ -211,7 +217,7 @@ impl Flight {
             status: Arc::clone(&status),
             stop: Arc::clone(&stop),
             config,
-            saved_nonfinite: false,
+            event_save: worker::EventSave::Waiting,
         };
         let thread = std::thread::Builder::new()
             .name("lrbc-flight".into())
@@ -254,17 +260,6 @@ impl Flight {
         self.send(Command::Save {
             dir: dir.to_path_buf(),
             reason: reason.to_string(),
-            nonfinite: false,
-        })
-    }
-
-    /// Like [`Flight::save`], once for the first NaN or infinity (whether the capture or
-    /// the owner saw it first).
-    pub fn save_nonfinite(&self, dir: &Path, reason: &str) -> Result<(), String> {
-        self.send(Command::Save {
-            dir: dir.to_path_buf(),
-            reason: reason.to_string(),
-            nonfinite: true,
         })
     }
 

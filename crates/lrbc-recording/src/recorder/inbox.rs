@@ -88,6 +88,7 @@ impl FrameSink for CaptureSink {
             envs: self.envs.clone(),
             busy_budget_percent: *lock(&self.inbox.busy_budget),
             min_hold_ns: lrbc_live::busy::MIN_HOLD_NS,
+            check: None,
         }
     }
 }

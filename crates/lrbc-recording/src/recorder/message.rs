@@ -41,6 +41,8 @@ pub enum Kind {
     RingHeader,
     /// A change of the segment's state, on `/lrbc/state`.
     State,
+    /// An event of the detector, on `/lrbc/events` or `/lrbc/log`.
+    Event,
     Image,
 }
 

@@ -44,6 +44,9 @@ pub enum RecordError {
     NoSuchEnv { env: u32, num_envs: u32 },
     #[error("{0}")]
     Unsupported(&'static str),
+    /// The detector's settings cannot be used on this segment.
+    #[error("{0}")]
+    Detect(String),
 }
 
 impl RecordError {
@@ -87,6 +90,18 @@ pub struct Counts {
     pub ring_entries_dropped: u64,
     /// Camera images recorded (image region and streamed frames), when asked for.
     pub images: u64,
+    /// Events the detector found (`/lrbc/events`).
+    pub events_found: u64,
+    /// Frames whose rewards and done and truncated flags the detector checked.
+    pub frames_flags_checked: u64,
+    /// Frames whose every observation and action the detector checked too.
+    pub frames_checked: u64,
+    /// NaN, infinite and out-of-range values the detector counted.
+    pub nan_values: u64,
+    pub inf_values: u64,
+    pub out_of_range_values: u64,
+    /// Forms of events the capture read too late to write (it fell far behind).
+    pub events_missed: u64,
 }
 
 impl Counts {
@@ -107,6 +122,13 @@ impl Counts {
             frames_dropped: d(self.frames_dropped, earlier.frames_dropped),
             ring_entries_dropped: d(self.ring_entries_dropped, earlier.ring_entries_dropped),
             images: d(self.images, earlier.images),
+            events_found: d(self.events_found, earlier.events_found),
+            frames_flags_checked: d(self.frames_flags_checked, earlier.frames_flags_checked),
+            frames_checked: d(self.frames_checked, earlier.frames_checked),
+            nan_values: d(self.nan_values, earlier.nan_values),
+            inf_values: d(self.inf_values, earlier.inf_values),
+            out_of_range_values: d(self.out_of_range_values, earlier.out_of_range_values),
+            events_missed: d(self.events_missed, earlier.events_missed),
         }
     }
 }

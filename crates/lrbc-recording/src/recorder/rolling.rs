@@ -147,7 +147,11 @@ impl Rolling {
                         self.frames_dropped += 1;
                     }
                     Kind::RingEntry => self.ring_entries_dropped += 1,
-                    Kind::RingEvent | Kind::RingHeader | Kind::Image | Kind::State => {}
+                    Kind::RingEvent
+                    | Kind::RingHeader
+                    | Kind::Image
+                    | Kind::State
+                    | Kind::Event => {}
                 }
             }
         }

@@ -12,11 +12,12 @@ use std::sync::{Arc, Mutex};
 use super::player::{Origin, publish, region_image, ring_format};
 use super::summary::{SUMMARY_TOPIC, Summary};
 use crate::format::{
-    FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, lucky_header_of, ring_event_of,
-    ring_of_header_topic, ring_of_topic,
+    EVENTS_TOPIC, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, event_of,
+    lucky_header_of, ring_event_of, ring_of_header_topic, ring_of_topic,
 };
 use lrbc::layout::{Geometry, RegionKind};
 use lrbc::sync::lock;
+use lrbc_live::detect::EventLog;
 use lrbc_live::sampler::{EnvHistory, Ring, SamplerData, SamplerSettings, history_capacities};
 use lrbc_live::traffic::{EntryDecoder, RingEntry, TrafficEvent, TrafficLimits, TrafficStore};
 
@@ -33,6 +34,8 @@ pub enum Fed {
     Summary { gap: u64 },
     /// A ring entry, a luckyrobots entry header or a ring event.
     Ring,
+    /// A form of an event of the server's detector.
+    Event,
     /// A camera image of the image region.
     Image,
     /// A frame that does not decode, or a message of a topic this feed does not read.
@@ -43,9 +46,11 @@ pub enum Fed {
 pub struct Feed {
     pub data: Arc<Mutex<SamplerData>>,
     pub store: Arc<Mutex<TrafficStore>>,
+    /// The events the server's detector found, the newest form of each.
+    pub events: Arc<Mutex<EventLog>>,
     geometry: Arc<Geometry>,
     decoder: EntryDecoder,
-    events: Vec<TrafficEvent>,
+    traffic_events: Vec<TrafficEvent>,
     /// A luckyrobots entry's header, sent just before its payload.
     headers: HashMap<RegionKind, Arc<[u8]>>,
     /// The newest image of each env of the image region, and whether it changed since
@@ -63,6 +68,9 @@ pub struct Feed {
     last_seq: Option<u64>,
     /// Frames between two that arrived, not yet counted as missed.
     gaps: u64,
+    /// The server's clock to the window's: the least of (arrival − the event's newest
+    /// time) over the forms of events that came (an event is written as it is seen).
+    event_clock: Option<i128>,
 }
 
 impl std::fmt::Debug for Feed {
@@ -88,9 +96,10 @@ impl Feed {
         Self {
             data: Arc::new(Mutex::new(data)),
             store: Arc::new(Mutex::new(TrafficStore::default())),
+            events: Arc::new(Mutex::new(EventLog::default())),
             geometry,
             decoder: EntryDecoder::default(),
-            events: Vec::new(),
+            traffic_events: Vec::new(),
             headers: HashMap::new(),
             cameras: BTreeMap::new(),
             images_changed: false,
@@ -102,6 +111,7 @@ impl Feed {
             last: None,
             last_seq: None,
             gaps: 0,
+            event_clock: None,
         }
     }
 
@@ -122,6 +132,8 @@ impl Feed {
             d.image_note = no_image(&self.geometry);
         }
         *lock(&self.store) = TrafficStore::default();
+        // A new run's events count their ids from the start again.
+        *lock(&self.events) = EventLog::default();
         // Record indexes go on from those shown before (the panels key on them).
         self.decoder = EntryDecoder::starting_at(self.decoder.next_index());
         self.headers.clear();
@@ -133,6 +145,7 @@ impl Feed {
         self.last = None;
         self.last_seq = None;
         self.gaps = 0;
+        self.event_clock = None;
     }
 
     /// One message of `topic`, logged at `log_ns` (the window's clock).
@@ -189,10 +202,10 @@ impl Feed {
                 lucky,
                 at_risk: false,
             };
-            self.decoder.entry(entry, log_ns, &mut self.events);
-            self.decoder.expire(log_ns, &mut self.events);
+            self.decoder.entry(entry, log_ns, &mut self.traffic_events);
+            self.decoder.expire(log_ns, &mut self.traffic_events);
             let mut store = lock(&self.store);
-            for ev in self.events.drain(..) {
+            for ev in self.traffic_events.drain(..) {
                 store.apply(ev, log_ns, limits);
             }
             return Fed::Ring;
@@ -206,6 +219,22 @@ impl Feed {
                 lock(&self.store).apply(ev, log_ns, limits);
             }
             return Fed::Ring;
+        }
+        if topic == EVENTS_TOPIC {
+            let Some(mut e) = event_of(bytes) else {
+                return Fed::Unread;
+            };
+            // The event's times are the server's clock: on the window's (as the frames'
+            // times are, their arrival), the plots and the timeline mark it where it was.
+            let offset = i128::from(log_ns) - i128::from(e.end_time_ns);
+            let clock = *self.event_clock.get_or_insert(offset);
+            let clock = clock.min(offset);
+            self.event_clock = Some(clock);
+            let shift = |t: u64| u64::try_from((i128::from(t) + clock).max(0)).unwrap_or(0);
+            e.time_ns = shift(e.time_ns);
+            e.end_time_ns = shift(e.end_time_ns);
+            lock(&self.events).apply(e);
+            return Fed::Event;
         }
         if let Some(env) = camera_env_of_topic(topic) {
             // The envs' images of one copy of the region share its time: a new time is a
@@ -234,7 +263,7 @@ impl Feed {
     }
 
     /// Moves the frames reduced since the last call under the data's lock (histories
-    /// sized by `settings`), sets the newest frame and its scan, puts the image region
+    /// sized by `settings`), sets the newest frame, puts the image region
     /// together when an image came, and expires unanswered requests as of `now_ns`.
     pub fn flush(&mut self, settings: &SamplerSettings, limits: TrafficLimits, now_ns: u64) {
         let g = Arc::clone(&self.geometry);
@@ -282,7 +311,7 @@ impl Feed {
                 publish::push(&mut d, r);
             }
             if let Some(f) = self.last.take() {
-                publish::set_latest(&mut d, Some(&f), (settings.obs_limit, settings.act_limit));
+                publish::set_latest(&mut d, Some(&f));
             }
             if let Some((image, note, fps)) = image {
                 d.image = image;
@@ -290,10 +319,10 @@ impl Feed {
                 d.image_fps = fps;
             }
         }
-        self.decoder.expire(now_ns, &mut self.events);
-        if !self.events.is_empty() {
+        self.decoder.expire(now_ns, &mut self.traffic_events);
+        if !self.traffic_events.is_empty() {
             let mut store = lock(&self.store);
-            for ev in self.events.drain(..) {
+            for ev in self.traffic_events.drain(..) {
                 store.apply(ev, now_ns, limits);
             }
         }
@@ -371,7 +400,12 @@ mod tests {
             assert_eq!(d.envs.get(&1).map(|h| h.points.len()), Some(2));
             assert_eq!(d.envs.get(&1).map(|h| h.detail.len()), Some(2));
             assert_eq!(d.latest.as_ref().map(|(s, _)| *s), Some(4));
-            assert_eq!(d.scan.nan, n as u64, "the newest frame's NaN rewards");
+            let nan = |h: &lrbc::snapshot::HotData| h.rewards.iter().filter(|r| r.is_nan()).count();
+            assert_eq!(
+                d.latest.as_ref().map(|(_, h)| nan(h)),
+                Some(n),
+                "the newest frame's NaN rewards"
+            );
         }
         feed.restart(g, "node:1".into());
         let d = lock(&feed.data);

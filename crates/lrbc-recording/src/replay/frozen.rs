@@ -1,15 +1,14 @@
 //! [`Frozen`]: the live view paused. A copy of the sampler's histories and of the
 //! traffic list taken at the pause, and a view of them as of a cursor that the
 //! timeline moves back and forth through that in-memory history (play, seek, step,
-//! speed, next done, NaN or error), as it moves through a recording.
+//! speed), as it moves through a recording.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::player::Find;
 use lrbc::sync::lock;
 use lrbc_live::sampler::{EnvHistory, Ring, SamplerData};
-use lrbc_live::traffic::{TrafficRow, TrafficStore};
+use lrbc_live::traffic::TrafficStore;
 
 /// A copy of the rows of `s` up to `until` (all with None).
 fn copy_store(s: &TrafficStore, until: Option<u64>) -> TrafficStore {
@@ -75,8 +74,6 @@ pub struct Frozen {
     pub cursor_ns: u64,
     pub playing: bool,
     pub speed: f32,
-    /// The outcome of the last search.
-    pub note: Option<String>,
 }
 
 impl Frozen {
@@ -103,7 +100,6 @@ impl Frozen {
             cursor_ns: last,
             playing: false,
             speed: 1.0,
-            note: None,
         }
     }
 
@@ -174,48 +170,5 @@ impl Frozen {
             self.playing = false;
         }
         self.seek(t);
-    }
-
-    /// Moves the cursor to the next frame with a done or a NaN reward, or the next
-    /// traffic row carrying an error, after the cursor; a note says when none is.
-    pub fn find(&mut self, what: Find) {
-        let after = self.cursor_ns;
-        let found = match what {
-            Find::Done => self
-                .full
-                .frames
-                .iter()
-                .find(|f| f.t_ns > after && f.dones > 0)
-                .map(|f| f.t_ns),
-            Find::Nan => self
-                .full
-                .frames
-                .iter()
-                .find(|f| f.t_ns > after && f.nan_rewards > 0)
-                .map(|f| f.t_ns),
-            Find::Error => self.store.rows.iter().find_map(|r| {
-                let t = r.seen_ns();
-                let bad = match r {
-                    TrafficRow::Record(r) => r.error.is_some(),
-                    TrafficRow::Malformed { .. } => true,
-                    _ => false,
-                };
-                (t > after && bad).then_some(t)
-            }),
-        };
-        match found {
-            Some(t) => {
-                self.note = None;
-                // An error row comes between frames: the view stands at it.
-                self.seek(t);
-                self.cursor_ns = t;
-            }
-            None => {
-                self.note = Some(format!(
-                    "no {} after this frame in the history",
-                    what.describe()
-                ));
-            }
-        }
     }
 }

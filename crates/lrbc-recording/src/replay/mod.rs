@@ -8,6 +8,7 @@
 //! paused: a copy of the sampler's in-memory history moved through the same way. No
 //! egui.
 
+mod events;
 mod feed;
 mod frozen;
 mod player;
@@ -16,9 +17,10 @@ pub mod stream;
 mod summary;
 
 pub use crate::format::{FrameError, RecFrame};
+pub use events::{RecordingEvents, check_frame, find_again, recording_events};
 pub use feed::{Fed, Feed};
 pub use frozen::Frozen;
-pub use player::{Find, PlayState, Player};
+pub use player::{PlayState, Player};
 pub use reader::{
     ChunkInfo, LatestImages, Packing, Recording, ReplayError, RingMessage, StateChange, Topic,
 };

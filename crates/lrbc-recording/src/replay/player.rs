@@ -3,52 +3,33 @@
 //! cursor: the frame at the cursor as `latest`, the frames of the history window before
 //! it, the watched envs' points and rows (rows only for the recorded envs), the ring
 //! entries of the window decoded into traffic rows, and the newest camera images at or
-//! before the cursor (the image region's, and each stream's frame). The thread's loop is
-//! here; `search` looks forward for a done, NaN or error, `publish` fills the data as of
-//! the cursor, with the ring entries (`traffic`) and the camera images (`images`).
+//! before the cursor (the image region's, and each stream's frame); and, on a thread of
+//! their own, the recording's events (`super::events`). The thread's loop is here;
+//! `publish` fills the data as of the cursor, with the ring entries (`traffic`) and the
+//! camera images (`images`).
 
 mod images;
 pub(super) mod publish;
-mod search;
-mod traffic;
+pub(in crate::replay) mod traffic;
 
 pub(super) use images::{Origin, image_rate, region_image};
 pub(super) use traffic::ring_format;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::reader::Recording;
 use lrbc::sync::lock;
+use lrbc_live::detect::{DetectSettings, EventLog};
 use lrbc_live::sampler::{SamplerData, SamplerSettings};
 use lrbc_live::traffic::{EntryDecoder, TrafficEvent, TrafficLimits, TrafficStore};
 
 /// How far back of the cursor the history reaches, at most.
 pub const HISTORY_WINDOW_NS: u64 = 30_000_000_000;
 
-/// What a search forward looks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Find {
-    /// A frame where an env is done.
-    Done,
-    /// A frame with a NaN reward, observation or action.
-    Nan,
-    /// A ring entry carrying an error.
-    Error,
-}
-
-impl Find {
-    pub fn describe(self) -> &'static str {
-        match self {
-            Self::Done => "done",
-            Self::Nan => "NaN",
-            Self::Error => "error",
-        }
-    }
-}
-
 /// The timeline: what the window asks for and what the player shows. The window sets
-/// the requests (`seek_to`, `step`, `find`, `playing`, `speed`), the player the rest.
+/// the requests (`seek_to`, `step`, `playing`, `speed`), the player the rest.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlayState {
     /// First and last message's log time (ns).
@@ -63,10 +44,7 @@ pub struct PlayState {
     pub seek_to: Option<u64>,
     /// Frames to step (negative: back).
     pub step: i64,
-    pub find: Option<Find>,
-    /// The search under way.
-    pub searching: Option<Find>,
-    /// The outcome of the last search, or an error reading the file.
+    /// An error reading the file.
     pub note: Option<String>,
     stop: bool,
 }
@@ -74,7 +52,7 @@ pub struct PlayState {
 impl PlayState {
     /// A request the player has not taken yet, or the player is stopping.
     fn interrupted(&self) -> bool {
-        self.stop || self.seek_to.is_some() || self.step != 0 || self.find.is_some()
+        self.stop || self.seek_to.is_some() || self.step != 0
     }
 }
 
@@ -87,9 +65,14 @@ struct Shared {
 pub struct Player {
     pub data: Arc<Mutex<SamplerData>>,
     pub store: Arc<Mutex<TrafficStore>>,
+    /// The recording's events (`super::events`): read on a thread of their own, or found
+    /// again from the frames of a file that has none; its note says how far.
+    pub events: Arc<Mutex<EventLog>>,
     shared: Arc<Shared>,
     settings: Arc<Mutex<(SamplerSettings, TrafficLimits)>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    events_stop: Arc<AtomicBool>,
+    events_thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Player {
@@ -99,14 +82,29 @@ impl std::fmt::Debug for Player {
 }
 
 impl Player {
-    /// Starts the player on `rec`, its cursor at the start.
+    /// Starts the player on `rec`, its cursor at the start; its events are read (or,
+    /// for a file that has none, found again with `detect`) on a thread of their own.
     pub fn start(
         rec: Recording,
         settings: SamplerSettings,
         limits: TrafficLimits,
+        detect: DetectSettings,
         waker: Arc<dyn Fn() + Send + Sync>,
     ) -> std::io::Result<Self> {
         let range = rec.time_range().unwrap_or((0, 0));
+        let events = Arc::new(Mutex::new(EventLog::new(usize::MAX)));
+        let events_stop = Arc::new(AtomicBool::new(false));
+        let events_thread = {
+            let (path, events, stop, waker) = (
+                rec.path().to_path_buf(),
+                Arc::clone(&events),
+                Arc::clone(&events_stop),
+                Arc::clone(&waker),
+            );
+            std::thread::Builder::new()
+                .name("lrbc-player-events".into())
+                .spawn(move || load_events(&path, &detect, &events, &stop, &*waker))?
+        };
         let data = Arc::new(Mutex::new(SamplerData::empty(
             Arc::new(rec.geometry.clone()),
             rec.label(),
@@ -123,8 +121,6 @@ impl Player {
                 frame_time_ns: None,
                 seek_to: Some(range.0),
                 step: 0,
-                find: None,
-                searching: None,
                 note: None,
                 stop: false,
             }),
@@ -153,9 +149,12 @@ impl Player {
         Ok(Self {
             data,
             store,
+            events,
             shared,
             settings,
             thread: Some(thread),
+            events_stop,
+            events_thread: Some(events_thread),
         })
     }
 
@@ -188,9 +187,65 @@ impl Player {
 impl Drop for Player {
     fn drop(&mut self) {
         self.request(|s| s.stop = true);
-        if let Some(t) = self.thread.take() {
+        // Relaxed: a flag with no data behind it.
+        self.events_stop.store(true, Ordering::Relaxed);
+        for t in [self.thread.take(), self.events_thread.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = t.join();
         }
+    }
+}
+
+/// Fills `events` with the recording's events: those its recorder wrote, else found
+/// again from its frames (the note tells how far), unless `stop` is set first.
+fn load_events(
+    path: &std::path::Path,
+    detect: &DetectSettings,
+    events: &Mutex<EventLog>,
+    stop: &AtomicBool,
+    waker: &(dyn Fn() + Send + Sync),
+) {
+    let note = |text: Option<String>| {
+        let mut log = lock(events);
+        log.note = text;
+        log.version += 1;
+        drop(log);
+        waker();
+    };
+    let mut rec = match Recording::open(path) {
+        Ok(r) => r,
+        Err(e) => return note(Some(format!("events not read: {e}"))),
+    };
+    let mut shown = -1i64;
+    let progress = |share: f64| {
+        let pct = (share * 100.0) as i64;
+        if pct != shown {
+            shown = pct;
+            note(Some(format!(
+                "finding the events again from the frames (a recording written without them): {pct} %"
+            )));
+        }
+        // Relaxed: a flag with no data behind it.
+        !stop.load(Ordering::Relaxed)
+    };
+    match super::events::recording_events(&mut rec, detect, progress) {
+        Ok(found) => {
+            let again = found.found_again;
+            let filled = found.into_log(usize::MAX);
+            let mut log = lock(events);
+            *log = filled;
+            log.note = again.then(|| {
+                "found again from the recorded frames (the recording was written without events)".into()
+            });
+            log.version += 1;
+            drop(log);
+            waker();
+        }
+        // Relaxed: a flag with no data behind it.
+        Err(_) if stop.load(Ordering::Relaxed) => {}
+        Err(e) => note(Some(format!("events not read: {e}"))),
     }
 }
 
@@ -225,39 +280,28 @@ impl Worker {
     fn run(&mut self) {
         let mut tick = Instant::now();
         loop {
-            let (seek, step, find, playing, speed, range) = {
+            let (seek, step, playing, speed, range) = {
                 let mut s = lock(&self.shared.state);
                 if s.stop {
                     return;
                 }
-                let r = (
+                (
                     s.seek_to.take(),
                     std::mem::take(&mut s.step),
-                    s.find.take(),
                     s.playing,
                     s.speed,
                     s.range,
-                );
-                s.searching = r.2;
-                r
+                )
             };
             let now = Instant::now();
             let elapsed = now.duration_since(tick);
             tick = now;
             let mut cursor = self.shown.unwrap_or(range.0);
-            let mut note = None;
             if let Some(t) = seek {
                 cursor = t;
             }
             if step != 0 {
                 cursor = self.stepped(cursor, step, range).unwrap_or(cursor);
-            }
-            if let Some(what) = find {
-                match self.search(cursor, range.1, what) {
-                    Ok(Some(t)) => cursor = t,
-                    Ok(None) => note = Some(format!("no {} after this frame", what.describe())),
-                    Err(e) => note = Some(e),
-                }
             }
             let mut still_playing = playing;
             if playing && seek.is_none() {
@@ -278,20 +322,19 @@ impl Worker {
             {
                 let mut s = lock(&self.shared.state);
                 s.cursor_ns = cursor;
-                s.searching = None;
                 if !still_playing {
                     s.playing = false;
                 }
-                if let Some(n) = note.or(error) {
+                if let Some(n) = error {
                     s.note = Some(n);
-                } else if find.is_some() || seek.is_some() || step != 0 {
+                } else if seek.is_some() || step != 0 {
                     s.note = None;
                 }
                 if let Some((seq, t)) = self.frame_now() {
                     s.frame_seq = Some(seq);
                     s.frame_time_ns = Some(t);
                 }
-                let idle = !s.playing && s.seek_to.is_none() && s.step == 0 && s.find.is_none();
+                let idle = !s.playing && s.seek_to.is_none() && s.step == 0;
                 if idle || s.playing {
                     let wait = if s.playing {
                         Duration::from_millis(15)

@@ -26,9 +26,9 @@ use std::sync::Arc;
 use mcap::records::{Record, op};
 
 use crate::format::{
-    COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC, RecFrame,
-    SEGMENT_METADATA, STATE_TOPIC, camera_env_of_topic, ring_entry_payload, ring_event_of,
-    ring_of_header_topic, ring_of_topic, segment_from_metadata, stream_of_topic,
+    COUNTS_METADATA, EVENTS_TOPIC, FRAME_SCHEMA, FRAME_TOPIC, RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC,
+    RecFrame, SEGMENT_METADATA, STATE_TOPIC, camera_env_of_topic, ring_entry_payload,
+    ring_event_of, ring_of_header_topic, ring_of_topic, segment_from_metadata, stream_of_topic,
 };
 use index::{read_at, read_summary, record_at, walk};
 use lrbc::layout::{Geometry, LayoutChoice, RegionKind};
@@ -151,6 +151,8 @@ pub struct Recording {
     ring_events: Option<u16>,
     /// The channel of the segment's state changes, when the file has it.
     state: Option<u16>,
+    /// The channel of the detector's events, when the file has it.
+    events: Option<u16>,
     /// The channels of luckyrobots entry headers: channel → ring.
     ring_headers: HashMap<u16, RegionKind>,
     /// Camera channels of the image region: channel → env.
@@ -263,6 +265,7 @@ impl Recording {
             rings,
             ring_events: None,
             state: None,
+            events: None,
             ring_headers: HashMap::new(),
             cameras: HashMap::new(),
             streams: HashMap::new(),
@@ -297,6 +300,8 @@ impl Recording {
             self.ring_events = Some(c.id);
         } else if c.topic == STATE_TOPIC {
             self.state = Some(c.id);
+        } else if c.topic == EVENTS_TOPIC {
+            self.events = Some(c.id);
         } else if let Some(ring) = ring_of_header_topic(&c.topic) {
             self.ring_headers.insert(c.id, ring);
         } else if let Some(env) = camera_env_of_topic(&c.topic) {

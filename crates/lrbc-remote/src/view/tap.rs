@@ -12,9 +12,10 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 
 use super::wire::Channel;
+use lrbc_live::detect::{Event, EventKind};
 use lrbc_recording::format::{
-    FRAME_TOPIC, RING_EVENTS_TOPIC, STATE_TOPIC, camera_env_of_topic, ring_of_header_topic,
-    ring_of_topic, stream_of_topic,
+    EVENTS_TOPIC, FRAME_TOPIC, LOG_TOPIC, RING_EVENTS_TOPIC, STATE_TOPIC, camera_env_of_topic,
+    ring_of_header_topic, ring_of_topic, stream_of_topic,
 };
 use lrbc_recording::recorder::flight::Source;
 use lrbc_recording::recorder::{ChannelDef, Counts, Kind, Message, Prelude, SchemaDef};
@@ -69,6 +70,8 @@ pub struct Tap {
     channels: HashMap<u64, usize>,
     counts: Counts,
     dropped: Arc<AtomicU64>,
+    /// The first event of each kind the server's detector found, as it was found.
+    first_events: BTreeMap<EventKind, Event>,
 }
 
 /// A tap: the viewer's end and the recorder's.
@@ -87,6 +90,7 @@ pub(super) fn tap() -> (TapSender, Tap) {
             channels: HashMap::new(),
             counts: Counts::default(),
             dropped,
+            first_events: BTreeMap::new(),
         },
     )
 }
@@ -103,6 +107,8 @@ fn kind_of(topic: &str) -> Option<Kind> {
         Some(Kind::RingEvent)
     } else if topic == STATE_TOPIC {
         Some(Kind::State)
+    } else if topic == EVENTS_TOPIC || topic == LOG_TOPIC {
+        Some(Kind::Event)
     } else if camera_env_of_topic(topic).is_some() || stream_of_topic(topic).is_some() {
         Some(Kind::Image)
     } else {
@@ -166,6 +172,15 @@ impl Tap {
                     Kind::RingEvent => c.ring_events += 1,
                     Kind::State => c.state_changes += 1,
                     Kind::Image => c.images += 1,
+                    Kind::Event => {
+                        let topic = self.prelude.channels.get(index).map(|c| c.topic.as_str());
+                        if topic == Some(EVENTS_TOPIC)
+                            && let Some(e) = lrbc_recording::format::event_of(&data)
+                        {
+                            c.events_found = c.events_found.max(e.id);
+                            self.first_events.entry(e.kind).or_insert(e);
+                        }
+                    }
                     Kind::RingHeader => {}
                 }
                 out.push(Message {
@@ -200,6 +215,14 @@ impl Source for Tap {
         {
             self.held = Some(t);
         }
+    }
+
+    fn first_event(&self, kinds: &[EventKind]) -> Option<Event> {
+        kinds
+            .iter()
+            .filter_map(|k| self.first_events.get(k))
+            .min_by_key(|e| e.id)
+            .cloned()
     }
 
     fn counts(&self) -> Counts {

@@ -53,6 +53,8 @@ struct Shared {
 pub struct Viewer {
     pub data: Arc<Mutex<SamplerData>>,
     pub store: Arc<Mutex<TrafficStore>>,
+    /// The events the server's detector found (`/lrbc/events`).
+    pub events: Arc<Mutex<lrbc_live::detect::EventLog>>,
     shared: Arc<Shared>,
     control: ControlWorker,
 }
@@ -88,6 +90,7 @@ impl Viewer {
         let control_state = Arc::new(Mutex::new(ControlState::default()));
         let data = Arc::clone(&feed.data);
         let store = Arc::clone(&feed.store);
+        let events = Arc::clone(&feed.events);
         let worker_addr = addr.clone();
         let mut worker = Worker {
             url,
@@ -113,6 +116,7 @@ impl Viewer {
         Ok(Self {
             data,
             store,
+            events,
             shared,
             control: ControlWorker::elsewhere(tx, control_state),
         })
@@ -483,6 +487,23 @@ impl Worker {
             }
             d.counters.service_flags = v["service_flags"].as_u64().map(|f| f as u32);
             d.report = report;
+        }
+        // The server's detector: its frames checked and bad values counted.
+        let c = &v["capture"];
+        let count = |k: &str| c[k].as_u64().unwrap_or(0);
+        {
+            let mut log = lock(&self.feed.events);
+            let figures = lrbc_live::detect::Totals {
+                frames_seen: count("frames_seen"),
+                frames_flags_checked: count("frames_flags_checked"),
+                frames_checked: count("frames_checked"),
+                nan_values: count("nan_values"),
+                inf_values: count("inf_values"),
+                out_of_range_values: count("out_of_range_values"),
+                envs_affected: log.envs_with_bad_values(),
+                ..lrbc_live::detect::Totals::default()
+            };
+            log.set_figures(&figures);
         }
         lock(&self.shared.link).served = Some(v);
     }

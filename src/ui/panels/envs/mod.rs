@@ -1,10 +1,11 @@
 //! The envs panel: rewards of the watched envs with episode boundaries, observation and
 //! action channels by name, and an all-env overview (reward distribution over time,
-//! done and truncation counts, NaN/Inf/out-of-range values pointing at env and
-//! channel). Every series is decimated to the pixel. The plotted series' CSV export is
+//! done and truncation counts); the detector's events as marks on the plots, and its
+//! totals of NaN, Inf and out-of-range values since the start, pointing at env and
+//! channel. Every series is decimated to the pixel. The plotted series' CSV export is
 //! `csv`.
 
-use egui_plot::{Legend, Line, MarkerShape, Plot, PlotPoints, Points};
+use egui_plot::{Legend, Line, MarkerShape, Plot, PlotPoints, Points, VLine};
 
 mod csv;
 
@@ -15,9 +16,49 @@ use super::super::decimate::SeriesCache;
 use super::super::settings::Settings;
 use super::super::widgets::{BAD, WARN, series_color};
 use lrbc::layout::Geometry;
-use lrbc_live::sampler::{
-    Channel, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, Ring, SamplerData,
-};
+use lrbc_live::check::{Channel, ChannelKind};
+use lrbc_live::detect::{EventKind, EventLog, thousands};
+use lrbc_live::sampler::{FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, Ring, SamplerData};
+
+/// Events marked on the plots, at most (the newest in the window).
+const MARKS: usize = 200;
+
+/// An event's mark: where on the time axis, which env, which channel.
+struct Mark {
+    x: f64,
+    env: Option<u32>,
+    channel: Option<ChannelKind>,
+    kind: EventKind,
+}
+
+/// The events in `[from_ns, newest]`, as marks.
+fn marks(events: Option<&EventLog>, from_ns: u64, newest: u64) -> Vec<Mark> {
+    let Some(log) = events else {
+        return Vec::new();
+    };
+    let mut v: Vec<Mark> = log
+        .events()
+        .iter()
+        .rev()
+        .filter(|e| e.time_ns >= from_ns && e.time_ns <= newest)
+        .take(MARKS)
+        .map(|e| Mark {
+            x: -((newest - e.time_ns) as f64 / 1e9),
+            env: e.env,
+            channel: e.channel,
+            kind: e.kind,
+        })
+        .collect();
+    v.reverse();
+    v
+}
+
+fn mark_color(kind: EventKind) -> egui::Color32 {
+    match kind {
+        EventKind::Nonfinite | EventKind::State | EventKind::Malformed => BAD,
+        _ => WARN,
+    }
+}
 
 /// What the envs panel asks of the app.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -39,14 +80,6 @@ fn time_range(d: &SamplerData, window_secs: f32) -> (u64, f64) {
     (newest, window)
 }
 
-fn channel_label(g: &Geometry, c: Channel) -> String {
-    match c {
-        Channel::Obs(i) => g.names.obs_label(i as usize),
-        Channel::Act(i) => g.names.act_label(i as usize),
-        Channel::Reward => "reward".into(),
-    }
-}
-
 /// An overview line: name, value of a frame (given the env count), colour, width.
 type OverviewSeries = (&'static str, fn(&FrameAgg, f32) -> f32, egui::Color32, f32);
 
@@ -65,6 +98,7 @@ fn newer<T>(ring: &Ring<T>, after_ns: u64, from_ns: u64, t: impl Fn(&T) -> u64) 
 pub fn ui(
     ui: &mut egui::Ui,
     d: &SamplerData,
+    events: Option<&EventLog>,
     settings: &mut Settings,
     cache: &mut SeriesCache,
 ) -> EnvsActions {
@@ -78,10 +112,12 @@ pub fn ui(
     let columns = ui.available_width().max(50.0) as u64;
     let width_ns = (window_ns / columns).max(1);
     csv_export(ui, d, &g, from_ns, newest);
+    values_report(ui, d, events, settings, &mut actions);
+    let marks = marks(events, from_ns, newest);
     let plot_height = ((ui.available_height() - 40.0) / 4.0).clamp(90.0, 260.0);
     let mut keys: Vec<String> = Vec::new();
 
-    ui.strong("Rewards of the watched envs (markers: triangle done, diamond truncated, dot reset)");
+    ui.strong("Rewards of the watched envs (markers: triangle done, diamond truncated, dot reset; lines: events)");
     Plot::new("env_rewards")
         .height(plot_height)
         .legend(Legend::default())
@@ -143,6 +179,12 @@ pub fn ui(
                     keys.push(key);
                 }
             }
+            for m in marks
+                .iter()
+                .filter(|m| m.env.is_some_and(|e| d.envs.contains_key(&e)))
+            {
+                p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
+            }
         });
 
     for (title, id, channels, is_obs) in [
@@ -191,7 +233,7 @@ pub fn ui(
                         };
                         p.line(
                             Line::new(
-                                format!("env {env} {}", channel_label(&g, channel)),
+                                format!("env {env} {}", channel.label(&g.names)),
                                 PlotPoints::from(series.points(newest)),
                             )
                             .color(series_color(n)),
@@ -199,6 +241,16 @@ pub fn ui(
                         keys.push(key);
                         n += 1;
                     }
+                }
+                let kind = if is_obs {
+                    ChannelKind::Observation
+                } else {
+                    ChannelKind::Action
+                };
+                for m in marks.iter().filter(|m| {
+                    m.channel == Some(kind) && m.env.is_some_and(|e| d.envs.contains_key(&e))
+                }) {
+                    p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
                 }
             });
     }
@@ -245,9 +297,12 @@ pub fn ui(
                 );
                 keys.push(key);
             }
+            // Every event of every env: the overview is of all of them.
+            for m in &marks {
+                p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
+            }
         });
     cache.retain(|k| keys.iter().any(|x| x == k));
-    values_report(ui, d, &g, settings, &mut actions);
     actions
 }
 
@@ -370,52 +425,79 @@ fn channel_menu(
     });
 }
 
+/// The detector's totals since the start (NaN, Inf and out-of-range values, the envs
+/// they were in, the frames checked), and the newest value events, each with a button to
+/// watch its env.
 fn values_report(
     ui: &mut egui::Ui,
     d: &SamplerData,
-    g: &Geometry,
+    events: Option<&EventLog>,
     settings: &mut Settings,
     actions: &mut EnvsActions,
 ) {
-    let s = &d.scan;
+    let Some(log) = events else {
+        ui.horizontal(|ui| {
+            ui.strong("Values");
+            ui.weak("not checked (the detector does not run for this source)");
+        });
+        return;
+    };
+    let t = log.totals();
     ui.horizontal_wrapped(|ui| {
         ui.strong("Values");
-        if s.scans == 0 {
-            ui.weak("not scanned yet");
-            return;
-        }
         let normal = ui.visuals().text_color();
         let color = |n: u64| if n > 0 { BAD } else { normal };
-        ui.colored_label(color(s.nan), format!("NaN {}", s.nan));
-        ui.colored_label(color(s.inf), format!("Inf {}", s.inf));
         ui.colored_label(
-            color(s.out_of_range),
-            format!("out of range {}", s.out_of_range),
+            color(t.nan_values),
+            format!("NaN {}", thousands(t.nan_values)),
+        );
+        ui.colored_label(
+            color(t.inf_values),
+            format!("Inf {}", thousands(t.inf_values)),
+        );
+        let bounds: Vec<String> = settings
+            .detect
+            .limits
+            .bounds
+            .iter()
+            .map(lrbc_live::check::BoundRule::display)
+            .collect();
+        ui.colored_label(
+            color(t.out_of_range_values),
+            format!("out of range {}", thousands(t.out_of_range_values)),
         )
-        .on_hover_text(format!(
-            "|obs| > {}, |act| > {}",
-            settings.obs_limit, settings.act_limit
-        ));
-        ui.label(format!(
-            "in {} envs (scan of frame {})",
-            s.envs_affected, s.frame_seq
-        ));
+        .on_hover_text(if bounds.is_empty() {
+            "no bounds set (Settings)".to_string()
+        } else {
+            bounds.join(", ")
+        });
+        ui.label(format!("in {} envs since the start", t.envs_affected));
+        ui.weak(format!("· {}", t.checked_text()));
     });
-    for b in s.examples.iter().take(6) {
+    let g = &d.geometry;
+    for e in log
+        .events()
+        .iter()
+        .rev()
+        .filter(|e| e.kind.is_value())
+        .take(4)
+    {
+        let Some(env) = e.env.filter(|&env| env < g.num_envs) else {
+            continue;
+        };
         ui.horizontal(|ui| {
             ui.colored_label(
-                BAD,
+                mark_color(e.kind),
                 format!(
-                    "env {} · {} = {}",
-                    b.env,
-                    channel_label(g, b.channel),
-                    b.value
+                    "frame {} · env {env} · {} = {}",
+                    e.first_frame,
+                    e.channel_text(),
+                    e.value_text()
                 ),
             );
-            if !settings.watched_envs.contains(&b.env)
-                && ui.small_button("watch this env").clicked()
+            if !settings.watched_envs.contains(&env) && ui.small_button("watch this env").clicked()
             {
-                settings.watched_envs.push(b.env);
+                settings.watched_envs.push(env);
                 actions.watched_changed = true;
             }
         });

@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// `DIR/lrbc-<segment>-<UTC time>.mcap`, creating `DIR`; a number is added when the
-/// name is taken.
-pub fn new_file_path(dir: &Path, label: &str) -> Result<PathBuf, String> {
+/// `DIR/lrbc-<segment>-<UTC time>.mcap` (`…-<tag>.mcap` with a tag: the event a save
+/// is for), creating `DIR`; a number is added when the name is taken.
+pub fn new_file_path(dir: &Path, label: &str, tag: Option<&str>) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let segment: String = label
         .rsplit(['/', '\\'])
@@ -20,7 +20,17 @@ pub fn new_file_path(dir: &Path, label: &str) -> Result<PathBuf, String> {
         })
         .collect();
     let stamp = utc_stamp(std::time::SystemTime::now());
-    let base = format!("lrbc-{segment}-{stamp}");
+    let mut base = format!("lrbc-{segment}-{stamp}");
+    if let Some(tag) = tag {
+        base.push('-');
+        base.extend(tag.chars().map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        }));
+    }
     let mut path = dir.join(format!("{base}.mcap"));
     let mut n = 1;
     while path.exists() {

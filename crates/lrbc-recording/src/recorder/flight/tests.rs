@@ -68,7 +68,7 @@ fn a_full_disk_stops_the_recording_with_one_line_and_the_rolling_buffer_goes_on(
             max_bytes: 64 << 20,
         },
         FlightConfig {
-            save_on_nonfinite: None,
+            save_on_event: None,
             notes: tx,
             waker: Arc::new(|| {}),
             create: |_| Ok(Box::new(FillsUp::default())),

@@ -14,6 +14,7 @@ use super::{
     new_file_path,
 };
 use crate::recorder::{FileSink, Message, Prelude, RecordError, Rolling, RollingCopy, lock};
+use lrbc_live::detect::{Event, EventKind};
 
 /// How often a file being recorded ends its chunk (what a crash may lose).
 const CHUNK_EVERY_NS: u64 = 1_000_000_000;
@@ -37,7 +38,20 @@ pub(super) struct Worker {
     pub status: Arc<Mutex<FlightStatus>>,
     pub stop: Arc<AtomicBool>,
     pub config: FlightConfig,
-    pub saved_nonfinite: bool,
+    pub event_save: EventSave,
+}
+
+/// The save for the first event of the kinds asked for.
+#[derive(Debug)]
+pub(super) enum EventSave {
+    /// No such event yet.
+    Waiting,
+    /// Found: saved once the seconds after it have come (`due_ns`).
+    Due {
+        event: Event,
+        due_ns: u64,
+    },
+    Done,
 }
 
 impl Worker {
@@ -59,14 +73,7 @@ impl Worker {
                 self.rolling.push(m);
             }
             self.end_chunk(now);
-            if let (Some(seq), Some(dir), false) = (
-                self.capture.first_nonfinite(),
-                self.config.save_on_nonfinite.clone(),
-                self.saved_nonfinite,
-            ) {
-                self.saved_nonfinite = true;
-                self.save(dir, format!("NaN/Inf at frame {seq}"));
-            }
+            self.save_for_event(now);
             if now.saturating_sub(last_status) >= STATUS_EVERY_NS {
                 last_status = now;
                 self.publish();
@@ -91,7 +98,10 @@ impl Worker {
         s.rolling_bytes = self.rolling.bytes();
         s.rolling_frames = self.rolling.frames();
         s.rolling_seconds = self.rolling.seconds();
-        s.first_nonfinite = self.capture.first_nonfinite();
+        s.first_event = match &self.event_save {
+            EventSave::Due { event, .. } => Some(event.clone()),
+            _ => s.first_event.take(),
+        };
         s.frames_skipped = self.capture.counts().frames_skipped;
         s.yielding = self.capture.yielding();
         s.recording = self.recording.as_ref().map(|r| RecordingStatus {
@@ -110,19 +120,7 @@ impl Worker {
         match c {
             Command::Limits(l) => self.rolling.set_limits(l),
             Command::BusyBudget(p) => self.capture.set_busy_budget(p),
-            Command::Save {
-                dir,
-                reason,
-                nonfinite,
-            } => {
-                if nonfinite {
-                    if self.saved_nonfinite {
-                        return;
-                    }
-                    self.saved_nonfinite = true;
-                }
-                self.save(dir, reason);
-            }
+            Command::Save { dir, reason } => self.save(dir, reason, None),
             Command::StartRecording { dir } => {
                 if self.recording.is_some() {
                     return;
@@ -147,7 +145,7 @@ impl Worker {
     }
 
     fn open_recording(&self, dir: &Path) -> Result<Recording, String> {
-        let path = new_file_path(dir, &self.label)?;
+        let path = new_file_path(dir, &self.label, None)?;
         let file = (self.config.create)(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let file = FileSink::new(BufWriter::new(file), self.capture.prelude())
             .map_err(|e| format!("writing {}: {}", path.display(), e.cause()))?;
@@ -218,8 +216,39 @@ impl Worker {
         }
     }
 
-    /// Writes the rolling buffer into a new file in `dir` on a thread of its own.
-    fn save(&mut self, dir: PathBuf, reason: String) {
+    /// The first event of the kinds asked for: once found, the rolling buffer is saved
+    /// [`super::AFTER_EVENT`] later (or at once when the capture stops), named after it.
+    fn save_for_event(&mut self, now: u64) {
+        let Some((dir, kinds)) = &self.config.save_on_event else {
+            return;
+        };
+        if let EventSave::Waiting = self.event_save
+            && let Some(event) = self.capture.first_event(kinds)
+        {
+            let after = u64::try_from(super::AFTER_EVENT.as_nanos()).unwrap_or(u64::MAX);
+            self.event_save = EventSave::Due {
+                event,
+                due_ns: now.saturating_add(after),
+            };
+            self.publish();
+        }
+        let due = matches!(&self.event_save, EventSave::Due { due_ns, .. } if now >= *due_ns);
+        // Relaxed: see `Flight::drop`.
+        let stopping = self.stop.load(Ordering::Relaxed);
+        if due || (stopping && matches!(self.event_save, EventSave::Due { .. })) {
+            let dir = dir.clone();
+            if let EventSave::Due { event, .. } =
+                std::mem::replace(&mut self.event_save, EventSave::Done)
+            {
+                let reason = event_reason(&event);
+                self.save(dir, reason, Some(event_file_tag(&event)));
+            }
+        }
+    }
+
+    /// Writes the rolling buffer into a new file in `dir` on a thread of its own; its
+    /// name ends with `tag` when given.
+    fn save(&mut self, dir: PathBuf, reason: String, tag: Option<String>) {
         // The state as of now goes in first: a save because the segment was truncated
         // or unlinked keeps the record that says so.
         let mut state = Vec::new();
@@ -237,7 +266,7 @@ impl Worker {
         let spawned = std::thread::Builder::new()
             .name("lrbc-flight-save".into())
             .spawn(move || {
-                let note = match write_copy(&dir, &label, &copy, &prelude, create) {
+                let note = match write_copy(&dir, &label, tag.as_deref(), &copy, &prelude, create) {
                     Ok(path) => Note {
                         text: format!(
                             "{reason}: saved the last {:.0} s ({} frames) to {}",
@@ -273,13 +302,45 @@ fn seconds_of(m: &[Message]) -> f64 {
 fn write_copy(
     dir: &Path,
     label: &str,
+    tag: Option<&str>,
     copy: &RollingCopy,
     prelude: &Prelude,
     create: CreateFile,
 ) -> Result<PathBuf, String> {
-    let path = new_file_path(dir, label)?;
+    let path = new_file_path(dir, label, tag)?;
     let file = create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     copy.write(prelude, BufWriter::new(file))
         .map_err(|e| format!("writing {}: {}", path.display(), e.cause()))?;
     Ok(path)
+}
+
+/// What a save for an event says: `nonfinite at frame 3000, env 0 observation obs[0]
+/// (origin simulator)`.
+fn event_reason(e: &Event) -> String {
+    let mut s = format!("{} at frame {}", e.kind.as_str(), e.first_frame);
+    if let Some(env) = e.env {
+        s.push_str(&format!(", env {env}"));
+    }
+    if e.channel.is_some() {
+        s.push(' ');
+        s.push_str(&e.channel_text());
+    } else if let Some(r) = &e.ring {
+        s.push_str(&format!(" on {r}"));
+    }
+    if let Some(o) = e
+        .origin
+        .filter(|_| e.kind == EventKind::Nonfinite || e.kind == EventKind::Stall)
+    {
+        s.push_str(&format!(" (origin {})", o.as_str()));
+    }
+    s
+}
+
+/// The part of a saved file's name that names its event: `nonfinite-f3000-env0`.
+fn event_file_tag(e: &Event) -> String {
+    let mut s = format!("{}-f{}", e.kind.as_str(), e.first_frame);
+    if let Some(env) = e.env {
+        s.push_str(&format!("-env{env}"));
+    }
+    s
 }

@@ -1,6 +1,6 @@
 //! Filling the data as of the cursor: the frame at the cursor as `latest`, the frames of
 //! the history window before it reduced to the sampler's figures, the watched envs'
-//! points and rows, and the scan of the frame shown.
+//! points and rows.
 
 use std::sync::Arc;
 
@@ -9,9 +9,8 @@ use crate::format::RecFrame;
 use lrbc::layout::Geometry;
 use lrbc::sync::lock;
 use lrbc_live::sampler::{
-    BadValue, Channel, Counters, EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET,
-    FLAG_TRUNCATED, FrameAgg, Ring, SamplerData, SamplerSettings, SamplerStats, Scan,
-    history_capacities,
+    Counters, EnvDetail, EnvHistory, EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg,
+    Ring, SamplerData, SamplerSettings, SamplerStats, history_capacities,
 };
 use lrbc_live::traffic::{EntryDecoder, TrafficLimits, TrafficStore};
 
@@ -171,7 +170,7 @@ impl Worker {
                     })
                     .collect();
                 d.stats = SamplerStats::default();
-                set_latest(&mut d, latest.as_ref(), limits_of(settings));
+                set_latest(&mut d, latest.as_ref());
             }
             *lock(&self.store) = TrafficStore::default();
             // Record indexes go on from those shown before (the panels key on them).
@@ -182,14 +181,13 @@ impl Worker {
         let mut batch = Vec::new();
         let mut last = None;
         let data = Arc::clone(&self.data);
-        let scan_limits = limits_of(settings);
         let flush = |batch: &mut Vec<Reduced>, last: Option<&RecFrame>| {
             let mut d = lock(&data);
             for r in batch.drain(..) {
                 push(&mut d, r);
             }
             if let Some(f) = last {
-                set_latest(&mut d, Some(f), scan_limits);
+                set_latest(&mut d, Some(f));
             }
         };
         let shared = Arc::clone(&self.shared);
@@ -227,64 +225,12 @@ impl Worker {
     }
 }
 
-fn limits_of(s: &SamplerSettings) -> (f32, f32) {
-    (s.obs_limit, s.act_limit)
-}
-
-/// NaN, Inf and out-of-range values of a frame: every env's reward, the recorded envs'
-/// observations and actions.
-fn scan(f: &RecFrame, g: &Geometry, limits: (f32, f32), scans: u64) -> Scan {
-    let mut s = Scan {
-        frame_seq: f.frame_seq,
-        scans,
-        ..Scan::default()
-    };
-    let mut affected = std::collections::BTreeSet::new();
-    let mut bad = |env: u32, channel: Channel, value: f32, limit: Option<f32>, s: &mut Scan| {
-        if value.is_nan() {
-            s.nan += 1;
-        } else if value.is_infinite() {
-            s.inf += 1;
-        } else if limit.is_some_and(|l| value.abs() > l) {
-            s.out_of_range += 1;
-        } else {
-            return;
-        }
-        affected.insert(env);
-        if s.examples.len() < 16 {
-            s.examples.push(BadValue {
-                env,
-                channel,
-                value,
-                frame_seq: f.frame_seq,
-            });
-        }
-    };
-    for (env, &r) in f.rewards.iter().enumerate() {
-        bad(env as u32, Channel::Reward, r, None, &mut s);
-    }
-    let (o, a) = (g.obs_size as usize, g.act_size as usize);
-    for (i, &env) in f.envs.iter().enumerate() {
-        for (j, &v) in f.observations.iter().skip(i * o).take(o).enumerate() {
-            bad(env, Channel::Obs(j as u32), v, Some(limits.0), &mut s);
-        }
-        for (j, &v) in f.actions.iter().skip(i * a).take(a).enumerate() {
-            bad(env, Channel::Act(j as u32), v, Some(limits.1), &mut s);
-        }
-    }
-    s.envs_affected = affected.len() as u32;
-    s
-}
-
-pub(in crate::replay) fn set_latest(d: &mut SamplerData, f: Option<&RecFrame>, limits: (f32, f32)) {
+pub(in crate::replay) fn set_latest(d: &mut SamplerData, f: Option<&RecFrame>) {
     let Some(f) = f else {
         d.latest = None;
         d.counters = Counters::default();
-        d.scan = Scan::default();
         return;
     };
-    let scans = d.scan.scans + 1;
-    d.scan = scan(f, &d.geometry, limits, scans);
     d.latest = Some((
         f.frame_seq,
         lrbc::snapshot::HotData {

@@ -1,7 +1,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Find;
 use super::images::{Origin, region_image};
 
 const RECORDED: Origin = Origin::Recording { has_cameras: true };
@@ -14,7 +13,7 @@ use lrbc::testutil::unique_name;
 use lrbc_sim::engine::{Engine, EngineConfig};
 
 #[test]
-fn the_player_fills_the_data_as_of_its_cursor_steps_and_finds_the_next_nan() {
+fn the_player_fills_the_data_as_of_its_cursor_steps_and_goes_to_the_recordings_event() {
     let (bytes, _) = recording_with_nan(30, Some(12));
     let r = Recording::open(&write(&bytes)).unwrap();
     let (t0, t1) = r.time_range().unwrap();
@@ -37,14 +36,23 @@ fn the_player_fills_the_data_as_of_its_cursor_steps_and_finds_the_next_nan() {
     wait("two steps", &|| p.state().frame_seq == Some(3));
     p.request(|s| s.step = -1);
     wait("one back", &|| p.state().frame_seq == Some(2));
-    // The NaN written at step 12 is the only one: found once, then not again.
-    p.request(|s| s.find = Some(Find::Nan));
+    // The NaN written at step 12 (env 0's first observation and its reward) is the
+    // recording's two events; their time is frame 12's.
+    wait("the recording's events", &|| {
+        !p.events.lock().unwrap().events().is_empty()
+    });
+    let events: Vec<_> = p.events.lock().unwrap().events().iter().cloned().collect();
+    assert_eq!(events.len(), 2, "{events:?}");
+    for e in &events {
+        assert_eq!(
+            (e.kind, e.first_frame, e.env),
+            (lrbc_live::detect::EventKind::Nonfinite, 12, Some(0))
+        );
+    }
+    p.request(|s| s.seek_to = Some(events[0].time_ns));
     wait("the NaN", &|| p.state().frame_seq == Some(12));
-    assert!(p.data.lock().unwrap().scan.nan > 0);
-    p.request(|s| s.find = Some(Find::Nan));
-    wait("no other NaN", &|| p.state().note.is_some());
-    assert_eq!(p.state().note.as_deref(), Some("no NaN after this frame"));
-    assert_eq!(p.state().frame_seq, Some(12));
+    let latest = p.data.lock().unwrap().latest.clone();
+    assert!(latest.is_some_and(|(_, h)| h.rewards.iter().any(|r| r.is_nan())));
 }
 
 #[test]

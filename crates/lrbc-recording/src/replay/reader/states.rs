@@ -1,7 +1,12 @@
 //! The segment's state changes in a recording (`/lrbc/state`): few, read once, for the
 //! timeline's marks and the state at the cursor.
 
+use std::sync::Arc;
+
 use super::Recording;
+
+/// A message's log time and bytes.
+type Timed = (u64, Arc<[u8]>);
 
 /// One change of the recorded segment's state, as its recorder saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +62,34 @@ impl Recording {
         let Some(channel) = self.state else {
             return Ok(Vec::new());
         };
+        let mut out: Vec<StateChange> = self
+            .messages_of(channel)?
+            .iter()
+            .filter_map(|(t, data)| parse(*t, data))
+            .collect();
+        out.sort_by_key(|c| c.log_ns);
+        Ok(out)
+    }
+
+    /// The messages of `/lrbc/events` in the order written; None when the file has no
+    /// such channel.
+    pub(in crate::replay) fn events_messages(&mut self) -> Result<Option<Vec<Arc<[u8]>>>, String> {
+        self.learn_channels()?;
+        let Some(channel) = self.events else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.messages_of(channel)?
+                .into_iter()
+                .map(|(_, d)| d)
+                .collect(),
+        ))
+    }
+
+    /// Every message of `channel` with its log time, in the order of the file. Only the
+    /// chunks whose message indexes list it are read (every chunk when a chunk has no
+    /// index, as the last one of an unfinished file may not).
+    fn messages_of(&mut self, channel: u16) -> Result<Vec<Timed>, String> {
         let mut out = Vec::new();
         for i in 0..self.chunks.len() {
             let listed = self
@@ -70,10 +103,9 @@ impl Recording {
             out.extend(
                 msgs.iter()
                     .filter(|m| m.channel == channel)
-                    .filter_map(|m| parse(m.log_ns, &m.data)),
+                    .map(|m| (m.log_ns, Arc::clone(&m.data))),
             );
         }
-        out.sort_by_key(|c| c.log_ns);
         Ok(out)
     }
 

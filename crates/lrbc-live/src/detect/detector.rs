@@ -1,0 +1,901 @@
+//! The detector: a pure state machine that turns the checks of frames, the passing of
+//! time, the segment's state changes and ring faults into events. The same code runs
+//! live (on the frame follower's thread) and over a recording.
+
+use std::collections::HashMap;
+
+use super::event::{Event, EventKind, Origin, Totals};
+use super::settings::DetectSettings;
+use crate::check::{ChannelKind, Fault, FrameCheck, Hit};
+use crate::watch::State;
+use lrbc::layout::{Names, RegionKind};
+
+/// Envs below this number never make a done burst (one env in two done is no burst).
+pub const BURST_MIN_ENVS: u32 = 8;
+/// Intervals of `frame_seq` kept to judge a stall by.
+const INTERVALS: usize = 64;
+/// Intervals seen before a stall can be judged at all.
+const INTERVALS_TO_JUDGE: usize = 8;
+/// Ring faults of one kind, ring and method this close together are one event.
+pub const RING_MERGE_NS: u64 = 1_000_000_000;
+/// An event that goes on is written again at most this often (its count and last frame).
+pub const REFRESH_NS: u64 = 1_000_000_000;
+
+/// A fault read off the rings.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RingFault {
+    /// A response that carries an error.
+    Error {
+        ring: RegionKind,
+        method: String,
+        correlation_id: u64,
+        error: String,
+    },
+    Unanswered {
+        ring: RegionKind,
+        method: String,
+        correlation_id: u64,
+        waited_ns: u64,
+    },
+    Malformed {
+        ring: RegionKind,
+        position: u64,
+        error: String,
+    },
+    Lost {
+        ring: RegionKind,
+        lost_bytes: u64,
+        lost_entries: Option<u64>,
+    },
+}
+
+impl RingFault {
+    /// The fault a traffic event is, if any.
+    pub fn from_traffic(e: &crate::traffic::TrafficEvent) -> Option<Self> {
+        use crate::traffic::TrafficEvent as T;
+        Some(match e {
+            T::Record(r) => Self::Error {
+                ring: r.ring,
+                method: r.method.clone(),
+                correlation_id: r.correlation_id,
+                error: r.error.clone()?,
+            },
+            T::Unanswered {
+                ring,
+                correlation_id,
+                method,
+                waited_ns,
+                ..
+            } => Self::Unanswered {
+                ring: *ring,
+                method: method.clone(),
+                correlation_id: *correlation_id,
+                waited_ns: *waited_ns,
+            },
+            T::Malformed {
+                ring,
+                position,
+                error,
+                ..
+            } => Self::Malformed {
+                ring: *ring,
+                position: *position,
+                error: error.clone(),
+            },
+            T::Lost {
+                ring,
+                lost_bytes,
+                lost_entries,
+            } => Self::Lost {
+                ring: *ring,
+                lost_bytes: *lost_bytes,
+                lost_entries: *lost_entries,
+            },
+            T::Answered { .. } => return None,
+        })
+    }
+
+    fn kind(&self) -> EventKind {
+        match self {
+            Self::Error { .. } => EventKind::RpcError,
+            Self::Unanswered { .. } => EventKind::Unanswered,
+            Self::Malformed { .. } => EventKind::Malformed,
+            Self::Lost { .. } => EventKind::RingLoss,
+        }
+    }
+
+    fn ring(&self) -> RegionKind {
+        match self {
+            Self::Error { ring, .. }
+            | Self::Unanswered { ring, .. }
+            | Self::Malformed { ring, .. }
+            | Self::Lost { ring, .. } => *ring,
+        }
+    }
+
+    fn method(&self) -> Option<&str> {
+        match self {
+            Self::Error { method, .. } | Self::Unanswered { method, .. } => Some(method),
+            _ => None,
+        }
+    }
+
+    fn message(&self, count: u64) -> String {
+        let times = if count > 1 {
+            format!(" ({count} times)")
+        } else {
+            String::new()
+        };
+        match self {
+            Self::Error {
+                ring,
+                method,
+                correlation_id,
+                error,
+            } => format!(
+                "{}: {} (correlation id {correlation_id}) answered with an error: {error}{times}",
+                ring.as_str(),
+                method_or(method)
+            ),
+            Self::Unanswered {
+                ring,
+                method,
+                correlation_id,
+                waited_ns,
+            } => format!(
+                "{}: {} (correlation id {correlation_id}) unanswered after {:.1} s{times}",
+                ring.as_str(),
+                method_or(method),
+                *waited_ns as f64 / 1e9
+            ),
+            Self::Malformed {
+                ring,
+                position,
+                error,
+            } => format!(
+                "{}: a malformed entry at position {position}: {error}{times}",
+                ring.as_str()
+            ),
+            Self::Lost {
+                ring, lost_entries, ..
+            } => {
+                let entries = lost_entries.map_or(String::new(), |n| format!(" ({n} entries)"));
+                format!(
+                    "{}: bytes{entries} overwritten before they were read{times}",
+                    ring.as_str()
+                )
+            }
+        }
+    }
+}
+
+fn method_or(m: &str) -> &str {
+    if m.is_empty() { "a request" } else { m }
+}
+
+/// A value fault's identity: the same fault of the same env in the same channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Value(EventKind, u32, ChannelKind),
+    Burst,
+    /// A ring fault: its kind, ring and a hash of its method.
+    Ring(EventKind, RegionKind, u64),
+    /// The segment's state (one open at a time).
+    State,
+}
+
+/// An event not over yet.
+#[derive(Clone, Debug)]
+struct Open {
+    event: Event,
+    /// The frame it was last seen in.
+    seen_frame: u64,
+    /// When it was last written (found or refreshed).
+    written_ns: u64,
+    /// Changed since it was last written.
+    dirty: bool,
+    /// A ring fault's first occurrence, for the message.
+    ring_fault: Option<RingFault>,
+}
+
+/// What the detector knows of `frame_seq` over time, to find stalls.
+#[derive(Clone, Debug, Default)]
+struct Pace {
+    /// The newest `frame_seq` and when it was first seen.
+    last: Option<(u64, u64)>,
+    /// Recent intervals between frames, ns per frame.
+    intervals: std::collections::VecDeque<u64>,
+    stall: Option<Open>,
+}
+
+impl Pace {
+    fn median_ns(&self) -> Option<u64> {
+        if self.intervals.len() < INTERVALS_TO_JUDGE {
+            return None;
+        }
+        let mut v: Vec<u64> = self.intervals.iter().copied().collect();
+        let mid = v.len() / 2;
+        Some(*v.select_nth_unstable(mid).1)
+    }
+}
+
+/// The detector of one run.
+#[derive(Clone, Debug)]
+pub struct Detector {
+    settings: DetectSettings,
+    num_envs: u32,
+    names: Names,
+    next_id: u64,
+    open: HashMap<Key, Open>,
+    /// Per env with a non-finite event open: the origin judged at its first bad frame.
+    origins: HashMap<u32, Origin>,
+    /// The newest frame whose every env was checked whole (rewards, observations and
+    /// actions), and the same per env for frames that held some envs' values only.
+    checked_all: Option<u64>,
+    checked_env: HashMap<u32, u64>,
+    /// Frames with a non-finite value per env (cleared when its events end).
+    bad_envs: Vec<u64>,
+    pace: Pace,
+    state: State,
+    /// The newest frame checked.
+    frame_seq: Option<u64>,
+    totals: Totals,
+}
+
+impl Detector {
+    /// A detector of a run of `num_envs` envs whose values are named by `names`.
+    pub fn new(settings: DetectSettings, num_envs: u32, names: Names) -> Self {
+        Self {
+            settings,
+            num_envs,
+            names,
+            next_id: 1,
+            open: HashMap::new(),
+            origins: HashMap::new(),
+            checked_all: None,
+            checked_env: HashMap::new(),
+            bad_envs: vec![0; num_envs.div_ceil(64) as usize],
+            pace: Pace::default(),
+            state: State::Attached,
+            frame_seq: None,
+            totals: Totals::default(),
+        }
+    }
+
+    pub fn settings(&self) -> &DetectSettings {
+        &self.settings
+    }
+
+    /// New thresholds from now on; events open go on.
+    pub fn set_settings(&mut self, settings: DetectSettings) {
+        self.settings = settings;
+    }
+
+    /// Events found per kind, frames checked, bad values counted.
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// Frames the engine published that the detector was told of (live: the follower's
+    /// counts; a recording: its frames and those let pass).
+    pub fn add_frames_seen(&mut self, n: u64) {
+        self.totals.frames_seen += n;
+    }
+
+    /// Events going on now.
+    pub fn open_events(&self) -> impl Iterator<Item = &Event> {
+        self.open
+            .values()
+            .map(|o| &o.event)
+            .chain(self.pace.stall.as_ref().map(|o| &o.event))
+    }
+
+    fn new_event(&mut self, kind: EventKind, frame: u64, t_ns: u64) -> Event {
+        let id = self.next_id;
+        self.next_id += 1;
+        if let Some(n) = self.totals.by_kind.get_mut(kind.position()) {
+            *n += 1;
+        }
+        Event {
+            id,
+            kind,
+            first_frame: frame,
+            last_frame: frame,
+            count: 1,
+            time_ns: t_ns,
+            end_time_ns: t_ns,
+            ongoing: true,
+            env: None,
+            channel: None,
+            index: None,
+            name: None,
+            value: None,
+            values: None,
+            origin: None,
+            ring: None,
+            method: None,
+            message: String::new(),
+        }
+    }
+
+    /// The check of a frame sampled at `t_ns`. Found, ended and refreshed events are
+    /// appended to `out`.
+    pub fn frame(&mut self, t_ns: u64, check: &FrameCheck, out: &mut Vec<Event>) {
+        let f = check.frame_seq;
+        if self.frame_seq.is_some_and(|p| f <= p) {
+            // frame_seq went back (a new run), or a frame came twice: what was open
+            // belongs to the old frames.
+            if self.frame_seq.is_some_and(|p| f < p) {
+                self.end_values(t_ns, out);
+                self.pace = Pace::default();
+                self.checked_all = None;
+                self.checked_env.clear();
+            } else {
+                return;
+            }
+        }
+        self.saw_frame(f, t_ns, out);
+        self.frame_seq = Some(f);
+        let t = &mut self.totals;
+        t.frames_flags_checked += u64::from(check.rewards);
+        t.frames_checked += u64::from(!check.obs.is_none());
+        t.nan_values += check.nan_values;
+        t.inf_values += check.inf_values;
+        t.out_of_range_values += check.out_of_range_values;
+        if !check.hits.is_empty() {
+            self.judge_origins(check);
+            for hit in &check.hits {
+                self.hit(f, t_ns, hit, out);
+            }
+        }
+        // A done burst: more than the set share of envs ended in this frame.
+        if check.rewards && check.num_envs >= BURST_MIN_ENVS {
+            let share = f64::from(check.envs_ended) / f64::from(check.num_envs);
+            if share > f64::from(self.settings.done_burst_share) {
+                self.burst(f, t_ns, check, share, out);
+            }
+        }
+        // Events of values this frame checked and found clean have ended.
+        let ended: Vec<Key> = self
+            .open
+            .iter()
+            .filter(|(k, o)| {
+                o.seen_frame != f
+                    && match **k {
+                        Key::Value(_, env, channel) => check.covers(env, channel),
+                        Key::Burst => check.rewards,
+                        Key::Ring(..) | Key::State => false,
+                    }
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in ended {
+            self.end(k, t_ns, out);
+        }
+        // What was checked whole, for the origin of the next frame's faults.
+        let whole = check.rewards && !check.obs.is_none() && !check.act.is_none();
+        if whole {
+            match (&check.obs, &check.act) {
+                (crate::check::Coverage::All, crate::check::Coverage::All) => {
+                    self.checked_all = Some(f);
+                    self.checked_env.clear();
+                }
+                (crate::check::Coverage::Envs(envs), act) => {
+                    for &e in envs {
+                        if act.covers(e) {
+                            self.checked_env.insert(e, f);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.refresh(t_ns, out);
+    }
+
+    /// Whether every value of `env` was checked in frame `f`.
+    fn checked_whole(&self, env: u32, f: u64) -> bool {
+        self.checked_all == Some(f) || self.checked_env.get(&env) == Some(&f)
+    }
+
+    /// The origin of each env's first bad frame, for the envs whose non-finite values
+    /// start in this frame.
+    fn judge_origins(&mut self, check: &FrameCheck) {
+        let f = check.frame_seq;
+        // Per env: (non-finite action, non-finite observation or reward).
+        let mut bad: HashMap<u32, (bool, bool)> = HashMap::new();
+        for h in check.hits.iter().filter(|h| h.fault == Fault::NonFinite) {
+            let e = bad.entry(h.env).or_default();
+            if h.channel.kind() == ChannelKind::Action {
+                e.0 = true;
+            } else {
+                e.1 = true;
+            }
+        }
+        for (env, (act_bad, sim_bad)) in bad {
+            if self.origins.contains_key(&env) {
+                continue;
+            }
+            let origin = if !check.act.covers(env) {
+                Origin::Unknown
+            } else if act_bad && !sim_bad {
+                Origin::Policy
+            } else if !act_bad && sim_bad {
+                // The actions the env was stepped with were checked and finite.
+                Origin::Simulator
+            } else if f > 0 && self.checked_whole(env, f - 1) {
+                // Both sides bad at once: the actions came first, from a frame the
+                // policy saw whole and finite.
+                Origin::Policy
+            } else {
+                Origin::Unknown
+            };
+            self.origins.insert(env, origin);
+        }
+    }
+
+    /// One hit of a frame: a new event, or the one it continues.
+    fn hit(&mut self, f: u64, t_ns: u64, hit: &Hit, out: &mut Vec<Event>) {
+        let kind = match hit.fault {
+            Fault::NonFinite => EventKind::Nonfinite,
+            Fault::OutOfRange => EventKind::OutOfRange,
+            Fault::Saturated => EventKind::Saturated,
+        };
+        let channel = hit.channel.kind();
+        let key = Key::Value(kind, hit.env, channel);
+        if hit.fault != Fault::Saturated
+            && let Some(word) = self.bad_envs.get_mut(hit.env as usize / 64)
+        {
+            let bit = 1u64 << (hit.env % 64);
+            if *word & bit == 0 {
+                *word |= bit;
+                self.totals.envs_affected += 1;
+            }
+        }
+        if let Some(o) = self.open.get_mut(&key) {
+            if o.seen_frame != f {
+                o.seen_frame = f;
+                o.event.last_frame = f;
+                o.event.count += 1;
+                o.event.end_time_ns = t_ns;
+                o.dirty = true;
+            }
+            return;
+        }
+        let first = if hit.fault == Fault::Saturated {
+            f.saturating_sub(u64::from(hit.run_frames.max(1)) - 1)
+        } else {
+            f
+        };
+        let mut e = self.new_event(kind, first, t_ns);
+        e.last_frame = f;
+        e.count = if hit.fault == Fault::Saturated {
+            u64::from(hit.run_frames.max(1))
+        } else {
+            1
+        };
+        e.env = Some(hit.env);
+        e.channel = Some(channel);
+        e.index = hit.channel.index();
+        e.name = match hit.channel {
+            crate::check::Channel::Obs(i) => self.names.obs.get(i as usize).cloned(),
+            crate::check::Channel::Act(i) => self.names.act.get(i as usize).cloned(),
+            crate::check::Channel::Reward => None,
+        };
+        e.value = Some(f64::from(hit.value));
+        e.values = Some(hit.values);
+        if kind == EventKind::Nonfinite {
+            e.origin = Some(
+                self.origins
+                    .get(&hit.env)
+                    .copied()
+                    .unwrap_or(Origin::Unknown),
+            );
+        }
+        e.message = value_message(&e, &self.names, hit);
+        out.push(e.clone());
+        self.open.insert(
+            key,
+            Open {
+                event: e,
+                seen_frame: f,
+                written_ns: t_ns,
+                dirty: false,
+                ring_fault: None,
+            },
+        );
+    }
+
+    fn burst(&mut self, f: u64, t_ns: u64, check: &FrameCheck, share: f64, out: &mut Vec<Event>) {
+        if let Some(o) = self.open.get_mut(&Key::Burst) {
+            o.seen_frame = f;
+            o.event.last_frame = f;
+            o.event.count += 1;
+            o.event.end_time_ns = t_ns;
+            o.dirty = true;
+            return;
+        }
+        let mut e = self.new_event(EventKind::DoneBurst, f, t_ns);
+        e.value = Some(share);
+        e.values = Some(check.envs_ended);
+        e.message = format!(
+            "{} of {} envs done or truncated in one frame ({:.0} %)",
+            check.envs_ended,
+            check.num_envs,
+            share * 100.0
+        );
+        out.push(e.clone());
+        self.open.insert(
+            Key::Burst,
+            Open {
+                event: e,
+                seen_frame: f,
+                written_ns: t_ns,
+                dirty: false,
+                ring_fault: None,
+            },
+        );
+    }
+
+    /// Ends the open event of `key` (its end time is when it was last seen; a state
+    /// change ends at `t_ns`).
+    fn end(&mut self, key: Key, t_ns: u64, out: &mut Vec<Event>) {
+        let Some(mut o) = self.open.remove(&key) else {
+            return;
+        };
+        o.event.ongoing = false;
+        if key == Key::State {
+            o.event.end_time_ns = t_ns;
+        }
+        if let Key::Value(kind, env, _) = key {
+            if o.event.count > 1 {
+                o.event.message = format!(
+                    "{} (in {} frames, {}–{})",
+                    o.event.message, o.event.count, o.event.first_frame, o.event.last_frame
+                );
+            }
+            if kind == EventKind::Nonfinite
+                && !self
+                    .open
+                    .keys()
+                    .any(|k| matches!(k, Key::Value(EventKind::Nonfinite, e, _) if *e == env))
+            {
+                self.origins.remove(&env);
+            }
+        }
+        if let (Key::Ring(..), Some(f)) = (key, &o.ring_fault) {
+            o.event.message = f.message(o.event.count);
+        }
+        if key == Key::Burst && o.event.count > 1 {
+            o.event.message = format!("{} (in {} frames in a row)", o.event.message, o.event.count);
+        }
+        out.push(o.event);
+    }
+
+    /// Ends every value event and the done burst (a new run, a new segment).
+    fn end_values(&mut self, t_ns: u64, out: &mut Vec<Event>) {
+        let keys: Vec<Key> = self
+            .open
+            .keys()
+            .filter(|k| matches!(k, Key::Value(..) | Key::Burst))
+            .copied()
+            .collect();
+        for k in keys {
+            self.end(k, t_ns, out);
+        }
+        self.origins.clear();
+    }
+
+    /// Writes again the events that went on and changed, at most every [`REFRESH_NS`].
+    fn refresh(&mut self, t_ns: u64, out: &mut Vec<Event>) {
+        for o in self.open.values_mut() {
+            if o.dirty && t_ns.saturating_sub(o.written_ns) >= REFRESH_NS {
+                o.dirty = false;
+                o.written_ns = t_ns;
+                out.push(o.event.clone());
+            }
+        }
+    }
+
+    /// `frame_seq` was seen to be `f` at `t_ns` (a frame, or a look at the counters):
+    /// a stall ends when it moves; its moves time the recent interval.
+    fn saw_frame(&mut self, f: u64, t_ns: u64, out: &mut Vec<Event>) {
+        let Some((pf, pt)) = self.pace.last else {
+            self.pace.last = Some((f, t_ns));
+            return;
+        };
+        if f == pf {
+            return;
+        }
+        if f < pf {
+            // A new run.
+            self.pace = Pace {
+                last: Some((f, t_ns)),
+                ..Pace::default()
+            };
+            return;
+        }
+        let d = f - pf;
+        let dt = t_ns.saturating_sub(pt);
+        if let Some(mut o) = self.pace.stall.take() {
+            let secs = dt as f64 / 1e9;
+            o.event.ongoing = false;
+            o.event.last_frame = f;
+            o.event.end_time_ns = t_ns;
+            o.event.value = Some(secs);
+            o.event.message = format!("{} The run went on after {secs:.2} s.", o.event.message);
+            out.push(o.event);
+        } else if d < 1 << 20 {
+            // The length of a stall is no interval of the run's.
+            self.pace.intervals.push_back(dt / d);
+            if self.pace.intervals.len() > INTERVALS {
+                self.pace.intervals.pop_front();
+            }
+        }
+        self.pace.last = Some((f, t_ns));
+    }
+
+    /// Time passes: at `now_ns` the counters read `frame_seq` and `action_seq` (None:
+    /// not known, as between two recorded frames). A stall is found when `frame_seq` has
+    /// been still for longer than the set multiple of its recent interval (and the set
+    /// minimum); ring faults not repeated for a while end.
+    pub fn tick(
+        &mut self,
+        now_ns: u64,
+        frame_seq: u64,
+        action_seq: Option<u64>,
+        out: &mut Vec<Event>,
+    ) {
+        self.saw_frame(frame_seq, now_ns, out);
+        if self.pace.stall.is_none()
+            && let (Some((f, since)), Some(interval)) = (self.pace.last, self.pace.median_ns())
+            && f == frame_seq
+        {
+            let still = now_ns.saturating_sub(since);
+            let threshold = ((interval as f64 * f64::from(self.settings.stall_factor)) as u64)
+                .max((f64::from(self.settings.stall_min_secs) * 1e9) as u64);
+            if still > threshold {
+                let mut e = self.new_event(EventKind::Stall, f, since);
+                e.end_time_ns = now_ns;
+                e.value = Some(still as f64 / 1e9);
+                let (origin, side) = match action_seq {
+                    Some(a) if a == frame_seq => (
+                        Origin::Policy,
+                        "waiting for the trainer's actions (action_seq = frame_seq)".to_string(),
+                    ),
+                    Some(a) if a > frame_seq => (
+                        Origin::Simulator,
+                        format!("the engine has not published the frame of action_seq {a}"),
+                    ),
+                    Some(a) => (Origin::Unknown, format!("action_seq is {a}")),
+                    None => (
+                        Origin::Unknown,
+                        "which side waited is not known from the recorded frames".to_string(),
+                    ),
+                };
+                e.origin = Some(origin);
+                e.message = format!(
+                    "frame_seq still at {f} for more than {:.2} s ({}× the recent interval of {:.1} ms): {side}.",
+                    threshold as f64 / 1e9,
+                    self.settings.stall_factor,
+                    interval as f64 / 1e6
+                );
+                out.push(e.clone());
+                self.pace.stall = Some(Open {
+                    event: e,
+                    seen_frame: f,
+                    written_ns: now_ns,
+                    dirty: false,
+                    ring_fault: None,
+                });
+            }
+        }
+        if let Some(o) = &mut self.pace.stall {
+            o.event.end_time_ns = now_ns;
+            o.event.value = Some(now_ns.saturating_sub(o.event.time_ns) as f64 / 1e9);
+            if now_ns.saturating_sub(o.written_ns) >= REFRESH_NS {
+                o.written_ns = now_ns;
+                out.push(o.event.clone());
+            }
+        }
+        let quiet: Vec<Key> = self
+            .open
+            .iter()
+            .filter(|(k, o)| {
+                matches!(k, Key::Ring(..))
+                    && now_ns.saturating_sub(o.event.end_time_ns) >= RING_MERGE_NS
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in quiet {
+            self.end(k, now_ns, out);
+        }
+        self.refresh(now_ns, out);
+    }
+
+    /// The segment's state is `state` as of `now_ns` (`note`: what the watcher said).
+    /// Engine gone, replaced, truncated and unlinked are events; back to attached ends
+    /// them.
+    pub fn state(&mut self, state: State, note: Option<&str>, now_ns: u64, out: &mut Vec<Event>) {
+        if state == self.state {
+            return;
+        }
+        let previous = std::mem::replace(&mut self.state, state);
+        let bad = |s: State| {
+            matches!(
+                s,
+                State::EngineGone | State::Replaced | State::Truncated | State::Unlinked
+            )
+        };
+        if bad(previous)
+            && let Some(mut o) = self.open.remove(&Key::State)
+        {
+            o.event.ongoing = false;
+            o.event.end_time_ns = now_ns;
+            out.push(o.event);
+        }
+        if !bad(state) {
+            return;
+        }
+        let f = self.frame_seq.or(self.pace.last.map(|l| l.0)).unwrap_or(0);
+        let mut e = self.new_event(EventKind::State, f, now_ns);
+        let what = match state {
+            State::EngineGone => "the engine is gone",
+            State::Replaced => "the segment was replaced",
+            State::Truncated => "the segment was truncated",
+            State::Unlinked => "the segment was unlinked",
+            State::Attached | State::Stale => "",
+        };
+        e.method = Some(state.as_str().into());
+        e.message = match note {
+            Some(n) if !n.is_empty() => format!("{what} ({n})"),
+            _ => what.to_string(),
+        };
+        out.push(e.clone());
+        // State events end when the state does: one open at a time.
+        self.open.insert(
+            Key::State,
+            Open {
+                event: e,
+                seen_frame: f,
+                written_ns: now_ns,
+                dirty: false,
+                ring_fault: None,
+            },
+        );
+    }
+
+    /// A fault read off the rings at `now_ns`. The same fault of one ring and method
+    /// within [`RING_MERGE_NS`] of the last is the same event.
+    pub fn ring(&mut self, fault: RingFault, now_ns: u64, out: &mut Vec<Event>) {
+        let kind = fault.kind();
+        let method_key = fault.method().map_or(0, fnv);
+        let key = Key::Ring(kind, fault.ring(), method_key);
+        let f = self.frame_seq.or(self.pace.last.map(|l| l.0)).unwrap_or(0);
+        let lost = match &fault {
+            RingFault::Lost { lost_bytes, .. } => Some(*lost_bytes),
+            _ => None,
+        };
+        if self
+            .open
+            .get(&key)
+            .is_some_and(|o| now_ns.saturating_sub(o.event.end_time_ns) >= RING_MERGE_NS)
+        {
+            self.end(key, now_ns, out);
+        }
+        if let Some(o) = self.open.get_mut(&key) {
+            o.event.count += 1;
+            o.event.last_frame = f;
+            o.event.end_time_ns = now_ns;
+            if let (Some(v), Some(l)) = (&mut o.event.value, lost) {
+                *v += l as f64;
+            }
+            o.dirty = true;
+            return;
+        }
+        let mut e = self.new_event(kind, f, now_ns);
+        e.ring = Some(fault.ring().as_str().into());
+        e.method = fault.method().filter(|m| !m.is_empty()).map(str::to_string);
+        e.value = lost.map(|l| l as f64);
+        e.message = fault.message(1);
+        out.push(e.clone());
+        self.open.insert(
+            key,
+            Open {
+                event: e,
+                seen_frame: f,
+                written_ns: now_ns,
+                dirty: false,
+                ring_fault: Some(fault),
+            },
+        );
+    }
+
+    /// The run ended (a recording's last frame, a command's end) at `now_ns`: ring
+    /// faults end; value faults and a stall stay ongoing, written in their newest form.
+    pub fn finish(&mut self, now_ns: u64, out: &mut Vec<Event>) {
+        let rings: Vec<Key> = self
+            .open
+            .keys()
+            .filter(|k| matches!(k, Key::Ring(..)))
+            .copied()
+            .collect();
+        for k in rings {
+            self.end(k, now_ns, out);
+        }
+        for o in self.open.values_mut() {
+            if o.dirty {
+                o.dirty = false;
+                o.written_ns = now_ns;
+                out.push(o.event.clone());
+            }
+        }
+        if let Some(o) = &self.pace.stall {
+            out.push(o.event.clone());
+        }
+    }
+
+    /// A new segment (the old one was replaced): what was open ends; the run's intervals
+    /// start over.
+    pub fn restart(&mut self, num_envs: u32, names: Names, now_ns: u64, out: &mut Vec<Event>) {
+        self.end_values(now_ns, out);
+        if let Some(mut o) = self.pace.stall.take() {
+            o.event.ongoing = false;
+            o.event.end_time_ns = now_ns;
+            out.push(o.event);
+        }
+        self.pace = Pace::default();
+        self.num_envs = num_envs;
+        self.names = names;
+        self.checked_all = None;
+        self.checked_env.clear();
+        self.frame_seq = None;
+        self.bad_envs = vec![0; num_envs.div_ceil(64) as usize];
+    }
+
+    pub fn num_envs(&self) -> u32 {
+        self.num_envs
+    }
+}
+
+/// A small hash of a method name (to tell ring faults of different methods apart).
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The message of a value fault when found.
+fn value_message(e: &Event, names: &Names, hit: &Hit) -> String {
+    let what = hit.channel.label(names);
+    let channel = hit.channel.kind().as_str();
+    let place = match hit.channel {
+        crate::check::Channel::Reward => format!("the reward of env {}", hit.env),
+        crate::check::Channel::Obs(i) | crate::check::Channel::Act(i) => {
+            let index = format!("{}[{i}]", hit.channel.kind().short());
+            if what == index {
+                format!("{channel} {index} of env {}", hit.env)
+            } else {
+                format!("{channel} {what} ({index}) of env {}", hit.env)
+            }
+        }
+    };
+    let more = if hit.values > 1 {
+        format!(" and {} more values", hit.values - 1)
+    } else {
+        String::new()
+    };
+    let value = super::event::format_value(f64::from(hit.value));
+    match e.kind {
+        EventKind::Nonfinite => {
+            let origin = e.origin.unwrap_or(Origin::Unknown).as_str();
+            format!("{value} in {place}{more}; origin: {origin}")
+        }
+        EventKind::OutOfRange => format!("{place} is {value}, out of its bound{more}"),
+        EventKind::Saturated => format!(
+            "{place} held at {value} for {} frames{more}",
+            hit.run_frames
+        ),
+        _ => String::new(),
+    }
+}

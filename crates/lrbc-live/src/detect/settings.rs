@@ -1,0 +1,101 @@
+//! What the detector looks for, as the user sets it (the window's settings, the command
+//! line): kept across runs by the window.
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::Limits;
+
+/// The detector's settings. Non-finite values are always looked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DetectSettings {
+    /// Bounds of values (out of range) and the saturation of actions.
+    pub limits: Limits,
+    /// A done burst: more than this share of the envs done or truncated in one frame.
+    pub done_burst_share: f32,
+    /// A stall: `frame_seq` still for more than this multiple of its recent interval...
+    pub stall_factor: f32,
+    /// ...and for at least this long.
+    pub stall_min_secs: f32,
+}
+
+impl Default for DetectSettings {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            done_burst_share: 0.5,
+            stall_factor: 20.0,
+            stall_min_secs: 0.25,
+        }
+    }
+}
+
+impl DetectSettings {
+    /// Why these settings cannot be used, if they cannot (one line).
+    pub fn check(&self) -> Result<(), String> {
+        let share = self.done_burst_share;
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(format!(
+                "the done-burst share must be above 0 and at most 1, not {share}"
+            ));
+        }
+        if !(self.stall_factor.is_finite() && self.stall_factor >= 2.0) {
+            return Err(format!(
+                "the stall factor must be at least 2, not {}",
+                self.stall_factor
+            ));
+        }
+        if !(self.stall_min_secs.is_finite() && (0.0..=3600.0).contains(&self.stall_min_secs)) {
+            return Err(format!(
+                "the shortest stall must be 0 to 3600 s, not {}",
+                self.stall_min_secs
+            ));
+        }
+        if let Some(s) = self.limits.saturation
+            && s.frames == 0
+        {
+            return Err("saturation needs at least 1 frame".into());
+        }
+        Ok(())
+    }
+}
+
+/// Changes to the settings given for one run (a command line's options): each one given
+/// replaces that setting.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DetectChanges {
+    /// The bounds, all of them (none given: the bounds stay).
+    pub bounds: Option<Vec<crate::check::BoundRule>>,
+    pub saturation: Option<crate::check::Saturation>,
+    pub done_burst_share: Option<f32>,
+    pub stall_factor: Option<f32>,
+    pub stall_min_secs: Option<f32>,
+}
+
+impl DetectChanges {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// `settings` with these changes; Err: the result cannot be used (one line).
+    pub fn applied_to(&self, settings: &DetectSettings) -> Result<DetectSettings, String> {
+        let mut s = settings.clone();
+        if let Some(b) = &self.bounds {
+            s.limits.bounds.clone_from(b);
+        }
+        if let Some(sat) = self.saturation {
+            s.limits.saturation = Some(sat);
+        }
+        if let Some(x) = self.done_burst_share {
+            s.done_burst_share = x;
+        }
+        if let Some(x) = self.stall_factor {
+            s.stall_factor = x;
+        }
+        if let Some(x) = self.stall_min_secs {
+            s.stall_min_secs = x;
+        }
+        s.check()?;
+        Ok(s)
+    }
+}

@@ -1,0 +1,236 @@
+//! A recording's events: as its recorder's detector wrote them on `/lrbc/events`, or,
+//! for a file written before recorders had one, found again from its frames, ring
+//! entries and state changes by the same detector as live (`lrbc_live::detect`). Found
+//! again, the actions of a recorded frame count as checked (the recorder did not say
+//! whether the trainer was writing them while it copied).
+
+use lrbc_live::check::{Checker, Coverage, FrameCheck};
+use lrbc_live::detect::{DetectSettings, Detector, Event, EventLog, RingFault, Totals};
+use lrbc_live::traffic::{EntryDecoder, RingEntry, TrafficEvent};
+use lrbc_live::watch::State;
+
+use super::player::traffic::ring_format;
+use super::reader::{Recording, Topic};
+use crate::format::{RecFrame, event_of, lucky_header_of, ring_event_of};
+
+/// The events of a recording.
+#[derive(Clone, Debug)]
+pub struct RecordingEvents {
+    /// The newest form of each, in the order found.
+    pub events: Vec<Event>,
+    pub totals: Totals,
+    /// Found again from the frames (the file has no `/lrbc/events`).
+    pub found_again: bool,
+}
+
+impl RecordingEvents {
+    /// The events as a log (for the window's Events panel).
+    pub fn into_log(self, kept: usize) -> EventLog {
+        let mut log = EventLog::new(kept);
+        let totals = self.totals;
+        for e in self.events {
+            log.apply(e);
+        }
+        log.set_figures(&totals);
+        log
+    }
+}
+
+/// Checks one recorded frame: every env's rewards and flags, the recorded envs' values.
+pub fn check_frame<'a>(checker: &'a mut Checker, f: &RecFrame) -> &'a FrameCheck {
+    checker.begin();
+    checker.rewards(&f.rewards);
+    checker.flags(&f.dones, f.truncateds.as_deref());
+    let (o, a) = (f.obs_size, f.act_size);
+    for (k, &env) in f.envs.iter().enumerate() {
+        if let Some(row) = f.observations.get(k * o..(k + 1) * o) {
+            checker.obs_rows(env, row);
+        }
+        if let Some(row) = f.actions.get(k * a..(k + 1) * a) {
+            checker.act_rows(env, row);
+        }
+    }
+    let covered = if f.envs.is_empty() {
+        Coverage::None
+    } else {
+        Coverage::Envs(f.envs.clone())
+    };
+    checker.finish(f.frame_seq, covered.clone(), covered)
+}
+
+/// The events of `rec`: those its recorder wrote, else found again with `settings`.
+/// `progress` is told the share of the file read so far while finding them again, and
+/// stops the pass when it returns false (Err "stopped").
+pub fn recording_events(
+    rec: &mut Recording,
+    settings: &DetectSettings,
+    progress: impl FnMut(f64) -> bool,
+) -> Result<RecordingEvents, String> {
+    match rec.recorded_events()? {
+        Some((events, totals)) => Ok(RecordingEvents {
+            events,
+            totals,
+            found_again: false,
+        }),
+        None => find_again(rec, settings, progress),
+    }
+}
+
+/// The recording's frames, ring entries and state changes through the detector.
+pub fn find_again(
+    rec: &mut Recording,
+    settings: &DetectSettings,
+    mut progress: impl FnMut(f64) -> bool,
+) -> Result<RecordingEvents, String> {
+    settings.check()?;
+    let g = rec.geometry.clone();
+    let mut checker = Checker::new(
+        &settings.limits,
+        g.num_envs,
+        g.obs_size,
+        g.act_size,
+        &g.names,
+    )?;
+    let mut detector = Detector::new(settings.clone(), g.num_envs, g.names.clone());
+    let mut out: Vec<Event> = Vec::new();
+    let mut decoder = EntryDecoder::default();
+    let mut traffic: Vec<TrafficEvent> = Vec::new();
+    let mut headers = std::collections::HashMap::new();
+    let states = rec.state_changes()?;
+    let mut states = states.into_iter().peekable();
+    let (t0, t1) = rec.time_range().unwrap_or((0, 0));
+    let span = t1.saturating_sub(t0).max(1) as f64;
+    let mut last: Option<u64> = None;
+    let (mut first_frame, mut last_frame) = (None, None);
+    let mut stopped = false;
+    let mut messages = 0u64;
+    rec.each_message(0, u64::MAX, |topic, log_ns, data| {
+        messages += 1;
+        if messages.is_multiple_of(1024) && !progress((log_ns.saturating_sub(t0)) as f64 / span) {
+            stopped = true;
+            return false;
+        }
+        while let Some(s) = states.next_if(|s| s.log_ns <= log_ns) {
+            if let Some(state) = State::parse(&s.state) {
+                let note = (!s.note.is_empty()).then_some(s.note.as_str());
+                detector.state(state, note, s.log_ns, &mut out);
+            }
+        }
+        match topic {
+            Topic::Frame => {
+                let Some(f) = RecFrame::decode(log_ns, data) else {
+                    return true;
+                };
+                // Only between frames in a row is a pause of frame_seq known to be one.
+                // Which side waited is not in the frames: the stall's origin stays unknown.
+                if let Some(pf) = last
+                    && f.frame_seq == pf + 1
+                {
+                    detector.tick(log_ns.saturating_sub(1), pf, None, &mut out);
+                }
+                let check = check_frame(&mut checker, &f);
+                detector.frame(log_ns, check, &mut out);
+                last = Some(f.frame_seq);
+                first_frame.get_or_insert(f.frame_seq);
+                last_frame = Some(f.frame_seq);
+            }
+            Topic::Ring(ring) => {
+                let lucky = headers
+                    .remove(&ring)
+                    .and_then(|h: std::sync::Arc<[u8]>| lucky_header_of(&h[..], data.len()));
+                let entry = RingEntry {
+                    ring,
+                    format: ring_format(&g, ring),
+                    position: 0,
+                    payload: data.to_vec(),
+                    lucky,
+                    at_risk: false,
+                };
+                decoder.entry(entry, log_ns, &mut traffic);
+                decoder.expire(log_ns, &mut traffic);
+                for e in traffic.drain(..) {
+                    if let Some(fault) = RingFault::from_traffic(&e) {
+                        detector.ring(fault, log_ns, &mut out);
+                    }
+                }
+            }
+            Topic::RingEvent => {
+                if let Some(fault) = ring_event_of(data)
+                    .as_ref()
+                    .and_then(RingFault::from_traffic)
+                {
+                    detector.ring(fault, log_ns, &mut out);
+                }
+            }
+            Topic::RingHeader(ring) => {
+                headers.insert(ring, std::sync::Arc::clone(data));
+            }
+        }
+        true
+    })?;
+    if stopped {
+        return Err("stopped".into());
+    }
+    for s in states {
+        if let Some(state) = State::parse(&s.state) {
+            detector.state(
+                state,
+                Some(s.note.as_str()).filter(|n| !n.is_empty()),
+                s.log_ns,
+                &mut out,
+            );
+        }
+    }
+    decoder.expire(t1, &mut traffic);
+    for e in traffic.drain(..) {
+        if let Some(fault) = RingFault::from_traffic(&e) {
+            detector.ring(fault, t1, &mut out);
+        }
+    }
+    detector.finish(t1, &mut out);
+    // Frames the engine published over the recording: those recorded and those let pass.
+    if let (Some(a), Some(b)) = (first_frame, last_frame) {
+        detector.add_frames_seen(b.saturating_sub(a) + 1);
+    }
+    let log = newest_forms(out);
+    let mut totals = detector.totals();
+    totals.by_kind = log.totals().by_kind;
+    Ok(RecordingEvents {
+        events: log.events().iter().cloned().collect(),
+        totals,
+        found_again: true,
+    })
+}
+
+/// The newest form of each event, in the order found.
+fn newest_forms(forms: Vec<Event>) -> EventLog {
+    let mut log = EventLog::new(usize::MAX);
+    for e in forms {
+        log.apply(e);
+    }
+    log
+}
+
+impl Recording {
+    /// The events its recorder wrote (the newest form of each, in the order found) and
+    /// their totals as far as the file tells them; None when the file has no
+    /// `/lrbc/events` (written before recorders had a detector).
+    pub fn recorded_events(&mut self) -> Result<Option<(Vec<Event>, Totals)>, String> {
+        let Some(messages) = self.events_messages()? else {
+            return Ok(None);
+        };
+        let log = newest_forms(messages.iter().filter_map(|m| event_of(m)).collect());
+        let mut totals = log.totals();
+        let counts = self.counts().unwrap_or_default();
+        let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+        totals.frames_seen = count("frames_seen");
+        totals.frames_checked = count("frames_checked");
+        totals.frames_flags_checked = count("frames_flags_checked");
+        totals.nan_values = count("nan_values");
+        totals.inf_values = count("inf_values");
+        totals.out_of_range_values = count("out_of_range_values");
+        // The envs the events were in (a recording keeps no count of its own).
+        totals.envs_affected = log.envs_with_bad_values();
+        Ok(Some((log.events().iter().cloned().collect(), totals)))
+    }
+}
