@@ -354,15 +354,18 @@ impl RowBounds {
     }
 }
 
-/// Whether every value lies within its bound (NaN never does): branch-free, so that it
-/// vectorises; the caller branches once per block.
+/// Whether every value lies within its bound (NaN never does). Branch-free, so that it
+/// vectorises with the baseline instruction set; the caller branches once per block.
+/// Each lane adds up how far its values lie outside their bounds (a value clamped to its
+/// bound, less the value): zero for values within, positive for those outside, infinite
+/// for an infinity, NaN for a NaN; every sum is zero only when every value is within.
 // Not inlined: on its own it vectorises whatever the caller's loop looks like.
 #[inline(never)]
 fn all_within(values: &[f32], lo: &[f32], hi: &[f32]) -> bool {
     const LANES: usize = 16;
     let n = values.len().min(lo.len()).min(hi.len());
     let (values, lo, hi) = (&values[..n], &lo[..n], &hi[..n]);
-    let mut ok = [true; LANES];
+    let mut outside = [0f32; LANES];
     let (vc, lc, hc) = (
         values.chunks_exact(LANES),
         lo.chunks_exact(LANES),
@@ -371,14 +374,39 @@ fn all_within(values: &[f32], lo: &[f32], hi: &[f32]) -> bool {
     let (vr, lr, hr) = (vc.remainder(), lc.remainder(), hc.remainder());
     for ((v, l), h) in vc.zip(lc).zip(hc) {
         for k in 0..LANES {
-            ok[k] &= (v[k] >= l[k]) & (v[k] <= h[k]);
+            // Two selects of the shape of the instruction set's max and min (a NaN
+            // passes both and stays NaN).
+            let x = v[k];
+            let above = if x < l[k] { l[k] } else { x };
+            let clamped = if above > h[k] { h[k] } else { above };
+            outside[k] += (clamped - x).abs();
         }
     }
-    let mut all = ok.iter().all(|&b| b);
+    let mut all = outside.iter().all(|&o| o == 0.0);
     for ((&v, &l), &h) in vr.iter().zip(lr).zip(hr) {
         all &= (v >= l) & (v <= h);
     }
     all
+}
+
+/// Whether every value is finite: the exponent bits of none are all set. On the bits as
+/// integers, without a comparison: adding 1 to an exponent of all ones (and nothing to
+/// any other) carries into the top bit, which the lanes gather by `or`.
+#[inline(never)]
+fn all_finite(values: &[f32]) -> bool {
+    const LANES: usize = 16;
+    const EXPONENT: u32 = 0x7f80_0000;
+    const ONE: u32 = 0x0080_0000;
+    let mut carry = [0u32; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..LANES {
+            carry[k] |= (c[k].to_bits() & EXPONENT) + ONE;
+        }
+    }
+    let lanes = carry.iter().fold(0u32, |a, &c| a | c);
+    lanes & 0x8000_0000 == 0 && rest.iter().all(|v| v.is_finite())
 }
 
 /// The check of a segment's frames (or a recording's): the bounds resolved for its
@@ -509,8 +537,13 @@ impl Checker {
         self.found.rewards = true;
         let b = self.reward;
         let (lo, hi) = (b.lo, b.hi);
+        let bounded = self.reward_bounded;
         for (block, chunk) in rewards.chunks(BLOCK_VALUES).enumerate() {
-            let ok = chunk.iter().fold(true, |ok, &v| ok & (v >= lo) & (v <= hi));
+            let ok = if bounded {
+                chunk.iter().fold(true, |ok, &v| ok & (v >= lo) & (v <= hi))
+            } else {
+                all_finite(chunk)
+            };
             if ok {
                 continue;
             }
@@ -552,14 +585,26 @@ impl Checker {
             return;
         }
         let block = bounds.rows_per_block * row_len;
+        // Without a bound narrower than the finite range, the test is finiteness alone.
+        let bounded = bounds.bounded.iter().any(|&b| b);
         let mut bad_rows = Vec::new();
         for (b, chunk) in values.chunks(block).enumerate() {
             let n = chunk.len();
-            if all_within(chunk, &bounds.lo[..n], &bounds.hi[..n]) {
+            let ok = if bounded {
+                all_within(chunk, &bounds.lo[..n], &bounds.hi[..n])
+            } else {
+                all_finite(chunk)
+            };
+            if ok {
                 continue;
             }
             for (r, row) in chunk.chunks_exact(row_len).enumerate() {
-                if !all_within(row, &bounds.lo[..row_len], &bounds.hi[..row_len]) {
+                let ok = if bounded {
+                    all_within(row, &bounds.lo[..row_len], &bounds.hi[..row_len])
+                } else {
+                    all_finite(row)
+                };
+                if !ok {
                     bad_rows.push((b * bounds.rows_per_block + r, row));
                 }
             }
@@ -646,37 +691,68 @@ impl Checker {
             if !act.is_none() {
                 self.runs_frame = Some(f);
             }
-            for env in 0..self.num_envs {
-                let at = env as usize * row_len;
-                let (Some(runs), Some(now)) = (
-                    self.runs.get_mut(at..at + row_len),
-                    self.at_bound.get(at..at + row_len),
-                ) else {
-                    break;
-                };
-                if !act.covers(env) {
-                    runs.fill(0);
-                    continue;
+            // Every run moves on (one more frame at the bound, or none); only when one
+            // reached the set number of frames are the envs looked at one by one.
+            let longest = match &act {
+                Coverage::None => {
+                    self.runs.fill(0);
+                    0
                 }
-                let mut first = None;
-                let mut count = 0u32;
-                for (i, (r, &b)) in runs.iter_mut().zip(now).enumerate() {
-                    *r = if b != 0 { r.saturating_add(1) } else { 0 };
-                    if *r >= s.frames {
-                        count += 1;
-                        first.get_or_insert((i, *r, b));
+                Coverage::All => {
+                    let mut longest = 0u32;
+                    for (r, &b) in self.runs.iter_mut().zip(&self.at_bound) {
+                        *r = if b != 0 { r.saturating_add(1) } else { 0 };
+                        longest = longest.max(*r);
                     }
+                    longest
                 }
-                if let Some((i, run, b)) = first {
-                    let value = if b & 2 != 0 { s.bound.hi } else { s.bound.lo };
-                    self.found.hits.push(Hit {
-                        env,
-                        channel: Channel::Act(i as u32),
-                        fault: Fault::Saturated,
-                        value,
-                        values: count,
-                        run_frames: run,
-                    });
+                Coverage::Envs(envs) => {
+                    let mut longest = 0u32;
+                    for env in 0..self.num_envs as usize {
+                        let at = env * row_len;
+                        let (Some(runs), Some(now)) = (
+                            self.runs.get_mut(at..at + row_len),
+                            self.at_bound.get(at..at + row_len),
+                        ) else {
+                            break;
+                        };
+                        if envs.binary_search(&(env as u32)).is_err() {
+                            runs.fill(0);
+                            continue;
+                        }
+                        for (r, &b) in runs.iter_mut().zip(now) {
+                            *r = if b != 0 { r.saturating_add(1) } else { 0 };
+                            longest = longest.max(*r);
+                        }
+                    }
+                    longest
+                }
+            };
+            if longest >= s.frames && row_len > 0 {
+                let rows = self
+                    .runs
+                    .chunks_exact(row_len)
+                    .zip(self.at_bound.chunks_exact(row_len));
+                for (env, (runs, now)) in rows.enumerate() {
+                    let mut first = None;
+                    let mut count = 0u32;
+                    for (i, (&r, &b)) in runs.iter().zip(now).enumerate() {
+                        if r >= s.frames {
+                            count += 1;
+                            first.get_or_insert((i, r, b));
+                        }
+                    }
+                    if let Some((i, run, b)) = first {
+                        let value = if b & 2 != 0 { s.bound.hi } else { s.bound.lo };
+                        self.found.hits.push(Hit {
+                            env: env as u32,
+                            channel: Channel::Act(i as u32),
+                            fault: Fault::Saturated,
+                            value,
+                            values: count,
+                            run_frames: run,
+                        });
+                    }
                 }
             }
         }
