@@ -168,6 +168,10 @@ pub enum Command {
         /// one core and skips frames to stay within it; 0 follows every frame.
         #[arg(long, value_name = "PCT", default_value_t = lrbc_live::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = args::parse_percent)]
         busy_budget: f32,
+        /// Run no detector: the lines carry no event counts (and the check of every
+        /// frame's values costs nothing).
+        #[arg(long)]
+        no_events: bool,
         #[command(flatten)]
         detect: detection::DetectArgs,
     },
@@ -487,9 +491,15 @@ fn run(cli: Cli) -> Result<(), CliError> {
             count,
             json,
             busy_budget,
+            no_events,
             detect,
         }) => {
             let budget = (busy_budget > 0.0).then_some(busy_budget);
+            let detect = if no_events {
+                None
+            } else {
+                Some(detect.settings()?)
+            };
             watch::run(
                 &target.require()?,
                 target.layout,
@@ -497,7 +507,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 count,
                 json,
                 budget,
-                detect.settings()?,
+                detect,
             )
         }
         Some(Command::Traffic {

@@ -12,7 +12,7 @@ fn hz(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
-fn line(r: &Report, s: &SamplerStats, yielding: bool, events: &Totals) -> String {
+fn line(r: &Report, s: &SamplerStats, yielding: bool, events: Option<&Totals>) -> String {
     let mut line = format!(
         "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={} torn={} skipped={} unreadable={}",
         r.t_secs,
@@ -29,16 +29,18 @@ fn line(r: &Report, s: &SamplerStats, yielding: bool, events: &Totals) -> String
         s.frames_skipped,
         s.frames_unreadable
     );
-    line.push_str(&format!(
-        " checked={}/{} events={}",
-        events.frames_checked,
-        s.frames_seen,
-        events.events()
-    ));
-    for k in EventKind::ALL {
-        let n = events.of(k);
-        if n > 0 {
-            line.push_str(&format!(" {}={n}", k.as_str()));
+    if let Some(events) = events {
+        line.push_str(&format!(
+            " checked={}/{} events={}",
+            events.frames_checked,
+            s.frames_seen,
+            events.events()
+        ));
+        for k in EventKind::ALL {
+            let n = events.of(k);
+            if n > 0 {
+                line.push_str(&format!(" {}={n}", k.as_str()));
+            }
         }
     }
     if yielding {
@@ -59,7 +61,7 @@ pub fn run(
     count: Option<u64>,
     as_json: bool,
     busy_budget_percent: Option<f32>,
-    detect: lrbc_live::detect::DetectSettings,
+    detect: Option<lrbc_live::detect::DetectSettings>,
 ) -> Result<(), CliError> {
     let stop = stop_flag();
     let attached = attach(target, choice)?;
@@ -76,7 +78,7 @@ pub fn run(
             detail_frames: 1,
             max_image_hz: 0.0,
             busy_budget_percent,
-            detect: Some((detect, lrbc_live::detect::DEFAULT_EVENTS_KEPT)),
+            detect: detect.map(|d| (d, lrbc_live::detect::DEFAULT_EVENTS_KEPT)),
             ..SamplerSettings::default()
         },
         MonotonicClock,
@@ -104,10 +106,7 @@ pub fn run(
             let d = sampler.lock();
             (d.stats, d.yielding)
         };
-        let events = sampler
-            .events()
-            .map(|l| lrbc::sync::lock(l).totals())
-            .unwrap_or_default();
+        let events = sampler.events().map(|l| lrbc::sync::lock(l).totals());
         if as_json {
             let mut v = serde_json::to_value(&report)
                 .map_err(|e| CliError::Other(format!("cannot encode a report: {e}")))?;
@@ -119,21 +118,23 @@ pub fn run(
                 m.insert("frames_skipped".into(), stats.frames_skipped.into());
                 m.insert("frames_unreadable".into(), stats.frames_unreadable.into());
                 m.insert("sampler_yielding".into(), yielding.into());
-                m.insert("events".into(), events.events().into());
-                let by_kind: serde_json::Map<String, serde_json::Value> = EventKind::ALL
-                    .iter()
-                    .map(|&k| (k.as_str().to_string(), events.of(k).into()))
-                    .collect();
-                m.insert("events_by_kind".into(), by_kind.into());
-                m.insert("frames_checked".into(), events.frames_checked.into());
-                m.insert(
-                    "frames_flags_checked".into(),
-                    events.frames_flags_checked.into(),
-                );
+                if let Some(events) = &events {
+                    m.insert("events".into(), events.events().into());
+                    let by_kind: serde_json::Map<String, serde_json::Value> = EventKind::ALL
+                        .iter()
+                        .map(|&k| (k.as_str().to_string(), events.of(k).into()))
+                        .collect();
+                    m.insert("events_by_kind".into(), by_kind.into());
+                    m.insert("frames_checked".into(), events.frames_checked.into());
+                    m.insert(
+                        "frames_flags_checked".into(),
+                        events.frames_flags_checked.into(),
+                    );
+                }
             }
             println!("{v}");
         } else {
-            println!("{}", line(&report, &stats, yielding, &events));
+            println!("{}", line(&report, &stats, yielding, events.as_ref()));
         }
         printed += 1;
     }
