@@ -1,5 +1,6 @@
 //! `demo`: a simulated engine and client in separate processes with the inspector
-//! attached. Headless views (watch and traffic) until a window can be shown.
+//! attached, the engine planting a few faults for the detector to find (unless asked
+//! not to). Headless views (watch, traffic and events) until a window can be shown.
 
 use std::io::Write as _;
 use std::process::Stdio;
@@ -15,6 +16,8 @@ use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::LayoutChoice;
+use lrbc::sync::lock;
+use lrbc_live::detect::{DEFAULT_EVENTS_KEPT, DetectSettings, Diagnosis};
 use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
 use lrbc_live::watch::Watcher;
 use lrbc_sim::engine::Preset;
@@ -36,12 +39,40 @@ pub struct DemoArgs {
     /// Show the headless views even when a display is available.
     #[arg(long)]
     pub headless: bool,
+    /// Faults the engine plants (`sim engine --plant`; repeat for more) instead of the
+    /// demo's: a NaN in an observation at step 5000, an infinite action at 10000, a
+    /// done burst at 15000 and a 1 s stall at 20000.
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true, value_parser = lrbc_sim::engine::Plant::parse)]
+    pub plant: Vec<lrbc_sim::engine::Plant>,
+    /// Plant no fault.
+    #[arg(long, conflicts_with = "plant")]
+    pub no_faults: bool,
 }
+
+/// The faults the demo's engine plants unless told otherwise (at 500 Hz: at 10, 20, 30
+/// and 40 s).
+const DEMO_PLANTS: [&str; 4] = [
+    "nan@5000:env=3,channel=obs,index=2",
+    "inf@10000:env=7,channel=act,index=1",
+    "done-burst@15000",
+    "stall@20000:secs=1",
+];
 
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     let stop = stop_flag();
     let name = format!("LuckyEngine_{}", std::process::id());
-    let mut engine = start_engine(&name, args.preset, &[])?;
+    let plants: Vec<String> = if args.no_faults {
+        Vec::new()
+    } else if args.plant.is_empty() {
+        DEMO_PLANTS.iter().map(|p| (*p).to_string()).collect()
+    } else {
+        args.plant.iter().map(ToString::to_string).collect()
+    };
+    let plant_args: Vec<&str> = plants
+        .iter()
+        .flat_map(|p| ["--plant", p.as_str()])
+        .collect();
+    let mut engine = start_engine(&name, args.preset, &plant_args)?;
     let mut client = start_client(
         &name,
         &[
@@ -110,6 +141,13 @@ fn headless(
         attach(&Target::Shm(name.to_string()), LayoutChoice::Auto)?,
         MonotonicClock,
     );
+    // The detector, told the rings' faults and the state as they are read here.
+    let diagnosis = Diagnosis::start(&a, DetectSettings::default(), None, DEFAULT_EVENTS_KEPT)
+        .map_err(CliError::Other)?;
+    let feed = diagnosis.feed();
+    let mut cursor = lock(diagnosis.log()).cursor_now();
+    let mut forms = Vec::new();
+    let mut printer = super::events::Printer::new(false, monotonic_now_ns(), Vec::new());
     let start = monotonic_now_ns();
     let mut next_watch = Instant::now() + Duration::from_secs(1);
     let mut events = Vec::new();
@@ -135,7 +173,14 @@ fn headless(
             )));
         }
         events.clear();
-        traffic.poll(&a.segment, monotonic_now_ns(), 4096, &mut events);
+        let now = monotonic_now_ns();
+        traffic.poll(&a.segment, now, 4096, &mut events);
+        for e in &events {
+            feed.traffic(e, now);
+        }
+        forms.clear();
+        cursor = lock(diagnosis.log()).updates_since(cursor, &mut forms).0;
+        printer.take(std::mem::take(&mut forms), Instant::now());
         for e in &events {
             if let TrafficEvent::Record(r) = e {
                 line!(
@@ -154,6 +199,7 @@ fn headless(
         if Instant::now() >= next_watch {
             next_watch += Duration::from_secs(1);
             let r = watcher.tick();
+            feed.state(r.state, r.note.as_deref(), monotonic_now_ns());
             line!(
                 "watch   {:<11} frame_seq={} action_seq={} frame_hz={:.0} lag={}",
                 r.state.as_str(),

@@ -23,6 +23,9 @@ pub const FOUND_EXIT_CODE: i32 = 3;
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 /// How long after the engine is gone the last events are waited for.
 const GONE_GRACE: Duration = Duration::from_millis(600);
+/// An event still going on this long after it was read is printed as going on (its end
+/// is printed when it comes); one that ends sooner is printed once, ended.
+const ONGOING_AFTER: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -128,23 +131,23 @@ enum Printed {
     Final,
 }
 
-/// Prints the forms of events as they come: an event that ended at once in one line; one
-/// that goes on once when it is still on at the next look, and again when it ends.
+/// Prints the forms of events as they come: an event that ends soon in one line; one
+/// that goes on once when it is still on [`ONGOING_AFTER`] after it was read, and again
+/// when it ends.
 #[derive(Debug)]
-struct Printer {
+pub(super) struct Printer {
     json: bool,
     t0_ns: u64,
     printed: HashMap<u64, Printed>,
-    /// Found and going on, not printed yet: their newest form, and whether a look has
-    /// passed since.
-    pending: Vec<(Event, bool)>,
+    /// Found and going on, not printed yet: their newest form, and when it was read.
+    pending: Vec<(Event, Instant)>,
     events: u64,
     fail_on: Vec<EventKind>,
     failed: BTreeSet<&'static str>,
 }
 
 impl Printer {
-    fn new(json: bool, t0_ns: u64, fail_on: Vec<EventKind>) -> Self {
+    pub(super) fn new(json: bool, t0_ns: u64, fail_on: Vec<EventKind>) -> Self {
         Self {
             json,
             t0_ns,
@@ -156,7 +159,7 @@ impl Printer {
         }
     }
 
-    fn print(&mut self, e: &Event) {
+    pub(super) fn print(&mut self, e: &Event) {
         if !self.printed.contains_key(&e.id) {
             self.events += 1;
             if self.fail_on.contains(&e.kind) {
@@ -185,12 +188,8 @@ impl Printer {
         }
     }
 
-    /// The forms read at one look.
-    fn take(&mut self, forms: Vec<Event>) {
-        // Pending since an earlier look and still going on: printed now.
-        for (_, aged) in &mut self.pending {
-            *aged = true;
-        }
+    /// The forms read at one look, at `now`.
+    pub(super) fn take(&mut self, forms: Vec<Event>, now: Instant) {
         for e in forms {
             let printed = self.printed.get(&e.id).copied();
             if !e.ongoing {
@@ -201,17 +200,18 @@ impl Printer {
             } else if printed.is_none() {
                 match self.pending.iter_mut().find(|(p, _)| p.id == e.id) {
                     Some(slot) => slot.0 = e,
-                    None => self.pending.push((e, false)),
+                    None => self.pending.push((e, now)),
                 }
             }
         }
+        let aged = |read: &Instant| now.saturating_duration_since(*read) >= ONGOING_AFTER;
         let due: Vec<Event> = self
             .pending
             .iter()
-            .filter(|(_, aged)| *aged)
+            .filter(|(_, read)| aged(read))
             .map(|(e, _)| e.clone())
             .collect();
-        self.pending.retain(|(_, aged)| !aged);
+        self.pending.retain(|(_, read)| !aged(read));
         for e in due {
             self.print(&e);
         }
@@ -236,8 +236,8 @@ impl Printer {
     }
 }
 
-/// The totals, one line on stderr.
-fn summary(t: &Totals, found_again: bool) -> String {
+/// The totals, one line (`events` puts it on stderr).
+pub(super) fn summary(t: &Totals, found_again: bool) -> String {
     let kinds: Vec<String> = EventKind::ALL
         .iter()
         .filter(|&&k| t.of(k) > 0)
@@ -336,7 +336,7 @@ pub fn run_live(target: &Target, choice: LayoutChoice, o: &Options) -> Result<()
         if missed > 0 {
             eprintln!("warning: {missed} forms of events came faster than they were printed");
         }
-        printer.take(std::mem::take(&mut forms));
+        printer.take(std::mem::take(&mut forms), Instant::now());
         if matches!(state, Some(State::EngineGone | State::Unlinked)) {
             gone_at.get_or_insert_with(Instant::now);
         }
@@ -405,20 +405,33 @@ mod tests {
     }
 
     #[test]
-    fn an_event_that_ends_at_once_is_one_line_and_one_that_goes_on_is_two() {
+    fn an_event_that_ends_soon_is_one_line_and_one_that_goes_on_is_two() {
         let mut p = Printer::new(true, 0, vec![EventKind::Nonfinite]);
-        // Look 1: event 1 found and ended between looks; event 2 found, going on.
-        p.take(vec![event(1, true), event(1, false), event(2, true)]);
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Event 1 found and ended in one look; events 2 and 3 found, going on.
+        p.take(
+            vec![
+                event(1, true),
+                event(1, false),
+                event(2, true),
+                event(3, true),
+            ],
+            at(0),
+        );
         assert_eq!(p.printed.get(&1), Some(&Printed::Final));
-        assert_eq!(p.printed.get(&2), None, "waits a look");
-        // Look 2: event 2 still on: printed as going on; refreshed forms print nothing.
-        p.take(vec![event(2, true)]);
+        assert_eq!(p.printed.get(&2), None, "waits to see whether it ends soon");
+        // Event 3 ends within the wait: one line.
+        p.take(vec![event(3, false)], at(50));
+        assert_eq!(p.printed.get(&3), Some(&Printed::Final));
+        // Event 2 still on after the wait: printed as going on; its later forms print
+        // nothing until it ends.
+        p.take(vec![event(2, true)], at(100));
         assert_eq!(p.printed.get(&2), Some(&Printed::Ongoing));
-        p.take(vec![event(2, true)]);
-        // Look 4: it ended.
-        p.take(vec![event(2, false)]);
+        p.take(vec![event(2, true)], at(150));
+        p.take(vec![event(2, false)], at(200));
         assert_eq!(p.printed.get(&2), Some(&Printed::Final));
-        assert_eq!(p.events, 2, "two events, each counted once");
+        assert_eq!(p.events, 3, "three events, each counted once");
         assert!(matches!(p.outcome(), Err(CliError::Found(_))));
     }
 

@@ -1,5 +1,5 @@
-//! `open`: a recording of `record` in the window, or its summary with `--info`. A file
-//! that is not a recording is one line and exit 1, before any window.
+//! `open`: a recording of `record` in the window, or its summary and its events with
+//! `--info`. A file that is not a recording is one line and exit 1, before any window.
 
 use std::path::PathBuf;
 
@@ -13,7 +13,8 @@ pub struct OpenArgs {
     /// The MCAP file written by `lrbc-inspector record`.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// Print what the recording holds instead of opening the window.
+    /// Print what the recording holds, its events included, instead of opening the
+    /// window.
     #[arg(long)]
     pub info: bool,
 }
@@ -78,6 +79,22 @@ pub fn run(args: &OpenArgs, window: super::WindowArgs) -> Result<(), CliError> {
     match rec.unfinished_note() {
         Some(n) => println!("{n}"),
         None => println!("finished"),
+    }
+    // The events: its recorder's, or found again from its frames for a file without.
+    let t0 = rec.time_range().map_or(0, |r| r.0);
+    let found = lrbc_recording::replay::recording_events(
+        &mut rec,
+        &lrbc_live::detect::DetectSettings::default(),
+        |_| true,
+    )
+    .map_err(|e| CliError::Other(format!("{}: {e}", args.file.display())))?;
+    println!(
+        "{}",
+        super::events::summary(&found.totals, found.found_again)
+    );
+    let mut printer = super::events::Printer::new(false, t0, Vec::new());
+    for e in &found.events {
+        printer.print(e);
     }
     Ok(())
 }
