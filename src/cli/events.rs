@@ -70,7 +70,7 @@ pub struct EventsArgs {
     pub busy_budget: f32,
     /// A recording's events found again from its frames with these options, even when
     /// it holds its recorder's.
-    #[arg(long, requires = "file")]
+    #[arg(long, requires = "file", conflicts_with_all = ["shm", "pid", "path"])]
     pub find_again: bool,
     #[command(flatten)]
     pub detect: super::detection::DetectArgs,

@@ -162,6 +162,54 @@ fn bad_durations_rates_counts_and_pids_are_one_line_errors() {
     ]));
     let dead = dead_pid().to_string();
     cases.push(case(&["dump", "--pid", &dead]));
+    // The detector's options and `events`.
+    for v in [
+        &["--fail-on", "nan"][..],
+        &["--fail-on", ","],
+        &["--bound", "obs"],
+        &["--bound", "obs=2:1"],
+        &["--bound", "speed=-1:1"],
+        &["--bound", "reward[0]=-1:1"],
+        &["--bound", "obs=NaN:1"],
+        &["--saturation", "1"],
+        &["--saturation-frames", "5"],
+        &["--saturation=-1:1", "--saturation-frames", "0"],
+        &["--done-burst", "0"],
+        &["--done-burst", "1.5"],
+        &["--done-burst", "NaN"],
+        &["--stall", "1"],
+        &["--stall", "inf"],
+        &["--stall-min", "-1"],
+        &["--stall-min", "4000"],
+        &["--secs", "0"],
+        &["--count", "0"],
+        &["--find-again"],
+        // A bound naming an observation the segment does not have.
+        &["--bound", "obs.no_such_name=-1:1"],
+        &["--bound", "act[99]=-1:1"],
+    ] {
+        let mut c = case(&["events", "--shm", shm]);
+        c.extend(v.iter().map(|s| (*s).to_string()));
+        cases.push(c);
+    }
+    cases.push(case(&["events", "--shm", shm, "/no/such/file.mcap"]));
+    cases.push(case(&["events", "/no/such/file.mcap"]));
+    cases.push(case(&["events", "--shm", "no_such_segment_anywhere"]));
+    cases.push(case(&["watch", "--shm", shm, "--bound", "obs.none=0:1"]));
+    cases.push(case(&[
+        "record",
+        "--shm",
+        shm,
+        "-o",
+        "/tmp/x.mcap",
+        "--stall",
+        "0",
+    ]));
+    cases.push(case(&[
+        "sim", "engine", "--name", "unused", "--plant", "nan",
+    ]));
+    cases.push(case(&["demo", "--plant", "stall@3:side=trainer"]));
+    cases.push(case(&["demo", "--no-faults", "--plant", "nan@3"]));
     check_all(&cases);
 }
 
