@@ -327,3 +327,64 @@ fn several_servers_each_have_a_row_and_choosing_one_shows_it_while_the_others_go
     assert_eq!(h.state().session.as_ref().unwrap().label(), addrs[1]);
     assert_eq!(h.state().nodes.len(), 1);
 }
+
+#[test]
+fn the_events_of_a_served_run_show_in_the_window_and_a_click_pauses_the_view_there() {
+    // The engine plants a NaN in env 5's second observation at step 150.
+    let engine = SimEngine::start(
+        "remote-events",
+        &[
+            "--preset",
+            "cams64",
+            "--plant",
+            "nan@150:env=5,channel=obs,index=1",
+        ],
+    );
+    let _client = Guarded::new(sim_client(&engine.name, "200"));
+    let serve = Serve::start(&engine.name, &[]);
+    let mut a = app(settings("remote-events"), None);
+    a.connect(&serve.url);
+    let mut h = harness(a);
+    wait_for_frames(&mut h, 20);
+    let events = |a: &InspectorApp| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.events())
+            .map(|l| {
+                l.lock()
+                    .unwrap()
+                    .events()
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    step_until(&mut h, "the server's event", |a| {
+        events(a)
+            .iter()
+            .any(|e| e.kind == lrbc_live::detect::EventKind::Nonfinite && !e.ongoing)
+    });
+    let e = events(h.state())
+        .into_iter()
+        .find(|e| e.kind == lrbc_live::detect::EventKind::Nonfinite)
+        .unwrap();
+    assert_eq!((e.first_frame, e.env, e.index), (150, Some(5), Some(1)));
+    assert_eq!(e.origin, Some(lrbc_live::detect::Origin::Simulator));
+    // The server's detector checked the frames it saw.
+    step_until(&mut h, "the server's figures", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.events())
+            .is_some_and(|l| l.lock().unwrap().totals().frames_checked > 100)
+    });
+    // The Events panel lists it; a click pauses the view at its frame.
+    only_pane(h.state_mut(), Pane::Events);
+    h.run_steps(2);
+    h.get_by_label_contains("nonfinite").click();
+    h.run_steps(2);
+    let s = h.state().session.as_ref().unwrap();
+    let paused = s.paused.as_ref().expect("the view paused at the event");
+    assert_eq!(paused.frame().map(|(seq, _)| seq), Some(150));
+    assert!(h.state().settings.watched_envs.contains(&5));
+}

@@ -23,12 +23,12 @@ impl InspectorApp {
             s.pause_live();
             if let Some(f) = s.paused.as_mut() {
                 f.playing = false;
-                if e.time_ns < f.range.0 {
+                // By its frame: a served run's event times are the server's clock.
+                if !f.seek_frame(e.first_frame) {
                     note.push_str(
                         " (older than the history kept: the view shows its oldest frame)",
                     );
                 }
-                f.seek(e.time_ns);
             }
         }
         if let Some(env) = e.env.filter(|&env| env < num_envs) {

@@ -112,6 +112,20 @@ impl Frozen {
     }
 
     /// Moves the cursor to `t` (within the range) and rebuilds the view.
+    /// Moves the cursor to the frame `frame_seq` (or the last one kept before it); false
+    /// when no frame kept is that old (the cursor then goes to the oldest).
+    pub fn seek_frame(&mut self, frame_seq: u64) -> bool {
+        let at = self
+            .full
+            .frames
+            .iter()
+            .take_while(|f| f.frame_seq <= frame_seq)
+            .last()
+            .map(|f| f.t_ns);
+        self.seek(at.unwrap_or(self.range.0));
+        at.is_some()
+    }
+
     pub fn seek(&mut self, t: u64) {
         let t = t.clamp(self.range.0, self.range.1);
         self.cursor_ns = t;
