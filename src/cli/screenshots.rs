@@ -30,9 +30,17 @@ pub fn render_app(
     r.render(ctx, size, 1.0, frames, |ui| app.run_frame(ui))
 }
 
+/// Where the flight recorder of the screenshots' run writes.
+fn flight_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("lrbc-screenshots-{}", std::process::id()))
+}
+
 fn settings_of(out: &Path) -> Settings {
     Settings {
         screenshot_dir: out.join("captures"),
+        // The flight recorder saves the seconds around the planted NaN: not into the
+        // user's folder, nor among the pictures (removed at the end).
+        recordings_dir: flight_dir(),
         watched_envs: vec![0, 1, 2],
         plot_window_secs: 10.0,
         ..Settings::default()
@@ -111,7 +119,18 @@ fn remote(
 pub fn run(out: &Path) -> Result<(), CliError> {
     std::fs::create_dir_all(out)
         .map_err(|e| CliError::Other(format!("cannot create {}: {e}", out.display())))?;
-    let sim = SimRun::start(Preset::Cams64, Some(500.0)).map_err(CliError::Other)?;
+    // Faults for the Events panel: a NaN observation, an infinite action, a done burst.
+    let plants = [
+        "nan@500:env=1,channel=obs,index=2",
+        "inf@900:env=2,channel=act,index=1",
+        "done-burst@1300",
+        "-inf@1600:env=0,channel=reward",
+    ]
+    .iter()
+    .map(|p| lrbc_sim::engine::Plant::parse(p).map_err(|e| CliError::Other(e.to_string())))
+    .collect::<Result<Vec<_>, _>>()?;
+    let sim =
+        SimRun::start_planted(Preset::Cams64, Some(500.0), plants).map_err(CliError::Other)?;
     // Let the run build some history.
     std::thread::sleep(Duration::from_millis(300));
     let ctx = egui::Context::default();
@@ -174,6 +193,7 @@ pub fn run(out: &Path) -> Result<(), CliError> {
     drop(app);
     written.push(remote(&sim, &settings_of(out), &mut renderer, out)?);
     drop(sim);
+    let _ = std::fs::remove_dir_all(flight_dir());
     for p in written {
         println!("{}", p.display());
     }

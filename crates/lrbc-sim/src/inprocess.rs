@@ -31,6 +31,15 @@ impl SimRun {
 
     /// Starts an engine with `preset` and a client paced at `hz` (commands on).
     pub fn start(preset: Preset, hz: Option<f64>) -> Result<Self, String> {
+        Self::start_planted(preset, hz, Vec::new())
+    }
+
+    /// [`SimRun::start`], the engine planting `plants` (`sim engine --plant`).
+    pub fn start_planted(
+        preset: Preset,
+        hz: Option<f64>,
+        plants: Vec<crate::engine::Plant>,
+    ) -> Result<Self, String> {
         let name = format!(
             "lrbc-sim-{}-{}",
             std::process::id(),
@@ -42,6 +51,7 @@ impl SimRun {
             ring_size: 512 * 1024,
             ctl_ring_size: Some(64 * 1024),
             seed: 7,
+            plants,
             ..EngineConfig::small(
                 name.clone(),
                 lrbc::layout::plan::PlanLayout::Lrbc { ext: true },

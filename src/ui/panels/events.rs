@@ -64,11 +64,11 @@ pub fn row_text(e: &Event, t0_ns: u64) -> String {
         e.count.to_string()
     };
     format!(
-        "{t:>9.3}  {:>10}  {:<12} {:>5}  {:<30} {:>10}  {:<9} {:>6}",
+        "{t:>9.3}  {:>10}  {:<12} {:>5}  {:<40} {:>10}  {:<9} {:>6}",
         e.first_frame,
         e.kind.as_str(),
         env,
-        truncate(&e.channel_text(), 30),
+        truncate(&e.channel_text(), 40),
         truncate(&e.value_text(), 10),
         origin_text(e.origin),
         frames
@@ -117,9 +117,10 @@ pub fn ui(
         ui.strong(summary(log));
         if totals.frames_seen > totals.frames_checked && totals.frames_checked > 0 {
             let unchecked = totals.frames_seen - totals.frames_checked;
+            let frames = if unchecked == 1 { "frame was" } else { "frames were" };
             ui.colored_label(
                 WARN,
-                format!("the values of {} frames were not checked", thousands(unchecked)),
+                format!("the values of {} {frames} not checked", thousands(unchecked)),
             )
             .on_hover_text("frames that passed while the machine was busy (their rewards and flags were still checked), or whose copy was torn");
         }
@@ -163,7 +164,7 @@ pub fn ui(
     });
     view.refilter(log);
     ui.monospace(format!(
-        "{:>9}  {:>10}  {:<12} {:>5}  {:<30} {:>10}  {:<9} {:>6}",
+        "{:>9}  {:>10}  {:<12} {:>5}  {:<40} {:>10}  {:<9} {:>6}",
         "time (s)", "frame", "kind", "env", "channel", "value", "origin", "frames"
     ));
     let row_height = ui.text_style_height(&egui::TextStyle::Monospace) + 4.0;
