@@ -770,11 +770,6 @@ impl Checker {
             ChannelKind::Reward => self.reward_bounded,
         }
     }
-
-    /// The findings of the frame being checked.
-    pub fn found(&self) -> &FrameCheck {
-        &self.found
-    }
 }
 
 #[cfg(test)]

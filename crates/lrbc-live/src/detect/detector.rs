@@ -282,14 +282,6 @@ impl Detector {
         self.totals.frames_seen += n;
     }
 
-    /// Events going on now.
-    pub fn open_events(&self) -> impl Iterator<Item = &Event> {
-        self.open
-            .values()
-            .map(|o| &o.event)
-            .chain(self.pace.stall.as_ref().map(|o| &o.event))
-    }
-
     fn new_event(&mut self, kind: EventKind, frame: u64, t_ns: u64) -> Event {
         let id = self.next_id;
         self.next_id += 1;

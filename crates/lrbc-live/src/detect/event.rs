@@ -160,11 +160,6 @@ pub struct Event {
 }
 
 impl Event {
-    /// The `frame_seq` the event is at (its first frame).
-    pub fn frame_seq(&self) -> u64 {
-        self.first_frame
-    }
-
     /// `events --json`'s object, also a recording's `/lrbc/events` message: `kind`,
     /// `frame_seq` and `time_ns` always, the rest where it applies. A value that is not
     /// finite is the string `NaN`, `inf` or `-inf` (JSON has no number for them).

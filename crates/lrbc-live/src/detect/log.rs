@@ -130,11 +130,6 @@ impl EventLog {
         self.updates_start + self.updates.len() as u64
     }
 
-    /// The first event (in the order found) of one of `kinds`.
-    pub fn first_of(&self, kinds: &[EventKind]) -> Option<&Event> {
-        self.events.iter().find(|e| kinds.contains(&e.kind))
-    }
-
     /// The envs of the non-finite and out-of-range events kept (for a log filled from
     /// a file or a server, which keep no such count of their own).
     pub fn envs_with_bad_values(&self) -> u32 {
@@ -145,10 +140,5 @@ impl EventLog {
             .filter_map(|e| e.env)
             .collect();
         u32::try_from(envs.len()).unwrap_or(u32::MAX)
-    }
-
-    /// Events that go on now.
-    pub fn ongoing(&self) -> usize {
-        self.events.iter().filter(|e| e.ongoing).count()
     }
 }
