@@ -14,6 +14,8 @@ mod common;
 
 mod architecture;
 mod bad_input;
+mod events;
+mod events_window;
 mod export;
 mod fault_peer;
 mod flight;

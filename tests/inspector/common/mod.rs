@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, bounded};
 use serde_json::Value;
 
+pub mod events;
 pub mod fault_peer;
 pub mod netns;
 pub mod served;
