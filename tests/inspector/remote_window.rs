@@ -378,6 +378,12 @@ fn the_events_of_a_served_run_show_in_the_window_and_a_click_pauses_the_view_the
             .and_then(|s| s.events())
             .is_some_and(|l| l.lock().unwrap().totals().frames_checked > 100)
     });
+    // The window holds frame 150 (frames and events come on channels of their own).
+    step_until(&mut h, "frames past the event", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.data().frames.back().is_some_and(|f| f.frame_seq > 150))
+    });
     // The Events panel lists it; a click pauses the view at its frame.
     only_pane(h.state_mut(), Pane::Events);
     h.run_steps(2);

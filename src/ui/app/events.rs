@@ -28,6 +28,10 @@ impl InspectorApp {
                     note.push_str(
                         " (older than the history kept: the view shows its oldest frame)",
                     );
+                } else if let Some((shown, _)) = f.frame().filter(|(seq, _)| *seq < e.first_frame) {
+                    note.push_str(&format!(
+                        " (not in the history kept: the view shows frame {shown})"
+                    ));
                 }
             }
         }

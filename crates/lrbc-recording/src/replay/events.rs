@@ -223,7 +223,10 @@ impl Recording {
         let mut totals = log.totals();
         let counts = self.counts().unwrap_or_default();
         let count = |k: &str| counts.get(k).copied().unwrap_or(0);
-        totals.frames_seen = count("frames_seen");
+        // The frames the engine published while it recorded: those it copied (or found
+        // torn), and those that passed between two looks or while it held off.
+        totals.frames_seen =
+            count("frames_seen") + count("frames_missed") + count("frames_skipped");
         totals.frames_checked = count("frames_checked");
         totals.frames_flags_checked = count("frames_flags_checked");
         totals.nan_values = count("nan_values");

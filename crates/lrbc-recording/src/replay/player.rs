@@ -85,13 +85,20 @@ impl Player {
     /// Starts the player on `rec`, its cursor at the start; its events are read (or,
     /// for a file that has none, found again with `detect`) on a thread of their own.
     pub fn start(
-        rec: Recording,
+        mut rec: Recording,
         settings: SamplerSettings,
         limits: TrafficLimits,
         detect: DetectSettings,
         waker: Arc<dyn Fn() + Send + Sync>,
     ) -> std::io::Result<Self> {
         let range = rec.time_range().unwrap_or((0, 0));
+        // The cursor starts at the first frame (a ring entry may come before it).
+        let mut first_frame_ns = None;
+        let _ = rec.frames_between(range.0, range.1, |f| {
+            first_frame_ns = Some(f.log_ns);
+            false
+        });
+        let start_ns = first_frame_ns.unwrap_or(range.0);
         let events = Arc::new(Mutex::new(EventLog::new(usize::MAX)));
         let events_stop = Arc::new(AtomicBool::new(false));
         let events_thread = {
@@ -114,12 +121,12 @@ impl Player {
         let shared = Arc::new(Shared {
             state: Mutex::new(PlayState {
                 range,
-                cursor_ns: range.0,
+                cursor_ns: start_ns,
                 playing: false,
                 speed: 1.0,
                 frame_seq: None,
                 frame_time_ns: None,
-                seek_to: Some(range.0),
+                seek_to: Some(start_ns),
                 step: 0,
                 note: None,
                 stop: false,
