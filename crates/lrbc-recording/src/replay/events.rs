@@ -130,6 +130,13 @@ pub fn find_again(
                 }
                 let check = check_frame(&mut checker, &f);
                 detector.frame(log_ns, check, &mut out);
+                // Requests are flagged unanswered as time passes, as live.
+                decoder.expire(log_ns, &mut traffic);
+                for e in traffic.drain(..) {
+                    if let Some(fault) = RingFault::from_traffic(&e) {
+                        detector.ring(fault, log_ns, &mut out);
+                    }
+                }
                 last = Some(f.frame_seq);
                 first_frame.get_or_insert(f.frame_seq);
                 last_frame = Some(f.frame_seq);
