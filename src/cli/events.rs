@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use super::{CliError, deadline_after, sleep_unless_stopped, stop_flag};
 use lrbc::attach::{Target, attach};
-use lrbc::clock::{MonotonicClock, monotonic_now_ns};
+use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::LayoutChoice;
 use lrbc::sync::lock;
-use lrbc_live::detect::{DEFAULT_EVENTS_KEPT, DetectSettings, Event, EventKind, Totals, thousands};
-use lrbc_live::sampler::{Sampler, SamplerSettings};
+use lrbc_live::detect::{DetectSettings, Event, EventKind, Totals, thousands};
 use lrbc_live::traffic::{RingSelection, Traffic};
 use lrbc_live::watch::State;
 
@@ -269,22 +268,8 @@ pub fn run_live(target: &Target, choice: LayoutChoice, o: &Options) -> Result<()
     for w in &attached.geometry.warnings {
         eprintln!("warning: {w}");
     }
-    let sampler = Sampler::start(
-        attach(target, choice)?,
-        SamplerSettings {
-            watched_envs: Vec::new(),
-            history_frames: 1,
-            detail_frames: 1,
-            max_image_hz: 0.0,
-            busy_budget_percent: o.busy_budget,
-            detect: Some((o.detect.clone(), DEFAULT_EVENTS_KEPT)),
-            ..SamplerSettings::default()
-        },
-        MonotonicClock,
-        Box::new(|| {}),
-        10.0,
-    )
-    .map_err(|e| CliError::Other(format!("cannot start the detector: {e}")))?;
+    let sampler =
+        super::watch::headless_sampler(target, choice, o.busy_budget, Some(o.detect.clone()))?;
     let (Some(log), Some(diagnosis)) = (sampler.events().cloned(), sampler.diagnosis()) else {
         return Err(CliError::Other("the detector did not start".into()));
     };
@@ -383,24 +368,9 @@ mod tests {
 
     fn event(id: u64, ongoing: bool) -> Event {
         Event {
-            id,
-            kind: EventKind::Nonfinite,
-            first_frame: 10 * id,
-            last_frame: 10 * id,
-            count: 1,
-            time_ns: 0,
-            end_time_ns: 0,
             ongoing,
             env: Some(0),
-            channel: None,
-            index: None,
-            name: None,
-            value: None,
-            values: None,
-            origin: None,
-            ring: None,
-            method: None,
-            message: String::new(),
+            ..Event::new(id, EventKind::Nonfinite, 10 * id, 0)
         }
     }
 

@@ -54,23 +54,15 @@ fn line(r: &Report, s: &SamplerStats, yielding: bool, events: Option<&Totals>) -
     line
 }
 
-pub fn run(
+/// A sampler for a command's lines (`watch`, `events`): no env watched, no history, no
+/// images (nothing shows them), the detector when `detect` is given.
+pub(super) fn headless_sampler(
     target: &Target,
     choice: LayoutChoice,
-    interval: std::time::Duration,
-    count: Option<u64>,
-    as_json: bool,
     busy_budget_percent: Option<f32>,
     detect: Option<lrbc_live::detect::DetectSettings>,
-) -> Result<(), CliError> {
-    let stop = stop_flag();
-    let attached = attach(target, choice)?;
-    for w in &attached.geometry.warnings {
-        eprintln!("warning: {w}");
-    }
-    // The sampler follows every frame on its own mapping, the detector beside it; their
-    // figures join each line. Images are not shown here, so they are not taken.
-    let sampler = Sampler::start(
+) -> Result<Sampler, CliError> {
+    Sampler::start(
         attach(target, choice)?,
         SamplerSettings {
             watched_envs: Vec::new(),
@@ -87,7 +79,26 @@ pub fn run(
         // lines printed once per interval.
         10.0,
     )
-    .map_err(|e| CliError::Other(format!("cannot start the sampler: {e}")))?;
+    .map_err(|e| CliError::Other(format!("cannot start the sampler: {e}")))
+}
+
+pub fn run(
+    target: &Target,
+    choice: LayoutChoice,
+    interval: std::time::Duration,
+    count: Option<u64>,
+    as_json: bool,
+    busy_budget_percent: Option<f32>,
+    detect: Option<lrbc_live::detect::DetectSettings>,
+) -> Result<(), CliError> {
+    let stop = stop_flag();
+    let attached = attach(target, choice)?;
+    for w in &attached.geometry.warnings {
+        eprintln!("warning: {w}");
+    }
+    // The sampler follows every frame on its own mapping, the detector beside it; their
+    // figures join each line.
+    let sampler = headless_sampler(target, choice, busy_budget_percent, detect)?;
     let mut watcher = Watcher::new(attached, MonotonicClock);
     let mut printed = 0u64;
     while count.is_none_or(|c| printed < c) {

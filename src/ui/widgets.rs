@@ -7,6 +7,27 @@ pub const WARN: egui::Color32 = egui::Color32::from_rgb(230, 170, 40);
 pub const BAD: egui::Color32 = egui::Color32::from_rgb(230, 80, 70);
 pub const GOOD: egui::Color32 = egui::Color32::from_rgb(90, 190, 110);
 
+/// A clickable row of a list drawn by `ScrollArea::show_rows`, exactly `row_height` tall
+/// (the list lays rows out at that pitch). A label, not a selectable button: a button's
+/// style is looked up by its id in the previous pass, and the rows' ids move on with the
+/// list (each new row is a new id), so that every pass would ask for another and the
+/// window would redraw without pause.
+pub fn list_row(ui: &mut egui::Ui, text: egui::RichText, row_height: f32) -> egui::Response {
+    ui.allocate_ui_with_layout(
+        egui::vec2(ui.available_width(), row_height),
+        egui::Layout::left_to_right(egui::Align::Center),
+        |ui| {
+            ui.set_min_height(row_height);
+            ui.add(
+                egui::Label::new(text)
+                    .sense(egui::Sense::click())
+                    .selectable(false),
+            )
+        },
+    )
+    .inner
+}
+
 /// A distinct colour per series index.
 pub fn series_color(i: usize) -> egui::Color32 {
     const PALETTE: [egui::Color32; 8] = [

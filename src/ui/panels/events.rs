@@ -4,7 +4,7 @@
 //! click asks the window to go to the event: live, the view pauses at its frame and its
 //! env is watched, its camera shown; on a recording, the timeline moves there.
 
-use crate::ui::widgets::{BAD, WARN};
+use crate::ui::widgets::{BAD, WARN, list_row};
 use lrbc_live::detect::{Event, EventKind, EventLog, Origin, thousands};
 
 /// The panel's state: its filters and the rows they let through.
@@ -186,21 +186,7 @@ pub fn ui(
                     if view.selected == Some(e.id) {
                         rt = rt.background_color(ui.visuals().selection.bg_fill);
                     }
-                    let row = ui
-                        .allocate_ui_with_layout(
-                            egui::vec2(ui.available_width(), row_height),
-                            egui::Layout::left_to_right(egui::Align::Center),
-                            |ui| {
-                                ui.set_min_height(row_height);
-                                ui.add(
-                                    egui::Label::new(rt)
-                                        .sense(egui::Sense::click())
-                                        .selectable(false),
-                                )
-                            },
-                        )
-                        .inner;
-                    let row = row.on_hover_text(&e.message);
+                    let row = list_row(ui, rt, row_height).on_hover_text(&e.message);
                     if row.clicked() {
                         view.selected = Some(e.id);
                         action = Some(EventsAction::Go(e.clone()));
@@ -237,13 +223,6 @@ mod tests {
     #[test]
     fn a_row_says_where_and_what_in_fixed_columns() {
         let e = Event {
-            id: 1,
-            kind: EventKind::Nonfinite,
-            first_frame: 3000,
-            last_frame: 3000,
-            count: 1,
-            time_ns: 2_500_000_000,
-            end_time_ns: 2_500_000_000,
             ongoing: false,
             env: Some(5),
             channel: Some(lrbc_live::check::ChannelKind::Observation),
@@ -252,9 +231,7 @@ mod tests {
             value: Some(f64::NAN),
             values: Some(1),
             origin: Some(Origin::Simulator),
-            ring: None,
-            method: None,
-            message: String::new(),
+            ..Event::new(1, EventKind::Nonfinite, 3000, 2_500_000_000)
         };
         let row = row_text(&e, 500_000_000);
         assert!(row.starts_with("    2.000        3000  nonfinite"), "{row}");

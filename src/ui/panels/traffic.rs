@@ -3,7 +3,7 @@
 //! images carried in ImageFrame payloads, loss and malformed counters, pause.
 
 use crate::ui::decoder::ImageDecoder;
-use crate::ui::widgets::{BAD, WARN, duration_ns};
+use crate::ui::widgets::{BAD, WARN, duration_ns, list_row};
 use lrbc::layout::fields::hex_string;
 use lrbc::rpc::tree::{FieldTree, NodeValue, display_scalar};
 use lrbc_live::traffic::{Decoded, Pairing, Record};
@@ -248,25 +248,7 @@ pub fn ui(
                     if selected {
                         rt = rt.background_color(ui.visuals().selection.bg_fill);
                     }
-                    // A label, not a selectable button: a button's style is looked up by
-                    // its id in the previous pass, and the rows' ids move on with the list
-                    // (each new row is a new id), so that every pass would ask for another
-                    // and the window would redraw without pause.
-                    // Exactly a row's height: the list lays rows out at that pitch.
-                    let row = ui
-                        .allocate_ui_with_layout(
-                            egui::vec2(ui.available_width(), row_height),
-                            egui::Layout::left_to_right(egui::Align::Center),
-                            |ui| {
-                                ui.set_min_height(row_height);
-                                ui.add(
-                                    egui::Label::new(rt)
-                                        .sense(egui::Sense::click())
-                                        .selectable(false),
-                                )
-                            },
-                        )
-                        .inner;
+                    let row = list_row(ui, rt, row_height);
                     if row.clicked() {
                         view.selected = Some(i);
                     }

@@ -288,26 +288,7 @@ impl Detector {
         if let Some(n) = self.totals.by_kind.get_mut(kind.position()) {
             *n += 1;
         }
-        Event {
-            id,
-            kind,
-            first_frame: frame,
-            last_frame: frame,
-            count: 1,
-            time_ns: t_ns,
-            end_time_ns: t_ns,
-            ongoing: true,
-            env: None,
-            channel: None,
-            index: None,
-            name: None,
-            value: None,
-            values: None,
-            origin: None,
-            ring: None,
-            method: None,
-            message: String::new(),
-        }
+        Event::new(id, kind, frame, t_ns)
     }
 
     /// The check of a frame sampled at `t_ns`. Found, ended and refreshed events are

@@ -160,6 +160,31 @@ pub struct Event {
 }
 
 impl Event {
+    /// An event of `kind` found at frame `frame` at `t_ns`, going on, where it applies
+    /// still to be said.
+    pub fn new(id: u64, kind: EventKind, frame: u64, t_ns: u64) -> Self {
+        Self {
+            id,
+            kind,
+            first_frame: frame,
+            last_frame: frame,
+            count: 1,
+            time_ns: t_ns,
+            end_time_ns: t_ns,
+            ongoing: true,
+            env: None,
+            channel: None,
+            index: None,
+            name: None,
+            value: None,
+            values: None,
+            origin: None,
+            ring: None,
+            method: None,
+            message: String::new(),
+        }
+    }
+
     /// `events --json`'s object, also a recording's `/lrbc/events` message: `kind`,
     /// `frame_seq` and `time_ns` always, the rest where it applies. A value that is not
     /// finite is the string `NaN`, `inf` or `-inf` (JSON has no number for them).

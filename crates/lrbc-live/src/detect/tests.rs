@@ -366,24 +366,9 @@ fn a_new_run_ends_what_was_open() {
 fn the_log_keeps_the_newest_form_of_each_event_within_its_bound_and_counts_every_one() {
     let mut log = EventLog::new(3);
     let e = |id: u64, ongoing: bool| Event {
-        id,
-        kind: EventKind::Nonfinite,
-        first_frame: id,
-        last_frame: id,
-        count: 1,
-        time_ns: id,
-        end_time_ns: id,
         ongoing,
         env: Some(0),
-        channel: None,
-        index: None,
-        name: None,
-        value: None,
-        values: None,
-        origin: None,
-        ring: None,
-        method: None,
-        message: String::new(),
+        ..Event::new(id, EventKind::Nonfinite, id, id)
     };
     log.apply(e(1, true));
     log.apply(e(1, false));
