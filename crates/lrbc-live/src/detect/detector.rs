@@ -198,6 +198,19 @@ struct Open {
     ring_fault: Option<RingFault>,
 }
 
+impl Open {
+    /// An event just found (and written) at `t_ns`, seen in frame `frame`.
+    fn new(event: Event, frame: u64, t_ns: u64) -> Self {
+        Self {
+            event,
+            seen_frame: frame,
+            written_ns: t_ns,
+            dirty: false,
+            ring_fault: None,
+        }
+    }
+}
+
 /// What the detector knows of `frame_seq` over time, to find stalls.
 #[derive(Clone, Debug, Default)]
 struct Pace {
@@ -467,16 +480,7 @@ impl Detector {
         }
         e.message = value_message(&e, &self.names, hit);
         out.push(e.clone());
-        self.open.insert(
-            key,
-            Open {
-                event: e,
-                seen_frame: f,
-                written_ns: t_ns,
-                dirty: false,
-                ring_fault: None,
-            },
-        );
+        self.open.insert(key, Open::new(e, f, t_ns));
     }
 
     fn burst(&mut self, f: u64, t_ns: u64, check: &FrameCheck, share: f64, out: &mut Vec<Event>) {
@@ -498,16 +502,7 @@ impl Detector {
             share * 100.0
         );
         out.push(e.clone());
-        self.open.insert(
-            Key::Burst,
-            Open {
-                event: e,
-                seen_frame: f,
-                written_ns: t_ns,
-                dirty: false,
-                ring_fault: None,
-            },
-        );
+        self.open.insert(Key::Burst, Open::new(e, f, t_ns));
     }
 
     /// Ends the open event of `key` (its end time is when it was last seen; a state
@@ -654,13 +649,7 @@ impl Detector {
                     interval as f64 / 1e6
                 );
                 out.push(e.clone());
-                self.pace.stall = Some(Open {
-                    event: e,
-                    seen_frame: f,
-                    written_ns: now_ns,
-                    dirty: false,
-                    ring_fault: None,
-                });
+                self.pace.stall = Some(Open::new(e, f, now_ns));
             }
         }
         if let Some(o) = &mut self.pace.stall {
@@ -726,16 +715,7 @@ impl Detector {
         };
         out.push(e.clone());
         // State events end when the state does: one open at a time.
-        self.open.insert(
-            Key::State,
-            Open {
-                event: e,
-                seen_frame: f,
-                written_ns: now_ns,
-                dirty: false,
-                ring_fault: None,
-            },
-        );
+        self.open.insert(Key::State, Open::new(e, f, now_ns));
     }
 
     /// A fault read off the rings at `now_ns`. The same fault of one ring and method
@@ -775,11 +755,8 @@ impl Detector {
         self.open.insert(
             key,
             Open {
-                event: e,
-                seen_frame: f,
-                written_ns: now_ns,
-                dirty: false,
                 ring_fault: Some(fault),
+                ..Open::new(e, f, now_ns)
             },
         );
     }
