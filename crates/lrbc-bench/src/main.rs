@@ -3,6 +3,7 @@
 //! tests). The single-process micro-benchmarks are `cargo bench` targets. Not shipped:
 //! `lrbc-inspector` has none of these commands.
 
+mod detectbench;
 mod exportbench;
 mod fixtures;
 mod linkbench;
@@ -118,6 +119,11 @@ pub enum BenchCommand {
     /// `watch` against the numpy poller a user would write, interleaved in one run: frames
     /// lost, CPU and wake-ups per second (cams64 and train4096 at 250 Hz, 1 kHz, 2 kHz).
     Poller(pollerbench::PollerBenchArgs),
+    /// The detector (`events`): its CPU beside `watch --no-events` and the numpy anchor a
+    /// user would write (train4096 and cams64 at 1 kHz), the engine's rate with it
+    /// attached, planted one-frame NaNs found (on a quiet or a loaded machine), and the
+    /// events it prints over a clean run.
+    Detect(detectbench::DetectBenchArgs),
     /// Resident memory of `traffic`, the app and (with $DISPLAY) the window over a long
     /// run with command traffic: flat once their memory budgets are full.
     Soak(soak::SoakArgs),
@@ -345,6 +351,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
         } => uibench::headless_app(shm, window.overrides(), *report_memory),
         BenchCommand::Soak(args) => soak::run(args),
         BenchCommand::Poller(args) => pollerbench::run(args),
+        BenchCommand::Detect(args) => detectbench::run(args),
         BenchCommand::Record { secs, rate_secs } => recbench::run(*secs, *rate_secs),
         BenchCommand::Serve {
             secs,
@@ -384,8 +391,15 @@ mod tests {
             cases.push(vec!["poller", "--secs", v]);
             cases.push(vec!["poller", "--hz", v]);
             cases.push(vec!["round-trip", "--steps", v]);
+            for option in ["--secs", "--hz", "--rate-secs", "--window", "--clean-secs"] {
+                cases.push(vec!["detect", option, v]);
+            }
         }
         cases.push(vec!["poller", "--rounds", "0"]);
+        cases.push(vec!["detect", "--rounds", "0"]);
+        cases.push(vec!["detect", "--nans", "0"]);
+        cases.push(vec!["detect", "--seed", "-1"]);
+        cases.push(vec!["detect", "--only", "cpu,nan"]);
         cases.push(vec!["decode"]);
         for args in cases {
             let argv = std::iter::once("lrbc-bench").chain(args.iter().copied());
@@ -396,5 +410,17 @@ mod tests {
         }
         // And good ones parse.
         assert!(Cli::try_parse_from(["lrbc-bench", "ring", "--secs", "2"]).is_ok());
+        assert!(
+            Cli::try_parse_from([
+                "lrbc-bench",
+                "detect",
+                "--only",
+                "cpu,false",
+                "--clean-secs",
+                "2min",
+                "--busy"
+            ])
+            .is_ok()
+        );
     }
 }

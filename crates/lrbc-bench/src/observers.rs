@@ -1,6 +1,6 @@
 //! Observers of a run switched off (SIGSTOP) and on while it goes, and what they cost
-//! the engine's unpaced rate: `lrbc-bench sampler --only rate`, `lrbc-bench record` and
-//! `lrbc-bench serve` measure with this.
+//! the engine's unpaced rate: `lrbc-bench sampler --only rate`, `lrbc-bench record`,
+//! `lrbc-bench serve` and `lrbc-bench detect` measure with this.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -46,6 +46,8 @@ pub(crate) enum Observer {
     /// `serve` on a loopback port, with a viewer in this process subscribed to every
     /// channel.
     Serve,
+    /// `events`: the detector, every frame's values checked as it comes.
+    Events,
 }
 
 impl Observer {
@@ -57,6 +59,7 @@ impl Observer {
             Observer::Window => "the window (every panel)",
             Observer::Record => "`record --envs 0-7` (to a file)",
             Observer::Serve => "`serve` and a loopback viewer of everything",
+            Observer::Events => "`events` (the detector)",
         }
     }
 
@@ -73,6 +76,7 @@ impl Observer {
                 settings_file(name).display().to_string(),
             ],
             Observer::Serve => vec!["serve".into()],
+            Observer::Events => vec!["events".into()],
             Observer::Record => vec![
                 "record".into(),
                 "--envs".into(),
@@ -186,11 +190,12 @@ pub(crate) struct Cost {
     pub(crate) pair_off: (f64, f64),
 }
 
-/// The engine's unpaced lock-step rate with `observer` switched on and off in short
-/// windows, in blocks of off-on-on-off (the drift of a shared machine cancels within a
-/// block), for about `secs` seconds of one run.
+/// The engine's lock-step rate (unpaced, or at `hz`) with `observer` switched on and off
+/// in short windows, in blocks of off-on-on-off (the drift of a shared machine cancels
+/// within a block), for about `secs` seconds of one run.
 pub(crate) fn observer_cost(
     observer: Observer,
+    hz: Option<f64>,
     secs: f64,
     window: Duration,
     tag: &str,
@@ -198,13 +203,8 @@ pub(crate) fn observer_cost(
     // Short windows (as [`WINDOW`]): more blocks in the same time, and the machine's drift
     // cancels better within each. A process stops or goes on at once.
     let settle = Duration::from_millis(20);
-    // Unpaced, until the run is dropped.
-    let mut run = start(
-        Preset::Train4096,
-        (None, "random"),
-        Some(1_000_000_000),
-        tag,
-    )?;
+    // Until the run is dropped.
+    let mut run = start(Preset::Train4096, (hz, "random"), Some(1_000_000_000), tag)?;
     let a = attach(&Target::Shm(run.name.clone()), LayoutChoice::Auto)?;
     let frame_seq = || {
         a.segment
@@ -278,6 +278,7 @@ pub(crate) fn observer_cost(
         Observer::Window => "window",
         Observer::Record => "record",
         Observer::Serve => "serve",
+        Observer::Events => "events",
     };
     let mut cpu_on: Vec<(String, f64)> = cpu_on
         .into_iter()

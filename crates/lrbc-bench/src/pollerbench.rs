@@ -69,7 +69,7 @@ fn poller_script() -> Result<PathBuf, CliError> {
 }
 
 /// PYTHONPATH with numpy: the test command installs it under target/pydeps.
-fn python_path() -> String {
+pub(crate) fn python_path() -> String {
     let deps = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("target/pydeps");
     let mut path = deps.display().to_string();
     if let Ok(p) = std::env::var("PYTHONPATH") {
@@ -78,7 +78,7 @@ fn python_path() -> String {
     path
 }
 
-fn check_numpy() -> Result<(), CliError> {
+pub(crate) fn check_numpy() -> Result<(), CliError> {
     let ok = Command::new("python3")
         .args(["-c", "import numpy"])
         .env("PYTHONPATH", python_path())
@@ -96,7 +96,7 @@ fn check_numpy() -> Result<(), CliError> {
 }
 
 /// Runs `command` to its end; its stdout's last line as JSON, and what it used.
-fn run_to_end(
+pub(crate) fn run_to_end(
     mut command: Command,
     what: &str,
 ) -> Result<(serde_json::Value, ProcessUsage), CliError> {

@@ -123,7 +123,7 @@ pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
         "engine's unpaced lock-step rate, train4096, the recorder switched off and on in \
          windows of 0.1 s, blocks of off-on-on-off, {rate_secs:.0} s of one run:"
     );
-    let c = observer_cost(Observer::Record, rate_secs, WINDOW, "rate")?;
+    let c = observer_cost(Observer::Record, None, rate_secs, WINDOW, "rate")?;
     print_cost(Observer::Record, &c);
     Ok(())
 }

@@ -155,7 +155,7 @@ pub fn run(
          everything) switched off and on in windows of 0.1 s, blocks of off-on-on-off, \
          {rate_secs:.0} s of one run:"
     );
-    let c = observer_cost(Observer::Serve, rate_secs, WINDOW, "srv-rate")?;
+    let c = observer_cost(Observer::Serve, None, rate_secs, WINDOW, "srv-rate")?;
     print_cost(Observer::Serve, &c);
     Ok(())
 }

@@ -280,7 +280,7 @@ fn rate_table(secs: f64, window: Duration) -> Result<(), CliError> {
     }
     let mut costs = Vec::new();
     for (k, &observer) in observers.iter().enumerate() {
-        let c = observer_cost(observer, secs, window, &format!("r{k}"))?;
+        let c = observer_cost(observer, None, secs, window, &format!("r{k}"))?;
         let lrbc_live::stats::Interval {
             estimate: ratio,
             low: lo,
