@@ -364,9 +364,11 @@ fn on_a_busy_machine_every_frames_flags_are_checked_while_samples_keep_to_the_bu
     rx_check.joined();
     rx_plots.joined();
     rx_check.until(|s| matches!(s, Seen::Yielding));
-    // Frames at the follower's pace, one every 2 ms: the sink that checks sees each one.
+    // Frames at the follower's pace, one every 2 ms or more (a sleep's least on the
+    // platform): the sink that checks sees each one.
     let first = 1u64;
     let mut samples = 0;
+    let started = std::time::Instant::now();
     for frame in first..first + 300 {
         publish_values(&seg, frame, frame == 150, false);
         rx_check.until(|s| match s {
@@ -398,9 +400,13 @@ fn on_a_busy_machine_every_frames_flags_are_checked_while_samples_keep_to_the_bu
             plotted += 1;
         }
     }
+    // On a busy machine samples are at least the shortest hold apart, however long the
+    // frames took to come.
+    let allowed = started.elapsed().as_nanos() / u128::from(crate::busy::MIN_HOLD_NS) + 2;
     assert!(
-        samples < 150,
-        "samples keep to the budget: {samples} of 300"
+        samples as u128 <= allowed,
+        "samples keep to the budget: {samples} of 300 in {:?} (at most {allowed})",
+        started.elapsed()
     );
     assert!(
         plotted <= samples + 1,
@@ -408,5 +414,5 @@ fn on_a_busy_machine_every_frames_flags_are_checked_while_samples_keep_to_the_bu
     );
     let c = rx_check.counts_of(300);
     assert!(c.checked >= 300, "every frame's flags checked: {c:?}");
-    assert!(c.values_checked < 150, "{c:?}");
+    assert!(u128::from(c.values_checked) <= allowed, "{c:?}");
 }
