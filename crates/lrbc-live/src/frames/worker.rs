@@ -37,6 +37,10 @@ struct Checks {
     piece: Vec<f32>,
     /// CPU time of the check-only copies (outside the busy-machine budget).
     check_only_cpu_ns: u64,
+    /// The last copy that checked the values as it went came out torn: the next copies
+    /// the values without checking them, so that a machine too slow to check a frame
+    /// within its life still gets samples (the frames not checked are counted).
+    torn_last: bool,
 }
 
 impl Checks {
@@ -52,6 +56,7 @@ impl Checks {
             note,
             piece: Vec::new(),
             check_only_cpu_ns: 0,
+            torn_last: false,
         })
     }
 }
@@ -225,7 +230,7 @@ impl Worker {
         // Few attempts: when the engine is already writing the next frame, this one is
         // gone; retrying would only take CPU from the engine.
         let envs = &self.envs;
-        let mut checks = self.checks.as_mut();
+        let mut checks = self.checks.as_mut().filter(|k| !k.torn_last);
         let taken = snapshot::guarded_read(seg, g, 3, |s| {
             snapshot::copy_hot_into(s, g, &mut c.hot);
             snapshot::copy_rows_into(s, g, envs, &mut c.rows);
@@ -257,6 +262,9 @@ impl Worker {
             f
         };
         self.accounting.copied(copied, what);
+        if let Some(k) = self.checks.as_mut() {
+            k.torn_last = taken.value.is_some() && what == Copied::Torn;
+        }
         let check_only_cpu = self.checks.as_ref().map_or(0, |k| k.check_only_cpu_ns);
         self.budget.sampled(
             monotonic_now_ns(),
@@ -279,8 +287,13 @@ impl Worker {
         c.envs.clone_from(&self.envs);
         c.row_len = (g.obs_size as usize).saturating_add(g.act_size as usize);
         c.sample = true;
-        match (self.checks.as_mut(), taken.value) {
-            (Some(k), Some((obs, act))) => {
+        match self.checks.as_mut() {
+            Some(k) => {
+                let (obs, act) = taken.value.unwrap_or_else(|| {
+                    // Copied without checking the values: the rewards and flags still are.
+                    k.checker.begin();
+                    (false, false)
+                });
                 // The actions are the client's: the guard above covers the engine's
                 // writes only. They belong to this frame if action_seq did not move
                 // during the copy and, in lock-step, equals frame_seq (the client had not
@@ -303,7 +316,7 @@ impl Worker {
                     .clone_from(found);
                 self.accounting.checked(obs);
             }
-            _ => c.check = None,
+            None => c.check = None,
         }
         for e in lrbc::sync::lock(&self.shared.sinks).iter_mut() {
             e.sink.frame(&copy);
