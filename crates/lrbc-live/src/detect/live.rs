@@ -328,6 +328,7 @@ impl FrameSink for DetectorSink {
             busy_budget_percent: *lock(&self.busy_budget_percent),
             min_hold_ns: u64::MAX,
             check: Some(Arc::clone(&self.limits)),
+            every_frame: false,
         }
     }
 }

@@ -21,7 +21,8 @@
 //! looks at every frame even while it holds off sampling on a busy machine: those looks
 //! copy and check the rewards and flags only (a few bytes per env), and go to the sinks
 //! that asked for checks (`FrameCopy::sample` false); the full copies and checks keep to
-//! the busy-machine budget.
+//! the busy-machine budget. A sink that wants every frame without checks (the episodes'
+//! accountant, `crate::episodes`) gets those copies of the rewards and flags too.
 
 pub mod accounting;
 pub mod pace;
@@ -73,8 +74,8 @@ pub struct FrameCopy {
     /// Values per row.
     pub row_len: usize,
     /// A sample: the rows the sinks want were copied, and every sink gets it. False: a
-    /// copy of the rewards and flags only, made to check them while the follower holds
-    /// off sampling on a busy machine; only the sinks that asked for checks get it.
+    /// copy of the rewards and flags only, made while the follower holds off sampling on a
+    /// busy machine; only the sinks that asked for checks or every frame get it.
     pub sample: bool,
     /// What the check of the frame found, when a sink asked for checks.
     pub check: Option<FrameCheck>,
@@ -98,6 +99,9 @@ pub struct Tick<'a> {
     pub generation: u64,
     /// The follower's mapping, for reading counters.
     pub attached: &'a Attached,
+    /// The newest frame the follower has dealt with (taken or counted): a sink that joins
+    /// now gets the frames after it, or their counts.
+    pub last_frame: u64,
     /// Why the checks do less than asked (a bound names a value this segment does not
     /// have: the check goes on without that sink's bounds).
     pub check_note: Option<&'a str>,
@@ -117,6 +121,10 @@ pub struct Wants {
     /// Check every frame's values against these limits (see the module's doc). The
     /// follower keeps to the first sink's limits when several ask.
     pub check: Option<Arc<Limits>>,
+    /// Look at every frame even while holding off on a busy machine, and hand over the
+    /// copies of its rewards and flags made then (`FrameCopy::sample` false), as to the
+    /// sinks that ask for checks (the episodes' accountant).
+    pub every_frame: bool,
 }
 
 /// A consumer of the follower's frames. Called on the follower's thread: keep it short.
@@ -130,8 +138,9 @@ pub trait FrameSink: Send {
 struct Entry {
     id: u64,
     sink: Box<dyn FrameSink>,
-    /// It asked for checks at its last tick: it also gets the check-only copies.
-    checks: bool,
+    /// It asked for checks or every frame at its last tick: it also gets the copies of
+    /// the rewards and flags alone.
+    every_frame: bool,
 }
 
 /// What the follower's thread and its handles share.
@@ -254,7 +263,7 @@ pub fn subscribe_with_load(
     lrbc::sync::lock(&shared.sinks).push(Entry {
         id,
         sink,
-        checks: false,
+        every_frame: false,
     });
     // Relaxed: the sink list is published by its mutex; this only asks for a tick.
     shared.joined.store(true, Ordering::Relaxed);

@@ -33,6 +33,7 @@ struct Probe {
     ticked: bool,
     check: Option<Arc<Limits>>,
     budget: Option<f32>,
+    every_frame: bool,
 }
 
 impl FrameSink for Probe {
@@ -71,6 +72,7 @@ impl FrameSink for Probe {
             busy_budget_percent: self.budget,
             min_hold_ns: 0,
             check: self.check.clone(),
+            every_frame: self.every_frame,
         }
     }
 }
@@ -90,6 +92,7 @@ fn probe(envs: Vec<u32>) -> (Box<Probe>, Received) {
             ticked: false,
             check: None,
             budget: None,
+            every_frame: false,
         }),
         rx,
     )
@@ -415,4 +418,44 @@ fn on_a_busy_machine_every_frames_flags_are_checked_while_samples_keep_to_the_bu
     let c = rx_check.counts_of(300);
     assert!(c.checked >= 300, "every frame's flags checked: {c:?}");
     assert!(u128::from(c.values_checked) <= allowed, "{c:?}");
+}
+
+#[test]
+fn a_sink_that_wants_every_frame_gets_each_ones_rewards_and_flags_on_a_busy_machine() {
+    let seg = TestSegment::create(
+        "follow-busy-every",
+        &spec(PlanLayout::Lrbc { ext: true }, 2),
+    );
+    let (mut every, mut rx) = probe(vec![]);
+    every.every_frame = true;
+    every.budget = Some(1.0);
+    let _a = subscribe_with_load(&seg.attach(), every, busy_machine).unwrap();
+    rx.joined();
+    rx.until(|s| matches!(s, Seen::Yielding));
+    let mut flags_only = 0;
+    for frame in 1..=100u64 {
+        publish(&seg, frame);
+        rx.until(|s| match s {
+            Seen::Frame {
+                frame_seq,
+                reward1,
+                sample,
+                check,
+                ..
+            } if *frame_seq == frame => {
+                assert_eq!(*reward1, frame as f32 * 2.0, "the frame's own rewards");
+                assert!(check.is_none(), "no sink asked for checks");
+                flags_only += usize::from(!*sample);
+                true
+            }
+            _ => false,
+        });
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        flags_only > 0,
+        "holding off, it copied rewards and flags alone"
+    );
+    let c = rx.counts_of(100);
+    assert_eq!(c.checked, 0, "nothing checked: {c:?}");
 }

@@ -35,8 +35,6 @@ struct Checks {
     note: Option<String>,
     /// The piece of values being checked.
     piece: Vec<f32>,
-    /// CPU time of the check-only copies (outside the busy-machine budget).
-    check_only_cpu_ns: u64,
     /// The last copy that checked the values as it went came out torn: the next copies
     /// the values without checking them, so that a machine too slow to check a frame
     /// within its life still gets samples (the frames not checked are counted).
@@ -55,7 +53,6 @@ impl Checks {
             checker,
             note,
             piece: Vec::new(),
-            check_only_cpu_ns: 0,
             torn_last: false,
         })
     }
@@ -114,6 +111,12 @@ pub(super) struct Worker {
     health: Health,
     pool: Vec<Arc<FrameCopy>>,
     checks: Option<Checks>,
+    /// A sink asked for every frame: while holding off, the rewards and flags of every
+    /// frame are copied (and checked when a sink asked for checks).
+    every_frame: bool,
+    /// CPU time of the copies of rewards and flags alone (outside the busy-machine
+    /// budget).
+    flags_only_cpu_ns: u64,
 }
 
 impl Worker {
@@ -135,6 +138,8 @@ impl Worker {
             health: Health::Intact,
             pool: Vec::new(),
             checks: None,
+            every_frame: false,
+            flags_only_cpu_ns: 0,
         }
     }
 
@@ -158,11 +163,11 @@ impl Worker {
                 last_tick = now;
                 self.tick(now);
             }
-            // On a busy machine, no look before the budget allows one, unless every frame
-            // is checked: then every frame is looked at, and copied whole only when the
-            // budget allows.
+            // On a busy machine, no look before the budget allows one, unless a sink wants
+            // every frame (or its checks): then every frame is looked at, and copied whole
+            // only when the budget allows.
             let holding = self.budget.hold_ns(now);
-            if let Some(hold) = holding.filter(|_| self.checks.is_none()) {
+            if let Some(hold) = holding.filter(|_| !self.every_frame) {
                 self.accounting.hold();
                 std::thread::park_timeout(Duration::from_nanos(hold.min(MAX_TICK_NS)));
                 continue;
@@ -172,7 +177,7 @@ impl Worker {
             // Having taken a sample on a busy machine, the next look waits for the hold
             // (one wakeup per sample, not a look at the pace's time and then the hold).
             let next = match self.budget.hold_ns(after) {
-                Some(hold) if self.checks.is_none() => {
+                Some(hold) if !self.every_frame => {
                     self.accounting.hold();
                     after + hold
                 }
@@ -190,7 +195,8 @@ impl Worker {
     }
 
     /// One look at `frame_seq`: a new frame is copied, counted and handed over (while
-    /// `holding` off on a busy machine, only its rewards and flags are, to be checked).
+    /// `holding` off on a busy machine, only its rewards and flags are, to the sinks that
+    /// want every frame or its checks).
     fn look(&mut self, now: u64, pace: &mut Pace, holding: bool) {
         let f = frame_seq(&self.attached);
         let Some(delta) = self.accounting.ahead(f) else {
@@ -212,8 +218,8 @@ impl Worker {
             self.accounting.copied(f, Copied::Unreadable);
             return;
         }
-        if holding && self.checks.is_some() {
-            self.check_only(f, now, frame_time);
+        if holding && self.every_frame {
+            self.flags_only(f, now, frame_time);
             return;
         }
         if self.accounting.is_held()
@@ -265,10 +271,9 @@ impl Worker {
         if let Some(k) = self.checks.as_mut() {
             k.torn_last = taken.value.is_some() && what == Copied::Torn;
         }
-        let check_only_cpu = self.checks.as_ref().map_or(0, |k| k.check_only_cpu_ns);
         self.budget.sampled(
             monotonic_now_ns(),
-            lrbc::platform::thread_cpu_ns().saturating_sub(check_only_cpu),
+            lrbc::platform::thread_cpu_ns().saturating_sub(self.flags_only_cpu_ns),
         );
         if what != Copied::Whole {
             self.pool.push(copy);
@@ -325,9 +330,10 @@ impl Worker {
     }
 
     /// While holding off sampling on a busy machine: copies the rewards and flags of
-    /// frame `f` (a few bytes per env), checks them, and hands the check to the sinks
-    /// that asked for checks. Its CPU time is kept out of the busy-machine budget.
-    fn check_only(&mut self, f: u64, now: u64, frame_time: Option<u64>) {
+    /// frame `f` (a few bytes per env), checks them when a sink asked for checks, and
+    /// hands the copy to the sinks that want every frame or its checks. Its CPU time is
+    /// kept out of the busy-machine budget.
+    fn flags_only(&mut self, f: u64, now: u64, frame_time: Option<u64>) {
         let cpu_before = lrbc::platform::thread_cpu_ns();
         let mut copy = self.spare_copy();
         let (seg, g) = (&self.attached.segment, &self.attached.geometry);
@@ -343,15 +349,20 @@ impl Worker {
         // Let pass as a sample either way: the budget holds samples off.
         self.accounting.skipped_to(frame);
         let whole = taken.consistent && seg.sigbus_faults() == 0;
-        if let (true, Some(k)) = (whole, self.checks.as_mut()) {
-            k.checker.begin();
-            k.checker.rewards(&c.hot.rewards);
-            k.checker.flags(&c.hot.dones, c.hot.truncateds.as_deref());
-            let found = k.checker.finish(frame, Coverage::None, Coverage::None);
-            c.check
-                .get_or_insert_with(Default::default)
-                .clone_from(found);
-            self.accounting.checked(false);
+        if whole {
+            match self.checks.as_mut() {
+                Some(k) => {
+                    k.checker.begin();
+                    k.checker.rewards(&c.hot.rewards);
+                    k.checker.flags(&c.hot.dones, c.hot.truncateds.as_deref());
+                    let found = k.checker.finish(frame, Coverage::None, Coverage::None);
+                    c.check
+                        .get_or_insert_with(Default::default)
+                        .clone_from(found);
+                    self.accounting.checked(false);
+                }
+                None => c.check = None,
+            }
             c.generation = self.generation;
             c.frame_seq = frame;
             c.action_seq = taken.action_seq;
@@ -362,15 +373,13 @@ impl Worker {
             c.rows.clear();
             c.sample = false;
             for e in lrbc::sync::lock(&self.shared.sinks).iter_mut() {
-                if e.checks {
+                if e.every_frame {
                     e.sink.frame(&copy);
                 }
             }
         }
         self.pool.push(copy);
-        if let Some(k) = self.checks.as_mut() {
-            k.check_only_cpu_ns += lrbc::platform::thread_cpu_ns().saturating_sub(cpu_before);
-        }
+        self.flags_only_cpu_ns += lrbc::platform::thread_cpu_ns().saturating_sub(cpu_before);
     }
 
     /// A copy no sink holds any more, to fill (or a new one).
@@ -404,6 +413,7 @@ impl Worker {
             self.budget.observe(now, (self.read_load)());
         }
         let tick = Tick {
+            last_frame: self.accounting.last_frame(),
             counts: self.accounting.take(),
             yielding: self.budget.yielding(),
             generation: self.generation,
@@ -415,9 +425,11 @@ impl Worker {
         let mut budget: Option<Option<f32>> = None;
         let mut min_hold = u64::MAX;
         let mut limits: Option<Arc<Limits>> = None;
+        let mut every_frame = false;
         for e in sinks.iter_mut() {
             let wants = e.sink.tick(&tick);
-            e.checks = wants.check.is_some();
+            e.every_frame = wants.every_frame || wants.check.is_some();
+            every_frame |= e.every_frame;
             if limits.is_none() {
                 limits = wants.check;
             }
@@ -442,6 +454,7 @@ impl Worker {
             }
             (Some(l), _) => Checks::new(l, &self.attached.geometry),
         };
+        self.every_frame = every_frame;
         let num_envs = self.attached.geometry.num_envs;
         envs.retain(|&e| e < num_envs);
         envs.sort_unstable();

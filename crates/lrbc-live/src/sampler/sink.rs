@@ -209,6 +209,7 @@ impl FrameSink for SamplerSink {
             busy_budget_percent: self.current.busy_budget_percent,
             min_hold_ns: self.repaint_interval_ns,
             check: None,
+            every_frame: false,
         }
     }
 }
