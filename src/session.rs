@@ -15,6 +15,7 @@ use lrbc::control::{ControlWorker, lease_holder, unavailable_reason};
 use lrbc::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
 use lrbc::sync::lock;
 use lrbc_live::detect::{EventKind, EventLog};
+use lrbc_live::episodes::EpisodeBook;
 use lrbc_live::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
 use lrbc_live::traffic::{OnTraffic, TrafficLimits, TrafficStore, TrafficTap};
 use lrbc_recording::replay::{Frozen, Player, Recording};
@@ -121,6 +122,16 @@ impl Frames {
             Self::Remote(v) => v.set_settings(settings),
         }
         Ok(())
+    }
+
+    /// Every env's episodes: the live accountant's, a recording's (none for a served
+    /// run).
+    pub fn episodes(&self) -> Option<Arc<Mutex<EpisodeBook>>> {
+        match self {
+            Self::Live(s) => s.episodes().cloned(),
+            Self::Recording(p) => Some(Arc::clone(&p.episodes)),
+            Self::Remote(_) => None,
+        }
     }
 
     /// The events found: the live detector's, a recording's, a served run's.
@@ -351,6 +362,11 @@ impl Session {
         self.sampler.events()
     }
 
+    /// Every env's episodes (none for a served run).
+    pub fn episodes(&self) -> Option<Arc<Mutex<EpisodeBook>>> {
+        self.sampler.episodes()
+    }
+
     /// The link to the server, when the source is a served run.
     pub fn link(&self) -> Option<Link> {
         self.remote().map(|(_, v)| v.link())
@@ -492,8 +508,10 @@ impl Session {
     pub fn memory(&self) -> lrbc_live::memory::MemoryUse {
         let (histories, camera_images) = self.sampler.lock().memory();
         let (traffic, streamed_frames) = self.traffic.lock().memory();
+        let episodes = self.sampler.episodes().map_or(0, |b| lock(&b).heap_bytes());
         lrbc_live::memory::MemoryUse {
             histories,
+            episodes,
             traffic,
             camera_images,
             streamed_frames,

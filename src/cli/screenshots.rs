@@ -177,6 +177,12 @@ pub fn run(out: &Path) -> Result<(), CliError> {
             &format!("panel-{}.png", pane.title().to_lowercase()),
         )?);
     }
+    // The episodes' distributions, one colour per ending.
+    app.tree =
+        egui_tiles::Tree::new_tabs(egui::Id::unique("shot_distributions"), vec![Pane::Episodes]);
+    app.episodes_view.section = crate::ui::panels::episodes::Section::Distributions;
+    let img = render_app(&mut renderer, &mut app, &ctx, egui::vec2(1200.0, 800.0), 4);
+    written.push(save(&img, out, "panel-episodes-distributions.png")?);
     app.show_attach = true;
     // The attach view asks the discovery thread for a fresh list when it shows; keep
     // drawing until that list has come in.

@@ -12,12 +12,14 @@ pub enum Pane {
     Cameras,
     Rpc,
     Events,
+    Episodes,
 }
 
 impl Pane {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Counters,
         Self::Envs,
+        Self::Episodes,
         Self::Events,
         Self::Traffic,
         Self::Cameras,
@@ -34,22 +36,24 @@ impl Pane {
             Self::Cameras => "Cameras",
             Self::Rpc => "RPC",
             Self::Events => "Events",
+            Self::Episodes => "Episodes",
         }
     }
 }
 
-/// The default arrangement: counters and envs on the left, events, traffic and cameras
-/// on the right, header and RPC as tabs.
+/// The default arrangement: envs, episodes and counters on the left, events, traffic and
+/// cameras on the right, header and RPC as tabs.
 pub fn default_tree() -> egui_tiles::Tree<Pane> {
     let mut tiles = egui_tiles::Tiles::default();
     let counters = tiles.insert_pane(Pane::Counters);
     let envs = tiles.insert_pane(Pane::Envs);
+    let episodes = tiles.insert_pane(Pane::Episodes);
     let header = tiles.insert_pane(Pane::Header);
     let events = tiles.insert_pane(Pane::Events);
     let traffic = tiles.insert_pane(Pane::Traffic);
     let cameras = tiles.insert_pane(Pane::Cameras);
     let rpc = tiles.insert_pane(Pane::Rpc);
-    let left_tabs = tiles.insert_tab_tile(vec![envs, counters, header]);
+    let left_tabs = tiles.insert_tab_tile(vec![envs, episodes, counters, header]);
     let right_top = tiles.insert_tab_tile(vec![events, traffic, rpc]);
     let right_bottom = tiles.insert_tab_tile(vec![cameras]);
     let right = tiles.insert_vertical_tile(vec![right_top, right_bottom]);
@@ -123,6 +127,11 @@ pub struct Settings {
     pub flight_seconds: f32,
     /// Where recordings and saved flight recordings go.
     pub recordings_dir: PathBuf,
+    /// The episodes panel's distributions and outliers are over this many of the last
+    /// episodes.
+    pub episodes_last_n: usize,
+    /// An env running this many times the median length without an ending is named.
+    pub stuck_factor: f32,
 }
 
 impl Default for Settings {
@@ -146,6 +155,8 @@ impl Default for Settings {
             memory_budget_mib: lrbc_live::memory::DEFAULT_BUDGET_MIB,
             flight_seconds: 60.0,
             recordings_dir: default_recordings_dir(),
+            episodes_last_n: 1000,
+            stuck_factor: 3.0,
         }
     }
 }
@@ -225,6 +236,9 @@ impl Settings {
             history_frames: self.history_frames.clamp(1_000, 10_000_000),
             detail_frames: self.detail_frames.clamp(100, 1_000_000),
             detect: Some((self.detect.clone(), lrbc_live::detect::DEFAULT_EVENTS_KEPT)),
+            episodes: Some(lrbc_live::episodes::EpisodeBook::kept_for_bytes(
+                budget.episodes(),
+            )),
             busy_budget_percent: (self.busy_budget_percent.is_finite()
                 && self.busy_budget_percent > 0.0)
                 .then(|| self.busy_budget_percent.min(100.0)),

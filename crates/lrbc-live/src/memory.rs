@@ -26,9 +26,9 @@ pub fn vec_bytes<T>(v: &Vec<T>) -> usize {
     heap(v.capacity() * size_of::<T>())
 }
 
-/// The budget and its shares: histories three eighths, the traffic list a fifth, the
-/// flight recorder a quarter, camera images a tenth, streamed frames the rest (three
-/// fortieths).
+/// The budget and its shares: histories seven twentieths, the traffic list a fifth, the
+/// flight recorder a quarter, camera images a tenth, episodes a fortieth, streamed frames
+/// the rest (three fortieths).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryBudget {
     pub total_bytes: usize,
@@ -51,7 +51,12 @@ impl MemoryBudget {
 
     /// Overview, reward history and the watched envs' points and rows.
     pub fn histories(self) -> usize {
-        self.total_bytes / 8 * 3
+        self.total_bytes / 20 * 7
+    }
+
+    /// Every env's episode totals, the recent episodes in full and the run's time bins.
+    pub fn episodes(self) -> usize {
+        self.total_bytes / 40
     }
 
     /// The traffic list: decoded records, losses, malformed entries.
@@ -72,7 +77,12 @@ impl MemoryBudget {
     /// The newest frame of each camera or viewport stream seen in traffic, and its
     /// texture.
     pub fn streamed_frames(self) -> usize {
-        self.total_bytes - self.histories() - self.traffic() - self.flight() - self.camera_images()
+        self.total_bytes
+            - self.histories()
+            - self.traffic()
+            - self.flight()
+            - self.camera_images()
+            - self.episodes()
     }
 }
 
@@ -80,6 +90,7 @@ impl MemoryBudget {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryUse {
     pub histories: usize,
+    pub episodes: usize,
     pub traffic: usize,
     pub camera_images: usize,
     pub streamed_frames: usize,
@@ -87,7 +98,7 @@ pub struct MemoryUse {
 
 impl MemoryUse {
     pub fn total(self) -> usize {
-        self.histories + self.traffic + self.camera_images + self.streamed_frames
+        self.histories + self.episodes + self.traffic + self.camera_images + self.streamed_frames
     }
 }
 
@@ -106,7 +117,12 @@ mod tests {
         ] {
             let b = MemoryBudget::from_mib(mib);
             assert_eq!(
-                b.histories() + b.traffic() + b.flight() + b.camera_images() + b.streamed_frames(),
+                b.histories()
+                    + b.traffic()
+                    + b.flight()
+                    + b.camera_images()
+                    + b.episodes()
+                    + b.streamed_frames(),
                 b.total_bytes
             );
             assert!(b.streamed_frames() >= b.total_bytes / 20);

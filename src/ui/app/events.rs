@@ -1,8 +1,10 @@
 //! Going to an event clicked in the Events panel: on a recording the timeline moves to
 //! its time; live (or a served run), the view pauses there. Its env becomes a watched
-//! env and its camera is shown.
+//! env and its camera is shown. Going to an env or an episode clicked in the Episodes
+//! panel: its env is watched; a recording's timeline goes to the episode.
 
 use super::InspectorApp;
+use crate::ui::panels::episodes::EpisodesAction;
 use lrbc_live::detect::Event;
 
 impl InspectorApp {
@@ -36,21 +38,70 @@ impl InspectorApp {
             }
         }
         if let Some(env) = e.env.filter(|&env| env < num_envs) {
-            if !self.settings.watched_envs.contains(&env) {
-                self.settings.watched_envs.push(env);
-                if self.settings.watched_envs.len() > 16 {
-                    self.settings.watched_envs.remove(0);
-                }
-                if let Some(s) = &self.session {
-                    // Only the watched envs changed: nothing the detector checks.
-                    let _ = s.sampler.set_settings(self.settings.sampler());
-                }
-                note.push_str(&format!("; env {env} is watched from now on"));
+            note.push_str(&self.watch_env(env, has_images));
+        }
+        self.say(note, false);
+    }
+
+    /// Makes `env` a watched env (the oldest of 16 goes) and shows its camera: what to
+    /// add to the status line.
+    pub(super) fn watch_env(&mut self, env: u32, has_images: bool) -> String {
+        let mut note = String::new();
+        if !self.settings.watched_envs.contains(&env) {
+            self.settings.watched_envs.push(env);
+            if self.settings.watched_envs.len() > 16 {
+                self.settings.watched_envs.remove(0);
             }
-            if has_images {
-                self.cameras_view.selected = env;
-                self.cameras_view.zoom = true;
+            if let Some(s) = &self.session {
+                // Only the watched envs changed: nothing the detector checks.
+                let _ = s.sampler.set_settings(self.settings.sampler());
             }
+            note = format!("; env {env} is watched from now on");
+        }
+        if has_images {
+            self.cameras_view.selected = env;
+            self.cameras_view.zoom = true;
+        }
+        note
+    }
+
+    /// An env or an episode clicked in the Episodes panel: its env is watched and its
+    /// camera shown; on a recording, the timeline goes to the episode's last frame and the
+    /// env plots show the whole episode (they show the time up to the cursor).
+    pub(super) fn go_to_episode(&mut self, a: EpisodesAction) {
+        let Some(s) = self.session.as_ref() else {
+            return;
+        };
+        let num_envs = s.geometry().num_envs;
+        let has_images = s.geometry().image.is_some();
+        let (env, mut note) = match a {
+            EpisodesAction::Env(env) => (env, format!("env {env}")),
+            EpisodesAction::Episode(e) => {
+                let mut note = format!(
+                    "env {}: episode of frames {}–{} ({} frames, {})",
+                    e.env,
+                    e.first_frame,
+                    e.last_frame,
+                    e.length(),
+                    e.ending.as_str()
+                );
+                if let Some((_, player)) = s.recording() {
+                    let (t0, t1) = (e.first_ns, e.last_ns);
+                    player.request(|st| {
+                        st.playing = false;
+                        st.seek_to = Some(t1.clamp(st.range.0, st.range.1));
+                    });
+                    let secs = (t1.saturating_sub(t0) as f64 / 1e9) as f32;
+                    self.settings.plot_window_secs = (secs * 1.05).max(0.05);
+                    note.push_str(&format!(
+                        "; the timeline is at its last frame, the plots show its {secs:.2} s"
+                    ));
+                }
+                (e.env, note)
+            }
+        };
+        if env < num_envs {
+            note.push_str(&self.watch_env(env, has_images));
         }
         self.say(note, false);
     }

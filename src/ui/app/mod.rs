@@ -90,6 +90,7 @@ pub struct InspectorApp {
     detection_form: detection::DetectionForm,
     /// The Events panel's filters and rows.
     pub events_view: super::panels::events::EventsView,
+    pub episodes_view: super::panels::episodes::EpisodesView,
     /// The window closes itself when this is set.
     pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// Start recording once the flight recorder runs on a live segment (`--record`).
@@ -161,6 +162,7 @@ impl InspectorApp {
             flight: flight::FlightUi::default(),
             detection_form: detection::DetectionForm::default(),
             events_view: super::panels::events::EventsView::default(),
+            episodes_view: super::panels::episodes::EpisodesView::default(),
         };
         if let Some(t) = target {
             app.attach(t);
@@ -433,6 +435,7 @@ impl InspectorApp {
                 client,
                 t0_ns,
                 events_view,
+                episodes_view,
                 ..
             } = self;
             let Some(session) = session.as_mut() else {
@@ -467,14 +470,20 @@ impl InspectorApp {
                 shot: None,
                 events_view,
                 go: None,
+                episodes_view,
+                episode: None,
             };
             tree.ui(&mut behavior, ui);
             let go = behavior.go.take();
+            let episode = behavior.episode.take();
             if let Some(req) = behavior.shot {
                 self.screenshot(req);
             }
             if let Some(e) = go {
                 self.go_to_event(&e);
+            }
+            if let Some(a) = episode {
+                self.go_to_episode(a);
             }
         });
     }

@@ -2,10 +2,11 @@
 
 use crate::session::Session;
 use crate::ui::panels::cameras::{CamerasView, ShotRequest};
+use crate::ui::panels::episodes::{EpisodesAction, EpisodesView};
 use crate::ui::panels::events::{EventsAction, EventsView};
 use crate::ui::panels::rpc::RpcInfo;
 use crate::ui::panels::traffic::TrafficView;
-use crate::ui::panels::{cameras, counters, envs, events, header, rpc, traffic};
+use crate::ui::panels::{cameras, counters, envs, episodes, events, header, rpc, traffic};
 use crate::ui::settings::{Pane, Settings};
 use crate::ui::widgets::BAD;
 use lrbc::procinfo::ProcInfo;
@@ -25,6 +26,9 @@ pub(super) struct Panes<'a> {
     pub(super) events_view: &'a mut EventsView,
     /// An event clicked in the Events panel: the window goes there after this pass.
     pub(super) go: Option<lrbc_live::detect::Event>,
+    pub(super) episodes_view: &'a mut EpisodesView,
+    /// An env or an episode clicked in the Episodes panel.
+    pub(super) episode: Option<EpisodesAction>,
 }
 
 impl egui_tiles::Behavior<Pane> for Panes<'_> {
@@ -80,6 +84,21 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                         events::ui(ui, log.as_deref(), self.events_view, self.t0_ns)
                     {
                         self.go = Some(e);
+                    }
+                }
+                Pane::Episodes => {
+                    let book = self.session.episodes();
+                    let book = book.as_ref().map(|b| lrbc::sync::lock(b));
+                    let s = &mut *self.settings;
+                    if let Some(a) = episodes::ui(
+                        ui,
+                        book.as_deref(),
+                        self.episodes_view,
+                        &mut s.episodes_last_n,
+                        &mut s.stuck_factor,
+                        self.t0_ns,
+                    ) {
+                        self.episode = Some(a);
                     }
                 }
                 Pane::Traffic => {

@@ -99,6 +99,7 @@ impl InspectorApp {
                     let rows = s.traffic.lock().rows.len();
                     for (label, used, share, extra) in [
                         ("  histories", m.histories, b.histories(), String::new()),
+                        ("  episodes", m.episodes, b.episodes(), String::new()),
                         (
                             "  traffic list",
                             m.traffic,

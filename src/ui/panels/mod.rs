@@ -5,6 +5,7 @@ pub mod attach;
 pub mod cameras;
 pub mod counters;
 pub mod envs;
+pub mod episodes;
 pub mod events;
 pub mod header;
 pub mod rpc;

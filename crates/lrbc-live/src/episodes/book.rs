@@ -121,6 +121,9 @@ pub struct EpisodeBook {
     pub last_ns: u64,
     /// Moves with every change (readers redraw when it does).
     pub version: u64,
+    /// What the reader should know beside the figures (a recording's episodes being
+    /// counted, why they could not be).
+    pub note: Option<String>,
 }
 
 impl Default for EpisodeBook {
@@ -145,6 +148,7 @@ impl EpisodeBook {
             last_frame: 0,
             last_ns: 0,
             version: 0,
+            note: None,
         }
     }
 

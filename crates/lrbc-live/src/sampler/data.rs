@@ -229,6 +229,9 @@ pub struct SamplerSettings {
     /// Run the detector (`crate::detect`) over every frame, with these settings; the
     /// events it finds are kept within this many.
     pub detect: Option<(crate::detect::DetectSettings, usize)>,
+    /// Count every env's episodes (`crate::episodes`) over every frame, keeping this many
+    /// recent ones in full.
+    pub episodes: Option<usize>,
     /// While the machine has no spare CPU, the frame thread uses at most this share of
     /// one core (percent), skipping frames to stay within it; None (or 0) follows every
     /// frame whatever it costs the run.
@@ -245,6 +248,7 @@ impl Default for SamplerSettings {
             image_bytes: crate::memory::MemoryBudget::default().camera_images(),
             max_image_hz: 30.0,
             detect: None,
+            episodes: None,
             busy_budget_percent: Some(DEFAULT_BUSY_BUDGET_PERCENT),
         }
     }

@@ -3,7 +3,8 @@
 //! sampler keeps an aggregate of each frame (rewards, dones, truncateds and resets of
 //! all envs), the observations and actions of the watched envs, and camera images when
 //! `image_seq` moves; and, when asked, it runs the detector (`crate::detect`) on the
-//! same follower, told the segment's state by the auxiliary thread. History is bounded.
+//! same follower, told the segment's state by the auxiliary thread, and counts every
+//! env's episodes (`crate::episodes`). History is bounded.
 //! The UI thread only reads the shared data and never waits on the engine.
 //!
 //! One file per part: the shared data (`data`), bounded histories (`history`), the
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::detect::{Diagnosis, EventLog};
+use crate::episodes::{EpisodeBook, EpisodeTracker};
 use crate::frames::Subscription;
 use crate::watch::Watcher;
 use lrbc::attach::Attached;
@@ -56,6 +58,7 @@ pub struct Sampler {
     follower: Option<Arc<Subscription>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     diagnosis: Option<Diagnosis>,
+    episodes: Option<EpisodeTracker>,
 }
 
 fn spawn(
@@ -110,6 +113,18 @@ impl Sampler {
             ),
             None => None,
         };
+        let episodes = match settings.episodes {
+            Some(kept) => Some(
+                EpisodeTracker::start_with_load(
+                    &attached,
+                    kept,
+                    settings.busy_budget_percent,
+                    read_load,
+                )
+                .map_err(std::io::Error::other)?,
+            ),
+            None => None,
+        };
         let settings = Arc::new(Mutex::new(settings));
         let stop = Arc::new(AtomicBool::new(false));
         let sink = SamplerSink::new(&data, &settings, repaint_interval_ns);
@@ -138,7 +153,13 @@ impl Sampler {
             follower: Some(follower),
             threads: vec![aux_thread],
             diagnosis,
+            episodes,
         })
+    }
+
+    /// Every env's episodes, when the sampler counts them (lock briefly).
+    pub fn episodes(&self) -> Option<&Arc<Mutex<EpisodeBook>>> {
+        self.episodes.as_ref().map(EpisodeTracker::book)
     }
 
     /// The events the detector found, when the sampler runs it (lock briefly).
@@ -174,6 +195,9 @@ impl Sampler {
             }
             d.set_busy_budget(s.busy_budget_percent);
         }
+        if let Some(e) = &self.episodes {
+            e.set_busy_budget(s.busy_budget_percent);
+        }
         *lock(&self.settings) = s;
         result
     }
@@ -196,7 +220,11 @@ impl Sampler {
             .map(|t| t.thread().name().unwrap_or("sampler").to_string())
             .collect();
         let follower_ended = self.follower.as_ref().is_some_and(|f| f.thread_ended())
-            || self.diagnosis.as_ref().is_some_and(Diagnosis::thread_ended);
+            || self.diagnosis.as_ref().is_some_and(Diagnosis::thread_ended)
+            || self
+                .episodes
+                .as_ref()
+                .is_some_and(EpisodeTracker::thread_ended);
         if follower_ended {
             ended.push("lrbc-follower".into());
         }
@@ -216,6 +244,9 @@ impl Sampler {
         self.follower = None;
         if let Some(d) = &mut self.diagnosis {
             d.stop();
+        }
+        if let Some(e) = &mut self.episodes {
+            e.stop();
         }
     }
 }

@@ -89,6 +89,7 @@ impl FrameSink for CaptureSink {
             busy_budget_percent: *lock(&self.inbox.busy_budget),
             min_hold_ns: lrbc_live::busy::MIN_HOLD_NS,
             check: None,
+            every_frame: false,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! paused: a copy of the sampler's in-memory history moved through the same way. No
 //! egui.
 
+mod episodes;
 mod events;
 mod feed;
 mod frozen;
@@ -17,6 +18,7 @@ pub mod stream;
 mod summary;
 
 pub use crate::format::{FrameError, RecFrame};
+pub use episodes::{RecordedEpisodes, recording_episodes};
 pub use events::{RecordingEvents, check_frame, find_again, recording_events};
 pub use feed::{Fed, Feed};
 pub use frozen::Frozen;

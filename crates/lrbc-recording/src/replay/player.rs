@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use super::reader::Recording;
 use lrbc::sync::lock;
 use lrbc_live::detect::{DetectSettings, EventLog};
+use lrbc_live::episodes::EpisodeBook;
 use lrbc_live::sampler::{SamplerData, SamplerSettings};
 use lrbc_live::traffic::{EntryDecoder, TrafficEvent, TrafficLimits, TrafficStore};
 
@@ -68,6 +69,9 @@ pub struct Player {
     /// The recording's events (`super::events`): read on a thread of their own, or found
     /// again from the frames of a file that has none; its note says how far.
     pub events: Arc<Mutex<EventLog>>,
+    /// The recording's episodes (`super::episodes`), counted over the whole file on the
+    /// same thread after the events; its note says how far.
+    pub episodes: Arc<Mutex<EpisodeBook>>,
     shared: Arc<Shared>,
     settings: Arc<Mutex<(SamplerSettings, TrafficLimits)>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -100,17 +104,26 @@ impl Player {
         });
         let start_ns = first_frame_ns.unwrap_or(range.0);
         let events = Arc::new(Mutex::new(EventLog::new(usize::MAX)));
+        let kept = settings
+            .episodes
+            .unwrap_or(lrbc_live::episodes::DEFAULT_EPISODES_KEPT);
+        let episodes = Arc::new(Mutex::new(EpisodeBook::new(rec.geometry.num_envs, 1)));
+        lock(&episodes).note = Some("counting the episodes: waiting for the events".into());
         let events_stop = Arc::new(AtomicBool::new(false));
         let events_thread = {
-            let (path, events, stop, waker) = (
+            let (path, events, episodes, stop, waker) = (
                 rec.path().to_path_buf(),
                 Arc::clone(&events),
+                Arc::clone(&episodes),
                 Arc::clone(&events_stop),
                 Arc::clone(&waker),
             );
             std::thread::Builder::new()
                 .name("lrbc-player-events".into())
-                .spawn(move || load_events(&path, &detect, &events, &stop, &*waker))?
+                .spawn(move || {
+                    load_events(&path, &detect, &events, &stop, &*waker);
+                    load_episodes(&path, kept, &episodes, &stop, &*waker);
+                })?
         };
         let data = Arc::new(Mutex::new(SamplerData::empty(
             Arc::new(rec.geometry.clone()),
@@ -157,6 +170,7 @@ impl Player {
             data,
             store,
             events,
+            episodes,
             shared,
             settings,
             thread: Some(thread),
@@ -253,6 +267,47 @@ fn load_events(
         // Relaxed: a flag with no data behind it.
         Err(_) if stop.load(Ordering::Relaxed) => {}
         Err(e) => note(Some(format!("events not read: {e}"))),
+    }
+}
+
+/// Fills `episodes` with every episode of the recording, the `kept` most recent in full
+/// (the note tells how far), unless `stop` is set first.
+fn load_episodes(
+    path: &std::path::Path,
+    kept: usize,
+    episodes: &Mutex<EpisodeBook>,
+    stop: &AtomicBool,
+    waker: &(dyn Fn() + Send + Sync),
+) {
+    let note = |text: Option<String>| {
+        let mut book = lock(episodes);
+        book.note = text;
+        book.version += 1;
+        drop(book);
+        waker();
+    };
+    let mut rec = match Recording::open(path) {
+        Ok(r) => r,
+        Err(e) => return note(Some(format!("episodes not counted: {e}"))),
+    };
+    let mut shown = -1i64;
+    let progress = |share: f64| {
+        let pct = (share * 100.0) as i64;
+        if pct != shown {
+            shown = pct;
+            note(Some(format!("counting the episodes: {pct} %")));
+        }
+        // Relaxed: a flag with no data behind it.
+        !stop.load(Ordering::Relaxed)
+    };
+    match super::episodes::recording_episodes(&mut rec, kept, progress) {
+        Ok(book) => {
+            *lock(episodes) = book;
+            waker();
+        }
+        // Relaxed: a flag with no data behind it.
+        Err(_) if stop.load(Ordering::Relaxed) => {}
+        Err(e) => note(Some(format!("episodes not counted: {e}"))),
     }
 }
 
