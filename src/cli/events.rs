@@ -268,8 +268,13 @@ pub fn run_live(target: &Target, choice: LayoutChoice, o: &Options) -> Result<()
     for w in &attached.geometry.warnings {
         eprintln!("warning: {w}");
     }
-    let sampler =
-        super::watch::headless_sampler(target, choice, o.busy_budget, Some(o.detect.clone()))?;
+    let sampler = super::watch::headless_sampler(
+        target,
+        choice,
+        o.busy_budget,
+        Some(o.detect.clone()),
+        false,
+    )?;
     let (Some(log), Some(diagnosis)) = (sampler.events().cloned(), sampler.diagnosis()) else {
         return Err(CliError::Other("the detector did not start".into()));
     };

@@ -11,7 +11,7 @@ use super::record::{EnvList, parse_envs};
 use lrbc_recording::export::{self, ExportError, Format, Options, Summary};
 
 #[derive(Debug, Clone, Args)]
-#[command(group(clap::ArgGroup::new("out").required(true).args(["parquet", "csv"])))]
+#[command(group(clap::ArgGroup::new("out").required(true).args(["parquet", "csv", "episodes"])))]
 pub struct ExportArgs {
     /// The recording (an MCAP file written by `record`).
     #[arg(value_name = "FILE.mcap")]
@@ -22,6 +22,11 @@ pub struct ExportArgs {
     /// Write a CSV file instead (lists as ;-joined values).
     #[arg(long, value_name = "OUT")]
     pub csv: Option<PathBuf>,
+    /// Write one row per episode instead (every env's: env, first and last frame and
+    /// time, length, return, smallest and largest reward, ending, complete), as Parquet
+    /// (`.parquet`) or CSV (`.csv`).
+    #[arg(long, value_name = "OUT.parquet|OUT.csv", conflicts_with_all = ["envs", "from", "to"])]
+    pub episodes: Option<PathBuf>,
     /// Only these envs, e.g. 0,3,8-11 (default: every env).
     #[arg(long, value_name = "LIST", value_parser = parse_envs)]
     pub envs: Option<EnvList>,
@@ -59,7 +64,71 @@ fn truncated_line(s: &Summary) -> String {
     )
 }
 
+/// `--episodes OUT`: the format from OUT's extension.
+fn episodes_format(out: &Path) -> Result<Format, CliError> {
+    match out
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("parquet") => Ok(Format::Parquet),
+        Some("csv") => Ok(Format::Csv),
+        _ => Err(CliError::Usage(format!(
+            "--episodes {}: name a .parquet or a .csv file",
+            out.display()
+        ))),
+    }
+}
+
+fn run_episodes(a: &ExportArgs, out: &Path) -> Result<(), CliError> {
+    let format = episodes_format(out)?;
+    let same = |x: &Path, y: &Path| matches!((std::fs::canonicalize(x), std::fs::canonicalize(y)), (Ok(x), Ok(y)) if x == y);
+    if same(&a.file, out) {
+        return Err(CliError::Other(format!(
+            "{}: it is the recording itself",
+            out.display()
+        )));
+    }
+    let total = std::fs::metadata(&a.file).map_or(0, |m| m.len());
+    let started = Instant::now();
+    let mut next_line = started + Duration::from_secs(1);
+    let s = export::export_episodes_file(&a.file, out, format, |p| {
+        let now = Instant::now();
+        if now >= next_line {
+            next_line = now + Duration::from_secs(1);
+            eprintln!(
+                "export: {:.0} of {:.0} MB ({:.0} %), {} episodes",
+                mb(p.bytes_read),
+                mb(total),
+                100.0 * p.bytes_read as f64 / total.max(1) as f64,
+                p.rows
+            );
+        }
+    })
+    .map_err(|e| one_line(&e, &a.file, out))?;
+    if s.end.truncated {
+        eprintln!(
+            "export: the recording stops short (its recorder did not finish): its {} complete chunks, {} frames",
+            s.end.chunks, s.frames_read
+        );
+    }
+    eprintln!(
+        "export: {} episodes ({} complete, {} going on at the end) of {} frames to {} in {:.1} s",
+        s.episodes,
+        s.complete,
+        s.running,
+        s.frames_read,
+        out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 pub fn run(a: &ExportArgs) -> Result<(), CliError> {
+    if let Some(out) = &a.episodes {
+        return run_episodes(a, out);
+    }
     let (format, out) = match (&a.parquet, &a.csv) {
         (Some(p), None) => (Format::Parquet, p),
         (None, Some(c)) => (Format::Csv, c),

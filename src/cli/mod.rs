@@ -6,6 +6,7 @@ mod control;
 mod demo;
 pub mod detection;
 mod dump;
+pub mod episodes;
 pub mod events;
 pub mod export;
 mod list;
@@ -172,6 +173,9 @@ pub enum Command {
         /// frame's values costs nothing).
         #[arg(long)]
         no_events: bool,
+        /// Count no episodes: the lines carry no episode figures.
+        #[arg(long)]
+        no_episodes: bool,
         #[command(flatten)]
         detect: detection::DetectArgs,
     },
@@ -180,6 +184,9 @@ pub enum Command {
     /// stalls, the segment's state changes and ring faults; of a live run as they are
     /// found, or of a recording.
     Events(events::EventsArgs),
+    /// Every env's episodes (length, return, smallest and largest reward, how each ended,
+    /// complete or not), of a live run as they end, or of a recording.
+    Episodes(episodes::EpisodesArgs),
     /// Decoded command-ring traffic: what is in the rings now, or as it happens.
     Traffic {
         #[command(flatten)]
@@ -492,6 +499,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             json,
             busy_budget,
             no_events,
+            no_episodes,
             detect,
         }) => {
             let budget = (busy_budget > 0.0).then_some(busy_budget);
@@ -508,6 +516,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 json,
                 budget,
                 detect,
+                !no_episodes,
             )
         }
         Some(Command::Traffic {
@@ -556,6 +565,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         ),
         Some(Command::Serve(args)) => serve::run_args(args),
         Some(Command::Events(args)) => events::run_args(&args),
+        Some(Command::Episodes(args)) => episodes::run_args(&args),
         Some(Command::Control {
             target,
             service,

@@ -5,6 +5,7 @@ use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
 use lrbc_live::detect::{EventKind, Totals};
+use lrbc_live::episodes::{Ending, RunTotals};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_live::watch::{Report, Watcher};
 
@@ -12,7 +13,13 @@ fn hz(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
-fn line(r: &Report, s: &SamplerStats, yielding: bool, events: Option<&Totals>) -> String {
+fn line(
+    r: &Report,
+    s: &SamplerStats,
+    yielding: bool,
+    events: Option<&Totals>,
+    episodes: Option<&RunTotals>,
+) -> String {
     let mut line = format!(
         "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={} torn={} skipped={} unreadable={}",
         r.t_secs,
@@ -43,6 +50,16 @@ fn line(r: &Report, s: &SamplerStats, yielding: bool, events: Option<&Totals>) -
             }
         }
     }
+    if let Some(t) = episodes {
+        line.push_str(&format!(
+            " episodes={} incomplete={}",
+            t.finished(),
+            t.incomplete
+        ));
+        if let (Some(r), Some(l)) = (t.mean_return(), t.mean_length()) {
+            line.push_str(&format!(" mean_return={r:.3} mean_length={l:.1}"));
+        }
+    }
     if yielding {
         line.push_str(" (machine busy: the sampler skips frames to stay within its budget)");
     }
@@ -54,13 +71,15 @@ fn line(r: &Report, s: &SamplerStats, yielding: bool, events: Option<&Totals>) -
     line
 }
 
-/// A sampler for a command's lines (`watch`, `events`): no env watched, no history, no
-/// images (nothing shows them), the detector when `detect` is given.
+/// A sampler for a command's lines (`watch`, `events`, `episodes`): no env watched, no
+/// history, no images (nothing shows them), the detector when `detect` is given, every
+/// env's episodes when `episodes`.
 pub(super) fn headless_sampler(
     target: &Target,
     choice: LayoutChoice,
     busy_budget_percent: Option<f32>,
     detect: Option<lrbc_live::detect::DetectSettings>,
+    episodes: bool,
 ) -> Result<Sampler, CliError> {
     Sampler::start(
         attach(target, choice)?,
@@ -71,6 +90,7 @@ pub(super) fn headless_sampler(
             max_image_hz: 0.0,
             busy_budget_percent,
             detect: detect.map(|d| (d, lrbc_live::detect::DEFAULT_EVENTS_KEPT)),
+            episodes: episodes.then_some(lrbc_live::episodes::DEFAULT_EPISODES_KEPT),
             ..SamplerSettings::default()
         },
         MonotonicClock,
@@ -90,6 +110,7 @@ pub fn run(
     as_json: bool,
     busy_budget_percent: Option<f32>,
     detect: Option<lrbc_live::detect::DetectSettings>,
+    episodes: bool,
 ) -> Result<(), CliError> {
     let stop = stop_flag();
     let attached = attach(target, choice)?;
@@ -98,7 +119,7 @@ pub fn run(
     }
     // The sampler follows every frame on its own mapping, the detector beside it; their
     // figures join each line.
-    let sampler = headless_sampler(target, choice, busy_budget_percent, detect)?;
+    let sampler = headless_sampler(target, choice, busy_budget_percent, detect, episodes)?;
     let mut watcher = Watcher::new(attached, MonotonicClock);
     let mut printed = 0u64;
     while count.is_none_or(|c| printed < c) {
@@ -118,6 +139,7 @@ pub fn run(
             (d.stats, d.yielding)
         };
         let events = sampler.events().map(|l| lrbc::sync::lock(l).totals());
+        let episodes = sampler.episodes().map(|b| lrbc::sync::lock(b).totals);
         if as_json {
             let mut v = serde_json::to_value(&report)
                 .map_err(|e| CliError::Other(format!("cannot encode a report: {e}")))?;
@@ -143,9 +165,36 @@ pub fn run(
                     );
                 }
             }
+            if let (Some(m), Some(t)) = (v.as_object_mut(), &episodes) {
+                let by_ending: serde_json::Map<String, serde_json::Value> = Ending::ALL
+                    .iter()
+                    .filter(|e| e.finished())
+                    .map(|e| (e.as_str().to_string(), t.by_ending[e.position()].into()))
+                    .collect();
+                m.insert(
+                    "episodes".into(),
+                    serde_json::json!({
+                        "ended": t.finished(),
+                        "by_ending": by_ending,
+                        "complete": t.complete,
+                        "incomplete": t.incomplete,
+                        "mean_return": t.mean_return(),
+                        "mean_length": t.mean_length(),
+                    }),
+                );
+            }
             println!("{v}");
         } else {
-            println!("{}", line(&report, &stats, yielding, events.as_ref()));
+            println!(
+                "{}",
+                line(
+                    &report,
+                    &stats,
+                    yielding,
+                    events.as_ref(),
+                    episodes.as_ref()
+                )
+            );
         }
         printed += 1;
     }

@@ -275,6 +275,16 @@ impl EpisodeBook {
         &self.recent
     }
 
+    /// The episodes that ended after the first `seen` of the run (a reader's cursor:
+    /// [`RunTotals::finished`] when it last read), and how many of those are no longer
+    /// kept.
+    pub fn ended_since(&self, seen: u64) -> (Vec<Episode>, u64) {
+        let new = self.totals.finished().saturating_sub(seen);
+        let kept = (self.recent.len() as u64).min(new);
+        let skip = self.recent.len() - kept as usize;
+        (self.recent.iter().skip(skip).copied().collect(), new - kept)
+    }
+
     /// The mean return and length per time bin, and the bins' width.
     pub fn bins(&self) -> (&[Bin], u64) {
         (&self.bins, self.bin_ns)

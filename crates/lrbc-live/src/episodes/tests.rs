@@ -253,6 +253,14 @@ fn the_book_keeps_totals_of_every_episode_and_the_recent_ones_within_its_bound()
     assert_eq!(b.recent().len(), 3);
     assert_eq!(b.dropped, 1);
     assert_eq!(b.recent().front().map(|e| e.ret), Some(7.0));
+    // A reader that saw the first episode: three more ended, the oldest of them no longer
+    // kept.
+    let (new, missed) = b.ended_since(1);
+    assert_eq!(new.iter().map(|e| e.ret).collect::<Vec<_>>().len(), 3);
+    assert_eq!(missed, 0);
+    let (new, missed) = b.ended_since(0);
+    assert_eq!((new.len(), missed), (3, 1));
+    assert!(b.ended_since(4).0.is_empty());
 }
 
 #[test]
@@ -362,6 +370,22 @@ mod live {
                 Some((11, 12.0))
             );
         }
+        // Frames 23 and 24 go by unseen (frame_seq jumps to 25, env 0's ending): the
+        // episodes they fall in lack them.
+        publish(&seg, 25);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while lrbc::sync::lock(t.book()).last_frame < 25 {
+            assert!(Instant::now() < deadline, "frame 25 not taken in 20 s");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        {
+            let b = lrbc::sync::lock(t.book());
+            let last = b.recent().back().copied().unwrap();
+            assert_eq!((last.env, last.first_frame, last.last_frame), (0, 21, 25));
+            assert_eq!(last.lacking, 2);
+            assert_eq!(last.ret, 21.0 + 22.0 + 25.0, "the frames taken only");
+            assert_eq!(b.totals.frames_lacking, 2);
+        }
         t.stop();
         let b = lrbc::sync::lock(t.book());
         let got: Vec<(u32, u64, u64, f64, Ending, bool)> = b
@@ -386,12 +410,17 @@ mod live {
                 (1, 1, 10, 10.0, Ending::Truncated, true),
                 (0, 11, 15, 65.0, Ending::Done, true),
                 (0, 16, 20, 90.0, Ending::Done, true),
+                (0, 21, 25, 68.0, Ending::Done, false),
             ]
         );
         // Stopping cut the episodes going on.
-        assert_eq!(b.totals.by_ending, [4, 1, 0, 0, 2]);
-        assert_eq!(b.totals.frames_taken, 22);
-        assert_eq!(b.totals.frames_lacking, 0);
+        assert_eq!(
+            b.totals.by_ending,
+            [5, 1, 0, 0, 1],
+            "env 0 had no frame since"
+        );
+        assert_eq!(b.totals.frames_taken, 23);
+        assert_eq!(b.totals.frames_lacking, 2);
         assert_eq!(b.envs[0].mean_return(), Some(52.5));
     }
 }

@@ -219,7 +219,7 @@ impl Worker {
             return;
         }
         if holding && self.every_frame {
-            self.flags_only(f, now, frame_time);
+            self.flags_only(f, now, frame_time, true);
             return;
         }
         if self.accounting.is_held()
@@ -277,6 +277,11 @@ impl Worker {
         );
         if what != Copied::Whole {
             self.pool.push(copy);
+            if what == Copied::Torn && self.every_frame {
+                // The rewards and flags alone are a few bytes per env: copied again, they
+                // may still come out whole (the frame stays counted torn).
+                self.flags_only(copied, now, frame_time, false);
+            }
             return;
         }
         c.generation = self.generation;
@@ -332,8 +337,9 @@ impl Worker {
     /// While holding off sampling on a busy machine: copies the rewards and flags of
     /// frame `f` (a few bytes per env), checks them when a sink asked for checks, and
     /// hands the copy to the sinks that want every frame or its checks. Its CPU time is
-    /// kept out of the busy-machine budget.
-    fn flags_only(&mut self, f: u64, now: u64, frame_time: Option<u64>) {
+    /// kept out of the busy-machine budget. `count`: the frame is counted here (as let
+    /// pass while holding off); else it was counted already (a whole copy that tore).
+    fn flags_only(&mut self, f: u64, now: u64, frame_time: Option<u64>, count: bool) {
         let cpu_before = lrbc::platform::thread_cpu_ns();
         let mut copy = self.spare_copy();
         let (seg, g) = (&self.attached.segment, &self.attached.geometry);
@@ -346,8 +352,14 @@ impl Worker {
         } else {
             f
         };
-        // Let pass as a sample either way: the budget holds samples off.
-        self.accounting.skipped_to(frame);
+        if count {
+            // Let pass as a sample either way: the budget holds samples off.
+            self.accounting.skipped_to(frame);
+        } else if frame != f {
+            // The engine moved on: not the frame that tore.
+            self.pool.push(copy);
+            return;
+        }
         let whole = taken.consistent && seg.sigbus_faults() == 0;
         if whole {
             match self.checks.as_mut() {

@@ -8,6 +8,7 @@
 //! `synthetic` writes recordings for the benchmark and the tests. No egui.
 
 mod csv;
+mod episodes;
 mod parquet;
 pub mod synthetic;
 
@@ -17,6 +18,7 @@ use std::path::Path;
 use crate::format::{GEOMETRY_METADATA, NAMES_METADATA, RecFrame, TOOL_METADATA};
 use crate::replay::{self, ReadError};
 
+pub use episodes::{EPISODES_SCHEMA, EpisodesSummary, export_episodes, export_episodes_file};
 pub use replay::End;
 
 /// An export that could not be made, as one line.

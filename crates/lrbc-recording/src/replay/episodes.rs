@@ -29,15 +29,21 @@ impl std::fmt::Debug for RecordedEpisodes {
 
 impl RecordedEpisodes {
     pub fn new(g: &Geometry) -> Self {
+        Self::of(g.num_envs, g.obs_size, g.act_size)
+    }
+
+    /// For frames of `num_envs` envs with rows of `obs_size` observations and `act_size`
+    /// actions (what a recorded frame says of itself).
+    pub fn of(num_envs: u32, obs_size: u32, act_size: u32) -> Self {
         Self {
-            num_envs: g.num_envs,
+            num_envs,
             accountant: None,
             checker: Checker::new(
                 &Limits::default(),
-                g.num_envs,
-                g.obs_size,
-                g.act_size,
-                &g.names,
+                num_envs,
+                obs_size,
+                act_size,
+                &lrbc::layout::Names::default(),
             )
             .ok(),
         }

@@ -1,0 +1,234 @@
+//! `episodes`: every env's episodes of a live run as they end, or of a recording. One
+//! line per episode (`--json`: one object) in the order they ended; at the end, those
+//! going on (ending `running`) and the totals on stderr.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::{CliError, deadline_after, sleep_unless_stopped, stop_flag};
+use lrbc::attach::{Target, attach};
+use lrbc::layout::LayoutChoice;
+use lrbc::sync::lock;
+use lrbc_live::detect::{format_value, thousands};
+use lrbc_live::episodes::{Ending, Episode, EpisodeBook, RunTotals};
+use lrbc_live::watch::State;
+
+/// How often a live run's new episodes are read and printed.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+/// How long after the engine is gone the last episodes are waited for.
+const GONE_GRACE: Duration = Duration::from_millis(600);
+
+/// The options of `episodes`.
+#[derive(Debug, clap::Args)]
+pub struct EpisodesArgs {
+    /// A recording to list the episodes of, instead of a live run.
+    #[arg(value_name = "FILE.mcap", conflicts_with_all = ["shm", "pid", "path"])]
+    pub file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub target: super::TargetArgs,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Stop a live run after this many seconds (units ms, s, min, h allowed).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = super::args::positive_seconds)]
+    pub secs: Option<Duration>,
+    /// Stop a live run after this many episodes ended (at least 1).
+    #[arg(long, value_name = "N", value_parser = super::args::parse_count)]
+    pub count: Option<u64>,
+    /// While the machine has no spare CPU, the follower's whole copies keep within this
+    /// percent of one core; every frame's rewards and flags are read whatever the load.
+    #[arg(long, value_name = "PCT", default_value_t = lrbc_live::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = super::args::parse_percent)]
+    pub busy_budget: f32,
+}
+
+/// One episode as a line: env, frames, length, return (marked `~` unless exact), ending.
+pub fn line(e: &Episode, t0_ns: u64) -> String {
+    let t = e.last_ns.saturating_sub(t0_ns) as f64 / 1e9;
+    let ret = if e.complete() {
+        format_value(e.ret)
+    } else {
+        format!("~{}", format_value(e.ret))
+    };
+    let mut line = format!(
+        "{t:>10.3} s  env {:<5} frames {}–{} ({} frames)  return {ret}  {}",
+        e.env,
+        e.first_frame,
+        e.last_frame,
+        e.length(),
+        e.ending.as_str(),
+    );
+    if e.began_before {
+        line.push_str(" (began before the first frame followed)");
+    } else if e.lacking > 0 {
+        line.push_str(&format!(
+            " (incomplete: {} frames not taken)",
+            thousands(e.lacking)
+        ));
+    }
+    if let Some(f) = e.nonfinite_frame {
+        line.push_str(&format!(" (non-finite value at frame {f})"));
+    }
+    line
+}
+
+fn print(e: &Episode, json: bool, t0_ns: u64) {
+    if json {
+        println!("{}", e.to_json());
+    } else {
+        println!("{}", line(e, t0_ns));
+    }
+}
+
+/// The totals, one line (on stderr).
+pub fn summary(t: &RunTotals, running: u64) -> String {
+    let by: Vec<String> = Ending::ALL
+        .iter()
+        .filter(|e| e.finished() && t.by_ending[e.position()] > 0)
+        .map(|e| format!("{} {}", e.as_str(), thousands(t.by_ending[e.position()])))
+        .collect();
+    let mut s = format!("episodes: {} ended", thousands(t.finished()));
+    if !by.is_empty() {
+        s.push_str(&format!(" ({})", by.join(", ")));
+    }
+    s.push_str(&format!(
+        ", {} complete, {} incomplete, {} going on",
+        thousands(t.complete),
+        thousands(t.incomplete),
+        thousands(running)
+    ));
+    if let (Some(r), Some(l)) = (t.mean_return(), t.mean_length()) {
+        s.push_str(&format!(
+            "; mean return {} and length {l:.1} over {} exact",
+            format_value(r),
+            thousands(t.exact)
+        ));
+    }
+    s.push_str(&format!(
+        "; {} frames taken, {} not",
+        thousands(t.frames_taken),
+        thousands(t.frames_lacking)
+    ));
+    s
+}
+
+pub fn run_args(a: &EpisodesArgs) -> Result<(), CliError> {
+    match &a.file {
+        Some(path) => run_file(path, a.json),
+        None => run_live(
+            &a.target.require()?,
+            a.target.layout,
+            a,
+            (a.busy_budget > 0.0).then_some(a.busy_budget),
+        ),
+    }
+}
+
+fn run_live(
+    target: &Target,
+    choice: LayoutChoice,
+    a: &EpisodesArgs,
+    busy_budget: Option<f32>,
+) -> Result<(), CliError> {
+    let stop = stop_flag();
+    let attached = attach(target, choice)?;
+    for w in &attached.geometry.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut sampler = super::watch::headless_sampler(target, choice, busy_budget, None, true)?;
+    let Some(book) = sampler.episodes().cloned() else {
+        return Err(CliError::Other(
+            "the episodes' accountant did not start".into(),
+        ));
+    };
+    eprintln!(
+        "following {}: every env's episodes as they end (Ctrl-C to stop)",
+        attached.label()
+    );
+    let t0 = lrbc::clock::monotonic_now_ns();
+    let started = Instant::now();
+    let until = a.secs.map(|d| deadline_after(started, d));
+    let (mut seen, mut printed) = (0u64, 0u64);
+    let mut gone_at: Option<Instant> = None;
+    let take = |book: &EpisodeBook, seen: &mut u64, printed: &mut u64| {
+        let (new, missed) = book.ended_since(*seen);
+        if missed > 0 {
+            eprintln!("warning: {missed} episodes ended faster than they were printed");
+        }
+        for e in &new {
+            if a.count.is_some_and(|c| *printed >= c) {
+                break;
+            }
+            print(e, a.json, t0);
+            *printed += 1;
+        }
+        *seen = book.totals.finished();
+    };
+    loop {
+        let stopped = sleep_unless_stopped(LOOK_EVERY, &stop);
+        let ended = sampler.ended_threads();
+        if !ended.is_empty() {
+            return Err(CliError::Other(format!(
+                "the follower's thread {} stopped unexpectedly",
+                ended.join(", ")
+            )));
+        }
+        let state = sampler.lock().report.as_ref().map(|r| r.state);
+        take(&lock(&book), &mut seen, &mut printed);
+        if matches!(state, Some(State::EngineGone | State::Unlinked)) {
+            gone_at.get_or_insert_with(Instant::now);
+        }
+        let done = stopped
+            || until.is_some_and(|u| Instant::now() >= u)
+            || a.count.is_some_and(|c| printed >= c)
+            || gone_at.is_some_and(|t| t.elapsed() >= GONE_GRACE);
+        if done {
+            break;
+        }
+    }
+    // What ended and what goes on, as of one moment of the book.
+    let b = lock(&book);
+    let running: Vec<Episode> = b.running.iter().flatten().copied().collect();
+    if a.count.is_none_or(|c| printed < c) {
+        take(&b, &mut seen, &mut printed);
+        for e in &running {
+            print(e, a.json, t0);
+        }
+    }
+    eprintln!("{}", summary(&b.totals, running.len() as u64));
+    drop(b);
+    sampler.stop();
+    Ok(())
+}
+
+fn run_file(path: &Path, json: bool) -> Result<(), CliError> {
+    let mut rec = lrbc_recording::replay::Recording::open(path)
+        .map_err(|e| CliError::Other(e.to_string()))?;
+    if let Some(note) = rec.unfinished_note() {
+        eprintln!("warning: {} {note}", path.display());
+    }
+    let t0 = rec.time_range().map_or(0, |r| r.0);
+    let mut acc = lrbc_recording::replay::RecordedEpisodes::new(&rec.geometry);
+    let mut book = EpisodeBook::new(rec.geometry.num_envs, 1);
+    let mut out = Vec::new();
+    let mut last_ns = 0;
+    rec.frames_between(0, u64::MAX, |f| {
+        acc.frame(&f, &mut out);
+        for e in out.drain(..) {
+            print(&e, json, t0);
+            book.apply(&e);
+        }
+        last_ns = f.sampled_ns;
+        true
+    })
+    .map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
+    if let Some(a) = acc.accountant() {
+        book.progress(a, last_ns);
+    }
+    acc.finish(&mut out);
+    let running = out.len() as u64;
+    for e in out.drain(..) {
+        print(&e, json, t0);
+    }
+    eprintln!("{}", summary(&book.totals, running));
+    Ok(())
+}
