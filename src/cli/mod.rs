@@ -511,12 +511,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
             watch::run(
                 &target.require()?,
                 target.layout,
-                interval,
-                count,
-                json,
-                budget,
-                detect,
-                !no_episodes,
+                watch::WatchOptions {
+                    interval,
+                    count,
+                    json,
+                    busy_budget_percent: budget,
+                    detect,
+                    episodes: !no_episodes,
+                },
             )
         }
         Some(Command::Traffic {

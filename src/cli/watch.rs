@@ -102,16 +102,28 @@ pub(super) fn headless_sampler(
     .map_err(|e| CliError::Other(format!("cannot start the sampler: {e}")))
 }
 
-pub fn run(
-    target: &Target,
-    choice: LayoutChoice,
-    interval: std::time::Duration,
-    count: Option<u64>,
-    as_json: bool,
-    busy_budget_percent: Option<f32>,
-    detect: Option<lrbc_live::detect::DetectSettings>,
-    episodes: bool,
-) -> Result<(), CliError> {
+/// What `watch` prints, and how often.
+#[derive(Debug)]
+pub struct WatchOptions {
+    pub interval: std::time::Duration,
+    pub count: Option<u64>,
+    pub json: bool,
+    pub busy_budget_percent: Option<f32>,
+    /// The detector's settings (None: no detector, no event counts).
+    pub detect: Option<lrbc_live::detect::DetectSettings>,
+    /// Count every env's episodes.
+    pub episodes: bool,
+}
+
+pub fn run(target: &Target, choice: LayoutChoice, o: WatchOptions) -> Result<(), CliError> {
+    let WatchOptions {
+        interval,
+        count,
+        json: as_json,
+        busy_budget_percent,
+        detect,
+        episodes,
+    } = o;
     let stop = stop_flag();
     let attached = attach(target, choice)?;
     for w in &attached.geometry.warnings {
