@@ -14,6 +14,7 @@ mod common;
 
 mod architecture;
 mod bad_input;
+mod episodes;
 mod events;
 mod events_window;
 mod export;

@@ -6,7 +6,7 @@ engine never writes, so that a tool's diagnosis can be checked against a second
 implementation of the spec.
 
     lrbc_fault_peer.py --name NAME --envs N --obs O --act A --steps S --hz HZ
-                       [--faults JSON] [--ring BYTES]
+                       [--faults JSON] [--ring BYTES] [--episodes]
 
 (PYTHONPATH must reach the flatbuffers runtime, numpy and the Python code flatc
 generates from schema/hazel_rpc.fbs.)
@@ -28,8 +28,8 @@ Protocol on stdin/stdout:
   or truncated in frame k-1, stores action_time_ns and action_seq = k; the engine
   reads the actions, clears the reset flags, makes write_seq odd, writes obs
   (sin(0.01 k + env + 0.1 i)), rewards (1 - 0.001 env), dones ((k + 7 env) % 97 == 0)
-  and truncateds ((k + 11 env) % 389 == 0), makes write_seq even, stores
-  frame_time_ns and frame_seq = k. The trainer writes the next actions no earlier than
+  and truncateds ((k + 11 env) % 389 == 0), stores frame_time_ns, makes write_seq
+  even, stores frame_seq = k. The trainer writes the next actions no earlier than
   a quarter of a period after the frame was published, so that a reader can copy it.
   A stall moves the schedule on by its length (no burst of steps to catch up after it);
 - prints `{"done": true, "steps": S, "frame_seq": S, "faults": [...], ...}` (each fault
@@ -50,6 +50,12 @@ it is published in):
                            cmd_s2c by an envelope with error_message set;
   {"kind": "unanswered", "step": K}  a request on cmd_c2s that is never answered;
   {"kind": "malformed", "step": K}   an entry of 24 bytes of 0xAB on cmd_s2c.
+--episodes adds "episodes" to the done line: every episode that ended, as the peer
+wrote it: {"env", "first_frame", "last_frame", "return", "ending"}. An episode of env E
+runs from the frame after E's previous done or truncated flag (or frame 1) to the frame
+whose flag is set; its return is the sum of its rewards as float64 in frame order ("NaN",
+"inf" or "-inf" when not finite); its ending is "done" (done wins over truncated),
+"truncated", or "nonfinite" when one of its rewards or observations was not finite.
 A bad argument or fault list: one line on stderr, exit 2.
 """
 
@@ -111,6 +117,7 @@ def parse_args(argv):
     p.add_argument("--hz", type=float, required=True)
     p.add_argument("--faults", default="[]")
     p.add_argument("--ring", type=int, default=65536)
+    p.add_argument("--episodes", action="store_true")
     a = p.parse_args(argv)
     if not a.name or "/" in a.name or a.name in (".", "..") or "\0" in a.name or len(a.name) > 200:
         raise Usage("--name must be a plain file name of /dev/shm: %r" % a.name)
@@ -443,6 +450,10 @@ class Peer:
         self.obs_tmp = np.empty((n, a.obs), np.float32)
         self.act_tmp = np.empty((n, a.act), np.float32)
         self.rewards = (1.0 - 0.001 * envf).astype(np.float32)
+        self.ep_first = np.ones(n, np.int64)
+        self.ep_ret = np.zeros(n, np.float64)
+        self.ep_nonfinite = np.zeros(n, bool)
+        self.episodes = []
         self.by_step = {}
         for f in a.faults:
             self.by_step.setdefault(f["step"], []).append(f)
@@ -530,16 +541,39 @@ class Peer:
             seg.rewards[fr["env"]] = vr
         seg.dones[:] = dones
         seg.truncateds[:] = truncs
-        seg.write_seq.value = ws + 2
         now = time.monotonic_ns()
         seg.frame_time_ns.value = now
+        seg.write_seq.value = ws + 2
         seg.frame_seq.value = k
         for f in (fo, fr):
             if f is not None:
                 self.apply(f)
+        if a.episodes:
+            self.count_episodes(k, dones, truncs, fo)
         self.stats["dones"] += int(dones.sum())
         self.stats["truncateds"] += int(truncs.sum())
         return now, (dones | truncs).astype(bool)
+
+    def count_episodes(self, k, dones, truncs, obs_fault):
+        r = self.seg.rewards.astype(np.float64)
+        self.ep_ret += r
+        self.ep_nonfinite |= ~np.isfinite(r)
+        if obs_fault is not None:
+            self.ep_nonfinite[obs_fault["env"]] = True
+        for e in np.nonzero(dones | truncs)[0]:
+            ret = float(self.ep_ret[e])
+            if math.isnan(ret):
+                ret = "NaN"
+            elif math.isinf(ret):
+                ret = "inf" if ret > 0 else "-inf"
+            ending = "done" if dones[e] else "truncated"
+            if self.ep_nonfinite[e]:
+                ending = "nonfinite"
+            self.episodes.append({"env": int(e), "first_frame": int(self.ep_first[e]),
+                                  "last_frame": k, "return": ret, "ending": ending})
+            self.ep_first[e] = k + 1
+            self.ep_ret[e] = 0.0
+            self.ep_nonfinite[e] = False
 
     def trainer_reads_responses(self):
         for pos, payload in self.seg.s2c.consume():
@@ -597,7 +631,9 @@ class Peer:
             self.trainer_reads_responses()
         span = last_action - first_action - stalled
         self.applied.sort(key=lambda r: r["frame_seq"])
+        more = {"episodes": self.episodes} if a.episodes else {}
         return {
+            **more,
             "done": True,
             "steps": a.steps,
             "frame_seq": seg.frame_seq.value,

@@ -89,7 +89,11 @@ pub fn guarded_read<T>(
                 // The copy ends with an Acquire fence (`Segment::read_at`), so this load
                 // is ordered after it: the seqlock read side of spec 3.2.
                 let s2 = load(ws);
-                (s1 % 2 == 0 && s1 == s2, value, f, a)
+                // The engine stores frame_seq after it made write_seq even: a frame_seq
+                // that moved during the copy means the copy may hold the next frame's
+                // values under this frame's number.
+                let f2 = load(c.frame_seq);
+                (s1 % 2 == 0 && s1 == s2 && f2 == f, value, f, a)
             }
             Guard::LockStep => {
                 let (f1, a1) = (load(c.frame_seq), load(c.action_seq));

@@ -30,6 +30,8 @@ pub struct PeerArgs {
     pub faults: Value,
     /// `--ring BYTES`; `None`: the peer's default (65536).
     pub ring: Option<u32>,
+    /// `--episodes`: its done line lists every episode that ended.
+    pub episodes: bool,
 }
 
 impl PeerArgs {
@@ -43,6 +45,7 @@ impl PeerArgs {
             hz,
             faults,
             ring: None,
+            episodes: false,
         }
     }
 
@@ -63,6 +66,9 @@ impl PeerArgs {
         ];
         if let Some(r) = self.ring {
             v.extend(["--ring".into(), r.to_string()]);
+        }
+        if self.episodes {
+            v.push("--episodes".into());
         }
         v
     }

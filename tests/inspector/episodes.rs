@@ -1,0 +1,263 @@
+//! `episodes` and `export --episodes`, checked against an independent peer that plays
+//! engine and trainer of a segment (`tests/py/lrbc_fault_peer.py`, from the spec alone)
+//! and writes down every episode it ended: each env's dones and truncations come at the
+//! frames its formulas choose, and a NaN reward ends one episode as non-finite. Live and
+//! from a recording of the same run, the episodes found are exactly the peer's.
+
+#![cfg(target_os = "linux")]
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::fault_peer::{FaultPeer, PeerArgs};
+use common::*;
+use serde_json::{Value, json};
+
+/// An episode as compared: env, first and last frame, return (a number, or "NaN"), ending.
+type Row = (u64, u64, u64, String, String);
+
+fn row(v: &Value) -> Row {
+    (
+        v["env"].as_u64().expect("env"),
+        v["first_frame"].as_u64().expect("first_frame"),
+        v["last_frame"].as_u64().expect("last_frame"),
+        // Both sides print the shortest text that reads back as the same float64.
+        v["return"].to_string(),
+        v["ending"].as_str().expect("ending").to_string(),
+    )
+}
+
+/// The ended episodes of `episodes --json` lines, none twice: those complete, and those
+/// that lack frames (env, first and last frame).
+fn ended(lines: &[String]) -> (BTreeSet<Row>, Vec<(u64, u64, u64)>) {
+    let (mut rows, mut lacking) = (BTreeSet::new(), Vec::new());
+    for line in lines {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if v["ending"] == "running" {
+            continue;
+        }
+        assert_eq!(v["began_before"], false, "attached before frame 1: {line}");
+        if v["complete"] == true {
+            assert!(rows.insert(row(&v)), "printed twice: {line}");
+        } else {
+            assert!(v["lacking_frames"].as_u64() > Some(0), "{line}");
+            let r = row(&v);
+            lacking.push((r.0, r.1, r.2));
+        }
+    }
+    (rows, lacking)
+}
+
+/// Asserts that the episodes found are the peer's: each complete one exactly, and each
+/// of the peer's not found complete inside one marked as lacking frames (a frame the
+/// follower did not take on a loaded machine: the tool says so, and never gives its
+/// return as exact). Returns how many were found complete.
+fn assert_found(found: &(BTreeSet<Row>, Vec<(u64, u64, u64)>), truth: &BTreeSet<Row>) -> usize {
+    let (complete, lacking) = found;
+    let wrong: Vec<&Row> = complete.difference(truth).collect();
+    assert!(
+        wrong.is_empty(),
+        "complete episodes the peer did not end: {wrong:?}"
+    );
+    for t in truth.difference(complete) {
+        assert!(
+            lacking
+                .iter()
+                .any(|&(env, first, last)| env == t.0 && first <= t.1 && t.2 <= last),
+            "the peer's episode {t:?} is neither found complete nor inside one lacking frames"
+        );
+    }
+    complete.len()
+}
+
+#[test]
+fn the_episodes_of_an_independent_peer_are_found_exactly_live_and_from_a_recording() {
+    let steps = 900;
+    let faults = json!([{"kind": "nan", "step": 300, "env": 5, "channel": "reward"}]);
+    let mut args = PeerArgs::small(steps, 300.0, faults);
+    args.envs = 16;
+    args.episodes = true;
+    let mut peer = FaultPeer::start("episodes", &args);
+    let file = temp_file("episodes-rec", "mcap");
+    // Both attach while the segment is at frame 0: every episode is seen from its start.
+    let mut record = inspector()
+        .args([
+            "record",
+            "--shm",
+            &peer.name,
+            "--all-envs",
+            "--busy-budget",
+            "0",
+        ])
+        .arg("-o")
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("record runs");
+    let record_lines = line_channel(record.stderr.take().expect("stderr"));
+    let mut record = Guarded::new(record);
+    let first = next_line(&record_lines, "record's first progress line");
+    assert!(first.starts_with("record: "), "{first}");
+    let mut live = inspector()
+        .args([
+            "episodes",
+            "--shm",
+            &peer.name,
+            "--json",
+            "--busy-budget",
+            "0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("episodes runs");
+    let live_out = line_channel(live.stdout.take().expect("stdout"));
+    let live_err = line_channel(live.stderr.take().expect("stderr"));
+    let mut live = Guarded::new(live);
+    let following = next_line(&live_err, "episodes' first line");
+    assert!(following.starts_with("following "), "{following}");
+    peer.go();
+    let done = peer.wait_done();
+    let truth: BTreeSet<Row> = done["episodes"]
+        .as_array()
+        .expect("the peer's episodes")
+        .iter()
+        .map(row)
+        .collect();
+    assert!(truth.len() > 100, "{} episodes", truth.len());
+    assert!(
+        truth
+            .iter()
+            .any(|r| r.4 == "nonfinite" && r.0 == 5 && r.3 == "\"NaN\""),
+        "the NaN reward's episode: {truth:?}"
+    );
+    // Live: every episode the peer ended, printed as it ended.
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Until the last frame's episodes are printed (fewer lines when frames were missed).
+    let last_frame = done["frame_seq"].as_u64().expect("frame_seq");
+    let last_ending = truth.iter().map(|r| r.2).max().unwrap_or(0);
+    let printed_up_to = |lines: &[String]| {
+        lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|v| v["last_frame"].as_u64() == Some(last_ending))
+    };
+    assert!(last_ending <= last_frame);
+    while !printed_up_to(&lines) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match live_out.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(_) => panic!(
+                "episodes printed {} of {} episodes in 30 s, none ending at {last_ending}",
+                lines.len(),
+                truth.len()
+            ),
+        }
+    }
+    interrupt(live.child().id());
+    let out = live.finish();
+    assert_eq!(out.status.code(), Some(0));
+    lines.extend(live_out.try_iter());
+    let summary: Vec<String> = live_err.try_iter().collect();
+    let live_rows = ended(&lines);
+    let exact = assert_found(&live_rows, &truth);
+    let summary = summary.last().cloned().unwrap_or_default();
+    assert!(
+        summary.contains(&format!(
+            "{exact} complete, {} incomplete",
+            live_rows.1.len()
+        )),
+        "{summary}"
+    );
+
+    interrupt(record.child().id());
+    let out = record.finish();
+    assert_eq!(out.status.code(), Some(0));
+    let path = file.to_str().expect("a UTF-8 path");
+    // From the recording: the same episodes, and those going on at its end.
+    let (code, out, err) = run_inspector(&["episodes", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let recorded: Vec<String> = out.lines().map(str::to_string).collect();
+    let recorded_rows = ended(&recorded);
+    let recorded_exact = assert_found(&recorded_rows, &truth);
+    assert!(recorded_exact > 0, "{err}");
+    let listed = recorded_rows.0.len() + recorded_rows.1.len();
+    let running = recorded.len() - listed;
+    let ended_last = truth.iter().filter(|r| r.2 == last_frame).count();
+    assert_eq!(
+        running,
+        16 - ended_last,
+        "each env's last episode goes on unless it ended at the last frame: {err}"
+    );
+
+    // One row per episode, as CSV and as Parquet.
+    let csv = temp_file("episodes-export", "csv");
+    let csv_path = csv.to_str().expect("a UTF-8 path");
+    let (code, _, err) = run_inspector(&["export", path, "--episodes", csv_path]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&csv).expect("the CSV");
+    let header: Vec<&str> = text.lines().next().unwrap_or_default().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (env, first, last, ret, ending, complete) = (
+        col("env"),
+        col("first_frame"),
+        col("last_frame"),
+        col("return"),
+        col("ending"),
+        col("complete"),
+    );
+    let mut from_csv = BTreeSet::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if f[ending] == "running" || f[complete] == "false" {
+            continue;
+        }
+        let r: Value = f[ret]
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .map_or_else(|| json!(f[ret]), |v| json!(v));
+        from_csv.insert((
+            f[env].parse().expect("env"),
+            f[first].parse().expect("first"),
+            f[last].parse().expect("last"),
+            r.to_string(),
+            f[ending].to_string(),
+        ));
+    }
+    assert_eq!(from_csv, recorded_rows.0, "the CSV's complete episodes");
+    assert_eq!(text.lines().count(), 1 + listed + running);
+    let parquet = temp_file("episodes-export", "parquet");
+    let parquet_path = parquet.to_str().expect("a UTF-8 path");
+    let (code, _, err) = run_inspector(&["export", path, "--episodes", parquet_path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} episodes ({recorded_exact} complete",
+            listed + running
+        )),
+        "{err}"
+    );
+    for f in [&file, &csv, &parquet] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+#[test]
+fn export_episodes_names_a_parquet_or_a_csv_file() {
+    let (code, _, err) = run_inspector(&["export", "x.mcap", "--episodes", "out.txt"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim(),
+        "error: --episodes out.txt: name a .parquet or a .csv file"
+    );
+    let (code, _, err) = run_inspector(&["export", "x.mcap", "--episodes", "o.csv", "--envs", "1"]);
+    assert_eq!(code, 2, "{err}");
+}
