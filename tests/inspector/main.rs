@@ -15,6 +15,7 @@ mod common;
 mod architecture;
 mod bad_input;
 mod episodes;
+mod episodes_window;
 mod events;
 mod events_window;
 mod export;
