@@ -11,7 +11,7 @@ use super::record::{EnvList, parse_envs};
 use lrbc_recording::export::{self, ExportError, Format, Options, Summary};
 
 #[derive(Debug, Clone, Args)]
-#[command(group(clap::ArgGroup::new("out").required(true).args(["parquet", "csv", "episodes"])))]
+#[command(group(clap::ArgGroup::new("out").required(true).args(["parquet", "csv", "episodes", "lerobot"])))]
 pub struct ExportArgs {
     /// The recording (an MCAP file written by `record`).
     #[arg(value_name = "FILE.mcap")]
@@ -27,6 +27,14 @@ pub struct ExportArgs {
     /// (`.parquet`) or CSV (`.csv`).
     #[arg(long, value_name = "OUT.parquet|OUT.csv", conflicts_with_all = ["envs", "from", "to"])]
     pub episodes: Option<PathBuf>,
+    /// Write a LeRobot dataset (v3.0) into this folder instead (it must not exist, or be
+    /// empty): one episode per finished, complete episode of each env the file holds the
+    /// rows of.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["envs", "from", "to"])]
+    pub lerobot: Option<PathBuf>,
+    /// The LeRobot episodes' task (default: the recording's file name).
+    #[arg(long, value_name = "TEXT", requires = "lerobot")]
+    pub task: Option<String>,
     /// Only these envs, e.g. 0,3,8-11 (default: every env).
     #[arg(long, value_name = "LIST", value_parser = parse_envs)]
     pub envs: Option<EnvList>,
@@ -125,9 +133,70 @@ fn run_episodes(a: &ExportArgs, out: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+fn run_lerobot(a: &ExportArgs, dir: &Path) -> Result<(), CliError> {
+    if a.task.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(CliError::Usage("--task: give a text".into()));
+    }
+    let total = std::fs::metadata(&a.file).map_or(0, |m| m.len());
+    let started = Instant::now();
+    let mut next_line = started + Duration::from_secs(1);
+    let options = export::LeRobotOptions {
+        task: a.task.clone(),
+    };
+    let s = export::export_lerobot(&a.file, dir, &options, |p| {
+        let now = Instant::now();
+        if now >= next_line {
+            next_line = now + Duration::from_secs(1);
+            eprintln!(
+                "export: {:.0} of {:.0} MB read ({} rows written)",
+                mb(p.bytes_read),
+                mb(total),
+                p.rows
+            );
+        }
+    })
+    .map_err(|e| one_line(&e, &a.file, dir))?;
+    if s.end.truncated {
+        eprintln!(
+            "export: the recording stops short (its recorder did not finish): its {} complete chunks",
+            s.end.chunks
+        );
+    }
+    let envs = if s.envs.len() > 8 {
+        format!("{} envs", s.envs.len())
+    } else {
+        format!(
+            "env{} {}",
+            if s.envs.len() == 1 { "" } else { "s" },
+            s.envs
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    eprintln!(
+        "export: {} episodes, {} frames of {envs} at {} fps, task {:?}, to {} in {:.1} s",
+        s.episodes,
+        s.frames,
+        s.fps,
+        s.task,
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    eprintln!(
+        "export: left out: {} going on at the end, {} incomplete, {} with a non-finite value, {} of envs whose rows a frame lacks",
+        s.running, s.incomplete, s.nonfinite, s.without_rows
+    );
+    Ok(())
+}
+
 pub fn run(a: &ExportArgs) -> Result<(), CliError> {
     if let Some(out) = &a.episodes {
         return run_episodes(a, out);
+    }
+    if let Some(dir) = &a.lerobot {
+        return run_lerobot(a, dir);
     }
     let (format, out) = match (&a.parquet, &a.csv) {
         (Some(p), None) => (Format::Parquet, p),

@@ -9,6 +9,7 @@
 
 mod csv;
 mod episodes;
+mod lerobot;
 mod parquet;
 pub mod synthetic;
 
@@ -19,6 +20,7 @@ use crate::format::{GEOMETRY_METADATA, NAMES_METADATA, RecFrame, TOOL_METADATA};
 use crate::replay::{self, ReadError};
 
 pub use episodes::{EPISODES_SCHEMA, EpisodesSummary, export_episodes, export_episodes_file};
+pub use lerobot::{CODEBASE_VERSION, LeRobotOptions, LeRobotSummary, export_lerobot};
 pub use replay::End;
 
 /// An export that could not be made, as one line.

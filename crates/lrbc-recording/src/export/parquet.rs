@@ -45,20 +45,20 @@ const GROUP_ROWS: usize = 256 * 1024;
 /// … and this many observation and action values (with their levels, about 64 MiB).
 const GROUP_VALUES: usize = 8 * 1024 * 1024;
 
-fn err(e: parquet::errors::ParquetError) -> ExportError {
+pub(super) fn err(e: parquet::errors::ParquetError) -> ExportError {
     ExportError::Output(e.to_string())
 }
 
 /// A nullable list column: the values, and a definition and repetition level per slot.
 #[derive(Default)]
-struct ListColumn {
-    values: Vec<f32>,
-    def: Vec<i16>,
-    rep: Vec<i16>,
+pub(super) struct ListColumn {
+    pub(super) values: Vec<f32>,
+    pub(super) def: Vec<i16>,
+    pub(super) rep: Vec<i16>,
 }
 
 impl ListColumn {
-    fn push(&mut self, list: Option<&[f32]>) {
+    pub(super) fn push(&mut self, list: Option<&[f32]>) {
         match list {
             None => {
                 self.def.push(0);
@@ -77,7 +77,7 @@ impl ListColumn {
         }
     }
 
-    fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.values.clear();
         self.def.clear();
         self.rep.clear();
