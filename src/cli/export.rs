@@ -184,6 +184,14 @@ fn run_lerobot(a: &ExportArgs, dir: &Path) -> Result<(), CliError> {
         dir.display(),
         started.elapsed().as_secs_f64()
     );
+    match (s.image, &s.image_note) {
+        (Some((h, w)), _) => eprintln!(
+            "export: camera images ({w}×{h}, PNG) as observation.images.camera; {} episodes begun before their env's first image left out",
+            s.without_image
+        ),
+        (None, Some(note)) => eprintln!("export: camera images not put in: {note}"),
+        (None, None) => {}
+    }
     eprintln!(
         "export: left out: {} going on at the end, {} incomplete, {} with a non-finite value, {} of envs whose rows a frame lacks",
         s.running, s.incomplete, s.nonfinite, s.without_rows

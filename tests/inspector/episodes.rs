@@ -266,13 +266,25 @@ fn export_episodes_names_a_parquet_or_a_csv_file() {
 /// A recording of the simulated engine from its first frame (8 envs, every env's rows;
 /// its cart-poles fall and end episodes), its frames (`export --parquet`) and its
 /// episodes (`export --episodes`), and a LeRobot dataset of it in a fresh folder.
-fn lerobot_dataset(tag: &str) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
-    use common::events::record_from_the_first_step;
-    let rec = record_from_the_first_step(
-        tag,
-        &["--envs", "8", "--obs", "4", "--act", "2", "--image", "none"],
-        1200,
-    );
+fn lerobot_dataset(tag: &str, images: bool) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+    use common::events::record_from_the_first_step_with;
+    let rec = if images {
+        record_from_the_first_step_with(
+            tag,
+            &[
+                "--envs", "8", "--obs", "4", "--act", "2", "--image", "32x24x3",
+            ],
+            &["--images"],
+            1200,
+        )
+    } else {
+        record_from_the_first_step_with(
+            tag,
+            &["--envs", "8", "--obs", "4", "--act", "2", "--image", "none"],
+            &[],
+            1200,
+        )
+    };
     let path = rec.to_str().expect("a UTF-8 path");
     let frames = temp_file(tag, "parquet");
     let episodes = temp_file(tag, "csv");
@@ -319,7 +331,7 @@ fn check_dataset(python: &str, mode: &str, files: &(PathBuf, PathBuf, PathBuf, P
 
 #[test]
 fn a_lerobot_dataset_of_a_recording_holds_its_values_as_lerobots_loader_reads_them() {
-    let files = lerobot_dataset("lerobot-pyarrow");
+    let files = lerobot_dataset("lerobot-pyarrow", false);
     let info: Value = serde_json::from_str(
         &std::fs::read_to_string(files.3.join("meta/info.json")).expect("info.json"),
     )
@@ -354,9 +366,41 @@ fn a_lerobot_dataset_of_a_recording_holds_its_values_as_lerobots_loader_reads_th
 fn a_lerobot_dataset_of_a_recording_loads_in_lerobot_itself() {
     let python = std::env::var("LEROBOT_PYTHON")
         .expect("LEROBOT_PYTHON: the Python of a venv with lerobot 0.4.4");
-    let files = lerobot_dataset("lerobot-real");
-    let v = check_dataset(&python, "--lerobot", &files);
-    assert_eq!(v["mode"], "lerobot");
+    for images in [false, true] {
+        let files = lerobot_dataset("lerobot-real", images);
+        let v = check_dataset(&python, "--lerobot", &files);
+        assert_eq!(v["mode"], "lerobot");
+        assert!(v["rows"].as_u64() > Some(100), "{v}");
+        let _ = std::fs::remove_file(&files.0);
+        let _ = std::fs::remove_file(&files.1);
+        let _ = std::fs::remove_file(&files.2);
+        let _ = std::fs::remove_dir_all(files.3.parent().unwrap());
+    }
+}
+
+#[test]
+fn camera_images_go_into_a_lerobot_dataset_as_png() {
+    let files = lerobot_dataset("lerobot-images", true);
+    let info: Value = serde_json::from_str(
+        &std::fs::read_to_string(files.3.join("meta/info.json")).expect("info.json"),
+    )
+    .expect("JSON");
+    let image = &info["features"]["observation.images.camera"];
+    assert_eq!(image["dtype"], "image");
+    assert_eq!(image["shape"], json!([24, 32, 3]));
+    assert_eq!(image["names"], json!(["height", "width", "channels"]));
+    let stats: Value = serde_json::from_str(
+        &std::fs::read_to_string(files.3.join("meta/stats.json")).expect("stats.json"),
+    )
+    .expect("JSON");
+    let mean = &stats["observation.images.camera"]["mean"];
+    assert_eq!(mean.as_array().map(Vec::len), Some(3), "{mean}");
+    assert!(
+        mean[0][0][0]
+            .as_f64()
+            .is_some_and(|v| (0.0..=1.0).contains(&v))
+    );
+    let v = check_dataset("python3", "--pyarrow", &files);
     assert!(v["rows"].as_u64() > Some(100), "{v}");
     let _ = std::fs::remove_file(&files.0);
     let _ = std::fs::remove_file(&files.1);

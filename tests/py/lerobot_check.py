@@ -12,7 +12,8 @@ EPISODES.csv its `export --episodes`: the dataset's episode i is the i-th comple
 episode (ending done, truncated or reset) of an env the frames hold rows of, in the
 order they ended. Every row's observation.state, action, next.reward, next.done and
 next.truncated must equal the recording's, frame_index and timestamp count from 0, index
-is the row's place. Prints one JSON line of what it checked; exits 1 on a mismatch.
+is the row's place; camera images are PNG (--pyarrow) that LeRobot decodes into
+3×H×W values in [0, 1] (--lerobot). Prints one JSON line of what it checked; exits 1 on a mismatch.
 """
 
 import csv
@@ -89,6 +90,12 @@ def main(argv):
                 fail("row %d: timestamp %r" % (i, it["timestamp"].item()))
             if not isinstance(it["task"], str):
                 fail("row %d: task %r" % (i, it["task"]))
+            for k, f in info["features"].items():
+                if f["dtype"] == "image":
+                    h, w, _ = f["shape"]
+                    img = it[k]
+                    if tuple(img.shape) != (3, h, w) or img.dtype != torch.float32 or img.min() < 0 or img.max() > 1:
+                        fail("row %d: %s of shape %r" % (i, k, tuple(img.shape)))
             e = m.episodes[ep]
             if not e["dataset_from_index"] <= i < e["dataset_to_index"]:
                 fail("row %d: outside its episode's range" % i)
@@ -126,7 +133,11 @@ def main(argv):
             fail("index is not the row's place")
         for k, f in info["features"].items():
             shape = tuple(f["shape"])
-            if shape != (1,):
+            if f["dtype"] == "image":
+                for v in rows[k][:50]:
+                    if not isinstance(v, dict) or not v.get("bytes", b"").startswith(b"\x89PNG"):
+                        fail("%s: not PNG bytes in a struct<bytes, path>" % k)
+            elif shape != (1,):
                 if not all(len(v) == shape[0] for v in rows[k]):
                     fail("%s: a row of another length than %r" % (k, shape))
             elif isinstance(rows[k][0], list):

@@ -4,6 +4,7 @@
 //! `lrbc-inspector` has none of these commands.
 
 mod detectbench;
+mod episodesbench;
 mod exportbench;
 mod fixtures;
 mod linkbench;
@@ -124,6 +125,10 @@ pub enum BenchCommand {
     /// attached, planted one-frame NaNs found (on a quiet or a loaded machine), and the
     /// events it prints over a clean run.
     Detect(detectbench::DetectBenchArgs),
+    /// Episodes: the follower's CPU with the accounting beside the same follower without
+    /// it (train4096 at 1 kHz), the engine's rate with `episodes` attached, and rows/s of
+    /// `export --episodes` and `export --lerobot` on a large synthetic recording.
+    Episodes(episodesbench::EpisodesBenchArgs),
     /// Resident memory of `traffic`, the app and (with $DISPLAY) the window over a long
     /// run with command traffic: flat once their memory budgets are full.
     Soak(soak::SoakArgs),
@@ -352,6 +357,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
         BenchCommand::Soak(args) => soak::run(args),
         BenchCommand::Poller(args) => pollerbench::run(args),
         BenchCommand::Detect(args) => detectbench::run(args),
+        BenchCommand::Episodes(args) => episodesbench::run(args),
         BenchCommand::Record { secs, rate_secs } => recbench::run(*secs, *rate_secs),
         BenchCommand::Serve {
             secs,
@@ -394,12 +400,17 @@ mod tests {
             for option in ["--secs", "--hz", "--rate-secs", "--window", "--clean-secs"] {
                 cases.push(vec!["detect", option, v]);
             }
+            for option in ["--secs", "--hz", "--rate-secs"] {
+                cases.push(vec!["episodes", option, v]);
+            }
         }
         cases.push(vec!["poller", "--rounds", "0"]);
         cases.push(vec!["detect", "--rounds", "0"]);
         cases.push(vec!["detect", "--nans", "0"]);
         cases.push(vec!["detect", "--seed", "-1"]);
         cases.push(vec!["detect", "--only", "cpu,nan"]);
+        cases.push(vec!["episodes", "--size-mib", "0"]);
+        cases.push(vec!["episodes", "--only", "cpu,nan"]);
         cases.push(vec!["decode"]);
         for args in cases {
             let argv = std::iter::once("lrbc-bench").chain(args.iter().copied());
@@ -419,6 +430,17 @@ mod tests {
                 "--clean-secs",
                 "2min",
                 "--busy"
+            ])
+            .is_ok()
+        );
+        assert!(
+            Cli::try_parse_from([
+                "lrbc-bench",
+                "episodes",
+                "--only",
+                "export",
+                "--size-mib",
+                "64"
             ])
             .is_ok()
         );

@@ -48,6 +48,8 @@ pub(crate) enum Observer {
     Serve,
     /// `events`: the detector, every frame's values checked as it comes.
     Events,
+    /// `episodes`: every env's episodes from every frame's rewards and flags.
+    Episodes,
 }
 
 impl Observer {
@@ -60,6 +62,7 @@ impl Observer {
             Observer::Record => "`record --envs 0-7` (to a file)",
             Observer::Serve => "`serve` and a loopback viewer of everything",
             Observer::Events => "`events` (the detector)",
+            Observer::Episodes => "`episodes` (every env's episodes)",
         }
     }
 
@@ -77,6 +80,7 @@ impl Observer {
             ],
             Observer::Serve => vec!["serve".into()],
             Observer::Events => vec!["events".into()],
+            Observer::Episodes => vec!["episodes".into()],
             Observer::Record => vec![
                 "record".into(),
                 "--envs".into(),
@@ -279,6 +283,7 @@ pub(crate) fn observer_cost(
         Observer::Record => "record",
         Observer::Serve => "serve",
         Observer::Events => "events",
+        Observer::Episodes => "episodes",
     };
     let mut cpu_on: Vec<(String, f64)> = cpu_on
         .into_iter()

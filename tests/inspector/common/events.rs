@@ -384,6 +384,16 @@ pub fn envs_ended(k: u64, envs: u64, share: f64) -> u64 {
 /// starts, and is stopped with Ctrl-C once the engine has published frame `until`. The
 /// file.
 pub fn record_from_the_first_step(tag: &str, engine_args: &[&str], until: u64) -> PathBuf {
+    record_from_the_first_step_with(tag, engine_args, &[], until)
+}
+
+/// [`record_from_the_first_step`], `record` given `record_args` too.
+pub fn record_from_the_first_step_with(
+    tag: &str,
+    engine_args: &[&str],
+    record_args: &[&str],
+    until: u64,
+) -> PathBuf {
     let engine = SimEngine::start(tag, engine_args);
     let file = temp_file(tag, "mcap");
     let mut record = inspector()
@@ -395,6 +405,7 @@ pub fn record_from_the_first_step(tag: &str, engine_args: &[&str], until: u64) -
             "--busy-budget",
             "0",
         ])
+        .args(record_args)
         .arg("-o")
         .arg(&file)
         .stdin(Stdio::null())

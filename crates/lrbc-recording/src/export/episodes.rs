@@ -295,7 +295,7 @@ pub fn export_episodes(
         input,
         |event| {
             match event {
-                replay::Event::Metadata(_) => {}
+                replay::Event::Metadata(_) | replay::Event::Camera { .. } => {}
                 replay::Event::Frame { log_ns, data } => {
                     frame
                         .decode_into(log_ns, data)

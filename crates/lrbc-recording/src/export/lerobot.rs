@@ -4,8 +4,11 @@
 //! per frame of it: `observation.state` and `action` as the frame holds them (the
 //! observation after the step, the action the step was taken with), `next.reward`,
 //! `next.done` and `next.truncated` of that step, `timestamp` (`frame_index / fps`),
-//! `frame_index`, `episode_index`, `index` and `task_index`. The file is read twice: once
-//! to choose the episodes, once to write them.
+//! `frame_index`, `episode_index`, `index` and `task_index`; and, when the file holds
+//! those envs' camera images, `observation.images.camera`: the env's newest image at the
+//! frame, as PNG (LeRobot's `image` dtype: no video encoder, no external program, lossless,
+//! no timestamp tolerance to meet). The file is read twice: once to choose the episodes,
+//! once to write them.
 //!
 //! ```text
 //! DIR/meta/info.json, meta/stats.json, meta/tasks.parquet,
@@ -30,6 +33,7 @@ use super::parquet::{ListColumn, err};
 use super::{ExportError, Progress};
 use crate::format::{NAMES_METADATA, RecFrame};
 use crate::replay::{self, End, RecordedEpisodes};
+use lrbc::rpc::foxglove_fb as fox;
 use lrbc_live::episodes::{Ending, Episode};
 
 /// The dataset format LeRobot 0.4 reads.
@@ -63,6 +67,12 @@ pub struct LeRobotSummary {
     pub nonfinite: u64,
     /// Left out: of an env whose row a frame of the episode does not hold.
     pub without_rows: u64,
+    /// Left out: begun before its env's first camera image (when the file holds images).
+    pub without_image: u64,
+    /// The camera images' size (height, width), when they went in.
+    pub image: Option<(u32, u32)>,
+    /// Why the file's camera images did not go in, when it has some.
+    pub image_note: Option<String>,
     pub end: End,
 }
 
@@ -73,6 +83,10 @@ type Key = (u32, u64);
 #[derive(Default)]
 struct Chosen {
     keys: HashSet<Key>,
+    /// Chosen but begun before its env's first camera image.
+    imageless: HashSet<Key>,
+    /// The first camera image of a chosen env: width, height, encoding.
+    image: Option<(u32, u32, String)>,
     envs: std::collections::BTreeSet<u32>,
     intervals: Vec<u64>,
     obs_size: usize,
@@ -92,6 +106,11 @@ fn choose(input: &Path, mut progress: impl FnMut(Progress)) -> Result<Chosen, Ex
     // Envs whose open episode had a frame without their row.
     let mut rowless: HashSet<u32> = HashSet::new();
     let mut last_t: Option<u64> = None;
+    // Envs with a camera image so far, and envs whose episode began after one of theirs.
+    let mut imaged: HashSet<u32> = HashSet::new();
+    let mut image_at_start: HashSet<u32> = HashSet::new();
+    let mut starting: Option<Vec<u32>> = None;
+    let mut first_images: BTreeMap<u32, (u32, u32, String)> = BTreeMap::new();
     let end = replay::read_recording(
         &mut std::io::BufReader::new(&mut file),
         |event| {
@@ -101,10 +120,29 @@ fn choose(input: &Path, mut progress: impl FnMut(Progress)) -> Result<Chosen, Ex
                         c.names = m.metadata.clone();
                     }
                 }
+                replay::Event::Camera { env, data, .. } => {
+                    if imaged.insert(env)
+                        && let Ok(raw) = fox::root_as_raw_image(data)
+                    {
+                        let encoding = raw.encoding().unwrap_or_default().to_string();
+                        first_images.insert(env, (raw.width(), raw.height(), encoding));
+                    }
+                }
                 replay::Event::Frame { log_ns, data } => {
                     frame
                         .decode_into(log_ns, data)
                         .map_err(|e| ExportError::Damaged(e.to_string()))?;
+                    // Envs whose episode begins at this frame: all at the first, else those
+                    // that ended at the one before.
+                    let n = frame.rewards.len() as u32;
+                    let begin: Vec<u32> = starting.take().unwrap_or_else(|| (0..n).collect());
+                    for env in begin {
+                        if imaged.contains(&env) {
+                            image_at_start.insert(env);
+                        } else {
+                            image_at_start.remove(&env);
+                        }
+                    }
                     let a = acc.get_or_insert_with(|| {
                         RecordedEpisodes::of(
                             frame.rewards.len() as u32,
@@ -127,16 +165,23 @@ fn choose(input: &Path, mut progress: impl FnMut(Progress)) -> Result<Chosen, Ex
                         c.intervals.push(t - p);
                     }
                     last_t = Some(t);
-                    let n = frame.rewards.len() as u32;
                     for env in 0..n {
                         if frame.envs.binary_search(&env).is_err() {
                             rowless.insert(env);
                         }
                     }
                     a.frame(&frame, &mut out);
+                    let mut ended = Vec::new();
                     for e in out.drain(..) {
-                        take(&mut c, &e, rowless.remove(&e.env));
+                        take(
+                            &mut c,
+                            &e,
+                            rowless.remove(&e.env),
+                            image_at_start.contains(&e.env),
+                        );
+                        ended.push(e.env);
                     }
+                    starting = Some(ended);
                 }
             }
             Ok::<(), ExportError>(())
@@ -153,11 +198,33 @@ fn choose(input: &Path, mut progress: impl FnMut(Progress)) -> Result<Chosen, Ex
         c.summary.running += out.len() as u64;
     }
     c.summary.end = end;
+    // Images go in when the chosen envs have some, all of one size and a pixel format
+    // that is a colour or grey image; the episodes begun before their env's first image
+    // are then left out.
+    let theirs: Vec<&(u32, u32, String)> =
+        c.envs.iter().filter_map(|e| first_images.get(e)).collect();
+    if let Some(&first) = theirs.first() {
+        if !theirs.iter().all(|i| *i == first) {
+            c.summary.image_note = Some("the envs' camera images differ in size or format".into());
+        } else if !matches!(first.2.as_str(), "rgb8" | "rgba8" | "mono8") {
+            c.summary.image_note = Some(format!(
+                "camera images of encoding {:?} are not colour or grey images",
+                first.2
+            ));
+        } else {
+            c.image = Some(first.clone());
+            c.summary.without_image = c.imageless.len() as u64;
+            for k in std::mem::take(&mut c.imageless) {
+                c.keys.remove(&k);
+            }
+            c.envs = c.keys.iter().map(|k| k.0).collect();
+        }
+    }
     Ok(c)
 }
 
-/// Counts `e` in or out.
-fn take(c: &mut Chosen, e: &Episode, rowless: bool) {
+/// Counts `e` in or out (`imaged`: an image of its env came before its first frame).
+fn take(c: &mut Chosen, e: &Episode, rowless: bool, imaged: bool) {
     let s = &mut c.summary;
     if !e.ending.finished() {
         s.running += 1;
@@ -170,6 +237,9 @@ fn take(c: &mut Chosen, e: &Episode, rowless: bool) {
     } else {
         c.keys.insert((e.env, e.first_frame));
         c.envs.insert(e.env);
+        if !imaged {
+            c.imageless.insert((e.env, e.first_frame));
+        }
     }
 }
 
@@ -253,9 +323,80 @@ impl Stats {
     }
 }
 
+/// The camera image feature.
+pub const IMAGE_FEATURE: &str = "observation.images.camera";
+/// Image bytes buffered before a row group of the data file is written.
+const GROUP_IMAGE_BYTES: usize = 64 << 20;
+
+/// A camera image (`foxglove.RawImage` of `rgb8`, `rgba8` or `mono8`) as RGB pixels.
+fn rgb_of(bytes: &[u8]) -> Option<(u32, u32, Vec<u8>)> {
+    let raw = fox::root_as_raw_image(bytes).ok()?;
+    let (w, h) = (raw.width() as usize, raw.height() as usize);
+    let per = match raw.encoding()? {
+        "rgb8" => 3,
+        "rgba8" => 4,
+        "mono8" => 1,
+        _ => return None,
+    };
+    let step = raw.step() as usize;
+    let data = raw.data()?.bytes();
+    let mut rgb = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        let row = data.get(y * step..y * step + w * per)?;
+        for p in row.chunks_exact(per) {
+            match per {
+                1 => rgb.extend_from_slice(&[p[0], p[0], p[0]]),
+                _ => rgb.extend_from_slice(&p[..3]),
+            }
+        }
+    }
+    Some((w as u32, h as u32, rgb))
+}
+
+/// PNG bytes of RGB pixels.
+fn png_of(w: u32, h: u32, rgb: &[u8]) -> Result<Vec<u8>, ExportError> {
+    use image::ImageEncoder as _;
+    let mut out = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut out)
+        .write_image(rgb, w, h, image::ExtendedColorType::Rgb8)
+        .map_err(|e| ExportError::Output(format!("PNG: {e}")))?;
+    Ok(out)
+}
+
+/// The statistics of the camera images, per colour channel, in [0, 1].
+struct ImageStats {
+    channels: [Stats; 3],
+    rows: u64,
+}
+
+impl ImageStats {
+    fn push(&mut self, rgb: &[u8]) {
+        // Every 7th pixel: enough for the figures, and cheap.
+        for p in rgb.chunks_exact(3).step_by(7) {
+            for (c, s) in self.channels.iter_mut().enumerate() {
+                s.push(&[f32::from(p[c]) / 255.0]);
+            }
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let per: Vec<Value> = self.channels.iter().map(Stats::to_json).collect();
+        let mut out = serde_json::Map::new();
+        for k in [
+            "min", "max", "mean", "std", "q01", "q10", "q50", "q90", "q99",
+        ] {
+            let v: Vec<Value> = per.iter().map(|p| json!([[p[k][0]]])).collect();
+            out.insert(k.into(), Value::Array(v));
+        }
+        out.insert("count".into(), json!([self.rows]));
+        Value::Object(out)
+    }
+}
+
 /// The rows of one env's open episode.
 #[derive(Default)]
 struct Open {
+    images: Vec<Arc<Vec<u8>>>,
     obs: Vec<f32>,
     act: Vec<f32>,
     reward: Vec<f32>,
@@ -268,6 +409,9 @@ struct Data {
     writer: SerializedFileWriter<BufWriter<File>>,
     obs: ListColumn,
     act: ListColumn,
+    image: Vec<ByteArray>,
+    image_bytes: usize,
+    with_image: bool,
     reward: Vec<f32>,
     done: Vec<bool>,
     truncated: Vec<bool>,
@@ -387,6 +531,12 @@ impl Data {
                 Some(&self.act.rep),
             )?;
         }
+        if self.with_image {
+            // struct<bytes, path>: the bytes there, the path null.
+            let n = self.image.len();
+            put::<ByteArrayType>(&mut rg, &self.image, Some(&vec![2; n]), None)?;
+            put::<ByteArrayType>(&mut rg, &[], Some(&vec![1; n]), None)?;
+        }
         put::<FloatType>(&mut rg, &self.reward, None, None)?;
         put::<BoolType>(&mut rg, &self.done, None, None)?;
         if self.with_truncated {
@@ -400,6 +550,8 @@ impl Data {
         rg.close().map_err(err)?;
         self.obs.clear();
         self.act.clear();
+        self.image.clear();
+        self.image_bytes = 0;
         self.reward.clear();
         self.done.clear();
         self.truncated.clear();
@@ -516,6 +668,27 @@ fn write(
     if with_act {
         fields.push(list("action", Physical::FLOAT, None)?);
     }
+    let with_image = chosen.image.is_some();
+    if with_image {
+        let optional = |name: &str, logical: Option<LogicalType>| {
+            Type::primitive_type_builder(name, Physical::BYTE_ARRAY)
+                .with_repetition(Repetition::OPTIONAL)
+                .with_logical_type(logical)
+                .build()
+                .map(Arc::new)
+                .map_err(err)
+        };
+        fields.push(Arc::new(
+            Type::group_type_builder(IMAGE_FEATURE)
+                .with_repetition(Repetition::OPTIONAL)
+                .with_fields(vec![
+                    optional("bytes", None)?,
+                    optional("path", Some(LogicalType::String))?,
+                ])
+                .build()
+                .map_err(err)?,
+        ));
+    }
     fields.push(required("next.reward", Physical::FLOAT, None)?);
     fields.push(required("next.done", Physical::BOOLEAN, None)?);
     if with_truncated {
@@ -533,6 +706,9 @@ fn write(
         )?,
         obs: ListColumn::default(),
         act: ListColumn::default(),
+        image: Vec::new(),
+        image_bytes: 0,
+        with_image,
         reward: Vec::new(),
         done: Vec::new(),
         truncated: Vec::new(),
@@ -575,18 +751,35 @@ fn write(
     let mut frame = RecFrame::default();
     let mut out: Vec<Episode> = Vec::new();
     let mut open: BTreeMap<u32, Open> = BTreeMap::new();
+    let mut latest: BTreeMap<u32, Arc<Vec<u8>>> = BTreeMap::new();
+    let mut image_stats = ImageStats {
+        channels: [Stats::new(1), Stats::new(1), Stats::new(1)],
+        rows: 0,
+    };
     let mut rows = 0i64;
     let written = std::cell::Cell::new(0u64);
     let mut failed: Option<ExportError> = None;
     replay::read_recording(
         &mut std::io::BufReader::new(&mut file),
         |event| {
-            let replay::Event::Frame {
-                log_ns,
-                data: bytes,
-            } = event
-            else {
-                return Ok(());
+            let (log_ns, bytes) = match event {
+                replay::Event::Frame { log_ns, data } => (log_ns, data),
+                replay::Event::Camera { env, data, .. }
+                    if with_image && chosen.envs.contains(&env) =>
+                {
+                    let (w, h, rgb) = rgb_of(data).ok_or_else(|| {
+                        ExportError::Damaged(format!("a camera image of env {env} does not read"))
+                    })?;
+                    if Some((w, h)) != chosen.image.as_ref().map(|i| (i.0, i.1)) {
+                        return Err(ExportError::Damaged(format!(
+                            "a camera image of env {env} is {w}×{h}, not the size of the first"
+                        )));
+                    }
+                    image_stats.push(&rgb);
+                    latest.insert(env, Arc::new(png_of(w, h, &rgb)?));
+                    return Ok(());
+                }
+                _ => return Ok(()),
             };
             frame
                 .decode_into(log_ns, bytes)
@@ -616,6 +809,12 @@ fn write(
                     continue;
                 };
                 let r = open.entry(env).or_default();
+                if with_image {
+                    match latest.get(&env) {
+                        Some(png) => r.images.push(Arc::clone(png)),
+                        None => continue,
+                    }
+                }
                 r.obs.extend_from_slice(o);
                 r.act.extend_from_slice(ac);
                 r.reward
@@ -660,6 +859,11 @@ fn write(
                             s.push(o);
                         }
                     }
+                    if with_image && let Some(png) = r.images.get(i) {
+                        data.image_bytes += png.len();
+                        data.image.push(ByteArray::from(png.as_slice().to_vec()));
+                        image_stats.rows += 1;
+                    }
                     if with_act {
                         data.act.push(Some(ac));
                         if let Some(s) = stats.get_mut("action") {
@@ -698,7 +902,7 @@ fn write(
                 }
                 rows += len as i64;
                 written.set(rows as u64);
-                if data.index.len() >= GROUP_ROWS
+                if (data.index.len() >= GROUP_ROWS || data.image_bytes >= GROUP_IMAGE_BYTES)
                     && let Err(e) = data.flush()
                 {
                     failed.get_or_insert(e);
@@ -820,6 +1024,13 @@ fn write(
             json!({"dtype": "float32", "shape": [act_size], "names": names_of(&chosen.names, "act", act_size)}),
         );
     }
+    if let Some((w, h, _)) = &chosen.image {
+        features.insert(
+            IMAGE_FEATURE.into(),
+            json!({"dtype": "image", "shape": [h, w, 3], "names": ["height", "width", "channels"]}),
+        );
+        summary.image = Some((*h, *w));
+    }
     features.insert("next.reward".into(), scalar("float32"));
     features.insert("next.done".into(), scalar("bool"));
     if with_truncated {
@@ -845,10 +1056,13 @@ fn write(
         "features": features,
     });
     write_json(&dir.join("meta/info.json"), &info)?;
-    let stats: serde_json::Map<String, Value> = stats
+    let mut stats: serde_json::Map<String, Value> = stats
         .iter()
         .map(|(k, s)| ((*k).to_string(), s.to_json()))
         .collect();
+    if with_image {
+        stats.insert(IMAGE_FEATURE.into(), image_stats.to_json());
+    }
     write_json(&dir.join("meta/stats.json"), &Value::Object(stats))?;
     Ok(summary)
 }

@@ -198,6 +198,7 @@ pub fn export(
                 replay::Event::Metadata(m) => {
                     metadata.insert(m.name.clone(), m.metadata.clone());
                 }
+                replay::Event::Camera { .. } => {}
                 replay::Event::Frame { log_ns, data } => {
                     frame
                         .frame

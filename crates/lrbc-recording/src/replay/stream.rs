@@ -44,6 +44,12 @@ pub enum Event<'a> {
         log_ns: u64,
         data: &'a [u8],
     },
+    /// A camera image of env `env` (`/lrbc/camera/env<N>`, `foxglove.RawImage`).
+    Camera {
+        env: u32,
+        log_ns: u64,
+        data: &'a [u8],
+    },
 }
 
 /// How the file ended.
@@ -150,6 +156,7 @@ struct State {
     header_seen: bool,
     schemas: HashMap<u16, String>,
     frame_channels: HashSet<u16>,
+    camera_channels: HashMap<u16, u32>,
 }
 
 impl State {
@@ -170,6 +177,8 @@ impl State {
                 let schema = self.schemas.get(&c.schema_id).map(String::as_str);
                 if is_frame_channel(&c, schema).map_err(ReadError::NotRecording)? {
                     self.frame_channels.insert(c.id);
+                } else if let Some(env) = crate::format::camera_env_of_topic(&c.topic) {
+                    self.camera_channels.insert(c.id, env);
                 }
             }
             Record::Message { header, data }
@@ -179,6 +188,15 @@ impl State {
                     log_ns: header.log_time,
                     data: &data,
                 })?;
+            }
+            Record::Message { header, data } => {
+                if let Some(&env) = self.camera_channels.get(&header.channel_id) {
+                    on(Event::Camera {
+                        env,
+                        log_ns: header.log_time,
+                        data: &data,
+                    })?;
+                }
             }
             Record::Metadata(m) => on(Event::Metadata(&m))?,
             _ => {}

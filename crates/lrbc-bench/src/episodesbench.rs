@@ -1,0 +1,259 @@
+//! `lrbc-bench episodes`: what counting every env's episodes costs, against an engine and
+//! a client in separate processes: the follower's CPU with the accounting (`watch
+//! --no-events`) beside the same follower without it (`watch --no-events
+//! --no-episodes`) and with the detector too (`watch`, as the window runs them), attached
+//! together over the same seconds of one run; the engine's rate with `episodes` switched
+//! on and off (`observers`); and the rows per second of `export --episodes` and `export
+//! --lerobot` on a large synthetic recording.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::fixtures::start;
+use crate::observers::{Observer, observer_cost, print_cost};
+use crate::pollerbench::run_to_end;
+use lrbc_inspector::cli::CliError;
+use lrbc_inspector::cli::args::{parse_hz, seconds_f64};
+use lrbc_inspector::cli::children::{ChildProcess, inspector_exe};
+use lrbc_inspector::cli::export::{mb, one_line};
+use lrbc_recording::export::{self, Format, LeRobotOptions, synthetic};
+use lrbc_sim::engine::Preset;
+
+/// Arguments of `lrbc-bench episodes`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EpisodesBenchArgs {
+    /// Seconds of each round of the CPU measure (the three observers attached together).
+    #[arg(long, default_value = "10", value_parser = seconds_f64)]
+    pub secs: f64,
+    /// Rounds of the CPU measure.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// The client's pace (Hz).
+    #[arg(long, default_value = "1000", value_parser = parse_hz)]
+    pub hz: f64,
+    /// Seconds of the run in which `episodes` is switched off and on (the engine's rate).
+    #[arg(long, value_name = "SECS", default_value = "90", value_parser = seconds_f64)]
+    pub rate_secs: f64,
+    /// Size of the synthetic recording of the export measure, MiB.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub size_mib: u64,
+    /// Exports measured of each kind (the median is reported).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub export_rounds: u32,
+    /// Only these measures (comma-separated): cpu, ratio, export.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<EpisodesPart>,
+}
+
+/// A measure of `lrbc-bench episodes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EpisodesPart {
+    Cpu,
+    Ratio,
+    Export,
+}
+
+/// Time for an observer to start and attach before it is counted on.
+const ATTACH: Duration = Duration::from_millis(500);
+
+fn watch(name: &str, secs: f64, extra: &[&str]) -> Result<Command, CliError> {
+    let mut c = Command::new(inspector_exe()?);
+    c.args(["watch", "--shm", name, "--count", "1", "--json"])
+        .args(["--interval", &secs.to_string()])
+        .args(extra);
+    Ok(c)
+}
+
+fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+    let observers: [(&str, &[&str]); 3] = [
+        (
+            "watch --no-events --no-episodes",
+            &["--no-events", "--no-episodes"],
+        ),
+        ("watch --no-events (episodes)", &["--no-events"]),
+        ("watch (detector and episodes)", &[]),
+    ];
+    println!(
+        "CPU, train4096 at {} Hz: three `watch` attached together to one engine and client, \
+         {} rounds of {} s",
+        args.hz, args.rounds, args.secs
+    );
+    println!(
+        "  {:<34} {:>8}  {:<24} {:>9} {:>10} {:>11}",
+        "observer", "CPU", "per round", "seen", "episodes", "incomplete"
+    );
+    let mut run = start(
+        Preset::Train4096,
+        (Some(args.hz), "random"),
+        None,
+        "episodes-cpu",
+    )?;
+    std::thread::sleep(ATTACH);
+    let mut cpu: [Vec<f64>; 3] = Default::default();
+    let mut seen = [0u64; 3];
+    let mut episodes = [0u64; 3];
+    let mut incomplete = [0u64; 3];
+    for _ in 0..args.rounds {
+        let results = std::thread::scope(|s| {
+            let handles: Vec<_> = observers
+                .iter()
+                .map(|(what, extra)| {
+                    let command = watch(&run.name, args.secs, extra);
+                    s.spawn(move || command.and_then(|c| run_to_end(c, what)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .map_err(|_| CliError::Other("an observer's thread panicked".into()))?
+                })
+                .collect::<Result<Vec<_>, CliError>>()
+        })?;
+        for (k, (v, usage)) in results.iter().enumerate() {
+            cpu[k].push(usage.cpu_secs / args.secs);
+            seen[k] += v["frames_seen"].as_u64().unwrap_or(0);
+            episodes[k] += v["episodes"]["ended"].as_u64().unwrap_or(0);
+            incomplete[k] += v["episodes"]["incomplete"].as_u64().unwrap_or(0);
+        }
+    }
+    if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
+        return Err(CliError::Other(format!(
+            "the client exited ({code}) during the measurement"
+        )));
+    }
+    drop(run);
+    for (k, (label, _)) in observers.iter().enumerate() {
+        let mean = cpu[k].iter().sum::<f64>() / cpu[k].len().max(1) as f64;
+        let per: Vec<String> = cpu[k].iter().map(|c| format!("{:.1}", 100.0 * c)).collect();
+        let (e, i) = if k == 0 {
+            ("–".to_string(), "–".to_string())
+        } else {
+            (episodes[k].to_string(), incomplete[k].to_string())
+        };
+        println!(
+            "  {label:<34} {:>6.1} %  {:<24} {:>9} {e:>10} {i:>11}",
+            100.0 * mean,
+            per.join(", "),
+            seen[k]
+        );
+    }
+    println!(
+        "  (CPU: share of one core of the whole process over its run, its start included, \
+         the mean of the rounds; incomplete: episodes that lack a frame or began before the \
+         attach, of those ended)"
+    );
+    Ok(())
+}
+
+fn ratio_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+    println!(
+        "engine's lock-step rate, train4096 at {} Hz (goal: at least 0.99); `episodes` \
+         switched off and on in windows of 0.5 s, blocks of off-on-on-off, {:.0} s of one run:",
+        args.hz, args.rate_secs
+    );
+    let c = observer_cost(
+        Observer::Episodes,
+        Some(args.hz),
+        args.rate_secs.max(2.0),
+        Duration::from_secs_f64(0.5),
+        "episodes-ratio",
+    )?;
+    print_cost(Observer::Episodes, &c);
+    Ok(())
+}
+
+fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+    let dir = std::env::temp_dir();
+    let input = dir.join(format!("lrbc-bench-episodes-{}.mcap", std::process::id()));
+    let probe = synthetic::Spec {
+        num_envs: 64,
+        obs_size: 32,
+        act_size: 8,
+        recorded: (0..64).collect(),
+        frames: 1,
+        frame_interval_ns: 1_000_000,
+        chunk_size: None,
+        nan_at: None,
+        compression: lrbc_recording::format::Compression::default(),
+    };
+    let (_, frame_bytes) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
+        .map_err(|e| CliError::Other(e.to_string()))?;
+    let spec = synthetic::Spec {
+        frames: ((args.size_mib << 20) / (frame_bytes as u64 + 40)).max(1),
+        ..probe
+    };
+    let file = std::fs::File::create(&input)
+        .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
+    synthetic::write(&spec, std::io::BufWriter::with_capacity(1 << 20, file))
+        .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
+    let in_bytes = std::fs::metadata(&input).map_or(0, |m| m.len());
+    println!(
+        "export of a synthetic recording: {:.0} MB, {} frames of 64 envs (obs 32, act 8, \
+         every env recorded; each env's episode ends every 200 frames), {} rounds, the median",
+        mb(in_bytes),
+        spec.frames,
+        args.export_rounds
+    );
+    println!("| export | rows | seconds | rows/s | MB read/s |");
+    println!("|---|---:|---:|---:|---:|");
+    let mut failure = None;
+    for kind in ["--episodes (Parquet)", "--lerobot"] {
+        let out = dir.join(format!("lrbc-bench-episodes-out-{}", std::process::id()));
+        let mut times = Vec::new();
+        let mut rows = 0;
+        for _ in 0..args.export_rounds {
+            let _ = std::fs::remove_dir_all(&out);
+            let _ = std::fs::remove_file(&out);
+            let started = Instant::now();
+            let result = if kind.starts_with("--episodes") {
+                export::export_episodes_file(&input, &out, Format::Parquet, |_| {})
+                    .map(|s| s.episodes)
+            } else {
+                export::export_lerobot(&input, &out, &LeRobotOptions { task: None }, |_| {})
+                    .map(|s| s.frames)
+            };
+            match result {
+                Ok(n) => rows = n,
+                Err(e) => {
+                    failure = Some(one_line(&e, &input, &out));
+                    break;
+                }
+            }
+            times.push(started.elapsed().as_secs_f64());
+        }
+        let _ = std::fs::remove_dir_all(&out);
+        let _ = std::fs::remove_file(&out);
+        if failure.is_some() {
+            break;
+        }
+        let secs = lrbc_live::stats::median(times).unwrap_or(0.0).max(1e-9);
+        // `--lerobot` reads the file twice.
+        let reads = if kind == "--lerobot" { 2.0 } else { 1.0 };
+        println!(
+            "| `{kind}` | {rows} | {secs:.2} | {:.0} | {:.0} |",
+            rows as f64 / secs,
+            reads * mb(in_bytes) / secs
+        );
+    }
+    let _ = std::fs::remove_file(&input);
+    failure.map_or(Ok(()), Err)
+}
+
+pub fn run(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+    let wants = |p: EpisodesPart| args.only.is_empty() || args.only.contains(&p);
+    println!(
+        "lrbc-bench episodes: what counting every env's episodes costs; engine, client and \
+         observers in separate processes"
+    );
+    if wants(EpisodesPart::Cpu) {
+        cpu_table(args)?;
+    }
+    if wants(EpisodesPart::Ratio) {
+        ratio_table(args)?;
+    }
+    if wants(EpisodesPart::Export) {
+        export_table(args)?;
+    }
+    Ok(())
+}
