@@ -98,8 +98,7 @@ pub fn summary(t: &RunTotals, running: u64) -> String {
     ));
     if let (Some(r), Some(l)) = (t.mean_return(), t.mean_length()) {
         s.push_str(&format!(
-            "; mean return {} and length {l:.1} over {} exact",
-            format_value(r),
+            "; mean return {r:.4} and length {l:.1} over {} exact",
             thousands(t.exact)
         ));
     }

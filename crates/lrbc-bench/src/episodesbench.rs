@@ -166,21 +166,23 @@ fn ratio_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
 fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
     let dir = std::env::temp_dir();
     let input = dir.join(format!("lrbc-bench-episodes-{}.mcap", std::process::id()));
+    // A thousand frames, written and compressed as the recorder does, size the file.
     let probe = synthetic::Spec {
         num_envs: 64,
         obs_size: 32,
         act_size: 8,
         recorded: (0..64).collect(),
-        frames: 1,
+        frames: 1000,
         frame_interval_ns: 1_000_000,
         chunk_size: None,
         nan_at: None,
         compression: lrbc_recording::format::Compression::default(),
     };
-    let (_, frame_bytes) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
+    let (written, _) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
         .map_err(|e| CliError::Other(e.to_string()))?;
+    let per_frame = (written.into_inner().len() as u64 / probe.frames).max(1);
     let spec = synthetic::Spec {
-        frames: ((args.size_mib << 20) / (frame_bytes as u64 + 40)).max(1),
+        frames: ((args.size_mib << 20) / per_frame).max(1),
         ..probe
     };
     let file = std::fs::File::create(&input)
@@ -189,9 +191,10 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
     let in_bytes = std::fs::metadata(&input).map_or(0, |m| m.len());
     println!(
-        "export of a synthetic recording: {:.0} MB, {} frames of 64 envs (obs 32, act 8, \
+        "export of a synthetic recording: {:.0} MB ({:.2} GiB), {} frames of 64 envs (obs 32, act 8, \
          every env recorded; each env's episode ends every 200 frames), {} rounds, the median",
         mb(in_bytes),
+        in_bytes as f64 / f64::from(1u32 << 30),
         spec.frames,
         args.export_rounds
     );
