@@ -1,8 +1,8 @@
 //! The Episodes panel, driven headlessly by egui_kittest on a recording of the simulated
 //! engine (its cart-poles fall and end episodes) made from the run's first frame: the
 //! panel lists every env, a click on a column header sorts the table by it, a click on an
-//! env watches it, and a click on a recent episode moves the timeline to its last frame
-//! with the env plots showing the whole episode. Live, the panel counts the episodes of a
+//! env watches it, and a click on a recent episode marks it on the timeline and moves
+//! the cursor to its last frame, the env plots showing the whole episode. Live, the panel counts the episodes of a
 //! simulated run as they end.
 
 #![allow(
@@ -139,6 +139,11 @@ fn the_episodes_of_a_recording_sort_and_a_click_goes_to_an_env_or_an_episode() {
         "{window} for {secs}"
     );
     assert!(h.state().settings.watched_envs.contains(&e.env));
+    assert_eq!(
+        h.state().episode_span,
+        Some((e.env, e.first_ns, e.last_ns)),
+        "the timeline marks the episode"
+    );
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -93,8 +93,9 @@ impl InspectorApp {
                     });
                     let secs = (t1.saturating_sub(t0) as f64 / 1e9) as f32;
                     self.settings.plot_window_secs = (secs * 1.05).max(0.05);
+                    self.episode_span = Some((e.env, t0, t1));
                     note.push_str(&format!(
-                        "; the timeline is at its last frame, the plots show its {secs:.2} s"
+                        "; the timeline marks it and is at its last frame, the plots show its {secs:.2} s"
                     ));
                 }
                 (e.env, note)

@@ -82,6 +82,9 @@ pub struct InspectorApp {
     timeline_tick_ns: u64,
     /// The kind of event the timeline's "next event" looks for (None: any).
     timeline_kind: Option<lrbc_live::detect::EventKind>,
+    /// The episode clicked in the Episodes panel, marked on a recording's timeline: its
+    /// env, first and last frame's times.
+    pub episode_span: Option<(u32, u64, u64)>,
     shown_title: String,
     t0_ns: u64,
     /// The flight recorder of the session.
@@ -155,6 +158,7 @@ impl InspectorApp {
             open_dialog: timeline::OpenDialog::default(),
             timeline_tick_ns: 0,
             timeline_kind: None,
+            episode_span: None,
             shown_title: String::new(),
             t0_ns: monotonic_now_ns(),
             close_when: None,
@@ -192,6 +196,7 @@ impl InspectorApp {
     /// Opens a recording (its timeline at the start); on failure the attach view shows
     /// why.
     pub fn open_recording(&mut self, path: &std::path::Path) {
+        self.episode_span = None;
         self.park_session();
         match Session::open_recording(
             path,

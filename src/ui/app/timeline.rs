@@ -102,6 +102,7 @@ impl InspectorApp {
                 events: next,
                 events_note,
                 next_kind: self.timeline_kind,
+                episode: self.episode_span,
             });
         }
         let f = s.paused.as_ref()?;
@@ -122,6 +123,7 @@ impl InspectorApp {
             events: next,
             events_note,
             next_kind: self.timeline_kind,
+            episode: None,
         })
     }
 
@@ -245,6 +247,8 @@ struct TimelineView {
     events_note: Option<String>,
     /// The kind "next event" looks for (None: any).
     next_kind: Option<EventKind>,
+    /// An episode marked on the slider: env, first and last frame's times.
+    episode: Option<(u32, u64, u64)>,
 }
 
 /// A move asked for on the timeline.
@@ -303,6 +307,7 @@ fn timeline_ui(ui: &mut egui::Ui, st: &TimelineView) -> Option<TimelineAction> {
         let by_user = slider.dragged() || slider.clicked();
         mark_states(ui, &slider, st, width);
         mark_events(ui, &slider, st, width);
+        mark_episode(ui, &slider, st, width);
         if slider.changed() && by_user {
             let t = start.saturating_add((at.max(0.0) * 1e9) as u64);
             action = Some(TimelineAction::Seek(t));
@@ -421,6 +426,37 @@ fn mark_states(ui: &egui::Ui, slider: &egui::Response, st: &TimelineView, width:
             c.describe()
         ));
     }
+}
+
+/// The episode clicked in the Episodes panel: a band under the slider's rail from its
+/// first frame to its last, its env and span on hover.
+fn mark_episode(ui: &egui::Ui, slider: &egui::Response, st: &TimelineView, width: f32) {
+    let Some((env, first, last)) = st.episode else {
+        return;
+    };
+    let (start, end) = st.range;
+    let span = end.saturating_sub(start).max(1) as f64;
+    let x = |t: u64| {
+        slider.rect.left()
+            + (t.clamp(start, end).saturating_sub(start) as f64 / span) as f32 * width
+    };
+    let (x0, x1) = (x(first), x(last).max(x(first) + 2.0));
+    let band = egui::Rect::from_min_max(
+        egui::pos2(x0, slider.rect.bottom() - 4.0),
+        egui::pos2(x1, slider.rect.bottom()),
+    );
+    ui.painter()
+        .rect_filled(band, 0.0, ui.visuals().selection.bg_fill);
+    let hover = ui.interact(
+        band.expand(2.0),
+        slider.id.with("episode"),
+        egui::Sense::hover(),
+    );
+    hover.on_hover_text(format!(
+        "env {env}'s episode: {:.3} s to {:.3} s",
+        secs(first.saturating_sub(start)),
+        secs(last.saturating_sub(start))
+    ));
 }
 
 /// A tick above the slider's rail at each event, its kind and frame on hover.
