@@ -74,7 +74,7 @@ impl InspectorApp {
                 });
                 ui.end_row();
                 ui.label("Memory budget (MiB)").on_hover_text(
-                    "what the window keeps of the run: histories three eighths, the traffic list a fifth, the flight recorder a quarter, camera images a tenth, streamed frames the rest; the oldest go first when a part is full",
+                    "what the window keeps of the run: histories seven twentieths, the traffic list a fifth, the flight recorder a quarter, camera images a tenth, episodes a fortieth, streamed frames the rest; the oldest go first when a part is full",
                 );
                 ui.horizontal(|ui| {
                     if ui
