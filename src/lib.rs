@@ -1,10 +1,11 @@
 //! lrbc-inspector: attach read-only to a live LRBC shared-memory segment and show
-//! everything in it. The window (`ui`), what a source holds for it (`session`: a live
-//! segment, a recording or a served run) and the command line (`cli`), over the
-//! workspace's crates: `lrbc` (the contract), `lrbc-live`, `lrbc-recording`,
-//! `lrbc-remote` and `lrbc-sim`. See `ARCHITECTURE.md`.
+//! everything in it, over the workspace's crates. See `ARCHITECTURE.md`. `unsafe` is denied
+//! here but for the window's one OpenGL query (`ui`).
 //!
-//! `unsafe` is denied here but for the window's one OpenGL query (`ui`).
+//! Modules, each using only those above it:
+//! - `session`: what a source holds for the window: a live segment, a recording or a served run
+//! - `ui`: the window (eframe/egui): the app, its panels, settings and screenshots
+//! - `cli`: the command line: arguments, one-line errors and every subcommand
 
 pub mod cli;
 #[doc(hidden)]

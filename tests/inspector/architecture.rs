@@ -1,9 +1,9 @@
-//! ARCHITECTURE.md's crate table lists each crate of the workspace with the crates its
-//! manifest depends on and its top-level modules; its module tables list, for each
-//! top-level module, the modules it depends on, in its crate and in the crates below.
-//! This test derives both from the manifests and the code (every `crate::MODULE` and
-//! `lrbc::MODULE`, `lrbc_live::MODULE`, … path outside test code) and fails where the
-//! document and the workspace differ.
+//! The layers of ARCHITECTURE.md, as the code has them: its crate table lists every
+//! crate of the workspace from the bottom up, and each crate's manifest depends only on
+//! crates listed before it; each crate's root (`lib.rs`, or `main.rs` for `lrbc-bench`)
+//! lists its top-level modules one line each (`//! - `module`: …`), and a module uses
+//! (`crate::MODULE`, `super::MODULE` in its own file, outside test code) only modules
+//! listed above it.
 
 #![allow(
     clippy::expect_used,
@@ -238,78 +238,23 @@ fn edges_in_code() -> (Edges, Vec<String>) {
     (edges, problems)
 }
 
-/// ARCHITECTURE.md's table rows of `width` cells whose first cell is a name in
-/// backticks: the name, and the row's other cells.
-fn rows_of_architecture_md(width: usize) -> Vec<(String, Vec<String>)> {
+/// ARCHITECTURE.md's crate table: the crates in its rows `| `crate` | what it is |`, in
+/// order.
+fn crates_in_architecture_md() -> Vec<String> {
     let text = std::fs::read_to_string(root().join("ARCHITECTURE.md"))
         .expect("ARCHITECTURE.md is readable");
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        // "", the cells, "": a line of `width` cells splits into `width + 2` pieces.
-        if cells.len() != width + 2 {
-            continue;
-        }
-        let Some(name) = cells[1].strip_prefix('`').and_then(|c| c.strip_suffix('`')) else {
-            continue;
-        };
-        let rest = cells[2..=width].iter().map(|c| c.to_string()).collect();
-        out.push((name.to_string(), rest));
-    }
-    out
-}
-
-/// A cell's list: `` `a`, `b` `` (or `—`, none).
-fn listed(cell: &str) -> BTreeSet<String> {
-    cell.split(',')
-        .map(|d| d.trim().trim_matches('`').to_string())
-        .filter(|d| !d.is_empty() && d != "—")
-        .collect()
-}
-
-/// The module tables' rows `| `module` | what it is | `dep`, `dep` |` (or `—`).
-fn edges_in_architecture_md() -> Edges {
-    rows_of_architecture_md(3)
-        .into_iter()
-        .map(|(module, cells)| (module, listed(&cells[1])))
-        .collect()
-}
-
-#[test]
-fn the_module_table_of_architecture_md_lists_exactly_the_edges_the_code_has() {
-    let (code, mut problems) = edges_in_code();
-    let doc = edges_in_architecture_md();
-    for (m, has) in &code {
-        let Some(listed) = doc.get(m) else {
-            problems.push(format!("`{m}` has no row"));
-            continue;
-        };
-        for d in has.difference(listed) {
-            problems.push(format!(
-                "`{m}` depends on `{d}`, which its row does not list"
-            ));
-        }
-        for d in listed.difference(has) {
-            problems.push(format!(
-                "`{m}`'s row lists `{d}`, which the code does not use"
-            ));
-        }
-    }
-    for m in doc.keys().filter(|m| !code.contains_key(*m)) {
-        problems.push(format!("the row `{m}` names no module of the workspace"));
-    }
-    assert!(
-        problems.is_empty(),
-        "ARCHITECTURE.md and the code differ:\n{}",
-        problems.join("\n")
-    );
-}
-
-/// The crate table's rows `| `crate` | what it is | `dep`, … | `module`, … |`.
-fn crates_in_architecture_md() -> BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> {
-    rows_of_architecture_md(4)
-        .into_iter()
-        .map(|(name, cells)| (name, (listed(&cells[1]), listed(&cells[2]))))
+    text.lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            // "", the two cells, "".
+            if cells.len() != 4 {
+                return None;
+            }
+            cells[1]
+                .strip_prefix("`lrbc")
+                .and_then(|c| c.strip_suffix('`'))
+                .map(|c| format!("lrbc{c}"))
+        })
         .collect()
 }
 
@@ -335,40 +280,81 @@ fn manifest_deps(src: &Path, names: &BTreeSet<String>) -> BTreeSet<String> {
 }
 
 #[test]
-fn the_crate_table_of_architecture_md_lists_each_crate_s_dependencies_and_modules() {
+fn architecture_md_lists_every_crate_above_the_crates_it_depends_on() {
     let crates = crates();
     let names: BTreeSet<String> = crates.iter().map(|c| c.name.clone()).collect();
-    let doc = crates_in_architecture_md();
+    let order = crates_in_architecture_md();
     let mut problems = Vec::new();
-    for Crate {
-        name,
-        src,
-        modules: own,
-        ..
-    } in &crates
-    {
-        let Some((deps, modules)) = doc.get(name) else {
-            problems.push(format!("the crate `{name}` has no row"));
+    for c in &crates {
+        let Some(at) = order.iter().position(|n| *n == c.name) else {
+            problems.push(format!("the crate `{}` has no row", c.name));
             continue;
         };
-        let has = manifest_deps(src, &names);
-        if &has != deps {
-            problems.push(format!(
-                "`{name}` depends on {has:?}; its row says {deps:?}"
-            ));
-        }
-        if own != modules {
-            problems.push(format!(
-                "`{name}` has the modules {own:?}; its row says {modules:?}"
-            ));
+        for dep in manifest_deps(&c.src, &names) {
+            if !order[..at].contains(&dep) {
+                problems.push(format!(
+                    "`{}` depends on `{dep}`, which is not listed below it",
+                    c.name
+                ));
+            }
         }
     }
-    for name in doc.keys().filter(|n| !names.contains(*n)) {
-        problems.push(format!("the row `{name}` names no crate of the workspace"));
+    for n in order.iter().filter(|n| !names.contains(*n)) {
+        problems.push(format!("the row `{n}` names no crate of the workspace"));
     }
     assert!(
         problems.is_empty(),
         "ARCHITECTURE.md and the workspace differ:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The modules a crate's root lists (`//! - `module`: …`), in order.
+fn modules_listed(src: &Path) -> Vec<String> {
+    let root_file = ["lib.rs", "main.rs"]
+        .iter()
+        .map(|f| src.join(f))
+        .find(|p| p.is_file())
+        .expect("a crate has a lib.rs or main.rs");
+    let text = std::fs::read_to_string(root_file).expect("a crate root is readable");
+    text.lines()
+        .take_while(|l| l.starts_with("//!"))
+        .filter_map(|l| {
+            let rest = l.strip_prefix("//! - `")?;
+            Some(rest.split('`').next()?.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn each_crate_lists_its_modules_and_a_module_uses_only_those_above_it() {
+    let (edges, mut problems) = edges_in_code();
+    for c in crates() {
+        let listed = modules_listed(&c.src);
+        let set: BTreeSet<String> = listed.iter().cloned().collect();
+        if set != c.modules || set.len() != listed.len() {
+            problems.push(format!(
+                "`{}`'s root lists the modules {listed:?}; it has {:?}",
+                c.name, c.modules
+            ));
+            continue;
+        }
+        for (k, m) in listed.iter().enumerate() {
+            for d in edges.get(m).into_iter().flatten() {
+                if let Some(at) = listed.iter().position(|x| x == d)
+                    && at > k
+                {
+                    problems.push(format!(
+                        "`{}`: `{m}` uses `{d}`, which is listed below it",
+                        c.name
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the modules' floors and the code differ:\n{}",
         problems.join("\n")
     );
 }

@@ -1,7 +1,22 @@
 //! `lrbc-bench`: the benchmarks that run in real time or across processes, against the
-//! lrbc-inspector binary built beside it (figures in `docs/benchmarks.md`; never timed
-//! tests). The single-process micro-benchmarks are `cargo bench` targets. Not shipped:
-//! `lrbc-inspector` has none of these commands.
+//! lrbc-inspector built beside it (figures in `docs/benchmarks.md`; never timed tests). Not
+//! shipped.
+//!
+//! Modules, each using only those above it:
+//! - `fixtures`: a run of an engine and a client, and a tallying viewer
+//! - `roundtrip`: `round-trip`: lock-step round trips between processes
+//! - `observers`: an observer switched off and on, and what it costs the engine's rate
+//! - `linkbench`: `serve --link`: `serve` and a viewer behind rate-limited links
+//! - `linkviewer`: the viewer process of the slow-link runs
+//! - `uibench`: `ui` and `sampler`: the window's frame time, the sampler's share and cost
+//! - `recbench`: `record`: its cost, frames kept, compression
+//! - `servebench`: `serve`: frames delivered, latency, cost
+//! - `pollerbench`: `poller`: `watch` against the numpy poller
+//! - `detectbench`: `detect`: the detector's cost and what it finds
+//! - `episodesbench`: `episodes`: the cost of counting episodes, export rates
+//! - `soak`: `soak`: resident memory over a long run
+//! - `exportbench`: `export`: rows/s of the export
+//! - `openbench`: `open`: time to open and scrub a large recording
 
 mod detectbench;
 mod episodesbench;

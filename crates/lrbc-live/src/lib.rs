@@ -1,10 +1,17 @@
-//! Observing a live LRBC segment over time, on threads of their own: the frame follower
-//! (`frames`: one per segment, any number of consumers), the window's and `watch`'s
-//! consumer of it (`sampler`), the ring traffic decoded and paired (`traffic`), the
-//! attachment's state and re-attachment (`watch`), yielding to a busy machine (`busy`),
-//! the memory budget (`memory`) and the statistics every figure uses (`stats`), the
-//! check of every frame's values (`check`), the events of a run found as they happen
-//! (`detect`) and every env's episodes (`episodes`). No window, async runtime, TLS or file format.
+//! Observing a live segment over time, on threads of its own: one frame follower per
+//! segment and its consumers. No window, async runtime, TLS or file format.
+//!
+//! Modules, each using only those above it:
+//! - `memory`: the window's memory budget and its shares
+//! - `stats`: quantiles, medians and geometric means: one convention for every figure
+//! - `busy`: yielding to a busy machine: a CPU budget for observers
+//! - `watch`: the attachment's state over time (attached, stale, gone, replaced), rates
+//! - `traffic`: the command rings read, decoded, paired and stored
+//! - `check`: the value check of one frame: NaN, infinities, bounds, saturation (pure)
+//! - `frames`: the frame follower: one thread per segment copying each frame for its sinks
+//! - `detect`: the detector: events from frames' checks, time, state and ring faults; the live sink
+//! - `episodes`: every env's episodes from every frame; the live sink
+//! - `sampler`: the window's and `watch`'s consumer of the follower: per-frame figures, histories
 
 pub mod busy;
 pub mod check;

@@ -1,7 +1,10 @@
-//! Recordings of LRBC runs: the format (`format`: an MCAP profile, its topics, schemas
-//! and frame table, chunks compressed with zstd by default), the flight recorder that
-//! writes it (`recorder`), the reader and player that replay it (`replay`), and export
-//! for analysis as Parquet or CSV (`export`). No window.
+//! Recordings of LRBC runs: an MCAP profile, written, read, played and exported. No window.
+//!
+//! Modules, each using only those above it:
+//! - `format`: the recording format: topics, schemas, the frame table, events, compression
+//! - `recorder`: the capture, the file writer and the flight recorder's rolling buffer
+//! - `replay`: reading recordings: the reader, the stream pass, the player, events and episodes
+//! - `export`: Parquet and CSV of frames, one row per episode, a LeRobot dataset
 
 pub mod export;
 pub mod format;

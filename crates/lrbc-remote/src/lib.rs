@@ -1,7 +1,10 @@
-//! A live LRBC run over the Foxglove WebSocket protocol: the protocol's names, opcodes
-//! and messages (`protocol`), the server of `serve` (`server`: a thread per connection,
-//! no async runtime), and the remote viewer that the window uses for a served run
-//! (`view`). No window.
+//! A live LRBC run over the Foxglove WebSocket protocol: `serve` and the window's remote
+//! viewer. No window.
+//!
+//! Modules, each using only those above it:
+//! - `protocol`: the protocol's names, opcodes, messages and streams
+//! - `server`: the server of `serve`: a thread per connection, paced outboxes, control services
+//! - `view`: viewing a served run: the connection, the viewer thread, the link's figures
 
 pub mod protocol;
 pub mod server;

@@ -1,4 +1,7 @@
-//! What the integration tests and the benchmarks (`lrbc-bench`) share, and the product
-//! does not hold: slow links for `serve` and its viewers (`netns`). No dependency.
+//! What the integration tests and the benchmarks share and the product does not hold. No
+//! dependency.
+//!
+//! Modules, each using only those above it:
+//! - `netns`: a slow link: a network namespace whose loopback `tc` limits
 
 pub mod netns;

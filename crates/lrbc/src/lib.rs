@@ -1,10 +1,19 @@
-//! The LRBC contract between LuckyEngine and its trainer, and access to a live segment:
-//! the byte layout (`layout`), read-only mappings (`segment`), consistent copies of the
-//! hot data (`snapshot`, spec 3.2), the rings and watchers that never consume them
-//! (`rings`, spec 4.1), the RPC schemas and their decoding (`rpc`), the segments on this
-//! machine (`discovery`), attaching by name, PID or path (`attach`), and the one
-//! exception to read-only, the control lease (`control`, spec 7). No window, async
-//! runtime, TLS or file format.
+//! The LRBC contract between LuckyEngine and its trainer, and read-only access to a live
+//! segment. No window, async runtime, TLS or file format.
+//!
+//! Modules, each using only those above it:
+//! - `layout`: the byte layout: wire structs, field tables, names, detection into a `Geometry`
+//! - `platform`: every operating-system call but the mappings, Unix and Windows (`unsafe`)
+//! - `procinfo`: process names, liveness, CPU and memory
+//! - `sync`: the one lock helper: a poisoned mutex is taken as it is
+//! - `clock`: the monotonic clock of the spec's `*_time_ns` words; a manual clock for tests
+//! - `segment`: mappings (read-only; control rings writable), atomic words, copies (`unsafe`)
+//! - `rings`: ring formats, producers, consumers and watchers that never consume (spec 4)
+//! - `rpc`: the FlatBuffers schemas, generated code and the verifying decoder of envelopes
+//! - `snapshot`: consistent copies of the hot data (spec 3.2)
+//! - `discovery`: the LRBC segments on this machine and the processes that map them
+//! - `attach`: attaching by name, PID or path: a mapping and its geometry
+//! - `control`: the control lease (spec 7), the one write, and its worker thread
 //!
 //! Reading one frame of a live segment:
 //!
