@@ -31,6 +31,7 @@ mod serve;
 mod serve_link;
 mod serve_tls;
 mod sim;
+mod snapshots;
 mod traffic;
 mod ui;
 mod window;

@@ -277,6 +277,12 @@ impl InspectorApp {
         self.message.as_ref().map(|m| m.text.as_str())
     }
 
+    /// Clears the status bar's message (the golden images' tests: it names a file's
+    /// path, which differs from checkout to checkout).
+    pub fn clear_status_message(&mut self) {
+        self.message = None;
+    }
+
     /// Work that is not drawing, run before each pass and also while the window shows
     /// nothing (minimised, hidden): Ctrl-C (the stop flag), following a replaced segment,
     /// the save dialog's results, process liveness, the title, the redraw rate and

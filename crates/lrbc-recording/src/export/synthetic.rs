@@ -7,7 +7,7 @@ use std::io::{Seek, Write};
 
 use crate::format::{
     COUNTS_METADATA, FRAME_SCHEMA, FRAME_TOPIC, FrameRef, GEOMETRY_METADATA, NAMES_METADATA,
-    PROFILE, TOOL_METADATA,
+    PROFILE, SEGMENT_METADATA, TOOL_METADATA, segment_metadata,
 };
 use lrbc::rpc::RECORDING_BFBS;
 
@@ -28,6 +28,38 @@ pub struct Spec {
     pub nan_at: Option<u64>,
     /// How the chunks are compressed.
     pub compression: crate::format::Compression,
+}
+
+/// The bytes of the segment a recording of `spec` was made of, as the recorder keeps
+/// them (`lrbc.segment`, what detection reads): an LRBC v1 segment with the extension,
+/// planned as an engine plans it, so that `open` detects its geometry again. Empty when
+/// no segment of these sizes can be planned.
+fn segment_of(spec: &Spec) -> BTreeMap<String, String> {
+    use lrbc::layout::plan::{Plan, PlanLayout, PlanSpec};
+    let plan_spec = PlanSpec {
+        layout: PlanLayout::Lrbc { ext: true },
+        num_envs: spec.num_envs,
+        obs_size: spec.obs_size.max(1),
+        act_size: spec.act_size.max(1),
+        image: None,
+        cmd_ring_size: 4096,
+        ctl_ring_size: Some(4096),
+        names: lrbc::layout::Names {
+            obs: (0..spec.obs_size).map(|i| format!("obs_{i}")).collect(),
+            act: (0..spec.act_size).map(|i| format!("act_{i}")).collect(),
+        },
+        mode: 0,
+        server_pid: 0,
+        max_size_bytes: 1 << 40,
+    };
+    let Ok(plan) = Plan::new(&plan_spec) else {
+        return BTreeMap::new();
+    };
+    let bytes = plan.initial_bytes(&plan_spec);
+    let traced = lrbc::layout::Traced::new(&bytes);
+    // Only to learn which bytes detection reads.
+    let _ = lrbc::layout::inspect(&traced, lrbc::layout::LayoutChoice::Auto);
+    segment_metadata(&traced.into_sparse())
 }
 
 /// Writes the recording `spec` describes; returns the bytes of one frame message.
@@ -69,6 +101,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
                     .collect(),
             ),
         ),
+        (SEGMENT_METADATA, segment_of(spec)),
         (
             TOOL_METADATA,
             text(vec![
