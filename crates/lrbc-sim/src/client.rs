@@ -125,22 +125,14 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
     let seg = SegmentRw::open_at(&shm_location(&cfg.name)?)?;
     let g: Geometry = layout::inspect(&seg, LayoutChoice::Auto)?;
     let lucky_layout = g.layout == Layout::LuckyrobotsIpc;
-    let o = if lucky_layout {
-        Offsets {
-            frame_seq: 32,
-            action_seq: 40,
-            client_pid: 12,
-            action_time_ns: None,
-            client_ready: Some(124),
-        }
-    } else {
-        Offsets {
-            frame_seq: 32,
-            action_seq: 40,
-            client_pid: 12,
-            action_time_ns: g.counters.ext.map(|e| e.action_time_ns),
-            client_ready: None,
-        }
+    // The header's words, through the wire structs the geometry was read with.
+    let c = g.counters;
+    let o = Offsets {
+        frame_seq: c.frame_seq,
+        action_seq: c.action_seq,
+        client_pid: c.client_pid,
+        action_time_ns: c.ext.map(|e| e.action_time_ns),
+        client_ready: lucky_layout.then_some(layout::headers::LuckyHeader::CLIENT_READY_OFFSET),
     };
     let region = |k| g.region(k).map(|r| r.offset_bytes);
     let (Some(act_at), Some(resets_at), Some(dones_at)) = (
