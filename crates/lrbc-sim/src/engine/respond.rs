@@ -103,7 +103,7 @@ impl Rings {
 
 impl Engine {
     /// Answers what is waiting on the command and control rings, and sends due frames.
-    pub(super) fn serve(&mut self) {
+    pub(super) fn answer_rings(&mut self) {
         let world = World {
             sim: &self.sim,
             obs_names: &self.obs_names,

@@ -41,11 +41,11 @@ impl Engine {
                         }
                         self.last_action_seq = a;
                         self.step_once(Some(a));
-                        self.serve();
+                        self.answer_rings();
                         waiter.reset();
                     } else {
                         if waiter.spins().is_multiple_of(64) {
-                            self.serve();
+                            self.answer_rings();
                         }
                         waiter.wait();
                     }
@@ -55,7 +55,7 @@ impl Engine {
                         break;
                     }
                     self.step_once(None);
-                    self.serve();
+                    self.answer_rings();
                     next_tick += period;
                     let now = Instant::now();
                     if next_tick > now {
