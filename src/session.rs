@@ -3,8 +3,13 @@
 //! control worker thread ([`lrbc::control::ControlWorker`]). A recording: a
 //! [`lrbc_recording::replay::Player`] thread filling the same kinds of data as of its timeline.
 //! A served run: a [`lrbc_remote::view::Viewer`] thread filling them as messages arrive.
-//! Nothing here draws, and nothing here blocks its caller: readers take short locks on
-//! data that background threads fill.
+//! The live view paused is [`Frozen`] (`frozen`): a copy of the sampler's history and the
+//! traffic list, moved through as a recording is. Nothing here draws, and nothing here
+//! blocks its caller: readers take short locks on data that background threads fill.
+
+mod frozen;
+
+pub use frozen::Frozen;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,7 +23,7 @@ use lrbc_live::detect::{EventKind, EventLog};
 use lrbc_live::episodes::EpisodeBook;
 use lrbc_live::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
 use lrbc_live::traffic::{OnTraffic, TrafficLimits, TrafficStore, TrafficTap};
-use lrbc_recording::replay::{Frozen, Player, Recording};
+use lrbc_recording::replay::{Player, Recording};
 use lrbc_remote::view::{Link, Viewer};
 
 /// Where the window's data comes from.

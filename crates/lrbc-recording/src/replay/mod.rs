@@ -4,14 +4,11 @@
 //! [`RecFrame`], the recording format's one decoder (`crate::format`). [`Player`]
 //! (`player`), a named thread, fills a [`lrbc_live::sampler::SamplerData`] and a
 //! [`lrbc_live::traffic::TrafficStore`] as of a timeline cursor, so that the panels draw a
-//! recording as they draw a live segment. [`Frozen`] (`frozen`) is the live view
-//! paused: a copy of the sampler's in-memory history moved through the same way. No
-//! egui.
+//! recording as they draw a live segment. No egui.
 
 mod episodes;
 mod events;
 mod feed;
-mod frozen;
 mod player;
 mod reader;
 pub mod stream;
@@ -21,7 +18,6 @@ pub use crate::format::{FrameError, RecFrame};
 pub use episodes::{RecordedEpisodes, recording_episodes};
 pub use events::{RecordingEvents, check_frame, find_again, recording_events};
 pub use feed::{Fed, Feed};
-pub use frozen::Frozen;
 pub use player::{PlayState, Player};
 pub use reader::{
     ChunkInfo, LatestImages, Packing, Recording, ReplayError, RingMessage, StateChange, Topic,

@@ -1,7 +1,6 @@
-//! The replay's shared fixtures (recordings that the recorder makes of a simulated
-//! engine, players on them) and the paused live view's test. The reader's and the
-//! player's tests are next to them (`reader/tests.rs`, `player/tests.rs`,
-//! `player/traffic/tests.rs`).
+//! The replay's shared fixtures: recordings that the recorder makes of a simulated
+//! engine, players on them. The reader's and the player's tests are next to them
+//! (`reader/tests.rs`, `player/tests.rs`, `player/traffic/tests.rs`).
 
 use std::io::Cursor;
 use std::path::PathBuf;
@@ -9,11 +8,9 @@ use std::path::PathBuf;
 use super::*;
 use crate::recorder::Recorder;
 use lrbc::attach::{Target, attach};
+use lrbc::layout::LayoutChoice;
 use lrbc::layout::plan::PlanLayout;
-use lrbc::layout::{Geometry, LayoutChoice};
 use lrbc::testutil::unique_name;
-use lrbc_live::sampler::{Counters, FrameAgg, Ring, SamplerData};
-use lrbc_live::traffic::TrafficStore;
 use lrbc_sim::engine::{Engine, EngineConfig};
 use std::sync::Arc;
 
@@ -84,63 +81,4 @@ pub(super) fn play(r: Recording) -> Player {
     let p = start(r, lrbc_live::traffic::TrafficLimits::default());
     wait("the first frame", &|| p.state().frame_seq == Some(1));
     p
-}
-
-fn agg(seq: u64, dones: u32, nan: u32) -> FrameAgg {
-    FrameAgg {
-        frame_seq: seq,
-        t_ns: seq * 1000,
-        reward_min: 0.0,
-        reward_p10: 0.0,
-        reward_p50: 0.0,
-        reward_mean: 0.0,
-        reward_p90: 0.0,
-        reward_max: 0.0,
-        dones,
-        truncateds: 0,
-        resets: 0,
-        nan_rewards: nan,
-        step_latency_ns: None,
-    }
-}
-
-fn data(frames: &[FrameAgg], geometry: Geometry) -> SamplerData {
-    let mut ring = Ring::new(100);
-    for f in frames {
-        ring.push(*f);
-    }
-    SamplerData {
-        counters: Counters {
-            frame_seq: frames.last().map_or(0, |f| f.frame_seq),
-            ..Counters::default()
-        },
-        frames: ring,
-        ..SamplerData::empty(Arc::new(geometry), "x".into(), 1)
-    }
-}
-
-#[test]
-fn a_paused_view_scrubs_and_steps_through_the_history() {
-    let e = engine_with_nan(None);
-    let e = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto)
-        .unwrap()
-        .geometry;
-    let frames: Vec<_> = (1..=10)
-        .map(|s| agg(s, u32::from(s == 7), u32::from(s == 4)))
-        .collect();
-    let mut f = Frozen::freeze(&data(&frames, e), &TrafficStore::default());
-    assert_eq!(f.range, (1000, 10_000));
-    assert_eq!(f.frame(), Some((10, 10_000)));
-    f.seek(5500);
-    assert_eq!(f.frame(), Some((5, 5000)));
-    assert_eq!(f.view.lock().unwrap().frames.len(), 5);
-    assert_eq!(f.view.lock().unwrap().counters.frame_seq, 5);
-    f.step(-2);
-    assert_eq!(f.frame(), Some((3, 3000)));
-    f.playing = true;
-    f.tick(2500);
-    assert_eq!(f.frame(), Some((5, 5000)));
-    f.tick(5000);
-    assert!(!f.playing);
-    assert_eq!(f.frame(), Some((10, 10_000)));
 }
