@@ -80,15 +80,9 @@ impl EnvColumn {
         }
     }
 
+    /// Characters of the column: its title and a sort arrow fit.
     fn width(self) -> usize {
-        match self {
-            Self::Env => 6,
-            Self::Finished => 9,
-            Self::LastReturn | Self::MeanReturn => 12,
-            Self::MeanLength => 11,
-            Self::Truncated => 9,
-            Self::SinceEnding => 12,
-        }
+        self.title().chars().count() + 2
     }
 }
 
@@ -407,25 +401,33 @@ fn envs_table(
     view: &mut EpisodesView,
 ) -> Option<EpisodesAction> {
     let mut action = None;
+    // The header: one clickable cell per column, as wide as the rows' cells (the same
+    // characters, the same separating space), so that the titles sit over their figures.
     ui.horizontal(|ui| {
-        ui.spacing_mut().item_spacing.x = 4.0;
+        ui.spacing_mut().item_spacing.x = 0.0;
         for c in EnvColumn::ALL {
             let arrow = match (view.sort == c, view.descending) {
                 (true, true) => " ▼",
                 (true, false) => " ▲",
                 _ => "",
             };
-            let text = egui::RichText::new(format!(
-                "{:>w$}",
+            let mut text = egui::RichText::new(format!(
+                "{:>w$} ",
                 format!("{}{arrow}", c.title()),
                 w = c.width()
             ))
             .monospace();
-            if ui
-                .selectable_label(view.sort == c, text)
-                .on_hover_text("sort by this column (again: the other way)")
-                .clicked()
-            {
+            if view.sort == c {
+                text = text.strong();
+            }
+            let cell = ui
+                .add(
+                    egui::Label::new(text)
+                        .sense(egui::Sense::click())
+                        .selectable(false),
+                )
+                .on_hover_text("sort by this column (again: the other way)");
+            if cell.clicked() {
                 if view.sort == c {
                     view.descending = !view.descending;
                 } else {
