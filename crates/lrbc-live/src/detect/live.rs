@@ -14,7 +14,7 @@ use super::event::Event;
 use super::log::EventLog;
 use super::settings::DetectSettings;
 use crate::check::{Checker, Limits};
-use crate::frames::{FrameCopy, FrameSink, Subscription, Tick, Wants};
+use crate::follower::{FrameCopy, FrameSink, Subscription, Tick, Wants};
 use crate::watch::State;
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
@@ -147,8 +147,9 @@ impl Diagnosis {
             note: None,
             facts_dropped: Arc::clone(&feed.dropped),
         };
-        let subscription = crate::frames::subscribe_with_load(attached, Box::new(sink), read_load)
-            .map_err(|e| format!("cannot follow the segment: {e}"))?;
+        let subscription =
+            crate::follower::subscribe_with_load(attached, Box::new(sink), read_load)
+                .map_err(|e| format!("cannot follow the segment: {e}"))?;
         Ok(Self {
             shape: (g.num_envs, g.obs_size, g.act_size, g.names.clone()),
             log,

@@ -32,7 +32,7 @@ pub(super) struct AuxWorker<C: Clock> {
     pub waker: Waker,
     pub repaint_interval_ns: u64,
     /// The sampler's place at the frame follower, moved to a replaced segment here.
-    pub follower: Arc<crate::frames::Subscription>,
+    pub follower: Arc<crate::follower::Subscription>,
     /// The detector's, when the sampler runs it: told the state at each tick.
     pub feed: Option<Feed>,
 }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::detect::{Diagnosis, EventLog};
 use crate::episodes::{EpisodeBook, EpisodeTracker};
-use crate::frames::Subscription;
+use crate::follower::Subscription;
 use crate::watch::Watcher;
 use lrbc::attach::Attached;
 use lrbc::clock::Clock;
@@ -128,7 +128,7 @@ impl Sampler {
         let settings = Arc::new(Mutex::new(settings));
         let stop = Arc::new(AtomicBool::new(false));
         let sink = SamplerSink::new(&data, &settings, repaint_interval_ns);
-        let follower = Arc::new(crate::frames::subscribe_with_load(
+        let follower = Arc::new(crate::follower::subscribe_with_load(
             &attached,
             Box::new(sink),
             read_load,

@@ -20,7 +20,7 @@ use lrbc::layout::{Layout, RegionKind};
 use lrbc::rpc::RECORDING_BFBS;
 use lrbc_live::busy::CpuTimes;
 use lrbc_live::detect::{DetectSettings, Diagnosis, Event, EventKind};
-use lrbc_live::frames::{FrameCopy, Subscription};
+use lrbc_live::follower::{FrameCopy, Subscription};
 use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
 use lrbc_live::watch::{State, Watcher};
 
@@ -274,7 +274,7 @@ impl Capture {
             envs: self.envs.clone(),
             generation: None,
         };
-        self.subscription = Some(lrbc_live::frames::subscribe_with_load(
+        self.subscription = Some(lrbc_live::follower::subscribe_with_load(
             &self.attached,
             Box::new(sink),
             read_load,
