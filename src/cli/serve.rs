@@ -15,7 +15,7 @@ use super::{CliError, stop_flag};
 use lrbc::attach::{Attached, Target, attach};
 use lrbc::clock::{MonotonicClock, monotonic_now_ns};
 use lrbc::layout::LayoutChoice;
-use lrbc_live::watch::Watcher;
+use lrbc_live::watch::AttachmentWatch;
 use lrbc_recording::format::ImageFormat;
 use lrbc_recording::recorder::{Capture, Counts, Message};
 use lrbc_remote::server::{ServeCounts, Server, Settings, log_line};
@@ -372,7 +372,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             server.port()
         );
     }
-    let mut watcher = Watcher::new(a.reopen().map_err(CliError::Attach)?, MonotonicClock);
+    let mut watcher = AttachmentWatch::new(a.reopen().map_err(CliError::Attach)?, MonotonicClock);
     let capture = capture_of(a, &o)?;
     let mut feed = match &o.record {
         Some(path) => {

@@ -7,7 +7,7 @@ use lrbc::layout::LayoutChoice;
 use lrbc_live::detect::{EventKind, Totals};
 use lrbc_live::episodes::{Ending, RunTotals};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
-use lrbc_live::watch::{Report, Watcher};
+use lrbc_live::watch::{AttachmentWatch, Report};
 
 fn hz(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
@@ -132,7 +132,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: WatchOptions) -> Result<(),
     // The sampler follows every frame on its own mapping, the detector beside it; their
     // figures join each line.
     let sampler = headless_sampler(target, choice, busy_budget_percent, detect, episodes)?;
-    let mut watcher = Watcher::new(attached, MonotonicClock);
+    let mut watcher = AttachmentWatch::new(attached, MonotonicClock);
     let mut printed = 0u64;
     while count.is_none_or(|c| printed < c) {
         if sleep_unless_stopped(interval, &stop) {

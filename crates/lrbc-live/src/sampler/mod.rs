@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::detect::{Diagnosis, EventLog};
 use crate::episodes::{EpisodeBook, EpisodeTracker};
 use crate::follower::Subscription;
-use crate::watch::Watcher;
+use crate::watch::AttachmentWatch;
 use lrbc::attach::Attached;
 use lrbc::clock::Clock;
 pub(super) use lrbc::sync::lock;
@@ -136,7 +136,7 @@ impl Sampler {
         // The auxiliary thread keeps the watcher (state, re-attachment) and the images,
         // so that the follower's looks stay short; it tells the detector the state.
         let aux = AuxWorker {
-            watcher: Watcher::new(attached, clock),
+            watcher: AttachmentWatch::new(attached, clock),
             data: Arc::clone(&data),
             settings: Arc::clone(&settings),
             stop: Arc::clone(&stop),

@@ -1,6 +1,6 @@
 //! One client's connection, on a thread of its own: the WebSocket handshake, what the
 //! client asks (subscriptions, service calls), and the writing of its [`Outbox`] no
-//! faster than its link takes it ([`Budget`]). Nothing here waits on the client: the
+//! faster than its link takes it ([`LinkBudget`]). Nothing here waits on the client: the
 //! socket is non-blocking, so a client that stops reading, reads slowly or vanishes
 //! holds up neither the other clients nor the server's stop. A client silent for
 //! [`SILENT`] (no answer to pings) is dropped.
@@ -16,7 +16,7 @@ use tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tungstenite::protocol::{WebSocket, WebSocketConfig};
 use tungstenite::{Error as WsError, Message as WsMessage};
 
-use super::budget::Budget;
+use super::budget::LinkBudget;
 use super::hub::Hub;
 use super::log::{self, Repeats};
 use super::outbox::{Class, ClientCounts, Out, Outbox, Payload};
@@ -293,7 +293,7 @@ fn ws_message(p: &Payload) -> WsMessage {
 /// Serves the client until it goes or the server stops; why it ended.
 fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> String {
     let mut repeats = Repeats::new(format!("client {}", peer.addr));
-    let mut budget = Budget::default();
+    let mut budget = LinkBudget::default();
     let mut heard = Instant::now();
     let mut next_ping = heard + PING_EVERY;
     let mut next_view = heard + Duration::from_secs(1);

@@ -39,7 +39,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const FLUSH_EVERY: Duration = Duration::from_millis(15);
 
 /// What the thread and the window share.
-struct Shared {
+struct ViewerShared {
     link: Mutex<Link>,
     /// The run's geometry and how many times it changed.
     geometry: Mutex<(u64, Geometry)>,
@@ -55,7 +55,7 @@ pub struct Viewer {
     pub store: Arc<Mutex<TrafficStore>>,
     /// The events the server's detector found (`/lrbc/events`).
     pub events: Arc<Mutex<lrbc_live::detect::EventLog>>,
-    shared: Arc<Shared>,
+    shared: Arc<ViewerShared>,
     control: ControlWorker,
 }
 
@@ -79,7 +79,7 @@ impl Viewer {
         let addr = super::client::host_port(url)?;
         let url = super::client::normalize(url)?;
         let feed = Feed::new(Geometry::none(), addr.clone(), &settings);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ViewerShared {
             link: Mutex::new(Link::new(addr.clone())),
             geometry: Mutex::new((0, Geometry::none())),
             settings: Mutex::new((settings.clone(), limits)),
@@ -92,7 +92,7 @@ impl Viewer {
         let store = Arc::clone(&feed.store);
         let events = Arc::clone(&feed.events);
         let worker_addr = addr.clone();
-        let mut worker = Worker {
+        let mut worker = ViewerThread {
             url,
             addr,
             feed,
@@ -168,12 +168,13 @@ impl Drop for Viewer {
     }
 }
 
-struct Worker {
+/// What the viewer's thread holds: the connection's address, the feed, the queues.
+struct ViewerThread {
     /// `ws://HOST:PORT` or `wss://HOST:PORT`.
     url: String,
     addr: String,
     feed: Feed,
-    shared: Arc<Shared>,
+    shared: Arc<ViewerShared>,
     requests: Receiver<ControlRequest>,
     control: Arc<Mutex<ControlState>>,
     waker: Arc<dyn Fn() + Send + Sync>,
@@ -197,7 +198,7 @@ fn unix_now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-impl Worker {
+impl ViewerThread {
     fn stopped(&self) -> bool {
         // Relaxed: a flag with no data behind it (pairs with the store in Drop).
         self.shared.stop.load(Ordering::Relaxed)

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Worker;
+use super::PlayerThread;
 use crate::replay::LatestImages;
 use lrbc::layout::Geometry;
 use lrbc::sync::lock;
@@ -15,7 +15,7 @@ use lrbc_live::traffic::{StreamedImage, TrafficLimits};
 /// row (above any row index, so that the cameras panel sees a new frame).
 const STREAM_MARK_BASE: u64 = 1 << 62;
 
-impl Worker {
+impl PlayerThread {
     /// The newest camera images at or before `cursor` into the data (the image region's)
     /// and the traffic store (the streams').
     pub(super) fn publish_images(

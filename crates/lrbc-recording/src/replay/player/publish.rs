@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{HISTORY_WINDOW_NS, Worker};
+use super::{HISTORY_WINDOW_NS, PlayerThread};
 use crate::format::RecFrame;
 use lrbc::layout::Geometry;
 use lrbc::sync::lock;
@@ -119,7 +119,7 @@ pub(in crate::replay) fn push(d: &mut SamplerData, r: Reduced) {
     }
 }
 
-impl Worker {
+impl PlayerThread {
     /// Fills the data as of `cursor`: incrementally when it moved forward within the
     /// window with the same settings and not by a seek, else from scratch (a seek shows
     /// the frame at the cursor at once).

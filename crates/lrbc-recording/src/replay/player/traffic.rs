@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use super::Worker;
+use super::PlayerThread;
 use crate::format::lucky_header_of;
 use crate::replay::RingMessage;
 use lrbc::layout::{Geometry, Layout, RegionKind, RingFormat};
 use lrbc::sync::lock;
 use lrbc_live::traffic::{RingEntry, TrafficLimits};
 
-impl Worker {
+impl PlayerThread {
     /// The ring entries, losses and malformed entries of `[from, cursor]` into the
     /// traffic store, as a traffic tap would have shown them when the recorder saw them.
     pub(super) fn fill_traffic(
