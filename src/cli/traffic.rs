@@ -10,7 +10,7 @@ use lrbc_live::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 
 /// Options of `traffic`.
 #[derive(Clone, Copy, Debug)]
-pub struct Options {
+pub struct TrafficOptions {
     pub follow: bool,
     pub rings: RingSelection,
     pub json: bool,
@@ -112,7 +112,7 @@ impl EngineCheck {
     }
 }
 
-pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
+pub fn run(target: &Target, choice: LayoutChoice, o: TrafficOptions) -> Result<(), CliError> {
     let stop = stop_flag();
     // An observer: it runs in the time the engine and trainer leave over.
     lrbc::platform::lower_thread_priority(19);

@@ -4,7 +4,7 @@ use super::{CliError, sleep_unless_stopped, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
-use lrbc_live::detect::{EventKind, Totals};
+use lrbc_live::detect::{EventKind, EventTotals};
 use lrbc_live::episodes::{Ending, RunTotals};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_live::watch::{AttachmentWatch, Report};
@@ -17,7 +17,7 @@ fn line(
     r: &Report,
     s: &SamplerStats,
     yielding: bool,
-    events: Option<&Totals>,
+    events: Option<&EventTotals>,
     episodes: Option<&RunTotals>,
 ) -> String {
     let mut line = format!(

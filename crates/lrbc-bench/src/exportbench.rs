@@ -10,7 +10,7 @@ use lrbc_recording::export::{self, ExportFormat, ExportOptions, synthetic};
 
 /// `lrbc-bench export`: the shape of the synthetic recording and where it goes.
 #[derive(Debug, Clone, Args)]
-pub struct BenchArgs {
+pub struct ExportBenchArgs {
     /// Size of the synthetic recording, MiB.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub size_mib: u64,
@@ -39,7 +39,7 @@ pub struct BenchArgs {
     pub compression: lrbc_inspector::cli::record::CompressionArgs,
 }
 
-pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
+pub fn bench(a: &ExportBenchArgs) -> Result<(), CliError> {
     let dir = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     let input = dir.join(format!("lrbc-bench-export-{}.mcap", std::process::id()));
     let recorded: Vec<u32> = (0..a.recorded.unwrap_or(a.envs).min(a.envs)).collect();

@@ -59,7 +59,7 @@ struct Cli {
 pub enum BenchCommand {
     /// Lock-step round trips between an engine and a client process: the transport
     /// alone, with dynamics, and with observers attached.
-    RoundTrip(roundtrip::BenchArgs),
+    RoundTrip(roundtrip::RoundtripArgs),
     /// The highest producer rate a traffic reader follows on a 512 KiB ring without loss.
     Ring {
         /// Seconds per rate.
@@ -148,7 +148,7 @@ pub enum BenchCommand {
     /// run with command traffic: flat once their memory budgets are full.
     Soak(soak::SoakArgs),
     /// Rows/s and MB/s of `export` on a large synthetic recording (1 GiB by default).
-    Export(exportbench::BenchArgs),
+    Export(exportbench::ExportBenchArgs),
     /// `open` of a large recording (1 GiB by default): time to the first frame drawn
     /// and to a scrub to any time.
     Open(openbench::OpenBenchArgs),

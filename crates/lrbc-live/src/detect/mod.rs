@@ -20,7 +20,7 @@ mod log;
 mod settings;
 
 pub use detector::{BURST_MIN_ENVS, Detector, REFRESH_NS, RING_MERGE_NS, RingFault};
-pub use event::{Event, EventKind, Origin, Totals, format_value, thousands};
+pub use event::{Event, EventKind, EventTotals, Origin, format_value, thousands};
 pub use live::{DetectorFeed, Diagnosis};
 pub use log::{DEFAULT_EVENTS_KEPT, EventLog};
 pub use settings::{DetectChanges, DetectSettings};

@@ -295,7 +295,7 @@ impl TrafficEvent {
 
 /// Totals of one ring since the traffic tap started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Totals {
+pub struct RingTotals {
     pub entries: u64,
     pub bytes: u64,
     pub lost_bytes: u64,

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use super::decode::{EntryDecoder, RingEntry, pair_of};
-use super::{RingSelection, Totals, TrafficEvent};
+use super::{RingSelection, RingTotals, TrafficEvent};
 use lrbc::attach::Attached;
 use lrbc::layout::RegionKind;
 use lrbc::rings::{AnyWatcher, RingRead, WatchEvent, is_request_ring};
@@ -162,7 +162,7 @@ impl Traffic {
     }
 
     /// Totals per ring.
-    pub fn totals(&self) -> Vec<(RegionKind, Totals)> {
+    pub fn totals(&self) -> Vec<(RegionKind, RingTotals)> {
         self.watchers
             .iter()
             .map(|w| {
@@ -172,7 +172,7 @@ impl Traffic {
                 let (vl_bytes, vl_entries) = self.decoder.verify_lost(kind);
                 (
                     kind,
-                    Totals {
+                    RingTotals {
                         entries: s.entries.saturating_sub(vl_entries),
                         bytes: s.bytes.saturating_sub(vl_bytes),
                         lost_bytes: s.lost_bytes + vl_bytes,

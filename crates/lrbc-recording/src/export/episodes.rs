@@ -295,8 +295,8 @@ pub fn export_episodes(
         input,
         |event| {
             match event {
-                replay::Event::Metadata(_) | replay::Event::Camera { .. } => {}
-                replay::Event::Frame { log_ns, data } => {
+                replay::StreamItem::Metadata(_) | replay::StreamItem::Camera { .. } => {}
+                replay::StreamItem::Frame { log_ns, data } => {
                     frame
                         .decode_into(log_ns, data)
                         .map_err(|e| ExportError::Damaged(e.to_string()))?;

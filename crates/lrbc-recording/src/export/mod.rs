@@ -195,11 +195,11 @@ pub fn export(
         input,
         |event| {
             match event {
-                replay::Event::Metadata(m) => {
+                replay::StreamItem::Metadata(m) => {
                     metadata.insert(m.name.clone(), m.metadata.clone());
                 }
-                replay::Event::Camera { .. } => {}
-                replay::Event::Frame { log_ns, data } => {
+                replay::StreamItem::Camera { .. } => {}
+                replay::StreamItem::Frame { log_ns, data } => {
                     frame
                         .frame
                         .decode_into(log_ns, data)

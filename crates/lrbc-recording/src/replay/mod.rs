@@ -22,7 +22,7 @@ pub use player::{PlayState, Player};
 pub use reader::{
     ChunkInfo, LatestImages, Packing, Recording, ReplayError, RingMessage, StateChange, Topic,
 };
-pub use stream::{End, Event, ReadError, read_recording};
+pub use stream::{End, ReadError, StreamItem, read_recording};
 pub use summary::{SUMMARY_TOPIC, Summary};
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::hub::Hub;
 use super::outbox::Class;
 use lrbc::sync::lock;
-use lrbc_recording::format::ImageFormat;
+use lrbc_recording::format::ImageEncoding;
 
 /// What the encoder did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub(super) struct Compressor {
 
 impl Compressor {
     /// Starts the encoder; its images go to `hub`'s clients subscribed to their channel.
-    pub fn start(format: ImageFormat, hub: Arc<Hub>) -> std::io::Result<Self> {
+    pub fn start(format: ImageEncoding, hub: Arc<Hub>) -> std::io::Result<Self> {
         let shared = Arc::new(CompressQueue::default());
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()

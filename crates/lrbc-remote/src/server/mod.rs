@@ -49,7 +49,7 @@ const STOP_WAIT: Duration = Duration::from_millis(1_000);
 
 /// Where and how to serve.
 #[derive(Debug)]
-pub struct Settings {
+pub struct ServerSettings {
     pub host: String,
     pub port: u16,
     /// Frames a second at most on the frame channel (0: every frame).
@@ -58,7 +58,7 @@ pub struct Settings {
     pub image_hz: f64,
     /// How the image region's camera images (and raw streamed frames) go out: raw, or
     /// compressed on a thread of the server's as `foxglove.CompressedImage`.
-    pub image_format: lrbc_recording::format::ImageFormat,
+    pub image_format: lrbc_recording::format::ImageEncoding,
     /// The services clients may call (none: control is not offered).
     pub services: Vec<Service>,
     /// TLS: a PEM certificate (chain) and its PKCS #8 private key (PEM); None: plain.
@@ -203,7 +203,7 @@ fn class_of(kind: Kind) -> Class {
 
 impl Server {
     /// Listens on `settings.host:settings.port` (port 0: any free port).
-    pub fn start(settings: Settings) -> Result<Self, ServeError> {
+    pub fn start(settings: ServerSettings) -> Result<Self, ServeError> {
         let addr = format!("{}:{}", settings.host, settings.port);
         let listen_error = |cause: String| ServeError::Listen {
             addr: addr.clone(),
@@ -229,7 +229,7 @@ impl Server {
         let status = hub.add_channel(json_channel(STATUS_TOPIC));
         let summary = hub.add_channel(json_channel(lrbc_recording::replay::SUMMARY_TOPIC));
         let compressor = match settings.image_format {
-            lrbc_recording::format::ImageFormat::Raw => None,
+            lrbc_recording::format::ImageEncoding::Raw => None,
             format => Some(
                 compress::Compressor::start(format, Arc::clone(&hub))
                     .map_err(|e| listen_error(format!("cannot start the image encoder: {e}")))?,

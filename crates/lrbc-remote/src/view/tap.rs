@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 
-use super::wire::Channel;
+use super::wire::AdvertisedChannel;
 use lrbc_live::detect::{Event, EventKind};
 use lrbc_recording::format::{
     EVENTS_TOPIC, FRAME_TOPIC, LOG_TOPIC, RING_EVENTS_TOPIC, STATE_TOPIC, camera_env_of_topic,
@@ -26,7 +26,7 @@ const CAPACITY: usize = 8192;
 /// What the viewer's thread hands the recorder.
 #[derive(Debug)]
 pub(super) enum Tapped {
-    Channel(Channel),
+    Channel(AdvertisedChannel),
     Metadata(String, BTreeMap<String, String>),
     Message {
         channel: u64,
@@ -238,8 +238,8 @@ impl FlightSource for Tap {
 mod tests {
     use super::*;
 
-    fn channel(id: u64, topic: &str) -> Channel {
-        Channel {
+    fn channel(id: u64, topic: &str) -> AdvertisedChannel {
+        AdvertisedChannel {
             id,
             topic: topic.into(),
             encoding: "flatbuffer".into(),

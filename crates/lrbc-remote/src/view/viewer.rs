@@ -494,7 +494,7 @@ impl ViewerThread {
         let count = |k: &str| c[k].as_u64().unwrap_or(0);
         {
             let mut log = lock(&self.feed.events);
-            let figures = lrbc_live::detect::Totals {
+            let figures = lrbc_live::detect::EventTotals {
                 frames_seen: count("frames_seen"),
                 frames_flags_checked: count("frames_flags_checked"),
                 frames_checked: count("frames_checked"),
@@ -502,7 +502,7 @@ impl ViewerThread {
                 inf_values: count("inf_values"),
                 out_of_range_values: count("out_of_range_values"),
                 envs_affected: log.envs_with_bad_values(),
-                ..lrbc_live::detect::Totals::default()
+                ..lrbc_live::detect::EventTotals::default()
             };
             log.set_figures(&figures);
         }
