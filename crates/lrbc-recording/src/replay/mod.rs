@@ -8,22 +8,18 @@
 
 mod episodes;
 mod events;
-mod feed;
-mod player;
+pub mod player;
 mod reader;
 pub mod stream;
-mod summary;
 
 pub use crate::format::{FrameError, RecFrame};
 pub use episodes::{RecordedEpisodes, recording_episodes};
 pub use events::{RecordingEvents, check_frame, find_again, recording_events};
-pub use feed::{Fed, Feed};
 pub use player::{PlayState, Player};
 pub use reader::{
     ChunkInfo, LatestImages, Packing, Recording, ReplayError, RingMessage, StateChange, Topic,
 };
 pub use stream::{End, ReadError, StreamItem, read_recording};
-pub use summary::{SUMMARY_TOPIC, Summary};
 
 #[cfg(test)]
 mod tests;

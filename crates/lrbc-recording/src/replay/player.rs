@@ -9,11 +9,11 @@
 //! camera images (`images`).
 
 mod images;
-pub(super) mod publish;
+pub mod publish;
 pub(in crate::replay) mod traffic;
 
-pub(super) use images::{Origin, image_rate, region_image};
-pub(super) use traffic::ring_format;
+pub use images::{ImageOrigin, image_rate, region_image};
+pub use traffic::ring_format;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -227,7 +227,7 @@ impl Server {
         let metadata = hub.add_channel(json_channel(METADATA_TOPIC));
         lrbc::sync::lock(&hub.registry).metadata = Some(metadata);
         let status = hub.add_channel(json_channel(STATUS_TOPIC));
-        let summary = hub.add_channel(json_channel(lrbc_recording::replay::SUMMARY_TOPIC));
+        let summary = hub.add_channel(json_channel(crate::summary::SUMMARY_TOPIC));
         let compressor = match settings.image_format {
             lrbc_recording::format::ImageEncoding::Raw => None,
             format => Some(
@@ -486,7 +486,7 @@ impl Server {
         let Some(f) = lrbc_recording::format::RecFrame::decode(m.log_time, &m.data) else {
             return;
         };
-        let data: Arc<[u8]> = Arc::from(lrbc_recording::replay::Summary::of(&f).encode());
+        let data: Arc<[u8]> = Arc::from(crate::summary::FrameSummary::of(&f).encode());
         let log_time = self.unix_ns(m.log_time);
         let mut sent = false;
         for p in peers {

@@ -1,6 +1,6 @@
 //! [`Viewer`]: a served run, live, into the structures the panels draw. A named thread
 //! holds the connection: it subscribes to every channel the server advertises, feeds
-//! each message to a [`Feed`] (the recording's decoders: a served stream is a
+//! each message to a [`MessageFeed`] (the recording's decoders: a served stream is a
 //! recording that arrives live), takes the geometry from the `lrbc.segment` metadata
 //! record, the state and rates from the server's status, and calls the server's control
 //! services for the RPC panel. It reconnects with backoff; a new session id is a
@@ -15,6 +15,7 @@ use crossbeam_channel::{Receiver, bounded};
 
 mod calls;
 
+use super::feed::{Fed, MessageFeed};
 use super::link::{Link, LinkState};
 use super::tap::{Tap, TapSender, Tapped, tap};
 use super::wire::ServerMessage;
@@ -27,7 +28,6 @@ use lrbc_live::sampler::{SamplerData, SamplerSettings};
 use lrbc_live::traffic::{TrafficLimits, TrafficStore};
 use lrbc_live::watch::{Report, State};
 use lrbc_recording::format::{SEGMENT_METADATA, segment_from_metadata};
-use lrbc_recording::replay::{Fed, Feed};
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -78,7 +78,7 @@ impl Viewer {
     ) -> Result<Self, RemoteError> {
         let addr = super::client::host_port(url)?;
         let url = super::client::normalize(url)?;
-        let feed = Feed::new(Geometry::none(), addr.clone(), &settings);
+        let feed = MessageFeed::new(Geometry::none(), addr.clone(), &settings);
         let shared = Arc::new(ViewerShared {
             link: Mutex::new(Link::new(addr.clone())),
             geometry: Mutex::new((0, Geometry::none())),
@@ -173,7 +173,7 @@ struct ViewerThread {
     /// `ws://HOST:PORT` or `wss://HOST:PORT`.
     url: String,
     addr: String,
-    feed: Feed,
+    feed: MessageFeed,
     shared: Arc<ViewerShared>,
     requests: Receiver<ControlRequest>,
     control: Arc<Mutex<ControlState>>,

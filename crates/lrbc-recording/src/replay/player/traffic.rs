@@ -70,7 +70,7 @@ impl PlayerThread {
 }
 
 /// The format of a recorded ring's entries: the recorded geometry's, else the layout's.
-pub(in crate::replay) fn ring_format(g: &Geometry, ring: RegionKind) -> RingFormat {
+pub fn ring_format(g: &Geometry, ring: RegionKind) -> RingFormat {
     g.ring(ring).map_or(
         if g.layout == Layout::LuckyrobotsIpc {
             RingFormat::Lucky
