@@ -13,9 +13,10 @@
 //!   clock): `lrbc.clock` says the difference.
 //! - Nothing is encoded for a channel nobody subscribes to; limited channels (frames,
 //!   images) send the newest message at most at their rate ([`pace`]).
-//! - Each client has a connection of its own (`connection`, on its own thread): the
-//!   ring traffic, state changes, metadata and status all reach it, in order; of frames
-//!   and images it gets the newest of each channel as fast as its link takes them
+//! - Each client has a connection of its own (`connection`, on its own thread; `peer`,
+//!   what it and the server share of the client): the ring traffic, state changes,
+//!   metadata and status all reach it, in order; of frames and images it gets the
+//!   newest of each channel as fast as its link takes them
 //!   (`outbox`, `budget`), the rest counted as conflated. A client that cannot take
 //!   even the ring traffic is disconnected and told why; one that answers nothing for
 //!   15 s is dropped. Nothing a client does holds up the others or the server's stop.
@@ -27,16 +28,18 @@ mod hub;
 mod log;
 mod outbox;
 mod pace;
+mod peer;
 mod services;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use connection::{PeerView, SILENT};
+pub use connection::SILENT;
 pub use hub::{Handler, MAX_CONNECTIONS, Service};
 pub use log::{flush as flush_log, line as log_line};
 pub use outbox::{ClientCounts, Tally};
+pub use peer::PeerView;
 pub use services::control_services;
 
 use crate::protocol::{self, CLOCK_METADATA, ChannelAd, METADATA_TOPIC, NO_TLS, STATUS_TOPIC};
@@ -236,7 +239,7 @@ impl Server {
             ),
         };
         let acceptor = hub
-            .accept(listener)
+            .accept(listener, connection::run)
             .map_err(|e| listen_error(e.to_string()))?;
         let unix_now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -431,7 +434,7 @@ impl Server {
         self.send_due(now, &self.hub.peers());
     }
 
-    fn send_due(&mut self, now: u64, peers: &[Arc<connection::Peer>]) {
+    fn send_due(&mut self, now: u64, peers: &[Arc<peer::Peer>]) {
         let mut due = std::mem::take(&mut self.due);
         self.pacer.due(now, &mut due);
         for m in due.drain(..) {
@@ -450,7 +453,7 @@ impl Server {
         self.counts.images_dropped = images;
     }
 
-    fn send(&mut self, peers: &[Arc<connection::Peer>], m: &Message) {
+    fn send(&mut self, peers: &[Arc<peer::Peer>], m: &Message) {
         let Some(&id) = self.channels.get(m.channel) else {
             return;
         };
@@ -482,7 +485,7 @@ impl Server {
     }
 
     /// Sends the summary of the frame `m` to its subscribers.
-    fn send_summary(&mut self, peers: &[Arc<connection::Peer>], m: &Message) {
+    fn send_summary(&mut self, peers: &[Arc<peer::Peer>], m: &Message) {
         let Some(f) = lrbc_recording::format::RecFrame::decode(m.log_time, &m.data) else {
             return;
         };
