@@ -6,7 +6,7 @@ use super::{CliError, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::LayoutChoice;
-use lrbc_live::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
+use lrbc_live::traffic::{PollPace, RingSelection, Traffic, TrafficEvent};
 
 /// Options of `traffic`.
 #[derive(Clone, Copy, Debug)]
@@ -128,7 +128,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: TrafficOptions) -> Result<(
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut printed = 0u64;
     let mut events = Vec::new();
-    let mut pace = FollowPace::default();
+    let mut pace = PollPace::default();
     let mut engine = EngineCheck::new();
     'outer: loop {
         events.clear();

@@ -1,4 +1,4 @@
-//! [`Traffic`]: follows the selected rings of one segment (never consuming), in an order
+//! [`Traffic`]: reads the selected rings of one segment (never consuming), in an order
 //! that shows no response before its request, and hands each entry to its
 //! [`EntryDecoder`], which decodes, pairs and counts.
 
@@ -14,7 +14,7 @@ use lrbc::rings::{AnyWatcher, RingRead, WatchEvent, is_request_ring};
 /// confirmed, which lasts at most `rings::confirm::GIVE_UP_NS`).
 const MAX_CHECKPOINTS: usize = 1024;
 
-/// Follows the selected rings of one segment; its [`EntryDecoder`] decodes and pairs
+/// Reads the selected rings of one segment; its [`EntryDecoder`] decodes and pairs
 /// what they read.
 #[derive(Debug)]
 pub struct Traffic {
@@ -27,7 +27,7 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    /// Starts following at each ring's `read_pos` (spec 4.1).
+    /// Starts reading at each ring's `read_pos` (spec 4.1).
     pub fn new(a: &Attached, selection: RingSelection) -> Self {
         let watchers: Vec<AnyWatcher> = a
             .geometry
