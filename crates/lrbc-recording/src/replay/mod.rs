@@ -4,7 +4,9 @@
 //! [`RecFrame`], the recording format's one decoder (`crate::format`). [`Player`]
 //! (`player`), a named thread, fills a [`lrbc_live::sampler::SamplerData`] and a
 //! [`lrbc_live::traffic::TrafficStore`] as of a timeline cursor, so that the panels draw a
-//! recording as they draw a live segment. No egui.
+//! recording as they draw a live segment; its reductions of a frame, its image region
+//! and its rings' formats are public (`player`) for a reader of served messages to show
+//! them as it does. No egui.
 
 mod episodes;
 mod events;
