@@ -15,7 +15,7 @@
 //! not a frame: it is counted `unreadable` and never handed to a consumer.
 //!
 //! When a sink asks for the values to be checked (the detector's, `crate::detect`), the
-//! follower checks each frame it copies with a [`Checker`] (`crate::check`): every
+//! follower checks each frame it copies with a [`Checker`](crate::check::Checker): every
 //! env's rewards and flags, and every env's observations and actions as it copies them
 //! in cache-sized pieces, so that a finding always comes from a consistent copy. It then
 //! looks at every frame even while it holds off sampling on a busy machine: those looks
