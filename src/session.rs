@@ -356,7 +356,7 @@ impl Session {
             frame_hz: d.report.as_ref().and_then(|r| r.frame_hz),
             reward_median: d.frames.back().map(|f| f.reward_p50),
             nonfinite,
-            // The viewer's: a server in the background is not followed by the window.
+            // The viewer's: a server in the background is not watched by the window.
             envs: viewer.geometry().1.num_envs,
             link,
         })
@@ -568,9 +568,9 @@ impl Session {
         self.live().and_then(lease_holder)
     }
 
-    /// Follows a re-attachment of the sampler: maps the new segment for the UI and
+    /// Takes up a re-attachment of the sampler: maps the new segment for the UI and
     /// restarts the taps. Returns true when it did.
-    pub fn follow_replacement(&mut self) -> bool {
+    pub fn adopt_replacement(&mut self) -> bool {
         if self.recording().is_some() {
             return false;
         }

@@ -19,7 +19,7 @@ use lrbc::layout::LayoutChoice;
 use lrbc::sync::lock;
 use lrbc_live::detect::{DEFAULT_EVENTS_KEPT, DetectSettings, Diagnosis};
 use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
-use lrbc_live::watch::Watcher;
+use lrbc_live::watch::AttachmentWatch;
 use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
@@ -137,7 +137,7 @@ fn headless(
 ) -> Result<(), CliError> {
     let a = attach(&Target::Shm(name.to_string()), LayoutChoice::Auto)?;
     let mut traffic = Traffic::new(&a, RingSelection::All);
-    let mut watcher = Watcher::new(
+    let mut watcher = AttachmentWatch::new(
         attach(&Target::Shm(name.to_string()), LayoutChoice::Auto)?,
         MonotonicClock,
     );

@@ -12,7 +12,7 @@ use lrbc::attach::{Target, attach};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::LayoutChoice;
 use lrbc::sync::lock;
-use lrbc_live::detect::{DetectSettings, Event, EventKind, Totals, thousands};
+use lrbc_live::detect::{DetectSettings, Event, EventKind, EventTotals, thousands};
 use lrbc_live::traffic::{RingSelection, Traffic};
 use lrbc_live::watch::State;
 
@@ -27,7 +27,7 @@ const GONE_GRACE: Duration = Duration::from_millis(600);
 const ONGOING_AFTER: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct EventsOptions {
     pub json: bool,
     pub fail_on: Vec<EventKind>,
     /// Stop a live run after this long.
@@ -85,7 +85,7 @@ fn parse_kind_list(text: &str) -> Result<KindList, String> {
 
 /// Runs `events` as its arguments say.
 pub fn run_args(a: &EventsArgs) -> Result<(), CliError> {
-    let o = Options {
+    let o = EventsOptions {
         json: a.json,
         fail_on: a.fail_on.clone().map(|k| k.0).unwrap_or_default(),
         secs: a.secs,
@@ -236,7 +236,7 @@ impl Printer {
 }
 
 /// The totals, one line (`events` puts it on stderr).
-pub(super) fn summary(t: &Totals, found_again: bool) -> String {
+pub(super) fn summary(t: &EventTotals, found_again: bool) -> String {
     let kinds: Vec<String> = EventKind::ALL
         .iter()
         .filter(|&&k| t.of(k) > 0)
@@ -262,7 +262,7 @@ pub(super) fn summary(t: &Totals, found_again: bool) -> String {
 }
 
 /// Follows a live run and prints its events as they are found.
-pub fn run_live(target: &Target, choice: LayoutChoice, o: &Options) -> Result<(), CliError> {
+pub fn run_live(target: &Target, choice: LayoutChoice, o: &EventsOptions) -> Result<(), CliError> {
     let stop = stop_flag();
     let mut attached = attach(target, choice)?;
     for w in &attached.geometry.warnings {
@@ -345,7 +345,7 @@ pub fn run_live(target: &Target, choice: LayoutChoice, o: &Options) -> Result<()
 }
 
 /// Prints the events of a recording: those its recorder wrote, else found again.
-pub fn run_file(path: &Path, o: &Options) -> Result<(), CliError> {
+pub fn run_file(path: &Path, o: &EventsOptions) -> Result<(), CliError> {
     let mut rec = lrbc_recording::replay::Recording::open(path)
         .map_err(|e| CliError::Other(e.to_string()))?;
     if let Some(note) = rec.unfinished_note() {

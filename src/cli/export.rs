@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::CliError;
 use super::record::{EnvList, parse_envs};
-use lrbc_recording::export::{self, ExportError, Format, Options, Summary};
+use lrbc_recording::export::{self, ExportError, ExportFormat, ExportOptions, ExportSummary};
 
 #[derive(Debug, Clone, Args)]
 #[command(group(clap::ArgGroup::new("out").required(true).args(["parquet", "csv", "episodes", "lerobot"])))]
@@ -65,7 +65,7 @@ pub fn one_line(e: &ExportError, input: &Path, out: &Path) -> CliError {
 }
 
 /// The line said when a recording stops short.
-fn truncated_line(s: &Summary) -> String {
+fn truncated_line(s: &ExportSummary) -> String {
     format!(
         "export: the recording stops short (its recorder did not finish): exported its {} complete chunks, {} frames",
         s.end.chunks, s.frames_read
@@ -73,15 +73,15 @@ fn truncated_line(s: &Summary) -> String {
 }
 
 /// `--episodes OUT`: the format from OUT's extension.
-fn episodes_format(out: &Path) -> Result<Format, CliError> {
+fn episodes_format(out: &Path) -> Result<ExportFormat, CliError> {
     match out
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase)
         .as_deref()
     {
-        Some("parquet") => Ok(Format::Parquet),
-        Some("csv") => Ok(Format::Csv),
+        Some("parquet") => Ok(ExportFormat::Parquet),
+        Some("csv") => Ok(ExportFormat::Csv),
         _ => Err(CliError::Usage(format!(
             "--episodes {}: name a .parquet or a .csv file",
             out.display()
@@ -207,8 +207,8 @@ pub fn run(a: &ExportArgs) -> Result<(), CliError> {
         return run_lerobot(a, dir);
     }
     let (format, out) = match (&a.parquet, &a.csv) {
-        (Some(p), None) => (Format::Parquet, p),
-        (None, Some(c)) => (Format::Csv, c),
+        (Some(p), None) => (ExportFormat::Parquet, p),
+        (None, Some(c)) => (ExportFormat::Csv, c),
         _ => {
             return Err(CliError::Usage(
                 "give one of --parquet OUT and --csv OUT".into(),
@@ -224,7 +224,7 @@ pub fn run(a: &ExportArgs) -> Result<(), CliError> {
             to.as_secs_f64()
         )));
     }
-    let options = Options {
+    let options = ExportOptions {
         envs: a.envs.clone().map(|l| l.0),
         from_s: a.from.map(|d| d.as_secs_f64()),
         to_s: a.to.map(|d| d.as_secs_f64()),

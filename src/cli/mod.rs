@@ -531,7 +531,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }) => traffic::run(
             &target.require()?,
             target.layout,
-            traffic::Options {
+            traffic::TrafficOptions {
                 follow,
                 rings: ring,
                 json,
@@ -553,7 +553,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }) => record::run(
             &target.require()?,
             target.layout,
-            record::Options {
+            record::RecordOptions {
                 out,
                 envs,
                 all_envs,

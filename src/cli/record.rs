@@ -17,7 +17,7 @@ use lrbc_recording::recorder::{Counts, Recorder};
 const DEFAULT_ENVS: u32 = 4;
 
 #[derive(Debug)]
-pub struct Options {
+pub struct RecordOptions {
     pub out: PathBuf,
     /// `None`: every env.
     pub envs: Option<EnvList>,
@@ -136,7 +136,7 @@ const RING_EVERY: Duration = Duration::from_millis(2);
 /// for by the run.
 const BUSY_RING_EVERY: Duration = Duration::from_millis(20);
 
-pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
+pub fn run(target: &Target, choice: LayoutChoice, o: RecordOptions) -> Result<(), CliError> {
     let stop = stop_flag();
     // Naps of a hundred microseconds must not turn into two.
     lrbc::platform::set_timer_slack_ns(1_000);

@@ -15,10 +15,10 @@ use super::{CliError, stop_flag};
 use lrbc::attach::{Attached, Target, attach};
 use lrbc::clock::{MonotonicClock, monotonic_now_ns};
 use lrbc::layout::LayoutChoice;
-use lrbc_live::watch::Watcher;
-use lrbc_recording::format::ImageFormat;
+use lrbc_live::watch::AttachmentWatch;
+use lrbc_recording::format::ImageEncoding;
 use lrbc_recording::recorder::{Capture, Counts, Message};
-use lrbc_remote::server::{ServeCounts, Server, Settings, log_line};
+use lrbc_remote::server::{ServeCounts, Server, ServerSettings, log_line};
 use report::{progress, status_json};
 
 /// Envs served when none are chosen: the first four.
@@ -163,9 +163,9 @@ pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
             max_hz: a.max_hz,
             image_hz: a.image_hz,
             image_format: match a.image_format {
-                ImageFormatArg::Raw => ImageFormat::Raw,
-                ImageFormatArg::Png => ImageFormat::Png,
-                ImageFormatArg::Jpeg => ImageFormat::Jpeg {
+                ImageFormatArg::Raw => ImageEncoding::Raw,
+                ImageFormatArg::Png => ImageEncoding::Png,
+                ImageFormatArg::Jpeg => ImageEncoding::Jpeg {
                     quality: a.jpeg_quality,
                 },
             },
@@ -191,7 +191,7 @@ pub struct Options {
     /// Images a second at most per camera or stream (0: every image).
     pub image_hz: f64,
     /// Images raw or compressed.
-    pub image_format: ImageFormat,
+    pub image_format: ImageEncoding,
     pub allow_control: bool,
     pub control_timeout: Duration,
     pub busy_budget: Option<f32>,
@@ -348,7 +348,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     } else {
         Vec::new()
     };
-    let mut server = Server::start(Settings {
+    let mut server = Server::start(ServerSettings {
         host: o.listen.host.clone(),
         port: o.listen.port,
         frame_hz: o.max_hz,
@@ -372,7 +372,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             server.port()
         );
     }
-    let mut watcher = Watcher::new(a.reopen().map_err(CliError::Attach)?, MonotonicClock);
+    let mut watcher = AttachmentWatch::new(a.reopen().map_err(CliError::Attach)?, MonotonicClock);
     let capture = capture_of(a, &o)?;
     let mut feed = match &o.record {
         Some(path) => {

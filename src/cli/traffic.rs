@@ -6,11 +6,11 @@ use super::{CliError, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::LayoutChoice;
-use lrbc_live::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
+use lrbc_live::traffic::{PollPace, RingSelection, Traffic, TrafficEvent};
 
 /// Options of `traffic`.
 #[derive(Clone, Copy, Debug)]
-pub struct Options {
+pub struct TrafficOptions {
     pub follow: bool,
     pub rings: RingSelection,
     pub json: bool,
@@ -112,7 +112,7 @@ impl EngineCheck {
     }
 }
 
-pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
+pub fn run(target: &Target, choice: LayoutChoice, o: TrafficOptions) -> Result<(), CliError> {
     let stop = stop_flag();
     // An observer: it runs in the time the engine and trainer leave over.
     lrbc::platform::lower_thread_priority(19);
@@ -128,7 +128,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut printed = 0u64;
     let mut events = Vec::new();
-    let mut pace = FollowPace::default();
+    let mut pace = PollPace::default();
     let mut engine = EngineCheck::new();
     'outer: loop {
         events.clear();

@@ -4,10 +4,10 @@ use super::{CliError, sleep_unless_stopped, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
-use lrbc_live::detect::{EventKind, Totals};
+use lrbc_live::detect::{EventKind, EventTotals};
 use lrbc_live::episodes::{Ending, RunTotals};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
-use lrbc_live::watch::{Report, Watcher};
+use lrbc_live::watch::{AttachmentWatch, Report};
 
 fn hz(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
@@ -17,7 +17,7 @@ fn line(
     r: &Report,
     s: &SamplerStats,
     yielding: bool,
-    events: Option<&Totals>,
+    events: Option<&EventTotals>,
     episodes: Option<&RunTotals>,
 ) -> String {
     let mut line = format!(
@@ -132,7 +132,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: WatchOptions) -> Result<(),
     // The sampler follows every frame on its own mapping, the detector beside it; their
     // figures join each line.
     let sampler = headless_sampler(target, choice, busy_budget_percent, detect, episodes)?;
-    let mut watcher = Watcher::new(attached, MonotonicClock);
+    let mut watcher = AttachmentWatch::new(attached, MonotonicClock);
     let mut printed = 0u64;
     while count.is_none_or(|c| printed < c) {
         if sleep_unless_stopped(interval, &stop) {

@@ -44,7 +44,8 @@ struct State {
     stop: bool,
 }
 
-struct Shared {
+/// The decoder's requests and results, shared with its thread, with its wake-up.
+struct DecodeQueue {
     state: Mutex<State>,
     /// Notified when a request arrives, a decode finishes, or the decoder stops.
     changed: Condvar,
@@ -52,7 +53,7 @@ struct Shared {
 
 /// The worker and its queues; dropping it stops the worker.
 pub struct ImageDecoder {
-    shared: Arc<Shared>,
+    shared: Arc<DecodeQueue>,
     worker: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -65,7 +66,7 @@ impl std::fmt::Debug for ImageDecoder {
 impl ImageDecoder {
     /// Starts the worker; `ctx` is asked to repaint after each decode.
     pub fn new(ctx: &egui::Context) -> Self {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(DecodeQueue {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
         });
@@ -145,7 +146,7 @@ impl Drop for ImageDecoder {
 /// The window is woken at most this often for decoded images (a pass each).
 const WAKE_EVERY: Duration = Duration::from_millis(50);
 
-fn work(shared: &Shared, ctx: &egui::Context) {
+fn work(shared: &DecodeQueue, ctx: &egui::Context) {
     // When the window was last asked to repaint for a result.
     let mut woken: Option<Instant> = None;
     loop {

@@ -29,7 +29,7 @@ const WINDOW_NICE: i32 = 15;
 /// software rasteriser's among them) run niced, but for the frame followers, which keep
 /// the priority it had.
 pub fn yield_to_the_run() {
-    lrbc_live::frames::keep_priority_for_followers();
+    lrbc_live::follower::keep_priority_for_followers();
     lrbc::platform::lower_thread_priority(WINDOW_NICE);
 }
 

@@ -379,9 +379,11 @@ fn the_edge_finder_reads_paths_groups_and_leaves_tests_and_comments_out() {
 
 #[test]
 fn a_crate_s_paths_are_found_only_as_a_path_s_first_segment() {
-    let code =
-        "use lrbc::layout::X;\nuse lrbc_live::{frames, traffic::Y};\nuse crate::rings::lrbc::Z;\n";
+    let code = "use lrbc::layout::X;\nuse lrbc_live::{follower, traffic::Y};\nuse crate::rings::lrbc::Z;\n";
     let want = |v: &[&str]| -> BTreeSet<String> { v.iter().map(|s| s.to_string()).collect() };
     assert_eq!(crate_paths(code, "lrbc"), want(&["layout"]));
-    assert_eq!(crate_paths(code, "lrbc_live"), want(&["frames", "traffic"]));
+    assert_eq!(
+        crate_paths(code, "lrbc_live"),
+        want(&["follower", "traffic"])
+    );
 }

@@ -15,7 +15,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::{python, record_nan_run, run_inspector, temp_file};
-use lrbc_recording::replay::{Event, ReadError, RecFrame, Recording, read_recording};
+use lrbc_recording::replay::{ReadError, RecFrame, Recording, StreamItem, read_recording};
 
 fn target_file(tag: &str, ext: &str) -> PathBuf {
     temp_file(&format!("export-{tag}"), ext)
@@ -60,7 +60,7 @@ fn both_readers(path: &Path) -> (u64, Option<String>) {
     let end = read_recording::<ReadError>(
         &mut std::fs::File::open(path).unwrap(),
         |e| {
-            if let Event::Frame { log_ns, data } = e {
+            if let StreamItem::Frame { log_ns, data } = e {
                 streamed.push(RecFrame::decode(log_ns, data).unwrap());
             }
             Ok(())

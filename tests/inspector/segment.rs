@@ -150,7 +150,7 @@ fn bad_targets_and_arguments_are_clear_errors() {
 }
 
 #[test]
-fn a_symlink_in_dev_shm_is_not_followed() {
+fn a_symlink_in_dev_shm_is_refused() {
     let w = PyWriter::start("symlink-target", &[]);
     let link = unique_name("symlink");
     let link_path = std::path::PathBuf::from("/dev/shm").join(&link);

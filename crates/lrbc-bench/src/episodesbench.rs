@@ -16,7 +16,7 @@ use lrbc_inspector::cli::CliError;
 use lrbc_inspector::cli::args::{parse_hz, seconds_f64};
 use lrbc_inspector::cli::children::{ChildProcess, inspector_exe};
 use lrbc_inspector::cli::export::{mb, one_line};
-use lrbc_recording::export::{self, Format, LeRobotOptions, synthetic};
+use lrbc_recording::export::{self, ExportFormat, LeRobotOptions, synthetic};
 use lrbc_sim::engine::Preset;
 
 /// Arguments of `lrbc-bench episodes`.
@@ -210,7 +210,7 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
             let _ = std::fs::remove_file(&out);
             let started = Instant::now();
             let result = if kind.starts_with("--episodes") {
-                export::export_episodes_file(&input, &out, Format::Parquet, |_| {})
+                export::export_episodes_file(&input, &out, ExportFormat::Parquet, |_| {})
                     .map(|s| s.episodes)
             } else {
                 export::export_lerobot(&input, &out, &LeRobotOptions { task: None }, |_| {})

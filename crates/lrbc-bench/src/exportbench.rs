@@ -6,11 +6,11 @@ use std::time::Instant;
 use clap::Args;
 use lrbc_inspector::cli::CliError;
 use lrbc_inspector::cli::export::{mb, one_line};
-use lrbc_recording::export::{self, Format, Options, synthetic};
+use lrbc_recording::export::{self, ExportFormat, ExportOptions, synthetic};
 
 /// `lrbc-bench export`: the shape of the synthetic recording and where it goes.
 #[derive(Debug, Clone, Args)]
-pub struct BenchArgs {
+pub struct ExportBenchArgs {
     /// Size of the synthetic recording, MiB.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub size_mib: u64,
@@ -39,7 +39,7 @@ pub struct BenchArgs {
     pub compression: lrbc_inspector::cli::record::CompressionArgs,
 }
 
-pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
+pub fn bench(a: &ExportBenchArgs) -> Result<(), CliError> {
     let dir = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     let input = dir.join(format!("lrbc-bench-export-{}.mcap", std::process::id()));
     let recorded: Vec<u32> = (0..a.recorded.unwrap_or(a.envs).min(a.envs)).collect();
@@ -75,9 +75,9 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     synthetic::write(&spec, std::io::BufWriter::with_capacity(1 << 20, file))
         .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
     let in_bytes = std::fs::metadata(&input).map_or(0, |m| m.len());
-    let mut formats = vec![(Format::Parquet, "parquet")];
+    let mut formats = vec![(ExportFormat::Parquet, "parquet")];
     if a.csv {
-        formats.push((Format::Csv, "csv"));
+        formats.push((ExportFormat::Csv, "csv"));
     }
     println!("| format | input MB | rows | output MB | seconds | rows/s | MB/s |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
@@ -88,7 +88,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
         let mut rows = 0;
         for _ in 0..a.rounds {
             let started = Instant::now();
-            match export::export_file(&input, &out, format, &Options::default(), |_| {}) {
+            match export::export_file(&input, &out, format, &ExportOptions::default(), |_| {}) {
                 Ok(s) => rows = s.rows,
                 Err(e) => {
                     failure = Some(one_line(&e, &input, &out));

@@ -1,5 +1,5 @@
 //! What the benchmarks share: a run of an engine and a client (`start`), and a viewer
-//! of a served run that tallies what it receives (`Viewer`) on a free loopback port.
+//! of a served run that tallies what it receives (`CountingViewer`) on a free loopback port.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -62,7 +62,7 @@ pub(crate) fn start(
 
 /// What a viewer received.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Tally {
+pub(crate) struct ViewerTally {
     pub frames: u64,
     pub bytes: u64,
     pub by_topic: BTreeMap<String, (u64, u64)>,
@@ -76,18 +76,18 @@ pub(crate) struct Tally {
 
 /// A client on its own thread that subscribes to every channel and counts what comes;
 /// `stalled` stops it reading (its connection stays open).
-pub(crate) struct Viewer {
-    pub tally: Arc<Mutex<Tally>>,
+pub(crate) struct CountingViewer {
+    pub tally: Arc<Mutex<ViewerTally>>,
     pub stalled: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Viewer {
+impl CountingViewer {
     pub fn start(url: &str) -> Result<Self, CliError> {
         let mut c = Connection::connect(url, Duration::from_secs(10))
             .map_err(|e| CliError::Other(e.to_string()))?;
-        let tally = Arc::new(Mutex::new(Tally::default()));
+        let tally = Arc::new(Mutex::new(ViewerTally::default()));
         let stalled = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let (t, s, st) = (Arc::clone(&tally), Arc::clone(&stalled), Arc::clone(&stop));
@@ -154,12 +154,12 @@ impl Viewer {
     }
 
     /// What came so far, and starts counting again.
-    pub fn take(&self) -> Tally {
+    pub fn take(&self) -> ViewerTally {
         std::mem::take(&mut *lock(&self.tally))
     }
 }
 
-impl Drop for Viewer {
+impl Drop for CountingViewer {
     fn drop(&mut self) {
         // Relaxed: a flag with no data behind it.
         self.stop.store(true, Ordering::Relaxed);

@@ -43,7 +43,7 @@ use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::{LayoutChoice, RegionKind};
 use lrbc::rings::lrbc::{Consumer, Producer};
 use lrbc_inspector::cli::CliError;
-use lrbc_live::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
+use lrbc_live::traffic::{PollPace, RingSelection, Traffic, TrafficEvent};
 use lrbc_sim::bench::{RingSegment, sample_envelopes};
 use uibench::SamplerPart;
 
@@ -59,7 +59,7 @@ struct Cli {
 pub enum BenchCommand {
     /// Lock-step round trips between an engine and a client process: the transport
     /// alone, with dynamics, and with observers attached.
-    RoundTrip(roundtrip::BenchArgs),
+    RoundTrip(roundtrip::RoundtripArgs),
     /// The highest producer rate a traffic reader follows on a 512 KiB ring without loss.
     Ring {
         /// Seconds per rate.
@@ -148,7 +148,7 @@ pub enum BenchCommand {
     /// run with command traffic: flat once their memory budgets are full.
     Soak(soak::SoakArgs),
     /// Rows/s and MB/s of `export` on a large synthetic recording (1 GiB by default).
-    Export(exportbench::BenchArgs),
+    Export(exportbench::ExportBenchArgs),
     /// `open` of a large recording (1 GiB by default): time to the first frame drawn
     /// and to a scrub to any time.
     Open(openbench::OpenBenchArgs),
@@ -170,7 +170,7 @@ pub enum BenchCommand {
 }
 
 /// Runs one producer rate for `secs`; returns (produced, seen, lost bytes, malformed).
-fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
+fn read_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
     let name = format!("lrbc-bench-ring-{}-{}", std::process::id(), rate as u64);
     let seg = RingSegment::create(&name, 512 * 1024).map_err(CliError::Other)?;
     let rw = Arc::clone(&seg.rw);
@@ -226,7 +226,7 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
         }
     };
     // The reader's loop of `traffic --follow`, with its pace.
-    let mut pace = FollowPace::default();
+    let mut pace = PollPace::default();
     while Instant::now() < deadline {
         events.clear();
         traffic.poll(&attached.segment, monotonic_now_ns(), 4096, &mut events);
@@ -276,7 +276,7 @@ fn ring(secs: f64) -> Result<(), CliError> {
         1_600_000.0,
         3_200_000.0,
     ] {
-        let (produced, seen, lost, malformed) = follow_at(rate, secs)?;
+        let (produced, seen, lost, malformed) = read_at(rate, secs)?;
         let lossless = lost == 0 && malformed == 0 && seen == produced;
         println!(
             "{rate:>14.0} {produced:>12} {seen:>12} {lost:>14} {:>10}",

@@ -108,7 +108,7 @@ struct Switched {
     process: ChildProcess,
     on: bool,
     /// The viewer of [`Observer::Serve`].
-    _viewer: Option<crate::fixtures::Viewer>,
+    _viewer: Option<crate::fixtures::CountingViewer>,
 }
 
 impl Switched {
@@ -135,7 +135,7 @@ impl Switched {
             Duration::from_millis(500)
         });
         let viewer = if observer == Observer::Serve {
-            Some(crate::fixtures::Viewer::start(&format!(
+            Some(crate::fixtures::CountingViewer::start(&format!(
                 "ws://127.0.0.1:{port}"
             ))?)
         } else {

@@ -13,7 +13,7 @@ use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
-pub struct BenchArgs {
+pub struct RoundtripArgs {
     /// Sizes from the seed's examples.
     #[arg(long, value_parser = lrbc_inspector::cli::values::preset(), default_value = "train4096")]
     pub preset: Preset,
@@ -53,7 +53,7 @@ const VARIANTS: [Variant; 3] = [
     },
 ];
 
-fn measure(args: &BenchArgs, v: &Variant, index: usize) -> Result<Value, CliError> {
+fn measure(args: &RoundtripArgs, v: &Variant, index: usize) -> Result<Value, CliError> {
     let name = format!("lrbc-bench-{}-{index}", std::process::id());
     let engine_args: &[&str] = if v.dynamics {
         &["--force"]
@@ -124,7 +124,7 @@ pub(crate) fn median(v: Vec<f64>) -> f64 {
     lrbc_live::stats::median(v).unwrap_or(0.0)
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), CliError> {
+pub fn run(args: &RoundtripArgs) -> Result<(), CliError> {
     if args.steps == 0 || args.rounds == 0 {
         return Err(CliError::Usage(
             "--steps and --rounds must be at least 1".into(),

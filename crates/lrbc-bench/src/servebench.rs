@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::fixtures::{Viewer, free_port, start};
+use crate::fixtures::{CountingViewer, free_port, start};
 use crate::observers::{Observer, WINDOW, observer_cost, print_cost};
 use lrbc_inspector::cli::CliError;
 use lrbc_inspector::cli::children::ChildProcess;
@@ -57,7 +57,7 @@ fn percentile(v: &mut [u64], q: f64) -> f64 {
 
 /// Frames a viewer got of those published over `secs`, and their lateness.
 fn share(name: &str, url: &str, secs: f64, label: &str) -> Result<(), CliError> {
-    let viewer = Viewer::start(url)?;
+    let viewer = CountingViewer::start(url)?;
     std::thread::sleep(Duration::from_secs(1));
     let _ = viewer.take();
     let f0 = frame_seq(name);
@@ -164,8 +164,8 @@ pub fn run(
 fn stalled(secs: f64) -> Result<(), CliError> {
     let run = start(Preset::Cams64, (Some(1000.0), "random"), None, "srv-stall")?;
     let (s, url) = serve(&run.name, &["--images"])?;
-    let stalled = Viewer::start(&url)?;
-    let other = Viewer::start(&url)?;
+    let stalled = CountingViewer::start(&url)?;
+    let other = CountingViewer::start(&url)?;
     std::thread::sleep(Duration::from_secs(2));
     let window = Duration::from_secs_f64(secs.min(10.0));
     let _ = other.take();

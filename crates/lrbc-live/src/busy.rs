@@ -51,7 +51,7 @@ pub fn spare_cores(prev: CpuTimes, cur: CpuTimes) -> Option<f64> {
 /// Whether the machine is busy, and how long the frame thread holds off between samples
 /// while it is.
 #[derive(Debug)]
-pub struct Budget {
+pub struct CpuBudget {
     /// Share of one core the frame thread may use on a busy machine; None: no limit.
     share: Option<f64>,
     busy: bool,
@@ -67,7 +67,7 @@ pub struct Budget {
     hold_until_ns: u64,
 }
 
-impl Budget {
+impl CpuBudget {
     /// `percent_of_a_core`: None never yields. `min_hold_ns`: the reader's repaint
     /// interval (no more than one sample per repaint while yielding), at least
     /// [`MIN_HOLD_NS`] and at most the longest hold.
@@ -86,7 +86,7 @@ impl Budget {
         b
     }
 
-    /// The reader's repaint interval changed (see [`Budget::new`]).
+    /// The reader's repaint interval changed (see [`CpuBudget::new`]).
     pub fn set_min_hold_ns(&mut self, min_hold_ns: u64) {
         self.min_hold_ns = min_hold_ns.clamp(MIN_HOLD_NS, MAX_HOLD_NS);
     }
@@ -196,7 +196,7 @@ mod tests {
     #[test]
     fn a_busy_machine_holds_samples_apart_by_the_cpu_they_cost() {
         // 1 % of a core.
-        let mut b = Budget::new(Some(1.0), MIN_HOLD_NS);
+        let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         assert!(!b.yielding(), "one reading says nothing yet");
         // 100 ticks of 2 cores, 5 idle: 0.1 core spare.
@@ -216,18 +216,18 @@ mod tests {
         b.sampled(400_000_000, 1_410_000 + 10_000_000);
         assert_eq!(b.hold_ns(400_000_000), Some(MAX_HOLD_NS));
         // A reader that repaints ten times a second needs no more samples than that.
-        let mut b = Budget::new(Some(1.0), 100_000_000);
+        let mut b = CpuBudget::new(Some(1.0), 100_000_000);
         b.observe(0, reading(0, 0));
         b.observe(250_000_000, reading(5, 100));
         b.sampled(300_000_000, 1_000_000);
         b.sampled(300_000_000, 1_400_000);
         assert_eq!(b.hold_ns(300_000_000), Some(100_000_000));
-        assert_eq!(Budget::new(Some(1.0), 0).min_hold_ns, MIN_HOLD_NS);
+        assert_eq!(CpuBudget::new(Some(1.0), 0).min_hold_ns, MIN_HOLD_NS);
     }
 
     #[test]
     fn spare_cpu_ends_the_yielding_with_hysteresis() {
-        let mut b = Budget::new(Some(1.0), MIN_HOLD_NS);
+        let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         b.observe(1, reading(10, 100)); // 0.2 core spare: busy
         assert!(b.yielding());
@@ -258,18 +258,18 @@ mod tests {
 
     #[test]
     fn without_a_budget_or_without_proc_stat_it_never_yields() {
-        let mut b = Budget::new(None, MIN_HOLD_NS);
+        let mut b = CpuBudget::new(None, MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         b.observe(1, reading(0, 100));
         assert!(!b.yielding());
         b.sampled(2, 0);
         b.sampled(2, 1_000_000);
         assert_eq!(b.hold_ns(2), None);
-        let mut b = Budget::new(Some(0.0), MIN_HOLD_NS);
+        let mut b = CpuBudget::new(Some(0.0), MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         b.observe(1, reading(0, 100));
         assert!(!b.yielding(), "0 % is no budget, not no samples");
-        let mut b = Budget::new(Some(1.0), MIN_HOLD_NS);
+        let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
         b.observe(0, reading(0, 0));
         b.observe(1, reading(0, 100));
         assert!(b.yielding());

@@ -8,7 +8,7 @@
 //! - `watch`: the attachment's state over time (attached, stale, gone, replaced), rates
 //! - `traffic`: the command rings read, decoded, paired and stored
 //! - `check`: the value check of one frame: NaN, infinities, bounds, saturation (pure)
-//! - `frames`: the frame follower: one thread per segment copying each frame for its sinks
+//! - `follower`: the frame follower: one thread per segment copying each frame for its sinks
 //! - `detect`: the detector: events from frames' checks, time, state and ring faults; the live sink
 //! - `episodes`: every env's episodes from every frame; the live sink
 //! - `sampler`: the window's and `watch`'s consumer of the follower: per-frame figures, histories
@@ -17,7 +17,7 @@ pub mod busy;
 pub mod check;
 pub mod detect;
 pub mod episodes;
-pub mod frames;
+pub mod follower;
 pub mod memory;
 pub mod sampler;
 pub mod stats;

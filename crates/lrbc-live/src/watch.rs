@@ -1,6 +1,6 @@
-//! Following a segment over time: its state (attached, stale, engine gone, replaced,
-//! truncated, unlinked), counter rates and lag. Re-attaches by itself when the
-//! segment is replaced. The clock is injected.
+//! The attachment's state over time, kept by an [`AttachmentWatch`]: attached, stale,
+//! engine gone, replaced, truncated or unlinked, with counter rates and lag. Re-attaches
+//! by itself when the segment is replaced. The clock is injected.
 
 use lrbc::attach::Attached;
 use lrbc::clock::{Clock, secs_between};
@@ -20,7 +20,7 @@ pub enum State {
     Stale,
     /// The engine process (server_pid) is dead.
     EngineGone,
-    /// A new segment took the name; the watcher re-attached to it (or waits for it to
+    /// A new segment took the name; the watch re-attached to it (or waits for it to
     /// become valid).
     Replaced,
     /// The file shrank under the mapping.
@@ -59,7 +59,7 @@ impl State {
 /// One observation of the segment.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Report {
-    /// Seconds since the watcher started.
+    /// Seconds since the watch started.
     pub t_secs: f64,
     pub state: State,
     pub frame_seq: u64,
@@ -82,9 +82,9 @@ struct Sample {
     action_seq: u64,
 }
 
-/// Watches one target across replacements.
+/// The attachment's state: watches one target across replacements.
 #[derive(Debug)]
-pub struct Watcher<C: Clock> {
+pub struct AttachmentWatch<C: Clock> {
     attached: Attached,
     clock: C,
     processes: Processes,
@@ -99,7 +99,7 @@ pub struct Watcher<C: Clock> {
     released: bool,
 }
 
-impl<C: Clock> Watcher<C> {
+impl<C: Clock> AttachmentWatch<C> {
     pub fn new(attached: Attached, clock: C) -> Self {
         let now = clock.now_ns();
         let mut w = Self {
@@ -131,7 +131,7 @@ impl<C: Clock> Watcher<C> {
         }
     }
 
-    /// Tries to map the name again; on success the watcher follows the new segment.
+    /// Tries to map the name again; on success the watch moves to the new segment.
     fn try_reattach(&mut self, now: u64) -> Result<String, String> {
         match self.attached.reopen() {
             Ok(new) => Ok(self.accept(new, now)),
@@ -147,7 +147,7 @@ impl<C: Clock> Watcher<C> {
         (pid != 0 && alive(&mut self.processes, pid)).then_some(new)
     }
 
-    /// Follows `new` from now on; returns the note that says so.
+    /// Watches `new` from now on; returns the note that says so.
     fn accept(&mut self, new: Attached, now: u64) -> String {
         let note = format!(
             "re-attached to the new segment ({}, {} bytes, {} envs, server pid {})",
@@ -220,7 +220,7 @@ impl<C: Clock> Watcher<C> {
                 ),
             },
             // After a release, a mapping of that name may still be the dead engine's
-            // (another process, e.g. the trainer, keeps it alive): follow it only once
+            // (another process, e.g. the trainer, keeps it alive): move to it only once
             // a live engine serves it.
             Health::Replaced if self.released => match self.live_replacement() {
                 Some(new) => {
@@ -328,7 +328,7 @@ mod tests {
     fn rates_come_from_the_counters_over_the_clock() {
         let seg = TestSegment::create("rates", &spec(PlanLayout::Lrbc { ext: true }, 4));
         let clock = ManualClock::new(1_000);
-        let mut w = Watcher::new(seg.attach(), clock.clone());
+        let mut w = AttachmentWatch::new(seg.attach(), clock.clone());
         seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, 250);
         seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, 200);
         clock.advance_secs(0.5);
@@ -344,7 +344,7 @@ mod tests {
     fn no_new_frame_for_two_seconds_is_stale() {
         let seg = TestSegment::create("stale", &spec(PlanLayout::Lrbc { ext: false }, 2));
         let clock = ManualClock::new(0);
-        let mut w = Watcher::new(seg.attach(), clock.clone());
+        let mut w = AttachmentWatch::new(seg.attach(), clock.clone());
         clock.advance_secs(1.9);
         assert_eq!(w.tick().state, State::Attached);
         clock.advance_secs(0.2);
@@ -358,7 +358,7 @@ mod tests {
     fn a_header_rewritten_in_place_with_a_new_geometry_is_a_replacement() {
         let seg = TestSegment::create("inplace", &spec(PlanLayout::Lrbc { ext: true }, 4));
         let clock = ManualClock::new(0);
-        let mut w = Watcher::new(seg.attach(), clock.clone());
+        let mut w = AttachmentWatch::new(seg.attach(), clock.clone());
         // Same file, same size, fewer envs: the engine re-initialised it.
         let (mut header, _) = LrbcHeader::read_from_prefix(&seg.plan.header).unwrap();
         header.num_envs = 3.into();
@@ -378,7 +378,7 @@ mod tests {
         let mut s = spec(PlanLayout::Lucky, 2);
         s.server_pid = lrbc::testutil::dead_pid();
         let seg = TestSegment::create("gone", &s);
-        let mut w = Watcher::new(seg.attach(), ManualClock::new(0));
+        let mut w = AttachmentWatch::new(seg.attach(), ManualClock::new(0));
         let r = w.tick();
         assert_eq!(r.state, State::EngineGone);
         assert!(!r.server_alive);

@@ -18,8 +18,8 @@ use lrbc::segment::{
     Location, NameError, OpenError, SegmentRw, shm_location, shm_path, validate_name,
 };
 pub use plant::{
-    Channel, DEFAULT_DONE_SHARE, DEFAULT_STALL, Fault, MAX_STALL, NonFinite, Plant, PlantError,
-    done_count,
+    DEFAULT_DONE_SHARE, DEFAULT_STALL, MAX_STALL, NonFinite, Plant, PlantChannel, PlantError,
+    PlantedFault, done_count,
 };
 use respond::Rings;
 pub use respond::lucky_response;
@@ -328,9 +328,9 @@ impl Engine {
         }
         let rings = Rings::new(&seg, &cfg, &spec, &plan);
         let nan_at_step = cfg.nan_at_step.into_iter().flat_map(|step| {
-            [Channel::Obs { index: 0 }, Channel::Reward].map(|channel| Plant {
+            [PlantChannel::Obs { index: 0 }, PlantChannel::Reward].map(|channel| Plant {
                 step,
-                fault: Fault::Value {
+                fault: PlantedFault::Value {
                     value: NonFinite::Nan,
                     env: 0,
                     channel,

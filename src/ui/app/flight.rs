@@ -100,7 +100,7 @@ impl InspectorApp {
         self.flight.state = None;
     }
 
-    /// Starts, follows and stops the flight recorder with the session; saves by itself
+    /// Starts, keeps up to date and stops the flight recorder with the session; saves by itself
     /// when the segment is replaced or the engine goes (and, by its own thread, around the
     /// first event of the kinds chosen); shows what it wrote. Nothing here blocks: short
     /// locks and non-blocking sends.
@@ -203,7 +203,7 @@ impl InspectorApp {
 
     /// The flight recorder keeps to the sampler's budget on a busy machine, as set now.
     /// The flight recorder's share of the memory budget and its seconds, after a change.
-    pub(super) fn flight_follow_limits(&mut self) {
+    pub(super) fn flight_apply_limits(&mut self) {
         if let Some(f) = &self.flight.flight
             && let Err(e) = f.set_limits(self.settings.flight_limits())
         {
@@ -219,7 +219,7 @@ impl InspectorApp {
             + usize::try_from(self.flight.status.rolling_bytes).unwrap_or(usize::MAX)
     }
 
-    pub(super) fn flight_follow_busy_budget(&mut self) {
+    pub(super) fn flight_apply_busy_budget(&mut self) {
         if let Some(f) = &self.flight.flight
             && let Err(e) = f.set_busy_budget(self.settings.sampler().busy_budget_percent)
         {

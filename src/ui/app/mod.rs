@@ -284,7 +284,7 @@ impl InspectorApp {
     }
 
     /// Work that is not drawing, run before each pass and also while the window shows
-    /// nothing (minimised, hidden): Ctrl-C (the stop flag), following a replaced segment,
+    /// nothing (minimised, hidden): Ctrl-C (the stop flag), taking up a replaced segment,
     /// the save dialog's results, process liveness, the title, the redraw rate and
     /// whether discovery runs. Nothing here draws.
     pub fn logic(&mut self, ctx: &egui::Context) {
@@ -298,7 +298,7 @@ impl InspectorApp {
         }
         let mut note = None;
         if let Some(s) = &mut self.session
-            && s.follow_replacement()
+            && s.adopt_replacement()
         {
             note = Some(match s.remote() {
                 Some((r, _)) if r.geometry.size_bytes == 0 => format!(
@@ -311,9 +311,9 @@ impl InspectorApp {
                 None => format!("the segment was replaced; re-attached to {}", s.label()),
             });
         }
-        // Servers in the background follow their runs too (shown, they are current).
+        // Servers in the background take up their new runs too (shown, they are current).
         for n in &mut self.nodes {
-            n.follow_replacement();
+            n.adopt_replacement();
         }
         if let Some(n) = note {
             self.cameras_view = CamerasView::default();

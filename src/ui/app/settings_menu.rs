@@ -134,7 +134,7 @@ impl InspectorApp {
                 self.flight_settings(ui);
             });
         if memory_changed {
-            self.flight_follow_limits();
+            self.flight_apply_limits();
         }
         // The servers connected in the background keep to the same settings.
         let mut refused = None;
@@ -149,7 +149,7 @@ impl InspectorApp {
             self.say(format!("detector: {e}"), true);
         }
         if changed {
-            self.flight_follow_busy_budget();
+            self.flight_apply_busy_budget();
         }
     }
 }

@@ -143,7 +143,7 @@ impl Bound {
 /// Which value of a channel a bound is for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Target {
+pub enum BoundTarget {
     /// Every value of the channel.
     All,
     Index(u32),
@@ -155,7 +155,7 @@ pub enum Target {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BoundRule {
     pub channel: ChannelKind,
-    pub target: Target,
+    pub target: BoundTarget,
     pub bound: Bound,
 }
 
@@ -172,19 +172,19 @@ impl BoundRule {
                 .strip_suffix(']')
                 .and_then(|i| i.trim().parse::<u32>().ok())
                 .ok_or_else(|| format!("{what:?}: expected an index, as in act[2]"))?;
-            (c, Target::Index(index))
+            (c, BoundTarget::Index(index))
         } else if let Some((c, name)) = what.split_once('.') {
             if name.is_empty() {
                 return Err(format!("{what:?}: a name is missing after the dot"));
             }
-            (c, Target::Name(name.to_string()))
+            (c, BoundTarget::Name(name.to_string()))
         } else {
-            (what, Target::All)
+            (what, BoundTarget::All)
         };
         let channel = ChannelKind::parse(channel.trim()).ok_or_else(|| {
             format!("{what:?}: the channel is obs, act or reward, not {channel:?}")
         })?;
-        if channel == ChannelKind::Reward && target != Target::All {
+        if channel == ChannelKind::Reward && target != BoundTarget::All {
             return Err(format!(
                 "{what:?}: the reward has one value per env, no index"
             ));
@@ -200,9 +200,9 @@ impl BoundRule {
     pub fn display(&self) -> String {
         let c = self.channel.short();
         let what = match &self.target {
-            Target::All => c.to_string(),
-            Target::Index(i) => format!("{c}[{i}]"),
-            Target::Name(n) => format!("{c}.{n}"),
+            BoundTarget::All => c.to_string(),
+            BoundTarget::Index(i) => format!("{c}[{i}]"),
+            BoundTarget::Name(n) => format!("{c}.{n}"),
         };
         format!("{what}={}", self.bound.display())
     }
@@ -464,16 +464,16 @@ impl Checker {
                 ChannelKind::Action => (&mut act, &names.act, a),
             };
             let indices: Vec<usize> = match &rule.target {
-                Target::All => (0..len).collect(),
-                Target::Index(i) if (*i as usize) < len => vec![*i as usize],
-                Target::Index(i) => {
+                BoundTarget::All => (0..len).collect(),
+                BoundTarget::Index(i) if (*i as usize) < len => vec![*i as usize],
+                BoundTarget::Index(i) => {
                     return Err(format!(
                         "bound {}: {} has {len} values, no index {i}",
                         rule.display(),
                         rule.channel.as_str()
                     ));
                 }
-                Target::Name(n) => match names.iter().position(|x| x == n) {
+                BoundTarget::Name(n) => match names.iter().position(|x| x == n) {
                     Some(i) if i < len => vec![i],
                     _ => {
                         return Err(format!(

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::event::{Event, EventKind, Origin, Totals};
+use super::event::{Event, EventKind, EventTotals, Origin};
 use super::settings::DetectSettings;
 use crate::check::{ChannelKind, Fault, FrameCheck, Hit};
 use crate::watch::State;
@@ -252,7 +252,7 @@ pub struct Detector {
     state: State,
     /// The newest frame checked.
     frame_seq: Option<u64>,
-    totals: Totals,
+    totals: EventTotals,
 }
 
 impl Detector {
@@ -271,7 +271,7 @@ impl Detector {
             pace: Pace::default(),
             state: State::Attached,
             frame_seq: None,
-            totals: Totals::default(),
+            totals: EventTotals::default(),
         }
     }
 
@@ -285,7 +285,7 @@ impl Detector {
     }
 
     /// Events found per kind, frames checked, bad values counted.
-    pub fn totals(&self) -> Totals {
+    pub fn totals(&self) -> EventTotals {
         self.totals
     }
 

@@ -321,7 +321,7 @@ pub fn format_value(v: f64) -> String {
 
 /// The events of a run a consumer keeps, and the figures every view shows beside them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Totals {
+pub struct EventTotals {
     /// Events found, per kind, in [`EventKind::ALL`]'s order.
     #[serde(skip)]
     pub by_kind: [u64; 10],
@@ -339,7 +339,7 @@ pub struct Totals {
     pub envs_affected: u32,
 }
 
-impl Totals {
+impl EventTotals {
     pub fn events(&self) -> u64 {
         self.by_kind.iter().sum()
     }

@@ -1,7 +1,7 @@
 //! The detector of a live segment: a sink of the frame follower ([`Diagnosis`]) that
 //! runs the detector on the follower's thread over the checks of every frame it copies,
 //! and on its ticks over the passing of time and what the segment's readers tell it (the
-//! state, the rings' faults: [`Feed`]). Events go to a shared [`EventLog`] in batches
+//! state, the rings' faults: [`DetectorFeed`]). Events go to a shared [`EventLog`] in batches
 //! under a short lock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +14,7 @@ use super::event::Event;
 use super::log::EventLog;
 use super::settings::DetectSettings;
 use crate::check::{Checker, Limits};
-use crate::frames::{FrameCopy, FrameSink, Subscription, Tick, Wants};
+use crate::follower::{FrameCopy, FrameSink, Subscription, Tick, Wants};
 use crate::watch::State;
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
@@ -42,12 +42,12 @@ enum Fact {
 /// (from a watcher), the rings' faults (from a traffic reader). Sends never block; a
 /// full queue drops the fact and counts it.
 #[derive(Clone, Debug)]
-pub struct Feed {
+pub struct DetectorFeed {
     tx: Sender<Fact>,
     dropped: Arc<AtomicU64>,
 }
 
-impl Feed {
+impl DetectorFeed {
     fn send(&self, fact: Fact) {
         if let Err(TrySendError::Full(_)) = self.tx.try_send(fact) {
             // Relaxed: a count with no data behind it.
@@ -79,7 +79,7 @@ pub struct Diagnosis {
     log: Arc<Mutex<EventLog>>,
     settings: Arc<Mutex<DetectSettings>>,
     busy_budget_percent: Arc<Mutex<Option<f32>>>,
-    feed: Feed,
+    feed: DetectorFeed,
     subscription: Option<Subscription>,
 }
 
@@ -128,7 +128,7 @@ impl Diagnosis {
         )?;
         let log = Arc::new(Mutex::new(EventLog::new(kept)));
         let (tx, rx) = crossbeam_channel::bounded(FACTS_QUEUED);
-        let feed = Feed {
+        let feed = DetectorFeed {
             tx,
             dropped: Arc::new(AtomicU64::new(0)),
         };
@@ -147,8 +147,9 @@ impl Diagnosis {
             note: None,
             facts_dropped: Arc::clone(&feed.dropped),
         };
-        let subscription = crate::frames::subscribe_with_load(attached, Box::new(sink), read_load)
-            .map_err(|e| format!("cannot follow the segment: {e}"))?;
+        let subscription =
+            crate::follower::subscribe_with_load(attached, Box::new(sink), read_load)
+                .map_err(|e| format!("cannot follow the segment: {e}"))?;
         Ok(Self {
             shape: (g.num_envs, g.obs_size, g.act_size, g.names.clone()),
             log,
@@ -165,7 +166,7 @@ impl Diagnosis {
     }
 
     /// Where the state and the rings' faults go.
-    pub fn feed(&self) -> Feed {
+    pub fn feed(&self) -> DetectorFeed {
         self.feed.clone()
     }
 

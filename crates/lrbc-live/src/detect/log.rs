@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::event::{Event, EventKind, Totals};
+use super::event::{Event, EventKind, EventTotals};
 
 /// Events kept by default; the totals count every one.
 pub const DEFAULT_EVENTS_KEPT: usize = 10_000;
@@ -20,7 +20,7 @@ pub struct EventLog {
     /// Events dropped from the front to keep within the bound (the totals still count
     /// them).
     pub dropped: u64,
-    totals: Totals,
+    totals: EventTotals,
     updates: VecDeque<Event>,
     /// The sequence number of `updates[0]`.
     updates_start: u64,
@@ -43,7 +43,7 @@ impl EventLog {
             events: VecDeque::new(),
             kept: kept.max(1),
             dropped: 0,
-            totals: Totals::default(),
+            totals: EventTotals::default(),
             updates: VecDeque::new(),
             updates_start: 0,
             version: 0,
@@ -93,13 +93,13 @@ impl EventLog {
     }
 
     /// Totals: events per kind as found here, frames and values as the detector counted.
-    pub fn totals(&self) -> Totals {
+    pub fn totals(&self) -> EventTotals {
         self.totals
     }
 
     /// The frame and value figures of `t` (the events per kind stay as counted here).
-    pub fn set_figures(&mut self, t: &Totals) {
-        let figures = Totals {
+    pub fn set_figures(&mut self, t: &EventTotals) {
+        let figures = EventTotals {
             by_kind: self.totals.by_kind,
             ..*t
         };

@@ -20,8 +20,8 @@ mod log;
 mod settings;
 
 pub use detector::{BURST_MIN_ENVS, Detector, REFRESH_NS, RING_MERGE_NS, RingFault};
-pub use event::{Event, EventKind, Origin, Totals, format_value, thousands};
-pub use live::{Diagnosis, Feed};
+pub use event::{Event, EventKind, EventTotals, Origin, format_value, thousands};
+pub use live::{DetectorFeed, Diagnosis};
 pub use log::{DEFAULT_EVENTS_KEPT, EventLog};
 pub use settings::{DetectChanges, DetectSettings};
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::accountant::{Accountant, Episode, FrameView};
 use super::book::EpisodeBook;
 use crate::check::{ChannelKind, Fault};
-use crate::frames::{FrameCopy, FrameSink, Subscription, Tick, Wants};
+use crate::follower::{FrameCopy, FrameSink, Subscription, Tick, Wants};
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
 
@@ -67,8 +67,9 @@ impl EpisodeTracker {
             last_ns: 0,
             busy_budget_percent: Arc::clone(&budget),
         };
-        let subscription = crate::frames::subscribe_with_load(attached, Box::new(sink), read_load)
-            .map_err(|e| format!("cannot follow the segment: {e}"))?;
+        let subscription =
+            crate::follower::subscribe_with_load(attached, Box::new(sink), read_load)
+                .map_err(|e| format!("cannot follow the segment: {e}"))?;
         Ok(Self {
             book,
             busy_budget_percent: budget,

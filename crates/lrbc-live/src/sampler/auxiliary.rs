@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::data::{ImageFrame, SamplerData, SamplerSettings};
 use super::{SAMPLER_NICE, Waker, lock};
-use crate::detect::Feed;
-use crate::watch::Watcher;
+use crate::detect::DetectorFeed;
+use crate::watch::AttachmentWatch;
 use lrbc::clock::Clock;
 use lrbc::layout::{Geometry, RegionKind};
 use lrbc::segment::Segment;
@@ -25,16 +25,16 @@ const AUX_MAX_SLEEP_NS: u64 = 50_000_000;
 
 /// Watches the segment's state, re-attaches, copies images, wakes the reader.
 pub(super) struct AuxWorker<C: Clock> {
-    pub watcher: Watcher<C>,
+    pub watcher: AttachmentWatch<C>,
     pub data: Arc<Mutex<SamplerData>>,
     pub settings: Arc<Mutex<SamplerSettings>>,
     pub stop: Arc<AtomicBool>,
     pub waker: Waker,
     pub repaint_interval_ns: u64,
     /// The sampler's place at the frame follower, moved to a replaced segment here.
-    pub follower: Arc<crate::frames::Subscription>,
+    pub follower: Arc<crate::follower::Subscription>,
     /// The detector's, when the sampler runs it: told the state at each tick.
-    pub feed: Option<Feed>,
+    pub feed: Option<DetectorFeed>,
 }
 
 impl<C: Clock> AuxWorker<C> {

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::detect::{Diagnosis, EventLog};
 use crate::episodes::{EpisodeBook, EpisodeTracker};
-use crate::frames::Subscription;
-use crate::watch::Watcher;
+use crate::follower::Subscription;
+use crate::watch::AttachmentWatch;
 use lrbc::attach::Attached;
 use lrbc::clock::Clock;
 pub(super) use lrbc::sync::lock;
@@ -128,7 +128,7 @@ impl Sampler {
         let settings = Arc::new(Mutex::new(settings));
         let stop = Arc::new(AtomicBool::new(false));
         let sink = SamplerSink::new(&data, &settings, repaint_interval_ns);
-        let follower = Arc::new(crate::frames::subscribe_with_load(
+        let follower = Arc::new(crate::follower::subscribe_with_load(
             &attached,
             Box::new(sink),
             read_load,
@@ -136,7 +136,7 @@ impl Sampler {
         // The auxiliary thread keeps the watcher (state, re-attachment) and the images,
         // so that the follower's looks stay short; it tells the detector the state.
         let aux = AuxWorker {
-            watcher: Watcher::new(attached, clock),
+            watcher: AttachmentWatch::new(attached, clock),
             data: Arc::clone(&data),
             settings: Arc::clone(&settings),
             stop: Arc::clone(&stop),

@@ -11,7 +11,7 @@ use super::data::{
 use super::history::Ring;
 use super::lock;
 use super::reduce::aggregate;
-use crate::frames::{FrameCopy, FrameCounts, FrameSink, Tick, Wants};
+use crate::follower::{FrameCopy, FrameCounts, FrameSink, Tick, Wants};
 
 /// Samples not yet moved into the shared data (the lock was busy).
 #[derive(Default)]

@@ -7,7 +7,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
-use super::{Decoded, Pairing, Record, Totals, TrafficEvent, lucky_method_name};
+use super::{Decoded, Pairing, Record, RingTotals, TrafficEvent, lucky_method_name};
 use lrbc::layout::{RegionKind, RingFormat};
 use lrbc::rings::{LuckyEntryHeader, is_request_ring};
 use lrbc::rpc;
@@ -458,14 +458,14 @@ impl EntryDecoder {
     /// What the decoder counted of one ring: malformed entries, unanswered requests,
     /// orphans and items of streams subscribed before it started (the entries, bytes
     /// and losses are the reader's).
-    pub fn totals(&self, kind: RegionKind) -> Totals {
+    pub fn totals(&self, kind: RegionKind) -> RingTotals {
         let get = |m: &HashMap<RegionKind, u64>| m.get(&kind).copied().unwrap_or(0);
-        Totals {
+        RingTotals {
             malformed: get(&self.decode_malformed),
             unanswered: get(&self.unanswered),
             orphans: get(&self.orphans),
             subscribed_before_attach: get(&self.subscribed_before_attach),
-            ..Totals::default()
+            ..RingTotals::default()
         }
     }
 

@@ -28,17 +28,17 @@ use lrbc::rings::LuckyEntryHeader;
 use lrbc::rpc::DecodedEnvelope;
 
 /// How long a ring reader naps between polls: not at all right after entries came (a
-/// burst is drained at once), then doubling from [`FollowPace::MIN`] while the rings
-/// stay quiet, up to [`FollowPace::MAX`] ([`FollowPace::BUSY_MAX`] while the machine has
+/// burst is drained at once), then doubling from [`PollPace::MIN`] while the rings
+/// stay quiet, up to [`PollPace::MAX`] ([`PollPace::BUSY_MAX`] while the machine has
 /// no spare CPU): few wakeups of a busy machine while little happens. At the longest
 /// nap, a 512 KiB ring is lapped only by more than 250 MB/s (25 MB/s while busy).
 #[derive(Debug)]
-pub struct FollowPace {
+pub struct PollPace {
     nap: std::time::Duration,
     longest: std::time::Duration,
 }
 
-impl Default for FollowPace {
+impl Default for PollPace {
     fn default() -> Self {
         Self {
             nap: Self::MIN,
@@ -47,13 +47,13 @@ impl Default for FollowPace {
     }
 }
 
-impl FollowPace {
+impl PollPace {
     pub const MIN: std::time::Duration = std::time::Duration::from_micros(100);
     pub const MAX: std::time::Duration = std::time::Duration::from_millis(2);
     pub const BUSY_MAX: std::time::Duration = std::time::Duration::from_millis(20);
 
     /// Whether the machine has no spare CPU: quiet naps then grow up to
-    /// [`FollowPace::BUSY_MAX`].
+    /// [`PollPace::BUSY_MAX`].
     pub fn set_busy(&mut self, busy: bool) {
         self.longest = if busy { Self::BUSY_MAX } else { Self::MAX };
         self.nap = self.nap.min(self.longest);
@@ -71,7 +71,7 @@ impl FollowPace {
     }
 }
 
-/// Which rings to follow.
+/// Which rings to read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RingSelection {
     /// cmd_c2s and cmd_s2c.
@@ -295,7 +295,7 @@ impl TrafficEvent {
 
 /// Totals of one ring since the traffic tap started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Totals {
+pub struct RingTotals {
     pub entries: u64,
     pub bytes: u64,
     pub lost_bytes: u64,

@@ -1,11 +1,11 @@
-//! [`Traffic`]: follows the selected rings of one segment (never consuming), in an order
+//! [`Traffic`]: reads the selected rings of one segment (never consuming), in an order
 //! that shows no response before its request, and hands each entry to its
 //! [`EntryDecoder`], which decodes, pairs and counts.
 
 use std::collections::VecDeque;
 
 use super::decode::{EntryDecoder, RingEntry, pair_of};
-use super::{RingSelection, Totals, TrafficEvent};
+use super::{RingSelection, RingTotals, TrafficEvent};
 use lrbc::attach::Attached;
 use lrbc::layout::RegionKind;
 use lrbc::rings::{AnyWatcher, RingRead, WatchEvent, is_request_ring};
@@ -14,7 +14,7 @@ use lrbc::rings::{AnyWatcher, RingRead, WatchEvent, is_request_ring};
 /// confirmed, which lasts at most `rings::confirm::GIVE_UP_NS`).
 const MAX_CHECKPOINTS: usize = 1024;
 
-/// Follows the selected rings of one segment; its [`EntryDecoder`] decodes and pairs
+/// Reads the selected rings of one segment; its [`EntryDecoder`] decodes and pairs
 /// what they read.
 #[derive(Debug)]
 pub struct Traffic {
@@ -27,7 +27,7 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    /// Starts following at each ring's `read_pos` (spec 4.1).
+    /// Starts reading at each ring's `read_pos` (spec 4.1).
     pub fn new(a: &Attached, selection: RingSelection) -> Self {
         let watchers: Vec<AnyWatcher> = a
             .geometry
@@ -162,7 +162,7 @@ impl Traffic {
     }
 
     /// Totals per ring.
-    pub fn totals(&self) -> Vec<(RegionKind, Totals)> {
+    pub fn totals(&self) -> Vec<(RegionKind, RingTotals)> {
         self.watchers
             .iter()
             .map(|w| {
@@ -172,7 +172,7 @@ impl Traffic {
                 let (vl_bytes, vl_entries) = self.decoder.verify_lost(kind);
                 (
                     kind,
-                    Totals {
+                    RingTotals {
                         entries: s.entries.saturating_sub(vl_entries),
                         bytes: s.bytes.saturating_sub(vl_bytes),
                         lost_bytes: s.lost_bytes + vl_bytes,

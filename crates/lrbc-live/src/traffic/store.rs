@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::{Pairing, Record, Totals, TrafficEvent};
+use super::{Pairing, Record, RingTotals, TrafficEvent};
 use lrbc::layout::RegionKind;
 
 /// A row of the traffic list: a record, or a loss, malformed entry or unanswered
@@ -66,7 +66,7 @@ pub struct TrafficStore {
     pub streams: std::collections::BTreeMap<String, StreamedImage>,
     /// Absolute index of `rows[0]` (rows dropped from the front so far).
     pub first_index: u64,
-    pub totals: Vec<(RegionKind, Totals)>,
+    pub totals: Vec<(RegionKind, RingTotals)>,
     /// Heap bytes of the rows (their slots in `rows` not included).
     bytes_held: usize,
     /// Bytes of the streams' newest frames.

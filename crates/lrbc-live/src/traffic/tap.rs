@@ -1,10 +1,10 @@
-//! [`TrafficTap`]: a named thread that follows every ring of a segment with a
+//! [`TrafficTap`]: a named thread that reads every ring of a segment with a
 //! [`Traffic`] and fills a bounded [`TrafficStore`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{FollowPace, RingSelection, Traffic, TrafficEvent, TrafficLimits, TrafficStore};
+use super::{PollPace, RingSelection, Traffic, TrafficEvent, TrafficLimits, TrafficStore};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::LayoutChoice;
@@ -14,7 +14,7 @@ use lrbc::sync::lock;
 /// machine.
 const YIELDING_ASK_NS: u64 = 250_000_000;
 
-/// A thread that follows the rings and fills a [`TrafficStore`]. While `yielding`
+/// A thread that reads the rings and fills a [`TrafficStore`]. While `yielding`
 /// says the session's observers hold off on a busy machine (the frame follower's
 /// budget), it naps longer between polls of quiet rings.
 #[derive(Debug)]
@@ -55,7 +55,7 @@ impl TrafficTap {
                 let mut traffic = Traffic::new(&a, RingSelection::All);
                 let mut events = Vec::new();
                 let mut idle = 0u32;
-                let mut pace = FollowPace::default();
+                let mut pace = PollPace::default();
                 let mut asked_ns: Option<u64> = None;
                 // Relaxed: a flag with no data behind it.
                 while !st.load(Ordering::Relaxed) {

@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
-use super::{ExportError, Frame, Sink};
+use super::{ExportError, ExportFrame, Sink};
 
 /// The header line.
 pub const HEADER: &str =
@@ -41,7 +41,7 @@ impl CsvSink {
 }
 
 impl Sink for CsvSink {
-    fn frame(&mut self, f: &Frame, envs: &[u32]) -> Result<(), ExportError> {
+    fn frame(&mut self, f: &ExportFrame, envs: &[u32]) -> Result<(), ExportError> {
         use std::fmt::Write as _;
         for &env in envs {
             let e = env as usize;

@@ -14,7 +14,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
-use super::{ExportError, Format, Progress};
+use super::{ExportError, ExportFormat, Progress};
 use crate::format::RecFrame;
 use crate::replay::{self, End, RecordedEpisodes};
 use lrbc_live::episodes::Episode;
@@ -77,9 +77,9 @@ enum Writer {
 }
 
 impl Writer {
-    fn new(format: Format, out: File) -> Result<Self, ExportError> {
+    fn new(format: ExportFormat, out: File) -> Result<Self, ExportError> {
         Ok(match format {
-            Format::Parquet => {
+            ExportFormat::Parquet => {
                 let schema = Arc::new(parse_message_type(EPISODES_SCHEMA).map_err(err)?);
                 let props = WriterProperties::builder()
                     .set_compression(Compression::SNAPPY)
@@ -96,7 +96,7 @@ impl Writer {
                     rows: Vec::new(),
                 }
             }
-            Format::Csv => {
+            ExportFormat::Csv => {
                 let mut w = BufWriter::with_capacity(1 << 20, out);
                 writeln!(w, "{CSV_HEADER}").map_err(io)?;
                 Self::Csv(w)
@@ -266,7 +266,7 @@ impl Writer {
 pub fn export_episodes(
     input: &mut impl std::io::Read,
     out: File,
-    format: Format,
+    format: ExportFormat,
     mut progress: impl FnMut(Progress),
 ) -> Result<EpisodesSummary, ExportError> {
     let mut writer = Writer::new(format, out)?;
@@ -295,8 +295,8 @@ pub fn export_episodes(
         input,
         |event| {
             match event {
-                replay::Event::Metadata(_) | replay::Event::Camera { .. } => {}
-                replay::Event::Frame { log_ns, data } => {
+                replay::StreamItem::Metadata(_) | replay::StreamItem::Camera { .. } => {}
+                replay::StreamItem::Frame { log_ns, data } => {
                     frame
                         .decode_into(log_ns, data)
                         .map_err(|e| ExportError::Damaged(e.to_string()))?;
@@ -336,7 +336,7 @@ pub fn export_episodes(
 pub fn export_episodes_file(
     input: &Path,
     out: &Path,
-    format: Format,
+    format: ExportFormat,
     progress: impl FnMut(Progress),
 ) -> Result<EpisodesSummary, ExportError> {
     let mut file = File::open(input).map_err(|e| ExportError::Input(e.to_string()))?;

@@ -115,12 +115,12 @@ fn choose(input: &Path, mut progress: impl FnMut(Progress)) -> Result<Chosen, Ex
         &mut std::io::BufReader::new(&mut file),
         |event| {
             match event {
-                replay::Event::Metadata(m) => {
+                replay::StreamItem::Metadata(m) => {
                     if m.name == NAMES_METADATA {
                         c.names = m.metadata.clone();
                     }
                 }
-                replay::Event::Camera { env, data, .. } => {
+                replay::StreamItem::Camera { env, data, .. } => {
                     if imaged.insert(env)
                         && let Ok(raw) = fox::root_as_raw_image(data)
                     {
@@ -128,7 +128,7 @@ fn choose(input: &Path, mut progress: impl FnMut(Progress)) -> Result<Chosen, Ex
                         first_images.insert(env, (raw.width(), raw.height(), encoding));
                     }
                 }
-                replay::Event::Frame { log_ns, data } => {
+                replay::StreamItem::Frame { log_ns, data } => {
                     frame
                         .decode_into(log_ns, data)
                         .map_err(|e| ExportError::Damaged(e.to_string()))?;
@@ -763,8 +763,8 @@ fn write(
         &mut std::io::BufReader::new(&mut file),
         |event| {
             let (log_ns, bytes) = match event {
-                replay::Event::Frame { log_ns, data } => (log_ns, data),
-                replay::Event::Camera { env, data, .. }
+                replay::StreamItem::Frame { log_ns, data } => (log_ns, data),
+                replay::StreamItem::Camera { env, data, .. }
                     if with_image && chosen.envs.contains(&env) =>
                 {
                     let (w, h, rgb) = rgb_of(data).ok_or_else(|| {

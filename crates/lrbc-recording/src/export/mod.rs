@@ -45,7 +45,7 @@ pub enum ExportError {
 
 /// The file written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub enum ExportFormat {
     Parquet,
     /// Lists as `;`-joined values, null as an empty field.
     Csv,
@@ -53,7 +53,7 @@ pub enum Format {
 
 /// Which rows.
 #[derive(Clone, Debug, Default)]
-pub struct Options {
+pub struct ExportOptions {
     /// Only these envs (None: every env).
     pub envs: Option<Vec<u32>>,
     /// Only frames at or after this many seconds since the first frame.
@@ -64,7 +64,7 @@ pub struct Options {
 
 /// What an export read and wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Summary {
+pub struct ExportSummary {
     /// Frames in the file.
     pub frames_read: u64,
     /// Frames within the range.
@@ -83,13 +83,13 @@ pub struct Progress {
 
 /// One frame, decoded into reused buffers, and its time in the export.
 #[derive(Clone, Debug, Default)]
-pub struct Frame {
+pub struct ExportFrame {
     pub frame: RecFrame,
     /// Seconds since the first frame of the file.
     pub time_s: f64,
 }
 
-impl std::ops::Deref for Frame {
+impl std::ops::Deref for ExportFrame {
     type Target = RecFrame;
 
     fn deref(&self) -> &RecFrame {
@@ -112,16 +112,16 @@ impl From<ReadError> for ExportError {
 /// The rows of one frame that an export writes.
 pub trait Sink {
     /// Writes the rows of `frame` for `envs` (indices below the frame's env count).
-    fn frame(&mut self, frame: &Frame, envs: &[u32]) -> Result<(), ExportError>;
+    fn frame(&mut self, frame: &ExportFrame, envs: &[u32]) -> Result<(), ExportError>;
     /// Writes what is buffered and the file's end, with `metadata` where the format keeps it.
     fn finish(self: Box<Self>, metadata: Vec<(String, String)>) -> Result<(), ExportError>;
 }
 
 /// Opens a sink writing `format` to `out`.
-pub fn sink(format: Format, out: std::fs::File) -> Result<Box<dyn Sink>, ExportError> {
+pub fn sink(format: ExportFormat, out: std::fs::File) -> Result<Box<dyn Sink>, ExportError> {
     Ok(match format {
-        Format::Parquet => Box::new(parquet::ParquetSink::new(out)?),
-        Format::Csv => Box::new(csv::CsvSink::new(out)?),
+        ExportFormat::Parquet => Box::new(parquet::ParquetSink::new(out)?),
+        ExportFormat::Csv => Box::new(csv::CsvSink::new(out)?),
     })
 }
 
@@ -182,12 +182,12 @@ fn file_metadata(metadata: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<(
 pub fn export(
     input: &mut impl std::io::Read,
     mut sink: Box<dyn Sink>,
-    options: &Options,
+    options: &ExportOptions,
     mut progress: impl FnMut(Progress),
-) -> Result<Summary, ExportError> {
+) -> Result<ExportSummary, ExportError> {
     let mut metadata: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    let mut frame = Frame::default();
-    let mut summary = Summary::default();
+    let mut frame = ExportFrame::default();
+    let mut summary = ExportSummary::default();
     let mut t0: Option<(bool, u64)> = None;
     let mut all_envs: Vec<u32> = Vec::new();
     let rows = std::cell::Cell::new(0u64);
@@ -195,11 +195,11 @@ pub fn export(
         input,
         |event| {
             match event {
-                replay::Event::Metadata(m) => {
+                replay::StreamItem::Metadata(m) => {
                     metadata.insert(m.name.clone(), m.metadata.clone());
                 }
-                replay::Event::Camera { .. } => {}
-                replay::Event::Frame { log_ns, data } => {
+                replay::StreamItem::Camera { .. } => {}
+                replay::StreamItem::Frame { log_ns, data } => {
                     frame
                         .frame
                         .decode_into(log_ns, data)
@@ -264,10 +264,10 @@ pub fn export(
 pub fn export_file(
     input: &Path,
     out: &Path,
-    format: Format,
-    options: &Options,
+    format: ExportFormat,
+    options: &ExportOptions,
     progress: impl FnMut(Progress),
-) -> Result<Summary, ExportError> {
+) -> Result<ExportSummary, ExportError> {
     let mut file = std::fs::File::open(input).map_err(|e| ExportError::Input(e.to_string()))?;
     if file.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(ExportError::Input("it is a folder".into()));

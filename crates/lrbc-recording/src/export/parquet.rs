@@ -12,7 +12,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::{SerializedFileWriter, SerializedRowGroupWriter};
 use parquet::schema::parser::parse_message_type;
 
-use super::{ExportError, Frame, Sink};
+use super::{ExportError, ExportFrame, Sink};
 
 /// The schema of an export. Unsigned logical types over the physical integers; lists in
 /// the three-level form every reader knows.
@@ -178,7 +178,7 @@ fn put<T: DataType>(
 }
 
 impl Sink for ParquetSink {
-    fn frame(&mut self, f: &Frame, envs: &[u32]) -> Result<(), ExportError> {
+    fn frame(&mut self, f: &ExportFrame, envs: &[u32]) -> Result<(), ExportError> {
         let c = &mut self.columns;
         for &env in envs {
             let e = env as usize;

@@ -39,10 +39,10 @@ fn temp(name: &str) -> PathBuf {
 
 fn run(
     bytes: &[u8],
-    format: Format,
-    options: &Options,
+    format: ExportFormat,
+    options: &ExportOptions,
     out: &PathBuf,
-) -> Result<Summary, ExportError> {
+) -> Result<ExportSummary, ExportError> {
     let file = std::fs::File::create(out).unwrap();
     export(
         &mut Cursor::new(bytes),
@@ -57,8 +57,8 @@ fn parquet_has_a_row_per_frame_and_env_and_the_names_as_metadata() {
     let out = temp("all.parquet");
     let s = run(
         &recording(&spec(300)),
-        Format::Parquet,
-        &Options::default(),
+        ExportFormat::Parquet,
+        &ExportOptions::default(),
         &out,
     )
     .unwrap();
@@ -88,13 +88,13 @@ fn parquet_has_a_row_per_frame_and_env_and_the_names_as_metadata() {
 #[test]
 fn envs_and_a_time_range_restrict_the_rows() {
     let out = temp("range.csv");
-    let options = Options {
+    let options = ExportOptions {
         envs: Some(vec![1, 2]),
         // Frames are 10 ms apart: frames 1..=300 are at 0 to 2.99 s.
         from_s: Some(1.0),
         to_s: Some(1.5),
     };
-    let s = run(&recording(&spec(300)), Format::Csv, &options, &out).unwrap();
+    let s = run(&recording(&spec(300)), ExportFormat::Csv, &options, &out).unwrap();
     assert_eq!((s.frames_exported, s.rows), (51, 102));
     let text = std::fs::read_to_string(&out).unwrap();
     let mut lines = text.lines();
@@ -118,10 +118,10 @@ fn the_nan_reward_is_kept() {
     let out = temp("nan.csv");
     run(
         &recording(&spec(30)),
-        Format::Csv,
-        &Options {
+        ExportFormat::Csv,
+        &ExportOptions {
             envs: Some(vec![0]),
-            ..Options::default()
+            ..ExportOptions::default()
         },
         &out,
     )
@@ -151,7 +151,13 @@ fn a_truncated_file_gives_its_complete_chunks() {
     let bytes = recording(&spec(300));
     let out = temp("cut.parquet");
     for cut in [bytes.len() / 3, bytes.len() / 2, bytes.len() - 40] {
-        let s = run(&bytes[..cut], Format::Parquet, &Options::default(), &out).unwrap();
+        let s = run(
+            &bytes[..cut],
+            ExportFormat::Parquet,
+            &ExportOptions::default(),
+            &out,
+        )
+        .unwrap();
         assert!(s.end.truncated, "{cut}: {s:?}");
         let expected = frames_in_chunks_before(&bytes, cut as u64);
         assert!(expected > 0);
@@ -174,7 +180,7 @@ fn a_chunk_its_writer_never_closed_ends_the_export_there() {
     cut.extend_from_slice(&u64::MAX.to_le_bytes());
     cut.extend_from_slice(&[0xff; 100]);
     let out = temp("killed.csv");
-    let s = run(&cut, Format::Csv, &Options::default(), &out).unwrap();
+    let s = run(&cut, ExportFormat::Csv, &ExportOptions::default(), &out).unwrap();
     assert!(s.end.truncated);
     assert_eq!(s.end.chunks, 2);
     assert_eq!(s.frames_read, frames_in_chunks_before(&bytes, start as u64));
@@ -184,10 +190,15 @@ fn a_chunk_its_writer_never_closed_ends_the_export_there() {
 #[test]
 fn bad_inputs_are_typed_errors() {
     let out = temp("bad.csv");
-    let e = |bytes: &[u8], options: &Options| run(bytes, Format::Csv, options, &out).unwrap_err();
-    assert!(matches!(e(b"", &Options::default()), ExportError::NotMcap));
+    let e = |bytes: &[u8], options: &ExportOptions| {
+        run(bytes, ExportFormat::Csv, options, &out).unwrap_err()
+    };
     assert!(matches!(
-        e(b"PAR1 not mcap at all", &Options::default()),
+        e(b"", &ExportOptions::default()),
+        ExportError::NotMcap
+    ));
+    assert!(matches!(
+        e(b"PAR1 not mcap at all", &ExportOptions::default()),
         ExportError::NotMcap
     ));
     let mut other = mcap::WriteOptions::new()
@@ -197,12 +208,12 @@ fn bad_inputs_are_typed_errors() {
     other.finish().unwrap();
     let other = other.into_inner().into_inner();
     assert!(matches!(
-        e(&other, &Options::default()),
+        e(&other, &ExportOptions::default()),
         ExportError::NotLrbc(_)
     ));
-    let bad_env = Options {
+    let bad_env = ExportOptions {
         envs: Some(vec![6]),
-        ..Options::default()
+        ..ExportOptions::default()
     };
     let msg = e(&recording(&spec(3)), &bad_env).to_string();
     assert_eq!(msg, "env 6 does not exist (the recording has 6 envs)");
@@ -223,9 +234,14 @@ fn cut_or_flipped_bytes_never_panic() {
         state ^= state << 17;
         state
     };
-    let whole = run(&bytes, Format::Parquet, &Options::default(), &out)
-        .unwrap()
-        .rows;
+    let whole = run(
+        &bytes,
+        ExportFormat::Parquet,
+        &ExportOptions::default(),
+        &out,
+    )
+    .unwrap()
+    .rows;
     let (mut exported, mut refused) = (0, 0);
     for _ in 0..300 {
         let mut damaged = bytes.clone();
@@ -236,7 +252,12 @@ fn cut_or_flipped_bytes_never_panic() {
             damaged[at] ^= 1 << (next() % 8);
         }
         // Rows of the frames that read, never more than the whole file's; or one line.
-        match run(&damaged, Format::Parquet, &Options::default(), &out) {
+        match run(
+            &damaged,
+            ExportFormat::Parquet,
+            &ExportOptions::default(),
+            &out,
+        ) {
             Ok(s) => {
                 exported += 1;
                 assert!(s.rows <= whole, "{} rows of {whole}", s.rows);
@@ -297,7 +318,7 @@ fn export_and_open_refuse_the_same_files_with_the_same_reason() {
         ),
     ];
     for (bytes, why) in cases {
-        let e = run(&bytes, Format::Csv, &Options::default(), &out).unwrap_err();
+        let e = run(&bytes, ExportFormat::Csv, &ExportOptions::default(), &out).unwrap_err();
         assert!(matches!(e, ExportError::NotLrbc(_)), "{e}");
         assert!(e.to_string().contains(why), "{e}");
         std::fs::write(&file, &bytes).unwrap();

@@ -9,7 +9,7 @@ use lrbc::rpc::foxglove_fb as fox;
 
 /// How camera images go out: as recorded, or compressed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ImageFormat {
+pub enum ImageEncoding {
     /// `foxglove.RawImage`, the region's bytes as they are.
     #[default]
     Raw,
@@ -19,7 +19,7 @@ pub enum ImageFormat {
     Jpeg { quality: u8 },
 }
 
-impl ImageFormat {
+impl ImageEncoding {
     /// True when images are sent as `foxglove.CompressedImage`.
     pub fn compresses(self) -> bool {
         self != Self::Raw
@@ -92,7 +92,7 @@ pub fn region_pixels(bytes: &[u8], (width, height, channels): (u32, u32, u32)) -
 /// as PNG, which JPEG cannot hold). `builder` is reused between calls.
 pub fn compress(
     raw_bytes: &[u8],
-    format: ImageFormat,
+    format: ImageEncoding,
     builder: &mut flatbuffers::FlatBufferBuilder<'static>,
 ) -> Result<Vec<u8>, String> {
     use image::{ExtendedColorType, ImageEncoder};
@@ -133,7 +133,7 @@ pub fn compress(
     }
     let mut out = Vec::new();
     let name = match format {
-        ImageFormat::Jpeg { quality } if color != ExtendedColorType::L16 => {
+        ImageEncoding::Jpeg { quality } if color != ExtendedColorType::L16 => {
             let (pixels, color) = if color == ExtendedColorType::Rgba8 {
                 let rgb: Vec<u8> = (packed.chunks_exact(4))
                     .flat_map(|p| [p[0], p[1], p[2]])
@@ -224,7 +224,7 @@ mod tests {
     fn png_gives_back_the_raw_pixels_exactly_with_the_time_and_frame_id() {
         let raw = raw_image(20, 10, 3, 64, gradient);
         let mut b = flatbuffers::FlatBufferBuilder::new();
-        let png = compress(&raw, ImageFormat::Png, &mut b).unwrap();
+        let png = compress(&raw, ImageEncoding::Png, &mut b).unwrap();
         let c = flatbuffers::root::<fox::CompressedImage<'_>>(&png).unwrap();
         assert_eq!(c.format(), Some("png"));
         assert_eq!(c.frame_id(), Some("env3"));
@@ -247,7 +247,7 @@ mod tests {
         let smooth = |x: u32, y: u32, c: u32| (x * 2 + y + c * 30) as u8;
         let raw = raw_image(64, 64, 4, 256, smooth);
         let mut b = flatbuffers::FlatBufferBuilder::new();
-        let jpeg = compress(&raw, ImageFormat::Jpeg { quality: 90 }, &mut b).unwrap();
+        let jpeg = compress(&raw, ImageEncoding::Jpeg { quality: 90 }, &mut b).unwrap();
         assert_eq!(
             flatbuffers::root::<fox::CompressedImage<'_>>(&jpeg)
                 .unwrap()
@@ -282,7 +282,7 @@ mod tests {
         assert!(region_pixels(&raw, (21, 10, 3)).is_none());
         assert!(region_pixels(&raw, (20, 10, 4)).is_none());
         let mut b = flatbuffers::FlatBufferBuilder::new();
-        let png = compress(&raw, ImageFormat::Png, &mut b).unwrap();
+        let png = compress(&raw, ImageEncoding::Png, &mut b).unwrap();
         assert!(region_pixels(&png, (20, 11, 3)).is_none());
         assert!(region_pixels(b"not an image", (20, 10, 3)).is_none());
         // A cut raw image is refused, not read past its end.
@@ -302,7 +302,7 @@ mod tests {
             |x, y, c| if c == 0 { (x + y) as u8 } else { 1 },
         );
         // raw_image names 2-byte pixels 16UC1.
-        let out = compress(&raw, ImageFormat::Jpeg { quality: 80 }, &mut b).unwrap();
+        let out = compress(&raw, ImageEncoding::Jpeg { quality: 80 }, &mut b).unwrap();
         let c = flatbuffers::root::<fox::CompressedImage<'_>>(&out).unwrap();
         assert_eq!(c.format(), Some("png"));
         let img = lrbc::rpc::image::decode_compressed(c.data().unwrap().bytes(), "png").unwrap();

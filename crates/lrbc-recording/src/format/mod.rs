@@ -28,7 +28,7 @@ mod json;
 mod ring_entry;
 mod streams;
 
-pub use camera::{ImageFormat, Rows, compress as compress_image, raw_encoding, region_pixels};
+pub use camera::{ImageEncoding, Rows, compress as compress_image, raw_encoding, region_pixels};
 #[cfg(feature = "compression")]
 pub use compression::compress_chunk;
 pub use compression::{

@@ -20,9 +20,9 @@ use lrbc::layout::{Layout, RegionKind};
 use lrbc::rpc::RECORDING_BFBS;
 use lrbc_live::busy::CpuTimes;
 use lrbc_live::detect::{DetectSettings, Diagnosis, Event, EventKind};
-use lrbc_live::frames::{FrameCopy, Subscription};
+use lrbc_live::follower::{FrameCopy, Subscription};
 use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
-use lrbc_live::watch::{State, Watcher};
+use lrbc_live::watch::{AttachmentWatch, State};
 
 pub use super::message::{ChannelDef, Kind, Message, Prelude, SchemaDef};
 
@@ -52,7 +52,7 @@ pub struct Capture {
     /// The channel of the segment's state changes.
     state_channel: usize,
     /// The segment's state, on a mapping of its own; None when it could not be mapped.
-    watcher: Option<Watcher<MonotonicClock>>,
+    watcher: Option<AttachmentWatch<MonotonicClock>>,
     /// The state last recorded on `/lrbc/state`.
     state: State,
     state_read_ns: u64,
@@ -230,7 +230,7 @@ impl Capture {
         let watcher = attached
             .reopen()
             .ok()
-            .map(|a| Watcher::new(a, MonotonicClock));
+            .map(|a| AttachmentWatch::new(a, MonotonicClock));
         let mut capture = Self {
             attached,
             traffic,
@@ -274,7 +274,7 @@ impl Capture {
             envs: self.envs.clone(),
             generation: None,
         };
-        self.subscription = Some(lrbc_live::frames::subscribe_with_load(
+        self.subscription = Some(lrbc_live::follower::subscribe_with_load(
             &self.attached,
             Box::new(sink),
             read_load,

@@ -19,7 +19,7 @@ use super::lock;
 use super::{Capture, Counts, Message, Prelude, Rolling, RollingLimits};
 use lrbc::attach::Attached;
 use lrbc_live::detect::{Event, EventKind};
-use worker::Worker;
+use worker::FlightThread;
 
 /// A save for an event waits this long after it, so that the file holds what followed.
 pub const AFTER_EVENT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -72,7 +72,7 @@ enum Command {
 
 /// What the flight recorder records: a [`Capture`] of a segment mapped here, or the
 /// messages of a run served elsewhere as they arrive.
-pub trait Source: Send {
+pub trait FlightSource: Send {
     /// The schemas, channels and metadata so far (channels are only ever added).
     fn prelude(&self) -> &Prelude;
     /// Appends the messages that came since the last call to `out`.
@@ -97,7 +97,7 @@ pub trait Source: Send {
     fn poll_state_now(&mut self, _out: &mut Vec<Message>) {}
 }
 
-impl Source for Capture {
+impl FlightSource for Capture {
     fn prelude(&self) -> &Prelude {
         Capture::prelude(self)
     }
@@ -200,7 +200,7 @@ impl Flight {
     /// Starts the thread recording what `source` gives into a rolling buffer with
     /// `limits`; its files are named after `label`.
     pub fn start_from(
-        source: Box<dyn Source>,
+        source: Box<dyn FlightSource>,
         label: String,
         limits: RollingLimits,
         config: FlightConfig,
@@ -208,7 +208,7 @@ impl Flight {
         let (commands, rx) = crossbeam_channel::bounded(16);
         let status = Arc::new(Mutex::new(FlightStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
-        let worker = Worker {
+        let worker = FlightThread {
             capture: source,
             rolling: Rolling::new(limits),
             recording: None,
@@ -277,7 +277,7 @@ impl Flight {
 
 impl Drop for Flight {
     fn drop(&mut self) {
-        // Relaxed: a flag with no data behind it (paired with the load in `Worker::run`).
+        // Relaxed: a flag with no data behind it (paired with the load in `FlightThread::run`).
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();

@@ -1,4 +1,4 @@
-//! The capture's place at the frame follower (`lrbc_live::frames`): the follower's thread
+//! The capture's place at the frame follower (`lrbc_live::follower`): the follower's thread
 //! puts each frame's copy in the inbox, and the capture takes them on its own thread,
 //! where they are encoded and written.
 
@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::lock;
-use lrbc_live::frames::{FrameCopy, FrameCounts, FrameSink, Tick, Wants};
+use lrbc_live::follower::{FrameCopy, FrameCounts, FrameSink, Tick, Wants};
 
 /// Frames waiting for the capture, at most: a capture that falls this far behind loses
 /// the oldest (counted missed).

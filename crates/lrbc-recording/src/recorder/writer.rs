@@ -24,7 +24,7 @@ enum Work {
 
 /// What the writer thread shares with the capture's thread.
 #[derive(Debug, Default)]
-struct Shared {
+struct WriterShared {
     /// Bytes handed over and not yet written.
     in_flight: AtomicU64,
     /// The first error; the thread stops at it.
@@ -35,7 +35,7 @@ struct Shared {
 pub(super) struct Writer<W: Write + Seek + Send + 'static> {
     tx: Option<Sender<Work>>,
     thread: Option<std::thread::JoinHandle<Option<FileSink<W>>>>,
-    shared: Arc<Shared>,
+    shared: Arc<WriterShared>,
     written: Arc<AtomicU64>,
 }
 
@@ -43,7 +43,7 @@ impl<W: Write + Seek + Send + 'static> Writer<W> {
     /// Starts the thread writing into `file`, which holds the prelude already.
     pub fn start(file: FileSink<W>) -> Result<Self, RecordError> {
         let (tx, rx) = crossbeam_channel::bounded(4096);
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(WriterShared::default());
         let written = file.written();
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -127,7 +127,7 @@ impl<W: Write + Seek + Send + 'static> Drop for Writer<W> {
 fn run<W: Write + Seek>(
     mut file: FileSink<W>,
     rx: &Receiver<Work>,
-    shared: &Shared,
+    shared: &WriterShared,
 ) -> Option<FileSink<W>> {
     // The writer is an observer too: it runs in the time the engine and trainer leave.
     lrbc::platform::lower_thread_priority(19);

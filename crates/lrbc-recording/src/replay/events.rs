@@ -5,7 +5,7 @@
 //! whether the trainer was writing them while it copied).
 
 use lrbc_live::check::{Checker, Coverage, FrameCheck};
-use lrbc_live::detect::{DetectSettings, Detector, Event, EventLog, RingFault, Totals};
+use lrbc_live::detect::{DetectSettings, Detector, Event, EventLog, EventTotals, RingFault};
 use lrbc_live::traffic::{EntryDecoder, RingEntry, TrafficEvent};
 use lrbc_live::watch::State;
 
@@ -18,7 +18,7 @@ use crate::format::{RecFrame, event_of, lucky_header_of, ring_event_of};
 pub struct RecordingEvents {
     /// The newest form of each, in the order found.
     pub events: Vec<Event>,
-    pub totals: Totals,
+    pub totals: EventTotals,
     /// Found again from the frames (the file has no `/lrbc/events`).
     pub found_again: bool,
 }
@@ -222,7 +222,7 @@ impl Recording {
     /// The events its recorder wrote (the newest form of each, in the order found) and
     /// their totals as far as the file tells them; None when the file has no
     /// `/lrbc/events` (written before recorders had a detector).
-    pub fn recorded_events(&mut self) -> Result<Option<(Vec<Event>, Totals)>, String> {
+    pub fn recorded_events(&mut self) -> Result<Option<(Vec<Event>, EventTotals)>, String> {
         let Some(messages) = self.events_messages()? else {
             return Ok(None);
         };

@@ -4,26 +4,24 @@
 //! [`RecFrame`], the recording format's one decoder (`crate::format`). [`Player`]
 //! (`player`), a named thread, fills a [`lrbc_live::sampler::SamplerData`] and a
 //! [`lrbc_live::traffic::TrafficStore`] as of a timeline cursor, so that the panels draw a
-//! recording as they draw a live segment. No egui.
+//! recording as they draw a live segment; its reductions of a frame, its image region
+//! and its rings' formats are public (`player`) for a reader of served messages to show
+//! them as it does. No egui.
 
 mod episodes;
 mod events;
-mod feed;
-mod player;
+pub mod player;
 mod reader;
 pub mod stream;
-mod summary;
 
 pub use crate::format::{FrameError, RecFrame};
 pub use episodes::{RecordedEpisodes, recording_episodes};
 pub use events::{RecordingEvents, check_frame, find_again, recording_events};
-pub use feed::{Fed, Feed};
 pub use player::{PlayState, Player};
 pub use reader::{
     ChunkInfo, LatestImages, Packing, Recording, ReplayError, RingMessage, StateChange, Topic,
 };
-pub use stream::{End, Event, ReadError, read_recording};
-pub use summary::{SUMMARY_TOPIC, Summary};
+pub use stream::{End, ReadError, StreamItem, read_recording};
 
 #[cfg(test)]
 mod tests;

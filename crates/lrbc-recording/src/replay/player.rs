@@ -9,11 +9,11 @@
 //! camera images (`images`).
 
 mod images;
-pub(super) mod publish;
+pub mod publish;
 pub(in crate::replay) mod traffic;
 
-pub(super) use images::{Origin, image_rate, region_image};
-pub(super) use traffic::ring_format;
+pub use images::{ImageOrigin, image_rate, region_image};
+pub use traffic::ring_format;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -57,7 +57,8 @@ impl PlayState {
     }
 }
 
-struct Shared {
+/// The play state the window sets and the player's thread obeys, with its wake-up.
+struct PlayControl {
     state: Mutex<PlayState>,
     wake: Condvar,
 }
@@ -72,7 +73,7 @@ pub struct Player {
     /// The recording's episodes (`super::episodes`), counted over the whole file on the
     /// same thread after the events; its note says how far.
     pub episodes: Arc<Mutex<EpisodeBook>>,
-    shared: Arc<Shared>,
+    shared: Arc<PlayControl>,
     settings: Arc<Mutex<(SamplerSettings, TrafficLimits)>>,
     thread: Option<std::thread::JoinHandle<()>>,
     events_stop: Arc<AtomicBool>,
@@ -131,7 +132,7 @@ impl Player {
             1,
         )));
         let store = Arc::new(Mutex::new(TrafficStore::default()));
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(PlayControl {
             state: Mutex::new(PlayState {
                 range,
                 cursor_ns: start_ns,
@@ -147,7 +148,7 @@ impl Player {
             wake: Condvar::new(),
         });
         let settings = Arc::new(Mutex::new((settings, limits)));
-        let mut worker = Worker {
+        let mut worker = PlayerThread {
             rec,
             data: Arc::clone(&data),
             store: Arc::clone(&store),
@@ -311,11 +312,12 @@ fn load_episodes(
     }
 }
 
-struct Worker {
+/// What the player's thread holds: the open recording and what it fills.
+struct PlayerThread {
     rec: Recording,
     data: Arc<Mutex<SamplerData>>,
     store: Arc<Mutex<TrafficStore>>,
-    shared: Arc<Shared>,
+    shared: Arc<PlayControl>,
     settings: Arc<Mutex<(SamplerSettings, TrafficLimits)>>,
     waker: Arc<dyn Fn() + Send + Sync>,
     /// The cursor the data stands at.
@@ -338,7 +340,7 @@ struct Worker {
     image_times: std::collections::VecDeque<u64>,
 }
 
-impl Worker {
+impl PlayerThread {
     fn run(&mut self) {
         let mut tick = Instant::now();
         loop {

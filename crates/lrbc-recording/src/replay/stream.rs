@@ -37,7 +37,7 @@ pub enum ReadError {
 
 /// What the reader hands over, in file order.
 #[derive(Debug)]
-pub enum Event<'a> {
+pub enum StreamItem<'a> {
     Metadata(&'a Metadata),
     /// A message on `/lrbc/frame`: its log time and bytes.
     Frame {
@@ -68,7 +68,7 @@ pub struct End {
 /// in file order, and `progress` with the bytes read so far after each block.
 pub fn read_recording<E: From<ReadError>>(
     input: &mut impl Read,
-    mut on: impl FnMut(Event<'_>) -> Result<(), E>,
+    mut on: impl FnMut(StreamItem<'_>) -> Result<(), E>,
     mut progress: impl FnMut(u64),
 ) -> Result<End, E> {
     let mut reader = LinearReader::new_with_options(
@@ -163,7 +163,7 @@ impl State {
     fn record<E: From<ReadError>>(
         &mut self,
         record: Record<'_>,
-        on: &mut impl FnMut(Event<'_>) -> Result<(), E>,
+        on: &mut impl FnMut(StreamItem<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         match record {
             Record::Header(h) => {
@@ -184,21 +184,21 @@ impl State {
             Record::Message { header, data }
                 if self.frame_channels.contains(&header.channel_id) =>
             {
-                on(Event::Frame {
+                on(StreamItem::Frame {
                     log_ns: header.log_time,
                     data: &data,
                 })?;
             }
             Record::Message { header, data } => {
                 if let Some(&env) = self.camera_channels.get(&header.channel_id) {
-                    on(Event::Camera {
+                    on(StreamItem::Camera {
                         env,
                         log_ns: header.log_time,
                         data: &data,
                     })?;
                 }
             }
-            Record::Metadata(m) => on(Event::Metadata(&m))?,
+            Record::Metadata(m) => on(StreamItem::Metadata(&m))?,
             _ => {}
         }
         Ok(())

@@ -17,7 +17,7 @@ pub const SAMPLE_NS: u64 = 100_000_000;
 
 /// The measured link and the budget it gives.
 #[derive(Clone, Debug, Default)]
-pub struct Budget {
+pub struct LinkBudget {
     /// The link's rate, bytes/s (None until measured).
     rate: Option<f64>,
     /// The acknowledged total at the last sample, and its time.
@@ -29,7 +29,7 @@ pub struct Budget {
     delivered: f64,
 }
 
-impl Budget {
+impl LinkBudget {
     /// The bytes the connection may hold unacknowledged now.
     pub fn bytes(&self, link: &TcpLink) -> u64 {
         let Some(rate) = self.rate else {
@@ -89,7 +89,7 @@ mod tests {
     /// writes `message` bytes whenever the budget allows; returns the budget's rate
     /// estimate and the longest queueing delay seen after the first second.
     fn run(rate: f64, message: u64, min_rtt_us: u32) -> (f64, f64) {
-        let mut b = Budget::default();
+        let mut b = LinkBudget::default();
         let mut queued: u64 = 0;
         let mut acked: u64 = 0;
         let mut worst: f64 = 0.0;
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn an_unmeasured_link_has_the_first_budget_and_a_measured_one_never_less_than_the_least() {
-        let mut b = Budget::default();
+        let mut b = LinkBudget::default();
         let idle = TcpLink::default();
         assert_eq!(b.bytes(&idle), FIRST_BUDGET);
         b.sample(0, &idle);

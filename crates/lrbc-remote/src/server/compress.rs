@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::hub::Hub;
 use super::outbox::Class;
 use lrbc::sync::lock;
-use lrbc_recording::format::ImageFormat;
+use lrbc_recording::format::ImageEncoding;
 
 /// What the encoder did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,8 +36,9 @@ struct Waiting {
     stop: bool,
 }
 
+/// The images waiting for the compressing thread, its wake-up and its counts.
 #[derive(Default)]
-struct Shared {
+struct CompressQueue {
     waiting: Mutex<Waiting>,
     wake: Condvar,
     images: AtomicU64,
@@ -49,14 +50,14 @@ struct Shared {
 
 /// The encoder's thread and what it shares with the server.
 pub(super) struct Compressor {
-    shared: Arc<Shared>,
+    shared: Arc<CompressQueue>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Compressor {
     /// Starts the encoder; its images go to `hub`'s clients subscribed to their channel.
-    pub fn start(format: ImageFormat, hub: Arc<Hub>) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared::default());
+    pub fn start(format: ImageEncoding, hub: Arc<Hub>) -> std::io::Result<Self> {
+        let shared = Arc::new(CompressQueue::default());
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("serve-compress".into())
@@ -139,7 +140,7 @@ impl Compressor {
 }
 
 /// The oldest channel's newest image, waiting until there is one; None once stopped.
-fn next(s: &Shared) -> Option<(u64, u64, Arc<[u8]>)> {
+fn next(s: &CompressQueue) -> Option<(u64, u64, Arc<[u8]>)> {
     let mut w = lock(&s.waiting);
     loop {
         if w.stop {

@@ -1,14 +1,13 @@
 //! One client's connection, on a thread of its own: the WebSocket handshake, what the
-//! client asks (subscriptions, service calls), and the writing of its [`Outbox`] no
-//! faster than its link takes it ([`Budget`]). Nothing here waits on the client: the
+//! client asks (subscriptions, service calls), and the writing of its outbox no faster
+//! than its link takes it ([`LinkBudget`]). Nothing here waits on the client: the
 //! socket is non-blocking, so a client that stops reading, reads slowly or vanishes
 //! holds up neither the other clients nor the server's stop. A client silent for
 //! [`SILENT`] (no answer to pings) is dropped.
 
-use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tungstenite::handshake::HandshakeError;
@@ -16,10 +15,11 @@ use tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tungstenite::protocol::{WebSocket, WebSocketConfig};
 use tungstenite::{Error as WsError, Message as WsMessage};
 
-use super::budget::Budget;
+use super::budget::LinkBudget;
 use super::hub::Hub;
 use super::log::{self, Repeats};
-use super::outbox::{Class, ClientCounts, Out, Outbox, Payload};
+use super::outbox::{Class, Payload};
+use super::peer::Peer;
 use crate::protocol::{self, ClientMessage, Stream};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::sync::lock;
@@ -32,8 +32,6 @@ const PING_EVERY: Duration = Duration::from_secs(5);
 const HANDSHAKE: Duration = Duration::from_secs(10);
 /// The largest message a client may send (a subscription of many channels, a call).
 const MAX_INCOMING: usize = 1 << 20;
-/// The reliable messages a client may have waiting before it is disconnected.
-pub const RELIABLE_LIMIT: usize = 32 << 20;
 /// How long the thread waits for new messages while there is nothing to write (what
 /// the client sends is read at least this often).
 const IDLE_WAIT: Duration = Duration::from_millis(20);
@@ -41,136 +39,6 @@ const IDLE_WAIT: Duration = Duration::from_millis(20);
 const HELD_WAIT: Duration = Duration::from_millis(3);
 
 type ServerStream = Stream<rustls::ServerConnection>;
-
-/// A client's figures, refreshed each second by its thread.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct PeerView {
-    pub id: u64,
-    pub addr: String,
-    pub counts: ClientCounts,
-    /// What the peer acknowledged a second, bytes (where the system says).
-    pub link_bytes_per_s: Option<f64>,
-    /// Bytes written and not yet acknowledged.
-    pub queued_bytes: Option<u64>,
-    /// What the connection may hold unacknowledged now.
-    pub budget_bytes: Option<u64>,
-}
-
-#[derive(Debug)]
-struct PeerState {
-    outbox: Outbox,
-    /// Channel → the client's subscription id.
-    subs: BTreeMap<u64, u32>,
-    /// Why the server closes this client (it cannot take even the reliable messages).
-    closing: Option<String>,
-    view: PeerView,
-}
-
-impl PeerState {
-    /// Queues `out` of `channel`; a client that cannot take even the reliable
-    /// messages is marked to be closed, and what waits for it dropped.
-    fn queue(&mut self, channel: u64, out: Out) {
-        if self.closing.is_none()
-            && let Err(over) = self.outbox.push(channel, out)
-        {
-            self.closing = Some(format!(
-                "it did not take even the ring traffic ({:.1} MiB waiting)",
-                over.0 as f64 / f64::from(1 << 20)
-            ));
-            self.outbox.clear();
-        }
-    }
-}
-
-/// A connected client, shared by its thread and the server that hands it messages.
-#[derive(Debug)]
-pub struct Peer {
-    pub id: u64,
-    pub addr: String,
-    state: Mutex<PeerState>,
-    wake: Condvar,
-}
-
-impl Peer {
-    fn new(id: u64, addr: String) -> Self {
-        Self {
-            id,
-            state: Mutex::new(PeerState {
-                outbox: Outbox::new(RELIABLE_LIMIT),
-                subs: BTreeMap::new(),
-                closing: None,
-                view: PeerView {
-                    id,
-                    addr: addr.clone(),
-                    ..PeerView::default()
-                },
-            }),
-            addr,
-            wake: Condvar::new(),
-        }
-    }
-
-    /// Queues a message of `channel` (0: none) for the client.
-    pub fn push(&self, channel: u64, out: Out) {
-        lock(&self.state).queue(channel, out);
-        self.wake.notify_one();
-    }
-
-    /// Queues a text message.
-    pub fn push_text(&self, text: String) {
-        self.push(
-            0,
-            Out {
-                class: Class::Reliable,
-                payload: Payload::Text(text),
-            },
-        );
-    }
-
-    /// Queues a message of `channel` if the client subscribes to it; true if it does.
-    pub fn offer(&self, channel: u64, class: Class, log_time: u64, data: &Arc<[u8]>) -> bool {
-        {
-            // One lock: the subscription looked up is the one the message is queued for.
-            let mut s = lock(&self.state);
-            let Some(sub) = s.subs.get(&channel).copied() else {
-                return false;
-            };
-            let payload = Payload::Data {
-                header: protocol::message_data_header(sub, log_time),
-                data: Arc::clone(data),
-            };
-            s.queue(channel, Out { class, payload });
-        }
-        self.wake.notify_one();
-        true
-    }
-
-    pub fn subscribes(&self, channel: u64) -> bool {
-        lock(&self.state).subs.contains_key(&channel)
-    }
-
-    /// Forgets subscriptions to `channels` (they went), their waiting messages counted
-    /// as dropped.
-    pub fn forget(&self, channels: &[u64]) {
-        let mut s = lock(&self.state);
-        for c in channels {
-            s.subs.remove(c);
-            s.outbox.forget(*c);
-        }
-    }
-
-    pub fn view(&self) -> PeerView {
-        let s = lock(&self.state);
-        PeerView {
-            counts: s.outbox.counts,
-            ..s.view.clone()
-        }
-    }
-
-    pub fn wake(&self) {
-        self.wake.notify_one();
-    }
-}
 
 /// The client at `addr` on `tcp`: handshake, then serve it until it goes or the server
 /// stops; every end is one log line.
@@ -293,7 +161,7 @@ fn ws_message(p: &Payload) -> WsMessage {
 /// Serves the client until it goes or the server stops; why it ended.
 fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> String {
     let mut repeats = Repeats::new(format!("client {}", peer.addr));
-    let mut budget = Budget::default();
+    let mut budget = LinkBudget::default();
     let mut heard = Instant::now();
     let mut next_ping = heard + PING_EVERY;
     let mut next_view = heard + Duration::from_secs(1);

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::connection::{self, Peer, PeerView};
 use super::log::{self, Repeats};
 use super::outbox::ClientCounts;
+use super::peer::{Peer, PeerView};
 use crate::protocol::{self, ChannelAd, ServiceAd};
 use lrbc::sync::lock;
 
@@ -19,6 +19,10 @@ use lrbc::sync::lock;
 pub const MAX_CONNECTIONS: usize = 256;
 /// Service calls waiting at most; more are refused as busy.
 const CALLS_WAITING: usize = 16;
+
+/// What serves one accepted client on its thread, until it goes or the server stops
+/// (the connection's `run`).
+pub type Serve = fn(&Arc<Hub>, std::net::TcpStream, std::net::SocketAddr);
 
 /// A service's handler: the request's JSON to the response's JSON, or why not.
 pub type Handler = Arc<dyn Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
@@ -292,9 +296,14 @@ impl Hub {
         call.peer.push_text(text);
     }
 
-    /// Accepts connections on `listener` until the server stops, each on a thread of
-    /// its own. The stop wakes it with a connection of its own ([`Hub::shutdown`]).
-    pub fn accept(self: &Arc<Self>, listener: TcpListener) -> std::io::Result<JoinHandle<()>> {
+    /// Accepts connections on `listener` until the server stops, each served by `serve`
+    /// on a thread of its own. The stop wakes it with a connection of its own
+    /// ([`Hub::shutdown`]).
+    pub fn accept(
+        self: &Arc<Self>,
+        listener: TcpListener,
+        serve: Serve,
+    ) -> std::io::Result<JoinHandle<()>> {
         *lock(&self.listening) = listener.local_addr().ok();
         let hub = Arc::clone(self);
         std::thread::Builder::new()
@@ -307,7 +316,7 @@ impl Hub {
                         return;
                     }
                     match accepted {
-                        Ok((tcp, addr)) => hub.start_connection(tcp, addr, &mut refused),
+                        Ok((tcp, addr)) => hub.start_connection(tcp, addr, serve, &mut refused),
                         Err(e) => {
                             let now = lrbc::clock::monotonic_now_ns();
                             if let Some(l) = refused.note(now, "accept errors", &e.to_string()) {
@@ -325,6 +334,7 @@ impl Hub {
         self: &Arc<Self>,
         tcp: std::net::TcpStream,
         addr: std::net::SocketAddr,
+        serve: Serve,
         refused: &mut Repeats,
     ) {
         // Relaxed: a count compared with a limit; nothing ordered by it.
@@ -341,7 +351,7 @@ impl Hub {
         let started = std::thread::Builder::new()
             .name("serve-client".into())
             .spawn(move || {
-                connection::run(&hub, tcp, addr);
+                serve(&hub, tcp, addr);
                 hub.connections.fetch_sub(1, Ordering::Relaxed);
             });
         let mut threads = lock(&self.threads);

@@ -13,9 +13,10 @@
 //!   clock): `lrbc.clock` says the difference.
 //! - Nothing is encoded for a channel nobody subscribes to; limited channels (frames,
 //!   images) send the newest message at most at their rate ([`pace`]).
-//! - Each client has a connection of its own (`connection`, on its own thread): the
-//!   ring traffic, state changes, metadata and status all reach it, in order; of frames
-//!   and images it gets the newest of each channel as fast as its link takes them
+//! - Each client has a connection of its own (`connection`, on its own thread; `peer`,
+//!   what it and the server share of the client): the ring traffic, state changes,
+//!   metadata and status all reach it, in order; of frames and images it gets the
+//!   newest of each channel as fast as its link takes them
 //!   (`outbox`, `budget`), the rest counted as conflated. A client that cannot take
 //!   even the ring traffic is disconnected and told why; one that answers nothing for
 //!   15 s is dropped. Nothing a client does holds up the others or the server's stop.
@@ -27,16 +28,18 @@ mod hub;
 mod log;
 mod outbox;
 mod pace;
+mod peer;
 mod services;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use connection::{PeerView, SILENT};
+pub use connection::SILENT;
 pub use hub::{Handler, MAX_CONNECTIONS, Service};
 pub use log::{flush as flush_log, line as log_line};
 pub use outbox::{ClientCounts, Tally};
+pub use peer::PeerView;
 pub use services::control_services;
 
 use crate::protocol::{self, CLOCK_METADATA, ChannelAd, METADATA_TOPIC, NO_TLS, STATUS_TOPIC};
@@ -49,7 +52,7 @@ const STOP_WAIT: Duration = Duration::from_millis(1_000);
 
 /// Where and how to serve.
 #[derive(Debug)]
-pub struct Settings {
+pub struct ServerSettings {
     pub host: String,
     pub port: u16,
     /// Frames a second at most on the frame channel (0: every frame).
@@ -58,7 +61,7 @@ pub struct Settings {
     pub image_hz: f64,
     /// How the image region's camera images (and raw streamed frames) go out: raw, or
     /// compressed on a thread of the server's as `foxglove.CompressedImage`.
-    pub image_format: lrbc_recording::format::ImageFormat,
+    pub image_format: lrbc_recording::format::ImageEncoding,
     /// The services clients may call (none: control is not offered).
     pub services: Vec<Service>,
     /// TLS: a PEM certificate (chain) and its PKCS #8 private key (PEM); None: plain.
@@ -203,7 +206,7 @@ fn class_of(kind: Kind) -> Class {
 
 impl Server {
     /// Listens on `settings.host:settings.port` (port 0: any free port).
-    pub fn start(settings: Settings) -> Result<Self, ServeError> {
+    pub fn start(settings: ServerSettings) -> Result<Self, ServeError> {
         let addr = format!("{}:{}", settings.host, settings.port);
         let listen_error = |cause: String| ServeError::Listen {
             addr: addr.clone(),
@@ -227,16 +230,16 @@ impl Server {
         let metadata = hub.add_channel(json_channel(METADATA_TOPIC));
         lrbc::sync::lock(&hub.registry).metadata = Some(metadata);
         let status = hub.add_channel(json_channel(STATUS_TOPIC));
-        let summary = hub.add_channel(json_channel(lrbc_recording::replay::SUMMARY_TOPIC));
+        let summary = hub.add_channel(json_channel(crate::summary::SUMMARY_TOPIC));
         let compressor = match settings.image_format {
-            lrbc_recording::format::ImageFormat::Raw => None,
+            lrbc_recording::format::ImageEncoding::Raw => None,
             format => Some(
                 compress::Compressor::start(format, Arc::clone(&hub))
                     .map_err(|e| listen_error(format!("cannot start the image encoder: {e}")))?,
             ),
         };
         let acceptor = hub
-            .accept(listener)
+            .accept(listener, connection::run)
             .map_err(|e| listen_error(e.to_string()))?;
         let unix_now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -431,7 +434,7 @@ impl Server {
         self.send_due(now, &self.hub.peers());
     }
 
-    fn send_due(&mut self, now: u64, peers: &[Arc<connection::Peer>]) {
+    fn send_due(&mut self, now: u64, peers: &[Arc<peer::Peer>]) {
         let mut due = std::mem::take(&mut self.due);
         self.pacer.due(now, &mut due);
         for m in due.drain(..) {
@@ -450,7 +453,7 @@ impl Server {
         self.counts.images_dropped = images;
     }
 
-    fn send(&mut self, peers: &[Arc<connection::Peer>], m: &Message) {
+    fn send(&mut self, peers: &[Arc<peer::Peer>], m: &Message) {
         let Some(&id) = self.channels.get(m.channel) else {
             return;
         };
@@ -482,11 +485,11 @@ impl Server {
     }
 
     /// Sends the summary of the frame `m` to its subscribers.
-    fn send_summary(&mut self, peers: &[Arc<connection::Peer>], m: &Message) {
+    fn send_summary(&mut self, peers: &[Arc<peer::Peer>], m: &Message) {
         let Some(f) = lrbc_recording::format::RecFrame::decode(m.log_time, &m.data) else {
             return;
         };
-        let data: Arc<[u8]> = Arc::from(lrbc_recording::replay::Summary::of(&f).encode());
+        let data: Arc<[u8]> = Arc::from(crate::summary::FrameSummary::of(&f).encode());
         let log_time = self.unix_ns(m.log_time);
         let mut sent = false;
         for p in peers {

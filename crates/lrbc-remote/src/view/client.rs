@@ -15,7 +15,7 @@ use tungstenite::client::IntoClientRequest;
 use tungstenite::protocol::WebSocket;
 use tungstenite::{Message as WsMessage, http::HeaderValue};
 
-use super::wire::{self, Channel, ServerMessage};
+use super::wire::{self, AdvertisedChannel, ServerMessage};
 
 /// Why a connection failed or ended, as one line.
 #[derive(Debug, thiserror::Error)]
@@ -130,7 +130,7 @@ pub struct Connection {
     pub server_name: String,
     pub session_id: Option<String>,
     /// Channels advertised and not withdrawn, by id.
-    pub channels: BTreeMap<u64, Channel>,
+    pub channels: BTreeMap<u64, AdvertisedChannel>,
     /// Services advertised, by name.
     pub services: BTreeMap<String, u32>,
     /// Subscriptions: id to channel id.
@@ -315,7 +315,7 @@ impl Connection {
     }
 
     /// The channel of subscription `id`.
-    pub fn channel_of(&self, subscription: u32) -> Option<&Channel> {
+    pub fn channel_of(&self, subscription: u32) -> Option<&AdvertisedChannel> {
         self.channels.get(self.subscriptions.get(&subscription)?)
     }
 

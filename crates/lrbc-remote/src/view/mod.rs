@@ -1,8 +1,10 @@
 //! Viewing a run served by `serve` (or any server of the Foxglove WebSocket protocol):
-//! the protocol's messages ([`wire`]), a blocking connection ([`client`]), and the
-//! window's live view of a served run ([`viewer`]: a thread feeding the panels' data).
+//! the protocol's messages ([`wire`]), a blocking connection ([`client`]), the served
+//! messages into the panels' data ([`feed`]), and the window's live view of a served run
+//! ([`viewer`]: a thread feeding the panels' data).
 
 pub mod client;
+pub mod feed;
 mod link;
 mod tap;
 pub mod viewer;

@@ -1,5 +1,5 @@
 //! A served run's messages for the window's flight recorder ([`Tap`], a
-//! [`lrbc_recording::recorder::flight::Source`]): the viewer's thread hands it the server's
+//! [`lrbc_recording::recorder::flight::FlightSource`]): the viewer's thread hands it the server's
 //! channels, metadata records and each message as it arrives, through a bounded
 //! channel; the recorder builds its prelude from them, so that Record and Save write a
 //! file that `open` reads as it reads a local recording.
@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 
-use super::wire::Channel;
+use super::wire::AdvertisedChannel;
 use lrbc_live::detect::{Event, EventKind};
 use lrbc_recording::format::{
     EVENTS_TOPIC, FRAME_TOPIC, LOG_TOPIC, RING_EVENTS_TOPIC, STATE_TOPIC, camera_env_of_topic,
     ring_of_header_topic, ring_of_topic, stream_of_topic,
 };
-use lrbc_recording::recorder::flight::Source;
+use lrbc_recording::recorder::flight::FlightSource;
 use lrbc_recording::recorder::{ChannelDef, Counts, Kind, Message, Prelude, SchemaDef};
 
 /// Messages waiting for the recorder, at most; more are dropped and counted.
@@ -26,7 +26,7 @@ const CAPACITY: usize = 8192;
 /// What the viewer's thread hands the recorder.
 #[derive(Debug)]
 pub(super) enum Tapped {
-    Channel(Channel),
+    Channel(AdvertisedChannel),
     Metadata(String, BTreeMap<String, String>),
     Message {
         channel: u64,
@@ -60,7 +60,7 @@ impl TapSender {
     }
 }
 
-/// The recorder's end: a [`Source`] of the served run's messages.
+/// The recorder's end: a [`FlightSource`] of the served run's messages.
 #[derive(Debug)]
 pub struct Tap {
     rx: Receiver<Tapped>,
@@ -195,7 +195,7 @@ impl Tap {
     }
 }
 
-impl Source for Tap {
+impl FlightSource for Tap {
     fn prelude(&self) -> &Prelude {
         &self.prelude
     }
@@ -238,8 +238,8 @@ impl Source for Tap {
 mod tests {
     use super::*;
 
-    fn channel(id: u64, topic: &str) -> Channel {
-        Channel {
+    fn channel(id: u64, topic: &str) -> AdvertisedChannel {
+        AdvertisedChannel {
             id,
             topic: topic.into(),
             encoding: "flatbuffer".into(),

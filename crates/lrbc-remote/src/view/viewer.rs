@@ -1,6 +1,6 @@
 //! [`Viewer`]: a served run, live, into the structures the panels draw. A named thread
 //! holds the connection: it subscribes to every channel the server advertises, feeds
-//! each message to a [`Feed`] (the recording's decoders: a served stream is a
+//! each message to a [`MessageFeed`] (the recording's decoders: a served stream is a
 //! recording that arrives live), takes the geometry from the `lrbc.segment` metadata
 //! record, the state and rates from the server's status, and calls the server's control
 //! services for the RPC panel. It reconnects with backoff; a new session id is a
@@ -15,6 +15,7 @@ use crossbeam_channel::{Receiver, bounded};
 
 mod calls;
 
+use super::feed::{Fed, MessageFeed};
 use super::link::{Link, LinkState};
 use super::tap::{Tap, TapSender, Tapped, tap};
 use super::wire::ServerMessage;
@@ -27,7 +28,6 @@ use lrbc_live::sampler::{SamplerData, SamplerSettings};
 use lrbc_live::traffic::{TrafficLimits, TrafficStore};
 use lrbc_live::watch::{Report, State};
 use lrbc_recording::format::{SEGMENT_METADATA, segment_from_metadata};
-use lrbc_recording::replay::{Fed, Feed};
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -39,7 +39,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const FLUSH_EVERY: Duration = Duration::from_millis(15);
 
 /// What the thread and the window share.
-struct Shared {
+struct ViewerShared {
     link: Mutex<Link>,
     /// The run's geometry and how many times it changed.
     geometry: Mutex<(u64, Geometry)>,
@@ -55,7 +55,7 @@ pub struct Viewer {
     pub store: Arc<Mutex<TrafficStore>>,
     /// The events the server's detector found (`/lrbc/events`).
     pub events: Arc<Mutex<lrbc_live::detect::EventLog>>,
-    shared: Arc<Shared>,
+    shared: Arc<ViewerShared>,
     control: ControlWorker,
 }
 
@@ -78,8 +78,8 @@ impl Viewer {
     ) -> Result<Self, RemoteError> {
         let addr = super::client::host_port(url)?;
         let url = super::client::normalize(url)?;
-        let feed = Feed::new(Geometry::none(), addr.clone(), &settings);
-        let shared = Arc::new(Shared {
+        let feed = MessageFeed::new(Geometry::none(), addr.clone(), &settings);
+        let shared = Arc::new(ViewerShared {
             link: Mutex::new(Link::new(addr.clone())),
             geometry: Mutex::new((0, Geometry::none())),
             settings: Mutex::new((settings.clone(), limits)),
@@ -92,7 +92,7 @@ impl Viewer {
         let store = Arc::clone(&feed.store);
         let events = Arc::clone(&feed.events);
         let worker_addr = addr.clone();
-        let mut worker = Worker {
+        let mut worker = ViewerThread {
             url,
             addr,
             feed,
@@ -168,12 +168,13 @@ impl Drop for Viewer {
     }
 }
 
-struct Worker {
+/// What the viewer's thread holds: the connection's address, the feed, the queues.
+struct ViewerThread {
     /// `ws://HOST:PORT` or `wss://HOST:PORT`.
     url: String,
     addr: String,
-    feed: Feed,
-    shared: Arc<Shared>,
+    feed: MessageFeed,
+    shared: Arc<ViewerShared>,
     requests: Receiver<ControlRequest>,
     control: Arc<Mutex<ControlState>>,
     waker: Arc<dyn Fn() + Send + Sync>,
@@ -197,7 +198,7 @@ fn unix_now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-impl Worker {
+impl ViewerThread {
     fn stopped(&self) -> bool {
         // Relaxed: a flag with no data behind it (pairs with the store in Drop).
         self.shared.stop.load(Ordering::Relaxed)
@@ -493,7 +494,7 @@ impl Worker {
         let count = |k: &str| c[k].as_u64().unwrap_or(0);
         {
             let mut log = lock(&self.feed.events);
-            let figures = lrbc_live::detect::Totals {
+            let figures = lrbc_live::detect::EventTotals {
                 frames_seen: count("frames_seen"),
                 frames_flags_checked: count("frames_flags_checked"),
                 frames_checked: count("frames_checked"),
@@ -501,7 +502,7 @@ impl Worker {
                 inf_values: count("inf_values"),
                 out_of_range_values: count("out_of_range_values"),
                 envs_affected: log.envs_with_bad_values(),
-                ..lrbc_live::detect::Totals::default()
+                ..lrbc_live::detect::EventTotals::default()
             };
             log.set_figures(&figures);
         }

@@ -11,7 +11,7 @@ use crate::protocol::{service_parts, u32_at, u64_at};
 
 /// A channel the server advertised.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Channel {
+pub struct AdvertisedChannel {
     pub id: u64,
     pub topic: String,
     pub encoding: String,
@@ -23,7 +23,7 @@ pub struct Channel {
 
 /// A service the server advertised.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Service {
+pub struct AdvertisedService {
     pub id: u32,
     pub name: String,
 }
@@ -41,9 +41,9 @@ pub enum ServerMessage {
         message: String,
         id: Option<String>,
     },
-    Advertise(Vec<Channel>),
+    Advertise(Vec<AdvertisedChannel>),
     Unadvertise(Vec<u64>),
-    AdvertiseServices(Vec<Service>),
+    AdvertiseServices(Vec<AdvertisedService>),
     UnadvertiseServices(Vec<u32>),
     ServiceCallFailure {
         call_id: u32,
@@ -83,7 +83,7 @@ struct ChannelJson {
 }
 
 impl ChannelJson {
-    fn into_channel(self) -> Result<Channel, Malformed> {
+    fn into_channel(self) -> Result<AdvertisedChannel, Malformed> {
         let schema = if is_binary_schema(self.schema_encoding.as_deref()) {
             base64::engine::general_purpose::STANDARD
                 .decode(self.schema.as_bytes())
@@ -93,7 +93,7 @@ impl ChannelJson {
         } else {
             self.schema.into_bytes()
         };
-        Ok(Channel {
+        Ok(AdvertisedChannel {
             id: self.id,
             topic: self.topic,
             encoding: self.encoding,
@@ -155,7 +155,7 @@ pub fn parse_text(text: &str) -> Result<ServerMessage, Malformed> {
             ServerMessage::AdvertiseServices(
                 services
                     .into_iter()
-                    .map(|s| Service {
+                    .map(|s| AdvertisedService {
                         id: s.id,
                         name: s.name,
                     })

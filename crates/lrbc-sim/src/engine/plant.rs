@@ -19,18 +19,18 @@ pub struct Plant {
     /// The engine's step count at which the fault first shows: the step that publishes
     /// the frame (at least 1; step 0 is the frame written when the segment is created).
     pub step: u64,
-    pub fault: Fault,
+    pub fault: PlantedFault,
 }
 
 /// What is planted.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Fault {
+pub enum PlantedFault {
     /// `value` in env `env`'s slot of `channel`, in the `frames` consecutive frames from
     /// the plant's step (`frames` at least 1).
     Value {
         value: NonFinite,
         env: u32,
-        channel: Channel,
+        channel: PlantChannel,
         frames: u64,
     },
     /// The done flags of the first [`done_count`] envs set, in the `frames` consecutive
@@ -51,7 +51,7 @@ pub enum NonFinite {
 
 /// Where in an env's data a value is planted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Channel {
+pub enum PlantChannel {
     /// The observation region: the env's observation `index` (below `obs_size`).
     Obs { index: u32 },
     /// The action region: the env's action `index` (below `act_size`), as if the trainer
@@ -128,7 +128,7 @@ impl NonFinite {
     }
 }
 
-impl Channel {
+impl PlantChannel {
     /// Its name in a spec.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -210,8 +210,8 @@ impl Plant {
     /// The last step whose frame shows the fault.
     pub fn last_step(&self) -> Result<u64, PlantError> {
         let frames = match self.fault {
-            Fault::Value { frames, .. } | Fault::DoneBurst { frames, .. } => frames,
-            Fault::Stall { .. } => 1,
+            PlantedFault::Value { frames, .. } | PlantedFault::DoneBurst { frames, .. } => frames,
+            PlantedFault::Stall { .. } => 1,
         };
         frames
             .checked_sub(1)
@@ -236,28 +236,28 @@ impl Plant {
             return Err(PlantError::StepZero);
         }
         match self.fault {
-            Fault::Value { frames: 0, .. } | Fault::DoneBurst { frames: 0, .. } => {
+            PlantedFault::Value { frames: 0, .. } | PlantedFault::DoneBurst { frames: 0, .. } => {
                 return Err(bad_frames(0));
             }
-            Fault::DoneBurst { share, .. } if !share_in_range(share) => {
+            PlantedFault::DoneBurst { share, .. } if !share_in_range(share) => {
                 return Err(bad_share(share.to_string()));
             }
-            Fault::Stall { duration } if duration.is_zero() || duration > MAX_STALL => {
+            PlantedFault::Stall { duration } if duration.is_zero() || duration > MAX_STALL => {
                 return Err(bad_secs(duration.as_secs_f64().to_string()));
             }
             _ => {}
         }
         self.last_step()?;
-        let Fault::Value { env, channel, .. } = self.fault else {
+        let PlantedFault::Value { env, channel, .. } = self.fault else {
             return Ok(());
         };
         if env >= num_envs {
             return Err(PlantError::EnvOutOfRange { env, num_envs });
         }
         let (index, size, values) = match channel {
-            Channel::Obs { index } => (index, obs_size, "observations"),
-            Channel::Act { index } => (index, act_size, "actions"),
-            Channel::Reward => return Ok(()),
+            PlantChannel::Obs { index } => (index, obs_size, "observations"),
+            PlantChannel::Act { index } => (index, act_size, "actions"),
+            PlantChannel::Reward => return Ok(()),
         };
         if index >= size {
             return Err(PlantError::IndexOutOfRange {
@@ -273,9 +273,9 @@ impl Plant {
     /// rewards and dones that carry the fault only when it steps them.
     pub fn needs_dynamics(&self) -> bool {
         match self.fault {
-            Fault::Value { channel, .. } => !matches!(channel, Channel::Act { .. }),
-            Fault::DoneBurst { .. } => true,
-            Fault::Stall { .. } => false,
+            PlantedFault::Value { channel, .. } => !matches!(channel, PlantChannel::Act { .. }),
+            PlantedFault::DoneBurst { .. } => true,
+            PlantedFault::Stall { .. } => false,
         }
     }
 }
@@ -293,7 +293,7 @@ impl fmt::Display for Plant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut keys = Vec::new();
         match self.fault {
-            Fault::Value {
+            PlantedFault::Value {
                 value,
                 env,
                 channel,
@@ -304,21 +304,23 @@ impl fmt::Display for Plant {
                     keys.push(format!("env={env}"));
                 }
                 match channel {
-                    Channel::Obs { index } if index != 0 => keys.push(format!("index={index}")),
-                    Channel::Obs { .. } => {}
-                    Channel::Act { index } => {
+                    PlantChannel::Obs { index } if index != 0 => {
+                        keys.push(format!("index={index}"));
+                    }
+                    PlantChannel::Obs { .. } => {}
+                    PlantChannel::Act { index } => {
                         keys.push(format!("channel={}", channel.as_str()));
                         if index != 0 {
                             keys.push(format!("index={index}"));
                         }
                     }
-                    Channel::Reward => keys.push(format!("channel={}", channel.as_str())),
+                    PlantChannel::Reward => keys.push(format!("channel={}", channel.as_str())),
                 }
                 if frames != 1 {
                     keys.push(format!("frames={frames}"));
                 }
             }
-            Fault::DoneBurst { share, frames } => {
+            PlantedFault::DoneBurst { share, frames } => {
                 write!(f, "done-burst@{}", self.step)?;
                 if share != DEFAULT_DONE_SHARE {
                     keys.push(format!("share={share}"));
@@ -327,7 +329,7 @@ impl fmt::Display for Plant {
                     keys.push(format!("frames={frames}"));
                 }
             }
-            Fault::Stall { duration } => {
+            PlantedFault::Stall { duration } => {
                 write!(f, "stall@{}", self.step)?;
                 if duration != DEFAULT_STALL {
                     keys.push(format!("secs={}", duration.as_secs_f64()));
@@ -360,7 +362,7 @@ fn split_pairs(text: &str) -> Result<Vec<(String, &str)>, PlantError> {
     Ok(pairs)
 }
 
-fn value_fault(value: NonFinite, pairs: &[(String, &str)]) -> Result<Fault, PlantError> {
+fn value_fault(value: NonFinite, pairs: &[(String, &str)]) -> Result<PlantedFault, PlantError> {
     let (mut env, mut channel, mut index, mut frames) = (0, "obs".to_string(), None, 1);
     for (key, text) in pairs {
         match key.as_str() {
@@ -372,13 +374,13 @@ fn value_fault(value: NonFinite, pairs: &[(String, &str)]) -> Result<Fault, Plan
         }
     }
     let channel = match (channel.as_str(), index) {
-        ("obs", index) => Channel::Obs {
+        ("obs", index) => PlantChannel::Obs {
             index: index.unwrap_or(0),
         },
-        ("act", index) => Channel::Act {
+        ("act", index) => PlantChannel::Act {
             index: index.unwrap_or(0),
         },
-        ("reward", None) => Channel::Reward,
+        ("reward", None) => PlantChannel::Reward,
         ("reward", Some(_)) => return Err(PlantError::IndexForReward),
         _ => {
             return Err(PlantError::BadValue {
@@ -388,7 +390,7 @@ fn value_fault(value: NonFinite, pairs: &[(String, &str)]) -> Result<Fault, Plan
             });
         }
     };
-    Ok(Fault::Value {
+    Ok(PlantedFault::Value {
         value,
         env,
         channel,
@@ -396,7 +398,7 @@ fn value_fault(value: NonFinite, pairs: &[(String, &str)]) -> Result<Fault, Plan
     })
 }
 
-fn done_burst(pairs: &[(String, &str)]) -> Result<Fault, PlantError> {
+fn done_burst(pairs: &[(String, &str)]) -> Result<PlantedFault, PlantError> {
     let (mut share, mut frames) = (DEFAULT_DONE_SHARE, 1);
     for (key, text) in pairs {
         match key.as_str() {
@@ -411,10 +413,10 @@ fn done_burst(pairs: &[(String, &str)]) -> Result<Fault, PlantError> {
             _ => return Err(unknown_key("done-burst", key, DONE_BURST_KEYS)),
         }
     }
-    Ok(Fault::DoneBurst { share, frames })
+    Ok(PlantedFault::DoneBurst { share, frames })
 }
 
-fn stall(pairs: &[(String, &str)]) -> Result<Fault, PlantError> {
+fn stall(pairs: &[(String, &str)]) -> Result<PlantedFault, PlantError> {
     let mut duration = DEFAULT_STALL;
     for (key, text) in pairs {
         match key.as_str() {
@@ -441,7 +443,7 @@ fn stall(pairs: &[(String, &str)]) -> Result<Fault, PlantError> {
             _ => return Err(unknown_key("stall", key, STALL_KEYS)),
         }
     }
-    Ok(Fault::Stall { duration })
+    Ok(PlantedFault::Stall { duration })
 }
 
 fn number<T: std::str::FromStr>(

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{
-    Channel, Engine, EngineStats, Fault, Mode, OBS_CHUNK_FLOATS, PlantedAction, done_count,
+    Engine, EngineStats, Mode, OBS_CHUNK_FLOATS, PlantChannel, PlantedAction, PlantedFault,
+    done_count,
 };
 use crate::render::render_env;
 use crate::wait::Waiter;
@@ -74,7 +75,7 @@ impl Engine {
     pub(super) fn wait_out_stalls(&self, stop: &AtomicBool) -> bool {
         let next_step = self.step + 1;
         for plant in &self.plants {
-            let Fault::Stall { duration } = plant.fault else {
+            let PlantedFault::Stall { duration } = plant.fault else {
                 continue;
             };
             if !plant.shows_at(next_step) {
@@ -195,35 +196,35 @@ impl Engine {
         let per_env = u64::from(self.cfg.obs_size);
         for plant in self.plants.iter().filter(|p| p.shows_at(self.step)) {
             match plant.fault {
-                Fault::Value {
+                PlantedFault::Value {
                     value,
                     env,
-                    channel: Channel::Obs { index },
+                    channel: PlantChannel::Obs { index },
                     ..
                 } => {
                     let at = (u64::from(env) * per_env + u64::from(index)) * 4;
                     self.seg
                         .write_f32s(self.plan.obs_offset + at, &[value.value()]);
                 }
-                Fault::Value {
+                PlantedFault::Value {
                     value,
                     env,
-                    channel: Channel::Reward,
+                    channel: PlantChannel::Reward,
                     ..
                 } => {
                     let at = u64::from(env) * 4;
                     self.seg
                         .write_f32s(self.plan.rewards_offset + at, &[value.value()]);
                 }
-                Fault::DoneBurst { share, .. } => {
+                PlantedFault::DoneBurst { share, .. } => {
                     let count = done_count(share, self.cfg.num_envs);
                     self.seg.write_at(self.plan.dones_offset, &vec![1u8; count]);
                 }
-                Fault::Value {
-                    channel: Channel::Act { .. },
+                PlantedFault::Value {
+                    channel: PlantChannel::Act { .. },
                     ..
                 }
-                | Fault::Stall { .. } => {}
+                | PlantedFault::Stall { .. } => {}
             }
         }
     }
@@ -234,10 +235,10 @@ impl Engine {
     fn plant_actions(&mut self) {
         let per_env = self.cfg.act_size as usize;
         for plant in self.plants.iter().filter(|p| p.shows_at(self.step)) {
-            let Fault::Value {
+            let PlantedFault::Value {
                 value,
                 env,
-                channel: Channel::Act { index },
+                channel: PlantChannel::Act { index },
                 ..
             } = plant.fault
             else {

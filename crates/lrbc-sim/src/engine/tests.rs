@@ -592,7 +592,7 @@ fn a_stall_ends_within_a_slice_of_the_stop_flag() {
 
 #[test]
 fn plant_specs_parse_into_their_faults_and_print_back() {
-    let value = |value, env, channel, frames| Fault::Value {
+    let value = |value, env, channel, frames| PlantedFault::Value {
         value,
         env,
         channel,
@@ -602,32 +602,32 @@ fn plant_specs_parse_into_their_faults_and_print_back() {
         (
             "nan@3000:env=5,channel=act,index=3",
             3000,
-            value(NonFinite::Nan, 5, Channel::Act { index: 3 }, 1),
+            value(NonFinite::Nan, 5, PlantChannel::Act { index: 3 }, 1),
         ),
         (
             "nan@1",
             1,
-            value(NonFinite::Nan, 0, Channel::Obs { index: 0 }, 1),
+            value(NonFinite::Nan, 0, PlantChannel::Obs { index: 0 }, 1),
         ),
         (
             "inf@7:index=9,frames=4",
             7,
-            value(NonFinite::Inf, 0, Channel::Obs { index: 9 }, 4),
+            value(NonFinite::Inf, 0, PlantChannel::Obs { index: 9 }, 4),
         ),
         (
             "-inf@2:channel=reward,env=3",
             2,
-            value(NonFinite::NegInf, 3, Channel::Reward, 1),
+            value(NonFinite::NegInf, 3, PlantChannel::Reward, 1),
         ),
         (
             "NaN@5:Channel=OBS",
             5,
-            value(NonFinite::Nan, 0, Channel::Obs { index: 0 }, 1),
+            value(NonFinite::Nan, 0, PlantChannel::Obs { index: 0 }, 1),
         ),
         (
             "done-burst@10",
             10,
-            Fault::DoneBurst {
+            PlantedFault::DoneBurst {
                 share: 0.75,
                 frames: 1,
             },
@@ -635,7 +635,7 @@ fn plant_specs_parse_into_their_faults_and_print_back() {
         (
             "done-burst@10:share=1,frames=3",
             10,
-            Fault::DoneBurst {
+            PlantedFault::DoneBurst {
                 share: 1.0,
                 frames: 3,
             },
@@ -643,21 +643,21 @@ fn plant_specs_parse_into_their_faults_and_print_back() {
         (
             "stall@4",
             4,
-            Fault::Stall {
+            PlantedFault::Stall {
                 duration: Duration::from_secs(2),
             },
         ),
         (
             "stall@4:secs=0.3,side=engine",
             4,
-            Fault::Stall {
+            PlantedFault::Stall {
                 duration: Duration::from_millis(300),
             },
         ),
         (
             "stall@4:secs=3600",
             4,
-            Fault::Stall {
+            PlantedFault::Stall {
                 duration: MAX_STALL,
             },
         ),
@@ -814,43 +814,43 @@ fn plants_that_do_not_fit_the_segment_are_refused_before_it_is_created() {
     for p in [
         built(
             0,
-            Fault::DoneBurst {
+            PlantedFault::DoneBurst {
                 share: 0.5,
                 frames: 1,
             },
         ),
         built(
             1,
-            Fault::DoneBurst {
+            PlantedFault::DoneBurst {
                 share: 1.5,
                 frames: 1,
             },
         ),
         built(
             1,
-            Fault::DoneBurst {
+            PlantedFault::DoneBurst {
                 share: 0.5,
                 frames: 0,
             },
         ),
         built(
             1,
-            Fault::Stall {
+            PlantedFault::Stall {
                 duration: Duration::ZERO,
             },
         ),
         built(
             1,
-            Fault::Stall {
+            PlantedFault::Stall {
                 duration: MAX_STALL + Duration::from_secs(1),
             },
         ),
         built(
             u64::MAX,
-            Fault::Value {
+            PlantedFault::Value {
                 value: NonFinite::Nan,
                 env: 0,
-                channel: Channel::Reward,
+                channel: PlantChannel::Reward,
                 frames: 2,
             },
         ),

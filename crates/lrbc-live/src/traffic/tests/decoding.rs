@@ -147,25 +147,25 @@ fn luckyrobots_entries_show_their_json() {
 #[test]
 fn a_reader_polls_again_at_once_after_entries_and_naps_longer_while_quiet() {
     use std::time::Duration;
-    let mut pace = FollowPace::default();
+    let mut pace = PollPace::default();
     assert_eq!(pace.after_poll(true), Duration::ZERO);
     let naps: Vec<Duration> = (0..8).map(|_| pace.after_poll(false)).collect();
-    assert_eq!(naps[0], FollowPace::MIN);
+    assert_eq!(naps[0], PollPace::MIN);
     assert!(naps.windows(2).all(|w| w[1] >= w[0]), "{naps:?}");
-    assert_eq!(naps[7], FollowPace::MAX, "{naps:?}");
+    assert_eq!(naps[7], PollPace::MAX, "{naps:?}");
     // Entries again: at once, then the shortest nap.
     assert_eq!(pace.after_poll(true), Duration::ZERO);
-    assert_eq!(pace.after_poll(false), FollowPace::MIN);
+    assert_eq!(pace.after_poll(false), PollPace::MIN);
 }
 
 #[test]
 fn on_a_busy_machine_a_quiet_reader_naps_longer_and_back_once_it_is_not() {
     use std::time::Duration;
-    let mut pace = FollowPace::default();
+    let mut pace = PollPace::default();
     pace.set_busy(true);
     let naps: Vec<Duration> = (0..12).map(|_| pace.after_poll(false)).collect();
-    assert_eq!(naps[11], FollowPace::BUSY_MAX, "{naps:?}");
-    assert!(FollowPace::BUSY_MAX > FollowPace::MAX);
+    assert_eq!(naps[11], PollPace::BUSY_MAX, "{naps:?}");
+    assert!(PollPace::BUSY_MAX > PollPace::MAX);
     // Entries still come at once, busy or not.
     assert_eq!(pace.after_poll(true), Duration::ZERO);
     // Spare CPU again: the longest nap falls back at once.
@@ -173,7 +173,7 @@ fn on_a_busy_machine_a_quiet_reader_naps_longer_and_back_once_it_is_not() {
         let _ = pace.after_poll(false);
     }
     pace.set_busy(false);
-    assert_eq!(pace.after_poll(false), FollowPace::MAX);
+    assert_eq!(pace.after_poll(false), PollPace::MAX);
 }
 
 #[test]

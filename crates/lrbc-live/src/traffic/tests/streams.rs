@@ -21,7 +21,7 @@ fn telemetry_frame(corr: u64, frame_number: u32) -> Vec<u8> {
     })
 }
 
-fn totals_of(t: &Traffic, ring: RegionKind) -> Totals {
+fn totals_of(t: &Traffic, ring: RegionKind) -> RingTotals {
     t.totals()
         .into_iter()
         .find(|(k, _)| *k == ring)

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 use super::{
-    Command, CreateFile, FlightConfig, FlightStatus, Note, Output, RecordingStatus, Source,
+    Command, CreateFile, FlightConfig, FlightSource, FlightStatus, Note, Output, RecordingStatus,
     new_file_path,
 };
 use crate::recorder::{FileSink, Message, Prelude, RecordError, Rolling, RollingCopy, lock};
@@ -21,7 +21,8 @@ const CHUNK_EVERY_NS: u64 = 1_000_000_000;
 /// How often the status is brought up to date.
 const STATUS_EVERY_NS: u64 = 100_000_000;
 
-pub(super) struct Recording {
+/// The file being recorded, while a recording is on.
+pub(super) struct FileBeingRecorded {
     file: FileSink<BufWriter<Box<dyn Output>>>,
     path: PathBuf,
     last_chunk_ns: u64,
@@ -29,10 +30,11 @@ pub(super) struct Recording {
     counts_at_start: crate::recorder::Counts,
 }
 
-pub(super) struct Worker {
-    pub capture: Box<dyn Source>,
+/// What the flight recorder's thread holds.
+pub(super) struct FlightThread {
+    pub capture: Box<dyn FlightSource>,
     pub rolling: Rolling,
-    pub recording: Option<Recording>,
+    pub recording: Option<FileBeingRecorded>,
     pub label: String,
     pub rx: Receiver<Command>,
     pub status: Arc<Mutex<FlightStatus>>,
@@ -54,7 +56,7 @@ pub(super) enum EventSave {
     Done,
 }
 
-impl Worker {
+impl FlightThread {
     pub fn run(mut self) {
         // An observer: it runs in the time the engine and trainer leave over.
         lrbc::platform::lower_thread_priority(19);
@@ -144,12 +146,12 @@ impl Worker {
         }
     }
 
-    fn open_recording(&self, dir: &Path) -> Result<Recording, String> {
+    fn open_recording(&self, dir: &Path) -> Result<FileBeingRecorded, String> {
         let path = new_file_path(dir, &self.label, None)?;
         let file = (self.config.create)(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let file = FileSink::new(BufWriter::new(file), self.capture.prelude())
             .map_err(|e| format!("writing {}: {}", path.display(), e.cause()))?;
-        Ok(Recording {
+        Ok(FileBeingRecorded {
             file,
             path,
             last_chunk_ns: lrbc::clock::monotonic_now_ns(),
@@ -198,7 +200,7 @@ impl Worker {
         }
     }
 
-    fn finish_recording(&self, r: Recording) {
+    fn finish_recording(&self, r: FileBeingRecorded) {
         let frames = r.file.frames();
         let counts = self.capture.counts().since(&r.counts_at_start);
         let path = r.path;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Worker;
+use super::PlayerThread;
 use crate::replay::LatestImages;
 use lrbc::layout::Geometry;
 use lrbc::sync::lock;
@@ -15,7 +15,7 @@ use lrbc_live::traffic::{StreamedImage, TrafficLimits};
 /// row (above any row index, so that the cameras panel sees a new frame).
 const STREAM_MARK_BASE: u64 = 1 << 62;
 
-impl Worker {
+impl PlayerThread {
     /// The newest camera images at or before `cursor` into the data (the image region's)
     /// and the traffic store (the streams').
     pub(super) fn publish_images(
@@ -46,7 +46,7 @@ impl Worker {
                 &cameras,
                 settings.image_bytes,
                 (self.image_seq, frame_seq),
-                Origin::Recording {
+                ImageOrigin::Recording {
                     has_cameras: self.rec.has_camera_images(),
                 },
             );
@@ -95,16 +95,16 @@ impl Worker {
 
 /// Where the camera images come from, for the notes of the cameras panel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::replay) enum Origin {
+pub enum ImageOrigin {
     /// A recording, with or without camera images.
     Recording { has_cameras: bool },
     /// A served run (`serve --images`).
     Served,
 }
 
-impl Origin {
+impl ImageOrigin {
     /// Why there is no image at all.
-    pub(in crate::replay) fn none(self) -> &'static str {
+    pub fn none(self) -> &'static str {
         match self {
             Self::Recording { has_cameras: true } => {
                 "no camera image recorded at or before this point"
@@ -119,12 +119,12 @@ impl Origin {
 
 /// The image region as of the newest recorded images: the recorded envs' pixels, the
 /// other envs black. No image: why, for the cameras panel.
-pub(in crate::replay) fn region_image(
+pub fn region_image(
     g: &Geometry,
     cameras: &BTreeMap<u32, (u64, Arc<[u8]>)>,
     budget: usize,
     (image_seq, frame_seq): (u64, u64),
-    origin: Origin,
+    origin: ImageOrigin,
 ) -> (Option<ImageFrame>, Option<String>) {
     let Some(img) = g.image else {
         return (None, None);
@@ -193,11 +193,11 @@ pub(in crate::replay) fn region_image(
     let note = (shown < g.num_envs as usize).then(|| {
         let envs: Vec<u32> = cameras.keys().copied().collect();
         match origin {
-            Origin::Recording { .. } => format!(
+            ImageOrigin::Recording { .. } => format!(
                 "images of {} recorded (record --images takes the recorded envs'); the other tiles are black",
                 describe_envs(&envs)
             ),
-            Origin::Served => format!(
+            ImageOrigin::Served => format!(
                 "images of {} served (serve --envs chooses them); the other tiles are black",
                 describe_envs(&envs)
             ),
@@ -222,7 +222,7 @@ pub(in crate::replay) fn region_image(
 /// Notes an image set whose newest image was recorded at `t` and gives the rate of
 /// sets over the recording's last second before it (0 until two are seen). A seek
 /// (backwards, or ahead by more than a second) starts the count over.
-pub(in crate::replay) fn image_rate(times: &mut std::collections::VecDeque<u64>, t: u64) -> f32 {
+pub fn image_rate(times: &mut std::collections::VecDeque<u64>, t: u64) -> f32 {
     const SECOND: u64 = 1_000_000_000;
     if times
         .back()

@@ -1,10 +1,11 @@
 //! Filling the data as of the cursor: the frame at the cursor as `latest`, the frames of
 //! the history window before it reduced to the sampler's figures, the watched envs'
-//! points and rows.
+//! points and rows. The reductions are public so that a reader of served messages
+//! (`lrbc-remote`'s feed) shows a frame as the player does.
 
 use std::sync::Arc;
 
-use super::{HISTORY_WINDOW_NS, Worker};
+use super::{HISTORY_WINDOW_NS, PlayerThread};
 use crate::format::RecFrame;
 use lrbc::layout::Geometry;
 use lrbc::sync::lock;
@@ -15,14 +16,15 @@ use lrbc_live::sampler::{
 use lrbc_live::traffic::{EntryDecoder, TrafficLimits, TrafficStore};
 
 /// What a frame adds to the histories.
-pub(in crate::replay) struct Reduced {
+#[derive(Debug)]
+pub struct Reduced {
     pub agg: FrameAgg,
     pub points: Vec<(u32, EnvPoint)>,
     pub rows: Vec<(u32, EnvDetail)>,
 }
 
 /// The all-env figures of a frame.
-pub(in crate::replay) fn aggregate(f: &RecFrame) -> FrameAgg {
+pub fn aggregate(f: &RecFrame) -> FrameAgg {
     let mut values: Vec<f32> = f.rewards.iter().copied().filter(|r| !r.is_nan()).collect();
     let mean = if values.is_empty() {
         0.0
@@ -52,7 +54,7 @@ pub(in crate::replay) fn aggregate(f: &RecFrame) -> FrameAgg {
 }
 
 /// The reward and flags of each of `envs` at a frame.
-pub(in crate::replay) fn points(f: &RecFrame, envs: &[u32]) -> Vec<(u32, EnvPoint)> {
+pub fn points(f: &RecFrame, envs: &[u32]) -> Vec<(u32, EnvPoint)> {
     let flag = |v: Option<&[u8]>, i: usize, bit: u8| {
         if v.and_then(|v| v.get(i)).is_some_and(|&x| x != 0) {
             bit
@@ -82,7 +84,7 @@ pub(in crate::replay) fn points(f: &RecFrame, envs: &[u32]) -> Vec<(u32, EnvPoin
     points
 }
 
-pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
+pub fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
     let agg = aggregate(f);
     let points = points(f, watched);
     let (o, a) = (g.obs_size as usize, g.act_size as usize);
@@ -103,7 +105,7 @@ pub(in crate::replay) fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> 
 }
 
 /// A reduced frame into the histories (of the watched envs that have one).
-pub(in crate::replay) fn push(d: &mut SamplerData, r: Reduced) {
+pub fn push(d: &mut SamplerData, r: Reduced) {
     d.frames.push(r.agg);
     d.stats.frames_seen += 1;
     d.stats.frames_sampled += 1;
@@ -119,7 +121,7 @@ pub(in crate::replay) fn push(d: &mut SamplerData, r: Reduced) {
     }
 }
 
-impl Worker {
+impl PlayerThread {
     /// Fills the data as of `cursor`: incrementally when it moved forward within the
     /// window with the same settings and not by a seek, else from scratch (a seek shows
     /// the frame at the cursor at once).
@@ -225,7 +227,8 @@ impl Worker {
     }
 }
 
-pub(in crate::replay) fn set_latest(d: &mut SamplerData, f: Option<&RecFrame>) {
+/// The frame `f` as the data's `latest` (None: no frame).
+pub fn set_latest(d: &mut SamplerData, f: Option<&RecFrame>) {
     let Some(f) = f else {
         d.latest = None;
         d.counters = Counters::default();

@@ -1,9 +1,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::images::{Origin, region_image};
+use super::images::{ImageOrigin, region_image};
 
-const RECORDED: Origin = Origin::Recording { has_cameras: true };
+const RECORDED: ImageOrigin = ImageOrigin::Recording { has_cameras: true };
 use crate::replay::Recording;
 use crate::replay::tests::{play, recording, recording_with_nan, wait, write};
 use lrbc::attach::{Target, attach};
@@ -146,10 +146,16 @@ fn the_image_region_of_a_recording_is_the_recorded_envs_pixels_and_bad_images_ar
         assert!(img.is_none());
         assert!(note.unwrap().contains("not 4×2 rgba8"));
     }
-    let none = Origin::Recording { has_cameras: false };
+    let none = ImageOrigin::Recording { has_cameras: false };
     let (img, note) = region_image(&g, &BTreeMap::new(), usize::MAX, (1, 1), none);
     assert!(img.is_none() && note.unwrap().contains("no camera images"));
-    let (_, note) = region_image(&g, &BTreeMap::new(), usize::MAX, (1, 1), Origin::Served);
+    let (_, note) = region_image(
+        &g,
+        &BTreeMap::new(),
+        usize::MAX,
+        (1, 1),
+        ImageOrigin::Served,
+    );
     assert!(note.unwrap().contains("serve --images"));
     let (_, note) = region_image(&g, &cameras, 10, (1, 1), RECORDED);
     assert!(note.unwrap().contains("memory budget"));

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use super::Worker;
+use super::PlayerThread;
 use crate::format::lucky_header_of;
 use crate::replay::RingMessage;
 use lrbc::layout::{Geometry, Layout, RegionKind, RingFormat};
 use lrbc::sync::lock;
 use lrbc_live::traffic::{RingEntry, TrafficLimits};
 
-impl Worker {
+impl PlayerThread {
     /// The ring entries, losses and malformed entries of `[from, cursor]` into the
     /// traffic store, as a traffic tap would have shown them when the recorder saw them.
     pub(super) fn fill_traffic(
@@ -70,7 +70,7 @@ impl Worker {
 }
 
 /// The format of a recorded ring's entries: the recorded geometry's, else the layout's.
-pub(in crate::replay) fn ring_format(g: &Geometry, ring: RegionKind) -> RingFormat {
+pub fn ring_format(g: &Geometry, ring: RegionKind) -> RingFormat {
     g.ring(ring).map_or(
         if g.layout == Layout::LuckyrobotsIpc {
             RingFormat::Lucky

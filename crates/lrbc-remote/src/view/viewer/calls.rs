@@ -2,14 +2,14 @@
 //! (`/lrbc/control/set_service`, `/lrbc/control/service_status`), and their answers
 //! into the panel's state.
 
-use super::Worker;
+use super::ViewerThread;
 use crate::protocol::{SERVICE_STATUS, SET_SERVICE};
 use crate::view::Connection;
 use lrbc::control::{ControlRequest, set_line, statuses_of};
 use lrbc::rpc::tree::clip;
 use lrbc::sync::lock;
 
-impl Worker {
+impl ViewerThread {
     /// Sends a control request to the server's services.
     pub(super) fn call(&mut self, c: &mut Connection, req: ControlRequest) {
         let (service, body) = match req {

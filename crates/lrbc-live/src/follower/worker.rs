@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::accounting::{Copied, FrameAccounting};
 use super::pace::Pace;
-use super::{FOLLOWER_NICE, FrameCopy, MAX_TICK_NS, Shared, TICK_NS, Tick};
-use crate::busy::{Budget, CpuTimes};
+use super::{FOLLOWER_NICE, FollowerShared, FrameCopy, MAX_TICK_NS, TICK_NS, Tick};
+use crate::busy::{CpuBudget, CpuTimes};
 use crate::check::{Checker, Coverage, Limits};
 use lrbc::attach::Attached;
 use lrbc::clock::monotonic_now_ns;
@@ -99,12 +99,13 @@ fn check_values(
     true
 }
 
-pub(super) struct Worker {
+/// What the follower's thread holds while it follows one segment.
+pub(super) struct FollowerThread {
     attached: Attached,
     generation: u64,
-    shared: Arc<Shared>,
+    shared: Arc<FollowerShared>,
     accounting: FrameAccounting,
-    budget: Budget,
+    budget: CpuBudget,
     read_load: fn() -> Option<CpuTimes>,
     /// The union of the envs the sinks want, ascending.
     envs: Vec<u32>,
@@ -119,10 +120,10 @@ pub(super) struct Worker {
     flags_only_cpu_ns: u64,
 }
 
-impl Worker {
+impl FollowerThread {
     pub(super) fn new(
         attached: Attached,
-        shared: Arc<Shared>,
+        shared: Arc<FollowerShared>,
         read_load: fn() -> Option<CpuTimes>,
     ) -> Self {
         // Frames count from the moment of attach, not from when the thread starts.
@@ -132,7 +133,7 @@ impl Worker {
             generation: 0,
             shared,
             accounting: FrameAccounting::new(f),
-            budget: Budget::new(None, 0),
+            budget: CpuBudget::new(None, 0),
             read_load,
             envs: Vec::new(),
             health: Health::Intact,

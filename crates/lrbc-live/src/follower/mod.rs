@@ -15,7 +15,7 @@
 //! not a frame: it is counted `unreadable` and never handed to a consumer.
 //!
 //! When a sink asks for the values to be checked (the detector's, `crate::detect`), the
-//! follower checks each frame it copies with a [`Checker`] (`crate::check`): every
+//! follower checks each frame it copies with a [`Checker`](crate::check::Checker): every
 //! env's rewards and flags, and every env's observations and actions as it copies them
 //! in cache-sized pieces, so that a finding always comes from a consistent copy. It then
 //! looks at every frame even while it holds off sampling on a busy machine: those looks
@@ -144,7 +144,7 @@ struct Entry {
 }
 
 /// What the follower's thread and its handles share.
-struct Shared {
+struct FollowerShared {
     location: Location,
     sinks: Mutex<Vec<Entry>>,
     /// A sink joined: tick it now.
@@ -157,7 +157,7 @@ struct Shared {
 
 /// The thread following one segment; it stops when the last subscription is dropped.
 struct Follower {
-    shared: Arc<Shared>,
+    shared: Arc<FollowerShared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -327,7 +327,7 @@ fn start(attached: &Attached, read_load: fn() -> Option<CpuTimes>) -> std::io::R
     let mapped = attached
         .reopen()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(FollowerShared {
         location: attached.segment.location().clone(),
         sinks: Mutex::new(Vec::new()),
         joined: AtomicBool::new(false),
@@ -335,7 +335,7 @@ fn start(attached: &Attached, read_load: fn() -> Option<CpuTimes>) -> std::io::R
         stop: AtomicBool::new(false),
         next_id: AtomicU64::new(0),
     });
-    let worker = worker::Worker::new(mapped, Arc::clone(&shared), read_load);
+    let worker = worker::FollowerThread::new(mapped, Arc::clone(&shared), read_load);
     let thread = spawn("lrbc-follower", move || worker.run())?;
     Ok(Follower {
         shared,

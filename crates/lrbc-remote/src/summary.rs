@@ -3,14 +3,15 @@
 //! and infinite rewards) and the reward and flags of the first served envs, as a JSON
 //! message of a few hundred bytes (`serve`'s [`SUMMARY_TOPIC`]). A viewer on a link too
 //! thin for whole frames still sees every frame's shape; Foxglove plots its fields as
-//! those of any JSON channel. Written here and read here ([`Summary::decode`]), from
-//! the same reduction as a whole frame's.
+//! those of any JSON channel. The server writes it ([`FrameSummary::of`]) and the
+//! viewer's feed reads it ([`FrameSummary::decode`]), with the reduction the player
+//! makes of a whole frame (`lrbc_recording::replay::player::publish`).
 
 use serde::{Deserialize, Serialize};
 
-use super::player::publish::{self, Reduced};
-use crate::format::RecFrame;
 use lrbc_live::sampler::{EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg};
+use lrbc_recording::format::RecFrame;
+use lrbc_recording::replay::player::publish::{self, Reduced};
 
 /// The topic of the frames' summaries.
 pub const SUMMARY_TOPIC: &str = "/lrbc/summary";
@@ -41,7 +42,7 @@ pub struct EnvRows {
 
 /// One frame's summary, as it goes on the wire.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
+pub struct FrameSummary {
     pub frame_seq: u64,
     /// The recorder's clock when it sampled the frame (the machine's monotonic clock).
     pub sampled_ns: u64,
@@ -64,7 +65,7 @@ fn finite(x: f32) -> Option<f32> {
     x.is_finite().then_some(x)
 }
 
-impl Summary {
+impl FrameSummary {
     /// The summary of a frame.
     pub fn of(f: &RecFrame) -> Self {
         let a = publish::aggregate(f);
@@ -114,7 +115,7 @@ impl Summary {
     }
 
     /// What the summary adds to the histories, logged at `log_ns` (the window's clock).
-    pub(super) fn reduced(&self, log_ns: u64) -> Reduced {
+    pub(crate) fn reduced(&self, log_ns: u64) -> Reduced {
         let r = &self.reward;
         let nan = f32::NAN;
         let agg = FrameAgg {
@@ -191,10 +192,10 @@ mod tests {
     #[test]
     fn a_summary_of_4096_envs_is_a_few_hundred_bytes_and_reads_back_as_the_frame_reduces() {
         let f = frame();
-        let s = Summary::of(&f);
+        let s = FrameSummary::of(&f);
         let bytes = s.encode();
         assert!(bytes.len() < 400, "{} bytes", bytes.len());
-        let back = Summary::decode(&bytes).unwrap();
+        let back = FrameSummary::decode(&bytes).unwrap();
         assert_eq!(back, s);
         assert_eq!((s.nan_rewards, s.inf_rewards, s.dones), (1, 0, 1));
         assert_eq!(s.rows.env, [0, 2, 3]);
@@ -213,11 +214,11 @@ mod tests {
             assert_eq!(a.1.flags, b.1.flags);
             assert_eq!(a.1.reward.to_bits(), b.1.reward.to_bits());
         }
-        assert!(Summary::decode(b"{not json").is_none());
+        assert!(FrameSummary::decode(b"{not json").is_none());
         // Infinite rewards are counted; the figures they would make infinite are null.
         let mut f = f;
         f.rewards[8] = f32::INFINITY;
-        let s = Summary::of(&f);
+        let s = FrameSummary::of(&f);
         assert_eq!((s.inf_rewards, s.reward.max), (1, None));
     }
 }

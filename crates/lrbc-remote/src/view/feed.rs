@@ -1,4 +1,4 @@
-//! [`Feed`]: a recording that arrives live, one message at a time (a run served by
+//! [`MessageFeed`]: a recording that arrives live, one message at a time (a run served by
 //! `serve`), into the structures the panels draw. The same decoders as the player's: each
 //! frame is decoded by [`RecFrame`] and reduced as the player reduces it, each ring entry
 //! goes through the traffic's `EntryDecoder` into the store (streamed camera frames with
@@ -9,17 +9,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use super::player::{Origin, publish, region_image, ring_format};
-use super::summary::{SUMMARY_TOPIC, Summary};
-use crate::format::{
-    EVENTS_TOPIC, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, event_of,
-    lucky_header_of, ring_event_of, ring_of_header_topic, ring_of_topic,
-};
+use crate::summary::{FrameSummary, SUMMARY_TOPIC};
 use lrbc::layout::{Geometry, RegionKind};
 use lrbc::sync::lock;
 use lrbc_live::detect::EventLog;
 use lrbc_live::sampler::{EnvHistory, Ring, SamplerData, SamplerSettings, history_capacities};
 use lrbc_live::traffic::{EntryDecoder, RingEntry, TrafficEvent, TrafficLimits, TrafficStore};
+use lrbc_recording::format::{
+    EVENTS_TOPIC, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, event_of,
+    lucky_header_of, ring_event_of, ring_of_header_topic, ring_of_topic,
+};
+use lrbc_recording::replay::player::{ImageOrigin, image_rate, publish, region_image, ring_format};
 
 /// The shortest time between two image regions put together (20 a second).
 const IMAGE_EVERY_NS: u64 = 50_000_000;
@@ -43,7 +43,7 @@ pub enum Fed {
 }
 
 /// Fills a [`SamplerData`] and a [`TrafficStore`] from messages as they arrive.
-pub struct Feed {
+pub struct MessageFeed {
     pub data: Arc<Mutex<SamplerData>>,
     pub store: Arc<Mutex<TrafficStore>>,
     /// The events the server's detector found, the newest form of each.
@@ -73,9 +73,9 @@ pub struct Feed {
     event_clock: Option<i128>,
 }
 
-impl std::fmt::Debug for Feed {
+impl std::fmt::Debug for MessageFeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Feed")
+        f.debug_struct("MessageFeed")
             .field("envs", &self.geometry.num_envs)
             .finish_non_exhaustive()
     }
@@ -84,10 +84,10 @@ impl std::fmt::Debug for Feed {
 /// Why the cameras panel has no image yet: a run with an image region whose server
 /// sends no images.
 fn no_image(g: &Geometry) -> Option<String> {
-    g.image.map(|_| Origin::Served.none().to_string())
+    g.image.map(|_| ImageOrigin::Served.none().to_string())
 }
 
-impl Feed {
+impl MessageFeed {
     /// A feed of a run of `geometry`, labelled `label`.
     pub fn new(geometry: Geometry, label: String, settings: &SamplerSettings) -> Self {
         let geometry = Arc::new(geometry);
@@ -181,7 +181,7 @@ impl Feed {
         if topic == SUMMARY_TOPIC {
             // A frame's summary fills the histories for a frame that did not come whole
             // (a link too thin for every frame); one that came whole is not counted twice.
-            let Some(s) = Summary::decode(bytes) else {
+            let Some(s) = FrameSummary::decode(bytes) else {
                 return Fed::Unread;
             };
             if self.last_seq.is_some_and(|last| s.frame_seq <= last) {
@@ -241,7 +241,7 @@ impl Feed {
             // new set, whose rate is the cameras panel's FPS.
             let newest = self.cameras.values().map(|(t, _)| *t).max();
             if newest.is_none_or(|t| log_ns > t) {
-                self.image_fps = super::player::image_rate(&mut self.image_times, log_ns);
+                self.image_fps = image_rate(&mut self.image_times, log_ns);
             }
             self.cameras.insert(env, (log_ns, Arc::from(bytes)));
             self.images_changed = true;
@@ -285,7 +285,7 @@ impl Feed {
                 &self.cameras,
                 settings.image_bytes,
                 (self.image_seq, frame_seq),
-                Origin::Served,
+                ImageOrigin::Served,
             );
             Some((image, note, self.image_fps))
         } else {
@@ -332,23 +332,33 @@ impl Feed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::FrameRef;
-    use crate::replay::Recording;
-    use crate::replay::tests::{recording, write};
+    use lrbc::attach::{Target, attach};
+    use lrbc::layout::LayoutChoice;
+    use lrbc::layout::plan::PlanLayout;
+    use lrbc::testutil::unique_name;
+    use lrbc_recording::format::FrameRef;
+    use lrbc_sim::engine::{Engine, EngineConfig};
+
+    /// The geometry of a small simulated run: 5 envs, 3 observations, 2 actions.
+    fn geometry() -> Geometry {
+        let name = unique_name("feed");
+        let config = EngineConfig::small(name, PlanLayout::Lrbc { ext: true }, 5, 3, 2);
+        let engine = Engine::create(config).unwrap_or_else(|e| panic!("{e}"));
+        attach(&Target::Shm(engine.name().to_string()), LayoutChoice::Auto)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .geometry
+    }
 
     #[test]
     fn frames_fill_the_histories_gaps_count_as_missed_and_a_new_run_starts_over() {
-        let (bytes, _) = recording(2);
-        let g = Recording::open(&write(&bytes))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .geometry;
+        let g = geometry();
         let n = g.num_envs as usize;
         let settings = SamplerSettings {
             watched_envs: vec![1],
             ..SamplerSettings::default()
         };
         let limits = TrafficLimits::default();
-        let mut feed = Feed::new(g.clone(), "node:1".into(), &settings);
+        let mut feed = MessageFeed::new(g.clone(), "node:1".into(), &settings);
         let mut b = flatbuffers::FlatBufferBuilder::new();
         let (obs, act) = (
             vec![0.5; g.obs_size as usize],
