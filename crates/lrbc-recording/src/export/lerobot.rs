@@ -25,11 +25,11 @@ use parquet::basic::{Compression, LogicalType, Repetition, Type as Physical};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, FloatType, Int64Type};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
-use parquet::file::writer::{SerializedFileWriter, SerializedRowGroupWriter};
+use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{Type, TypePtr};
 use serde_json::{Value, json};
 
-use super::parquet::{ListColumn, err};
+use super::parquet::{ListColumn, err, finish_writer, put};
 use super::{ExportError, Progress};
 use crate::format::{NAMES_METADATA, RecFrame};
 use crate::replay::{self, End, RecordedEpisodes};
@@ -483,30 +483,6 @@ fn writer(
         Arc::new(props),
     )
     .map_err(err)
-}
-
-/// Writes the next column of `rg`.
-fn put<T: parquet::data_type::DataType>(
-    rg: &mut SerializedRowGroupWriter<'_, BufWriter<File>>,
-    values: &[T::T],
-    def: Option<&[i16]>,
-    rep: Option<&[i16]>,
-) -> Result<(), ExportError> {
-    let mut col = rg
-        .next_column()
-        .map_err(err)?
-        .ok_or_else(|| ExportError::Output("the Parquet schema has fewer columns".into()))?;
-    col.typed::<T>()
-        .write_batch(values, def, rep)
-        .map_err(err)?;
-    col.close().map_err(err)
-}
-
-fn finish_writer(w: SerializedFileWriter<BufWriter<File>>) -> Result<(), ExportError> {
-    let out = w.into_inner().map_err(err)?;
-    out.into_inner()
-        .map(drop)
-        .map_err(|e| ExportError::Output(e.error().to_string()))
 }
 
 impl Data {
