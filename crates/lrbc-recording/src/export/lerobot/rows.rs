@@ -12,7 +12,7 @@ use super::choose::Chosen;
 use super::data::Data;
 use super::stats::DatasetStats;
 use crate::export::{ExportError, Progress};
-use crate::format::RecFrame;
+use crate::format::{RecFrame, raw_encoding, region_pixels};
 use crate::replay::{self, RecordedEpisodes};
 use lrbc::rpc::foxglove_fb as fox;
 use lrbc_live::episodes::Episode;
@@ -243,29 +243,28 @@ impl Pass<'_> {
     }
 }
 
-/// A camera image (`foxglove.RawImage` of `rgb8`, `rgba8` or `mono8`) as RGB pixels.
+/// A camera image (`foxglove.RawImage` of `rgb8`, `rgba8` or `mono8`) as RGB pixels, its
+/// rows read by the recording format's [`region_pixels`].
 fn rgb_of(bytes: &[u8]) -> Option<(u32, u32, Vec<u8>)> {
     let raw = fox::root_as_raw_image(bytes).ok()?;
-    let (w, h) = (raw.width() as usize, raw.height() as usize);
-    let per = match raw.encoding()? {
-        "rgb8" => 3,
-        "rgba8" => 4,
-        "mono8" => 1,
-        _ => return None,
-    };
-    let step = raw.step() as usize;
-    let data = raw.data()?.bytes();
-    let mut rgb = Vec::with_capacity(w * h * 3);
-    for y in 0..h {
-        let row = data.get(y * step..y * step + w * per)?;
-        for p in row.chunks_exact(per) {
+    let (w, h) = (raw.width(), raw.height());
+    let encoding = raw.encoding()?;
+    let per = [1, 3, 4]
+        .into_iter()
+        .find(|&c| raw_encoding(c) == Some(encoding))?;
+    let pixels = region_pixels(bytes, (w, h, per))?;
+    let row = w as usize * per as usize;
+    let mut rgb = Vec::with_capacity(w as usize * h as usize * 3);
+    for y in 0..h as usize {
+        let line = pixels.data.get(y * pixels.step..y * pixels.step + row)?;
+        for p in line.chunks_exact(per as usize) {
             match per {
                 1 => rgb.extend_from_slice(&[p[0], p[0], p[0]]),
                 _ => rgb.extend_from_slice(&p[..3]),
             }
         }
     }
-    Some((w as u32, h as u32, rgb))
+    Some((w, h, rgb))
 }
 
 /// PNG bytes of RGB pixels.
