@@ -6,7 +6,7 @@ mod report;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,10 +15,10 @@ use super::{CliError, stop_flag};
 use lrbc::attach::{Attached, Target, attach};
 use lrbc::clock::{MonotonicClock, monotonic_now_ns};
 use lrbc::layout::LayoutChoice;
-use lrbc_live::watch::AttachmentWatch;
+use lrbc_live::watch::{AttachmentWatch, Report};
 use lrbc_recording::format::ImageEncoding;
 use lrbc_recording::recorder::{Capture, Counts, Message};
-use lrbc_remote::server::{ServeCounts, Server, ServerSettings, log_line};
+use lrbc_remote::server::{ClientCounts, ServeCounts, Server, ServerSettings, log_line};
 use report::{progress, status_json};
 
 /// Envs served when none are chosen: the first four.
@@ -154,7 +154,7 @@ pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
     run(
         &a.target.require()?,
         a.target.layout,
-        Options {
+        ServeOptions {
             listen: a.listen,
             envs: a.envs,
             all_envs: a.all_envs,
@@ -180,7 +180,8 @@ pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
     )
 }
 
-pub struct Options {
+/// What `serve` serves, how, and where.
+pub struct ServeOptions {
     pub listen: Listen,
     pub envs: Option<EnvList>,
     pub all_envs: bool,
@@ -281,7 +282,7 @@ fn writing(path: &std::path::Path, e: &lrbc_recording::recorder::RecordError) ->
 }
 
 /// The envs served of a segment: as asked, those that exist.
-fn envs_of(a: &Attached, o: &Options) -> Vec<u32> {
+fn envs_of(a: &Attached, o: &ServeOptions) -> Vec<u32> {
     let n = a.geometry.num_envs;
     if o.all_envs {
         return (0..n).collect();
@@ -292,7 +293,7 @@ fn envs_of(a: &Attached, o: &Options) -> Vec<u32> {
     }
 }
 
-fn capture_of(a: Attached, o: &Options) -> Result<Capture, CliError> {
+fn capture_of(a: Attached, o: &ServeOptions) -> Result<Capture, CliError> {
     let envs = envs_of(&a, o);
     let mut capture =
         Capture::new(a, envs).map_err(|e| CliError::Other(format!("cannot serve: {e}")))?;
@@ -306,32 +307,11 @@ fn capture_of(a: Attached, o: &Options) -> Result<Capture, CliError> {
     Ok(capture)
 }
 
-pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
+pub fn run(target: &Target, choice: LayoutChoice, o: ServeOptions) -> Result<(), CliError> {
     let stop = stop_flag();
     lrbc::platform::set_timer_slack_ns(1_000);
-    let loopback = o.listen.is_loopback();
-    if o.allow_control && !loopback && o.tls.is_none() {
-        return Err(CliError::Usage(format!(
-            "--allow-control on {} would send control in the clear to anyone who reaches it: \
-             serve control on loopback (connect through `ssh -L {port}:localhost:{port} NODE`), \
-             or give --tls-cert and --tls-key",
-            o.listen,
-            port = o.listen.port
-        )));
-    }
-    let tls = match &o.tls {
-        Some((cert, key)) => {
-            let read = |p: &std::path::Path| {
-                std::fs::read(p)
-                    .map_err(|e| CliError::Other(format!("cannot read {}: {e}", p.display())))
-            };
-            let (cert, key) = (read(cert)?, read(key)?);
-            lrbc_remote::server::check_tls(&cert, &key).map_err(CliError::Other)?;
-            Some((cert, key))
-        }
-        None => None,
-    };
-    let scheme = if tls.is_some() { "wss" } else { "ws" };
+    refuse_control_in_the_clear(&o)?;
+    let tls = read_tls(&o)?;
     let a = attach(target, choice)?;
     if let Some(list) = &o.envs
         && let Some(&env) = list.0.iter().find(|&&e| e >= a.geometry.num_envs)
@@ -342,13 +322,74 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
         )));
     }
     let control = Arc::new(Mutex::new(None));
+    let server = start_server(&o, &a, tls, &control)?;
+    let watcher = AttachmentWatch::new(a.reopen().map_err(CliError::Attach)?, MonotonicClock);
+    let feed = open_feed(capture_of(a, &o)?, &o)?;
+    let mut serving = Serving {
+        o: &o,
+        server,
+        feed,
+        watcher,
+        control,
+        out: Vec::new(),
+    };
+    serving.advertise()?;
+    serving
+        .server
+        .send_metadata(serving.feed.capture().prelude());
+    // An observer: this thread runs in the time the engine and trainer leave over; the
+    // frame follower, started above, keeps its own priority.
+    lrbc::platform::lower_thread_priority(19);
+    let why = serving.serve_until_stopped(&stop)?;
+    serving.finish(why)
+}
+
+/// `--allow-control` off loopback only with TLS.
+fn refuse_control_in_the_clear(o: &ServeOptions) -> Result<(), CliError> {
+    if o.allow_control && !o.listen.is_loopback() && o.tls.is_none() {
+        return Err(CliError::Usage(format!(
+            "--allow-control on {} would send control in the clear to anyone who reaches it: \
+             serve control on loopback (connect through `ssh -L {port}:localhost:{port} NODE`), \
+             or give --tls-cert and --tls-key",
+            o.listen,
+            port = o.listen.port
+        )));
+    }
+    Ok(())
+}
+
+/// A PEM certificate (chain) and its private key.
+type TlsPem = (Vec<u8>, Vec<u8>);
+
+/// The certificate and key of `--tls-cert` and `--tls-key`, read and checked.
+fn read_tls(o: &ServeOptions) -> Result<Option<TlsPem>, CliError> {
+    let Some((cert, key)) = &o.tls else {
+        return Ok(None);
+    };
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| CliError::Other(format!("cannot read {}: {e}", p.display())))
+    };
+    let (cert, key) = (read(cert)?, read(key)?);
+    lrbc_remote::server::check_tls(&cert, &key).map_err(CliError::Other)?;
+    Ok(Some((cert, key)))
+}
+
+/// Starts the WebSocket server (with the control services if asked, on `control`) and
+/// says where it listens, with a warning when it is not loopback.
+fn start_server(
+    o: &ServeOptions,
+    a: &Attached,
+    tls: Option<TlsPem>,
+    control: &Arc<Mutex<Option<Attached>>>,
+) -> Result<Server, CliError> {
+    let scheme = if tls.is_some() { "wss" } else { "ws" };
     let services = if o.allow_control {
-        *lrbc::sync::lock(&control) = a.reopen().ok();
-        lrbc_remote::server::control_services(Arc::clone(&control), o.control_timeout)
+        *lrbc::sync::lock(control) = a.reopen().ok();
+        lrbc_remote::server::control_services(Arc::clone(control), o.control_timeout)
     } else {
         Vec::new()
     };
-    let mut server = Server::start(ServerSettings {
+    let server = Server::start(ServerSettings {
         host: o.listen.host.clone(),
         port: o.listen.port,
         frame_hz: o.max_hz,
@@ -365,16 +406,19 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     };
     println!("listening on {scheme}://{shown_host}:{}", server.port());
     let _ = std::io::stdout().flush();
-    if !loopback {
+    if !o.listen.is_loopback() {
         eprintln!(
             "warning: serving on {shown_host}:{}: anyone who can reach this address can watch the run \
              (the protocol has no authentication); bind 127.0.0.1 and use `ssh -L` to be safe",
             server.port()
         );
     }
-    let mut watcher = AttachmentWatch::new(a.reopen().map_err(CliError::Attach)?, MonotonicClock);
-    let capture = capture_of(a, &o)?;
-    let mut feed = match &o.record {
+    Ok(server)
+}
+
+/// The run's capture, recorded into `--record`'s file if asked.
+fn open_feed(capture: Capture, o: &ServeOptions) -> Result<Feed, CliError> {
+    Ok(match &o.record {
         Some(path) => {
             let file = std::fs::File::create(path)
                 .map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
@@ -387,146 +431,194 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
             Feed::Recording(Box::new(rec), path.clone())
         }
         None => Feed::Capture(Box::new(capture)),
-    };
-    let advertise = |server: &mut Server, capture: &Capture| {
-        server
-            .advertise(capture.prelude())
+    })
+}
+
+/// What `serve` holds while it serves.
+struct Serving<'o> {
+    o: &'o ServeOptions,
+    server: Server,
+    feed: Feed,
+    watcher: AttachmentWatch<MonotonicClock>,
+    /// The attachment the control services use (re-attached with the watcher).
+    control: Arc<Mutex<Option<Attached>>>,
+    out: Vec<Message>,
+}
+
+impl Serving<'_> {
+    /// Advertises the capture's channels not advertised yet.
+    fn advertise(&mut self) -> Result<(), CliError> {
+        self.server
+            .advertise(self.feed.capture().prelude())
             .map_err(|e| CliError::Other(e.to_string()))
-    };
-    advertise(&mut server, feed.capture())?;
-    server.send_metadata(feed.capture().prelude());
-    // An observer: this thread runs in the time the engine and trainer leave over; the
-    // frame follower, started above, keeps its own priority.
-    lrbc::platform::lower_thread_priority(19);
-    let started = Instant::now();
-    let deadline = o.duration.map(|d| super::deadline_after(started, d));
-    let mut reattached = watcher.reattach_count;
-    let mut report = watcher.tick();
-    let mut next_state = started + STATE_EVERY;
-    let mut next_line = started + Duration::from_secs(1);
-    let mut last = (Counts::default(), ServeCounts::default(), started);
-    let mut told_dropped = 0;
-    let mut seen = BTreeMap::new();
-    let mut out: Vec<Message> = Vec::new();
-    let why = loop {
-        let (frames_wanted, images_wanted) = server.wants();
-        feed.set_encoding(frames_wanted, images_wanted);
-        feed.poll(&mut out)?;
+    }
+
+    /// Serves until Ctrl-C or `--duration`: the capture's messages as they come, the
+    /// segment's state four times a second, the progress line and status each second.
+    /// Why it stopped.
+    fn serve_until_stopped(&mut self, stop: &AtomicBool) -> Result<&'static str, CliError> {
+        let started = Instant::now();
+        let deadline = self.o.duration.map(|d| super::deadline_after(started, d));
+        let mut reattached = self.watcher.reattach_count;
+        let mut report = self.watcher.tick();
+        let mut next_state = started + STATE_EVERY;
+        let mut next_line = started + Duration::from_secs(1);
+        let mut last = (Counts::default(), ServeCounts::default(), started);
+        let mut told_dropped = 0;
+        let mut seen = BTreeMap::new();
+        loop {
+            self.pass_messages()?;
+            // Relaxed: a flag with no data behind it.
+            if stop.load(Ordering::Relaxed) {
+                return Ok("stopped");
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok("duration reached");
+            }
+            if Instant::now() >= next_state {
+                next_state += STATE_EVERY;
+                let previous = (report.state, report.note.clone());
+                report = self.watcher.tick();
+                if let Some(note) = &report.note
+                    && (report.state, Some(note)) != (previous.0, previous.1.as_ref())
+                {
+                    log_line(format!("{}: {note}", report.state.as_str()));
+                }
+                if self.watcher.reattach_count != reattached {
+                    reattached = self.watcher.reattach_count;
+                    self.serve_the_new_segment()?;
+                }
+            }
+            if Instant::now() >= next_line {
+                next_line += Duration::from_secs(1);
+                self.feed.end_chunk()?;
+                last = self.report_second(&report, &last, &mut told_dropped, &mut seen);
+            }
+        }
+    }
+
+    /// Hands what the capture has to the server (advertising new channels first), or
+    /// waits a little for it.
+    fn pass_messages(&mut self) -> Result<(), CliError> {
+        let (frames_wanted, images_wanted) = self.server.wants();
+        self.feed.set_encoding(frames_wanted, images_wanted);
+        self.feed.poll(&mut self.out)?;
         // Streams add channels as they show up: advertised before their messages go.
-        advertise(&mut server, feed.capture())?;
+        self.advertise()?;
         let now = monotonic_now_ns();
-        if out.is_empty() {
-            server.tick(now);
-            feed.capture().wait(RING_EVERY);
+        if self.out.is_empty() {
+            self.server.tick(now);
+            self.feed.capture().wait(RING_EVERY);
         } else {
-            server.publish(now, out.drain(..));
+            self.server.publish(now, self.out.drain(..));
         }
-        // Relaxed: a flag with no data behind it.
-        if stop.load(Ordering::Relaxed) {
-            break "stopped";
+        Ok(())
+    }
+
+    /// The watcher attached to a new segment: the old capture ends (its recording
+    /// complete), a capture of the new one is served, and the clients are told.
+    fn serve_the_new_segment(&mut self) -> Result<(), CliError> {
+        let new = self.watcher.attached().reopen().map_err(CliError::Attach)?;
+        if self.o.allow_control {
+            *lrbc::sync::lock(&self.control) = new.reopen().ok();
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break "duration reached";
-        }
-        if Instant::now() >= next_state {
-            next_state += STATE_EVERY;
-            let previous = (report.state, report.note.clone());
-            report = watcher.tick();
-            if let Some(note) = &report.note
-                && (report.state, Some(note)) != (previous.0, previous.1.as_ref())
-            {
-                log_line(format!("{}: {note}", report.state.as_str()));
-            }
-            if watcher.reattach_count != reattached {
-                reattached = watcher.reattach_count;
-                let new = watcher.attached().reopen().map_err(CliError::Attach)?;
-                if o.allow_control {
-                    *lrbc::sync::lock(&control) = new.reopen().ok();
-                }
-                // The old capture's last messages go first; a recording of the old
-                // segment is complete (the new one may have other envs and channels).
-                feed.capture_mut().stop_following();
-                feed.poll(&mut out)?;
-                server.publish(monotonic_now_ns(), out.drain(..));
-                let old =
-                    std::mem::replace(&mut feed, Feed::Capture(Box::new(capture_of(new, &o)?)));
-                if let Some(line) = old.finish()? {
-                    log_line(format!(
-                        "the segment was replaced: {line}; the new segment is served, not recorded"
-                    ));
-                }
-                let capture = feed.capture();
-                server
-                    .replace(capture.prelude())
-                    .map_err(|e| CliError::Other(e.to_string()))?;
-                server.tell_clients(
-                    "lrbc.attach",
-                    false,
-                    &format!(
-                        "serving a new segment ({} envs)",
-                        capture.attached().geometry.num_envs
-                    ),
-                );
-            }
-        }
-        if Instant::now() >= next_line {
-            next_line += Duration::from_secs(1);
-            feed.end_chunk()?;
-            let (counts, served) = (feed.capture().counts(), server.counts());
-            let secs = last.2.elapsed().as_secs_f64().max(1e-3);
-            let (views, _, _) = server.client_views();
-            let line = progress(&report, &counts, &served, &last, secs, &views, &mut seen);
-            log_line(line);
-            let a = watcher.attached();
-            let flags = (a.geometry.counters.ext).and_then(|e| a.segment.load_u32(e.service_flags));
-            server.send_status(&status_json(
-                &report,
-                flags,
-                &counts,
-                &served,
-                server.clients(),
+        // The old capture's last messages go first; a recording of the old
+        // segment is complete (the new one may have other envs and channels).
+        self.feed.capture_mut().stop_following();
+        self.feed.poll(&mut self.out)?;
+        self.server.publish(monotonic_now_ns(), self.out.drain(..));
+        let old = std::mem::replace(
+            &mut self.feed,
+            Feed::Capture(Box::new(capture_of(new, self.o)?)),
+        );
+        if let Some(line) = old.finish()? {
+            log_line(format!(
+                "the segment was replaced: {line}; the new segment is served, not recorded"
             ));
-            let dropped = served.frames_dropped + served.images_dropped;
-            if dropped > told_dropped {
-                told_dropped = dropped;
-                server.tell_clients(
-                    "lrbc.dropped",
-                    false,
-                    &format!(
-                        "held back by the rate limits so far: {} frames (--max-hz), {} images (--image-hz)",
-                        served.frames_dropped, served.images_dropped
-                    ),
-                );
-            }
-            last = (counts, served, Instant::now());
         }
-    };
-    let served = server.counts();
-    let (views, gone, mut delivered) = server.client_views();
-    server.stop();
-    for v in &views {
-        delivered.add(&v.counts);
+        let capture = self.feed.capture();
+        self.server
+            .replace(capture.prelude())
+            .map_err(|e| CliError::Other(e.to_string()))?;
+        self.server.tell_clients(
+            "lrbc.attach",
+            false,
+            &format!(
+                "serving a new segment ({} envs)",
+                capture.attached().geometry.num_envs
+            ),
+        );
+        Ok(())
     }
-    let finished = feed.finish();
-    if let Ok(Some(line)) = &finished {
-        log_line(line.clone());
+
+    /// The second's progress line and status message, and a word to the clients when
+    /// the rate limits held back more; what the next second is measured against.
+    fn report_second(
+        &mut self,
+        report: &Report,
+        last: &(Counts, ServeCounts, Instant),
+        told_dropped: &mut u64,
+        seen: &mut BTreeMap<u64, ClientCounts>,
+    ) -> (Counts, ServeCounts, Instant) {
+        let (counts, served) = (self.feed.capture().counts(), self.server.counts());
+        let secs = last.2.elapsed().as_secs_f64().max(1e-3);
+        let (views, _, _) = self.server.client_views();
+        let line = progress(report, &counts, &served, last, secs, &views, seen);
+        log_line(line);
+        let a = self.watcher.attached();
+        let flags = (a.geometry.counters.ext).and_then(|e| a.segment.load_u32(e.service_flags));
+        self.server.send_status(&status_json(
+            report,
+            flags,
+            &counts,
+            &served,
+            self.server.clients(),
+        ));
+        let dropped = served.frames_dropped + served.images_dropped;
+        if dropped > *told_dropped {
+            *told_dropped = dropped;
+            self.server.tell_clients(
+                "lrbc.dropped",
+                false,
+                &format!(
+                    "held back by the rate limits so far: {} frames (--max-hz), {} images (--image-hz)",
+                    served.frames_dropped, served.images_dropped
+                ),
+            );
+        }
+        (counts, served, Instant::now())
     }
-    log_line(format!(
-        "{why}; {} messages ({} frames, {} images) handed to {} clients ({} at the end): {} frames delivered, {} conflated, {} dropped; {} images delivered; {:.1} MB written",
-        served.messages,
-        served.frames,
-        served.images,
-        views.len() + gone,
-        views.len(),
-        delivered.frames.delivered,
-        delivered.frames.conflated,
-        delivered.frames.dropped,
-        delivered.images.delivered,
-        delivered.bytes as f64 / 1e6
-    ));
-    // A standard error nobody reads does not hold up the exit.
-    lrbc_remote::server::flush_log(Duration::from_millis(500));
-    finished.map(|_| ())
+
+    /// Stops the server, completes the file and says what was served.
+    fn finish(self, why: &str) -> Result<(), CliError> {
+        let Self { server, feed, .. } = self;
+        let served = server.counts();
+        let (views, gone, mut delivered) = server.client_views();
+        server.stop();
+        for v in &views {
+            delivered.add(&v.counts);
+        }
+        let finished = feed.finish();
+        if let Ok(Some(line)) = &finished {
+            log_line(line.clone());
+        }
+        log_line(format!(
+            "{why}; {} messages ({} frames, {} images) handed to {} clients ({} at the end): {} frames delivered, {} conflated, {} dropped; {} images delivered; {:.1} MB written",
+            served.messages,
+            served.frames,
+            served.images,
+            views.len() + gone,
+            views.len(),
+            delivered.frames.delivered,
+            delivered.frames.conflated,
+            delivered.frames.dropped,
+            delivered.images.delivered,
+            delivered.bytes as f64 / 1e6
+        ));
+        // A standard error nobody reads does not hold up the exit.
+        lrbc_remote::server::flush_log(Duration::from_millis(500));
+        finished.map(|_| ())
+    }
 }
 
 #[cfg(test)]

@@ -9,12 +9,10 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::fixtures::start;
 use crate::observers::{Observer, observer_cost, print_cost};
-use crate::pollerbench::run_to_end;
+use crate::rounds::{RunArgs, cpu_of_rounds, in_rounds, run_together};
 use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::args::{parse_hz, seconds_f64};
-use lrbc_inspector::cli::children::{ChildProcess, inspector_exe};
+use lrbc_inspector::cli::children::inspector_exe;
 use lrbc_inspector::cli::export::{mb, one_line};
 use lrbc_recording::export::{self, ExportFormat, LeRobotOptions, synthetic};
 use lrbc_sim::engine::Preset;
@@ -22,18 +20,10 @@ use lrbc_sim::engine::Preset;
 /// Arguments of `lrbc-bench episodes`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EpisodesBenchArgs {
-    /// Seconds of each round of the CPU measure (the three observers attached together).
-    #[arg(long, default_value = "10", value_parser = seconds_f64)]
-    pub secs: f64,
-    /// Rounds of the CPU measure.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: u32,
-    /// The client's pace (Hz).
-    #[arg(long, default_value = "1000", value_parser = parse_hz)]
-    pub hz: f64,
-    /// Seconds of the run in which `episodes` is switched off and on (the engine's rate).
-    #[arg(long, value_name = "SECS", default_value = "90", value_parser = seconds_f64)]
-    pub rate_secs: f64,
+    /// The run measured: the CPU rounds, the client's pace and the engine's rate with
+    /// `episodes` switched off and on.
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Size of the synthetic recording of the export measure, MiB.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub size_mib: u64,
@@ -52,9 +42,6 @@ pub enum EpisodesPart {
     Ratio,
     Export,
 }
-
-/// Time for an observer to start and attach before it is counted on.
-const ATTACH: Duration = Duration::from_millis(500);
 
 fn watch(name: &str, secs: f64, extra: &[&str]) -> Result<Command, CliError> {
     let mut c = Command::new(inspector_exe()?);
@@ -76,56 +63,39 @@ fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
     println!(
         "CPU, train4096 at {} Hz: three `watch` attached together to one engine and client, \
          {} rounds of {} s",
-        args.hz, args.rounds, args.secs
+        args.run.hz, args.run.rounds, args.run.secs
     );
     println!(
         "  {:<34} {:>8}  {:<24} {:>9} {:>10} {:>11}",
         "observer", "CPU", "per round", "seen", "episodes", "incomplete"
     );
-    let mut run = start(
-        Preset::Train4096,
-        (Some(args.hz), "random"),
-        None,
-        "episodes-cpu",
-    )?;
-    std::thread::sleep(ATTACH);
     let mut cpu: [Vec<f64>; 3] = Default::default();
     let mut seen = [0u64; 3];
     let mut episodes = [0u64; 3];
     let mut incomplete = [0u64; 3];
-    for _ in 0..args.rounds {
-        let results = std::thread::scope(|s| {
-            let handles: Vec<_> = observers
-                .iter()
-                .map(|(what, extra)| {
-                    let command = watch(&run.name, args.secs, extra);
-                    s.spawn(move || command.and_then(|c| run_to_end(c, what)))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .map_err(|_| CliError::Other("an observer's thread panicked".into()))?
-                })
-                .collect::<Result<Vec<_>, CliError>>()
-        })?;
-        for (k, (v, usage)) in results.iter().enumerate() {
-            cpu[k].push(usage.cpu_secs / args.secs);
-            seen[k] += v["frames_seen"].as_u64().unwrap_or(0);
-            episodes[k] += v["episodes"]["ended"].as_u64().unwrap_or(0);
-            incomplete[k] += v["episodes"]["incomplete"].as_u64().unwrap_or(0);
-        }
-    }
-    if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
-        return Err(CliError::Other(format!(
-            "the client exited ({code}) during the measurement"
-        )));
-    }
-    drop(run);
+    in_rounds(
+        Preset::Train4096,
+        args.run.hz,
+        "episodes-cpu",
+        args.run.rounds,
+        |name| {
+            let (results, ()) = run_together(
+                observers
+                    .map(|(what, extra)| ("bench-watch", watch(name, args.run.secs, extra), what)),
+                || (),
+            );
+            let results = results.into_iter().collect::<Result<Vec<_>, CliError>>()?;
+            for (k, (v, usage)) in results.iter().enumerate() {
+                cpu[k].push(usage.cpu_secs / args.run.secs);
+                seen[k] += v["frames_seen"].as_u64().unwrap_or(0);
+                episodes[k] += v["episodes"]["ended"].as_u64().unwrap_or(0);
+                incomplete[k] += v["episodes"]["incomplete"].as_u64().unwrap_or(0);
+            }
+            Ok(())
+        },
+    )?;
     for (k, (label, _)) in observers.iter().enumerate() {
-        let mean = cpu[k].iter().sum::<f64>() / cpu[k].len().max(1) as f64;
-        let per: Vec<String> = cpu[k].iter().map(|c| format!("{:.1}", 100.0 * c)).collect();
+        let (mean, per) = cpu_of_rounds(&cpu[k]);
         let (e, i) = if k == 0 {
             ("–".to_string(), "–".to_string())
         } else {
@@ -134,7 +104,7 @@ fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
         println!(
             "  {label:<34} {:>6.1} %  {:<24} {:>9} {e:>10} {i:>11}",
             100.0 * mean,
-            per.join(", "),
+            per,
             seen[k]
         );
     }
@@ -150,12 +120,12 @@ fn ratio_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
     println!(
         "engine's lock-step rate, train4096 at {} Hz (goal: at least 0.99); `episodes` \
          switched off and on in windows of 0.5 s, blocks of off-on-on-off, {:.0} s of one run:",
-        args.hz, args.rate_secs
+        args.run.hz, args.run.rate_secs
     );
     let c = observer_cost(
         Observer::Episodes,
-        Some(args.hz),
-        args.rate_secs.max(2.0),
+        Some(args.run.hz),
+        args.run.rate_secs.max(2.0),
         Duration::from_secs_f64(0.5),
         "episodes-ratio",
     )?;

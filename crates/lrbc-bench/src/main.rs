@@ -12,6 +12,7 @@
 //! - `recbench`: `record`: its cost, frames kept, compression
 //! - `servebench`: `serve`: frames delivered, latency, cost
 //! - `pollerbench`: `poller`: `watch` against the numpy poller
+//! - `rounds`: the run `detect` and `episodes` measure, observers attached together in rounds
 //! - `detectbench`: `detect`: the detector's cost and what it finds
 //! - `episodesbench`: `episodes`: the cost of counting episodes, export rates
 //! - `soak`: `soak`: resident memory over a long run
@@ -28,6 +29,7 @@ mod observers;
 mod openbench;
 mod pollerbench;
 mod recbench;
+mod rounds;
 mod roundtrip;
 mod servebench;
 mod soak;

@@ -3,7 +3,7 @@
 
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -67,10 +67,30 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
     let name = format!("lrbc-soak-{}", std::process::id());
     let mut engine = start_engine(&name, args.preset, &["--force"])?;
     let mut client = start_client(&name, &["--hz".into(), args.hz.to_string()], Stdio::null())?;
+    let display = lrbc_inspector::ui::display_available();
+    let (mut observers, app_data) = start_observers(&name, args, display)?;
+    print_heading(args, display, &observers);
+    let data_samples = sample(&name, args, &stop, &mut observers, &app_data, &mut client)?;
+    print_summary(&observers, &data_samples);
+    drop(observers);
+    let _ = std::fs::remove_file(crate::observers::settings_file(&name));
+    client.stop(Duration::from_secs(5));
+    engine.stop(Duration::from_secs(5));
+    Ok(())
+}
+
+/// Starts the observers of segment `name`: `traffic --follow`, the app without a window
+/// (with a thread keeping the latest size of its data, as it reports it) and, with a
+/// `display`, the window.
+fn start_observers(
+    name: &str,
+    args: &SoakArgs,
+    display: bool,
+) -> Result<(Vec<Observed>, Arc<AtomicU64>), CliError> {
     let window = |mut a: Vec<String>| {
         a.extend([
             "--shm".into(),
-            name.clone(),
+            name.to_string(),
             "--memory-budget".into(),
             args.memory_budget.to_string(),
             "--busy-budget".into(),
@@ -79,7 +99,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         a
     };
     let shm = |mut a: Vec<String>| {
-        a.extend(["--shm".into(), name.clone()]);
+        a.extend(["--shm".into(), name.to_string()]);
         a
     };
     let mut observers = vec![
@@ -127,8 +147,6 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             })
             .map_err(|e| CliError::Other(e.to_string()))?;
     }
-    let mut data_samples: Vec<(f64, u64)> = Vec::new();
-    let display = lrbc_inspector::ui::display_available();
     if display {
         observers.push(Observed {
             label: "the window, every panel",
@@ -136,7 +154,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
                 "observer",
                 &window(vec![
                     "--settings".into(),
-                    crate::observers::settings_file(&name).display().to_string(),
+                    crate::observers::settings_file(name).display().to_string(),
                 ]),
                 Stdio::null(),
             )?,
@@ -144,6 +162,11 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             own: Vec::new(),
         });
     }
+    Ok((observers, app_data))
+}
+
+/// What is measured, and the table's heading.
+fn print_heading(args: &SoakArgs, display: bool, observers: &[Observed]) {
     println!(
         "lrbc-bench soak: {} at {} Hz with command traffic, {:.1} min, memory budget {} MiB, busy budget {} %; resident memory (MiB) every {:.0} s{}",
         args.preset.as_str(),
@@ -169,6 +192,19 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         "app data",
         header.join(" ")
     );
+}
+
+/// Samples the observers' memory every `args.every` seconds until the duration is over
+/// or the run is stopped, a line each time; the app's data sizes (`app_data`) sampled.
+fn sample(
+    name: &str,
+    args: &SoakArgs,
+    stop: &AtomicBool,
+    observers: &mut [Observed],
+    app_data: &AtomicU64,
+    client: &mut ChildProcess,
+) -> Result<Vec<(f64, u64)>, CliError> {
+    let mut data_samples: Vec<(f64, u64)> = Vec::new();
     let start = Instant::now();
     let frames = |a: &lrbc::attach::Attached| {
         a.segment
@@ -176,7 +212,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             .unwrap_or(0)
     };
     let probe = lrbc::attach::attach(
-        &lrbc::attach::Target::Shm(name.clone()),
+        &lrbc::attach::Target::Shm(name.to_string()),
         lrbc::layout::LayoutChoice::Auto,
     )?;
     let mut last = (0.0f64, frames(&probe));
@@ -184,7 +220,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
     loop {
         if lrbc_inspector::cli::sleep_unless_stopped(
             Duration::from_secs_f64((next - start.elapsed().as_secs_f64()).max(0.0)),
-            &stop,
+            stop,
         ) {
             break;
         }
@@ -192,22 +228,8 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         let f = frames(&probe);
         let rate = (f.saturating_sub(last.1)) as f64 / (t - last.0).max(1e-9);
         last = (t, f);
-        let mut cells = Vec::new();
-        for o in &mut observers {
-            if let Some(code) = o.process.exited() {
-                return Err(CliError::Other(format!(
-                    "{} exited (code {code}) during the soak",
-                    o.label
-                )));
-            }
-            let kib = rss_kib(o.process.pid()).unwrap_or(0);
-            o.samples.push((t, kib));
-            if let Some((anon, _, shmem)) = lrbc::platform::resident_split_kib(o.process.pid()) {
-                o.own.push((t, anon + shmem));
-            }
-            cells.push(format!("{:>12.1}", kib as f64 / 1024.0));
-        }
-        // Relaxed: see the reader above.
+        let cells = sample_observers(observers, t)?;
+        // Relaxed: see the reader in start_observers.
         let data = app_data.load(Ordering::Relaxed);
         data_samples.push((t, data));
         println!(
@@ -227,6 +249,32 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         }
         next += args.every;
     }
+    Ok(data_samples)
+}
+
+/// Samples each observer's resident memory at `t`; its cells of the table's line. An
+/// error if one has exited.
+fn sample_observers(observers: &mut [Observed], t: f64) -> Result<Vec<String>, CliError> {
+    let mut cells = Vec::new();
+    for o in observers {
+        if let Some(code) = o.process.exited() {
+            return Err(CliError::Other(format!(
+                "{} exited (code {code}) during the soak",
+                o.label
+            )));
+        }
+        let kib = rss_kib(o.process.pid()).unwrap_or(0);
+        o.samples.push((t, kib));
+        if let Some((anon, _, shmem)) = lrbc::platform::resident_split_kib(o.process.pid()) {
+            o.own.push((t, anon + shmem));
+        }
+        cells.push(format!("{:>12.1}", kib as f64 / 1024.0));
+    }
+    Ok(cells)
+}
+
+/// When the app's data filled its budget, and each observer's memory before and after.
+fn print_summary(observers: &[Observed], data_samples: &[(f64, u64)]) {
     // The budget is full once the app's data stays within 2 % of its largest size.
     let top = data_samples.iter().map(|s| s.1).max().unwrap_or(0);
     let full_at = data_samples
@@ -250,7 +298,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         "KiB/min once full",
         "KiB/min last half"
     );
-    for o in &observers {
+    for o in observers {
         summary_row(o.label, &o.samples, full_t);
     }
     // Where the kinds of resident memory are not told apart (Windows), no block.
@@ -259,11 +307,11 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             "Its own and the segment (resident anonymous and shared memory, without the \
              pages of shared libraries):"
         );
-        for o in &observers {
+        for o in observers {
             summary_row(o.label, &o.own, full_t);
         }
     }
-    for o in &observers {
+    for o in observers {
         if let Some((anon, file, shmem)) = lrbc::platform::resident_split_kib(o.process.pid()) {
             println!(
                 "{}: at the end {:.1} MiB its own (anonymous), {:.1} MiB pages of files it maps (shared libraries), {:.1} MiB shared memory (the segment)",
@@ -274,11 +322,6 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             );
         }
     }
-    drop(observers);
-    let _ = std::fs::remove_file(crate::observers::settings_file(&name));
-    client.stop(Duration::from_secs(5));
-    engine.stop(Duration::from_secs(5));
-    Ok(())
 }
 
 /// One observer's line of the summary: first, once the data is full (`full_t`), last,

@@ -138,223 +138,24 @@ impl Services {
     /// answer to).
     pub fn handle(&mut self, request: &[u8], w: &World<'_>) -> Option<Vec<u8>> {
         let d = rpc::decode_envelope(request).ok()?;
-        let service = service_of(d.method);
-        if let Some(s) = service.map(usize::from).filter(|&s| s < SERVICES) {
-            self.requests[s] += 1;
-            if !self.enabled[s] {
-                self.errors[s] += 1;
-                let msg = format!("service {} is disabled", services::label(s as u8));
-                return Some(Self::respond(&d, w.now_ns, Some(&msg), |_| None));
-            }
+        if let Some(refusal) = self.count_request(&d, w) {
+            return Some(refusal);
         }
         let name = d.method_name.unwrap_or("");
         let response = match name {
             "SetServiceEnabled" => self.set_service_enabled(&d, w),
             "GetServiceStatus" => self.service_status(&d, w),
-            "GetAgentSchema" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let agent_name = fbb.create_string("cartpole");
-                let observation_names = Some(strings(fbb, w.obs_names));
-                let action_names = Some(strings(fbb, w.act_names));
-                let schema = fb::AgentSchema::create(
-                    fbb,
-                    &fb::AgentSchemaArgs {
-                        agent_name: Some(agent_name),
-                        observation_names,
-                        action_names,
-                        observation_size: w.sim.obs_size as u32,
-                        action_size: w.sim.act_size as u32,
-                    },
-                );
-                let resp = fb::GetAgentSchemaResp::create(
-                    fbb,
-                    &fb::GetAgentSchemaRespArgs {
-                        schema: Some(schema),
-                    },
-                );
-                Some((fb::Payload::GetAgentSchemaResp, resp.as_union_value()))
-            }),
-            "ResetAgent" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let message =
-                    fbb.create_string("contract applied; envs reset on their next reset flag");
-                let resp = fb::ResetAgentResp::create(
-                    fbb,
-                    &fb::ResetAgentRespArgs {
-                        success: true,
-                        message: Some(message),
-                    },
-                );
-                Some((fb::Payload::ResetAgentResp, resp.as_union_value()))
-            }),
-            "GetJointState" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let positions = fbb.create_vector(&[w.sim.x[0], w.sim.theta[0]]);
-                let velocities = fbb.create_vector(&[w.sim.v[0], w.sim.omega[0]]);
-                let state = fb::JointState::create(
-                    fbb,
-                    &fb::JointStateArgs {
-                        positions: Some(positions),
-                        velocities: Some(velocities),
-                        nq: 2,
-                        nv: 2,
-                    },
-                );
-                let resp = fb::GetJointStateResp::create(
-                    fbb,
-                    &fb::GetJointStateRespArgs {
-                        success: true,
-                        message: None,
-                        state: Some(state),
-                    },
-                );
-                Some((fb::Payload::GetJointStateResp, resp.as_union_value()))
-            }),
-            "GetMujocoInfo" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let joints = strings(fbb, &["slider".into(), "hinge".into()]);
-                let actuators = strings(fbb, &["cart_motor".into()]);
-                let resp = fb::GetMujocoInfoResp::create(
-                    fbb,
-                    &fb::GetMujocoInfoRespArgs {
-                        success: true,
-                        message: None,
-                        nq: 2,
-                        nv: 2,
-                        nu: 1,
-                        joint_names: Some(joints),
-                        actuator_names: Some(actuators),
-                    },
-                );
-                Some((fb::Payload::GetMujocoInfoResp, resp.as_union_value()))
-            }),
-            "TelemetryGetSchema" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let observation_names = Some(strings(fbb, w.obs_names));
-                let action_names = Some(strings(fbb, w.act_names));
-                let schema = fb::TelemetrySchema::create(
-                    fbb,
-                    &fb::TelemetrySchemaArgs {
-                        observation_names,
-                        action_names,
-                        nq: 2,
-                        nu: 1,
-                    },
-                );
-                let resp = fb::TelemetryGetSchemaResp::create(
-                    fbb,
-                    &fb::TelemetryGetSchemaRespArgs {
-                        schema: Some(schema),
-                    },
-                );
-                Some((fb::Payload::TelemetryGetSchemaResp, resp.as_union_value()))
-            }),
-            "SceneGetInfo" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let scene_name = fbb.create_string("cartpole_arena");
-                let scene_path = fbb.create_string("Scenes/CartPole.hscene");
-                let resp = fb::SceneGetInfoResp::create(
-                    fbb,
-                    &fb::SceneGetInfoRespArgs {
-                        scene_name: Some(scene_name),
-                        scene_path: Some(scene_path),
-                        entity_count: w.sim.num_envs as u32 * 2,
-                    },
-                );
-                Some((fb::Payload::SceneGetInfoResp, resp.as_union_value()))
-            }),
-            "GetSimulationMode" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let resp = fb::GetSimulationModeResp::create(
-                    fbb,
-                    &fb::GetSimulationModeRespArgs {
-                        mode: self.simulation_mode,
-                    },
-                );
-                Some((fb::Payload::GetSimulationModeResp, resp.as_union_value()))
-            }),
-            "SetSimulationMode" => {
-                if let Some(m) = uint_field(&d, "mode") {
-                    self.simulation_mode = fb::SimulationMode(m as i32);
-                }
-                let mode = self.simulation_mode;
-                Self::respond(&d, w.now_ns, None, |fbb| {
-                    let resp = fb::SetSimulationModeResp::create(
-                        fbb,
-                        &fb::SetSimulationModeRespArgs {
-                            success: true,
-                            message: None,
-                            current_mode: mode,
-                        },
-                    );
-                    Some((fb::Payload::SetSimulationModeResp, resp.as_union_value()))
-                })
-            }
-            "CameraList" => Self::respond(&d, w.now_ns, None, |fbb| {
-                let count = if w.image.is_some() {
-                    w.sim.num_envs.min(16)
-                } else {
-                    0
-                };
-                let cams: Vec<_> = (0..count)
-                    .map(|i| {
-                        let name = fbb.create_string(&format!("env{i}/camera"));
-                        fb::CameraInfo::create(
-                            fbb,
-                            &fb::CameraInfoArgs {
-                                id: Some(&fb::EntityId::new(1000 + i as u64)),
-                                name: Some(name),
-                            },
-                        )
-                    })
-                    .collect();
-                let cameras = fbb.create_vector(&cams);
-                let resp = fb::CameraListResp::create(
-                    fbb,
-                    &fb::CameraListRespArgs {
-                        cameras: Some(cameras),
-                    },
-                );
-                Some((fb::Payload::CameraListResp, resp.as_union_value()))
-            }),
+            "GetAgentSchema" => agent_schema(&d, w),
+            "ResetAgent" => reset_agent(&d, w),
+            "GetJointState" => joint_state(&d, w),
+            "GetMujocoInfo" => mujoco_info(&d, w),
+            "TelemetryGetSchema" => telemetry_schema(&d, w),
+            "SceneGetInfo" => scene_info(&d, w),
+            "GetSimulationMode" => self.simulation_mode(&d, w),
+            "SetSimulationMode" => self.set_simulation_mode(&d, w),
+            "CameraList" => camera_list(&d, w),
             "TelemetryStream" | "CameraStream" | "ViewportStream" => {
-                let fps = uint_field(&d, "target_fps")
-                    .filter(|&f| f > 0)
-                    .unwrap_or(10)
-                    .min(60);
-                let kind = match name {
-                    "TelemetryStream" => StreamKind::Telemetry,
-                    "CameraStream" => {
-                        let env = d
-                            .tree
-                            .nodes
-                            .iter()
-                            .find(|n| n.name == "name")
-                            .and_then(|n| match n.value {
-                                NodeValue::Str { start, len } => request
-                                    .get(start as usize..(start + len) as usize)
-                                    .and_then(|b| std::str::from_utf8(b).ok())
-                                    .and_then(|s| {
-                                        s.trim_start_matches("env").split('/').next()?.parse().ok()
-                                    }),
-                                _ => None,
-                            })
-                            .unwrap_or(0);
-                        let format = fb::ImageFormat(uint_field(&d, "format").unwrap_or(0) as u8);
-                        StreamKind::Camera { env, format }
-                    }
-                    _ => StreamKind::Viewport,
-                };
-                if matches!(kind, StreamKind::Camera { .. } | StreamKind::Viewport)
-                    && w.image.is_none()
-                {
-                    Self::respond(&d, w.now_ns, Some("this engine renders no images"), |_| {
-                        None
-                    })
-                } else {
-                    self.streams.retain(|s| s.kind != kind);
-                    self.streams.push(Stream {
-                        correlation_id: d.correlation_id,
-                        kind,
-                        interval_ns: 1_000_000_000 / fps,
-                        next_ns: w.now_ns,
-                        frames: 0,
-                    });
-                    Self::respond(&d, w.now_ns, None, |_| None)
-                }
+                self.start_stream(&d, name, request, w)
             }
             "DebugDraw" => Self::respond(&d, w.now_ns, None, |fbb| {
                 let resp = fb::DebugDrawResp::create(fbb, &fb::DebugDrawRespArgs { success: true });
@@ -363,6 +164,86 @@ impl Services {
             _ => self.generic_response(&d, w.now_ns),
         };
         Some(response)
+    }
+
+    /// Counts the request against its service; the error response if the service is
+    /// disabled.
+    fn count_request(&mut self, d: &DecodedEnvelope, w: &World<'_>) -> Option<Vec<u8>> {
+        let s = service_of(d.method)
+            .map(usize::from)
+            .filter(|&s| s < SERVICES)?;
+        self.requests[s] += 1;
+        if self.enabled[s] {
+            return None;
+        }
+        self.errors[s] += 1;
+        let msg = format!("service {} is disabled", services::label(s as u8));
+        Some(Self::respond(d, w.now_ns, Some(&msg), |_| None))
+    }
+
+    fn simulation_mode(&self, d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
+        Self::respond(d, w.now_ns, None, |fbb| {
+            let resp = fb::GetSimulationModeResp::create(
+                fbb,
+                &fb::GetSimulationModeRespArgs {
+                    mode: self.simulation_mode,
+                },
+            );
+            Some((fb::Payload::GetSimulationModeResp, resp.as_union_value()))
+        })
+    }
+
+    fn set_simulation_mode(&mut self, d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
+        if let Some(m) = uint_field(d, "mode") {
+            self.simulation_mode = fb::SimulationMode(m as i32);
+        }
+        let mode = self.simulation_mode;
+        Self::respond(d, w.now_ns, None, |fbb| {
+            let resp = fb::SetSimulationModeResp::create(
+                fbb,
+                &fb::SetSimulationModeRespArgs {
+                    success: true,
+                    message: None,
+                    current_mode: mode,
+                },
+            );
+            Some((fb::Payload::SetSimulationModeResp, resp.as_union_value()))
+        })
+    }
+
+    /// Starts (or restarts) a telemetry, camera or viewport stream; an error if it
+    /// wants images and this engine renders none.
+    fn start_stream(
+        &mut self,
+        d: &DecodedEnvelope,
+        name: &str,
+        request: &[u8],
+        w: &World<'_>,
+    ) -> Vec<u8> {
+        let fps = uint_field(d, "target_fps")
+            .filter(|&f| f > 0)
+            .unwrap_or(10)
+            .min(60);
+        let kind = match name {
+            "TelemetryStream" => StreamKind::Telemetry,
+            "CameraStream" => StreamKind::Camera {
+                env: camera_env(d, request),
+                format: fb::ImageFormat(uint_field(d, "format").unwrap_or(0) as u8),
+            },
+            _ => StreamKind::Viewport,
+        };
+        if matches!(kind, StreamKind::Camera { .. } | StreamKind::Viewport) && w.image.is_none() {
+            return Self::respond(d, w.now_ns, Some("this engine renders no images"), |_| None);
+        }
+        self.streams.retain(|s| s.kind != kind);
+        self.streams.push(Stream {
+            correlation_id: d.correlation_id,
+            kind,
+            interval_ns: 1_000_000_000 / fps,
+            next_ns: w.now_ns,
+            frames: 0,
+        });
+        Self::respond(d, w.now_ns, None, |_| None)
     }
 
     /// A valid response of the right type with no fields set, for the methods this
@@ -539,6 +420,177 @@ impl Services {
             out.push(bytes);
         }
     }
+}
+
+/// The env of a camera stream's request, from its camera's name (`env3/camera`: 3;
+/// 0 when there is none).
+fn camera_env(d: &DecodedEnvelope, request: &[u8]) -> u32 {
+    d.tree
+        .nodes
+        .iter()
+        .find(|n| n.name == "name")
+        .and_then(|n| match n.value {
+            NodeValue::Str { start, len } => request
+                .get(start as usize..(start + len) as usize)
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .and_then(|s| s.trim_start_matches("env").split('/').next()?.parse().ok()),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+fn agent_schema(d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
+    Services::respond(d, w.now_ns, None, |fbb| {
+        let agent_name = fbb.create_string("cartpole");
+        let observation_names = Some(strings(fbb, w.obs_names));
+        let action_names = Some(strings(fbb, w.act_names));
+        let schema = fb::AgentSchema::create(
+            fbb,
+            &fb::AgentSchemaArgs {
+                agent_name: Some(agent_name),
+                observation_names,
+                action_names,
+                observation_size: w.sim.obs_size as u32,
+                action_size: w.sim.act_size as u32,
+            },
+        );
+        let resp = fb::GetAgentSchemaResp::create(
+            fbb,
+            &fb::GetAgentSchemaRespArgs {
+                schema: Some(schema),
+            },
+        );
+        Some((fb::Payload::GetAgentSchemaResp, resp.as_union_value()))
+    })
+}
+
+fn reset_agent(d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
+    Services::respond(d, w.now_ns, None, |fbb| {
+        let message = fbb.create_string("contract applied; envs reset on their next reset flag");
+        let resp = fb::ResetAgentResp::create(
+            fbb,
+            &fb::ResetAgentRespArgs {
+                success: true,
+                message: Some(message),
+            },
+        );
+        Some((fb::Payload::ResetAgentResp, resp.as_union_value()))
+    })
+}
+
+fn joint_state(d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
+    Services::respond(d, w.now_ns, None, |fbb| {
+        let positions = fbb.create_vector(&[w.sim.x[0], w.sim.theta[0]]);
+        let velocities = fbb.create_vector(&[w.sim.v[0], w.sim.omega[0]]);
+        let state = fb::JointState::create(
+            fbb,
+            &fb::JointStateArgs {
+                positions: Some(positions),
+                velocities: Some(velocities),
+                nq: 2,
+                nv: 2,
+            },
+        );
+        let resp = fb::GetJointStateResp::create(
+            fbb,
+            &fb::GetJointStateRespArgs {
+                success: true,
+                message: None,
+                state: Some(state),
+            },
+        );
+        Some((fb::Payload::GetJointStateResp, resp.as_union_value()))
+    })
+}
+
+fn mujoco_info(d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
+    Services::respond(d, w.now_ns, None, |fbb| {
+        let joints = strings(fbb, &["slider".into(), "hinge".into()]);
+        let actuators = strings(fbb, &["cart_motor".into()]);
+        let resp = fb::GetMujocoInfoResp::create(
+            fbb,
+            &fb::GetMujocoInfoRespArgs {
+                success: true,
+                message: None,
+                nq: 2,
+                nv: 2,
+                nu: 1,
+                joint_names: Some(joints),
+                actuator_names: Some(actuators),
+            },
+        );
+        Some((fb::Payload::GetMujocoInfoResp, resp.as_union_value()))
+    })
+}
+
+fn telemetry_schema(d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
+    Services::respond(d, w.now_ns, None, |fbb| {
+        let observation_names = Some(strings(fbb, w.obs_names));
+        let action_names = Some(strings(fbb, w.act_names));
+        let schema = fb::TelemetrySchema::create(
+            fbb,
+            &fb::TelemetrySchemaArgs {
+                observation_names,
+                action_names,
+                nq: 2,
+                nu: 1,
+            },
+        );
+        let resp = fb::TelemetryGetSchemaResp::create(
+            fbb,
+            &fb::TelemetryGetSchemaRespArgs {
+                schema: Some(schema),
+            },
+        );
+        Some((fb::Payload::TelemetryGetSchemaResp, resp.as_union_value()))
+    })
+}
+
+fn scene_info(d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
+    Services::respond(d, w.now_ns, None, |fbb| {
+        let scene_name = fbb.create_string("cartpole_arena");
+        let scene_path = fbb.create_string("Scenes/CartPole.hscene");
+        let resp = fb::SceneGetInfoResp::create(
+            fbb,
+            &fb::SceneGetInfoRespArgs {
+                scene_name: Some(scene_name),
+                scene_path: Some(scene_path),
+                entity_count: w.sim.num_envs as u32 * 2,
+            },
+        );
+        Some((fb::Payload::SceneGetInfoResp, resp.as_union_value()))
+    })
+}
+
+/// One camera per env (at most 16) if the engine renders images.
+fn camera_list(d: &DecodedEnvelope, w: &World<'_>) -> Vec<u8> {
+    Services::respond(d, w.now_ns, None, |fbb| {
+        let count = if w.image.is_some() {
+            w.sim.num_envs.min(16)
+        } else {
+            0
+        };
+        let cams: Vec<_> = (0..count)
+            .map(|i| {
+                let name = fbb.create_string(&format!("env{i}/camera"));
+                fb::CameraInfo::create(
+                    fbb,
+                    &fb::CameraInfoArgs {
+                        id: Some(&fb::EntityId::new(1000 + i as u64)),
+                        name: Some(name),
+                    },
+                )
+            })
+            .collect();
+        let cameras = fbb.create_vector(&cams);
+        let resp = fb::CameraListResp::create(
+            fbb,
+            &fb::CameraListRespArgs {
+                cameras: Some(cameras),
+            },
+        );
+        Some((fb::Payload::CameraListResp, resp.as_union_value()))
+    })
 }
 
 /// Encodes pixels as asked; falls back to raw when encoding fails.

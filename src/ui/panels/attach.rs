@@ -47,6 +47,31 @@ pub fn ui(
         ui.colored_label(egui::Color32::from_rgb(230, 90, 80), e);
         ui.add_space(4.0);
     }
+    if let Some(c) = typed_targets(ui, form) {
+        chosen = Some(c);
+    }
+    if !nodes.is_empty() {
+        ui.add_space(8.0);
+        ui.strong(format!("Servers ({})", nodes.len()));
+        if let Some(addr) = servers(ui, nodes) {
+            chosen = Some(Chosen::Node(addr));
+        }
+    }
+    ui.add_space(8.0);
+    if let Some(c) = segments(ui, listing) {
+        chosen = Some(c);
+    }
+    mappers(ui, listing);
+    if let Some(c) = recent_targets(ui, recent) {
+        chosen = Some(c);
+    }
+    chosen
+}
+
+/// A segment's name or an engine's PID, or a server's address, typed; the one whose
+/// button was clicked (or Enter pressed in).
+fn typed_targets(ui: &mut egui::Ui, form: &mut AttachForm) -> Option<Chosen> {
+    let mut chosen = None;
     ui.horizontal(|ui| {
         let label = ui.label("Name");
         let r = ui
@@ -90,14 +115,12 @@ pub fn ui(
             chosen = Some(Chosen::Server(form.server.trim().to_string()));
         }
     });
-    if !nodes.is_empty() {
-        ui.add_space(8.0);
-        ui.strong(format!("Servers ({})", nodes.len()));
-        if let Some(addr) = servers(ui, nodes) {
-            chosen = Some(Chosen::Node(addr));
-        }
-    }
-    ui.add_space(8.0);
+    chosen
+}
+
+/// The segments discovered, one row each; the one whose "Attach" was clicked.
+fn segments(ui: &mut egui::Ui, listing: &Listing) -> Option<Chosen> {
+    let mut chosen = None;
     ui.strong(format!("Segments ({})", listing.segments.len()));
     if listing.refreshes == 0 {
         ui.weak("Looking…");
@@ -157,6 +180,11 @@ pub fn ui(
                 ui.end_row();
             }
         });
+    chosen
+}
+
+/// The processes that map the segments listed.
+fn mappers(ui: &mut egui::Ui, listing: &Listing) {
     if !listing.mappers.is_empty() {
         ui.add_space(8.0);
         ui.strong("Processes that map them");
@@ -187,6 +215,11 @@ pub fn ui(
                 }
             });
     }
+}
+
+/// The recent targets; the one clicked.
+fn recent_targets(ui: &mut egui::Ui, recent: &[String]) -> Option<Chosen> {
+    let mut chosen = None;
     if !recent.is_empty() {
         ui.add_space(8.0);
         ui.strong("Recent");

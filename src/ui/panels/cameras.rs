@@ -182,7 +182,6 @@ pub fn ui(
     streams: &BTreeMap<String, StreamedImage>,
     view: &mut CamerasView,
 ) -> Option<ShotRequest> {
-    let mut request = None;
     if view.cell <= 0.0 {
         view.cell = 96.0;
     }
@@ -214,6 +213,21 @@ pub fn ui(
         // With an image: what it does not show (a recording's envs without images).
         ui.colored_label(WARN, note);
     }
+    image_line(ui, d, &f, view);
+    let request = screenshot_buttons(ui, view);
+    ui.separator();
+    show_streams(ui, view);
+    if view.zoom {
+        zoomed(ui, &f, view);
+        return request;
+    }
+    grid(ui, &f, view);
+    request
+}
+
+/// The image set's rate, frame, `image_seq` and size, whether it may be torn, and the
+/// grid's cell size and zoom.
+fn image_line(ui: &mut egui::Ui, d: &SamplerData, f: &ImageFrame, view: &mut CamerasView) {
     ui.horizontal_wrapped(|ui| {
         ui.label(format!(
             "{:.1} FPS · frame {} · image_seq {} · {}×{}×{}",
@@ -228,6 +242,11 @@ pub fn ui(
             .labelled_by(size_label.id);
         ui.toggle_value(&mut view.zoom, "Zoom selected");
     });
+}
+
+/// The screenshot buttons (of the selected env, all envs, or the grid); the one clicked.
+fn screenshot_buttons(ui: &mut egui::Ui, view: &CamerasView) -> Option<ShotRequest> {
+    let mut request = None;
     ui.horizontal_wrapped(|ui| {
         ui.label(format!("Screenshot (env {}):", view.selected));
         if ui
@@ -253,12 +272,12 @@ pub fn ui(
             request = Some(ShotRequest::Dialog(Shot::Grid));
         }
     });
-    ui.separator();
-    show_streams(ui, view);
-    if view.zoom {
-        zoomed(ui, &f, view);
-        return request;
-    }
+    request
+}
+
+/// Every env's image in a grid, its number on it; a click selects an env, a double
+/// click zooms it.
+fn grid(ui: &mut egui::Ui, f: &ImageFrame, view: &mut CamerasView) {
     egui::ScrollArea::vertical()
         .id_salt("camera_grid")
         .auto_shrink([false, false])
@@ -295,7 +314,6 @@ pub fn ui(
                 }
             });
         });
-    request
 }
 
 fn zoomed(ui: &mut egui::Ui, f: &ImageFrame, view: &CamerasView) {

@@ -99,8 +99,16 @@ impl CountersCache {
 /// Draws the panel; `seqs` is `(frame_seq, action_seq)` now.
 pub fn ui(ui: &mut egui::Ui, seqs: (u64, u64), d: &SamplerData, cache: &mut CountersCache) {
     cache.refresh(d);
-    let c = d.geometry.counters;
-    let (frame_seq, action_seq) = seqs;
+    counters_and_state(ui, seqs, d);
+    sampler_line(ui, d);
+    ui.separator();
+    step_latency(ui, d, cache);
+    ui.separator();
+    sparklines(ui, cache);
+}
+
+/// `frame_seq`, `action_seq`, their lag and rates in large figures; the segment's state.
+fn counters_and_state(ui: &mut egui::Ui, (frame_seq, action_seq): (u64, u64), d: &SamplerData) {
     let big = |ui: &mut egui::Ui, label: &str, value: String| {
         ui.vertical(|ui| {
             ui.weak(label);
@@ -136,6 +144,10 @@ pub fn ui(ui: &mut egui::Ui, seqs: (u64, u64), d: &SamplerData, cache: &mut Coun
             }
         });
     }
+}
+
+/// What the sampler took of the frames, and why it skips some on a busy machine.
+fn sampler_line(ui: &mut egui::Ui, d: &SamplerData) {
     let s = d.stats;
     ui.horizontal(|ui| {
         ui.label(format!(
@@ -168,7 +180,11 @@ pub fn ui(ui: &mut egui::Ui, seqs: (u64, u64), d: &SamplerData, cache: &mut Coun
              (Settings: 'Sampler on a busy machine'; 0 follows every frame)",
         );
     }
-    ui.separator();
+}
+
+/// The step latency's percentiles and histogram (or why there are none).
+fn step_latency(ui: &mut egui::Ui, d: &SamplerData, cache: &CountersCache) {
+    let c = d.geometry.counters;
     ui.strong("Step latency (frame_time_ns − action_time_ns)");
     match &cache.latency {
         None => {
@@ -202,7 +218,10 @@ pub fn ui(ui: &mut egui::Ui, seqs: (u64, u64), d: &SamplerData, cache: &mut Coun
                 .show(ui, |p| p.bar_chart(BarChart::new("step latency", bars)));
         }
     }
-    ui.separator();
+}
+
+/// The frame rate over the last 30 s and the dones of the last 2000 frames.
+fn sparklines(ui: &mut egui::Ui, cache: &CountersCache) {
     ui.strong("Frame rate, last 30 s");
     let rate = cache.rate.clone();
     Plot::new("rate_spark")

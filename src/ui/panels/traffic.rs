@@ -134,6 +134,16 @@ pub fn ui(
     filter: &mut String,
     t0_ns: u64,
 ) {
+    toolbar(ui, store, view, filter);
+    totals(ui, store);
+    view.refilter(store, filter);
+    list(ui, store, view, t0_ns);
+    ui.separator();
+    details(ui, store, view);
+}
+
+/// Pause, the filter, and what is new while paused.
+fn toolbar(ui: &mut egui::Ui, store: &TrafficStore, view: &mut TrafficView, filter: &mut String) {
     ui.horizontal_wrapped(|ui| {
         let label = if view.is_paused() { "Resume" } else { "Pause" };
         if ui
@@ -160,6 +170,10 @@ pub fn ui(
             ui.colored_label(BAD, e);
         }
     });
+}
+
+/// Each ring's totals: entries, losses, malformed entries, unanswered requests, orphans.
+fn totals(ui: &mut egui::Ui, store: &TrafficStore) {
     ui.vertical(|ui| {
         for (ring, t) in &store.totals {
             let lost = t.lost_bytes > 0 || t.malformed > 0;
@@ -185,7 +199,11 @@ pub fn ui(
             }
         }
     });
-    view.refilter(store, filter);
+}
+
+/// The rows that pass the filter, following the newest unless paused or scrolled back;
+/// a click selects one.
+fn list(ui: &mut egui::Ui, store: &TrafficStore, view: &mut TrafficView, t0_ns: u64) {
     let row_height = ui.text_style_height(&egui::TextStyle::Monospace) + 4.0;
     // A whole number of rows: following the newest, the list's top is a row's top, never
     // a row half under the totals above.
@@ -209,51 +227,29 @@ pub fn ui(
             area = area.vertical_scroll_offset(offset);
         }
         let out = area.show_rows(ui, row_height, shown, |ui, range| {
-                ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Truncate);
-                for &i in &view.filtered[range] {
-                    let Some(row) = store.get(i) else { continue };
-                    let selected = view.selected == Some(i);
-                    let t = (row.seen_ns().saturating_sub(t0_ns)) as f64 / 1e9;
-                    let text = match row {
-                        TrafficRow::Record(r) => {
-                            let (st, _) = status(r);
-                            format!(
-                                "{t:>9.3}  {:<8} {:>20}  {:<26} {:>7} B  {:<10} {}",
-                                r.ring.as_str(),
-                                r.correlation_id,
-                                r.method,
-                                r.payload.len(),
-                                st,
-                                r.latency_ns.map(duration_ns).unwrap_or_default()
-                            )
-                        }
-                        TrafficRow::Lost { lost_bytes, lost_entries, .. } => format!(
-                            "{t:>9.3}  {:<8} LOST {lost_bytes} bytes ({} entries)",
-                            ring_of(row),
-                            lost_entries.map_or("?".into(), |n| n.to_string())
-                        ),
-                        TrafficRow::Malformed { error, position, .. } => format!("{t:>9.3}  {:<8} MALFORMED at {position}: {error}", ring_of(row)),
-                        TrafficRow::Unanswered { method, correlation_id, waited_ns, .. } => {
-                            format!("{t:>9.3}  {:<8} {correlation_id:>20}  {method:<26} UNANSWERED after {}", ring_of(row), duration_ns(*waited_ns))
-                        }
-                    };
-                    let color = match row {
-                        TrafficRow::Record(r) => status(r).1,
-                        _ => Some(BAD),
-                    };
-                    let mut rt = egui::RichText::new(text).monospace();
-                    if let Some(c) = color {
-                        rt = rt.color(c);
-                    }
-                    if selected {
-                        rt = rt.background_color(ui.visuals().selection.bg_fill);
-                    }
-                    let row = list_row(ui, rt, row_height);
-                    if row.clicked() {
-                        view.selected = Some(i);
-                    }
+            ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Truncate);
+            for &i in &view.filtered[range] {
+                let Some(row) = store.get(i) else { continue };
+                let selected = view.selected == Some(i);
+                let t = (row.seen_ns().saturating_sub(t0_ns)) as f64 / 1e9;
+                let text = row_line(row, t);
+                let color = match row {
+                    TrafficRow::Record(r) => status(r).1,
+                    _ => Some(BAD),
+                };
+                let mut rt = egui::RichText::new(text).monospace();
+                if let Some(c) = color {
+                    rt = rt.color(c);
                 }
-            });
+                if selected {
+                    rt = rt.background_color(ui.visuals().selection.bg_fill);
+                }
+                let row = list_row(ui, rt, row_height);
+                if row.clicked() {
+                    view.selected = Some(i);
+                }
+            }
+        });
         // Scrolled up by hand (the wheel, or the scroll bar), the list stays where it is;
         // back at the end, it follows again.
         let offset = out.state.clamped_offset().y;
@@ -264,8 +260,51 @@ pub fn ui(
         view.scrolled_back =
             following && (by_hand || (view.scrolled_back && offset < end - per_row));
     });
-    ui.separator();
-    details(ui, store, view);
+}
+
+/// A row's line in the list, `t` seconds after the first.
+fn row_line(row: &TrafficRow, t: f64) -> String {
+    match row {
+        TrafficRow::Record(r) => {
+            let (st, _) = status(r);
+            format!(
+                "{t:>9.3}  {:<8} {:>20}  {:<26} {:>7} B  {:<10} {}",
+                r.ring.as_str(),
+                r.correlation_id,
+                r.method,
+                r.payload.len(),
+                st,
+                r.latency_ns.map(duration_ns).unwrap_or_default()
+            )
+        }
+        TrafficRow::Lost {
+            lost_bytes,
+            lost_entries,
+            ..
+        } => format!(
+            "{t:>9.3}  {:<8} LOST {lost_bytes} bytes ({} entries)",
+            ring_of(row),
+            lost_entries.map_or("?".into(), |n| n.to_string())
+        ),
+        TrafficRow::Malformed {
+            error, position, ..
+        } => format!(
+            "{t:>9.3}  {:<8} MALFORMED at {position}: {error}",
+            ring_of(row)
+        ),
+        TrafficRow::Unanswered {
+            method,
+            correlation_id,
+            waited_ns,
+            ..
+        } => {
+            format!(
+                "{t:>9.3}  {:<8} {correlation_id:>20}  {method:<26} UNANSWERED after {}",
+                ring_of(row),
+                duration_ns(*waited_ns)
+            )
+        }
+    }
 }
 
 fn details(ui: &mut egui::Ui, store: &TrafficStore, view: &mut TrafficView) {

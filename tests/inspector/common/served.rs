@@ -11,13 +11,6 @@ use lrbc_remote::view::wire::ServerMessage;
 
 use super::{DEADLINE, Guarded, inspector, line_channel, next_line};
 
-/// A small engine for `serve`'s tests: 6 envs, obs 5, act 2, no image region.
-#[allow(
-    dead_code,
-    reason = "not every test binary that has `common` serves this engine"
-)]
-pub const SMALL_ENGINE: &[&str] = &["--envs", "6", "--obs", "5", "--act", "2", "--image", "none"];
-
 /// A running `serve`: the process, its address and its log lines (stderr).
 pub struct Serve {
     /// Killed when the test ends.

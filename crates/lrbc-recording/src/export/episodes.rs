@@ -14,6 +14,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
+use super::parquet::{FileWriter, err, finish_writer, put, put_each};
 use super::{ExportError, ExportFormat, Progress};
 use crate::format::RecFrame;
 use crate::replay::{self, End, RecordedEpisodes};
@@ -59,10 +60,6 @@ pub struct EpisodesSummary {
     pub end: End,
 }
 
-fn err(e: parquet::errors::ParquetError) -> ExportError {
-    ExportError::Output(e.to_string())
-}
-
 fn io(e: std::io::Error) -> ExportError {
     ExportError::Output(e.to_string())
 }
@@ -70,7 +67,7 @@ fn io(e: std::io::Error) -> ExportError {
 /// Where the rows go.
 enum Writer {
     Parquet {
-        writer: Box<SerializedFileWriter<BufWriter<File>>>,
+        writer: Box<FileWriter>,
         rows: Vec<(Episode, f64, f64)>,
     },
     Csv(BufWriter<File>),
@@ -153,95 +150,35 @@ impl Writer {
             return Ok(());
         }
         let mut rg = writer.next_row_group().map_err(err)?;
-        macro_rules! column {
-            ($ty:ty, $values:expr, $def:expr) => {{
-                let mut col = rg.next_column().map_err(err)?.ok_or_else(|| {
-                    ExportError::Output("the Parquet schema has fewer columns".into())
-                })?;
-                let values: Vec<_> = $values;
-                col.typed::<$ty>()
-                    .write_batch(&values, $def, None)
-                    .map_err(err)?;
-                col.close().map_err(err)?;
-            }};
-        }
         // Bit-for-bit: the unsigned logical types read these back as u64.
-        column!(
-            Int64Type,
-            rows.iter().map(|r| i64::from(r.0.env)).collect(),
-            None
-        );
-        column!(
-            Int64Type,
-            rows.iter().map(|r| r.0.first_frame as i64).collect(),
-            None
-        );
-        column!(
-            Int64Type,
-            rows.iter().map(|r| r.0.last_frame as i64).collect(),
-            None
-        );
-        column!(DoubleType, rows.iter().map(|r| r.1).collect(), None);
-        column!(DoubleType, rows.iter().map(|r| r.2).collect(), None);
-        column!(
-            Int64Type,
-            rows.iter().map(|r| r.0.first_ns as i64).collect(),
-            None
-        );
-        column!(
-            Int64Type,
-            rows.iter().map(|r| r.0.last_ns as i64).collect(),
-            None
-        );
-        column!(
-            Int64Type,
-            rows.iter().map(|r| r.0.length() as i64).collect(),
-            None
-        );
-        column!(DoubleType, rows.iter().map(|r| r.0.ret).collect(), None);
-        column!(
-            FloatType,
-            rows.iter().map(|r| r.0.min_reward).collect(),
-            None
-        );
-        column!(
-            FloatType,
-            rows.iter().map(|r| r.0.max_reward).collect(),
-            None
-        );
-        column!(
-            ByteArrayType,
-            rows.iter()
-                .map(|r| ByteArray::from(r.0.ending.as_str()))
-                .collect(),
-            None
-        );
-        column!(
-            BoolType,
-            rows.iter().map(|r| r.0.complete()).collect(),
-            None
-        );
-        column!(
-            Int64Type,
-            rows.iter().map(|r| r.0.lacking as i64).collect(),
-            None
-        );
-        column!(
-            BoolType,
-            rows.iter().map(|r| r.0.began_before).collect(),
-            None
-        );
+        put_each::<Int64Type, _>(&mut rg, rows, |r| i64::from(r.0.env))?;
+        put_each::<Int64Type, _>(&mut rg, rows, |r| r.0.first_frame as i64)?;
+        put_each::<Int64Type, _>(&mut rg, rows, |r| r.0.last_frame as i64)?;
+        put_each::<DoubleType, _>(&mut rg, rows, |r| r.1)?;
+        put_each::<DoubleType, _>(&mut rg, rows, |r| r.2)?;
+        put_each::<Int64Type, _>(&mut rg, rows, |r| r.0.first_ns as i64)?;
+        put_each::<Int64Type, _>(&mut rg, rows, |r| r.0.last_ns as i64)?;
+        put_each::<Int64Type, _>(&mut rg, rows, |r| r.0.length() as i64)?;
+        put_each::<DoubleType, _>(&mut rg, rows, |r| r.0.ret)?;
+        put_each::<FloatType, _>(&mut rg, rows, |r| r.0.min_reward)?;
+        put_each::<FloatType, _>(&mut rg, rows, |r| r.0.max_reward)?;
+        put_each::<ByteArrayType, _>(&mut rg, rows, |r| ByteArray::from(r.0.ending.as_str()))?;
+        put_each::<BoolType, _>(&mut rg, rows, |r| r.0.complete())?;
+        put_each::<Int64Type, _>(&mut rg, rows, |r| r.0.lacking as i64)?;
+        put_each::<BoolType, _>(&mut rg, rows, |r| r.0.began_before)?;
         let def: Vec<i16> = rows
             .iter()
             .map(|r| i16::from(r.0.nonfinite_frame.is_some()))
             .collect();
-        column!(
-            Int64Type,
-            rows.iter()
+        put::<Int64Type>(
+            &mut rg,
+            &rows
+                .iter()
                 .filter_map(|r| r.0.nonfinite_frame.map(|f| f as i64))
-                .collect(),
-            Some(&def)
-        );
+                .collect::<Vec<_>>(),
+            Some(&def),
+            None,
+        )?;
         rg.close().map_err(err)?;
         rows.clear();
         Ok(())
@@ -250,12 +187,7 @@ impl Writer {
     fn finish(mut self) -> Result<(), ExportError> {
         self.flush()?;
         match self {
-            Self::Parquet { writer, .. } => {
-                let out = writer.into_inner().map_err(err)?;
-                out.into_inner()
-                    .map(drop)
-                    .map_err(|e| ExportError::Output(e.error().to_string()))
-            }
+            Self::Parquet { writer, .. } => finish_writer(*writer),
             Self::Csv(mut w) => w.flush().map_err(io),
         }
     }

@@ -101,7 +101,7 @@ struct Columns {
 }
 
 pub struct ParquetSink {
-    writer: SerializedFileWriter<BufWriter<File>>,
+    writer: FileWriter,
     columns: Columns,
 }
 
@@ -160,8 +160,12 @@ impl ParquetSink {
     }
 }
 
-/// Writes the next column of `rg`.
-fn put<T: DataType>(
+/// A Parquet file being written.
+pub(super) type FileWriter = SerializedFileWriter<BufWriter<File>>;
+
+/// Writes the next column of `rg`: its values, and their definition and repetition
+/// levels when the column has them.
+pub(super) fn put<T: DataType>(
     rg: &mut SerializedRowGroupWriter<'_, BufWriter<File>>,
     values: &[T::T],
     def: Option<&[i16]>,
@@ -175,6 +179,23 @@ fn put<T: DataType>(
         .write_batch(values, def, rep)
         .map_err(err)?;
     col.close().map_err(err)
+}
+
+/// Writes the next column of `rg`, required: one value of each of `rows`.
+pub(super) fn put_each<T: DataType, R>(
+    rg: &mut SerializedRowGroupWriter<'_, BufWriter<File>>,
+    rows: &[R],
+    value: impl Fn(&R) -> T::T,
+) -> Result<(), ExportError> {
+    put::<T>(rg, &rows.iter().map(value).collect::<Vec<_>>(), None, None)
+}
+
+/// Closes `w`: its footer written, its buffer flushed to the file.
+pub(super) fn finish_writer(w: FileWriter) -> Result<(), ExportError> {
+    let out = w.into_inner().map_err(err)?;
+    out.into_inner()
+        .map(drop)
+        .map_err(|e| ExportError::Output(e.error().to_string()))
 }
 
 impl Sink for ParquetSink {
@@ -216,9 +237,6 @@ impl Sink for ParquetSink {
         for (k, v) in metadata {
             self.writer.append_key_value_metadata(KeyValue::new(k, v));
         }
-        let out = self.writer.into_inner().map_err(err)?;
-        out.into_inner()
-            .map(drop)
-            .map_err(|e| ExportError::Output(e.error().to_string()))
+        finish_writer(self.writer)
     }
 }

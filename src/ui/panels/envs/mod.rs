@@ -103,7 +103,6 @@ pub fn ui(
     cache: &mut SeriesCache,
 ) -> EnvsActions {
     let g = d.geometry.clone();
-    let generation = d.generation;
     let mut actions = EnvsActions::default();
     controls(ui, &g, settings, &mut actions);
     let (newest, window) = time_range(d, settings.plot_window_secs);
@@ -113,10 +112,71 @@ pub fn ui(
     let width_ns = (window_ns / columns).max(1);
     csv_export(ui, d, &g, from_ns, newest);
     values_report(ui, d, events, settings, &mut actions);
-    let marks = marks(events, from_ns, newest);
-    let plot_height = ((ui.available_height() - 40.0) / 4.0).clamp(90.0, 260.0);
+    let view = View {
+        d,
+        g: &g,
+        generation: d.generation,
+        newest,
+        window,
+        from_ns,
+        width_ns,
+        plot_height: ((ui.available_height() - 40.0) / 4.0).clamp(90.0, 260.0),
+        marks: marks(events, from_ns, newest),
+    };
     let mut keys: Vec<String> = Vec::new();
+    rewards_plot(ui, &view, cache, &mut keys);
+    for (title, id, channels, is_obs) in [
+        (
+            "Observations",
+            "env_obs",
+            settings.obs_channels.clone(),
+            true,
+        ),
+        ("Actions", "env_act", settings.act_channels.clone(), false),
+    ] {
+        channels_plot(ui, &view, cache, &mut keys, (title, id, &channels, is_obs));
+    }
+    overview_plot(ui, &view, cache, &mut keys);
+    cache.retain(|k| keys.iter().any(|x| x == k));
+    actions
+}
 
+/// What the plots of one redraw share: the data, its time window, the plots' height and
+/// the events' marks.
+struct View<'a> {
+    d: &'a SamplerData,
+    g: &'a Geometry,
+    generation: u64,
+    /// The newest frame's time, ns.
+    newest: u64,
+    /// The window's length, seconds.
+    window: f64,
+    from_ns: u64,
+    /// The time one pixel column covers, ns.
+    width_ns: u64,
+    plot_height: f32,
+    marks: Vec<Mark>,
+}
+
+/// The watched envs' rewards, with their done, truncation and reset markers; the keys of
+/// the series drawn go to `keys`.
+fn rewards_plot(
+    ui: &mut egui::Ui,
+    view: &View<'_>,
+    cache: &mut SeriesCache,
+    keys: &mut Vec<String>,
+) {
+    let View {
+        d,
+        generation,
+        newest,
+        window,
+        from_ns,
+        width_ns,
+        plot_height,
+        ref marks,
+        ..
+    } = *view;
     ui.strong("Rewards of the watched envs (markers: triangle done, diamond truncated, dot reset; lines: events)");
     Plot::new("env_rewards")
         .height(plot_height)
@@ -186,75 +246,106 @@ pub fn ui(
                 p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
             }
         });
+}
 
-    for (title, id, channels, is_obs) in [
-        (
-            "Observations",
-            "env_obs",
-            settings.obs_channels.clone(),
-            true,
-        ),
-        ("Actions", "env_act", settings.act_channels.clone(), false),
-    ] {
-        ui.strong(format!("{title} of the watched envs"));
-        Plot::new(id)
-            .height(plot_height)
-            .legend(Legend::default())
-            .include_x(-window)
-            .include_x(0.0)
-            .show(ui, |p| {
-                let mut n = 0;
-                for (env, h) in &d.envs {
-                    for &ch in &channels {
-                        let (limit, offset) = if is_obs {
-                            (g.obs_size, ch as usize)
-                        } else {
-                            (g.act_size, g.obs_size as usize + ch as usize)
-                        };
-                        if ch >= limit {
-                            continue;
-                        }
-                        let key = format!("{id}/{env}/{ch}");
-                        let series = cache.get(&key, generation);
-                        let fresh = newer(&h.detail, series.resume_from(width_ns), from_ns, |dt| {
-                            dt.t_ns
-                        });
-                        series.update(
-                            width_ns,
-                            from_ns,
-                            fresh.iter().map(|dt| {
-                                (dt.t_ns, dt.values.get(offset).copied().unwrap_or(f32::NAN))
-                            }),
-                        );
-                        let channel = if is_obs {
-                            Channel::Obs(ch)
-                        } else {
-                            Channel::Act(ch)
-                        };
-                        p.line(
-                            Line::new(
-                                format!("env {env} {}", channel.label(&g.names)),
-                                PlotPoints::from(series.points(newest)),
-                            )
-                            .color(series_color(n)),
-                        );
-                        keys.push(key);
-                        n += 1;
+/// The watched envs' observation (`is_obs`) or action channels of the settings, titled
+/// `title`, plot `id`; the keys of the series drawn go to `keys`.
+fn channels_plot(
+    ui: &mut egui::Ui,
+    view: &View<'_>,
+    cache: &mut SeriesCache,
+    keys: &mut Vec<String>,
+    (title, id, channels, is_obs): (&str, &str, &[u32], bool),
+) {
+    let View {
+        d,
+        g,
+        generation,
+        newest,
+        window,
+        from_ns,
+        width_ns,
+        plot_height,
+        ref marks,
+    } = *view;
+    ui.strong(format!("{title} of the watched envs"));
+    Plot::new(id)
+        .height(plot_height)
+        .legend(Legend::default())
+        .include_x(-window)
+        .include_x(0.0)
+        .show(ui, |p| {
+            let mut n = 0;
+            for (env, h) in &d.envs {
+                for &ch in channels {
+                    let (limit, offset) = if is_obs {
+                        (g.obs_size, ch as usize)
+                    } else {
+                        (g.act_size, g.obs_size as usize + ch as usize)
+                    };
+                    if ch >= limit {
+                        continue;
                     }
+                    let key = format!("{id}/{env}/{ch}");
+                    let series = cache.get(&key, generation);
+                    let fresh = newer(&h.detail, series.resume_from(width_ns), from_ns, |dt| {
+                        dt.t_ns
+                    });
+                    series.update(
+                        width_ns,
+                        from_ns,
+                        fresh.iter().map(|dt| {
+                            (dt.t_ns, dt.values.get(offset).copied().unwrap_or(f32::NAN))
+                        }),
+                    );
+                    let channel = if is_obs {
+                        Channel::Obs(ch)
+                    } else {
+                        Channel::Act(ch)
+                    };
+                    p.line(
+                        Line::new(
+                            format!("env {env} {}", channel.label(&g.names)),
+                            PlotPoints::from(series.points(newest)),
+                        )
+                        .color(series_color(n)),
+                    );
+                    keys.push(key);
+                    n += 1;
                 }
-                let kind = if is_obs {
-                    ChannelKind::Observation
-                } else {
-                    ChannelKind::Action
-                };
-                for m in marks.iter().filter(|m| {
-                    m.channel == Some(kind) && m.env.is_some_and(|e| d.envs.contains_key(&e))
-                }) {
-                    p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
-                }
-            });
-    }
+            }
+            let kind = if is_obs {
+                ChannelKind::Observation
+            } else {
+                ChannelKind::Action
+            };
+            for m in marks.iter().filter(|m| {
+                m.channel == Some(kind) && m.env.is_some_and(|e| d.envs.contains_key(&e))
+            }) {
+                p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
+            }
+        });
+}
 
+/// Every env: the reward's distribution and the share of dones and truncations per
+/// frame; the keys of the series drawn go to `keys`.
+fn overview_plot(
+    ui: &mut egui::Ui,
+    view: &View<'_>,
+    cache: &mut SeriesCache,
+    keys: &mut Vec<String>,
+) {
+    let View {
+        d,
+        g,
+        generation,
+        newest,
+        window,
+        from_ns,
+        width_ns,
+        plot_height,
+        ref marks,
+    } = *view;
     ui.strong(format!(
         "All {} envs: reward distribution, dones and truncations per frame",
         g.num_envs
@@ -298,12 +389,10 @@ pub fn ui(
                 keys.push(key);
             }
             // Every event of every env: the overview is of all of them.
-            for m in &marks {
+            for m in marks {
                 p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
             }
         });
-    cache.retain(|k| keys.iter().any(|x| x == k));
-    actions
 }
 
 fn controls(ui: &mut egui::Ui, g: &Geometry, settings: &mut Settings, actions: &mut EnvsActions) {
