@@ -80,6 +80,160 @@ pub struct Capture {
     encode_region_images: bool,
 }
 
+/// The channels a capture writes to, by what they carry.
+struct Channels {
+    rings: HashMap<RegionKind, usize>,
+    /// The header channel of each luckyrobots ring.
+    ring_headers: HashMap<RegionKind, usize>,
+    ring_events: usize,
+    state: usize,
+    events: usize,
+    log: usize,
+}
+
+impl Channels {
+    /// Declares the frame channel, a channel per ring (and per luckyrobots ring's
+    /// headers), the ring events', the state's, the detector's events and the log, with
+    /// their schemas.
+    fn declare(prelude: &mut Prelude, traffic: &Traffic, lucky: bool) -> Self {
+        prelude.schemas.push(SchemaDef {
+            name: FRAME_SCHEMA.into(),
+            encoding: "flatbuffer".into(),
+            data: std::borrow::Cow::Borrowed(RECORDING_BFBS),
+        });
+        prelude.channels.push(ChannelDef {
+            topic: FRAME_TOPIC.into(),
+            schema: Some(0),
+            message_encoding: "flatbuffer".into(),
+        });
+        // Ring entries as JSON that Foxglove decodes, their exact bytes inside.
+        prelude.schemas.push(SchemaDef {
+            name: RING_ENTRY_SCHEMA.into(),
+            encoding: "jsonschema".into(),
+            data: std::borrow::Cow::Borrowed(RING_ENTRY_JSON_SCHEMA.as_bytes()),
+        });
+        let entry_schema = Some(prelude.schemas.len() - 1);
+        let mut rings = HashMap::new();
+        for kind in traffic.rings() {
+            prelude.channels.push(ChannelDef {
+                topic: ring_topic(kind),
+                schema: entry_schema,
+                message_encoding: "json".into(),
+            });
+            rings.insert(kind, prelude.channels.len() - 1);
+        }
+        // The luckyrobots entry header (correlation id, method or status) is not part of
+        // the payload: a channel of its own per ring, for pairing on replay.
+        let mut ring_headers = HashMap::new();
+        if lucky {
+            for kind in traffic.rings() {
+                prelude.channels.push(ChannelDef {
+                    topic: ring_header_topic(kind),
+                    schema: None,
+                    message_encoding: "json".into(),
+                });
+                ring_headers.insert(kind, prelude.channels.len() - 1);
+            }
+        }
+        let mut schemaless = |topic: &str| {
+            prelude.channels.push(ChannelDef {
+                topic: topic.into(),
+                schema: None,
+                message_encoding: "json".into(),
+            });
+            prelude.channels.len() - 1
+        };
+        let ring_events = schemaless(RING_EVENTS_TOPIC);
+        let state = schemaless(STATE_TOPIC);
+        // The detector's events, and the same as Foxglove's log messages.
+        let mut json_channel = |topic: &str, name: &str, schema: &'static str| {
+            prelude.schemas.push(SchemaDef {
+                name: name.into(),
+                encoding: "jsonschema".into(),
+                data: std::borrow::Cow::Borrowed(schema.as_bytes()),
+            });
+            prelude.channels.push(ChannelDef {
+                topic: topic.into(),
+                schema: Some(prelude.schemas.len() - 1),
+                message_encoding: "json".into(),
+            });
+            prelude.channels.len() - 1
+        };
+        let events = json_channel(EVENTS_TOPIC, EVENT_SCHEMA, EVENT_JSON_SCHEMA);
+        let log = json_channel(LOG_TOPIC, LOG_SCHEMA, LOG_JSON_SCHEMA);
+        Self {
+            rings,
+            ring_headers,
+            ring_events,
+            state,
+            events,
+            log,
+        }
+    }
+}
+
+/// The run's metadata records: the header's fields, the geometry and the recorded envs,
+/// the names, the segment's bytes that detection reads, and the tool.
+fn describe_run(prelude: &mut Prelude, attached: &Attached, envs: &[u32]) {
+    let g = &attached.geometry;
+    let header = strings(g.fields().filter_map(|f| {
+        let v = f.decode(&g.header)?;
+        Some((f.name.to_string(), v.display()))
+    }));
+    prelude.metadata.push((HEADER_METADATA.into(), header));
+    let mut geometry = strings([
+        ("layout".into(), g.layout.as_str().into()),
+        ("size_bytes".into(), g.size_bytes.to_string()),
+        ("num_envs".into(), g.num_envs.to_string()),
+        ("obs_size".into(), g.obs_size.to_string()),
+        ("act_size".into(), g.act_size.to_string()),
+        (
+            "recorded_envs".into(),
+            envs.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+    ]);
+    for r in &g.regions {
+        geometry.insert(
+            format!("region.{}", r.kind.as_str()),
+            format!("{}+{}", r.offset_bytes, r.length_bytes),
+        );
+    }
+    prelude.metadata.push((GEOMETRY_METADATA.into(), geometry));
+    let names = strings(
+        g.names
+            .obs
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("obs.{i}"), n.clone()))
+            .chain(
+                g.names
+                    .act
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (format!("act.{i}"), n.clone())),
+            ),
+    );
+    prelude.metadata.push((NAMES_METADATA.into(), names));
+    let traced = lrbc::layout::Traced::new(&attached.segment);
+    // The same bytes as at attach, bar the counters: the geometry is detected again
+    // only to learn which bytes detection reads.
+    let _ = lrbc::layout::inspect(&traced, attached.choice);
+    prelude.metadata.push((
+        SEGMENT_METADATA.into(),
+        segment_metadata(&traced.into_sparse()),
+    ));
+    prelude.metadata.push((
+        TOOL_METADATA.into(),
+        strings([
+            ("name".into(), "lrbc-inspector".into()),
+            ("version".into(), env!("CARGO_PKG_VERSION").into()),
+        ]),
+    ));
+}
+
 impl std::fmt::Debug for Capture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Capture")
@@ -101,132 +255,11 @@ impl Capture {
                 num_envs: g.num_envs,
             });
         }
-        let mut prelude = Prelude::default();
-        prelude.schemas.push(SchemaDef {
-            name: FRAME_SCHEMA.into(),
-            encoding: "flatbuffer".into(),
-            data: std::borrow::Cow::Borrowed(RECORDING_BFBS),
-        });
-        prelude.channels.push(ChannelDef {
-            topic: FRAME_TOPIC.into(),
-            schema: Some(0),
-            message_encoding: "flatbuffer".into(),
-        });
         let traffic = Traffic::new(&attached, RingSelection::All);
-        let lucky = g.layout == Layout::LuckyrobotsIpc;
-        // Ring entries as JSON that Foxglove decodes, their exact bytes inside.
-        prelude.schemas.push(SchemaDef {
-            name: RING_ENTRY_SCHEMA.into(),
-            encoding: "jsonschema".into(),
-            data: std::borrow::Cow::Borrowed(RING_ENTRY_JSON_SCHEMA.as_bytes()),
-        });
-        let entry_schema = Some(prelude.schemas.len() - 1);
-        let mut ring_channels = HashMap::new();
-        for kind in traffic.rings() {
-            prelude.channels.push(ChannelDef {
-                topic: ring_topic(kind),
-                schema: entry_schema,
-                message_encoding: "json".into(),
-            });
-            ring_channels.insert(kind, prelude.channels.len() - 1);
-        }
-        // The luckyrobots entry header (correlation id, method or status) is not part of
-        // the payload: a channel of its own per ring, for pairing on replay.
-        let mut header_channels = HashMap::new();
-        if lucky {
-            for kind in traffic.rings() {
-                prelude.channels.push(ChannelDef {
-                    topic: ring_header_topic(kind),
-                    schema: None,
-                    message_encoding: "json".into(),
-                });
-                header_channels.insert(kind, prelude.channels.len() - 1);
-            }
-        }
-        prelude.channels.push(ChannelDef {
-            topic: RING_EVENTS_TOPIC.into(),
-            schema: None,
-            message_encoding: "json".into(),
-        });
-        let ring_events_channel = prelude.channels.len() - 1;
-        prelude.channels.push(ChannelDef {
-            topic: STATE_TOPIC.into(),
-            schema: None,
-            message_encoding: "json".into(),
-        });
-        let state_channel = prelude.channels.len() - 1;
-        // The detector's events, and the same as Foxglove's log messages.
-        let mut json_channel = |topic: &str, name: &str, schema: &'static str| {
-            prelude.schemas.push(SchemaDef {
-                name: name.into(),
-                encoding: "jsonschema".into(),
-                data: std::borrow::Cow::Borrowed(schema.as_bytes()),
-            });
-            prelude.channels.push(ChannelDef {
-                topic: topic.into(),
-                schema: Some(prelude.schemas.len() - 1),
-                message_encoding: "json".into(),
-            });
-            prelude.channels.len() - 1
-        };
-        let events_channel = json_channel(EVENTS_TOPIC, EVENT_SCHEMA, EVENT_JSON_SCHEMA);
-        let log_channel = json_channel(LOG_TOPIC, LOG_SCHEMA, LOG_JSON_SCHEMA);
-        let header = strings(g.fields().filter_map(|f| {
-            let v = f.decode(&g.header)?;
-            Some((f.name.to_string(), v.display()))
-        }));
-        prelude.metadata.push((HEADER_METADATA.into(), header));
-        let mut geometry = strings([
-            ("layout".into(), g.layout.as_str().into()),
-            ("size_bytes".into(), g.size_bytes.to_string()),
-            ("num_envs".into(), g.num_envs.to_string()),
-            ("obs_size".into(), g.obs_size.to_string()),
-            ("act_size".into(), g.act_size.to_string()),
-            (
-                "recorded_envs".into(),
-                envs.iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-        ]);
-        for r in &g.regions {
-            geometry.insert(
-                format!("region.{}", r.kind.as_str()),
-                format!("{}+{}", r.offset_bytes, r.length_bytes),
-            );
-        }
-        prelude.metadata.push((GEOMETRY_METADATA.into(), geometry));
-        let names = strings(
-            g.names
-                .obs
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (format!("obs.{i}"), n.clone()))
-                .chain(
-                    g.names
-                        .act
-                        .iter()
-                        .enumerate()
-                        .map(|(i, n)| (format!("act.{i}"), n.clone())),
-                ),
-        );
-        prelude.metadata.push((NAMES_METADATA.into(), names));
-        let traced = lrbc::layout::Traced::new(&attached.segment);
-        // The same bytes as at attach, bar the counters: the geometry is detected again
-        // only to learn which bytes detection reads.
-        let _ = lrbc::layout::inspect(&traced, attached.choice);
-        prelude.metadata.push((
-            SEGMENT_METADATA.into(),
-            segment_metadata(&traced.into_sparse()),
-        ));
-        prelude.metadata.push((
-            TOOL_METADATA.into(),
-            strings([
-                ("name".into(), "lrbc-inspector".into()),
-                ("version".into(), env!("CARGO_PKG_VERSION").into()),
-            ]),
-        ));
+        let mut prelude = Prelude::default();
+        let channels =
+            Channels::declare(&mut prelude, &traffic, g.layout == Layout::LuckyrobotsIpc);
+        describe_run(&mut prelude, &attached, &envs);
         let watcher = attached
             .reopen()
             .ok()
@@ -236,11 +269,11 @@ impl Capture {
             traffic,
             envs,
             prelude,
-            ring_channels,
-            header_channels,
-            ring_events_channel,
+            ring_channels: channels.rings,
+            header_channels: channels.ring_headers,
+            ring_events_channel: channels.ring_events,
             traffic_now_ns: 0,
-            state_channel,
+            state_channel: channels.state,
             watcher,
             state: State::Attached,
             state_read_ns: 0,
@@ -251,8 +284,8 @@ impl Capture {
             counts: Counts::default(),
             diagnosis: None,
             detect: DetectSettings::default(),
-            events_channel,
-            log_channel,
+            events_channel: channels.events,
+            log_channel: channels.log,
             events_cursor: 0,
             first_events: BTreeMap::new(),
             event_forms: Vec::new(),
