@@ -1,6 +1,8 @@
-//! Synthetic recordings, written as `recorder::Recorder` writes them (profile `lrbc`, the
-//! frame schema and channel, `lrbc.geometry`, `lrbc.names`, `lrbc.tool`, frames, then
-//! `lrbc.counts`), without a segment: for the export benchmark and the tests.
+//! Synthetic recordings, for the export benchmark and the tests.
+//!
+//! They are written as `recorder::Recorder` writes them, without a segment: profile `lrbc`,
+//! the frame schema and channel, `lrbc.geometry`, `lrbc.names`, `lrbc.tool`, frames, then
+//! `lrbc.counts`.
 
 use std::collections::BTreeMap;
 use std::io::{Seek, Write};

@@ -1,6 +1,7 @@
-//! The recording's ring entries, losses and malformed entries of the history window into
-//! the traffic store, decoded and paired by the traffic's `EntryDecoder` as a live
-//! traffic tap does.
+//! The recording's ring traffic in the player's traffic store.
+//!
+//! The ring entries, losses and malformed entries of the history window are decoded and
+//! paired by the traffic's `EntryDecoder`, as a live traffic tap does.
 
 use std::sync::Arc;
 

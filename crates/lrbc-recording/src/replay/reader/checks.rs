@@ -1,5 +1,7 @@
-//! What both readers of a recording check the same way (the profile, the frame channel,
-//! a chunk's records, decompressed), and the records of a run of bytes.
+//! The checks both readers of a recording share.
+//!
+//! The profile, the frame channel, a chunk's records (decompressed), and the records of a
+//! run of bytes are checked the same way by the reader and the whole-file pass (`stream`).
 
 use crate::format::{FRAME_SCHEMA, FRAME_TOPIC, PROFILE};
 
