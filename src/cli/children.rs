@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::CliError;
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
-use lrbc::platform::{Signal, send_signal};
+use lrbc_platform::{Signal, send_signal};
 
 /// The lrbc-inspector binary: this program, or the one beside it when this program is
 /// another of the workspace's (the benchmarks' `lrbc-bench`).
@@ -50,7 +50,7 @@ impl ChildProcess {
         stdout: Stdio,
     ) -> Result<Self, CliError> {
         let mut command = Command::new(program);
-        lrbc::platform::terminate_with_parent(&mut command);
+        lrbc_platform::terminate_with_parent(&mut command);
         let child = command
             .args(args)
             .stdin(Stdio::null())

@@ -308,7 +308,7 @@ fn capture_of(a: Attached, o: &Options) -> Result<Capture, CliError> {
 
 pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliError> {
     let stop = stop_flag();
-    lrbc::platform::set_timer_slack_ns(1_000);
+    lrbc_platform::set_timer_slack_ns(1_000);
     let loopback = o.listen.is_loopback();
     if o.allow_control && !loopback && o.tls.is_none() {
         return Err(CliError::Usage(format!(
@@ -397,7 +397,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: Options) -> Result<(), CliE
     server.send_metadata(feed.capture().prelude());
     // An observer: this thread runs in the time the engine and trainer leave over; the
     // frame follower, started above, keeps its own priority.
-    lrbc::platform::lower_thread_priority(19);
+    lrbc_platform::lower_thread_priority(19);
     let started = Instant::now();
     let deadline = o.duration.map(|d| super::deadline_after(started, d));
     let mut reattached = watcher.reattach_count;

@@ -399,7 +399,7 @@ fn a_client_that_answers_no_ping_is_dropped_and_said_so() {
 
 /// serve's resident memory, KiB.
 fn resident_kib(pid: u32) -> u64 {
-    lrbc::platform::resident_kib(pid).unwrap()
+    lrbc_platform::resident_kib(pid).unwrap()
 }
 
 #[test]

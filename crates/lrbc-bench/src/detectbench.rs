@@ -179,7 +179,7 @@ impl EventsProcess {
     /// `events --shm NAME --json`, for `secs` or until [`EventsProcess::interrupt`].
     fn start(name: &str, secs: Option<f64>) -> Result<Self, CliError> {
         let mut command = Command::new(inspector_exe()?);
-        lrbc::platform::terminate_with_parent(&mut command);
+        lrbc_platform::terminate_with_parent(&mut command);
         command.args(["events", "--shm", name, "--json"]);
         if let Some(secs) = secs {
             command.args(["--secs", &secs.to_string()]);
@@ -202,7 +202,7 @@ impl EventsProcess {
     /// Ctrl-C: it prints what it found and its summary, and ends.
     fn interrupt(&self) {
         if let Some(child) = &self.child {
-            lrbc::platform::send_signal(child.id(), lrbc::platform::Signal::Interrupt);
+            lrbc_platform::send_signal(child.id(), lrbc_platform::Signal::Interrupt);
         }
     }
 
@@ -211,7 +211,7 @@ impl EventsProcess {
         let Some(mut child) = self.child.take() else {
             return Err(CliError::Other("events was not started".into()));
         };
-        let (code, usage) = lrbc::platform::wait_with_usage(&mut child)
+        let (code, usage) = lrbc_platform::wait_with_usage(&mut child)
             .map_err(|e| CliError::Other(format!("events: {e}")))?;
         let join =
             |h: Option<JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();

@@ -71,7 +71,7 @@ fn spawn(
     mut command: Command,
     stderr: Stdio,
 ) -> Result<(ChildProcess, Receiver<String>), CliError> {
-    lrbc::platform::terminate_with_parent(&mut command);
+    lrbc_platform::terminate_with_parent(&mut command);
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -245,7 +245,7 @@ pub fn run(links: &Links<'_>) -> Result<(), CliError> {
     // This build's lrbc-inspector, whose `serve` is measured.
     let this = lrbc_inspector::cli::children::inspector_exe()?;
     let stop = Arc::new(AtomicBool::new(false));
-    lrbc::platform::stop_on_interrupt(&stop);
+    lrbc_platform::stop_on_interrupt(&stop);
     let skip = link_secs / 2.0;
     let secs = link_secs - skip;
     println!(

@@ -291,12 +291,12 @@ fn ring(secs: f64) -> Result<(), CliError> {
 }
 
 fn main() {
-    lrbc::platform::keep_large_allocations_mapped();
+    lrbc_platform::keep_large_allocations_mapped();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    lrbc::platform::default_sigpipe();
+    lrbc_platform::default_sigpipe();
     // The hidden commands are this program's own processes (observers, the link's
     // viewer), started by a benchmark or a test that has the binaries it needs.
     let own_process = matches!(

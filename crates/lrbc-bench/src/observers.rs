@@ -23,7 +23,7 @@ fn add_by_name(list: &mut Vec<(String, f64)>, name: &str, secs: f64) {
 
 /// CPU seconds used so far by the live threads of a process.
 fn cpu_secs(pid: u32) -> f64 {
-    lrbc::platform::threads_cpu_secs(pid)
+    lrbc_platform::threads_cpu_secs(pid)
         .iter()
         .map(|(_, s)| s)
         .sum()
@@ -152,17 +152,17 @@ impl Switched {
         if on != self.on {
             self.on = on;
             let signal = if on {
-                lrbc::platform::Signal::Resume
+                lrbc_platform::Signal::Resume
             } else {
-                lrbc::platform::Signal::Pause
+                lrbc_platform::Signal::Pause
             };
-            lrbc::platform::send_signal(self.process.pid(), signal);
+            lrbc_platform::send_signal(self.process.pid(), signal);
         }
     }
 
     /// CPU seconds so far, by thread.
     fn cpu(&self) -> Vec<(String, f64)> {
-        lrbc::platform::threads_cpu_secs(self.process.pid())
+        lrbc_platform::threads_cpu_secs(self.process.pid())
     }
 }
 

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lrbc::platform::ProcessUsage;
 use lrbc_inspector::cli::CliError;
+use lrbc_platform::ProcessUsage;
 use lrbc_sim::engine::Preset;
 
 /// Arguments of `lrbc-bench poller`.
@@ -113,7 +113,7 @@ pub(crate) fn run_to_end(
             .read_to_string(&mut out)
             .map_err(|e| CliError::Other(format!("{what}: {e}")))?;
     }
-    let (code, usage) = lrbc::platform::wait_with_usage(&mut child)
+    let (code, usage) = lrbc_platform::wait_with_usage(&mut child)
         .map_err(|e| CliError::Other(format!("{what}: {e}")))?;
     if code != Some(0) {
         return Err(CliError::Other(format!("{what} ended with {code:?}")));

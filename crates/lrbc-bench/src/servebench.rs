@@ -172,7 +172,7 @@ fn stalled(secs: f64) -> Result<(), CliError> {
     let f0 = frame_seq(&run.name);
     std::thread::sleep(window);
     let before = other.take().frames as f64 / frame_seq(&run.name).saturating_sub(f0).max(1) as f64;
-    let rss0 = lrbc::platform::resident_kib(s.pid()).unwrap_or(0);
+    let rss0 = lrbc_platform::resident_kib(s.pid()).unwrap_or(0);
     // Relaxed: a flag with no data behind it.
     stalled.stalled.store(true, Ordering::Relaxed);
     let mut peak = rss0;
@@ -180,10 +180,10 @@ fn stalled(secs: f64) -> Result<(), CliError> {
     let t0 = Instant::now();
     while t0.elapsed().as_secs_f64() < secs {
         std::thread::sleep(Duration::from_millis(500));
-        peak = peak.max(lrbc::platform::resident_kib(s.pid()).unwrap_or(0));
+        peak = peak.max(lrbc_platform::resident_kib(s.pid()).unwrap_or(0));
     }
     let during = other.take().frames as f64 / frame_seq(&run.name).saturating_sub(f0).max(1) as f64;
-    let rss1 = lrbc::platform::resident_kib(s.pid()).unwrap_or(0);
+    let rss1 = lrbc_platform::resident_kib(s.pid()).unwrap_or(0);
     println!(
         "a viewer of cams64 at 1 kHz with images stops reading for {secs:.0} s: serve's resident memory {:.1} MiB at the stall, {:.1} MiB at its end, peak {:.1} MiB (+{:.1} MiB); the other viewer's share of frames {:.2} % before, {:.2} % during",
         rss0 as f64 / 1024.0,

@@ -47,7 +47,25 @@ struct Observed {
     own: Vec<(f64, u64)>,
 }
 
-pub use lrbc::platform::resident_kib as rss_kib;
+pub use lrbc_platform::resident_kib as rss_kib;
+
+/// A process's resident memory by kind, KiB: its own (anonymous), pages of files it
+/// maps (shared libraries, mostly shared with other processes), shared memory (the
+/// segment). Linux only (`RssAnon`, `RssFile`, `RssShmem` of `/proc/<pid>/status`); None
+/// elsewhere.
+fn resident_split_kib(pid: u32) -> Option<(u64, u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((field("RssAnon:")?, field("RssFile:")?, field("RssShmem:")?))
+}
 
 /// The least-squares slope of `samples` (KiB per minute).
 pub fn slope_kib_per_min(samples: &[(f64, u64)]) -> f64 {
@@ -202,7 +220,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             }
             let kib = rss_kib(o.process.pid()).unwrap_or(0);
             o.samples.push((t, kib));
-            if let Some((anon, _, shmem)) = lrbc::platform::resident_split_kib(o.process.pid()) {
+            if let Some((anon, _, shmem)) = resident_split_kib(o.process.pid()) {
                 o.own.push((t, anon + shmem));
             }
             cells.push(format!("{:>12.1}", kib as f64 / 1024.0));
@@ -264,7 +282,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         }
     }
     for o in &observers {
-        if let Some((anon, file, shmem)) = lrbc::platform::resident_split_kib(o.process.pid()) {
+        if let Some((anon, file, shmem)) = resident_split_kib(o.process.pid()) {
             println!(
                 "{}: at the end {:.1} MiB its own (anonymous), {:.1} MiB pages of files it maps (shared libraries), {:.1} MiB shared memory (the segment)",
                 o.label,
@@ -325,8 +343,7 @@ mod tests {
         assert!(rss_kib(std::process::id()).is_some_and(|k| k > 0));
         #[cfg(target_os = "linux")]
         {
-            let (anon, _, _) =
-                lrbc::platform::resident_split_kib(std::process::id()).expect("read");
+            let (anon, _, _) = resident_split_kib(std::process::id()).expect("read");
             assert!(anon > 0 && anon <= rss_kib(std::process::id()).unwrap_or(0) + 1024);
         }
     }

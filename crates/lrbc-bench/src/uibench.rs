@@ -64,9 +64,9 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     let mut times = Vec::with_capacity(frames);
     let mut walls = Vec::with_capacity(frames);
     for _ in 0..frames {
-        let (t, cpu) = (Instant::now(), lrbc::platform::thread_cpu_ns());
+        let (t, cpu) = (Instant::now(), lrbc_platform::thread_cpu_ns());
         let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
-        times.push((lrbc::platform::thread_cpu_ns() - cpu) as f64 / 1e6);
+        times.push((lrbc_platform::thread_cpu_ns() - cpu) as f64 / 1e6);
         walls.push(t.elapsed().as_secs_f64() * 1e3);
         // Display rate: leave the rest of the frame to the other processes.
         std::thread::sleep(Duration::from_millis(16).saturating_sub(t.elapsed()));

@@ -312,7 +312,7 @@ impl<C: Clock> Watcher<C> {
 /// threads of the window, a process table's refresh is a cost the run pays), else from
 /// the process table.
 fn alive(processes: &mut Processes, pid: u32) -> bool {
-    lrbc::platform::process_running(pid).unwrap_or_else(|| processes.is_alive(pid))
+    lrbc_platform::process_running(pid).unwrap_or_else(|| processes.is_alive(pid))
 }
 
 #[cfg(test)]

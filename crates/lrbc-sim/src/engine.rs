@@ -269,7 +269,7 @@ impl EngineConfig {
         let plan = Plan::new(&spec)?;
         // The engine keeps a private copy of obs, actions and images besides the segment.
         let need = plan.size_bytes.saturating_mul(2);
-        let available = lrbc::platform::available_memory_bytes().unwrap_or(u64::MAX);
+        let available = lrbc_platform::available_memory_bytes().unwrap_or(u64::MAX);
         if need > available {
             return Err(EngineError::NoMemory {
                 need_bytes: need,

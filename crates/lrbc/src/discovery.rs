@@ -79,7 +79,7 @@ pub fn default_names(pid: u32) -> [String; 2] {
 fn list_named() -> Vec<ListEntry> {
     let mut processes = Processes::new();
     processes.refresh_all();
-    let sections = crate::platform::named_sections().filter(|s| !s.is_empty());
+    let sections = lrbc_platform::named_sections().filter(|s| !s.is_empty());
     let candidates = sections.unwrap_or_else(|| {
         processes
             .pids()

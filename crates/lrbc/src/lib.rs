@@ -3,7 +3,6 @@
 //!
 //! Modules, each using only those above it:
 //! - `layout`: the byte layout: wire structs, field tables, names, detection into a `Geometry`
-//! - `platform`: every operating-system call but the mappings, Unix and Windows (`unsafe`)
 //! - `procinfo`: process names, liveness, CPU and memory
 //! - `sync`: the one lock helper: a poisoned mutex is taken as it is
 //! - `clock`: the monotonic clock of the spec's `*_time_ns` words; a manual clock for tests
@@ -35,19 +34,14 @@
 //! # Ok::<(), lrbc::attach::AttachError>(())
 //! ```
 //!
-//! `unsafe` is denied everywhere but in `segment` and `platform` (and in the code that
-//! flatc generates for `rpc`).
+//! `unsafe` is denied everywhere but in `segment` (and in the code that flatc generates
+//! for `rpc`); the other operating-system calls are `lrbc_platform`'s.
 
 pub mod attach;
 pub mod clock;
 pub mod control;
 pub mod discovery;
 pub mod layout;
-#[expect(
-    unsafe_code,
-    reason = "calls into the operating system that std does not offer, each with its SAFETY line"
-)]
-pub mod platform;
 pub mod procinfo;
 pub mod rings;
 pub mod rpc;

@@ -1,5 +1,5 @@
-//! Mapping segments. The only module with `unsafe` besides `platform`: every other
-//! module reads and writes segments through the bounds-checked methods here, which load
+//! Mapping segments. The only module of this crate with `unsafe` (the other
+//! operating-system calls are `lrbc_platform`'s): every other module reads and writes segments through the bounds-checked methods here, which load
 //! and store the spec's atomic words atomically and copy bytes out (or in) without ever
 //! handing out a reference into the live mapping.
 //!

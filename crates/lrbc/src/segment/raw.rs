@@ -144,6 +144,6 @@ pub(super) fn segment_len(location: &Location, base: *mut u8, len: usize) -> usi
     let lucky_total = view
         .load_u64(offset_of!(LuckyHeader, total_size) as u64)
         .unwrap_or(0);
-    let page = crate::platform::page_size();
+    let page = lrbc_platform::page_size();
     usize::try_from(logical_size(len as u64, ext_total, lucky_total, page)).unwrap_or(len)
 }

@@ -1,11 +1,15 @@
-//! The Windows backend of `platform` (through `windows-sys`); the named mappings of the
-//! session's object namespace are `sections`'.
+//! The Windows backend, through `windows-sys`; the named mappings of the session's
+//! object namespace are `sections`'.
 
 mod sections;
 pub use sections::named_sections;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
+#[cfg(feature = "interrupt")]
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
 
 use windows_sys::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
@@ -18,6 +22,7 @@ use windows_sys::Win32::System::Threading::{
     OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE, SetThreadPriority,
     THREAD_PRIORITY_BELOW_NORMAL, THREAD_PRIORITY_LOWEST, THREAD_PRIORITY_NORMAL, TerminateProcess,
 };
+#[cfg(feature = "interrupt")]
 use windows_sys::core::BOOL;
 
 use super::{CpuTimes, Signal};
@@ -219,12 +224,14 @@ pub fn terminate_with_parent(_command: &mut std::process::Command) {
     });
 }
 
+#[cfg(feature = "interrupt")]
 /// The flags that a console's Ctrl-C, Ctrl-Break or close sets (`stop_on_interrupt`).
 fn stop_flags() -> &'static std::sync::Mutex<Vec<Arc<AtomicBool>>> {
     static FLAGS: OnceLock<std::sync::Mutex<Vec<Arc<AtomicBool>>>> = OnceLock::new();
     FLAGS.get_or_init(Default::default)
 }
 
+#[cfg(feature = "interrupt")]
 /// Windows calls this on a thread of its own for each console event.
 unsafe extern "system" fn on_console_event(event: u32) -> BOOL {
     use windows_sys::Win32::System::Console::{
@@ -257,6 +264,7 @@ unsafe extern "system" fn on_console_event(event: u32) -> BOOL {
     1
 }
 
+#[cfg(feature = "interrupt")]
 /// Sets `flag` on Ctrl-C or Ctrl-Break in the console, and when the console closes or
 /// the user logs off, instead of the default (ending the process at once), so that the
 /// command or the window stops as it would by itself. Without a console it is never set
@@ -430,11 +438,6 @@ fn with_process<T>(pid: u32, f: impl FnOnce(HANDLE) -> Option<T>) -> Option<T> {
 
 /// Whether a process runs, in one small read: not here (a process table tells).
 pub fn process_running(_pid: u32) -> Option<bool> {
-    None
-}
-
-/// A process's resident memory by kind: not told apart here.
-pub fn resident_split_kib(_pid: u32) -> Option<(u64, u64, u64)> {
     None
 }
 

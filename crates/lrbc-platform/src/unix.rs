@@ -1,4 +1,4 @@
-//! The Unix (Linux) backend of `platform`.
+//! The Unix (Linux) backend: each function through `libc` or `/proc`.
 
 use super::{CpuTimes, ProcessUsage, Signal};
 
@@ -147,6 +147,7 @@ pub fn send_signal(pid: u32, signal: Signal) -> bool {
     unsafe { libc::kill(pid, sig) == 0 }
 }
 
+#[cfg(feature = "interrupt")]
 /// Sets `flag` on SIGINT (Ctrl-C) and SIGTERM instead of their default action (ending the
 /// process at once), so that the command or the window stops as it would by itself.
 pub fn stop_on_interrupt(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
@@ -219,7 +220,31 @@ pub fn allocation_granularity() -> u64 {
 
 /// The machine's CPU time (`/proc/stat`); None where it cannot be read.
 pub fn cpu_times() -> Option<CpuTimes> {
-    super::parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// The `cpu` line of Linux's `/proc/stat`: user nice system idle iowait irq softirq
+/// steal …; the `cpuN` lines count the cores.
+fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 5 {
+        return None;
+    }
+    let cores = text
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count();
+    Some(CpuTimes {
+        idle: v[3] + v[4],
+        total: v.iter().sum(),
+        cores: cores.max(1),
+    })
 }
 
 /// Memory the machine can still give (`MemAvailable` of `/proc/meminfo`), bytes; None
@@ -235,23 +260,6 @@ pub fn available_memory_bytes() -> Option<u64> {
         .ok()?;
     // 0 is not a reading: a machine running this has memory to give.
     Some(kib * 1024).filter(|&b| b > 0)
-}
-
-/// A process's resident memory by kind, KiB: its own (anonymous), pages of files it
-/// maps (shared libraries, mostly shared with other processes), shared memory (the
-/// segment). Linux only (`RssAnon`, `RssFile`, `RssShmem` of `/proc/<pid>/status`).
-pub fn resident_split_kib(pid: u32) -> Option<(u64, u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    };
-    Some((field("RssAnon:")?, field("RssFile:")?, field("RssShmem:")?))
 }
 
 /// Whether process `pid` runs (exists, and is not a zombie), from the state in
@@ -412,5 +420,31 @@ pub fn tcp_link(stream: &std::net::TcpStream) -> Option<super::TcpLink> {
     {
         let _ = stream;
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  709770 11874 120869 1571559 2358 0 1062 2028 0 0\n\
+                        cpu0 354885 5937 60434 785779 1179 0 531 1014 0 0\n";
+
+    #[test]
+    fn the_cpu_line_gives_idle_with_iowait_and_the_total_of_every_state() {
+        let t = parse_proc_stat(STAT).unwrap();
+        assert_eq!(t.idle, 1_571_559 + 2_358);
+        assert_eq!(
+            t.total,
+            709_770 + 11_874 + 120_869 + 1_571_559 + 2_358 + 1_062 + 2_028
+        );
+        assert_eq!(t.cores, 1, "one cpuN line");
+        assert_eq!(
+            parse_proc_stat("cpu0 1 2 3 4 5\n"),
+            None,
+            "no aggregate line"
+        );
+        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None, "too few fields");
     }
 }
