@@ -12,7 +12,7 @@
 //! - `snapshot`: consistent copies of the hot data (spec 3.2)
 //! - `discovery`: the LRBC segments on this machine and the processes that map them
 //! - `attach`: attaching by name, PID or path: a mapping and its geometry
-//! - `control`: the control lease (spec 7), the one write, and its worker thread
+//! - `control`: the control lease (spec 7), the one write
 //!
 //! Reading one frame of a live segment:
 //!

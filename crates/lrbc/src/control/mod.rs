@@ -1,12 +1,7 @@
 //! The control channel (spec 7): a lease on the `owner_pid` word of `ctl_c2s`, requests
 //! on `ctl_c2s`, responses on `ctl_s2c`. Only the pages of the two control rings are
 //! mapped writable, and only while a `Lease` lives; dropping it (also while unwinding
-//! from a panic) releases the lease. `worker` holds the lease on a thread of its own for
-//! the window ([`ControlWorker`]).
-
-mod worker;
-
-pub use worker::{ControlRequest, ControlState, ControlWorker, ServiceRow, set_line, statuses_of};
+//! from a panic) releases the lease.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
