@@ -4,6 +4,7 @@
 pub mod app;
 pub mod decimate;
 pub mod decoder;
+pub mod discovery;
 pub mod icon;
 pub mod panels;
 pub mod raster;

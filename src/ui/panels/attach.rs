@@ -1,12 +1,13 @@
 //! The attach view: discovered segments and the processes that map them, attach by
 //! click, by typed name or PID, connect to a server of a run, the servers connected (one
 //! row each), and recent targets. The listing comes from
-//! [`lrbc::discovery::Discovery`], which runs on its own thread.
+//! [`crate::ui::discovery::Discovery`], which runs on its own thread.
 
 use crate::session::NodeRow;
+use crate::ui::discovery::Listing;
 use crate::ui::widgets::{BAD, state_color, state_text};
 use lrbc::attach::Target;
-use lrbc::discovery::{Listing, Outcome};
+use lrbc::discovery::Outcome;
 use lrbc::procinfo::ProcInfo;
 use lrbc_remote::view::LinkState;
 
