@@ -41,6 +41,8 @@ pub mod attach;
 pub mod clock;
 pub mod control;
 pub mod discovery;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod layout;
 pub mod procinfo;
 pub mod rings;
