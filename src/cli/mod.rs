@@ -1,7 +1,6 @@
 //! The command line: arguments, the error printed once, and the subcommands.
 
 pub mod args;
-pub mod children;
 mod control;
 mod demo;
 pub mod detection;

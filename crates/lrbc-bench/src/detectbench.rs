@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use crate::fixtures::start;
 use crate::observers::{Observer, observer_cost, print_cost};
 use crate::pollerbench::{check_numpy, python_path, run_to_end};
+use crate::shared::BenchError;
+use crate::shared::{parse_hz, seconds_f64};
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::args::{parse_hz, seconds_f64};
-use lrbc_inspector::cli::children::{ChildProcess, inspector_exe, start_client, start_engine};
+use lrbc_sim::children::{ChildProcess, inspector_exe, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 /// Arguments of `lrbc-bench detect`.
@@ -96,7 +96,7 @@ const CLIENT_AFTER_LAST: u64 = 1000;
 const ATTACH: Duration = Duration::from_millis(500);
 
 /// The anchor: `--anchor`, or the checkout's benches/nan_checker.py.
-fn anchor_script(arg: Option<&Path>) -> Result<PathBuf, CliError> {
+fn anchor_script(arg: Option<&Path>) -> Result<PathBuf, BenchError> {
     let script = arg.map_or_else(
         || {
             PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -107,7 +107,7 @@ fn anchor_script(arg: Option<&Path>) -> Result<PathBuf, CliError> {
     if script.is_file() {
         Ok(script)
     } else {
-        Err(CliError::Other(format!(
+        Err(BenchError::Other(format!(
             "{}: not found (--anchor FILE names the numpy anchor)",
             script.display()
         )))
@@ -151,7 +151,7 @@ fn parse_summary(line: &str) -> Option<(u64, u64, u64)> {
 fn read_all(
     pipe: Option<impl Read + Send + 'static>,
     thread: &str,
-) -> Result<Option<JoinHandle<String>>, CliError> {
+) -> Result<Option<JoinHandle<String>>, BenchError> {
     let Some(mut pipe) = pipe else {
         return Ok(None);
     };
@@ -163,7 +163,7 @@ fn read_all(
             text
         })
         .map(Some)
-        .map_err(|e| CliError::Other(format!("cannot start a reader: {e}")))
+        .map_err(|e| BenchError::Other(format!("cannot start a reader: {e}")))
 }
 
 /// An `events --json` process, its output read as it goes; ended (SIGKILL) if dropped
@@ -177,7 +177,7 @@ struct EventsProcess {
 
 impl EventsProcess {
     /// `events --shm NAME --json`, for `secs` or until [`EventsProcess::interrupt`].
-    fn start(name: &str, secs: Option<f64>) -> Result<Self, CliError> {
+    fn start(name: &str, secs: Option<f64>) -> Result<Self, BenchError> {
         let mut command = Command::new(inspector_exe()?);
         lrbc_platform::terminate_with_parent(&mut command);
         command.args(["events", "--shm", name, "--json"]);
@@ -189,7 +189,7 @@ impl EventsProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| CliError::Other(format!("cannot start events: {e}")))?;
+            .map_err(|e| BenchError::Other(format!("cannot start events: {e}")))?;
         let stdout = read_all(child.stdout.take(), "bench-events-out")?;
         let stderr = read_all(child.stderr.take(), "bench-events-err")?;
         Ok(Self {
@@ -207,18 +207,18 @@ impl EventsProcess {
     }
 
     /// Waits for its end: its events, its summary's counts and its CPU.
-    fn finish(mut self) -> Result<EventsOutcome, CliError> {
+    fn finish(mut self) -> Result<EventsOutcome, BenchError> {
         let Some(mut child) = self.child.take() else {
-            return Err(CliError::Other("events was not started".into()));
+            return Err(BenchError::Other("events was not started".into()));
         };
         let (code, usage) = lrbc_platform::wait_with_usage(&mut child)
-            .map_err(|e| CliError::Other(format!("events: {e}")))?;
+            .map_err(|e| BenchError::Other(format!("events: {e}")))?;
         let join =
             |h: Option<JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
         let (out, err) = (join(self.stdout.take()), join(self.stderr.take()));
         if code != Some(0) {
             let last = err.lines().last().unwrap_or_default();
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "events ended with {code:?}: {last}"
             )));
         }
@@ -227,7 +227,7 @@ impl EventsProcess {
             .filter(|l| !l.trim().is_empty())
             .map(|l| {
                 serde_json::from_str(l)
-                    .map_err(|e| CliError::Other(format!("events printed {l:?}: {e}")))
+                    .map_err(|e| BenchError::Other(format!("events printed {l:?}: {e}")))
             })
             .collect::<Result<Vec<serde_json::Value>, _>>()?;
         let summary = err
@@ -292,7 +292,7 @@ impl Turns {
     }
 }
 
-fn watch_command(name: &str, secs: f64) -> Result<Command, CliError> {
+fn watch_command(name: &str, secs: f64) -> Result<Command, BenchError> {
     let mut c = Command::new(inspector_exe()?);
     c.args([
         "watch",
@@ -329,13 +329,13 @@ fn anchor_figures(v: &serde_json::Value) -> (f64, u64, u64) {
 
 /// One round: `events`, `watch --no-events` and the anchor with its nap, attached
 /// together to the run `name` for `secs`.
-fn round(name: &str, secs: f64, anchor: &Path, turns: &mut [Turns; 4]) -> Result<(), CliError> {
+fn round(name: &str, secs: f64, anchor: &Path, turns: &mut [Turns; 4]) -> Result<(), BenchError> {
     let (watch, numpy, events) = std::thread::scope(|s| {
-        let spawn = |thread: &str, command: Result<Command, CliError>, what: &'static str| {
+        let spawn = |thread: &str, command: Result<Command, BenchError>, what: &'static str| {
             std::thread::Builder::new()
                 .name(thread.into())
                 .spawn_scoped(s, move || command.and_then(|c| run_to_end(c, what)))
-                .map_err(|e| CliError::Other(format!("cannot start a thread: {e}")))
+                .map_err(|e| BenchError::Other(format!("cannot start a thread: {e}")))
         };
         let watch = spawn(
             "bench-watch",
@@ -348,9 +348,9 @@ fn round(name: &str, secs: f64, anchor: &Path, turns: &mut [Turns; 4]) -> Result
             "the numpy anchor",
         );
         let events = EventsProcess::start(name, Some(secs)).and_then(EventsProcess::finish);
-        let join = |h: Result<std::thread::ScopedJoinHandle<'_, _>, CliError>| {
+        let join = |h: Result<std::thread::ScopedJoinHandle<'_, _>, BenchError>| {
             h?.join()
-                .map_err(|_| CliError::Other("an observer's thread panicked".into()))?
+                .map_err(|_| BenchError::Other("an observer's thread panicked".into()))?
         };
         (join(watch), join(numpy), events)
     });
@@ -368,7 +368,7 @@ fn round(name: &str, secs: f64, anchor: &Path, turns: &mut [Turns; 4]) -> Result
     Ok(())
 }
 
-fn cpu_table(args: &DetectBenchArgs, anchor: &Path) -> Result<(), CliError> {
+fn cpu_table(args: &DetectBenchArgs, anchor: &Path) -> Result<(), BenchError> {
     println!(
         "CPU: `events`, `watch --no-events` and the numpy anchor (--nap 100) attached together \
          to one engine and client at {} Hz, {} rounds of {} s per preset{}",
@@ -414,7 +414,7 @@ fn cpu_table(args: &DetectBenchArgs, anchor: &Path) -> Result<(), CliError> {
             }
         }
         if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "the client exited ({code}) during the measurement"
             )));
         }
@@ -576,7 +576,7 @@ fn plan(seed: u64, count: usize, (envs, obs, act): (u32, u32, u32)) -> Vec<Vec<N
 
 /// One engine run with `nans` planted, `events` attached before the client's first
 /// step and stopped once the run is past the last NaN.
-fn planted_run(name: &str, nans: &[Nan], hz: f64) -> Result<EventsOutcome, CliError> {
+fn planted_run(name: &str, nans: &[Nan], hz: f64) -> Result<EventsOutcome, BenchError> {
     let last = nans
         .iter()
         .map(|n| n.frame_seq)
@@ -612,12 +612,12 @@ fn planted_run(name: &str, nans: &[Nan], hz: f64) -> Result<EventsOutcome, CliEr
             break;
         }
         if let Some(code) = client.exited() {
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "the client exited ({code}) at frame {frame_seq}, before the last NaN"
             )));
         }
         if Instant::now() >= deadline {
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "the run reached frame {frame_seq} of {} in time",
                 last + AFTER_LAST
             )));
@@ -633,7 +633,7 @@ fn planted_run(name: &str, nans: &[Nan], hz: f64) -> Result<EventsOutcome, CliEr
 }
 
 /// Two processes that spin, loading both cores as a trainer's do.
-fn load_both_cores() -> Result<Vec<ChildProcess>, CliError> {
+fn load_both_cores() -> Result<Vec<ChildProcess>, BenchError> {
     (0..2)
         .map(|_| {
             ChildProcess::spawn_program(
@@ -642,11 +642,12 @@ fn load_both_cores() -> Result<Vec<ChildProcess>, CliError> {
                 &["-c".into(), "while :; do :; done".into()],
                 Stdio::null(),
             )
+            .map_err(BenchError::from)
         })
         .collect()
 }
 
-fn rate_row(args: &DetectBenchArgs, busy: bool) -> Result<(), CliError> {
+fn rate_row(args: &DetectBenchArgs, busy: bool) -> Result<(), BenchError> {
     let (envs, obs, act, _) = Preset::Train4096.sizes();
     let runs = plan(args.seed, args.nans as usize, (envs, obs, act));
     let _load = if busy { load_both_cores()? } else { Vec::new() };
@@ -729,7 +730,7 @@ fn rate_row(args: &DetectBenchArgs, busy: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-fn rate_table(args: &DetectBenchArgs) -> Result<(), CliError> {
+fn rate_table(args: &DetectBenchArgs) -> Result<(), BenchError> {
     println!(
         "planted one-frame NaNs (seed {}, random env, channel and index, {NANS_PER_RUN} to an \
          engine run, 300 to 700 frames apart), train4096, client at {} Hz, `events --json` \
@@ -766,7 +767,7 @@ fn rate_table(args: &DetectBenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn clean_table(args: &DetectBenchArgs) -> Result<(), CliError> {
+fn clean_table(args: &DetectBenchArgs) -> Result<(), BenchError> {
     println!(
         "clean run: train4096, client at {} Hz, no plants; `events --json` for {} s from 0.5 s \
          after the client's start (it ends before the client)",
@@ -781,7 +782,7 @@ fn clean_table(args: &DetectBenchArgs) -> Result<(), CliError> {
     std::thread::sleep(ATTACH);
     let o = EventsProcess::start(&run.name, Some(args.clean_secs))?.finish()?;
     if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
-        return Err(CliError::Other(format!(
+        return Err(BenchError::Other(format!(
             "the client exited ({code}) during the clean run"
         )));
     }
@@ -810,7 +811,7 @@ fn clean_table(args: &DetectBenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn ratio_table(args: &DetectBenchArgs) -> Result<(), CliError> {
+fn ratio_table(args: &DetectBenchArgs) -> Result<(), BenchError> {
     let window = args.window.clamp(0.05, 10.0);
     // Paced, a window holds `hz × window` frames: one frame more or less is 1 % of a
     // hundred, so the paced windows are at least half a second.
@@ -850,9 +851,9 @@ fn ratio_table(args: &DetectBenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn run(args: &DetectBenchArgs) -> Result<(), CliError> {
+pub fn run(args: &DetectBenchArgs) -> Result<(), BenchError> {
     if !cfg!(target_os = "linux") {
-        return Err(CliError::Other(
+        return Err(BenchError::Other(
             "lrbc-bench detect runs on Linux: the numpy anchor maps the segment from /dev/shm"
                 .into(),
         ));
@@ -865,7 +866,7 @@ pub fn run(args: &DetectBenchArgs) -> Result<(), CliError> {
     if wants(DetectPart::Cpu) {
         let anchor = anchor_script(args.anchor.as_deref())?;
         check_numpy().map_err(|_| {
-            CliError::Other(
+            BenchError::Other(
                 "lrbc-bench detect needs python3 with numpy for the anchor (the test command, \
                  bash .ci/test, installs it under target/pydeps)"
                     .into(),

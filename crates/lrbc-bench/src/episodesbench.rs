@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use crate::fixtures::start;
 use crate::observers::{Observer, observer_cost, print_cost};
 use crate::pollerbench::run_to_end;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::args::{parse_hz, seconds_f64};
-use lrbc_inspector::cli::children::{ChildProcess, inspector_exe};
-use lrbc_inspector::cli::export::{mb, one_line};
+use crate::shared::BenchError;
+use crate::shared::{export_error, mb};
+use crate::shared::{parse_hz, seconds_f64};
 use lrbc_recording::export::{self, Format, LeRobotOptions, synthetic};
+use lrbc_sim::children::{ChildProcess, inspector_exe};
 use lrbc_sim::engine::Preset;
 
 /// Arguments of `lrbc-bench episodes`.
@@ -56,7 +56,7 @@ pub enum EpisodesPart {
 /// Time for an observer to start and attach before it is counted on.
 const ATTACH: Duration = Duration::from_millis(500);
 
-fn watch(name: &str, secs: f64, extra: &[&str]) -> Result<Command, CliError> {
+fn watch(name: &str, secs: f64, extra: &[&str]) -> Result<Command, BenchError> {
     let mut c = Command::new(inspector_exe()?);
     c.args(["watch", "--shm", name, "--count", "1", "--json"])
         .args(["--interval", &secs.to_string()])
@@ -64,7 +64,7 @@ fn watch(name: &str, secs: f64, extra: &[&str]) -> Result<Command, CliError> {
     Ok(c)
 }
 
-fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
     let observers: [(&str, &[&str]); 3] = [
         (
             "watch --no-events --no-episodes",
@@ -106,9 +106,9 @@ fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
                 .into_iter()
                 .map(|h| {
                     h.join()
-                        .map_err(|_| CliError::Other("an observer's thread panicked".into()))?
+                        .map_err(|_| BenchError::Other("an observer's thread panicked".into()))?
                 })
-                .collect::<Result<Vec<_>, CliError>>()
+                .collect::<Result<Vec<_>, BenchError>>()
         })?;
         for (k, (v, usage)) in results.iter().enumerate() {
             cpu[k].push(usage.cpu_secs / args.secs);
@@ -118,7 +118,7 @@ fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
         }
     }
     if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
-        return Err(CliError::Other(format!(
+        return Err(BenchError::Other(format!(
             "the client exited ({code}) during the measurement"
         )));
     }
@@ -146,7 +146,7 @@ fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn ratio_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+fn ratio_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
     println!(
         "engine's lock-step rate, train4096 at {} Hz (goal: at least 0.99); `episodes` \
          switched off and on in windows of 0.5 s, blocks of off-on-on-off, {:.0} s of one run:",
@@ -163,7 +163,7 @@ fn ratio_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+fn export_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
     let dir = std::env::temp_dir();
     let input = dir.join(format!("lrbc-bench-episodes-{}.mcap", std::process::id()));
     // A thousand frames, written and compressed as the recorder does, size the file.
@@ -179,16 +179,16 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
         compression: lrbc_recording::format::Compression::default(),
     };
     let (written, _) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
-        .map_err(|e| CliError::Other(e.to_string()))?;
+        .map_err(|e| BenchError::Other(e.to_string()))?;
     let per_frame = (written.into_inner().len() as u64 / probe.frames).max(1);
     let spec = synthetic::Spec {
         frames: ((args.size_mib << 20) / per_frame).max(1),
         ..probe
     };
     let file = std::fs::File::create(&input)
-        .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
+        .map_err(|e| BenchError::Other(format!("{}: {e}", input.display())))?;
     synthetic::write(&spec, std::io::BufWriter::with_capacity(1 << 20, file))
-        .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
+        .map_err(|e| BenchError::Other(format!("{}: {e}", input.display())))?;
     let in_bytes = std::fs::metadata(&input).map_or(0, |m| m.len());
     println!(
         "export of a synthetic recording: {:.0} MB ({:.2} GiB), {} frames of 64 envs (obs 32, act 8, \
@@ -219,7 +219,7 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
             match result {
                 Ok(n) => rows = n,
                 Err(e) => {
-                    failure = Some(one_line(&e, &input, &out));
+                    failure = Some(export_error(&e, &input, &out));
                     break;
                 }
             }
@@ -243,7 +243,7 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
     failure.map_or(Ok(()), Err)
 }
 
-pub fn run(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+pub fn run(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
     let wants = |p: EpisodesPart| args.only.is_empty() || args.only.contains(&p);
     println!(
         "lrbc-bench episodes: what counting every env's episodes costs; engine, client and \

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use crate::fixtures::{Viewer, free_port, start};
 use crate::observers::{Observer, WINDOW, observer_cost, print_cost};
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::ChildProcess;
+use crate::shared::BenchError;
+use lrbc_sim::children::ChildProcess;
 use lrbc_sim::engine::Preset;
 
 /// `serve` of segment `name` on a free port with `extra` options; its URL.
-fn serve(name: &str, extra: &[&str]) -> Result<(ChildProcess, String), CliError> {
+fn serve(name: &str, extra: &[&str]) -> Result<(ChildProcess, String), BenchError> {
     let port = free_port()?;
     let mut args: Vec<String> = vec![
         "serve".into(),
@@ -29,7 +29,7 @@ fn serve(name: &str, extra: &[&str]) -> Result<(ChildProcess, String), CliError>
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if Instant::now() > deadline {
-            return Err(CliError::Other("serve did not listen within 10 s".into()));
+            return Err(BenchError::Other("serve did not listen within 10 s".into()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -56,7 +56,7 @@ fn percentile(v: &mut [u64], q: f64) -> f64 {
 }
 
 /// Frames a viewer got of those published over `secs`, and their lateness.
-fn share(name: &str, url: &str, secs: f64, label: &str) -> Result<(), CliError> {
+fn share(name: &str, url: &str, secs: f64, label: &str) -> Result<(), BenchError> {
     let viewer = Viewer::start(url)?;
     std::thread::sleep(Duration::from_secs(1));
     let _ = viewer.take();
@@ -83,7 +83,7 @@ pub fn run(
     rate_secs: f64,
     stall_secs: f64,
     link: Option<crate::linkbench::Links<'_>>,
-) -> Result<(), CliError> {
+) -> Result<(), BenchError> {
     if let Some(link) = link {
         return crate::linkbench::run(&link);
     }
@@ -161,7 +161,7 @@ pub fn run(
 }
 
 /// A viewer stops reading for `secs`: serve's resident memory, and another viewer's share.
-fn stalled(secs: f64) -> Result<(), CliError> {
+fn stalled(secs: f64) -> Result<(), BenchError> {
     let run = start(Preset::Cams64, (Some(1000.0), "random"), None, "srv-stall")?;
     let (s, url) = serve(&run.name, &["--images"])?;
     let stalled = Viewer::start(&url)?;

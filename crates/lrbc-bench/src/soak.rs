@@ -8,23 +8,23 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
+use crate::shared::BenchError;
+use lrbc_sim::children::{ChildProcess, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
 pub struct SoakArgs {
     /// How long to run (units ms, s, min, h allowed; a bare number is seconds).
-    #[arg(long, value_name = "SECS", default_value = "30min", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+    #[arg(long, value_name = "SECS", default_value = "30min", value_parser = crate::shared::seconds_f64)]
     pub duration: f64,
     /// Seconds between samples.
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = crate::shared::seconds_f64)]
     pub every: f64,
     /// Sizes from the seed's examples.
-    #[arg(long, value_parser = lrbc_inspector::cli::values::preset(), default_value = "train4096")]
+    #[arg(long, value_parser = crate::shared::preset(), default_value = "train4096")]
     pub preset: Preset,
     /// The client's pace, steps per second (it sends commands too).
-    #[arg(long, value_name = "F", default_value = "1000", value_parser = lrbc_inspector::cli::args::parse_hz)]
+    #[arg(long, value_name = "F", default_value = "1000", value_parser = crate::shared::parse_hz)]
     pub hz: f64,
     /// The memory budget of the app and the window, MiB.
     #[arg(long, value_name = "MIB", default_value_t = lrbc_live::memory::DEFAULT_BUDGET_MIB, value_parser = clap::value_parser!(u32).range(16..=65536))]
@@ -32,7 +32,7 @@ pub struct SoakArgs {
     /// The app's and the window's sampler on a busy machine, percent of one core. 0 (the
     /// default here) takes every frame, so that their histories fill at the engine's
     /// pace rather than at a few dozen frames a second.
-    #[arg(long, value_name = "PCT", default_value = "0", value_parser = lrbc_inspector::cli::args::parse_percent)]
+    #[arg(long, value_name = "PCT", default_value = "0", value_parser = crate::shared::parse_percent)]
     pub busy_budget: f32,
 }
 
@@ -80,8 +80,8 @@ pub fn slope_kib_per_min(samples: &[(f64, u64)]) -> f64 {
     if sxx == 0.0 { 0.0 } else { sxy / sxx * 60.0 }
 }
 
-pub fn run(args: &SoakArgs) -> Result<(), CliError> {
-    let stop = lrbc_inspector::cli::stop_flag();
+pub fn run(args: &SoakArgs) -> Result<(), BenchError> {
+    let stop = crate::shared::stop_flag();
     let name = format!("lrbc-soak-{}", std::process::id());
     let mut engine = start_engine(&name, args.preset, &["--force"])?;
     let mut client = start_client(&name, &["--hz".into(), args.hz.to_string()], Stdio::null())?;
@@ -143,7 +143,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
                     }
                 }
             })
-            .map_err(|e| CliError::Other(e.to_string()))?;
+            .map_err(|e| BenchError::Other(e.to_string()))?;
     }
     let mut data_samples: Vec<(f64, u64)> = Vec::new();
     let display = lrbc_inspector::ui::display_available();
@@ -200,7 +200,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
     let mut last = (0.0f64, frames(&probe));
     let mut next = args.every;
     loop {
-        if lrbc_inspector::cli::sleep_unless_stopped(
+        if crate::shared::sleep_unless_stopped(
             Duration::from_secs_f64((next - start.elapsed().as_secs_f64()).max(0.0)),
             &stop,
         ) {
@@ -213,7 +213,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
         let mut cells = Vec::new();
         for o in &mut observers {
             if let Some(code) = o.process.exited() {
-                return Err(CliError::Other(format!(
+                return Err(BenchError::Other(format!(
                     "{} exited (code {code}) during the soak",
                     o.label
                 )));
@@ -236,7 +236,7 @@ pub fn run(args: &SoakArgs) -> Result<(), CliError> {
             cells.join(" ")
         );
         if let Some(code) = client.exited() {
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "the client exited (code {code}) during the soak"
             )));
         }

@@ -76,6 +76,9 @@ pub enum Preset {
 }
 
 impl Preset {
+    /// Every preset.
+    pub const ALL: [Self; 3] = [Self::Train4096, Self::Cams64, Self::Cams16];
+
     /// `(num_envs, obs_size, act_size, image)`.
     pub fn sizes(self) -> (u32, u32, u32, Option<(u32, u32, u32)>) {
         match self {
