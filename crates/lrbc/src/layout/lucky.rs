@@ -2,7 +2,7 @@
 
 use zerocopy::FromBytes;
 
-use super::detect::{Builder, check_reserved, ring_capacity};
+use super::builder::{Builder, check_reserved, ring_capacity};
 use super::{
     ByteSource, CounterOffsets, Geometry, Layout, LayoutError, LuckyHeader, LuckyRingHeader, Names,
     RegionKind, RingFormat, RingGeometry, headers, names,
