@@ -50,7 +50,7 @@ use clap::{Parser, Subcommand};
 use crate::shared::BenchError;
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::{LayoutChoice, RegionKind};
-use lrbc::rings::lrbc::{Consumer, Producer};
+use lrbc::rings::v1::{V1Consumer, V1Producer};
 use lrbc_live::traffic::{FollowPace, RingSelection, Traffic, TrafficEvent};
 use lrbc_sim::bench::{RingSegment, sample_envelopes};
 use uibench::SamplerPart;
@@ -195,8 +195,8 @@ fn follow_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), BenchError> {
         std::thread::Builder::new()
             .name("bench-producer".into())
             .spawn(move || {
-                let mut prod = Producer::new(&*rw, ring);
-                let mut cons = Consumer::new(&*rw, ring);
+                let mut prod = V1Producer::new(&*rw, ring);
+                let mut cons = V1Consumer::new(&*rw, ring);
                 let mut buf = Vec::new();
                 let start = Instant::now();
                 let mut sent = 0u64;
