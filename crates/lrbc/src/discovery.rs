@@ -21,19 +21,19 @@ pub struct ListEntry {
     pub size_bytes: Option<u64>,
     /// The segment's summary, or why it cannot be read.
     #[serde(flatten)]
-    pub outcome: Outcome,
+    pub outcome: ListOutcome,
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(untagged)]
-pub enum Outcome {
-    Ok(Summary),
+pub enum ListOutcome {
+    Ok(SegmentSummary),
     Err { error: String },
 }
 
 /// What `list` shows of a readable segment.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Summary {
+pub struct SegmentSummary {
     pub layout: Layout,
     pub num_envs: u32,
     pub obs_size: u32,
@@ -46,10 +46,10 @@ pub struct Summary {
 }
 
 impl ListEntry {
-    pub fn summary(&self) -> Option<&Summary> {
+    pub fn summary(&self) -> Option<&SegmentSummary> {
         match &self.outcome {
-            Outcome::Ok(s) => Some(s),
-            Outcome::Err { .. } => None,
+            ListOutcome::Ok(s) => Some(s),
+            ListOutcome::Err { .. } => None,
         }
     }
 }
@@ -137,7 +137,7 @@ fn entry(location: &Location, name: String, processes: &Processes) -> Option<Lis
                 name,
                 size_bytes: std::fs::symlink_metadata(&path).ok().map(|m| m.len()),
                 path,
-                outcome: Outcome::Err {
+                outcome: ListOutcome::Err {
                     error: short_open_error(&e),
                 },
             });
@@ -155,7 +155,7 @@ fn entry(location: &Location, name: String, processes: &Processes) -> Option<Lis
                 name,
                 path,
                 size_bytes,
-                outcome: Outcome::Err {
+                outcome: ListOutcome::Err {
                     error: e.to_string(),
                 },
             });
@@ -172,7 +172,7 @@ fn entry(location: &Location, name: String, processes: &Processes) -> Option<Lis
         name,
         path,
         size_bytes,
-        outcome: Outcome::Ok(Summary {
+        outcome: ListOutcome::Ok(SegmentSummary {
             layout: geometry.layout,
             num_envs: geometry.num_envs,
             obs_size: geometry.obs_size,
@@ -285,7 +285,7 @@ mod tests {
         assert_eq!(entries.len(), 1, "{entries:?}");
         assert_eq!(entries[0].name, "short-lrbc");
         assert!(
-            matches!(&entries[0].outcome, Outcome::Err { error } if error.contains("smaller than"))
+            matches!(&entries[0].outcome, ListOutcome::Err { error } if error.contains("smaller than"))
         );
     }
 }

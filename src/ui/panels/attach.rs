@@ -7,7 +7,7 @@ use crate::session::NodeRow;
 use crate::ui::discovery::Listing;
 use crate::ui::widgets::{BAD, state_color, state_text};
 use lrbc::attach::Target;
-use lrbc::discovery::Outcome;
+use lrbc::discovery::ListOutcome;
 use lrbc::procinfo::ProcInfo;
 use lrbc_remote::view::LinkState;
 
@@ -127,7 +127,7 @@ pub fn ui(
             ui.end_row();
             for e in &listing.segments {
                 match &e.outcome {
-                    Outcome::Ok(s) => {
+                    ListOutcome::Ok(s) => {
                         if ui
                             .button("Attach")
                             .on_hover_text(format!("attach to {}", e.name))
@@ -143,7 +143,7 @@ pub fn ui(
                         proc_label(ui, &s.client);
                         ui.label(s.frame_seq.to_string());
                     }
-                    Outcome::Err { error } => {
+                    ListOutcome::Err { error } => {
                         ui.add_enabled(false, egui::Button::new("Attach"));
                         ui.monospace(&e.name);
                         ui.colored_label(

@@ -183,7 +183,7 @@ impl<C: Clock> AuxWorker<C> {
         }
         let mut d = lock(&self.data);
         d.image_note = None;
-        if copy.consistent || copy.guard == snapshot::Guard::Unguarded {
+        if copy.consistent || copy.guard == snapshot::CopyGuard::Unguarded {
             d.stats.images_captured += 1;
             d.image = Some(ImageFrame {
                 image_seq: seq,

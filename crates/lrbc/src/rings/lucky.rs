@@ -5,7 +5,7 @@
 //! positions. Entries split across the end of the data area.
 
 use super::confirm::{Item, Positions};
-use super::cursor::{Cursor, Format, Parsed};
+use super::cursor::{Cursor, CursorRead, EntryFormat};
 use super::{LuckyEntryHeader, MAX_RAW_BYTES, RingRead, RingWrite, align8};
 use crate::layout::RingGeometry;
 use crate::layout::headers::LuckyRingHeader;
@@ -178,7 +178,7 @@ pub struct Lucky;
 /// Follows a luckyrobots ring without consuming it (the rules of spec 4.1).
 pub type LuckyWatcher = Cursor<Lucky>;
 
-impl Format for Lucky {
+impl EntryFormat for Lucky {
     fn positions(ring: &RingGeometry) -> Positions {
         Positions {
             mask: u64::MAX,
@@ -196,7 +196,7 @@ impl Format for Lucky {
         mem.load_u64(ring.offset_bytes + TAIL)
     }
 
-    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> Parsed {
+    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> CursorRead {
         let cap = u64::from(ring.capacity_bytes);
         let available = end.wrapping_sub(p);
         let malformed = |error: String| {
@@ -204,7 +204,7 @@ impl Format for Lucky {
             if !read_wrapping(mem, ring, p, &mut raw) {
                 raw.clear();
             }
-            Parsed::Copied {
+            CursorRead::Copied {
                 end: p,
                 bytes: raw,
                 item: Item::Malformed { error },
@@ -215,7 +215,7 @@ impl Format for Lucky {
             return malformed("an entry header extends past head".into());
         }
         if !read_wrapping(mem, ring, p, &mut h) {
-            return Parsed::Unreadable;
+            return CursorRead::Unreadable;
         }
         let header = parse_header(&h);
         let size = entry_size(u64::from(header.payload_length));
@@ -228,12 +228,12 @@ impl Format for Lucky {
         }
         let mut bytes = vec![0u8; ENTRY_HEADER_BYTES as usize + header.payload_length as usize];
         if !read_wrapping(mem, ring, p, &mut bytes) {
-            return Parsed::Unreadable;
+            return CursorRead::Unreadable;
         }
         if bytes[..16] != h {
-            return Parsed::Torn;
+            return CursorRead::Torn;
         }
-        Parsed::Copied {
+        CursorRead::Copied {
             end: p.wrapping_add(size),
             bytes,
             item: Item::Entry {

@@ -205,7 +205,7 @@ pub fn is_request_ring(kind: RegionKind) -> bool {
     matches!(kind, RegionKind::CmdC2s | RegionKind::CtlC2s)
 }
 
-fn cursor_positions<F: cursor::Format>(w: &cursor::Cursor<F>) -> confirm::Positions {
+fn cursor_positions<F: cursor::EntryFormat>(w: &cursor::Cursor<F>) -> confirm::Positions {
     F::positions(&w.ring)
 }
 

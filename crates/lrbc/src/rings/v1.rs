@@ -4,7 +4,7 @@
 //! as skipped. Positions are free-running u32 counters.
 
 use super::confirm::{Item, Positions};
-use super::cursor::{Cursor, Format, Parsed};
+use super::cursor::{Cursor, CursorRead, EntryFormat};
 use super::{MAX_RAW_BYTES, RingRead, RingWrite, align8};
 use crate::layout::RingGeometry;
 use crate::layout::headers::RingHeader;
@@ -213,7 +213,7 @@ pub struct Lrbc;
 /// Follows an LRBC ring without consuming it (spec 4.1).
 pub type V1Watcher = Cursor<Lrbc>;
 
-impl Format for Lrbc {
+impl EntryFormat for Lrbc {
     fn positions(ring: &RingGeometry) -> Positions {
         Positions {
             mask: u64::from(u32::MAX),
@@ -231,13 +231,13 @@ impl Format for Lrbc {
         mem.load_u32(ring.offset_bytes + READ_POS).map(u64::from)
     }
 
-    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> Parsed {
+    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> CursorRead {
         let cap = ring.capacity_bytes;
         let p32 = p as u32;
         let index = p32 & (cap - 1);
         let mut word = [0u8; 4];
         if !mem.read_at(data_at(ring, p32), &mut word) {
-            return Parsed::Unreadable;
+            return CursorRead::Unreadable;
         }
         let len = u32::from_le_bytes(word);
         let available = (end as u32).wrapping_sub(p32);
@@ -246,7 +246,7 @@ impl Format for Lrbc {
             if !mem.read_at(data_at(ring, p32), &mut raw) || raw.get(..4) != Some(&word[..]) {
                 raw = word.to_vec();
             }
-            Parsed::Copied {
+            CursorRead::Copied {
                 end: p,
                 bytes: raw,
                 item: Item::Malformed { error },
@@ -261,7 +261,7 @@ impl Format for Lrbc {
             if available < cap - index {
                 return malformed("wrap marker beyond write_pos".into());
             }
-            return Parsed::Copied {
+            return CursorRead::Copied {
                 end: u64::from(p32.wrapping_add(cap - index)),
                 bytes: word.to_vec(),
                 item: Item::Skip,
@@ -284,12 +284,12 @@ impl Format for Lrbc {
         }
         let mut bytes = vec![0u8; 4 + len as usize];
         if !mem.read_at(data_at(ring, p32), &mut bytes) {
-            return Parsed::Unreadable;
+            return CursorRead::Unreadable;
         }
         if bytes[..4] != word {
-            return Parsed::Torn;
+            return CursorRead::Torn;
         }
-        Parsed::Copied {
+        CursorRead::Copied {
             end: u64::from(p32.wrapping_add(size)),
             bytes,
             item: Item::Entry {

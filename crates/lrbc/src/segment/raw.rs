@@ -15,7 +15,7 @@ use crate::layout::headers::{LrbcHeader, LuckyHeader};
 pub(super) struct Raw {
     // Declared before the map so it is dropped (deregistered) before the unmap.
     #[cfg(unix)]
-    guard: sigbus::Guard,
+    guard: sigbus::SigbusGuard,
     base: *mut u8,
     pub(super) len: usize,
     /// For a view that can be released while read (Windows named mappings): every
