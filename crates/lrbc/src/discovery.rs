@@ -119,7 +119,7 @@ pub(crate) fn list_in(dir: &Path) -> Vec<ListEntry> {
             let name = d.file_name().to_string_lossy().into_owned();
             let location = Location::File {
                 path: d.path(),
-                follow: crate::segment::Follow::NoSymlinks,
+                symlinks: crate::segment::Symlinks::Refused,
             };
             entry(&location, name, &processes)
         })

@@ -1,4 +1,4 @@
-//! Following a ring without consuming it (spec 4.1), for either ring format: a cursor
+//! Watching a ring without consuming it (spec 4.1), for either ring format: a cursor
 //! of its own, every entry copied out and kept only once it is known that the producer
 //! did not overwrite it during the copy (`confirm`), every byte passed counted as seen
 //! or lost.
@@ -23,7 +23,7 @@ pub enum CursorRead {
     Unreadable,
 }
 
-/// The parts of a ring format a follower needs.
+/// The parts of a ring format a cursor needs.
 pub trait EntryFormat: std::fmt::Debug {
     fn positions(ring: &RingGeometry) -> Positions;
     /// The producer's position (Acquire: pairs with the producer's Release store).
@@ -39,7 +39,7 @@ pub trait EntryFormat: std::fmt::Debug {
     fn margin(ring: &RingGeometry, w: u64, largest_entry: u64) -> u64;
 }
 
-/// Follows one ring of format `F`.
+/// Watches one ring of format `F`.
 #[derive(Debug)]
 pub struct Cursor<F: EntryFormat> {
     pub ring: RingGeometry,

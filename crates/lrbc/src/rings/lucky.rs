@@ -175,7 +175,7 @@ fn parse_header(h: &[u8; 16]) -> LuckyEntryHeader {
 #[derive(Debug)]
 pub struct Lucky;
 
-/// Follows a luckyrobots ring without consuming it (the rules of spec 4.1).
+/// Watches a luckyrobots ring without consuming it (the rules of spec 4.1).
 pub type LuckyWatcher = Cursor<Lucky>;
 
 impl EntryFormat for Lucky {

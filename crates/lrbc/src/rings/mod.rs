@@ -1,5 +1,5 @@
 //! The command and control rings: producers and consumers (spec 4, for the simulated
-//! engine and client and the control lease), and watchers that follow a ring without
+//! engine and client and the control lease), and watchers that read a ring without
 //! consuming it (spec 4.1), counting every loss. `v1` is the LRBC v1 format, `lucky` the
 //! luckyrobots one (spec 8).
 

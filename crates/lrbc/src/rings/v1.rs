@@ -210,7 +210,7 @@ impl V1Consumer {
 #[derive(Debug)]
 pub struct Lrbc;
 
-/// Follows an LRBC ring without consuming it (spec 4.1).
+/// Watches an LRBC v1 ring without consuming it (spec 4.1).
 pub type V1Watcher = Cursor<Lrbc>;
 
 impl EntryFormat for Lrbc {

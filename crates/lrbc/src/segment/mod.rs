@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 
 pub use control_pages::ControlPages;
 pub use location::{
-    Follow, Location, NameError, SHM_DIR, SHM_PLACE, shm_location, shm_path, validate_name,
+    Location, NameError, SHM_DIR, SHM_PLACE, Symlinks, shm_location, shm_path, validate_name,
 };
 pub use read::Segment;
 pub use write::SegmentRw;

@@ -379,7 +379,7 @@ struct StressCount {
 
 /// A producer that mostly writes small entries and now and then one larger than any
 /// before it (so larger than any the watcher has seen), often across the wrap; the
-/// engine consumes at once; watchers follow, each new one knowing no sizes yet.
+/// engine consumes at once; watchers join, each new one knowing no sizes yet.
 fn stress(entries: u64) -> StressCount {
     let f = Arc::new(ring_file(4096));
     let stop = Arc::new(AtomicBool::new(false));

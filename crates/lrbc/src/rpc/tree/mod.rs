@@ -119,7 +119,7 @@ impl FieldTree {
             .objects
             .get(object)
             .ok_or(DecodeError::Unsupported("the root"))?;
-        let root = w.follow(0, "root table")?;
+        let root = w.offset_target(0, "root table")?;
         w.table(root, obj, 0, "")?;
         Ok(Self { nodes: w.nodes })
     }
