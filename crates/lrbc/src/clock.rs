@@ -1,4 +1,4 @@
-//! Clocks, injected so that time-dependent logic (stale detection, rates, timeouts) is
+//! The clocks, injected so that time-dependent logic (stale detection, rates, timeouts) is
 //! tested without sleeping.
 
 use std::sync::Arc;

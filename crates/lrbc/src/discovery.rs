@@ -1,4 +1,4 @@
-//! Finding LRBC segments on the machine. Linux: every file in `/dev/shm` whose first
+//! The scan for LRBC segments on this machine. Linux: every file in `/dev/shm` whose first
 //! bytes are the LRBC magic, and the shared-memory files a process maps. Windows: the
 //! named mappings of the session's namespace (or, where it cannot be listed, those
 //! under the default names of every running process, `LuckyEngine_<pid>` and

@@ -1,4 +1,4 @@
-//! Validating a luckyrobots IPC segment (spec 8).
+//! The validation of a luckyrobots IPC segment (spec 8).
 
 use zerocopy::FromBytes;
 

@@ -1,4 +1,4 @@
-//! Validating an LRBC v1 segment (the seed's header, with or without the extension
+//! The validation of an LRBC v1 segment (the seed's header, with or without the extension
 //! block, spec 2).
 
 use super::builder::{Builder, HotSizes, check_reserved, product, ring_capacity};

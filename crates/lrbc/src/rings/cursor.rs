@@ -1,7 +1,7 @@
-//! Watching a ring without consuming it (spec 4.1), for either ring format: a cursor
-//! of its own, every entry copied out and kept only once it is known that the producer
-//! did not overwrite it during the copy (`confirm`), every byte passed counted as seen
-//! or lost.
+//! The cursor of a watcher, which reads a ring without consuming it (spec 4.1), for
+//! either ring format: a position of its own, every entry copied out and kept only once
+//! it is known that the producer did not overwrite it during the copy (`confirm`), every
+//! byte passed counted as seen or lost.
 
 use super::confirm::{Copy, Held, Item, Positions, Verdict};
 use super::{RingRead, RingStats, WatchEvent};

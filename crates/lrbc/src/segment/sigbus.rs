@@ -1,4 +1,4 @@
-//! Surviving a segment that shrinks under us.
+//! The SIGBUS guard, which lets a read survive a segment that shrinks under it.
 //!
 //! On Linux, touching a page of a shared mapping that lies wholly past the end of the
 //! (now shorter) file raises SIGBUS. A process-wide handler looks the faulting address
