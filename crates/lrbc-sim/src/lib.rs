@@ -10,7 +10,7 @@
 //! - `engine`: the simulated engine: a segment, lock-step stepping, answers, images, planted faults
 //! - `client`: the simulated trainer: actions, reset flags and requests in lock-step
 //! - `inprocess`: an engine and a client on threads of this process
-//! - `children`: the engine, the client and observers as child processes of the lrbc-inspector binary
+//! - `children`: the engine, client and observers as child processes of lrbc-inspector
 
 pub mod bench;
 pub mod children;
