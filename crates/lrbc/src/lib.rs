@@ -1,5 +1,6 @@
 //! The LRBC contract between LuckyEngine and its trainer, and read-only access to a live
-//! segment. No window, async runtime, TLS or file format.
+//! segment. No threads of its own, window, async runtime, TLS, image decoding or file
+//! format.
 //!
 //! Modules, each using only those above it:
 //! - `layout`: the byte layout: wire structs, field tables, names, detection into a `Geometry`
