@@ -192,3 +192,39 @@ pub fn export_error(e: &ExportError, input: &Path, out: &Path) -> BenchError {
         _ => BenchError::Other(format!("{}: {e}", file.display())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_rates_parse_as_the_inspector_s_arguments_do() {
+        assert_eq!(seconds_f64("30min"), Ok(1800.0));
+        assert_eq!(positive_seconds("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(seconds(0.0)("0"), Ok(Duration::ZERO));
+        for bad in ["1e400", "NaN", "-1", "2592001", "0.0001", "5 days"] {
+            assert!(seconds_f64(bad).is_err(), "{bad} accepted");
+        }
+        assert_eq!(parse_hz("1000 Hz"), Ok(1000.0));
+        for bad in ["0", "1e-300", "1e300", "inf", "fast"] {
+            assert!(parse_hz(bad).is_err(), "{bad} accepted");
+        }
+        assert_eq!(parse_percent("12.5"), Ok(12.5));
+        assert!(parse_percent("101").is_err());
+    }
+
+    #[test]
+    fn presets_parse_by_their_names() {
+        use clap::builder::TypedValueParser as _;
+        let cmd = clap::Command::new("bench");
+        for p in Preset::ALL {
+            let parsed = preset().parse_ref(&cmd, None, std::ffi::OsStr::new(p.as_str()));
+            assert_eq!(parsed.ok(), Some(p));
+        }
+        assert!(
+            preset()
+                .parse_ref(&cmd, None, std::ffi::OsStr::new("huge"))
+                .is_err()
+        );
+    }
+}
