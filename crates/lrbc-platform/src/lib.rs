@@ -9,8 +9,10 @@
 //! - `unix`: the Unix (Linux) backend, through `libc`
 //! - `windows`: the Windows backend, through `windows-sys`
 //!
-//! The feature `interrupt` adds `stop_on_interrupt` (signal-hook on Unix), for the
-//! programs that stop on Ctrl-C; the contract crate does not enable it.
+//! The feature `process` adds process control, for the programs and the children they
+//! start: `stop_on_interrupt` (signal-hook on Unix), `send_signal`,
+//! `terminate_with_parent`, `wait_with_usage`, the console and settings at the start of
+//! `main`. The contract crate does not enable it.
 
 #![expect(
     unsafe_code,
@@ -28,6 +30,7 @@ mod windows;
 pub use windows::*;
 
 /// What to ask of another process (`send_signal`).
+#[cfg(feature = "process")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {
     /// Stop cleanly (Ctrl-C; SIGINT). On Windows a process is ended at once.
@@ -41,6 +44,7 @@ pub enum Signal {
 }
 
 /// What a child process used over its life, read when it was reaped.
+#[cfg(feature = "process")]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProcessUsage {
     /// User and system CPU seconds, every thread.

@@ -1,6 +1,8 @@
 //! The Unix (Linux) backend: each function through `libc` or `/proc`.
 
-use super::{CpuTimes, ProcessUsage, Signal};
+use super::CpuTimes;
+#[cfg(feature = "process")]
+use super::{ProcessUsage, Signal};
 
 fn timespec_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -94,6 +96,7 @@ pub fn request_short_slice(slice_ns: u64) -> bool {
 /// freed, up to 32 MiB, after which the transient buffers of a pass (tessellated plots,
 /// copies of the segment's values) come from the heap and stay resident as free space
 /// between live blocks: about 30 MiB more in the window over a long run. glibc only.
+#[cfg(feature = "process")]
 pub fn keep_large_allocations_mapped() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt takes plain integers; called from `cli::main` before any thread
@@ -105,6 +108,7 @@ pub fn keep_large_allocations_mapped() {
 
 /// Sets an environment variable for this process and the libraries it loads. Only for
 /// the start of `main`, before any thread exists (the environment is not thread-safe).
+#[cfg(feature = "process")]
 pub fn set_env_at_startup(key: &str, value: &str) {
     // SAFETY: called from `cli::main` before it starts any thread, so nothing reads or
     // writes the environment concurrently.
@@ -130,6 +134,7 @@ fn lower_linux_thread(nice: i32) {
 
 /// Sends `signal` to process `pid` (used to stop child processes cleanly). False if
 /// there is no such process.
+#[cfg(feature = "process")]
 pub fn send_signal(pid: u32, signal: Signal) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
@@ -147,9 +152,9 @@ pub fn send_signal(pid: u32, signal: Signal) -> bool {
     unsafe { libc::kill(pid, sig) == 0 }
 }
 
-#[cfg(feature = "interrupt")]
 /// Sets `flag` on SIGINT (Ctrl-C) and SIGTERM instead of their default action (ending the
 /// process at once), so that the command or the window stops as it would by itself.
+#[cfg(feature = "process")]
 pub fn stop_on_interrupt(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // Registration fails only for forbidden signals; these two are allowed.
@@ -158,6 +163,7 @@ pub fn stop_on_interrupt(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
 }
 
 /// A Unix program has its terminal already; nothing to attach to.
+#[cfg(feature = "process")]
 pub fn attach_to_parent_console() {}
 
 /// The user's home folder (`$HOME`).
@@ -178,6 +184,7 @@ pub fn pictures_dir() -> Option<std::path::PathBuf> {
 /// Restores the default action of SIGPIPE, so that writing to a closed pipe
 /// (`lrbc-inspector traffic | head`) ends the process quietly, as Unix tools do,
 /// instead of failing every later write.
+#[cfg(feature = "process")]
 pub fn default_sigpipe() {
     // SAFETY: setting a signal's disposition to SIG_DFL has no preconditions.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
@@ -185,13 +192,13 @@ pub fn default_sigpipe() {
 
 /// Where the kernel cannot end children with their parent (not Linux), children are
 /// ended by the tool on a clean exit only.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(feature = "process", not(target_os = "linux")))]
 pub fn terminate_with_parent(_command: &mut std::process::Command) {}
 
 /// Makes a child process receive SIGTERM when this process dies, however it dies, so
 /// that simulated engines started by `demo` or `sim bench` never outlive it (and their
 /// SIGTERM handling removes their segments).
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "process", target_os = "linux"))]
 pub fn terminate_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt as _;
     // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
@@ -319,6 +326,7 @@ pub fn threads_cpu_secs(pid: u32) -> Vec<(String, f64)> {
 
 /// Waits for `child` to end and reaps it, returning its exit code (None: killed by a
 /// signal) and what it used over its life (`wait4`).
+#[cfg(feature = "process")]
 pub fn wait_with_usage(
     child: &mut std::process::Child,
 ) -> std::io::Result<(Option<i32>, ProcessUsage)> {
