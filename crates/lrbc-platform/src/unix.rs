@@ -269,24 +269,6 @@ pub fn available_memory_bytes() -> Option<u64> {
     Some(kib * 1024).filter(|&b| b > 0)
 }
 
-/// Whether process `pid` runs (exists, and is not a zombie), from the state in
-/// `/proc/<pid>/stat`: one small read, where a process table's refresh reads several
-/// files. None without `/proc` (macOS).
-pub fn process_running(pid: u32) -> Option<bool> {
-    if !cfg!(any(target_os = "linux", target_os = "android")) {
-        return None;
-    }
-    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(false),
-        Err(_) => return None,
-    };
-    // "pid (comm) S ...": the name may hold spaces and parentheses; the state follows
-    // the last ')'.
-    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
-    Some(!matches!(state, 'Z' | 'X' | 'x'))
-}
-
 /// Resident memory of a process, KiB (`VmRSS` of `/proc/<pid>/status`).
 pub fn resident_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

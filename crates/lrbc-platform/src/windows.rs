@@ -448,11 +448,6 @@ fn with_process<T>(pid: u32, f: impl FnOnce(HANDLE) -> Option<T>) -> Option<T> {
     out
 }
 
-/// Whether a process runs, in one small read: not here (a process table tells).
-pub fn process_running(_pid: u32) -> Option<bool> {
-    None
-}
-
 /// Resident memory (working set) of a process, KiB.
 pub fn resident_kib(pid: u32) -> Option<u64> {
     with_process(pid, |h| {
