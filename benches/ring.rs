@@ -11,7 +11,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lrbc::attach::Attached;
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::{LayoutChoice, RegionKind};
-use lrbc::rings::lrbc::{Consumer, Producer};
+use lrbc::rings::v1::{V1Consumer, V1Producer};
 use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
 use lrbc_sim::bench::{RingSegment, sample_envelopes};
 
@@ -27,8 +27,8 @@ fn follow(c: &mut Criterion) {
         panic!("the segment has no cmd_c2s ring");
     };
     let samples = sample_envelopes();
-    let mut producer = Producer::new(&*seg.rw, ring);
-    let mut consumer = Consumer::new(&*seg.rw, ring);
+    let mut producer = V1Producer::new(&*seg.rw, ring);
+    let mut consumer = V1Consumer::new(&*seg.rw, ring);
     let mut traffic = Traffic::new(&attached, RingSelection::Cmd);
     let (mut events, mut popped) = (Vec::new(), Vec::new());
     let mut sent = 0u64;

@@ -1,6 +1,6 @@
 //! What a source holds for the window. A live segment: its own read-only mapping, the
 //! sampler, a traffic tap thread ([`lrbc_live::traffic::TrafficTap`]) and, once used, a
-//! control worker thread ([`lrbc::control::ControlWorker`]). A recording: a
+//! control worker thread ([`lrbc_live::controller::ControlWorker`]). A recording: a
 //! [`lrbc_recording::replay::Player`] thread filling the same kinds of data as of its timeline.
 //! A served run: a [`lrbc_remote::view::Viewer`] thread filling them as messages arrive.
 //! The live view paused is [`Frozen`] (`frozen`): a copy of the sampler's history and the
@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lrbc::attach::{Attached, Target, attach};
 use lrbc::clock::MonotonicClock;
-use lrbc::control::{ControlWorker, lease_holder, unavailable_reason};
+use lrbc::control::{lease_holder, unavailable_reason};
 use lrbc::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
 use lrbc::sync::lock;
+use lrbc_live::controller::ControlWorker;
 use lrbc_live::detect::{EventKind, EventLog};
 use lrbc_live::episodes::EpisodeBook;
 use lrbc_live::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
@@ -556,7 +557,7 @@ impl Session {
     }
 
     /// The control requests' state: the worker's, once started; a served run's always.
-    pub fn control_state(&self) -> Option<lrbc::control::ControlState> {
+    pub fn control_state(&self) -> Option<lrbc_live::controller::ControlState> {
         match &self.sampler {
             Frames::Remote(v) => Some(v.control().state()),
             _ => self.control.as_ref().map(ControlWorker::state),

@@ -1,6 +1,6 @@
-//! The envelope decoder over arbitrary bytes (body: `lrbc_inspector::fuzzing`).
+//! The envelope decoder over arbitrary bytes (body: `lrbc::fuzzing`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| lrbc_inspector::fuzzing::envelope_decode(data));
+fuzz_target!(|data: &[u8]| lrbc::fuzzing::envelope_decode(data));

@@ -1,6 +1,6 @@
-//! The names region parser over arbitrary bytes (body: `lrbc_inspector::fuzzing`).
+//! The names region parser over arbitrary bytes (body: `lrbc::fuzzing`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| lrbc_inspector::fuzzing::names_parse(data));
+fuzz_target!(|data: &[u8]| lrbc::fuzzing::names_parse(data));

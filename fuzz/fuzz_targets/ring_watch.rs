@@ -1,6 +1,6 @@
-//! The ring watchers over arbitrary ring bytes (body: `lrbc_inspector::fuzzing`).
+//! The ring watchers over arbitrary ring bytes (body: `lrbc::fuzzing`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| lrbc_inspector::fuzzing::ring_watch(data));
+fuzz_target!(|data: &[u8]| lrbc::fuzzing::ring_watch(data));

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::children::{ChildProcess, start_client, start_engine};
 use super::{CliError, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
@@ -20,6 +19,7 @@ use lrbc::sync::lock;
 use lrbc_live::detect::{DEFAULT_EVENTS_KEPT, DetectSettings, Diagnosis};
 use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
 use lrbc_live::watch::AttachmentWatch;
+use lrbc_sim::children::{ChildProcess, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
@@ -72,7 +72,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         .iter()
         .flat_map(|p| ["--plant", p.as_str()])
         .collect();
-    let mut engine = start_engine(&name, args.preset, &plant_args)?;
+    let mut engine = start_engine(&name, args.preset, &plant_args).map_err(child_error)?;
     let mut client = start_client(
         &name,
         &[
@@ -82,7 +82,8 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
             "balance".into(),
         ],
         Stdio::null(),
-    )?;
+    )
+    .map_err(child_error)?;
     let display = crate::ui::display_available();
     eprintln!(
         "demo: engine pid {}, client pid {} at {} Hz, segment {name}; Ctrl-C stops all three",
@@ -212,4 +213,9 @@ fn headless(
         std::thread::sleep(Duration::from_millis(2));
     }
     Ok(())
+}
+
+/// A child that did not start or come up, as the command's error.
+fn child_error(e: lrbc_sim::children::ChildError) -> CliError {
+    CliError::Other(e.0)
 }

@@ -1,7 +1,7 @@
 //! `list`: every LRBC segment on the machine.
 
 use super::CliError;
-use lrbc::discovery::{self, Outcome};
+use lrbc::discovery::{self, ListOutcome};
 
 pub fn run(as_json: bool) -> Result<(), CliError> {
     let entries = discovery::list();
@@ -22,7 +22,7 @@ pub fn run(as_json: bool) -> Result<(), CliError> {
     for e in &entries {
         let size = e.size_bytes.map_or("?".into(), |s| s.to_string());
         match &e.outcome {
-            Outcome::Ok(s) => println!(
+            ListOutcome::Ok(s) => println!(
                 "{:<28} {:<16} {:>10} {:>16} {:<28} {:<28} {:>12} {:>10}",
                 e.name,
                 s.layout.as_str(),
@@ -34,7 +34,7 @@ pub fn run(as_json: bool) -> Result<(), CliError> {
                 s.secs_since_frame
                     .map_or("-".into(), |t| format!("{t:.1}s ago")),
             ),
-            Outcome::Err { error } => println!("{:<28} unreadable: {error}", e.name),
+            ListOutcome::Err { error } => println!("{:<28} unreadable: {error}", e.name),
         }
     }
     Ok(())

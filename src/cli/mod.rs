@@ -1,7 +1,6 @@
 //! The command line: arguments, the error printed once, and the subcommands.
 
 pub mod args;
-pub mod children;
 mod control;
 mod demo;
 pub mod detection;
@@ -334,7 +333,7 @@ impl CliError {
 /// long-running commands and the window poll it and end cleanly.
 pub fn stop_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
-    lrbc::platform::stop_on_interrupt(&flag);
+    lrbc_platform::stop_on_interrupt(&flag);
     flag
 }
 
@@ -364,9 +363,9 @@ pub fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     // Before anything prints: on Windows, output goes to the console started from.
-    lrbc::platform::attach_to_parent_console();
+    lrbc_platform::attach_to_parent_console();
     // Before any thread exists (glibc's tuning asks for that).
-    lrbc::platform::keep_large_allocations_mapped();
+    lrbc_platform::keep_large_allocations_mapped();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
@@ -381,13 +380,13 @@ pub fn main() -> i32 {
         && crate::ui::app::software_rendering_likely()
         && std::thread::available_parallelism().map_or(1, usize::from) <= 4
     {
-        lrbc::platform::set_env_at_startup("LP_NUM_THREADS", "0");
+        lrbc_platform::set_env_at_startup("LP_NUM_THREADS", "0");
     }
     // Reports on stdout end quietly when their reader goes away (`traffic | head`).
     // Processes that own a segment (sim, demo) keep SIGPIPE ignored, so that a closed
     // pipe can never stop them before they clean up.
     if !matches!(cli.command, Some(Command::Sim(_) | Command::Demo(_))) {
-        lrbc::platform::default_sigpipe();
+        lrbc_platform::default_sigpipe();
     }
     let verbose = cli.verbose;
     match run(cli) {

@@ -139,7 +139,7 @@ const BUSY_RING_EVERY: Duration = Duration::from_millis(20);
 pub fn run(target: &Target, choice: LayoutChoice, o: RecordOptions) -> Result<(), CliError> {
     let stop = stop_flag();
     // Naps of a hundred microseconds must not turn into two.
-    lrbc::platform::set_timer_slack_ns(1_000);
+    lrbc_platform::set_timer_slack_ns(1_000);
     let a = attach(target, choice)?;
     let envs = if o.all_envs {
         (0..a.geometry.num_envs).collect()
@@ -158,7 +158,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: RecordOptions) -> Result<()
     // An observer: this thread (encoding) runs in the time the engine and trainer leave
     // over. The frame follower, started above, keeps its own priority: a follower niced
     // below them would be woken late and lose frames.
-    lrbc::platform::lower_thread_priority(19);
+    lrbc_platform::lower_thread_priority(19);
     if o.images {
         capture = capture.with_images();
     }

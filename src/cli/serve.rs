@@ -309,7 +309,7 @@ fn capture_of(a: Attached, o: &ServeOptions) -> Result<Capture, CliError> {
 
 pub fn run(target: &Target, choice: LayoutChoice, o: ServeOptions) -> Result<(), CliError> {
     let stop = stop_flag();
-    lrbc::platform::set_timer_slack_ns(1_000);
+    lrbc_platform::set_timer_slack_ns(1_000);
     refuse_control_in_the_clear(&o)?;
     let tls = read_tls(&o)?;
     let a = attach(target, choice)?;
@@ -339,7 +339,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: ServeOptions) -> Result<(),
         .send_metadata(serving.feed.capture().prelude());
     // An observer: this thread runs in the time the engine and trainer leave over; the
     // frame follower, started above, keeps its own priority.
-    lrbc::platform::lower_thread_priority(19);
+    lrbc_platform::lower_thread_priority(19);
     let why = serving.serve_until_stopped(&stop)?;
     serving.finish(why)
 }

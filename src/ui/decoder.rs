@@ -183,7 +183,7 @@ fn work(shared: &DecodeQueue, ctx: &egui::Context) {
 }
 
 fn decode(envelope: &[u8]) -> Outcome {
-    match lrbc::rpc::image::image_of(envelope) {
+    match lrbc_recording::format::image_of(envelope) {
         Some(Ok(img)) => Ok(DecodedImage {
             image: egui::ColorImage::from_rgba_unmultiplied(
                 [img.rgba.width() as usize, img.rgba.height() as usize],

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod decimate;
 pub mod decoder;
+pub mod discovery;
 pub mod icon;
 pub mod panels;
 pub mod raster;
@@ -30,7 +31,7 @@ const WINDOW_NICE: i32 = 15;
 /// the priority it had.
 pub fn yield_to_the_run() {
     lrbc_live::follower::keep_priority_for_followers();
-    lrbc::platform::lower_thread_priority(WINDOW_NICE);
+    lrbc_platform::lower_thread_priority(WINDOW_NICE);
 }
 
 /// Opens the window (blocks until it is closed, or Ctrl-C closes it).
@@ -127,7 +128,7 @@ fn run_window_on(
     // lease released, a recording under way finished.
     let stop = stop.unwrap_or_else(|| {
         let flag = Arc::new(AtomicBool::new(false));
-        lrbc::platform::stop_on_interrupt(&flag);
+        lrbc_platform::stop_on_interrupt(&flag);
         flag
     });
     yield_to_the_run();

@@ -165,7 +165,7 @@ impl Default for Settings {
 /// `~/Pictures`; Windows: the Pictures known folder), else
 /// `./lrbc-inspector-screenshots`.
 pub fn default_screenshot_dir() -> PathBuf {
-    lrbc::platform::pictures_dir().map_or_else(
+    lrbc_platform::pictures_dir().map_or_else(
         || PathBuf::from("lrbc-inspector-screenshots"),
         |p| p.join("lrbc-inspector"),
     )
@@ -174,7 +174,7 @@ pub fn default_screenshot_dir() -> PathBuf {
 /// `lrbc-recordings` in the user's home folder (Linux: `$HOME`; Windows: the profile
 /// folder, `%USERPROFILE%`), else `./lrbc-recordings`.
 pub fn default_recordings_dir() -> PathBuf {
-    lrbc::platform::home_dir()
+    lrbc_platform::home_dir()
         .unwrap_or_default()
         .join("lrbc-recordings")
 }

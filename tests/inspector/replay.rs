@@ -518,7 +518,7 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
             })
             .expect("the stream's ring entry");
             assert_eq!(&st.envelope[..], &envelope[..], "{source} at {target}");
-            let shown = lrbc::rpc::image::image_of(&st.envelope).unwrap();
+            let shown = lrbc_recording::format::image_of(&st.envelope).unwrap();
             assert!(shown.is_ok(), "{source}: {shown:?}");
         }
     }
@@ -594,7 +594,7 @@ fn a_recording_with_images_shows_them_in_the_cameras_panel_as_of_the_cursor() {
         })
         .unwrap();
         assert_eq!(*at, t, "{name}");
-        assert!(lrbc::rpc::image::image_of(envelope).unwrap().is_ok());
+        assert!(lrbc_recording::format::image_of(envelope).unwrap().is_ok());
     }
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&cut);

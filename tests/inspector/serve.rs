@@ -591,7 +591,7 @@ fn serve_and_record_in_one_process_share_one_capture() {
 
 /// serve's resident memory, KiB.
 fn resident_kib(pid: u32) -> u64 {
-    lrbc::platform::resident_kib(pid).unwrap()
+    lrbc_platform::resident_kib(pid).unwrap()
 }
 
 #[test]

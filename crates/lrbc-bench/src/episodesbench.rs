@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use crate::observers::{Observer, observer_cost, print_cost};
 use crate::rounds::{RunArgs, cpu_of_rounds, in_rounds, run_together};
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::inspector_exe;
-use lrbc_inspector::cli::export::{mb, one_line};
+use crate::shared::BenchError;
+use crate::shared::{export_error, mb};
 use lrbc_recording::export::{self, ExportFormat, LeRobotOptions, synthetic};
+use lrbc_sim::children::inspector_exe;
 use lrbc_sim::engine::Preset;
 
 /// Arguments of `lrbc-bench episodes`.
@@ -43,7 +43,7 @@ pub enum EpisodesPart {
     Export,
 }
 
-fn watch(name: &str, secs: f64, extra: &[&str]) -> Result<Command, CliError> {
+fn watch(name: &str, secs: f64, extra: &[&str]) -> Result<Command, BenchError> {
     let mut c = Command::new(inspector_exe()?);
     c.args(["watch", "--shm", name, "--count", "1", "--json"])
         .args(["--interval", &secs.to_string()])
@@ -51,7 +51,7 @@ fn watch(name: &str, secs: f64, extra: &[&str]) -> Result<Command, CliError> {
     Ok(c)
 }
 
-fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
     let observers: [(&str, &[&str]); 3] = [
         (
             "watch --no-events --no-episodes",
@@ -84,7 +84,9 @@ fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
                     .map(|(what, extra)| ("bench-watch", watch(name, args.run.secs, extra), what)),
                 || (),
             );
-            let results = results.into_iter().collect::<Result<Vec<_>, CliError>>()?;
+            let results = results
+                .into_iter()
+                .collect::<Result<Vec<_>, BenchError>>()?;
             for (k, (v, usage)) in results.iter().enumerate() {
                 cpu[k].push(usage.cpu_secs / args.run.secs);
                 seen[k] += v["frames_seen"].as_u64().unwrap_or(0);
@@ -116,7 +118,7 @@ fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn ratio_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+fn ratio_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
     println!(
         "engine's lock-step rate, train4096 at {} Hz (goal: at least 0.99); `episodes` \
          switched off and on in windows of 0.5 s, blocks of off-on-on-off, {:.0} s of one run:",
@@ -133,7 +135,7 @@ fn ratio_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+fn export_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
     let dir = std::env::temp_dir();
     let input = dir.join(format!("lrbc-bench-episodes-{}.mcap", std::process::id()));
     // A thousand frames, written and compressed as the recorder does, size the file.
@@ -149,16 +151,16 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
         compression: lrbc_recording::format::Compression::default(),
     };
     let (written, _) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
-        .map_err(|e| CliError::Other(e.to_string()))?;
+        .map_err(|e| BenchError::Other(e.to_string()))?;
     let per_frame = (written.into_inner().len() as u64 / probe.frames).max(1);
     let spec = synthetic::Spec {
         frames: ((args.size_mib << 20) / per_frame).max(1),
         ..probe
     };
     let file = std::fs::File::create(&input)
-        .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
+        .map_err(|e| BenchError::Other(format!("{}: {e}", input.display())))?;
     synthetic::write(&spec, std::io::BufWriter::with_capacity(1 << 20, file))
-        .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
+        .map_err(|e| BenchError::Other(format!("{}: {e}", input.display())))?;
     let in_bytes = std::fs::metadata(&input).map_or(0, |m| m.len());
     println!(
         "export of a synthetic recording: {:.0} MB ({:.2} GiB), {} frames of 64 envs (obs 32, act 8, \
@@ -189,7 +191,7 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
             match result {
                 Ok(n) => rows = n,
                 Err(e) => {
-                    failure = Some(one_line(&e, &input, &out));
+                    failure = Some(export_error(&e, &input, &out));
                     break;
                 }
             }
@@ -213,7 +215,7 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), CliError> {
     failure.map_or(Ok(()), Err)
 }
 
-pub fn run(args: &EpisodesBenchArgs) -> Result<(), CliError> {
+pub fn run(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
     let wants = |p: EpisodesPart| args.only.is_empty() || args.only.contains(&p);
     println!(
         "lrbc-bench episodes: what counting every env's episodes costs; engine, client and \

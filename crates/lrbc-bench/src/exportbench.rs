@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::shared::BenchError;
+use crate::shared::{export_error, mb};
 use clap::Args;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::export::{mb, one_line};
 use lrbc_recording::export::{self, ExportFormat, ExportOptions, synthetic};
 
 /// `lrbc-bench export`: the shape of the synthetic recording and where it goes.
@@ -39,7 +39,7 @@ pub struct ExportBenchArgs {
     pub compression: lrbc_inspector::cli::record::CompressionArgs,
 }
 
-pub fn bench(a: &ExportBenchArgs) -> Result<(), CliError> {
+pub fn bench(a: &ExportBenchArgs) -> Result<(), BenchError> {
     let dir = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     let input = dir.join(format!("lrbc-bench-export-{}.mcap", std::process::id()));
     let recorded: Vec<u32> = (0..a.recorded.unwrap_or(a.envs).min(a.envs)).collect();
@@ -56,7 +56,7 @@ pub fn bench(a: &ExportBenchArgs) -> Result<(), CliError> {
         compression: a.compression.compression()?,
     };
     let (_, frame_bytes) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
-        .map_err(|e| CliError::Other(e.to_string()))?;
+        .map_err(|e| BenchError::Other(e.to_string()))?;
     let spec = synthetic::Spec {
         frames: ((a.size_mib << 20) / (frame_bytes as u64 + 40)).max(1),
         ..probe
@@ -71,9 +71,9 @@ pub fn bench(a: &ExportBenchArgs) -> Result<(), CliError> {
         input.display()
     );
     let file = std::fs::File::create(&input)
-        .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
+        .map_err(|e| BenchError::Other(format!("{}: {e}", input.display())))?;
     synthetic::write(&spec, std::io::BufWriter::with_capacity(1 << 20, file))
-        .map_err(|e| CliError::Other(format!("{}: {e}", input.display())))?;
+        .map_err(|e| BenchError::Other(format!("{}: {e}", input.display())))?;
     let in_bytes = std::fs::metadata(&input).map_or(0, |m| m.len());
     let mut formats = vec![(ExportFormat::Parquet, "parquet")];
     if a.csv {
@@ -91,7 +91,7 @@ pub fn bench(a: &ExportBenchArgs) -> Result<(), CliError> {
             match export::export_file(&input, &out, format, &ExportOptions::default(), |_| {}) {
                 Ok(s) => rows = s.rows,
                 Err(e) => {
-                    failure = Some(one_line(&e, &input, &out));
+                    failure = Some(export_error(&e, &input, &out));
                     break;
                 }
             }

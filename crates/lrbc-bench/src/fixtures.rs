@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::shared::BenchError;
 use lrbc::sync::lock;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
 use lrbc_remote::view::Connection;
 use lrbc_remote::view::wire::ServerMessage;
+use lrbc_sim::children::{ChildProcess, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 /// An engine and (optionally) a client as child processes.
@@ -26,7 +26,7 @@ pub(crate) fn start(
     client: (Option<f64>, &str),
     client_steps: Option<u64>,
     tag: &str,
-) -> Result<Run, CliError> {
+) -> Result<Run, BenchError> {
     let (client_hz, policy) = client;
     let name = format!("lrbc-uibench-{}-{tag}", std::process::id());
     let engine = start_engine(&name, preset, &["--force"])?;
@@ -84,9 +84,9 @@ pub(crate) struct CountingViewer {
 }
 
 impl CountingViewer {
-    pub fn start(url: &str) -> Result<Self, CliError> {
+    pub fn start(url: &str) -> Result<Self, BenchError> {
         let mut c = Connection::connect(url, Duration::from_secs(10))
-            .map_err(|e| CliError::Other(e.to_string()))?;
+            .map_err(|e| BenchError::Other(e.to_string()))?;
         let tally = Arc::new(Mutex::new(ViewerTally::default()));
         let stalled = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
@@ -144,7 +144,7 @@ impl CountingViewer {
                     }
                 }
             })
-            .map_err(|e| CliError::Other(format!("cannot start a viewer: {e}")))?;
+            .map_err(|e| BenchError::Other(format!("cannot start a viewer: {e}")))?;
         Ok(Self {
             tally,
             stalled,
@@ -170,15 +170,15 @@ impl Drop for CountingViewer {
 }
 
 /// A free loopback port now.
-pub(crate) fn free_port() -> Result<u16, CliError> {
+pub(crate) fn free_port() -> Result<u16, BenchError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| CliError::Other(format!("no free port: {e}")))
+        .map_err(|e| BenchError::Other(format!("no free port: {e}")))
 }
 
 /// This program (`lrbc-bench`), for the processes that are its own commands (the
 /// observers' headless app, the link's viewer).
-pub(crate) fn this_program() -> Result<std::path::PathBuf, CliError> {
-    std::env::current_exe().map_err(|e| CliError::Other(format!("cannot find this program: {e}")))
+pub(crate) fn this_program() -> Result<std::path::PathBuf, BenchError> {
+    std::env::current_exe().map_err(|e| BenchError::Other(format!("cannot find this program: {e}")))
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::fixtures::start;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::ChildProcess;
+use crate::shared::BenchError;
+use lrbc_sim::children::ChildProcess;
 use lrbc_sim::engine::Preset;
 use lrbc_testkit::netns::Netns;
 
@@ -49,16 +49,16 @@ fn rate_label(kbit: u64) -> String {
 }
 
 /// The namespace of a link of `kbit` kbit/s (`lrbc_testkit::netns`).
-fn link(kbit: u64) -> Result<Netns, CliError> {
-    Netns::create(kbit).map_err(CliError::Other)
+fn link(kbit: u64) -> Result<Netns, BenchError> {
+    Netns::create(kbit).map_err(BenchError::Other)
 }
 
 /// Whether links can be made here, as one line saying why not (not Linux, not root, no
 /// `ip` or `tc`).
-fn check_links() -> Result<(), CliError> {
+fn check_links() -> Result<(), BenchError> {
     match lrbc_testkit::netns::unavailable() {
         None => Ok(()),
-        Some(why) => Err(CliError::Other(format!(
+        Some(why) => Err(BenchError::Other(format!(
             "lrbc-bench serve --link cannot make a link here: {why}"
         ))),
     }
@@ -70,14 +70,14 @@ fn spawn(
     what: &'static str,
     mut command: Command,
     stderr: Stdio,
-) -> Result<(ChildProcess, Receiver<String>), CliError> {
-    lrbc::platform::terminate_with_parent(&mut command);
+) -> Result<(ChildProcess, Receiver<String>), BenchError> {
+    lrbc_platform::terminate_with_parent(&mut command);
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()
-        .map_err(|e| CliError::Other(format!("cannot start the {what}: {e}")))?;
+        .map_err(|e| BenchError::Other(format!("cannot start the {what}: {e}")))?;
     let stdout = child.stdout.take();
     let child = ChildProcess { what, child };
     let (tx, rx) = sync_channel(64);
@@ -92,7 +92,7 @@ fn spawn(
                     let _ = tx.try_send(line);
                 }
             })
-            .map_err(|e| CliError::Other(format!("cannot read the {what}'s output: {e}")))?;
+            .map_err(|e| BenchError::Other(format!("cannot read the {what}'s output: {e}")))?;
     }
     Ok((child, rx))
 }
@@ -103,24 +103,26 @@ fn line_within(
     timeout: Duration,
     stop: &AtomicBool,
     what: &str,
-) -> Result<String, CliError> {
+) -> Result<String, BenchError> {
     let deadline = Instant::now() + timeout;
     loop {
         // Relaxed: a flag with no data behind it.
         if stop.load(Ordering::Relaxed) {
-            return Err(CliError::Other("interrupted".into()));
+            return Err(BenchError::Other("interrupted".into()));
         }
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(line) => return Ok(line),
             Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
             Err(RecvTimeoutError::Timeout) => {
-                return Err(CliError::Other(format!(
+                return Err(BenchError::Other(format!(
                     "the {what} said nothing within {:.0} s",
                     timeout.as_secs_f64()
                 )));
             }
             Err(RecvTimeoutError::Disconnected) => {
-                return Err(CliError::Other(format!("the {what} ended without a word")));
+                return Err(BenchError::Other(format!(
+                    "the {what} ended without a word"
+                )));
             }
         }
     }
@@ -135,7 +137,7 @@ fn measure(
     serve_args: &[&str],
     (secs, skip): (f64, f64),
     stop: &AtomicBool,
-) -> Result<(Value, Option<f64>), CliError> {
+) -> Result<(Value, Option<f64>), BenchError> {
     let mut command = ns.command(binary);
     command
         .args(["serve", "--shm", segment, "--listen", "127.0.0.1:0"])
@@ -146,7 +148,7 @@ fn measure(
     let url = first
         .strip_prefix("listening on ")
         .filter(|u| u.starts_with("ws://127.0.0.1:"))
-        .ok_or_else(|| CliError::Other(format!("serve's first line: {first}")))?
+        .ok_or_else(|| BenchError::Other(format!("serve's first line: {first}")))?
         .to_string();
     let mut command = ns.command(crate::fixtures::this_program()?);
     command.args(["link-viewer", "--url", &url]).args([
@@ -163,7 +165,7 @@ fn measure(
         "viewer",
     )?;
     let v: Value = serde_json::from_str(&line)
-        .map_err(|e| CliError::Other(format!("the viewer's report: {e}: {line}")))?;
+        .map_err(|e| BenchError::Other(format!("the viewer's report: {e}: {line}")))?;
     viewer.stop(Duration::from_secs(5));
     // How long serve takes to stop on Ctrl-C, the viewer gone.
     let asked = Instant::now();
@@ -226,7 +228,7 @@ pub struct Links<'a> {
     pub against: Option<&'a Path>,
 }
 
-pub fn run(links: &Links<'_>) -> Result<(), CliError> {
+pub fn run(links: &Links<'_>) -> Result<(), BenchError> {
     let &Links {
         rates_kbit,
         secs: link_secs,
@@ -237,15 +239,15 @@ pub fn run(links: &Links<'_>) -> Result<(), CliError> {
     if let Some(other) = against
         && !other.is_file()
     {
-        return Err(CliError::Usage(format!(
+        return Err(BenchError::Usage(format!(
             "--against {}: no such program",
             other.display()
         )));
     }
     // This build's lrbc-inspector, whose `serve` is measured.
-    let this = lrbc_inspector::cli::children::inspector_exe()?;
+    let this = lrbc_sim::children::inspector_exe()?;
     let stop = Arc::new(AtomicBool::new(false));
-    lrbc::platform::stop_on_interrupt(&stop);
+    lrbc_platform::stop_on_interrupt(&stop);
     let skip = link_secs / 2.0;
     let secs = link_secs - skip;
     println!(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::{Value, json};
 
-use lrbc_inspector::cli::CliError;
+use crate::shared::BenchError;
 use lrbc_remote::view::Connection;
 use lrbc_remote::view::wire::ServerMessage;
 
@@ -23,13 +23,13 @@ const STATUS_TOPIC: &str = "/lrbc/serve/status";
 #[derive(Debug, Clone, Args)]
 pub struct LinkViewerArgs {
     /// The server: ws://127.0.0.1:PORT (loopback only).
-    #[arg(long, value_parser = lrbc_inspector::cli::args::parse_server)]
+    #[arg(long, value_parser = crate::shared::parse_server)]
     pub url: String,
     /// Seconds measured, after --skip-secs.
-    #[arg(long, default_value = "30", value_parser = lrbc_inspector::cli::args::positive_seconds)]
+    #[arg(long, default_value = "30", value_parser = crate::shared::positive_seconds)]
     pub secs: Duration,
     /// Seconds received but not measured first (the link's queues fill).
-    #[arg(long, default_value = "0", value_parser = lrbc_inspector::cli::args::seconds(0.0))]
+    #[arg(long, default_value = "0", value_parser = crate::shared::seconds(0.0))]
     pub skip_secs: Duration,
 }
 
@@ -120,9 +120,9 @@ fn unix_now_ns() -> u64 {
 }
 
 /// Only loopback: the viewer runs inside a namespace whose loopback is the link.
-fn check_loopback(url: &str) -> Result<(), CliError> {
+fn check_loopback(url: &str) -> Result<(), BenchError> {
     let host_port =
-        lrbc_remote::view::client::host_port(url).map_err(|e| CliError::Usage(e.to_string()))?;
+        lrbc_remote::view::client::host_port(url).map_err(|e| BenchError::Usage(e.to_string()))?;
     let host = host_port
         .rsplit_once(':')
         .map_or(host_port.as_str(), |(h, _)| h);
@@ -134,18 +134,18 @@ fn check_loopback(url: &str) -> Result<(), CliError> {
     if loopback {
         Ok(())
     } else {
-        Err(CliError::Usage(format!(
+        Err(BenchError::Usage(format!(
             "the link viewer connects to loopback only, not {host}"
         )))
     }
 }
 
-fn connect(url: &str) -> Result<Connection, CliError> {
+fn connect(url: &str) -> Result<Connection, BenchError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match Connection::connect(url, Duration::from_secs(5)) {
             Ok(c) => return Ok(c),
-            Err(e) if Instant::now() >= deadline => return Err(CliError::Other(e.to_string())),
+            Err(e) if Instant::now() >= deadline => return Err(BenchError::Other(e.to_string())),
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }
     }
@@ -161,7 +161,7 @@ struct StatusReader {
 }
 
 impl StatusReader {
-    fn start(url: &str) -> Result<Self, CliError> {
+    fn start(url: &str) -> Result<Self, BenchError> {
         let mut c = connect(url)?;
         let stop = Arc::new(AtomicBool::new(false));
         let st = Arc::clone(&stop);
@@ -200,7 +200,7 @@ impl StatusReader {
                 }
                 (statuses, None)
             })
-            .map_err(|e| CliError::Other(format!("cannot start the status reader: {e}")))?;
+            .map_err(|e| BenchError::Other(format!("cannot start the status reader: {e}")))?;
         Ok(Self { stop, thread })
     }
 
@@ -213,7 +213,7 @@ impl StatusReader {
     }
 }
 
-pub fn run(args: &LinkViewerArgs) -> Result<(), CliError> {
+pub fn run(args: &LinkViewerArgs) -> Result<(), BenchError> {
     check_loopback(&args.url)?;
     let status_reader = StatusReader::start(&args.url)?;
     let mut c = connect(&args.url)?;

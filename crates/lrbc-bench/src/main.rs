@@ -2,7 +2,14 @@
 //! lrbc-inspector built beside it (figures in `docs/benchmarks.md`; never timed tests). Not
 //! shipped.
 //!
+//! It uses the crates it measures. It uses the app's library (`lrbc_inspector`) only
+//! where the app is what is measured: the window's passes and its opening of a
+//! recording (`uibench`, `openbench`, the headless app that `sampler` and `soak`
+//! observe, with its `WindowArgs`), and the compression options of `record` that
+//! `export` takes (`CompressionArgs`).
+//!
 //! Modules, each using only those above it:
+//! - `shared`: the benchmarks' error, argument values, Ctrl-C and sizes
 //! - `fixtures`: a run of an engine and a client, and a tallying viewer
 //! - `roundtrip`: `round-trip`: lock-step round trips between processes
 //! - `observers`: an observer switched off and on, and what it costs the engine's rate
@@ -32,6 +39,7 @@ mod recbench;
 mod rounds;
 mod roundtrip;
 mod servebench;
+mod shared;
 mod soak;
 mod uibench;
 
@@ -41,10 +49,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 
+use crate::shared::BenchError;
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::{LayoutChoice, RegionKind};
-use lrbc::rings::lrbc::{Consumer, Producer};
-use lrbc_inspector::cli::CliError;
+use lrbc::rings::v1::{V1Consumer, V1Producer};
 use lrbc_live::traffic::{PollPace, RingSelection, Traffic, TrafficEvent};
 use lrbc_sim::bench::{RingSegment, sample_envelopes};
 use uibench::SamplerPart;
@@ -65,7 +73,7 @@ pub enum BenchCommand {
     /// The highest producer rate a traffic reader follows on a 512 KiB ring without loss.
     Ring {
         /// Seconds per rate.
-        #[arg(long, default_value = "1", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, default_value = "1", value_parser = crate::shared::seconds_f64)]
         secs: f64,
     },
     /// UI frame CPU time at train4096 with every panel open.
@@ -80,10 +88,10 @@ pub enum BenchCommand {
     /// The sampler's share of frames, and the engine's rate with watch or the window attached.
     Sampler {
         /// Seconds per pace.
-        #[arg(long, default_value = "5", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, default_value = "5", value_parser = crate::shared::seconds_f64)]
         secs: f64,
         /// Seconds of one run per observer for the engine's rate (switched off and on).
-        #[arg(long, default_value = "90", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, default_value = "90", value_parser = crate::shared::seconds_f64)]
         rate_secs: f64,
         /// Only the share of frames, or only the engine's rate.
         #[arg(long, value_enum)]
@@ -91,17 +99,17 @@ pub enum BenchCommand {
         /// How long each observer is switched on or off at a time for the engine's rate
         /// (work that falls due while it is off runs in the 20 ms after it goes on,
         /// which the rate leaves out: longer windows count more of it).
-        #[arg(long, default_value = "0.1", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, default_value = "0.1", value_parser = crate::shared::seconds_f64)]
         window: f64,
     },
     /// What `record` costs the engine's unpaced rate, and the share of frames it keeps
     /// (train4096 unpaced; cams64 at 1 kHz with images).
     Record {
         /// Seconds of each recording for the share of frames.
-        #[arg(long, default_value = "10", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, default_value = "10", value_parser = crate::shared::seconds_f64)]
         secs: f64,
         /// Seconds of the run in which the recorder is switched off and on.
-        #[arg(long, default_value = "90", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, default_value = "90", value_parser = crate::shared::seconds_f64)]
         rate_secs: f64,
     },
     /// `serve` with loopback viewers: the share of frames delivered and their latency
@@ -109,13 +117,13 @@ pub enum BenchCommand {
     /// stops reading, and what serving costs the engine's unpaced rate.
     Serve {
         /// Seconds of each share measurement.
-        #[arg(long, default_value = "10", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, default_value = "10", value_parser = crate::shared::seconds_f64)]
         secs: f64,
         /// Seconds of the run in which `serve` is switched off and on.
-        #[arg(long, default_value = "90", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, default_value = "90", value_parser = crate::shared::seconds_f64)]
         rate_secs: f64,
         /// Seconds a viewer stops reading.
-        #[arg(long, default_value = "60", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, default_value = "60", value_parser = crate::shared::seconds_f64)]
         stall_secs: f64,
         /// Instead of the loopback rows: `serve` and a viewer behind links of these rates
         /// (a list: 2mbit,5mbit,20mbit,100mbit; a plain number is Mbit/s), for train4096
@@ -123,7 +131,7 @@ pub enum BenchCommand {
         #[arg(long, value_name = "RATES", value_delimiter = ',', value_parser = linkbench::parse_rate)]
         link: Vec<u64>,
         /// Seconds of each link row; the second half is measured.
-        #[arg(long, value_name = "SECS", default_value = "30", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, value_name = "SECS", default_value = "30", value_parser = crate::shared::seconds_f64)]
         link_secs: f64,
         /// Another lrbc-inspector whose `serve` is measured in the same run, each row next
         /// to this one's, with their ratio.
@@ -166,21 +174,21 @@ pub enum BenchCommand {
         window: lrbc_inspector::cli::WindowArgs,
         /// Print "memory BYTES" (what the window's data uses of its budget) on stdout
         /// this often.
-        #[arg(long, value_name = "SECS", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+        #[arg(long, value_name = "SECS", value_parser = crate::shared::seconds_f64)]
         report_memory: Option<f64>,
     },
 }
 
 /// Runs one producer rate for `secs`; returns (produced, seen, lost bytes, malformed).
-fn read_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
+fn read_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), BenchError> {
     let name = format!("lrbc-bench-ring-{}-{}", std::process::id(), rate as u64);
-    let seg = RingSegment::create(&name, 512 * 1024).map_err(CliError::Other)?;
+    let seg = RingSegment::create(&name, 512 * 1024).map_err(BenchError::Other)?;
     let rw = Arc::clone(&seg.rw);
     let attached = lrbc::attach::Attached::open_at(&seg.location, Some(name), LayoutChoice::Auto)?;
     let ring = *attached
         .geometry
         .ring(RegionKind::CmdC2s)
-        .ok_or_else(|| CliError::Other("no ring".into()))?;
+        .ok_or_else(|| BenchError::Other("no ring".into()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let produced = Arc::new(AtomicU64::new(0));
     let samples = sample_envelopes();
@@ -189,8 +197,8 @@ fn read_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
         std::thread::Builder::new()
             .name("bench-producer".into())
             .spawn(move || {
-                let mut prod = Producer::new(&*rw, ring);
-                let mut cons = Consumer::new(&*rw, ring);
+                let mut prod = V1Producer::new(&*rw, ring);
+                let mut cons = V1Consumer::new(&*rw, ring);
                 let mut buf = Vec::new();
                 let start = Instant::now();
                 let mut sent = 0u64;
@@ -211,7 +219,7 @@ fn read_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
                 // Relaxed: read after join.
                 produced.store(sent, Ordering::Relaxed);
             })
-            .map_err(|e| CliError::Other(e.to_string()))?
+            .map_err(|e| BenchError::Other(e.to_string()))?
     };
     let mut traffic = Traffic::new(&attached, RingSelection::Cmd);
     let mut events = Vec::new();
@@ -239,7 +247,7 @@ fn read_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
     stop.store(true, Ordering::Relaxed);
     producer
         .join()
-        .map_err(|_| CliError::Other("the producer thread panicked".into()))?;
+        .map_err(|_| BenchError::Other("the producer thread panicked".into()))?;
     // Everything published is reported once the ring has been quiet a moment (the last
     // consumed entries wait for that, see docs/rings.md).
     let drain_until = Instant::now() + Duration::from_secs(5);
@@ -259,7 +267,7 @@ fn read_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), CliError> {
     Ok((produced.load(Ordering::Relaxed), seen, lost, malformed))
 }
 
-fn ring(secs: f64) -> Result<(), CliError> {
+fn ring(secs: f64) -> Result<(), BenchError> {
     println!(
         "lrbc-bench ring: a producer (with its consumer keeping up) against a `traffic --follow` reader, 512 KiB ring, {secs} s per rate"
     );
@@ -293,12 +301,12 @@ fn ring(secs: f64) -> Result<(), CliError> {
 }
 
 fn main() {
-    lrbc::platform::keep_large_allocations_mapped();
+    lrbc_platform::keep_large_allocations_mapped();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    lrbc::platform::default_sigpipe();
+    lrbc_platform::default_sigpipe();
     // The hidden commands are this program's own processes (observers, the link's
     // viewer), started by a benchmark or a test that has the binaries it needs.
     let own_process = matches!(
@@ -322,7 +330,7 @@ fn main() {
 
 /// Under `cargo run`, builds the lrbc-inspector binary that the benchmarks run, with this
 /// program's profile, beside this one; run directly, the binary must be there.
-fn build_inspector() -> Result<(), CliError> {
+fn build_inspector() -> Result<(), BenchError> {
     let Some(cargo) = std::env::var_os("CARGO") else {
         return Ok(());
     };
@@ -340,17 +348,17 @@ fn build_inspector() -> Result<(), CliError> {
     }
     let status = command
         .status()
-        .map_err(|e| CliError::Other(format!("cargo build of lrbc-inspector: {e}")))?;
+        .map_err(|e| BenchError::Other(format!("cargo build of lrbc-inspector: {e}")))?;
     if status.success() {
         Ok(())
     } else {
-        Err(CliError::Other(format!(
+        Err(BenchError::Other(format!(
             "cargo build of lrbc-inspector failed ({status})"
         )))
     }
 }
 
-pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
+pub fn run(cmd: &BenchCommand) -> Result<(), BenchError> {
     match cmd {
         BenchCommand::RoundTrip(args) => roundtrip::run(args),
         BenchCommand::Ring { secs } => ring(secs.max(0.1)),

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::fixtures::start;
 use crate::roundtrip::median;
+use crate::shared::BenchError;
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::ChildProcess;
+use lrbc_sim::children::ChildProcess;
 use lrbc_sim::engine::Preset;
 
 /// Adds `secs` to the entry named `name`, or appends one.
@@ -23,7 +23,7 @@ fn add_by_name(list: &mut Vec<(String, f64)>, name: &str, secs: f64) {
 
 /// CPU seconds used so far by the live threads of a process.
 fn cpu_secs(pid: u32) -> f64 {
-    lrbc::platform::threads_cpu_secs(pid)
+    lrbc_platform::threads_cpu_secs(pid)
         .iter()
         .map(|(_, s)| s)
         .sum()
@@ -112,7 +112,7 @@ struct Switched {
 }
 
 impl Switched {
-    fn start(observer: Observer, name: &str) -> Result<Self, CliError> {
+    fn start(observer: Observer, name: &str) -> Result<Self, BenchError> {
         let mut args = observer.args(name);
         let port = crate::fixtures::free_port()?;
         if observer == Observer::Serve {
@@ -152,17 +152,17 @@ impl Switched {
         if on != self.on {
             self.on = on;
             let signal = if on {
-                lrbc::platform::Signal::Resume
+                lrbc_platform::Signal::Resume
             } else {
-                lrbc::platform::Signal::Pause
+                lrbc_platform::Signal::Pause
             };
-            lrbc::platform::send_signal(self.process.pid(), signal);
+            lrbc_platform::send_signal(self.process.pid(), signal);
         }
     }
 
     /// CPU seconds so far, by thread.
     fn cpu(&self) -> Vec<(String, f64)> {
-        lrbc::platform::threads_cpu_secs(self.process.pid())
+        lrbc_platform::threads_cpu_secs(self.process.pid())
     }
 }
 
@@ -203,7 +203,7 @@ pub(crate) fn observer_cost(
     secs: f64,
     window: Duration,
     tag: &str,
-) -> Result<Cost, CliError> {
+) -> Result<Cost, BenchError> {
     // Short windows (as [`WINDOW`]): more blocks in the same time, and the machine's drift
     // cancels better within each. A process stops or goes on at once.
     let settle = Duration::from_millis(20);
@@ -257,7 +257,7 @@ pub(crate) fn observer_cost(
             }
         }
         if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "the client exited ({code}) during the measurement"
             )));
         }

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
+use crate::shared::BenchError;
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
-use lrbc_inspector::cli::CliError;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::raster::HeadlessRenderer;
 use lrbc_inspector::ui::settings::{Settings, grid_tree};
@@ -34,8 +34,8 @@ const RECORDED: u32 = 8;
 /// How long a step may take before the benchmark gives up.
 const WAIT: Duration = Duration::from_secs(120);
 
-fn fail(e: impl std::fmt::Display) -> CliError {
-    CliError::Other(e.to_string())
+fn fail(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Other(e.to_string())
 }
 
 fn file_for(mib: u64) -> PathBuf {
@@ -69,9 +69,9 @@ fn fits(path: &Path, bytes: u64) -> bool {
 
 /// Records an in-process train4096 engine and client (unpaced, with command traffic)
 /// as `record --envs 0-7` does, until the file holds `bytes`.
-fn make(path: &Path, bytes: u64) -> Result<(), CliError> {
+fn make(path: &Path, bytes: u64) -> Result<(), BenchError> {
     let part = path.with_extension("mcap.part");
-    let sim = SimRun::start(Preset::Train4096, None).map_err(CliError::Other)?;
+    let sim = SimRun::start(Preset::Train4096, None).map_err(BenchError::Other)?;
     let a = attach(&Target::Shm(sim.name.clone()), LayoutChoice::Auto)?;
     let file =
         std::fs::File::create(&part).map_err(|e| fail(format!("{}: {e}", part.display())))?;
@@ -115,7 +115,7 @@ fn make(path: &Path, bytes: u64) -> Result<(), CliError> {
 /// The zstd copy of the raw recording `raw`: the same schemas, channels, messages (in
 /// file order) and metadata, in chunks of the writer's default size, as another MCAP
 /// writer compresses.
-fn compressed_copy(raw: &Path, out: &Path) -> Result<(), CliError> {
+fn compressed_copy(raw: &Path, out: &Path) -> Result<(), BenchError> {
     // Read whole (a gigabyte): the mcap crate's message stream reads from memory.
     let bytes = std::fs::read(raw).map_err(fail)?;
     let metadata = Recording::open(raw).map_err(fail)?.metadata;
@@ -182,7 +182,7 @@ fn app(ctx: &egui::Context) -> InspectorApp {
 
 /// `open` in an app that is already up: (ms to the end of the first pass that draws a
 /// frame of the recording, its frame_seq).
-fn first_frame(path: &Path) -> Result<(f64, u64), CliError> {
+fn first_frame(path: &Path) -> Result<(f64, u64), BenchError> {
     let ctx = egui::Context::default();
     let mut app = app(&ctx);
     let mut renderer = HeadlessRenderer::new();
@@ -223,7 +223,7 @@ struct Scrub {
 
 /// `seeks` seeks to random times across the recording, caches dropped before each when
 /// `cold`.
-fn scrub(path: &Path, seeks: usize, cold: bool) -> Result<Scrub, CliError> {
+fn scrub(path: &Path, seeks: usize, cold: bool) -> Result<Scrub, BenchError> {
     let ctx = egui::Context::default();
     let mut app = app(&ctx);
     app.open_recording(path);
@@ -234,7 +234,7 @@ fn scrub(path: &Path, seeks: usize, cold: bool) -> Result<Scrub, CliError> {
     let (_, player) = session
         .recording()
         .ok_or_else(|| fail("not a recording session"))?;
-    let settled = |t: Option<u64>| -> Result<(), CliError> {
+    let settled = |t: Option<u64>| -> Result<(), BenchError> {
         let start = Instant::now();
         loop {
             let s = player.state();
@@ -302,7 +302,7 @@ fn summary(v: &mut [f64]) -> (f64, f64, f64) {
     )
 }
 
-pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
+pub fn run(args: &OpenBenchArgs) -> Result<(), BenchError> {
     let bytes = args.size_mib << 20;
     let raw = file_for(args.size_mib);
     if fits(&raw, bytes) {
@@ -329,7 +329,7 @@ pub fn run(args: &OpenBenchArgs) -> Result<(), CliError> {
 }
 
 /// The figures of one file.
-fn measure(path: &Path, args: &OpenBenchArgs) -> Result<(), CliError> {
+fn measure(path: &Path, args: &OpenBenchArgs) -> Result<(), BenchError> {
     let path = path.to_path_buf();
     let len = std::fs::metadata(&path).map_err(fail)?.len();
     let rec = Recording::open(&path).map_err(fail)?;

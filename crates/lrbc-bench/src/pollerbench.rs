@@ -7,21 +7,21 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lrbc::platform::ProcessUsage;
-use lrbc_inspector::cli::CliError;
+use crate::shared::BenchError;
+use lrbc_platform::ProcessUsage;
 use lrbc_sim::engine::Preset;
 
 /// Arguments of `lrbc-bench poller`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PollerBenchArgs {
     /// Seconds of each observer's turn.
-    #[arg(long, default_value = "10", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+    #[arg(long, default_value = "10", value_parser = crate::shared::seconds_f64)]
     pub secs: f64,
     /// Turns of each observer per preset and pace (in alternating order).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Only these paces (Hz), instead of 250, 1000 and 2000.
-    #[arg(long, value_delimiter = ',', value_parser = lrbc_inspector::cli::args::parse_hz)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::shared::parse_hz)]
     pub hz: Vec<f64>,
     /// Only this preset (cams64 or train4096), instead of both.
     #[arg(long)]
@@ -55,13 +55,13 @@ enum Observer {
     Watch,
 }
 
-fn poller_script() -> Result<PathBuf, CliError> {
+fn poller_script() -> Result<PathBuf, BenchError> {
     let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     let script = root.join("benches/numpy_poller.py");
     if script.exists() {
         Ok(script)
     } else {
-        Err(CliError::Other(format!(
+        Err(BenchError::Other(format!(
             "{}: not found (lrbc-bench poller runs from a checkout of the source)",
             script.display()
         )))
@@ -78,7 +78,7 @@ pub(crate) fn python_path() -> String {
     path
 }
 
-pub(crate) fn check_numpy() -> Result<(), CliError> {
+pub(crate) fn check_numpy() -> Result<(), BenchError> {
     let ok = Command::new("python3")
         .args(["-c", "import numpy"])
         .env("PYTHONPATH", python_path())
@@ -89,7 +89,7 @@ pub(crate) fn check_numpy() -> Result<(), CliError> {
     if ok {
         Ok(())
     } else {
-        Err(CliError::Other(
+        Err(BenchError::Other(
             "lrbc-bench poller needs python3 with numpy (the test command, bash .ci/test, installs it under target/pydeps)".into(),
         ))
     }
@@ -99,32 +99,32 @@ pub(crate) fn check_numpy() -> Result<(), CliError> {
 pub(crate) fn run_to_end(
     mut command: Command,
     what: &str,
-) -> Result<(serde_json::Value, ProcessUsage), CliError> {
+) -> Result<(serde_json::Value, ProcessUsage), BenchError> {
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| CliError::Other(format!("cannot start {what}: {e}")))?;
+        .map_err(|e| BenchError::Other(format!("cannot start {what}: {e}")))?;
     let mut out = String::new();
     if let Some(mut stdout) = child.stdout.take() {
         use std::io::Read as _;
         stdout
             .read_to_string(&mut out)
-            .map_err(|e| CliError::Other(format!("{what}: {e}")))?;
+            .map_err(|e| BenchError::Other(format!("{what}: {e}")))?;
     }
-    let (code, usage) = lrbc::platform::wait_with_usage(&mut child)
-        .map_err(|e| CliError::Other(format!("{what}: {e}")))?;
+    let (code, usage) = lrbc_platform::wait_with_usage(&mut child)
+        .map_err(|e| BenchError::Other(format!("{what}: {e}")))?;
     if code != Some(0) {
-        return Err(CliError::Other(format!("{what} ended with {code:?}")));
+        return Err(BenchError::Other(format!("{what} ended with {code:?}")));
     }
     let line = out.lines().last().unwrap_or_default();
     let json = serde_json::from_str(line)
-        .map_err(|e| CliError::Other(format!("{what} printed {line:?}: {e}")))?;
+        .map_err(|e| BenchError::Other(format!("{what} printed {line:?}: {e}")))?;
     Ok((json, usage))
 }
 
-fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, CliError> {
+fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, BenchError> {
     let get = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     match observer {
         Observer::Poller => {
@@ -144,7 +144,7 @@ fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, CliError> {
             })
         }
         Observer::Watch => {
-            let mut c = Command::new(lrbc_inspector::cli::children::inspector_exe()?);
+            let mut c = Command::new(lrbc_sim::children::inspector_exe()?);
             c.args(["watch", "--shm", name, "--count", "1", "--json"])
                 .args(["--interval", &secs.to_string()]);
             let (v, usage) = run_to_end(c, "watch")?;
@@ -162,13 +162,13 @@ fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, CliError> {
     }
 }
 
-pub fn run(args: &PollerBenchArgs) -> Result<(), CliError> {
+pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
     let presets = match args.preset.as_deref() {
         None => vec![Preset::Cams64, Preset::Train4096],
         Some("cams64") => vec![Preset::Cams64],
         Some("train4096") => vec![Preset::Train4096],
         Some(p) => {
-            return Err(CliError::Usage(format!(
+            return Err(BenchError::Usage(format!(
                 "--preset {p}: cams64 or train4096"
             )));
         }
@@ -179,7 +179,7 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), CliError> {
         args.hz.clone()
     };
     if !cfg!(target_os = "linux") {
-        return Err(CliError::Other(
+        return Err(BenchError::Other(
             "lrbc-bench poller runs on Linux: the numpy poller maps the segment from /dev/shm"
                 .into(),
         ));

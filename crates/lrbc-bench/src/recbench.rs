@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use crate::fixtures::start;
 use crate::observers::{Observer, WINDOW, observer_cost, print_cost, record_file};
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::ChildProcess;
+use crate::shared::BenchError;
+use lrbc_sim::children::ChildProcess;
 use lrbc_sim::engine::Preset;
 
 /// The `lrbc.counts` metadata of a finished recording.
-fn counts(path: &Path) -> Result<BTreeMap<String, u64>, CliError> {
-    let fail = |what: String| CliError::Other(format!("{}: {what}", path.display()));
+fn counts(path: &Path) -> Result<BTreeMap<String, u64>, BenchError> {
+    let fail = |what: String| BenchError::Other(format!("{}: {what}", path.display()));
     lrbc_recording::replay::Recording::open(path)
         .map_err(|e| fail(e.to_string()))?
         .counts()
@@ -28,7 +28,7 @@ pub(crate) fn record_for(
     name: &str,
     secs: f64,
     extra: &[&str],
-) -> Result<(BTreeMap<String, u64>, u64), CliError> {
+) -> Result<(BTreeMap<String, u64>, u64), BenchError> {
     let path = record_file(name);
     let mut args: Vec<String> = vec![
         "record".into(),
@@ -53,7 +53,7 @@ pub(crate) fn record_for(
             (c, size)
         })
     } else {
-        Err(CliError::Other(format!("record exited with {code}")))
+        Err(BenchError::Other(format!("record exited with {code}")))
     };
     let _ = std::fs::remove_file(&path);
     result
@@ -80,7 +80,7 @@ fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
     );
 }
 
-pub fn run(secs: f64, rate_secs: f64) -> Result<(), CliError> {
+pub fn run(secs: f64, rate_secs: f64) -> Result<(), BenchError> {
     println!("lrbc-bench record: engine, client and recorder in separate processes");
     println!(
         "  {:<48} {:>9} {:>10} {:>10} {:>7} {:>6} {:>8} {:>7} {:>9} {:>8}",
@@ -138,7 +138,7 @@ const COMPRESSIONS: [(&str, &[&str]); 4] = [
 
 /// File size and MB/s written for each compression, train4096 and cams64 with images,
 /// one recording after the other of the same run.
-fn compression(secs: f64) -> Result<(), CliError> {
+fn compression(secs: f64) -> Result<(), BenchError> {
     println!(
         "  {:<48} {:<24} {:>9} {:>7} {:>9} {:>9} {:>8}",
         "compression (recordings of the same run in turn)",

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use crate::fixtures::start;
 use crate::pollerbench::run_to_end;
-use lrbc::platform::ProcessUsage;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::args::{parse_hz, seconds_f64};
-use lrbc_inspector::cli::children::ChildProcess;
+use crate::shared::BenchError;
+use crate::shared::{parse_hz, seconds_f64};
+use lrbc_platform::ProcessUsage;
+use lrbc_sim::children::ChildProcess;
 use lrbc_sim::engine::Preset;
 
 /// Time for an observer to start and attach before it is counted on.
@@ -41,15 +41,15 @@ pub(crate) fn in_rounds(
     hz: f64,
     tag: &str,
     rounds: u32,
-    mut round: impl FnMut(&str) -> Result<(), CliError>,
-) -> Result<(), CliError> {
+    mut round: impl FnMut(&str) -> Result<(), BenchError>,
+) -> Result<(), BenchError> {
     let mut run = start(preset, (Some(hz), "random"), None, tag)?;
     std::thread::sleep(ATTACH);
     for _ in 0..rounds {
         round(&run.name)?;
     }
     if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
-        return Err(CliError::Other(format!(
+        return Err(BenchError::Other(format!(
             "the client exited ({code}) during the measurement"
         )));
     }
@@ -57,13 +57,13 @@ pub(crate) fn in_rounds(
 }
 
 /// What an observer run to its end printed last (a JSON line) and what it used.
-pub(crate) type Ended = Result<(serde_json::Value, ProcessUsage), CliError>;
+pub(crate) type Ended = Result<(serde_json::Value, ProcessUsage), BenchError>;
 
 /// Runs `commands` (a thread's name, the command, what it is) to their end together,
 /// each on a thread of its own, while `alongside` runs on this one: each one's last JSON
 /// line and what it used, in order, and what `alongside` gave.
 pub(crate) fn run_together<const N: usize, T>(
-    commands: [(&str, Result<Command, CliError>, &str); N],
+    commands: [(&str, Result<Command, BenchError>, &str); N],
     alongside: impl FnOnce() -> T,
 ) -> ([Ended; N], T) {
     std::thread::scope(|s| {
@@ -71,12 +71,12 @@ pub(crate) fn run_together<const N: usize, T>(
             std::thread::Builder::new()
                 .name(thread.into())
                 .spawn_scoped(s, move || command.and_then(|c| run_to_end(c, what)))
-                .map_err(|e| CliError::Other(format!("cannot start a thread: {e}")))
+                .map_err(|e| BenchError::Other(format!("cannot start a thread: {e}")))
         });
         let other = alongside();
         let results = handles.map(|h| {
             h?.join()
-                .map_err(|_| CliError::Other("an observer's thread panicked".into()))?
+                .map_err(|_| BenchError::Other("an observer's thread panicked".into()))?
         });
         (results, other)
     })

@@ -8,14 +8,14 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::{Value, json};
 
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
+use crate::shared::BenchError;
+use lrbc_sim::children::{ChildProcess, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
 pub struct RoundtripArgs {
     /// Sizes from the seed's examples.
-    #[arg(long, value_parser = lrbc_inspector::cli::values::preset(), default_value = "train4096")]
+    #[arg(long, value_parser = crate::shared::preset(), default_value = "train4096")]
     pub preset: Preset,
     /// Steps per measurement.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
@@ -53,7 +53,7 @@ const VARIANTS: [Variant; 3] = [
     },
 ];
 
-fn measure(args: &RoundtripArgs, v: &Variant, index: usize) -> Result<Value, CliError> {
+fn measure(args: &RoundtripArgs, v: &Variant, index: usize) -> Result<Value, BenchError> {
     let name = format!("lrbc-bench-{}-{index}", std::process::id());
     let engine_args: &[&str] = if v.dynamics {
         &["--force"]
@@ -107,12 +107,12 @@ fn measure(args: &RoundtripArgs, v: &Variant, index: usize) -> Result<Value, Cli
     }
     engine.stop(Duration::from_secs(5));
     if code != Some(0) {
-        return Err(CliError::Other(format!(
+        return Err(BenchError::Other(format!(
             "the bench client failed ({code:?})"
         )));
     }
     let mut result: Value = serde_json::from_str(out.trim())
-        .map_err(|e| CliError::Other(format!("bad client report: {e}: {out}")))?;
+        .map_err(|e| BenchError::Other(format!("bad client report: {e}: {out}")))?;
     if let Some(m) = result.as_object_mut() {
         m.insert("variant".into(), json!(v.label));
     }
@@ -124,9 +124,9 @@ pub(crate) fn median(v: Vec<f64>) -> f64 {
     lrbc_live::stats::median(v).unwrap_or(0.0)
 }
 
-pub fn run(args: &RoundtripArgs) -> Result<(), CliError> {
+pub fn run(args: &RoundtripArgs) -> Result<(), BenchError> {
     if args.steps == 0 || args.rounds == 0 {
-        return Err(CliError::Usage(
+        return Err(BenchError::Usage(
             "--steps and --rounds must be at least 1".into(),
         ));
     }

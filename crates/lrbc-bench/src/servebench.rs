@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use crate::fixtures::{CountingViewer, free_port, start};
 use crate::observers::{Observer, WINDOW, observer_cost, print_cost};
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::ChildProcess;
+use crate::shared::BenchError;
+use lrbc_sim::children::ChildProcess;
 use lrbc_sim::engine::Preset;
 
 /// `serve` of segment `name` on a free port with `extra` options; its URL.
-fn serve(name: &str, extra: &[&str]) -> Result<(ChildProcess, String), CliError> {
+fn serve(name: &str, extra: &[&str]) -> Result<(ChildProcess, String), BenchError> {
     let port = free_port()?;
     let mut args: Vec<String> = vec![
         "serve".into(),
@@ -29,7 +29,7 @@ fn serve(name: &str, extra: &[&str]) -> Result<(ChildProcess, String), CliError>
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if Instant::now() > deadline {
-            return Err(CliError::Other("serve did not listen within 10 s".into()));
+            return Err(BenchError::Other("serve did not listen within 10 s".into()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -56,7 +56,7 @@ fn percentile(v: &mut [u64], q: f64) -> f64 {
 }
 
 /// Frames a viewer got of those published over `secs`, and their lateness.
-fn share(name: &str, url: &str, secs: f64, label: &str) -> Result<(), CliError> {
+fn share(name: &str, url: &str, secs: f64, label: &str) -> Result<(), BenchError> {
     let viewer = CountingViewer::start(url)?;
     std::thread::sleep(Duration::from_secs(1));
     let _ = viewer.take();
@@ -83,7 +83,7 @@ pub fn run(
     rate_secs: f64,
     stall_secs: f64,
     link: Option<crate::linkbench::Links<'_>>,
-) -> Result<(), CliError> {
+) -> Result<(), BenchError> {
     if let Some(link) = link {
         return crate::linkbench::run(&link);
     }
@@ -161,7 +161,7 @@ pub fn run(
 }
 
 /// A viewer stops reading for `secs`: serve's resident memory, and another viewer's share.
-fn stalled(secs: f64) -> Result<(), CliError> {
+fn stalled(secs: f64) -> Result<(), BenchError> {
     let run = start(Preset::Cams64, (Some(1000.0), "random"), None, "srv-stall")?;
     let (s, url) = serve(&run.name, &["--images"])?;
     let stalled = CountingViewer::start(&url)?;
@@ -172,7 +172,7 @@ fn stalled(secs: f64) -> Result<(), CliError> {
     let f0 = frame_seq(&run.name);
     std::thread::sleep(window);
     let before = other.take().frames as f64 / frame_seq(&run.name).saturating_sub(f0).max(1) as f64;
-    let rss0 = lrbc::platform::resident_kib(s.pid()).unwrap_or(0);
+    let rss0 = lrbc_platform::resident_kib(s.pid()).unwrap_or(0);
     // Relaxed: a flag with no data behind it.
     stalled.stalled.store(true, Ordering::Relaxed);
     let mut peak = rss0;
@@ -180,10 +180,10 @@ fn stalled(secs: f64) -> Result<(), CliError> {
     let t0 = Instant::now();
     while t0.elapsed().as_secs_f64() < secs {
         std::thread::sleep(Duration::from_millis(500));
-        peak = peak.max(lrbc::platform::resident_kib(s.pid()).unwrap_or(0));
+        peak = peak.max(lrbc_platform::resident_kib(s.pid()).unwrap_or(0));
     }
     let during = other.take().frames as f64 / frame_seq(&run.name).saturating_sub(f0).max(1) as f64;
-    let rss1 = lrbc::platform::resident_kib(s.pid()).unwrap_or(0);
+    let rss1 = lrbc_platform::resident_kib(s.pid()).unwrap_or(0);
     println!(
         "a viewer of cams64 at 1 kHz with images stops reading for {secs:.0} s: serve's resident memory {:.1} MiB at the stall, {:.1} MiB at its end, peak {:.1} MiB (+{:.1} MiB); the other viewer's share of frames {:.2} % before, {:.2} % during",
         rss0 as f64 / 1024.0,

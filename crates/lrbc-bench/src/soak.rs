@@ -8,23 +8,23 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
+use crate::shared::BenchError;
+use lrbc_sim::children::{ChildProcess, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 #[derive(Debug, Clone, Args)]
 pub struct SoakArgs {
     /// How long to run (units ms, s, min, h allowed; a bare number is seconds).
-    #[arg(long, value_name = "SECS", default_value = "30min", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+    #[arg(long, value_name = "SECS", default_value = "30min", value_parser = crate::shared::seconds_f64)]
     pub duration: f64,
     /// Seconds between samples.
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = lrbc_inspector::cli::args::seconds_f64)]
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = crate::shared::seconds_f64)]
     pub every: f64,
     /// Sizes from the seed's examples.
-    #[arg(long, value_parser = lrbc_inspector::cli::values::preset(), default_value = "train4096")]
+    #[arg(long, value_parser = crate::shared::preset(), default_value = "train4096")]
     pub preset: Preset,
     /// The client's pace, steps per second (it sends commands too).
-    #[arg(long, value_name = "F", default_value = "1000", value_parser = lrbc_inspector::cli::args::parse_hz)]
+    #[arg(long, value_name = "F", default_value = "1000", value_parser = crate::shared::parse_hz)]
     pub hz: f64,
     /// The memory budget of the app and the window, MiB.
     #[arg(long, value_name = "MIB", default_value_t = lrbc_live::memory::DEFAULT_BUDGET_MIB, value_parser = clap::value_parser!(u32).range(16..=65536))]
@@ -32,7 +32,7 @@ pub struct SoakArgs {
     /// The app's and the window's sampler on a busy machine, percent of one core. 0 (the
     /// default here) takes every frame, so that their histories fill at the engine's
     /// pace rather than at a few dozen frames a second.
-    #[arg(long, value_name = "PCT", default_value = "0", value_parser = lrbc_inspector::cli::args::parse_percent)]
+    #[arg(long, value_name = "PCT", default_value = "0", value_parser = crate::shared::parse_percent)]
     pub busy_budget: f32,
 }
 
@@ -47,7 +47,25 @@ struct Observed {
     own: Vec<(f64, u64)>,
 }
 
-pub use lrbc::platform::resident_kib as rss_kib;
+pub use lrbc_platform::resident_kib as rss_kib;
+
+/// A process's resident memory by kind, KiB: its own (anonymous), pages of files it
+/// maps (shared libraries, mostly shared with other processes), shared memory (the
+/// segment). Linux only (`RssAnon`, `RssFile`, `RssShmem` of `/proc/<pid>/status`); None
+/// elsewhere.
+fn resident_split_kib(pid: u32) -> Option<(u64, u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((field("RssAnon:")?, field("RssFile:")?, field("RssShmem:")?))
+}
 
 /// The least-squares slope of `samples` (KiB per minute).
 pub fn slope_kib_per_min(samples: &[(f64, u64)]) -> f64 {
@@ -62,8 +80,8 @@ pub fn slope_kib_per_min(samples: &[(f64, u64)]) -> f64 {
     if sxx == 0.0 { 0.0 } else { sxy / sxx * 60.0 }
 }
 
-pub fn run(args: &SoakArgs) -> Result<(), CliError> {
-    let stop = lrbc_inspector::cli::stop_flag();
+pub fn run(args: &SoakArgs) -> Result<(), BenchError> {
+    let stop = crate::shared::stop_flag();
     let name = format!("lrbc-soak-{}", std::process::id());
     let mut engine = start_engine(&name, args.preset, &["--force"])?;
     let mut client = start_client(&name, &["--hz".into(), args.hz.to_string()], Stdio::null())?;
@@ -86,7 +104,7 @@ fn start_observers(
     name: &str,
     args: &SoakArgs,
     display: bool,
-) -> Result<(Vec<Observed>, Arc<AtomicU64>), CliError> {
+) -> Result<(Vec<Observed>, Arc<AtomicU64>), BenchError> {
     let window = |mut a: Vec<String>| {
         a.extend([
             "--shm".into(),
@@ -145,7 +163,7 @@ fn start_observers(
                     }
                 }
             })
-            .map_err(|e| CliError::Other(e.to_string()))?;
+            .map_err(|e| BenchError::Other(e.to_string()))?;
     }
     if display {
         observers.push(Observed {
@@ -203,7 +221,7 @@ fn sample(
     observers: &mut [Observed],
     app_data: &AtomicU64,
     client: &mut ChildProcess,
-) -> Result<Vec<(f64, u64)>, CliError> {
+) -> Result<Vec<(f64, u64)>, BenchError> {
     let mut data_samples: Vec<(f64, u64)> = Vec::new();
     let start = Instant::now();
     let frames = |a: &lrbc::attach::Attached| {
@@ -218,7 +236,7 @@ fn sample(
     let mut last = (0.0f64, frames(&probe));
     let mut next = args.every;
     loop {
-        if lrbc_inspector::cli::sleep_unless_stopped(
+        if crate::shared::sleep_unless_stopped(
             Duration::from_secs_f64((next - start.elapsed().as_secs_f64()).max(0.0)),
             stop,
         ) {
@@ -240,7 +258,7 @@ fn sample(
             cells.join(" ")
         );
         if let Some(code) = client.exited() {
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "the client exited (code {code}) during the soak"
             )));
         }
@@ -254,18 +272,18 @@ fn sample(
 
 /// Samples each observer's resident memory at `t`; its cells of the table's line. An
 /// error if one has exited.
-fn sample_observers(observers: &mut [Observed], t: f64) -> Result<Vec<String>, CliError> {
+fn sample_observers(observers: &mut [Observed], t: f64) -> Result<Vec<String>, BenchError> {
     let mut cells = Vec::new();
     for o in observers {
         if let Some(code) = o.process.exited() {
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "{} exited (code {code}) during the soak",
                 o.label
             )));
         }
         let kib = rss_kib(o.process.pid()).unwrap_or(0);
         o.samples.push((t, kib));
-        if let Some((anon, _, shmem)) = lrbc::platform::resident_split_kib(o.process.pid()) {
+        if let Some((anon, _, shmem)) = resident_split_kib(o.process.pid()) {
             o.own.push((t, anon + shmem));
         }
         cells.push(format!("{:>12.1}", kib as f64 / 1024.0));
@@ -312,7 +330,7 @@ fn print_summary(observers: &[Observed], data_samples: &[(f64, u64)]) {
         }
     }
     for o in observers {
-        if let Some((anon, file, shmem)) = lrbc::platform::resident_split_kib(o.process.pid()) {
+        if let Some((anon, file, shmem)) = resident_split_kib(o.process.pid()) {
             println!(
                 "{}: at the end {:.1} MiB its own (anonymous), {:.1} MiB pages of files it maps (shared libraries), {:.1} MiB shared memory (the segment)",
                 o.label,
@@ -368,8 +386,7 @@ mod tests {
         assert!(rss_kib(std::process::id()).is_some_and(|k| k > 0));
         #[cfg(target_os = "linux")]
         {
-            let (anon, _, _) =
-                lrbc::platform::resident_split_kib(std::process::id()).expect("read");
+            let (anon, _, _) = resident_split_kib(std::process::id()).expect("read");
             assert!(anon > 0 && anon <= rss_kib(std::process::id()).unwrap_or(0) + 1024);
         }
     }

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use crate::fixtures::start;
 use crate::observers::{Observer, fmt_cpu, observer_cost};
+use crate::shared::BenchError;
 use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
-use lrbc_inspector::cli::CliError;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::raster::HeadlessRenderer;
 use lrbc_inspector::ui::settings::{Settings, grid_tree};
@@ -24,9 +24,9 @@ pub enum SamplerPart {
 }
 
 /// UI frame CPU time (layout and tessellation) at train4096 with every panel open.
-pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
+pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), BenchError> {
     if cfg!(windows) {
-        return Err(CliError::Other(
+        return Err(BenchError::Other(
             "lrbc-bench ui pauses and resumes its observers (SIGSTOP/SIGCONT), which Windows cannot; run it on Linux".into(),
         ));
     }
@@ -36,7 +36,7 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
             let p = lrbc_inspector::ui::settings::Pane::ALL
                 .into_iter()
                 .find(|p| p.title().eq_ignore_ascii_case(name))
-                .ok_or_else(|| CliError::Usage(format!("unknown panel {name:?}")))?;
+                .ok_or_else(|| BenchError::Usage(format!("unknown panel {name:?}")))?;
             egui_tiles::Tree::new_tabs(egui::Id::unique("bench_one"), vec![p])
         }
     };
@@ -51,7 +51,7 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
         LayoutChoice::Auto,
     );
     if app.session.is_none() {
-        return Err(CliError::Other("could not attach".into()));
+        return Err(BenchError::Other("could not attach".into()));
     }
     let mut renderer = HeadlessRenderer::new();
     let size = egui::vec2(1600.0, 1000.0);
@@ -64,9 +64,9 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), CliError> {
     let mut times = Vec::with_capacity(frames);
     let mut walls = Vec::with_capacity(frames);
     for _ in 0..frames {
-        let (t, cpu) = (Instant::now(), lrbc::platform::thread_cpu_ns());
+        let (t, cpu) = (Instant::now(), lrbc_platform::thread_cpu_ns());
         let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
-        times.push((lrbc::platform::thread_cpu_ns() - cpu) as f64 / 1e6);
+        times.push((lrbc_platform::thread_cpu_ns() - cpu) as f64 / 1e6);
         walls.push(t.elapsed().as_secs_f64() * 1e3);
         // Display rate: leave the rest of the frame to the other processes.
         std::thread::sleep(Duration::from_millis(16).saturating_sub(t.elapsed()));
@@ -105,7 +105,7 @@ fn sampler_share(
     hz: Option<f64>,
     secs: f64,
     tag: &str,
-) -> Result<SamplerStats, CliError> {
+) -> Result<SamplerStats, BenchError> {
     // Unpaced: the client runs as fast as the engine answers (until the run is dropped).
     // Random actions: a client whose own work is small, so that the pace is kept.
     let steps = hz.is_none().then_some(1_000_000_000);
@@ -118,7 +118,7 @@ fn sampler_share(
         Box::new(|| {}),
         60.0,
     )
-    .map_err(|e| CliError::Other(e.to_string()))?;
+    .map_err(|e| BenchError::Other(e.to_string()))?;
     std::thread::sleep(Duration::from_secs_f64(secs));
     sampler.stop();
     let s = sampler.stats();
@@ -135,8 +135,8 @@ pub fn headless_app(
     shm: &str,
     overrides: lrbc_inspector::ui::settings::Overrides,
     report_memory: Option<f64>,
-) -> Result<(), CliError> {
-    let stop = lrbc_inspector::cli::stop_flag();
+) -> Result<(), BenchError> {
+    let stop = crate::shared::stop_flag();
     // As the window does: the app's threads yield to the run, the followers excepted.
     lrbc_inspector::ui::yield_to_the_run();
     let ctx = egui::Context::default();
@@ -193,7 +193,7 @@ pub fn sampler(
     rate_secs: f64,
     window_secs: f64,
     only: Option<SamplerPart>,
-) -> Result<(), CliError> {
+) -> Result<(), BenchError> {
     println!(
         "lrbc-bench sampler: engine and client in separate processes; the sampler runs in this process"
     );
@@ -207,7 +207,7 @@ pub fn sampler(
 }
 
 /// The sampler's share of frames at each pace, for both presets.
-fn share_table(secs: f64) -> Result<(), CliError> {
+fn share_table(secs: f64) -> Result<(), BenchError> {
     println!(
         "{:<10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9}",
         "preset", "pace", "frames/s", "seen", "sampled", "missed", "torn", "skipped", "share"
@@ -263,7 +263,7 @@ fn share_table(secs: f64) -> Result<(), CliError> {
 }
 
 /// The engine's unpaced rate with each observer switched on and off within one run.
-fn rate_table(secs: f64, window: Duration) -> Result<(), CliError> {
+fn rate_table(secs: f64, window: Duration) -> Result<(), BenchError> {
     println!(
         "engine's unpaced lock-step rate, train4096, each observer switched off and on in \
          windows of {} s, blocks of off-on-on-off, {secs:.0} s of one run each:",

@@ -34,11 +34,11 @@ pub const BUSY_READER_WAKE_NS: u64 = 100_000_000;
 /// 100 samples a second at most.
 pub const MIN_HOLD_NS: u64 = 10_000_000;
 
-pub use lrbc::platform::CpuTimes;
+pub use lrbc_platform::CpuTimes;
 
 /// The machine's CPU time now (None where the platform does not say).
 pub fn read_cpu_times() -> Option<CpuTimes> {
-    lrbc::platform::cpu_times()
+    lrbc_platform::cpu_times()
 }
 
 /// Spare cores between two readings, or None when no time passed.

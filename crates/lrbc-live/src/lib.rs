@@ -12,9 +12,11 @@
 //! - `detect`: the detector: events from frames' checks, time, state and ring faults; the live sink
 //! - `episodes`: every env's episodes from every frame; the live sink
 //! - `sampler`: the window's and `watch`'s consumer of the follower: per-frame figures, histories
+//! - `controller`: the control lease held on a thread of its own, for a window's calls
 
 pub mod busy;
 pub mod check;
+pub mod controller;
 pub mod detect;
 pub mod episodes;
 pub mod follower;

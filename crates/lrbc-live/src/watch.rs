@@ -312,7 +312,25 @@ impl<C: Clock> AttachmentWatch<C> {
 /// threads of the window, a process table's refresh is a cost the run pays), else from
 /// the process table.
 fn alive(processes: &mut Processes, pid: u32) -> bool {
-    lrbc::platform::process_running(pid).unwrap_or_else(|| processes.is_alive(pid))
+    process_running(pid).unwrap_or_else(|| processes.is_alive(pid))
+}
+
+/// Whether process `pid` runs (exists, and is not a zombie), from the state in
+/// `/proc/<pid>/stat`: one small read, where a process table's refresh reads several
+/// files. None without `/proc` (macOS, Windows).
+fn process_running(pid: u32) -> Option<bool> {
+    if !cfg!(any(target_os = "linux", target_os = "android")) {
+        return None;
+    }
+    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(false),
+        Err(_) => return None,
+    };
+    // "pid (comm) S ...": the name may hold spaces and parentheses; the state follows
+    // the last ')'.
+    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+    Some(!matches!(state, 'Z' | 'X' | 'x'))
 }
 
 #[cfg(test)]
@@ -382,5 +400,28 @@ mod tests {
         let r = w.tick();
         assert_eq!(r.state, State::EngineGone);
         assert!(!r.server_alive);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_that_exited_is_not_running_before_or_after_it_is_reaped() {
+        assert_eq!(process_running(std::process::id()), Some(true));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited and not yet reaped: a zombie, not a running process.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while process_running(pid) != Some(false) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child still runs after 20 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok(),
+            "the zombie is still in /proc"
+        );
+        child.wait().unwrap();
+        assert_eq!(process_running(pid), Some(false), "reaped: gone from /proc");
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::wait::Waiter;
 use ::lrbc::clock::monotonic_now_ns;
 use ::lrbc::layout::{self, Geometry, Layout, LayoutChoice, RegionKind};
-use ::lrbc::rings::{LuckyEntryHeader, lrbc, lucky};
+use ::lrbc::rings::{LuckyEntryHeader, lucky, v1};
 use ::lrbc::rpc::{self, fb};
 use ::lrbc::segment::{NameError, SegmentRw, shm_location};
 
@@ -76,12 +76,12 @@ pub enum ClientError {
 
 enum CmdRings {
     Lrbc {
-        out: lrbc::Producer,
-        inbound: lrbc::Consumer,
+        out: v1::V1Producer,
+        inbound: v1::V1Consumer,
     },
     Lucky {
-        out: lucky::Producer,
-        inbound: lucky::Consumer,
+        out: lucky::LuckyProducer,
+        inbound: lucky::LuckyConsumer,
     },
 }
 
@@ -253,13 +253,13 @@ impl<'s> Client<'s> {
         };
         let rings = if lucky_layout {
             CmdRings::Lucky {
-                out: lucky::Producer::new(seg, c2s),
-                inbound: lucky::Consumer::new(seg, s2c),
+                out: lucky::LuckyProducer::new(seg, c2s),
+                inbound: lucky::LuckyConsumer::new(seg, s2c),
             }
         } else {
             CmdRings::Lrbc {
-                out: lrbc::Producer::new(seg, c2s),
-                inbound: lrbc::Consumer::new(seg, s2c),
+                out: v1::V1Producer::new(seg, c2s),
+                inbound: v1::V1Consumer::new(seg, s2c),
             }
         };
         let n = g.num_envs as usize;

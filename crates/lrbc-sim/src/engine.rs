@@ -76,6 +76,9 @@ pub enum Preset {
 }
 
 impl Preset {
+    /// Every preset.
+    pub const ALL: [Self; 3] = [Self::Train4096, Self::Cams64, Self::Cams16];
+
     /// `(num_envs, obs_size, act_size, image)`.
     pub fn sizes(self) -> (u32, u32, u32, Option<(u32, u32, u32)>) {
         match self {
@@ -269,7 +272,7 @@ impl EngineConfig {
         let plan = Plan::new(&spec)?;
         // The engine keeps a private copy of obs, actions and images besides the segment.
         let need = plan.size_bytes.saturating_mul(2);
-        let available = lrbc::platform::available_memory_bytes().unwrap_or(u64::MAX);
+        let available = lrbc_platform::available_memory_bytes().unwrap_or(u64::MAX);
         if need > available {
             return Err(EngineError::NoMemory {
                 need_bytes: need,

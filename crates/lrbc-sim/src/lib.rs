@@ -10,8 +10,10 @@
 //! - `engine`: the simulated engine: a segment, lock-step stepping, answers, images, planted faults
 //! - `client`: the simulated trainer: actions, reset flags and requests in lock-step
 //! - `inprocess`: an engine and a client on threads of this process
+//! - `children`: the engine, client and observers as child processes of lrbc-inspector
 
 pub mod bench;
+pub mod children;
 pub mod client;
 pub mod dynamics;
 pub mod engine;

@@ -43,7 +43,7 @@ impl Default for Waiter {
 impl Waiter {
     pub fn new() -> Self {
         // Naps of tens of microseconds must stay that short.
-        lrbc::platform::set_timer_slack_ns(1_000);
+        lrbc_platform::set_timer_slack_ns(1_000);
         Self {
             spins: 0,
             started: None,

@@ -1,6 +1,5 @@
-//! Attaching to a segment: resolving a target (name, PID or path) to a file, mapping it
-//! read-only, and validating its layout. Names are checked by
-//! [`crate::segment::validate_name`].
+//! Attaching: a target (name, PID or path) resolved to a segment, mapped read-only, with
+//! its validated layout. Names are checked by [`crate::segment::validate_name`].
 
 use std::fmt;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Clocks, injected so that time-dependent logic (stale detection, rates, timeouts) is
+//! The clocks, injected so that time-dependent logic (stale detection, rates, timeouts) is
 //! tested without sleeping.
 
 use std::sync::Arc;
@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Nanoseconds of `CLOCK_MONOTONIC` (on Windows, the performance counter): the clock
 /// of the spec's `*_time_ns` words and of every time this program measures.
-pub use crate::platform::monotonic_now_ns;
+pub use lrbc_platform::monotonic_now_ns;
 
 /// A monotonic nanosecond clock.
 pub trait Clock: Send + Sync + std::fmt::Debug {

@@ -1,4 +1,4 @@
-//! Finding LRBC segments on the machine. Linux: every file in `/dev/shm` whose first
+//! The scan for LRBC segments on this machine. Linux: every file in `/dev/shm` whose first
 //! bytes are the LRBC magic, and the shared-memory files a process maps. Windows: the
 //! named mappings of the session's namespace (or, where it cannot be listed, those
 //! under the default names of every running process, `LuckyEngine_<pid>` and
@@ -7,12 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use crate::clock::monotonic_now_ns;
-use crate::clock::secs_between;
+use crate::clock::{monotonic_now_ns, secs_between};
 use crate::layout::{self, Layout, LayoutChoice, LayoutError};
 use crate::procinfo::{ProcInfo, Processes};
 use crate::segment::{Location, OpenError, SHM_DIR, Segment};
@@ -25,19 +21,19 @@ pub struct ListEntry {
     pub size_bytes: Option<u64>,
     /// The segment's summary, or why it cannot be read.
     #[serde(flatten)]
-    pub outcome: Outcome,
+    pub outcome: ListOutcome,
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(untagged)]
-pub enum Outcome {
-    Ok(Summary),
+pub enum ListOutcome {
+    Ok(SegmentSummary),
     Err { error: String },
 }
 
 /// What `list` shows of a readable segment.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Summary {
+pub struct SegmentSummary {
     pub layout: Layout,
     pub num_envs: u32,
     pub obs_size: u32,
@@ -50,10 +46,10 @@ pub struct Summary {
 }
 
 impl ListEntry {
-    pub fn summary(&self) -> Option<&Summary> {
+    pub fn summary(&self) -> Option<&SegmentSummary> {
         match &self.outcome {
-            Outcome::Ok(s) => Some(s),
-            Outcome::Err { .. } => None,
+            ListOutcome::Ok(s) => Some(s),
+            ListOutcome::Err { .. } => None,
         }
     }
 }
@@ -79,7 +75,7 @@ pub fn default_names(pid: u32) -> [String; 2] {
 fn list_named() -> Vec<ListEntry> {
     let mut processes = Processes::new();
     processes.refresh_all();
-    let sections = crate::platform::named_sections().filter(|s| !s.is_empty());
+    let sections = lrbc_platform::named_sections().filter(|s| !s.is_empty());
     let candidates = sections.unwrap_or_else(|| {
         processes
             .pids()
@@ -123,7 +119,7 @@ pub(crate) fn list_in(dir: &Path) -> Vec<ListEntry> {
             let name = d.file_name().to_string_lossy().into_owned();
             let location = Location::File {
                 path: d.path(),
-                follow: crate::segment::Follow::NoSymlinks,
+                symlinks: crate::segment::Symlinks::Refused,
             };
             entry(&location, name, &processes)
         })
@@ -141,7 +137,7 @@ fn entry(location: &Location, name: String, processes: &Processes) -> Option<Lis
                 name,
                 size_bytes: std::fs::symlink_metadata(&path).ok().map(|m| m.len()),
                 path,
-                outcome: Outcome::Err {
+                outcome: ListOutcome::Err {
                     error: short_open_error(&e),
                 },
             });
@@ -159,7 +155,7 @@ fn entry(location: &Location, name: String, processes: &Processes) -> Option<Lis
                 name,
                 path,
                 size_bytes,
-                outcome: Outcome::Err {
+                outcome: ListOutcome::Err {
                     error: e.to_string(),
                 },
             });
@@ -176,7 +172,7 @@ fn entry(location: &Location, name: String, processes: &Processes) -> Option<Lis
         name,
         path,
         size_bytes,
-        outcome: Outcome::Ok(Summary {
+        outcome: ListOutcome::Ok(SegmentSummary {
             layout: geometry.layout,
             num_envs: geometry.num_envs,
             obs_size: geometry.obs_size,
@@ -221,30 +217,6 @@ pub fn parse_maps(maps: &str) -> Vec<String> {
     names
 }
 
-/// What discovery found.
-#[derive(Clone, Debug, Default)]
-pub struct Listing {
-    pub segments: Vec<ListEntry>,
-    /// Processes that map each segment (from /proc/*/maps).
-    pub mappers: BTreeMap<String, Vec<ProcInfo>>,
-    pub refreshes: u64,
-}
-
-/// How often the listing is refreshed while the attach view shows.
-const LIST_EVERY_NS: u64 = 2_000_000_000;
-
-/// A named thread that refreshes a [`Listing`] every two seconds while asked to (the
-/// window's attach view shows).
-#[derive(Debug)]
-pub struct Discovery {
-    pub listing: Arc<Mutex<Listing>>,
-    active: Arc<AtomicBool>,
-    /// Set to refresh at once (when the view is shown again).
-    refresh_now: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
 /// The processes that map each segment (Linux: from `/proc/*/maps`; empty elsewhere).
 /// Keep `processes` across calls: CPU use is measured between two refreshes.
 pub fn mappers(processes: &mut Processes) -> BTreeMap<String, Vec<ProcInfo>> {
@@ -266,94 +238,6 @@ pub fn mappers(processes: &mut Processes) -> BTreeMap<String, Vec<ProcInfo>> {
         }
     }
     out
-}
-
-impl Discovery {
-    pub fn start(waker: Arc<dyn Fn() + Send + Sync>) -> Self {
-        let listing = Arc::new(Mutex::new(Listing::default()));
-        let active = Arc::new(AtomicBool::new(true));
-        let refresh_now = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (l, a, s, r) = (
-            Arc::clone(&listing),
-            Arc::clone(&active),
-            Arc::clone(&stop),
-            Arc::clone(&refresh_now),
-        );
-        let thread = std::thread::Builder::new()
-            .name("lrbc-discovery".into())
-            .spawn(move || {
-                let mut processes = Processes::new();
-                // Relaxed: flags with no data behind them.
-                while !s.load(Ordering::Relaxed) {
-                    if a.load(Ordering::Relaxed) {
-                        let segments = list();
-                        let mappers = mappers(&mut processes);
-                        if let Ok(mut g) = l.lock() {
-                            g.segments = segments;
-                            g.mappers = mappers;
-                            g.refreshes += 1;
-                        }
-                        waker();
-                    }
-                    // Asleep until the next listing, unless woken to stop or to list now
-                    // (a wakeup a tenth of a second would be paid for by a busy run).
-                    let next = monotonic_now_ns() + LIST_EVERY_NS;
-                    loop {
-                        if s.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        if r.swap(false, Ordering::Relaxed) {
-                            break;
-                        }
-                        let now = monotonic_now_ns();
-                        if now >= next {
-                            break;
-                        }
-                        std::thread::park_timeout(Duration::from_nanos(next - now));
-                    }
-                }
-            })
-            .ok();
-        Self {
-            listing,
-            active,
-            refresh_now,
-            stop,
-            thread,
-        }
-    }
-
-    /// Lists only while the attach view shows; showing it again lists at once.
-    pub fn set_active(&self, on: bool) {
-        // Relaxed: flags with no data behind them.
-        if self.active.swap(on, Ordering::Relaxed) != on && on {
-            self.refresh_now.store(true, Ordering::Relaxed);
-            self.wake();
-        }
-    }
-
-    /// Wakes the thread to look at its flags (set before: the unpark orders them).
-    fn wake(&self) {
-        if let Some(t) = &self.thread {
-            t.thread().unpark();
-        }
-    }
-
-    pub fn snapshot(&self) -> Listing {
-        self.listing.lock().map(|g| g.clone()).unwrap_or_default()
-    }
-}
-
-impl Drop for Discovery {
-    fn drop(&mut self) {
-        // Relaxed: a flag with no data behind it.
-        self.stop.store(true, Ordering::Relaxed);
-        self.wake();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 #[cfg(test)]
@@ -401,39 +285,7 @@ mod tests {
         assert_eq!(entries.len(), 1, "{entries:?}");
         assert_eq!(entries[0].name, "short-lrbc");
         assert!(
-            matches!(&entries[0].outcome, Outcome::Err { error } if error.contains("smaller than"))
-        );
-    }
-
-    #[test]
-    fn showing_the_view_again_lists_at_once_and_stopping_is_prompt() {
-        use std::time::Instant;
-        let d = Discovery::start(Arc::new(|| {}));
-        let listed = |n: u64| {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while d.snapshot().refreshes < n {
-                assert!(Instant::now() < deadline, "no listing {n} within 20 s");
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        };
-        listed(1);
-        // Hidden and shown again: a listing now, not at the next one due.
-        d.set_active(false);
-        d.set_active(true);
-        let shown = Instant::now();
-        listed(2);
-        let waited = shown.elapsed();
-        assert!(
-            waited < Duration::from_nanos(LIST_EVERY_NS / 2),
-            "listed {waited:?} after being shown again"
-        );
-        // The thread sleeps between listings and is woken to stop.
-        let stopping = Instant::now();
-        drop(d);
-        let took = stopping.elapsed();
-        assert!(
-            took < Duration::from_nanos(LIST_EVERY_NS / 2),
-            "the thread took {took:?} to stop"
+            matches!(&entries[0].outcome, ListOutcome::Err { error } if error.contains("smaller than"))
         );
     }
 }

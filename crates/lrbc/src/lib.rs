@@ -1,9 +1,9 @@
 //! The LRBC contract between LuckyEngine and its trainer, and read-only access to a live
-//! segment. No window, async runtime, TLS or file format.
+//! segment. No threads of its own, window, async runtime, TLS, image decoding or file
+//! format.
 //!
 //! Modules, each using only those above it:
 //! - `layout`: the byte layout: wire structs, field tables, names, detection into a `Geometry`
-//! - `platform`: every operating-system call but the mappings, Unix and Windows (`unsafe`)
 //! - `procinfo`: process names, liveness, CPU and memory
 //! - `sync`: the one lock helper: a poisoned mutex is taken as it is
 //! - `clock`: the monotonic clock of the spec's `*_time_ns` words; a manual clock for tests
@@ -13,7 +13,7 @@
 //! - `snapshot`: consistent copies of the hot data (spec 3.2)
 //! - `discovery`: the LRBC segments on this machine and the processes that map them
 //! - `attach`: attaching by name, PID or path: a mapping and its geometry
-//! - `control`: the control lease (spec 7), the one write, and its worker thread
+//! - `control`: the control lease (spec 7), the one write
 //!
 //! Reading one frame of a live segment:
 //!
@@ -35,19 +35,16 @@
 //! # Ok::<(), lrbc::attach::AttachError>(())
 //! ```
 //!
-//! `unsafe` is denied everywhere but in `segment` and `platform` (and in the code that
-//! flatc generates for `rpc`).
+//! `unsafe` is denied everywhere but in `segment` (and in the code that flatc generates
+//! for `rpc`); the other operating-system calls are `lrbc_platform`'s.
 
 pub mod attach;
 pub mod clock;
 pub mod control;
 pub mod discovery;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod layout;
-#[expect(
-    unsafe_code,
-    reason = "calls into the operating system that std does not offer, each with its SAFETY line"
-)]
-pub mod platform;
 pub mod procinfo;
 pub mod rings;
 pub mod rpc;

@@ -7,7 +7,7 @@ use crate::segment::{Segment, f32s_from_bytes};
 /// How a copy is known to be whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Guard {
+pub enum CopyGuard {
     /// `write_seq` was even and unchanged across the copy.
     WriteSeq,
     /// Lock-step: `frame_seq == action_seq`, both unchanged across the copy.
@@ -17,20 +17,20 @@ pub enum Guard {
 }
 
 /// Which method applies to this segment right now.
-pub fn guard_for(segment: &Segment, geometry: &Geometry) -> Guard {
+pub fn guard_for(segment: &Segment, geometry: &Geometry) -> CopyGuard {
     if let Some(ext) = geometry.counters.ext
         && segment.load_u64(ext.write_seq).unwrap_or(0) != 0
     {
-        return Guard::WriteSeq;
+        return CopyGuard::WriteSeq;
     }
     let lock_step = match geometry.layout {
         Layout::LuckyrobotsIpc => true,
         Layout::LrbcV1 | Layout::LrbcV1Ext => geometry.mode == Some(0),
     };
     if lock_step {
-        Guard::LockStep
+        CopyGuard::LockStep
     } else {
-        Guard::Unguarded
+        CopyGuard::Unguarded
     }
 }
 
@@ -40,9 +40,9 @@ pub fn settled_now(segment: &Segment, geometry: &Geometry) -> bool {
     let c = geometry.counters;
     let load = |off| segment.load_u64(off).unwrap_or(0);
     match guard_for(segment, geometry) {
-        Guard::WriteSeq => c.ext.is_none_or(|e| load(e.write_seq) % 2 == 0),
-        Guard::LockStep => load(c.frame_seq) == load(c.action_seq),
-        Guard::Unguarded => true,
+        CopyGuard::WriteSeq => c.ext.is_none_or(|e| load(e.write_seq) % 2 == 0),
+        CopyGuard::LockStep => load(c.frame_seq) == load(c.action_seq),
+        CopyGuard::Unguarded => true,
     }
 }
 
@@ -52,7 +52,7 @@ pub struct Guarded<T> {
     pub value: T,
     /// The engine did not write during the copy.
     pub consistent: bool,
-    pub guard: Guard,
+    pub guard: CopyGuard,
     /// `frame_seq` as read just before the copy that was kept.
     pub frame_seq: u64,
     pub action_seq: u64,
@@ -76,7 +76,7 @@ pub fn guarded_read<T>(
     for attempt in 0..attempts {
         let last = attempt + 1 == attempts;
         let (ok, value, frame_seq, action_seq) = match guard {
-            Guard::WriteSeq => {
+            CopyGuard::WriteSeq => {
                 let ws = c.ext.map_or(0, |e| e.write_seq);
                 let s1 = load(ws);
                 if s1 % 2 == 1 && !last {
@@ -95,7 +95,7 @@ pub fn guarded_read<T>(
                 let f2 = load(c.frame_seq);
                 (s1 % 2 == 0 && s1 == s2 && f2 == f, value, f, a)
             }
-            Guard::LockStep => {
+            CopyGuard::LockStep => {
                 let (f1, a1) = (load(c.frame_seq), load(c.action_seq));
                 if f1 != a1 && !last {
                     torn_attempts += 1;
@@ -106,7 +106,7 @@ pub fn guarded_read<T>(
                 let (f2, a2) = (load(c.frame_seq), load(c.action_seq));
                 (f1 == a1 && f2 == f1 && a2 == a1, value, f1, a1)
             }
-            Guard::Unguarded => {
+            CopyGuard::Unguarded => {
                 let (f, a) = (load(c.frame_seq), load(c.action_seq));
                 let value = copy(segment);
                 return Guarded {
@@ -352,7 +352,7 @@ mod tests {
         let g = guarded_read(&a.segment, &a.geometry, 10, |seg| {
             copy_hot(seg, &a.geometry)
         });
-        assert_eq!(g.guard, Guard::Unguarded);
+        assert_eq!(g.guard, CopyGuard::Unguarded);
         assert!(!g.consistent);
     }
 

@@ -152,7 +152,7 @@ impl InspectorApp {
 
     /// Counts redraws per second (shown in the Settings menu) and what they cost.
     pub(super) fn count_redraw(&mut self) {
-        self.pass_cost.started(lrbc::platform::thread_cpu_ns());
+        self.pass_cost.started(lrbc_platform::thread_cpu_ns());
         let now = monotonic_now_ns();
         self.redraws.1 += 1;
         if now.saturating_sub(self.redraws.0) >= 1_000_000_000 {

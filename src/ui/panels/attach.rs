@@ -1,12 +1,13 @@
 //! The attach view: discovered segments and the processes that map them, attach by
 //! click, by typed name or PID, connect to a server of a run, the servers connected (one
 //! row each), and recent targets. The listing comes from
-//! [`lrbc::discovery::Discovery`], which runs on its own thread.
+//! [`crate::ui::discovery::Discovery`], which runs on its own thread.
 
 use crate::session::NodeRow;
+use crate::ui::discovery::Listing;
 use crate::ui::widgets::{BAD, state_color, state_text};
 use lrbc::attach::Target;
-use lrbc::discovery::{Listing, Outcome};
+use lrbc::discovery::ListOutcome;
 use lrbc::procinfo::ProcInfo;
 use lrbc_remote::view::LinkState;
 
@@ -149,7 +150,7 @@ fn segments(ui: &mut egui::Ui, listing: &Listing) -> Option<Chosen> {
             ui.end_row();
             for e in &listing.segments {
                 match &e.outcome {
-                    Outcome::Ok(s) => {
+                    ListOutcome::Ok(s) => {
                         if ui
                             .button("Attach")
                             .on_hover_text(format!("attach to {}", e.name))
@@ -165,7 +166,7 @@ fn segments(ui: &mut egui::Ui, listing: &Listing) -> Option<Chosen> {
                         proc_label(ui, &s.client);
                         ui.label(s.frame_seq.to_string());
                     }
-                    Outcome::Err { error } => {
+                    ListOutcome::Err { error } => {
                         ui.add_enabled(false, egui::Button::new("Attach"));
                         ui.monospace(&e.name);
                         ui.colored_label(

@@ -3,9 +3,9 @@
 //! engine's per-service counters.
 
 use crate::ui::widgets::{BAD, GOOD, WARN, state_color, state_text};
-use lrbc::control::{ControlRequest, ControlState};
 use lrbc::procinfo::ProcInfo;
 use lrbc::rpc::services;
+use lrbc_live::controller::{ControlRequest, ControlState};
 use lrbc_live::watch::Report;
 
 /// What the panel shows (gathered by the app, so the panel needs no session access).

@@ -4,11 +4,11 @@ use super::DetectBenchArgs;
 use super::events::EventsProcess;
 use crate::fixtures::start;
 use crate::rounds::ATTACH;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::ChildProcess;
+use crate::shared::BenchError;
+use lrbc_sim::children::ChildProcess;
 use lrbc_sim::engine::Preset;
 
-pub(super) fn clean_table(args: &DetectBenchArgs) -> Result<(), CliError> {
+pub(super) fn clean_table(args: &DetectBenchArgs) -> Result<(), BenchError> {
     println!(
         "clean run: train4096, client at {} Hz, no plants; `events --json` for {} s from 0.5 s \
          after the client's start (it ends before the client)",
@@ -23,7 +23,7 @@ pub(super) fn clean_table(args: &DetectBenchArgs) -> Result<(), CliError> {
     std::thread::sleep(ATTACH);
     let o = EventsProcess::start(&run.name, Some(args.clean_secs))?.finish()?;
     if let Some(code) = run.client.as_mut().and_then(ChildProcess::exited) {
-        return Err(CliError::Other(format!(
+        return Err(BenchError::Other(format!(
             "the client exited ({code}) during the clean run"
         )));
     }

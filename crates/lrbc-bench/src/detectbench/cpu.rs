@@ -8,12 +8,12 @@ use super::DetectBenchArgs;
 use super::events::EventsProcess;
 use crate::pollerbench::{python_path, run_to_end};
 use crate::rounds::{cpu_of_rounds, in_rounds, run_together};
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::inspector_exe;
+use crate::shared::BenchError;
+use lrbc_sim::children::inspector_exe;
 use lrbc_sim::engine::Preset;
 
 /// The anchor: `--anchor`, or the checkout's benches/nan_checker.py.
-pub(super) fn anchor_script(arg: Option<&Path>) -> Result<PathBuf, CliError> {
+pub(super) fn anchor_script(arg: Option<&Path>) -> Result<PathBuf, BenchError> {
     let script = arg.map_or_else(
         || {
             PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -24,7 +24,7 @@ pub(super) fn anchor_script(arg: Option<&Path>) -> Result<PathBuf, CliError> {
     if script.is_file() {
         Ok(script)
     } else {
-        Err(CliError::Other(format!(
+        Err(BenchError::Other(format!(
             "{}: not found (--anchor FILE names the numpy anchor)",
             script.display()
         )))
@@ -55,7 +55,7 @@ impl Turns {
     }
 }
 
-fn watch_command(name: &str, secs: f64) -> Result<Command, CliError> {
+fn watch_command(name: &str, secs: f64) -> Result<Command, BenchError> {
     let mut c = Command::new(inspector_exe()?);
     c.args([
         "watch",
@@ -92,7 +92,7 @@ fn anchor_figures(v: &serde_json::Value) -> (f64, u64, u64) {
 
 /// One round: `events`, `watch --no-events` and the anchor with its nap, attached
 /// together to the run `name` for `secs`.
-fn round(name: &str, secs: f64, anchor: &Path, turns: &mut [Turns; 4]) -> Result<(), CliError> {
+fn round(name: &str, secs: f64, anchor: &Path, turns: &mut [Turns; 4]) -> Result<(), BenchError> {
     let ([watch, numpy], events) = run_together(
         [
             (
@@ -122,7 +122,7 @@ fn round(name: &str, secs: f64, anchor: &Path, turns: &mut [Turns; 4]) -> Result
     Ok(())
 }
 
-pub(super) fn cpu_table(args: &DetectBenchArgs, anchor: &Path) -> Result<(), CliError> {
+pub(super) fn cpu_table(args: &DetectBenchArgs, anchor: &Path) -> Result<(), BenchError> {
     println!(
         "CPU: `events`, `watch --no-events` and the numpy anchor (--nap 100) attached together \
          to one engine and client at {} Hz, {} rounds of {} s per preset{}",

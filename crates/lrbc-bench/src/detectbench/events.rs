@@ -5,8 +5,8 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::inspector_exe;
+use crate::shared::BenchError;
+use lrbc_sim::children::inspector_exe;
 
 /// What one `events` process printed and used.
 #[derive(Clone, Debug, Default)]
@@ -45,7 +45,7 @@ fn parse_summary(line: &str) -> Option<(u64, u64, u64)> {
 fn read_all(
     pipe: Option<impl Read + Send + 'static>,
     thread: &str,
-) -> Result<Option<JoinHandle<String>>, CliError> {
+) -> Result<Option<JoinHandle<String>>, BenchError> {
     let Some(mut pipe) = pipe else {
         return Ok(None);
     };
@@ -57,7 +57,7 @@ fn read_all(
             text
         })
         .map(Some)
-        .map_err(|e| CliError::Other(format!("cannot start a reader: {e}")))
+        .map_err(|e| BenchError::Other(format!("cannot start a reader: {e}")))
 }
 
 /// An `events --json` process, its output read as it goes; ended (SIGKILL) if dropped
@@ -71,9 +71,9 @@ pub(super) struct EventsProcess {
 
 impl EventsProcess {
     /// `events --shm NAME --json`, for `secs` or until [`EventsProcess::interrupt`].
-    pub(super) fn start(name: &str, secs: Option<f64>) -> Result<Self, CliError> {
+    pub(super) fn start(name: &str, secs: Option<f64>) -> Result<Self, BenchError> {
         let mut command = Command::new(inspector_exe()?);
-        lrbc::platform::terminate_with_parent(&mut command);
+        lrbc_platform::terminate_with_parent(&mut command);
         command.args(["events", "--shm", name, "--json"]);
         if let Some(secs) = secs {
             command.args(["--secs", &secs.to_string()]);
@@ -83,7 +83,7 @@ impl EventsProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| CliError::Other(format!("cannot start events: {e}")))?;
+            .map_err(|e| BenchError::Other(format!("cannot start events: {e}")))?;
         let stdout = read_all(child.stdout.take(), "bench-events-out")?;
         let stderr = read_all(child.stderr.take(), "bench-events-err")?;
         Ok(Self {
@@ -96,23 +96,23 @@ impl EventsProcess {
     /// Ctrl-C: it prints what it found and its summary, and ends.
     pub(super) fn interrupt(&self) {
         if let Some(child) = &self.child {
-            lrbc::platform::send_signal(child.id(), lrbc::platform::Signal::Interrupt);
+            lrbc_platform::send_signal(child.id(), lrbc_platform::Signal::Interrupt);
         }
     }
 
     /// Waits for its end: its events, its summary's counts and its CPU.
-    pub(super) fn finish(mut self) -> Result<EventsOutcome, CliError> {
+    pub(super) fn finish(mut self) -> Result<EventsOutcome, BenchError> {
         let Some(mut child) = self.child.take() else {
-            return Err(CliError::Other("events was not started".into()));
+            return Err(BenchError::Other("events was not started".into()));
         };
-        let (code, usage) = lrbc::platform::wait_with_usage(&mut child)
-            .map_err(|e| CliError::Other(format!("events: {e}")))?;
+        let (code, usage) = lrbc_platform::wait_with_usage(&mut child)
+            .map_err(|e| BenchError::Other(format!("events: {e}")))?;
         let join =
             |h: Option<JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
         let (out, err) = (join(self.stdout.take()), join(self.stderr.take()));
         if code != Some(0) {
             let last = err.lines().last().unwrap_or_default();
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "events ended with {code:?}: {last}"
             )));
         }
@@ -121,7 +121,7 @@ impl EventsProcess {
             .filter(|l| !l.trim().is_empty())
             .map(|l| {
                 serde_json::from_str(l)
-                    .map_err(|e| CliError::Other(format!("events printed {l:?}: {e}")))
+                    .map_err(|e| BenchError::Other(format!("events printed {l:?}: {e}")))
             })
             .collect::<Result<Vec<serde_json::Value>, _>>()?;
         let summary = err

@@ -19,8 +19,8 @@ use std::path::PathBuf;
 
 use crate::pollerbench::check_numpy;
 use crate::rounds::RunArgs;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::args::seconds_f64;
+use crate::shared::BenchError;
+use crate::shared::seconds_f64;
 
 /// Arguments of `lrbc-bench detect`.
 #[derive(Debug, Clone, clap::Args)]
@@ -74,9 +74,9 @@ pub enum DetectPart {
     Clean,
 }
 
-pub fn run(args: &DetectBenchArgs) -> Result<(), CliError> {
+pub fn run(args: &DetectBenchArgs) -> Result<(), BenchError> {
     if !cfg!(target_os = "linux") {
-        return Err(CliError::Other(
+        return Err(BenchError::Other(
             "lrbc-bench detect runs on Linux: the numpy anchor maps the segment from /dev/shm"
                 .into(),
         ));
@@ -89,7 +89,7 @@ pub fn run(args: &DetectBenchArgs) -> Result<(), CliError> {
     if wants(DetectPart::Cpu) {
         let anchor = cpu::anchor_script(args.anchor.as_deref())?;
         check_numpy().map_err(|_| {
-            CliError::Other(
+            BenchError::Other(
                 "lrbc-bench detect needs python3 with numpy for the anchor (the test command, \
                  bash .ci/test, installs it under target/pydeps)"
                     .into(),

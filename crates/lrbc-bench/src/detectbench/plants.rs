@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use super::DetectBenchArgs;
 use super::events::{EventsOutcome, EventsProcess};
 use crate::rounds::ATTACH;
+use crate::shared::BenchError;
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
-use lrbc_inspector::cli::CliError;
-use lrbc_inspector::cli::children::{ChildProcess, start_client, start_engine};
+use lrbc_sim::children::{ChildProcess, start_client, start_engine};
 use lrbc_sim::engine::Preset;
 
 /// NaNs planted in one engine run.
@@ -138,7 +138,7 @@ fn plan(seed: u64, count: usize, (envs, obs, act): (u32, u32, u32)) -> Vec<Vec<N
 
 /// One engine run with `nans` planted, `events` attached before the client's first
 /// step and stopped once the run is past the last NaN.
-fn planted_run(name: &str, nans: &[Nan], hz: f64) -> Result<EventsOutcome, CliError> {
+fn planted_run(name: &str, nans: &[Nan], hz: f64) -> Result<EventsOutcome, BenchError> {
     let last = nans
         .iter()
         .map(|n| n.frame_seq)
@@ -174,12 +174,12 @@ fn planted_run(name: &str, nans: &[Nan], hz: f64) -> Result<EventsOutcome, CliEr
             break;
         }
         if let Some(code) = client.exited() {
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "the client exited ({code}) at frame {frame_seq}, before the last NaN"
             )));
         }
         if Instant::now() >= deadline {
-            return Err(CliError::Other(format!(
+            return Err(BenchError::Other(format!(
                 "the run reached frame {frame_seq} of {} in time",
                 last + AFTER_LAST
             )));
@@ -195,7 +195,7 @@ fn planted_run(name: &str, nans: &[Nan], hz: f64) -> Result<EventsOutcome, CliEr
 }
 
 /// Two processes that spin, loading both cores as a trainer's do.
-fn load_both_cores() -> Result<Vec<ChildProcess>, CliError> {
+fn load_both_cores() -> Result<Vec<ChildProcess>, BenchError> {
     (0..2)
         .map(|_| {
             ChildProcess::spawn_program(
@@ -204,11 +204,12 @@ fn load_both_cores() -> Result<Vec<ChildProcess>, CliError> {
                 &["-c".into(), "while :; do :; done".into()],
                 Stdio::null(),
             )
+            .map_err(BenchError::from)
         })
         .collect()
 }
 
-fn rate_row(args: &DetectBenchArgs, busy: bool) -> Result<(), CliError> {
+fn rate_row(args: &DetectBenchArgs, busy: bool) -> Result<(), BenchError> {
     let (envs, obs, act, _) = Preset::Train4096.sizes();
     let runs = plan(args.seed, args.nans as usize, (envs, obs, act));
     let _load = if busy { load_both_cores()? } else { Vec::new() };
@@ -291,7 +292,7 @@ fn rate_row(args: &DetectBenchArgs, busy: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-pub(super) fn rate_table(args: &DetectBenchArgs) -> Result<(), CliError> {
+pub(super) fn rate_table(args: &DetectBenchArgs) -> Result<(), BenchError> {
     println!(
         "planted one-frame NaNs (seed {}, random env, channel and index, {NANS_PER_RUN} to an \
          engine run, 300 to 700 frames apart), train4096, client at {} Hz, `events --json` \

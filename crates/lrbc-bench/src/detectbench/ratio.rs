@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::DetectBenchArgs;
 use crate::observers::{Observer, observer_cost, print_cost};
-use lrbc_inspector::cli::CliError;
+use crate::shared::BenchError;
 
-pub(super) fn ratio_table(args: &DetectBenchArgs) -> Result<(), CliError> {
+pub(super) fn ratio_table(args: &DetectBenchArgs) -> Result<(), BenchError> {
     let window = args.window.clamp(0.05, 10.0);
     // Paced, a window holds `hz × window` frames: one frame more or less is 1 % of a
     // hundred, so the paced windows are at least half a second.

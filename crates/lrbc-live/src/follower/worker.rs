@@ -147,12 +147,12 @@ impl FollowerThread {
     pub(super) fn run(mut self) {
         // A sleep of a few tens of microseconds must not turn into a hundred; and the
         // follower takes only the time the engine and trainer leave over.
-        lrbc::platform::set_timer_slack_ns(1_000);
-        lrbc::platform::lower_thread_priority(FOLLOWER_NICE);
+        lrbc_platform::set_timer_slack_ns(1_000);
+        lrbc_platform::lower_thread_priority(FOLLOWER_NICE);
         // It runs a few microseconds per look: with a short slice the scheduler gives it
         // the CPU as it wakes instead of after a busy thread's slice, which at 1 kHz is
         // longer than a frame lives.
-        lrbc::platform::request_short_slice(FOLLOWER_SLICE_NS);
+        lrbc_platform::request_short_slice(FOLLOWER_SLICE_NS);
         let mut pace = Pace::new(monotonic_now_ns());
         let mut last_tick = 0u64;
         // Relaxed: a flag with no data behind it (set before the unpark that wakes us).
@@ -274,7 +274,7 @@ impl FollowerThread {
         }
         self.budget.sampled(
             monotonic_now_ns(),
-            lrbc::platform::thread_cpu_ns().saturating_sub(self.flags_only_cpu_ns),
+            lrbc_platform::thread_cpu_ns().saturating_sub(self.flags_only_cpu_ns),
         );
         if what != Copied::Whole {
             self.pool.push(copy);
@@ -341,7 +341,7 @@ impl FollowerThread {
     /// kept out of the busy-machine budget. `count`: the frame is counted here (as let
     /// pass while holding off); else it was counted already (a whole copy that tore).
     fn flags_only(&mut self, f: u64, now: u64, frame_time: Option<u64>, count: bool) {
-        let cpu_before = lrbc::platform::thread_cpu_ns();
+        let cpu_before = lrbc_platform::thread_cpu_ns();
         let mut copy = self.spare_copy();
         let (seg, g) = (&self.attached.segment, &self.attached.geometry);
         let c = Arc::make_mut(&mut copy);
@@ -392,7 +392,7 @@ impl FollowerThread {
             }
         }
         self.pool.push(copy);
-        self.flags_only_cpu_ns += lrbc::platform::thread_cpu_ns().saturating_sub(cpu_before);
+        self.flags_only_cpu_ns += lrbc_platform::thread_cpu_ns().saturating_sub(cpu_before);
     }
 
     /// A copy no sink holds any more, to fill (or a new one).

@@ -39,7 +39,7 @@ pub(super) struct AuxWorker<C: Clock> {
 
 impl<C: Clock> AuxWorker<C> {
     pub(super) fn run(mut self) {
-        lrbc::platform::lower_thread_priority(SAMPLER_NICE);
+        lrbc_platform::lower_thread_priority(SAMPLER_NICE);
         let mut settings = lock(&self.settings).clone();
         let (mut last_tick, mut last_wake, mut last_image) = (0u64, 0u64, 0u64);
         let mut last_image_seq = None;
@@ -183,7 +183,7 @@ impl<C: Clock> AuxWorker<C> {
         }
         let mut d = lock(&self.data);
         d.image_note = None;
-        if copy.consistent || copy.guard == snapshot::Guard::Unguarded {
+        if copy.consistent || copy.guard == snapshot::CopyGuard::Unguarded {
             d.stats.images_captured += 1;
             d.image = Some(ImageFrame {
                 image_seq: seq,

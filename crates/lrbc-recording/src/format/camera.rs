@@ -72,7 +72,7 @@ pub fn region_pixels(bytes: &[u8], (width, height, channels): (u32, u32, u32)) -
         });
     }
     let c = flatbuffers::root::<fox::CompressedImage<'_>>(bytes).ok()?;
-    let image = lrbc::rpc::image::decode_compressed(c.data()?.bytes(), c.format()?).ok()?;
+    let image = super::decode_compressed(c.data()?.bytes(), c.format()?).ok()?;
     if image.width() != width || image.height() != height {
         return None;
     }
@@ -305,7 +305,7 @@ mod tests {
         let out = compress(&raw, ImageEncoding::Jpeg { quality: 80 }, &mut b).unwrap();
         let c = flatbuffers::root::<fox::CompressedImage<'_>>(&out).unwrap();
         assert_eq!(c.format(), Some("png"));
-        let img = lrbc::rpc::image::decode_compressed(c.data().unwrap().bytes(), "png").unwrap();
+        let img = crate::format::decode_compressed(c.data().unwrap().bytes(), "png").unwrap();
         let v = img.into_luma16();
         // Little-endian 1 << 8 | (x + y).
         assert_eq!(v.get_pixel(3, 2).0[0], 256 + 5);

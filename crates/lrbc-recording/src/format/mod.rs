@@ -4,7 +4,8 @@
 //! `lrbc.recording.Frame` (`schema/recording.fbs`; [`FrameRef`] encodes one, [`RecFrame`]
 //! decodes one, `frame`), the JSON messages and metadata both sides read and write
 //! (`json`), the streams' names of camera and viewport frames (`streams`), and the
-//! region's camera images read back whether raw or compressed (`camera`); chunks are
+//! region's camera images read back whether raw or compressed (`camera`), images
+//! decoded to RGBA, from envelopes' image frames or compressed data (`pixels`); chunks are
 //! compressed with zstd unless asked otherwise (`compression`).
 //!
 //! A recording holds, on [`FRAME_TOPIC`], each consistent frame of the recorded envs;
@@ -25,6 +26,7 @@ mod compression;
 mod events;
 mod frame;
 mod json;
+mod pixels;
 mod ring_entry;
 mod streams;
 
@@ -40,6 +42,7 @@ pub use json::{
     lucky_header_json, lucky_header_of, ring_event_json, ring_event_of, segment_from_metadata,
     segment_metadata,
 };
+pub use pixels::{StreamImage, decode_compressed, image_of};
 pub use ring_entry::{
     RING_ENTRY_JSON_SCHEMA, RING_ENTRY_SCHEMA, ring_entry_json, ring_entry_payload,
 };

@@ -159,7 +159,7 @@ impl Images {
                 .collect::<Vec<_>>()
         });
         let seq_after = seg.load_u64(ext.image_seq).unwrap_or(0);
-        if seq_after != seq || !(copy.consistent || copy.guard == snapshot::Guard::Unguarded) {
+        if seq_after != seq || !(copy.consistent || copy.guard == snapshot::CopyGuard::Unguarded) {
             // Written during the copy: looked at again next time.
             return;
         }

@@ -352,7 +352,7 @@ fn on_a_busy_machine_the_follower_holds_off_and_the_capture_counts_the_frames_le
 
 #[test]
 fn ring_losses_and_malformed_entries_are_recorded_as_ring_events() {
-    use lrbc::rings::lrbc::{Consumer, Producer};
+    use lrbc::rings::v1::{V1Consumer, V1Producer};
     use lrbc::testutil::{TestSegment, spec};
     let seg = TestSegment::create("recevents", &spec(PlanLayout::Lrbc { ext: true }, 2));
     let a = seg.attach();
@@ -360,7 +360,7 @@ fn ring_losses_and_malformed_entries_are_recorded_as_ring_events() {
     let mut c = Capture::new(a, vec![0]).unwrap();
     let mut out = Vec::new();
     c.poll(&mut out);
-    let (mut client, mut engine) = (Producer::new(&seg.rw, c2s), Consumer::new(&seg.rw, c2s));
+    let (mut client, mut engine) = (V1Producer::new(&seg.rw, c2s), V1Consumer::new(&seg.rw, c2s));
     client.try_push(&seg.rw, b"not a flatbuffer").unwrap();
     c.poll(&mut out);
     // The engine takes entries faster than the recorder looks: the ring laps the recorder.

@@ -4,7 +4,7 @@
 //! times the path's shortest round trip plus [`TARGET_QUEUE_NS`]. Pure: the caller gives
 //! the time and what the socket says.
 
-use lrbc::platform::TcpLink;
+use lrbc_platform::TcpLink;
 
 /// What may wait in the link's queues beyond its round trip, as time at its rate.
 pub const TARGET_QUEUE_NS: u64 = 40_000_000;

@@ -215,11 +215,11 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
             }
         }
         // What the client is sent.
-        let mut link = lrbc::platform::tcp_link(ws.get_ref().tcp());
+        let mut link = lrbc_platform::tcp_link(ws.get_ref().tcp());
         if let Some(l) = &link {
             budget.sample(monotonic_now_ns(), l);
         } else if next_fit.is_some_and(|t| now >= t) {
-            fitted = lrbc::platform::fit_send_buffer(ws.get_ref().tcp(), super::budget::MIN_BUDGET);
+            fitted = lrbc_platform::fit_send_buffer(ws.get_ref().tcp(), super::budget::MIN_BUDGET);
             // Asked again as the link changes; not again where the system never says.
             next_fit = fitted.map(|_| now + Duration::from_nanos(super::budget::SAMPLE_NS));
         }
@@ -253,7 +253,7 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
                     Err(e) => return e.to_string(),
                 }
             }
-            link = lrbc::platform::tcp_link(ws.get_ref().tcp());
+            link = lrbc_platform::tcp_link(ws.get_ref().tcp());
         }
         let mut s = lock(&peer.state);
         let waiting = !s.outbox.is_empty();

@@ -8,19 +8,19 @@ use crate::services::World;
 use ::lrbc::clock::monotonic_now_ns;
 use ::lrbc::layout::plan::{Plan, PlanLayout, PlanSpec};
 use ::lrbc::layout::{LrbcHeader, RegionKind, RingFormat, RingGeometry};
-use ::lrbc::rings::{LuckyEntryHeader, lrbc, lucky};
+use ::lrbc::rings::{LuckyEntryHeader, lucky, v1};
 use ::lrbc::segment::SegmentRw;
 
 /// The engine's ends of the segment's rings.
 pub(super) enum Rings {
     Lrbc {
-        cmd_in: lrbc::Consumer,
-        cmd_out: lrbc::Producer,
-        ctl: Option<(lrbc::Consumer, lrbc::Producer)>,
+        cmd_in: v1::V1Consumer,
+        cmd_out: v1::V1Producer,
+        ctl: Option<(v1::V1Consumer, v1::V1Producer)>,
     },
     Lucky {
-        cmd_in: lucky::Consumer,
-        cmd_out: lucky::Producer,
+        cmd_in: lucky::LuckyConsumer,
+        cmd_out: lucky::LuckyProducer,
     },
 }
 
@@ -36,7 +36,7 @@ impl Rings {
         };
         match cfg.layout {
             PlanLayout::Lucky => Rings::Lucky {
-                cmd_in: lucky::Consumer::new(
+                cmd_in: lucky::LuckyConsumer::new(
                     seg,
                     ring(
                         RegionKind::CmdC2s,
@@ -45,7 +45,7 @@ impl Rings {
                         RingFormat::Lucky,
                     ),
                 ),
-                cmd_out: lucky::Producer::new(
+                cmd_out: lucky::LuckyProducer::new(
                     seg,
                     ring(
                         RegionKind::CmdS2c,
@@ -56,7 +56,7 @@ impl Rings {
                 ),
             },
             PlanLayout::Lrbc { .. } => Rings::Lrbc {
-                cmd_in: lrbc::Consumer::new(
+                cmd_in: v1::V1Consumer::new(
                     seg,
                     ring(
                         RegionKind::CmdC2s,
@@ -65,7 +65,7 @@ impl Rings {
                         RingFormat::Lrbc,
                     ),
                 ),
-                cmd_out: lrbc::Producer::new(
+                cmd_out: v1::V1Producer::new(
                     seg,
                     ring(
                         RegionKind::CmdS2c,
@@ -76,7 +76,7 @@ impl Rings {
                 ),
                 ctl: spec.ctl_ring_size.map(|cap| {
                     (
-                        lrbc::Consumer::new(
+                        v1::V1Consumer::new(
                             seg,
                             ring(
                                 RegionKind::CtlC2s,
@@ -85,7 +85,7 @@ impl Rings {
                                 RingFormat::Lrbc,
                             ),
                         ),
-                        lrbc::Producer::new(
+                        v1::V1Producer::new(
                             seg,
                             ring(
                                 RegionKind::CtlS2c,

@@ -1,12 +1,7 @@
 //! The control channel (spec 7): a lease on the `owner_pid` word of `ctl_c2s`, requests
 //! on `ctl_c2s`, responses on `ctl_s2c`. Only the pages of the two control rings are
 //! mapped writable, and only while a `Lease` lives; dropping it (also while unwinding
-//! from a panic) releases the lease. `worker` holds the lease on a thread of its own for
-//! the window ([`ControlWorker`]).
-
-mod worker;
-
-pub use worker::{ControlRequest, ControlState, ControlWorker, ServiceRow, set_line, statuses_of};
+//! from a panic) releases the lease.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -15,7 +10,7 @@ use crate::attach::Attached;
 use crate::clock::monotonic_now_ns;
 use crate::layout::{Layout, RegionKind, RingGeometry};
 use crate::procinfo::Processes;
-use crate::rings::lrbc::{Consumer, OWNER_PID, Producer, PushError};
+use crate::rings::v1::{OWNER_PID, V1Consumer, V1Producer, V1PushError};
 use crate::rings::{RingRead, RingWrite};
 use crate::rpc::{self, DecodedEnvelope, fb};
 use crate::segment::{ControlPages, OpenError};
@@ -32,7 +27,7 @@ pub enum ControlError {
     #[error("no response to {method} within {secs:.1} s (is the engine serving its control ring?)")]
     Timeout { method: String, secs: f64 },
     #[error("the control ring is full: {0}")]
-    Push(PushError),
+    Push(V1PushError),
     #[error("the lease was taken over by pid {0}")]
     LeaseLost(u32),
     #[error("interrupted")]
@@ -68,8 +63,8 @@ pub struct Lease {
     pages: ControlPages,
     c2s: RingGeometry,
     pid: u32,
-    producer: Producer,
-    consumer: Consumer,
+    producer: V1Producer,
+    consumer: V1Consumer,
     next_correlation_id: u64,
     released: bool,
     /// The dead process the lease was taken over from, if any.
@@ -120,8 +115,8 @@ impl Lease {
             took_over_from = Some(found);
             expected = found;
         }
-        let producer = Producer::new(&pages, c2s);
-        let mut consumer = Consumer::new(&pages, s2c);
+        let producer = V1Producer::new(&pages, c2s);
+        let mut consumer = V1Consumer::new(&pages, s2c);
         // Responses left for an earlier holder are not ours.
         consumer.skip_to_end(&pages);
         let base = CORRELATION_BASE.fetch_add(1 << 20, Ordering::Relaxed);
@@ -174,7 +169,7 @@ impl Lease {
         loop {
             match self.producer.try_push(&self.pages, &bytes) {
                 Ok(_) => break,
-                Err(PushError::Full { .. }) if Instant::now() < deadline && !interrupted() => {
+                Err(V1PushError::Full { .. }) if Instant::now() < deadline && !interrupted() => {
                     std::thread::sleep(Duration::from_micros(200));
                 }
                 Err(e) => return Err(ControlError::Push(e)),
@@ -279,8 +274,8 @@ impl Drop for Lease {
 /// answer requests. `respond` is given each request and returns the response bytes.
 pub fn serve_control_once(
     mem: &impl RingWrite,
-    c2s: &mut Consumer,
-    s2c: &mut Producer,
+    c2s: &mut V1Consumer,
+    s2c: &mut V1Producer,
     respond: &mut impl FnMut(&[u8]) -> Option<Vec<u8>>,
 ) -> usize {
     let mut served = 0;

@@ -129,8 +129,8 @@ fn serve(
                 offset_bytes,
                 capacity_bytes: 4096,
             };
-            let mut c2s = Consumer::new(&*rw, ring(seg_plan.ctl_c2s_offset, RegionKind::CtlC2s));
-            let mut s2c = Producer::new(&*rw, ring(seg_plan.ctl_s2c_offset, RegionKind::CtlS2c));
+            let mut c2s = V1Consumer::new(&*rw, ring(seg_plan.ctl_c2s_offset, RegionKind::CtlC2s));
+            let mut s2c = V1Producer::new(&*rw, ring(seg_plan.ctl_s2c_offset, RegionKind::CtlS2c));
             let mut served = 0;
             // Relaxed: a stop flag with no data behind it.
             while !stop.load(Ordering::Relaxed) {

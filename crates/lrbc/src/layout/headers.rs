@@ -322,11 +322,11 @@ mod tests {
 
     #[test]
     fn the_ring_modules_address_the_same_words_as_the_ring_headers() {
-        use crate::rings::{lrbc, lucky};
-        assert_eq!(lrbc::WRITE_POS, RingHeader::WRITE_POS_OFFSET);
-        assert_eq!(lrbc::READ_POS, RingHeader::READ_POS_OFFSET);
-        assert_eq!(lrbc::OWNER_PID, RingHeader::OWNER_PID_OFFSET);
-        assert_eq!(lrbc::DATA, RingHeader::SIZE_BYTES as u64);
+        use crate::rings::{lucky, v1};
+        assert_eq!(v1::WRITE_POS, RingHeader::WRITE_POS_OFFSET);
+        assert_eq!(v1::READ_POS, RingHeader::READ_POS_OFFSET);
+        assert_eq!(v1::OWNER_PID, RingHeader::OWNER_PID_OFFSET);
+        assert_eq!(v1::DATA, RingHeader::SIZE_BYTES as u64);
         assert_eq!(lucky::HEAD, LuckyRingHeader::HEAD_OFFSET);
         assert_eq!(lucky::TAIL, LuckyRingHeader::TAIL_OFFSET);
         assert_eq!(

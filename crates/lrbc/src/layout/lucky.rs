@@ -1,8 +1,8 @@
-//! Validating a luckyrobots IPC segment (spec 8).
+//! The validation of a luckyrobots IPC segment (spec 8).
 
 use zerocopy::FromBytes;
 
-use super::detect::{Builder, check_reserved, ring_capacity};
+use super::builder::{Builder, check_reserved, ring_capacity};
 use super::{
     ByteSource, CounterOffsets, Geometry, Layout, LayoutError, LuckyHeader, LuckyRingHeader, Names,
     RegionKind, RingFormat, RingGeometry, headers, names,

@@ -8,11 +8,12 @@ pub mod headers;
 pub mod names;
 pub mod plan;
 
+mod builder;
 mod detect;
 mod geometry;
-mod lrbc;
 mod lucky;
 mod sparse;
+mod v1;
 
 use std::fmt;
 

@@ -60,7 +60,7 @@ pub const MAX_NAME_BYTES: usize = 1024;
 
 /// The result of parsing a names region.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Parsed {
+pub struct ParsedNames {
     pub names: Names,
     /// Bytes up to and including the action list's terminating NUL.
     pub consumed_bytes: usize,
@@ -69,7 +69,7 @@ pub struct Parsed {
 }
 
 /// Parses a names region.
-pub fn parse(bytes: &[u8]) -> Result<Parsed, NamesError> {
+pub fn parse(bytes: &[u8]) -> Result<ParsedNames, NamesError> {
     let mut pos = 0;
     let mut lists: [Vec<String>; 2] = [Vec::new(), Vec::new()];
     for (list_index, list_name) in ["observation", "action"].into_iter().enumerate() {
@@ -102,7 +102,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, NamesError> {
         }
     }
     let [obs, act] = lists;
-    Ok(Parsed {
+    Ok(ParsedNames {
         names: Names { obs, act },
         consumed_bytes: pos,
         trailing_garbage: bytes[pos..].iter().any(|&b| b != 0),

@@ -1,4 +1,4 @@
-//! Planning a segment: where an engine puts each region, and the header bytes that say
+//! A segment's plan: where an engine puts each region, and the header bytes that say
 //! so. Used by the simulated engine and by tests; the inspector itself never writes.
 
 use zerocopy::{FromZeros, IntoBytes};

@@ -1,7 +1,7 @@
-//! Following a ring without consuming it (spec 4.1), for either ring format: a cursor
-//! of its own, every entry copied out and kept only once it is known that the producer
-//! did not overwrite it during the copy (`confirm`), every byte passed counted as seen
-//! or lost.
+//! The cursor of a watcher, which reads a ring without consuming it (spec 4.1), for
+//! either ring format: a position of its own, every entry copied out and kept only once
+//! it is known that the producer did not overwrite it during the copy (`confirm`), every
+//! byte passed counted as seen or lost.
 
 use super::confirm::{Copy, Held, Item, Positions, Verdict};
 use super::{RingRead, RingStats, WatchEvent};
@@ -9,7 +9,7 @@ use crate::layout::RingGeometry;
 
 /// What a ring format reads at a cursor.
 #[derive(Debug)]
-pub enum Parsed {
+pub enum CursorRead {
     /// The bytes and what they are; `end` is where the next entry starts.
     Copied {
         end: u64,
@@ -23,15 +23,15 @@ pub enum Parsed {
     Unreadable,
 }
 
-/// The parts of a ring format a follower needs.
-pub trait Format: std::fmt::Debug {
+/// The parts of a ring format a cursor needs.
+pub trait EntryFormat: std::fmt::Debug {
     fn positions(ring: &RingGeometry) -> Positions;
     /// The producer's position (Acquire: pairs with the producer's Release store).
     fn load_write(mem: &impl RingRead, ring: &RingGeometry) -> Option<u64>;
     /// The consumer's position (Acquire: pairs with the consumer's Release store).
     fn load_read(mem: &impl RingRead, ring: &RingGeometry) -> Option<u64>;
     /// Reads the item at `p`, knowing that the producer has published up to `end`.
-    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> Parsed;
+    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> CursorRead;
     /// Copies `buf.len()` bytes from position `p` again.
     fn recopy(mem: &impl RingRead, ring: &RingGeometry, p: u64, buf: &mut [u8]) -> bool;
     /// The most the producer may be writing beyond `w` (the entry in flight, with the
@@ -39,9 +39,9 @@ pub trait Format: std::fmt::Debug {
     fn margin(ring: &RingGeometry, w: u64, largest_entry: u64) -> u64;
 }
 
-/// Follows one ring of format `F`.
+/// Watches one ring of format `F`.
 #[derive(Debug)]
-pub struct Cursor<F: Format> {
+pub struct Cursor<F: EntryFormat> {
     pub ring: RingGeometry,
     /// Where the next item will be read. Copies held lie between the first held copy's
     /// position and this.
@@ -52,7 +52,7 @@ pub struct Cursor<F: Format> {
     _format: std::marker::PhantomData<F>,
 }
 
-impl<F: Format> Cursor<F> {
+impl<F: EntryFormat> Cursor<F> {
     /// Starts at the consumer's position (entries before it have unknown boundaries).
     pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
         Self {
@@ -137,12 +137,12 @@ impl<F: Format> Cursor<F> {
                 break;
             }
             let (end_of_item, bytes, item) = match F::read_item(mem, &self.ring, p, end) {
-                Parsed::Copied { end, bytes, item } => (end, bytes, item),
-                Parsed::Torn => {
+                CursorRead::Copied { end, bytes, item } => (end, bytes, item),
+                CursorRead::Torn => {
                     self.lose_from_settled(mem, out);
                     break;
                 }
-                Parsed::Unreadable => break,
+                CursorRead::Unreadable => break,
             };
             let (Some(w2), Some(r2)) = (
                 F::load_write(mem, &self.ring),

@@ -5,7 +5,7 @@
 //! positions. Entries split across the end of the data area.
 
 use super::confirm::{Item, Positions};
-use super::cursor::{Cursor, Format, Parsed};
+use super::cursor::{Cursor, CursorRead, EntryFormat};
 use super::{LuckyEntryHeader, MAX_RAW_BYTES, RingRead, RingWrite, align8};
 use crate::layout::RingGeometry;
 use crate::layout::headers::LuckyRingHeader;
@@ -42,14 +42,14 @@ fn entry_size(payload_len: u64) -> u64 {
 
 /// The producer of a luckyrobots ring.
 #[derive(Debug)]
-pub struct Producer {
+pub struct LuckyProducer {
     ring: RingGeometry,
     head: u64,
 }
 
 /// Why an entry could not be written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PushError {
+pub enum LuckyPushError {
     #[error("a {len}-byte entry does not fit a ring of {capacity} bytes")]
     TooLarge { len: usize, capacity: u32 },
     #[error("the ring is full")]
@@ -58,7 +58,7 @@ pub enum PushError {
     OutOfRange,
 }
 
-impl Producer {
+impl LuckyProducer {
     pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
         Self {
             head: mem.load_u64(ring.offset_bytes + HEAD).unwrap_or(0),
@@ -71,11 +71,11 @@ impl Producer {
         mem: &impl RingWrite,
         header: LuckyEntryHeader,
         payload: &[u8],
-    ) -> Result<u64, PushError> {
+    ) -> Result<u64, LuckyPushError> {
         let cap = u64::from(self.ring.capacity_bytes);
         let size = entry_size(payload.len() as u64);
         if size > cap {
-            return Err(PushError::TooLarge {
+            return Err(LuckyPushError::TooLarge {
                 len: payload.len(),
                 capacity: self.ring.capacity_bytes,
             });
@@ -83,9 +83,9 @@ impl Producer {
         // Acquire: pairs with the consumer's Release store of tail.
         let tail = mem
             .load_u64(self.ring.offset_bytes + TAIL)
-            .ok_or(PushError::OutOfRange)?;
+            .ok_or(LuckyPushError::OutOfRange)?;
         if self.head.wrapping_sub(tail) + size > cap {
-            return Err(PushError::Full);
+            return Err(LuckyPushError::Full);
         }
         let mut entry = Vec::with_capacity(size as usize);
         entry.extend_from_slice(&header.correlation_id.to_le_bytes());
@@ -95,7 +95,7 @@ impl Producer {
         entry.extend_from_slice(payload);
         entry.resize(size as usize, 0);
         if !write_wrapping(mem, &self.ring, self.head, &entry) {
-            return Err(PushError::OutOfRange);
+            return Err(LuckyPushError::OutOfRange);
         }
         let at = self.head;
         self.head += size;
@@ -107,12 +107,12 @@ impl Producer {
 
 /// The consumer of a luckyrobots ring.
 #[derive(Debug)]
-pub struct Consumer {
+pub struct LuckyConsumer {
     ring: RingGeometry,
     tail: u64,
 }
 
-impl Consumer {
+impl LuckyConsumer {
     pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
         Self {
             tail: mem.load_u64(ring.offset_bytes + TAIL).unwrap_or(0),
@@ -175,10 +175,10 @@ fn parse_header(h: &[u8; 16]) -> LuckyEntryHeader {
 #[derive(Debug)]
 pub struct Lucky;
 
-/// Follows a luckyrobots ring without consuming it (the rules of spec 4.1).
-pub type Watcher = Cursor<Lucky>;
+/// Watches a luckyrobots ring without consuming it (the rules of spec 4.1).
+pub type LuckyWatcher = Cursor<Lucky>;
 
-impl Format for Lucky {
+impl EntryFormat for Lucky {
     fn positions(ring: &RingGeometry) -> Positions {
         Positions {
             mask: u64::MAX,
@@ -196,7 +196,7 @@ impl Format for Lucky {
         mem.load_u64(ring.offset_bytes + TAIL)
     }
 
-    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> Parsed {
+    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> CursorRead {
         let cap = u64::from(ring.capacity_bytes);
         let available = end.wrapping_sub(p);
         let malformed = |error: String| {
@@ -204,7 +204,7 @@ impl Format for Lucky {
             if !read_wrapping(mem, ring, p, &mut raw) {
                 raw.clear();
             }
-            Parsed::Copied {
+            CursorRead::Copied {
                 end: p,
                 bytes: raw,
                 item: Item::Malformed { error },
@@ -215,7 +215,7 @@ impl Format for Lucky {
             return malformed("an entry header extends past head".into());
         }
         if !read_wrapping(mem, ring, p, &mut h) {
-            return Parsed::Unreadable;
+            return CursorRead::Unreadable;
         }
         let header = parse_header(&h);
         let size = entry_size(u64::from(header.payload_length));
@@ -228,12 +228,12 @@ impl Format for Lucky {
         }
         let mut bytes = vec![0u8; ENTRY_HEADER_BYTES as usize + header.payload_length as usize];
         if !read_wrapping(mem, ring, p, &mut bytes) {
-            return Parsed::Unreadable;
+            return CursorRead::Unreadable;
         }
         if bytes[..16] != h {
-            return Parsed::Torn;
+            return CursorRead::Torn;
         }
-        Parsed::Copied {
+        CursorRead::Copied {
             end: p.wrapping_add(size),
             bytes,
             item: Item::Entry {
@@ -278,9 +278,9 @@ mod tests {
     #[test]
     fn entries_split_across_the_end_and_round_trip() {
         let (path, mem, g) = ring(128);
-        let mut prod = Producer::new(&mem, g);
-        let mut cons = Consumer::new(&mem, g);
-        let mut watcher = Watcher::new(&mem, g);
+        let mut prod = LuckyProducer::new(&mem, g);
+        let mut cons = LuckyConsumer::new(&mem, g);
+        let mut watcher = LuckyWatcher::new(&mem, g);
         let mut buf = Vec::new();
         let mut out = Vec::new();
         for i in 0..40u32 {
@@ -319,9 +319,9 @@ mod tests {
     #[test]
     fn lapping_is_counted_to_the_byte() {
         let (path, mem, g) = ring(256);
-        let mut prod = Producer::new(&mem, g);
-        let mut cons = Consumer::new(&mem, g);
-        let mut watcher = Watcher::new(&mem, g);
+        let mut prod = LuckyProducer::new(&mem, g);
+        let mut cons = LuckyConsumer::new(&mem, g);
+        let mut watcher = LuckyWatcher::new(&mem, g);
         let (mut buf, mut out) = (Vec::new(), Vec::new());
         let h = LuckyEntryHeader {
             correlation_id: 1,
@@ -353,7 +353,7 @@ mod tests {
     #[test]
     fn an_impossible_length_is_malformed() {
         let (path, mem, g) = ring(128);
-        let mut watcher = Watcher::new(&mem, g);
+        let mut watcher = LuckyWatcher::new(&mem, g);
         let mut h = [0u8; 16];
         h[8..12].copy_from_slice(&5000u32.to_le_bytes());
         mem.write_at(DATA, &h);

@@ -1,12 +1,12 @@
 //! The command and control rings: producers and consumers (spec 4, for the simulated
-//! engine and client and the control lease), and watchers that follow a ring without
-//! consuming it (spec 4.1), counting every loss. `lrbc` is the LRBC format, `lucky` the
+//! engine and client and the control lease), and watchers that read a ring without
+//! consuming it (spec 4.1), counting every loss. `v1` is the LRBC v1 format, `lucky` the
 //! luckyrobots one (spec 8).
 
 pub mod confirm;
 pub mod cursor;
-pub mod lrbc;
 pub mod lucky;
+pub mod v1;
 
 use crate::layout::RegionKind;
 use crate::segment::{ControlPages, Segment, SegmentRw};
@@ -205,22 +205,22 @@ pub fn is_request_ring(kind: RegionKind) -> bool {
     matches!(kind, RegionKind::CmdC2s | RegionKind::CtlC2s)
 }
 
-fn cursor_positions<F: cursor::Format>(w: &cursor::Cursor<F>) -> confirm::Positions {
+fn cursor_positions<F: cursor::EntryFormat>(w: &cursor::Cursor<F>) -> confirm::Positions {
     F::positions(&w.ring)
 }
 
 /// A ring watcher of either format.
 #[derive(Debug)]
 pub enum AnyWatcher {
-    Lrbc(lrbc::Watcher),
-    Lucky(lucky::Watcher),
+    Lrbc(v1::V1Watcher),
+    Lucky(lucky::LuckyWatcher),
 }
 
 impl AnyWatcher {
     pub fn new(mem: &impl RingRead, ring: crate::layout::RingGeometry) -> Self {
         match ring.format {
-            crate::layout::RingFormat::Lrbc => Self::Lrbc(lrbc::Watcher::new(mem, ring)),
-            crate::layout::RingFormat::Lucky => Self::Lucky(lucky::Watcher::new(mem, ring)),
+            crate::layout::RingFormat::Lrbc => Self::Lrbc(v1::V1Watcher::new(mem, ring)),
+            crate::layout::RingFormat::Lucky => Self::Lucky(lucky::LuckyWatcher::new(mem, ring)),
         }
     }
 

@@ -38,8 +38,8 @@ impl ControlPages {
     /// Maps `ranges` (offset, length) of `segment` writable, through a new handle on the
     /// same file or mapping, after checking that it is still the one `segment` maps.
     pub fn map(segment: &Segment, ranges: &[(u64, u64)]) -> Result<Self, OpenError> {
-        let granule = crate::platform::allocation_granularity();
-        let page = crate::platform::page_size();
+        let granule = lrbc_platform::allocation_granularity();
+        let page = lrbc_platform::page_size();
         let mut pieces = Vec::new();
         for &(start, len) in ranges {
             let end = start

@@ -21,7 +21,7 @@ pub const SHM_PLACE: &str = if cfg!(windows) {
 pub enum Location {
     /// A file: `/dev/shm/NAME` on Linux (symlinks never followed), or a path given by
     /// the user (followed).
-    File { path: PathBuf, follow: Follow },
+    File { path: PathBuf, symlinks: Symlinks },
     /// A named file mapping (Windows): the name as given, then `Local\NAME`, then
     /// `Global\NAME`.
     Named(String),
@@ -35,7 +35,7 @@ impl Location {
         } else {
             Self::File {
                 path: Path::new(SHM_DIR).join(name),
-                follow: Follow::NoSymlinks,
+                symlinks: Symlinks::Refused,
             }
         }
     }
@@ -44,7 +44,7 @@ impl Location {
     pub fn path(path: &Path) -> Self {
         Self::File {
             path: path.to_path_buf(),
-            follow: Follow::Symlinks,
+            symlinks: Symlinks::Resolved,
         }
     }
 
@@ -82,11 +82,13 @@ impl fmt::Display for Location {
     }
 }
 
-/// How to open a path: names under `/dev/shm` never follow symlinks.
+/// What opening a path does with a symbolic link: names under `/dev/shm` refuse them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Follow {
-    Symlinks,
-    NoSymlinks,
+pub enum Symlinks {
+    /// The link is resolved and its target opened.
+    Resolved,
+    /// Opening a link fails.
+    Refused,
 }
 
 /// Why a name cannot be a segment's: it would not stay inside [`SHM_DIR`].

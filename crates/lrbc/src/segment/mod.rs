@@ -1,7 +1,8 @@
-//! Mapping segments. The only module with `unsafe` besides `platform`: every other
-//! module reads and writes segments through the bounds-checked methods here, which load
-//! and store the spec's atomic words atomically and copy bytes out (or in) without ever
-//! handing out a reference into the live mapping.
+//! The mappings of segments. It is the only module of this crate with `unsafe` (the
+//! other operating-system calls are `lrbc_platform`'s): every other module reads and
+//! writes segments through the bounds-checked methods here, which load and store the
+//! spec's atomic words atomically and copy bytes out (or in) without ever handing out a
+//! reference into the live mapping.
 //!
 //! - [`Segment`]: a read-only mapping (the inspector). No method writes.
 //! - [`SegmentRw`]: a writable mapping (the simulated engine and client).
@@ -36,7 +37,7 @@ use std::path::{Path, PathBuf};
 
 pub use control_pages::ControlPages;
 pub use location::{
-    Follow, Location, NameError, SHM_DIR, SHM_PLACE, shm_location, shm_path, validate_name,
+    Location, NameError, SHM_DIR, SHM_PLACE, Symlinks, shm_location, shm_path, validate_name,
 };
 pub use read::Segment;
 pub use write::SegmentRw;

@@ -15,7 +15,7 @@ use crate::layout::headers::{LrbcHeader, LuckyHeader};
 pub(super) struct Raw {
     // Declared before the map so it is dropped (deregistered) before the unmap.
     #[cfg(unix)]
-    guard: sigbus::Guard,
+    guard: sigbus::SigbusGuard,
     base: *mut u8,
     pub(super) len: usize,
     /// For a view that can be released while read (Windows named mappings): every
@@ -144,6 +144,6 @@ pub(super) fn segment_len(location: &Location, base: *mut u8, len: usize) -> usi
     let lucky_total = view
         .load_u64(offset_of!(LuckyHeader, total_size) as u64)
         .unwrap_or(0);
-    let page = crate::platform::page_size();
+    let page = lrbc_platform::page_size();
     usize::try_from(logical_size(len as u64, ext_total, lucky_total, page)).unwrap_or(len)
 }

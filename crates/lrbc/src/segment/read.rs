@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::raw::{Raw, segment_len};
-use super::{Follow, Health, Location, OpenError, sys};
+use super::{Health, Location, OpenError, Symlinks, sys};
 use crate::layout::ByteSource;
 
 /// A read-only mapping of a whole segment. Nothing can be written through it.
@@ -17,10 +17,10 @@ pub struct Segment {
 
 impl Segment {
     /// Maps `path` read-only (the file is opened read-only, the mapping read-only).
-    pub fn open(path: &Path, follow: Follow) -> Result<Self, OpenError> {
+    pub fn open(path: &Path, symlinks: Symlinks) -> Result<Self, OpenError> {
         Self::open_at(&Location::File {
             path: path.to_path_buf(),
-            follow,
+            symlinks,
         })
     }
 

@@ -1,4 +1,4 @@
-//! Surviving a segment that shrinks under us.
+//! The SIGBUS guard, which lets a read survive a segment that shrinks under it.
 //!
 //! On Linux, touching a page of a shared mapping that lies wholly past the end of the
 //! (now shorter) file raises SIGBUS. A process-wide handler looks the faulting address
@@ -41,11 +41,11 @@ static INSTALL: Once = Once::new();
 
 /// Keeps a mapping registered with the handler while it lives.
 #[derive(Debug)]
-pub struct Guard {
+pub struct SigbusGuard {
     slot: Option<usize>,
 }
 
-impl Guard {
+impl SigbusGuard {
     /// Pages patched with zeros in this mapping since it was registered.
     pub fn faults(&self) -> u64 {
         // Relaxed: a statistic; pairs with the handler's fetch_add, no data depends on it.
@@ -59,7 +59,7 @@ impl Guard {
     }
 }
 
-impl Drop for Guard {
+impl Drop for SigbusGuard {
     fn drop(&mut self) {
         if let Some(i) = self.slot {
             // Release: pairs with the handler's Acquire load of `start`; after this the
@@ -72,14 +72,14 @@ impl Drop for Guard {
 }
 
 /// Registers `[start, start + len)` so that a SIGBUS inside it is absorbed.
-pub fn register(start: usize, len: usize) -> Guard {
+pub fn register(start: usize, len: usize) -> SigbusGuard {
     install();
     if start == 0 || len == 0 {
-        return Guard { slot: None };
+        return SigbusGuard { slot: None };
     }
     for (i, slot) in SLOTS.iter().enumerate() {
         // Claim a free slot. AcqRel on success: Acquire pairs with a previous owner's
-        // Release store of 0 in `Guard::drop`, Release publishes the claim.
+        // Release store of 0 in `SigbusGuard::drop`, Release publishes the claim.
         if slot
             .start
             .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed)
@@ -90,10 +90,10 @@ pub fn register(start: usize, len: usize) -> Guard {
             // Release: pairs with the handler's Acquire load of `start`, which then
             // sees `len` as stored above.
             slot.start.store(start, Ordering::Release);
-            return Guard { slot: Some(i) };
+            return SigbusGuard { slot: Some(i) };
         }
     }
-    Guard { slot: None }
+    SigbusGuard { slot: None }
 }
 
 fn install() {
@@ -147,7 +147,7 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             )
         };
         if mapped != libc::MAP_FAILED {
-            // Relaxed: a statistic read by `Guard::faults`.
+            // Relaxed: a statistic read by `SigbusGuard::faults`.
             slot.faults.fetch_add(1, Ordering::Relaxed);
             return;
         }

@@ -32,7 +32,7 @@ fn a_created_segment_is_owner_only_and_readable_read_only() {
     assert!(rw.write_at(100, b"hello"));
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    let ro = Segment::open(&path, Follow::NoSymlinks).unwrap();
+    let ro = Segment::open(&path, Symlinks::Refused).unwrap();
     assert_eq!(ro.load_u64(word), Some(77));
     assert_eq!(ro.read_vec(100, 5).as_deref(), Some(&b"hello"[..]));
     assert_eq!(ro.load_u64(word + 1), None, "misaligned loads are refused");
@@ -52,7 +52,7 @@ fn reading_a_shrunk_segment_sees_zeros_instead_of_crashing() {
     let size = 64 * 4096;
     let rw = SegmentRw::create(&path, size, false).unwrap();
     assert!(rw.write_at(0, &vec![0xAB; size as usize]));
-    let ro = Segment::open(&path, Follow::NoSymlinks).unwrap();
+    let ro = Segment::open(&path, Symlinks::Refused).unwrap();
     assert!(ro.is_shrink_safe());
     drop(rw);
     OpenOptions::new()
@@ -75,7 +75,7 @@ fn health_tells_unlinked_from_replaced() {
     let path = temp_shm("health");
     let _rm = Remove(path.clone());
     let rw = SegmentRw::create(&path, 4096, false).unwrap();
-    let ro = Segment::open(&path, Follow::NoSymlinks).unwrap();
+    let ro = Segment::open(&path, Symlinks::Refused).unwrap();
     std::fs::remove_file(&path).unwrap();
     assert_eq!(ro.health(), Health::Unlinked);
     let _new = SegmentRw::create(&path, 4096, false).unwrap();
@@ -105,9 +105,9 @@ fn fifos_sockets_devices_and_directories_are_refused_without_blocking() {
     let opener = std::thread::Builder::new().name("test-open".into());
     let _ = opener.spawn(move || {
         for (path, kind) in paths {
-            for follow in [Follow::Symlinks, Follow::NoSymlinks] {
-                let ro = Segment::open(&path, follow).map(|_| ());
-                let rw = SegmentRw::open(&path, follow).map(|_| ());
+            for symlinks in [Symlinks::Resolved, Symlinks::Refused] {
+                let ro = Segment::open(&path, symlinks).map(|_| ());
+                let rw = SegmentRw::open(&path, symlinks).map(|_| ());
                 let _ = tx.send((path.clone(), kind, ro, rw));
             }
         }
@@ -137,8 +137,8 @@ fn symlinks_are_not_followed_for_shm_names() {
     let _rw = SegmentRw::create(&target, 4096, false).unwrap();
     std::os::unix::fs::symlink(&target, &link).unwrap();
     assert!(matches!(
-        Segment::open(&link, Follow::NoSymlinks),
+        Segment::open(&link, Symlinks::Refused),
         Err(OpenError::Symlink { .. })
     ));
-    assert!(Segment::open(&link, Follow::Symlinks).is_ok());
+    assert!(Segment::open(&link, Symlinks::Resolved).is_ok());
 }

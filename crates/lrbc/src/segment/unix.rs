@@ -10,7 +10,7 @@ use std::path::Path;
 
 use memmap2::{MmapOptions, MmapRaw};
 
-use super::{FileIdentity, Follow, Health, Location, OpenError};
+use super::{FileIdentity, Health, Location, OpenError, Symlinks};
 
 /// A mapped view: unmapped when dropped.
 pub(super) type View = MmapRaw;
@@ -79,23 +79,23 @@ fn named_unsupported(name: &str) -> OpenError {
     )
 }
 
-fn metadata(path: &Path, follow: Follow) -> io::Result<std::fs::Metadata> {
-    match follow {
-        Follow::Symlinks => std::fs::metadata(path),
-        Follow::NoSymlinks => std::fs::symlink_metadata(path),
+fn metadata(path: &Path, symlinks: Symlinks) -> io::Result<std::fs::Metadata> {
+    match symlinks {
+        Symlinks::Resolved => std::fs::metadata(path),
+        Symlinks::Refused => std::fs::symlink_metadata(path),
     }
 }
 
-pub(super) fn path_identity(path: &Path, follow: Follow) -> io::Result<FileIdentity> {
-    metadata(path, follow).map(|m| identity_of(&m))
+pub(super) fn path_identity(path: &Path, symlinks: Symlinks) -> io::Result<FileIdentity> {
+    metadata(path, symlinks).map(|m| identity_of(&m))
 }
 
 /// Opens a regular file. Anything else (FIFO, socket, device, directory) is refused
 /// before it is opened, since opening a FIFO for reading blocks until a writer comes and
 /// opening a device may act on it; the open itself is non-blocking, so a file swapped
 /// for a FIFO between the check and the open cannot block either.
-fn open_file(path: &Path, write: bool, follow: Follow) -> Result<File, OpenError> {
-    let before = metadata(path, follow).map_err(|e| OpenError::from_io(path, e))?;
+fn open_file(path: &Path, write: bool, symlinks: Symlinks) -> Result<File, OpenError> {
+    let before = metadata(path, symlinks).map_err(|e| OpenError::from_io(path, e))?;
     let not_regular = |t: std::fs::FileType| OpenError::NotRegular {
         path: path.to_path_buf(),
         kind: super::file_kind(t),
@@ -109,7 +109,7 @@ fn open_file(path: &Path, write: bool, follow: Follow) -> Result<File, OpenError
         return Err(not_regular(before.file_type()));
     }
     let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
-    if follow == Follow::NoSymlinks {
+    if symlinks == Symlinks::Refused {
         flags |= libc::O_NOFOLLOW;
     }
     let file = OpenOptions::new()
@@ -160,21 +160,21 @@ impl Backing {
         Ok((backing, base, len))
     }
 
-    fn file_location(location: &Location) -> Result<(&Path, Follow), OpenError> {
+    fn file_location(location: &Location) -> Result<(&Path, Symlinks), OpenError> {
         match location {
-            Location::File { path, follow } => Ok((path, *follow)),
+            Location::File { path, symlinks } => Ok((path, *symlinks)),
             Location::Named(name) => Err(named_unsupported(name)),
         }
     }
 
     pub(super) fn open_read(location: &Location) -> Result<(Self, *mut u8, usize), OpenError> {
-        let (path, follow) = Self::file_location(location)?;
-        Self::map(open_file(path, false, follow)?, path, false)
+        let (path, symlinks) = Self::file_location(location)?;
+        Self::map(open_file(path, false, symlinks)?, path, false)
     }
 
     pub(super) fn open_write(location: &Location) -> Result<(Self, *mut u8, usize), OpenError> {
-        let (path, follow) = Self::file_location(location)?;
-        Self::map(open_file(path, true, follow)?, path, true)
+        let (path, symlinks) = Self::file_location(location)?;
+        Self::map(open_file(path, true, symlinks)?, path, true)
     }
 
     /// Creates the file with mode 0600, sized and zero-filled.
@@ -223,11 +223,11 @@ impl Backing {
         let Some(path) = location.file_path() else {
             return Health::Intact;
         };
-        let follow = match location {
-            Location::File { follow, .. } => *follow,
-            Location::Named(_) => Follow::NoSymlinks,
+        let symlinks = match location {
+            Location::File { symlinks, .. } => *symlinks,
+            Location::Named(_) => Symlinks::Refused,
         };
-        match path_identity(path, follow) {
+        match path_identity(path, symlinks) {
             Ok(id) if id != self.identity => return Health::Replaced,
             Ok(_) => {}
             Err(_) => return Health::Unlinked,
@@ -251,8 +251,8 @@ impl Backing {
         view_start: u64,
         view_len: u64,
     ) -> Result<(View, *mut u8, usize), OpenError> {
-        let (path, follow) = Self::file_location(location)?;
-        let file = open_file(path, true, follow)?;
+        let (path, symlinks) = Self::file_location(location)?;
+        let file = open_file(path, true, symlinks)?;
         let meta = file.metadata().map_err(|e| OpenError::from_io(path, e))?;
         if identity_of(&meta) != self.identity {
             return Err(OpenError::other(

@@ -30,7 +30,7 @@ use windows_sys::Win32::System::Memory::{
     VirtualQuery,
 };
 
-use super::{FileIdentity, Follow, Health, Location, OpenError};
+use super::{FileIdentity, Health, Location, OpenError, Symlinks};
 
 const SHARE_ALL: u32 = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE;
 
@@ -274,7 +274,7 @@ fn identity_of(info: &BY_HANDLE_FILE_INFORMATION) -> FileIdentity {
 }
 
 /// The identity of the file at `path` now (opened without read or write access).
-pub(super) fn path_identity(path: &Path, _follow: Follow) -> io::Result<FileIdentity> {
+pub(super) fn path_identity(path: &Path, _symlinks: Symlinks) -> io::Result<FileIdentity> {
     let file = OpenOptions::new()
         .access_mode(0)
         .share_mode(SHARE_ALL)
@@ -475,7 +475,7 @@ impl Backing {
         let Ok(info) = file_information(file) else {
             return Health::Unlinked;
         };
-        match path_identity(path, Follow::Symlinks) {
+        match path_identity(path, Symlinks::Resolved) {
             Ok(id) if id != *identity => return Health::Replaced,
             Ok(_) => {}
             Err(_) => return Health::Unlinked,

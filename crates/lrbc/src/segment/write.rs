@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::raw::{Raw, segment_len};
-use super::{FileIdentity, Follow, Location, OpenError, sys};
+use super::{FileIdentity, Location, OpenError, Symlinks, sys};
 use crate::layout::ByteSource;
 
 /// A writable mapping of a whole segment: the simulated engine and client only.
@@ -24,7 +24,7 @@ impl SegmentRw {
         Self::create_at(
             &Location::File {
                 path: path.to_path_buf(),
-                follow: Follow::NoSymlinks,
+                symlinks: Symlinks::Refused,
             },
             size_bytes,
             replace,
@@ -48,10 +48,10 @@ impl SegmentRw {
     }
 
     /// Maps an existing file read-write (the simulated client).
-    pub fn open(path: &Path, follow: Follow) -> Result<Self, OpenError> {
+    pub fn open(path: &Path, symlinks: Symlinks) -> Result<Self, OpenError> {
         Self::open_at(&Location::File {
             path: path.to_path_buf(),
-            follow,
+            symlinks,
         })
     }
 
@@ -72,7 +72,7 @@ impl SegmentRw {
     /// Moves the file to `target` in one step, so that readers see it appear fully
     /// initialised. Refuses to replace an existing file unless `replace` is set.
     pub fn publish(&mut self, target: &Path, replace: bool) -> Result<(), OpenError> {
-        let Location::File { path, follow } = &self.location else {
+        let Location::File { path, symlinks } = &self.location else {
             return Err(OpenError::other(
                 target,
                 "a named mapping cannot be moved to a path",
@@ -81,7 +81,7 @@ impl SegmentRw {
         sys::rename(path, target, replace)?;
         self.location = Location::File {
             path: target.to_path_buf(),
-            follow: *follow,
+            symlinks: *symlinks,
         };
         Ok(())
     }
@@ -98,7 +98,7 @@ impl SegmentRw {
             return false;
         };
         let ours = self.identity();
-        match sys::path_identity(path, Follow::NoSymlinks) {
+        match sys::path_identity(path, Symlinks::Refused) {
             Ok(id) if Some(id) == ours => std::fs::remove_file(path).is_ok(),
             _ => false,
         }

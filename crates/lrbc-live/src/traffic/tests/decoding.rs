@@ -7,8 +7,8 @@ fn requests_and_responses_pair_by_correlation_id_with_latency() {
     let mut t = Traffic::new(&a, RingSelection::Cmd);
     let c2s = *a.geometry.ring(RegionKind::CmdC2s).unwrap();
     let s2c = *a.geometry.ring(RegionKind::CmdS2c).unwrap();
-    let mut client = Producer::new(&seg.rw, c2s);
-    let mut engine = Producer::new(&seg.rw, s2c);
+    let mut client = V1Producer::new(&seg.rw, c2s);
+    let mut engine = V1Producer::new(&seg.rw, s2c);
     client.try_push(&seg.rw, &request(1, 1_000)).unwrap();
     client.try_push(&seg.rw, &request(2, 0)).unwrap();
     engine.try_push(&seg.rw, &response(1, 4_500, None)).unwrap();
@@ -85,7 +85,7 @@ fn entries_that_are_not_envelopes_are_malformed_with_their_bytes() {
     let a = seg.attach();
     let mut t = Traffic::new(&a, RingSelection::All);
     let c2s = *a.geometry.ring(RegionKind::CmdC2s).unwrap();
-    let mut client = Producer::new(&seg.rw, c2s);
+    let mut client = V1Producer::new(&seg.rw, c2s);
     client
         .try_push(&seg.rw, b"hello, not a flatbuffer")
         .unwrap();
@@ -118,8 +118,8 @@ fn luckyrobots_entries_show_their_json() {
     let mut t = Traffic::new(&a, RingSelection::All);
     let c2s = *a.geometry.ring(RegionKind::CmdC2s).unwrap();
     let s2c = *a.geometry.ring(RegionKind::CmdS2c).unwrap();
-    let mut client = lucky::Producer::new(&seg.rw, c2s);
-    let mut engine = lucky::Producer::new(&seg.rw, s2c);
+    let mut client = lucky::LuckyProducer::new(&seg.rw, c2s);
+    let mut engine = lucky::LuckyProducer::new(&seg.rw, s2c);
     let h = |corr, word| LuckyEntryHeader {
         correlation_id: corr,
         method_or_status: word,

@@ -2,8 +2,8 @@ use super::decode::MAX_PENDING;
 use super::*;
 use lrbc::attach::Attached;
 use lrbc::layout::plan::PlanLayout;
-use lrbc::rings::lrbc::Producer;
 use lrbc::rings::lucky;
+use lrbc::rings::v1::V1Producer;
 use lrbc::rpc::{self, fb};
 use lrbc::segment::Segment;
 use lrbc::testutil::{TestSegment, spec};
@@ -41,10 +41,10 @@ fn records(events: &[TrafficEvent]) -> Vec<&Record> {
 /// Requests and responses through real rings, consumed as an engine and client would.
 struct Exchange {
     seg: TestSegment,
-    client: Producer,
-    engine: Producer,
-    c2s_reader: lrbc::rings::lrbc::Consumer,
-    s2c_reader: lrbc::rings::lrbc::Consumer,
+    client: V1Producer,
+    engine: V1Producer,
+    c2s_reader: lrbc::rings::v1::V1Consumer,
+    s2c_reader: lrbc::rings::v1::V1Consumer,
     buf: Vec<u8>,
 }
 
@@ -55,10 +55,10 @@ impl Exchange {
         let c2s = *a.geometry.ring(RegionKind::CmdC2s).unwrap();
         let s2c = *a.geometry.ring(RegionKind::CmdS2c).unwrap();
         let x = Self {
-            client: Producer::new(&seg.rw, c2s),
-            engine: Producer::new(&seg.rw, s2c),
-            c2s_reader: lrbc::rings::lrbc::Consumer::new(&seg.rw, c2s),
-            s2c_reader: lrbc::rings::lrbc::Consumer::new(&seg.rw, s2c),
+            client: V1Producer::new(&seg.rw, c2s),
+            engine: V1Producer::new(&seg.rw, s2c),
+            c2s_reader: lrbc::rings::v1::V1Consumer::new(&seg.rw, c2s),
+            s2c_reader: lrbc::rings::v1::V1Consumer::new(&seg.rw, s2c),
             seg,
             buf: Vec::new(),
         };

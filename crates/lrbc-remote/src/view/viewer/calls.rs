@@ -5,9 +5,9 @@
 use super::ViewerThread;
 use crate::protocol::{SERVICE_STATUS, SET_SERVICE};
 use crate::view::Connection;
-use lrbc::control::{ControlRequest, set_line, statuses_of};
 use lrbc::rpc::tree::clip;
 use lrbc::sync::lock;
+use lrbc_live::controller::{ControlRequest, set_line, statuses_of};
 
 impl ViewerThread {
     /// Sends a control request to the server's services.

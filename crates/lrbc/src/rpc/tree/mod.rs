@@ -1,4 +1,4 @@
-//! Decoding any FlatBuffer of the schema into a generic field tree, driven by the
+//! The generic decoder: any FlatBuffer of the schema into a field tree, driven by the
 //! reflection model: no per-message code, so messages added to the schema later decode
 //! too. Every read is bounds- and alignment-checked, strings are checked for their
 //! terminator and UTF-8, union types must be known: the walk is itself a verifier.
@@ -119,7 +119,7 @@ impl FieldTree {
             .objects
             .get(object)
             .ok_or(DecodeError::Unsupported("the root"))?;
-        let root = w.follow(0, "root table")?;
+        let root = w.offset_target(0, "root table")?;
         w.table(root, obj, 0, "")?;
         Ok(Self { nodes: w.nodes })
     }

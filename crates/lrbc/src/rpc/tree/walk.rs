@@ -40,8 +40,8 @@ impl Walker<'_> {
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    /// Follows a uoffset stored at `at`.
-    pub(super) fn follow(&self, at: usize, what: &'static str) -> R<usize> {
+    /// Where the uoffset stored at `at` points.
+    pub(super) fn offset_target(&self, at: usize, what: &'static str) -> R<usize> {
         self.aligned(at, 4, what)?;
         let off = self.u32_at(at, what)? as usize;
         let target = at.checked_add(off).ok_or(DecodeError::OutOfBounds {
@@ -290,7 +290,7 @@ impl Walker<'_> {
                     }
                 }
                 Base::String => {
-                    let target = self.follow(field_at, "string")?;
+                    let target = self.offset_target(field_at, "string")?;
                     self.string(target, d, n)?;
                 }
                 Base::Obj => {
@@ -298,12 +298,12 @@ impl Walker<'_> {
                     if inner.is_struct {
                         self.structure(field_at, inner, d, n)?;
                     } else {
-                        let target = self.follow(field_at, "table")?;
+                        let target = self.offset_target(field_at, "table")?;
                         self.table(target, inner, d, n)?;
                     }
                 }
                 Base::Vector => {
-                    let target = self.follow(field_at, "vector")?;
+                    let target = self.offset_target(field_at, "vector")?;
                     self.vector(target, &f.ty, d, n, tn)?;
                 }
                 Base::Union => {
@@ -350,7 +350,7 @@ impl Walker<'_> {
                         },
                     )?;
                     let inner = self.object(*member_obj)?;
-                    let target = self.follow(field_at, "union member")?;
+                    let target = self.offset_target(field_at, "union member")?;
                     self.table(target, inner, d + 1, member_name)?;
                     self.close(u);
                 }
@@ -416,12 +416,12 @@ impl Walker<'_> {
             let at = start + i * elem_size;
             match (elem, elem_obj) {
                 (Base::String, _) => {
-                    let target = self.follow(at, "string")?;
+                    let target = self.offset_target(at, "string")?;
                     self.string(target, depth + 1, "")?;
                 }
                 (Base::Obj, Some(o)) if o.is_struct => self.structure(at, o, depth + 1, "")?,
                 (Base::Obj, Some(o)) => {
-                    let target = self.follow(at, "table")?;
+                    let target = self.offset_target(at, "table")?;
                     self.table(target, o, depth + 1, "")?;
                 }
                 _ => return Err(DecodeError::Unsupported("a vector of unions")),

@@ -166,7 +166,7 @@ fn lucky_entries() -> Vec<(RegionKind, Vec<u8>)> {
 
 #[test]
 fn recorded_envelopes_show_decoded_and_paired_as_the_same_entries_did_live() {
-    use lrbc::rings::lrbc::Producer;
+    use lrbc::rings::v1::V1Producer;
     use lrbc_live::traffic::{Pairing, RingSelection, Traffic, TrafficEvent, TrafficRow};
     let (c2s, s2c) = (RegionKind::CmdC2s, RegionKind::CmdS2c);
     let entries = lrbc_entries();
@@ -182,8 +182,8 @@ fn recorded_envelopes_show_decoded_and_paired_as_the_same_entries_did_live() {
     );
     let a = seg.attach();
     let mut live = Traffic::new(&a, RingSelection::Cmd);
-    let mut client = Producer::new(&seg.rw, *a.geometry.ring(c2s).unwrap());
-    let mut engine = Producer::new(&seg.rw, *a.geometry.ring(s2c).unwrap());
+    let mut client = V1Producer::new(&seg.rw, *a.geometry.ring(c2s).unwrap());
+    let mut engine = V1Producer::new(&seg.rw, *a.geometry.ring(s2c).unwrap());
     for (ring, payload) in &entries {
         let p = if *ring == c2s {
             &mut client
@@ -360,14 +360,14 @@ fn a_recordings_traffic_list_keeps_within_the_bytes_of_its_limits_as_a_live_one(
 
 #[test]
 fn a_recordings_ring_losses_and_malformed_entries_show_in_its_traffic_list_as_they_did_live() {
-    use lrbc::rings::lrbc::{Consumer, Producer};
+    use lrbc::rings::v1::{V1Consumer, V1Producer};
     use lrbc::testutil::{TestSegment, spec};
     use lrbc_live::traffic::TrafficRow;
     let seg = TestSegment::create("replayevents", &spec(PlanLayout::Lrbc { ext: true }, 2));
     let a = seg.attach();
     let c2s = *a.geometry.ring(RegionKind::CmdC2s).unwrap();
     let mut rec = Recorder::new(a, vec![0], Cursor::new(Vec::new())).unwrap();
-    let (mut client, mut engine) = (Producer::new(&seg.rw, c2s), Consumer::new(&seg.rw, c2s));
+    let (mut client, mut engine) = (V1Producer::new(&seg.rw, c2s), V1Consumer::new(&seg.rw, c2s));
     // A frame, so that the recording has a time range.
     seg.rw
         .store_u64(lrbc::layout::headers::LrbcHeader::FRAME_SEQ_OFFSET, 1);
@@ -429,8 +429,8 @@ fn recorded_luckyrobots_headers_pair_responses_by_correlation_id_and_give_status
     );
     let mut rec = Recorder::new(a, vec![0], Cursor::new(Vec::new())).unwrap();
     let (mut client, mut engine) = (
-        lucky::Producer::new(&seg.rw, c2s),
-        lucky::Producer::new(&seg.rw, s2c),
+        lucky::LuckyProducer::new(&seg.rw, c2s),
+        lucky::LuckyProducer::new(&seg.rw, s2c),
     );
     let h = |corr, word| LuckyEntryHeader {
         correlation_id: corr,

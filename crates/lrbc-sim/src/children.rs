@@ -1,20 +1,24 @@
-//! Child processes of lrbc-inspector (engine, client, observers) for `demo` and the
-//! benchmarks.
+//! Child processes of the lrbc-inspector binary (simulated engine and client,
+//! observers), ended with their parent, for the app's `demo` and the benchmarks.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::CliError;
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
-use lrbc::platform::{Signal, send_signal};
+use lrbc_platform::{Signal, send_signal};
+
+/// Why a child process could not be started, or did not come up: one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ChildError(pub String);
 
 /// The lrbc-inspector binary: this program, or the one beside it when this program is
 /// another of the workspace's (the benchmarks' `lrbc-bench`).
-pub fn inspector_exe() -> Result<PathBuf, CliError> {
+pub fn inspector_exe() -> Result<PathBuf, ChildError> {
     let this = std::env::current_exe()
-        .map_err(|e| CliError::Other(format!("cannot find this program: {e}")))?;
+        .map_err(|e| ChildError(format!("cannot find this program: {e}")))?;
     if this.file_stem().is_some_and(|s| s == "lrbc-inspector") {
         return Ok(this);
     }
@@ -22,7 +26,7 @@ pub fn inspector_exe() -> Result<PathBuf, CliError> {
     if beside.is_file() {
         Ok(beside)
     } else {
-        Err(CliError::Other(format!(
+        Err(ChildError(format!(
             "{} is missing: build it first (cargo build --release -p lrbc-inspector)",
             beside.display()
         )))
@@ -38,7 +42,7 @@ pub struct ChildProcess {
 
 impl ChildProcess {
     /// Runs lrbc-inspector ([`inspector_exe`]) with `args`.
-    pub fn spawn(what: &'static str, args: &[String], stdout: Stdio) -> Result<Self, CliError> {
+    pub fn spawn(what: &'static str, args: &[String], stdout: Stdio) -> Result<Self, ChildError> {
         Self::spawn_program(&inspector_exe()?, what, args, stdout)
     }
 
@@ -48,16 +52,16 @@ impl ChildProcess {
         what: &'static str,
         args: &[String],
         stdout: Stdio,
-    ) -> Result<Self, CliError> {
+    ) -> Result<Self, ChildError> {
         let mut command = Command::new(program);
-        lrbc::platform::terminate_with_parent(&mut command);
+        lrbc_platform::terminate_with_parent(&mut command);
         let child = command
             .args(args)
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| CliError::Other(format!("cannot start the {what}: {e}")))?;
+            .map_err(|e| ChildError(format!("cannot start the {what}: {e}")))?;
         Ok(Self { what, child })
     }
 
@@ -102,9 +106,9 @@ impl Drop for ChildProcess {
 /// arguments, and waits until its segment can be attached.
 pub fn start_engine(
     name: &str,
-    preset: lrbc_sim::engine::Preset,
+    preset: crate::engine::Preset,
     extra: &[&str],
-) -> Result<ChildProcess, CliError> {
+) -> Result<ChildProcess, ChildError> {
     let mut args: Vec<String> = vec![
         "sim".into(),
         "engine".into(),
@@ -120,7 +124,11 @@ pub fn start_engine(
 }
 
 /// Starts a simulated client (`sim client`) of segment `name` with `extra` arguments.
-pub fn start_client(name: &str, extra: &[String], stdout: Stdio) -> Result<ChildProcess, CliError> {
+pub fn start_client(
+    name: &str,
+    extra: &[String],
+    stdout: Stdio,
+) -> Result<ChildProcess, ChildError> {
     let mut args: Vec<String> = vec!["sim".into(), "client".into(), "--shm".into(), name.into()];
     args.extend(extra.iter().cloned());
     ChildProcess::spawn("client", &args, stdout)
@@ -131,20 +139,20 @@ pub fn wait_for_segment(
     name: &str,
     engine: &mut ChildProcess,
     timeout: Duration,
-) -> Result<(), CliError> {
+) -> Result<(), ChildError> {
     let deadline = Instant::now() + timeout;
     loop {
         if attach(&Target::Shm(name.to_string()), LayoutChoice::Auto).is_ok() {
             return Ok(());
         }
         if let Some(code) = engine.exited() {
-            return Err(CliError::Other(format!(
+            return Err(ChildError(format!(
                 "the {} exited (code {code}) before its segment appeared",
                 engine.what
             )));
         }
         if Instant::now() >= deadline {
-            return Err(CliError::Other(format!(
+            return Err(ChildError(format!(
                 "segment {name} did not appear within {:.0} s",
                 timeout.as_secs_f64()
             )));

@@ -4,7 +4,7 @@
 //! as skipped. Positions are free-running u32 counters.
 
 use super::confirm::{Item, Positions};
-use super::cursor::{Cursor, Format, Parsed};
+use super::cursor::{Cursor, CursorRead, EntryFormat};
 use super::{MAX_RAW_BYTES, RingRead, RingWrite, align8};
 use crate::layout::RingGeometry;
 use crate::layout::headers::RingHeader;
@@ -23,7 +23,7 @@ fn data_at(ring: &RingGeometry, pos: u32) -> u64 {
 
 /// Why an entry could not be written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PushError {
+pub enum V1PushError {
     #[error("an entry must have at least one byte")]
     Empty,
     #[error("a {len}-byte entry does not fit a ring of {capacity} bytes")]
@@ -37,12 +37,12 @@ pub enum PushError {
 /// The single producer of a ring. Keeps `write_pos` to itself; publishes each entry with
 /// one Release store.
 #[derive(Debug)]
-pub struct Producer {
+pub struct V1Producer {
     ring: RingGeometry,
     write_pos: u32,
 }
 
-impl Producer {
+impl V1Producer {
     /// Takes over a ring at its current `write_pos`.
     pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
         Self {
@@ -56,13 +56,13 @@ impl Producer {
     }
 
     /// Writes one entry if there is room; returns its position.
-    pub fn try_push(&mut self, mem: &impl RingWrite, payload: &[u8]) -> Result<u32, PushError> {
+    pub fn try_push(&mut self, mem: &impl RingWrite, payload: &[u8]) -> Result<u32, V1PushError> {
         let cap = self.ring.capacity_bytes;
         if payload.is_empty() {
-            return Err(PushError::Empty);
+            return Err(V1PushError::Empty);
         }
         if payload.len() > (cap - 4) as usize {
-            return Err(PushError::TooLarge {
+            return Err(V1PushError::TooLarge {
                 len: payload.len(),
                 capacity: cap,
             });
@@ -72,14 +72,14 @@ impl Producer {
         // has finished reading may be overwritten.
         let read_pos = mem
             .load_u32(self.ring.offset_bytes + READ_POS)
-            .ok_or(PushError::OutOfRange)?;
+            .ok_or(V1PushError::OutOfRange)?;
         let used = self.write_pos.wrapping_sub(read_pos);
         let index = self.write_pos & (cap - 1);
         let contiguous = cap - index;
         let skip = if contiguous < size { contiguous } else { 0 };
         let need = skip + size;
         if used > cap || need > cap - used {
-            return Err(PushError::Full {
+            return Err(V1PushError::Full {
                 used,
                 need,
                 capacity: cap,
@@ -88,7 +88,7 @@ impl Producer {
         let mut at = self.write_pos;
         if skip > 0 {
             if !mem.write_at(data_at(&self.ring, at), &WRAP_MARKER.to_le_bytes()) {
-                return Err(PushError::OutOfRange);
+                return Err(V1PushError::OutOfRange);
             }
             at = at.wrapping_add(skip);
         }
@@ -97,7 +97,7 @@ impl Producer {
         entry.extend_from_slice(payload);
         entry.resize(size as usize, 0);
         if !mem.write_at(data_at(&self.ring, at), &entry) {
-            return Err(PushError::OutOfRange);
+            return Err(V1PushError::OutOfRange);
         }
         self.write_pos = at.wrapping_add(size);
         // Release: publishes the entry bytes (and wrap marker) written above; pairs with
@@ -118,12 +118,12 @@ pub enum PopError {
 
 /// The single consumer of a ring.
 #[derive(Debug)]
-pub struct Consumer {
+pub struct V1Consumer {
     ring: RingGeometry,
     read_pos: u32,
 }
 
-impl Consumer {
+impl V1Consumer {
     pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
         Self {
             read_pos: mem.load_u32(ring.offset_bytes + READ_POS).unwrap_or(0),
@@ -210,10 +210,10 @@ impl Consumer {
 #[derive(Debug)]
 pub struct Lrbc;
 
-/// Follows an LRBC ring without consuming it (spec 4.1).
-pub type Watcher = Cursor<Lrbc>;
+/// Watches an LRBC v1 ring without consuming it (spec 4.1).
+pub type V1Watcher = Cursor<Lrbc>;
 
-impl Format for Lrbc {
+impl EntryFormat for Lrbc {
     fn positions(ring: &RingGeometry) -> Positions {
         Positions {
             mask: u64::from(u32::MAX),
@@ -231,13 +231,13 @@ impl Format for Lrbc {
         mem.load_u32(ring.offset_bytes + READ_POS).map(u64::from)
     }
 
-    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> Parsed {
+    fn read_item(mem: &impl RingRead, ring: &RingGeometry, p: u64, end: u64) -> CursorRead {
         let cap = ring.capacity_bytes;
         let p32 = p as u32;
         let index = p32 & (cap - 1);
         let mut word = [0u8; 4];
         if !mem.read_at(data_at(ring, p32), &mut word) {
-            return Parsed::Unreadable;
+            return CursorRead::Unreadable;
         }
         let len = u32::from_le_bytes(word);
         let available = (end as u32).wrapping_sub(p32);
@@ -246,7 +246,7 @@ impl Format for Lrbc {
             if !mem.read_at(data_at(ring, p32), &mut raw) || raw.get(..4) != Some(&word[..]) {
                 raw = word.to_vec();
             }
-            Parsed::Copied {
+            CursorRead::Copied {
                 end: p,
                 bytes: raw,
                 item: Item::Malformed { error },
@@ -261,7 +261,7 @@ impl Format for Lrbc {
             if available < cap - index {
                 return malformed("wrap marker beyond write_pos".into());
             }
-            return Parsed::Copied {
+            return CursorRead::Copied {
                 end: u64::from(p32.wrapping_add(cap - index)),
                 bytes: word.to_vec(),
                 item: Item::Skip,
@@ -284,12 +284,12 @@ impl Format for Lrbc {
         }
         let mut bytes = vec![0u8; 4 + len as usize];
         if !mem.read_at(data_at(ring, p32), &mut bytes) {
-            return Parsed::Unreadable;
+            return CursorRead::Unreadable;
         }
         if bytes[..4] != word {
-            return Parsed::Torn;
+            return CursorRead::Torn;
         }
-        Parsed::Copied {
+        CursorRead::Copied {
             end: u64::from(p32.wrapping_add(size)),
             bytes,
             item: Item::Entry {

@@ -1,6 +1,8 @@
-//! The Unix (Linux) backend of `platform`.
+//! The Unix (Linux) backend: each function through `libc` or `/proc`.
 
-use super::{CpuTimes, ProcessUsage, Signal};
+use super::CpuTimes;
+#[cfg(feature = "process")]
+use super::{ProcessUsage, Signal};
 
 fn timespec_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -94,6 +96,7 @@ pub fn request_short_slice(slice_ns: u64) -> bool {
 /// freed, up to 32 MiB, after which the transient buffers of a pass (tessellated plots,
 /// copies of the segment's values) come from the heap and stay resident as free space
 /// between live blocks: about 30 MiB more in the window over a long run. glibc only.
+#[cfg(feature = "process")]
 pub fn keep_large_allocations_mapped() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt takes plain integers; called from `cli::main` before any thread
@@ -105,6 +108,7 @@ pub fn keep_large_allocations_mapped() {
 
 /// Sets an environment variable for this process and the libraries it loads. Only for
 /// the start of `main`, before any thread exists (the environment is not thread-safe).
+#[cfg(feature = "process")]
 pub fn set_env_at_startup(key: &str, value: &str) {
     // SAFETY: called from `cli::main` before it starts any thread, so nothing reads or
     // writes the environment concurrently.
@@ -130,6 +134,7 @@ fn lower_linux_thread(nice: i32) {
 
 /// Sends `signal` to process `pid` (used to stop child processes cleanly). False if
 /// there is no such process.
+#[cfg(feature = "process")]
 pub fn send_signal(pid: u32, signal: Signal) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
@@ -149,6 +154,7 @@ pub fn send_signal(pid: u32, signal: Signal) -> bool {
 
 /// Sets `flag` on SIGINT (Ctrl-C) and SIGTERM instead of their default action (ending the
 /// process at once), so that the command or the window stops as it would by itself.
+#[cfg(feature = "process")]
 pub fn stop_on_interrupt(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // Registration fails only for forbidden signals; these two are allowed.
@@ -157,6 +163,7 @@ pub fn stop_on_interrupt(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
 }
 
 /// A Unix program has its terminal already; nothing to attach to.
+#[cfg(feature = "process")]
 pub fn attach_to_parent_console() {}
 
 /// The user's home folder (`$HOME`).
@@ -177,6 +184,7 @@ pub fn pictures_dir() -> Option<std::path::PathBuf> {
 /// Restores the default action of SIGPIPE, so that writing to a closed pipe
 /// (`lrbc-inspector traffic | head`) ends the process quietly, as Unix tools do,
 /// instead of failing every later write.
+#[cfg(feature = "process")]
 pub fn default_sigpipe() {
     // SAFETY: setting a signal's disposition to SIG_DFL has no preconditions.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
@@ -184,13 +192,13 @@ pub fn default_sigpipe() {
 
 /// Where the kernel cannot end children with their parent (not Linux), children are
 /// ended by the tool on a clean exit only.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(feature = "process", not(target_os = "linux")))]
 pub fn terminate_with_parent(_command: &mut std::process::Command) {}
 
 /// Makes a child process receive SIGTERM when this process dies, however it dies, so
 /// that simulated engines started by `demo` or `sim bench` never outlive it (and their
 /// SIGTERM handling removes their segments).
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "process", target_os = "linux"))]
 pub fn terminate_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt as _;
     // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
@@ -219,7 +227,31 @@ pub fn allocation_granularity() -> u64 {
 
 /// The machine's CPU time (`/proc/stat`); None where it cannot be read.
 pub fn cpu_times() -> Option<CpuTimes> {
-    super::parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// The `cpu` line of Linux's `/proc/stat`: user nice system idle iowait irq softirq
+/// steal …; the `cpuN` lines count the cores.
+fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 5 {
+        return None;
+    }
+    let cores = text
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count();
+    Some(CpuTimes {
+        idle: v[3] + v[4],
+        total: v.iter().sum(),
+        cores: cores.max(1),
+    })
 }
 
 /// Memory the machine can still give (`MemAvailable` of `/proc/meminfo`), bytes; None
@@ -235,41 +267,6 @@ pub fn available_memory_bytes() -> Option<u64> {
         .ok()?;
     // 0 is not a reading: a machine running this has memory to give.
     Some(kib * 1024).filter(|&b| b > 0)
-}
-
-/// A process's resident memory by kind, KiB: its own (anonymous), pages of files it
-/// maps (shared libraries, mostly shared with other processes), shared memory (the
-/// segment). Linux only (`RssAnon`, `RssFile`, `RssShmem` of `/proc/<pid>/status`).
-pub fn resident_split_kib(pid: u32) -> Option<(u64, u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    };
-    Some((field("RssAnon:")?, field("RssFile:")?, field("RssShmem:")?))
-}
-
-/// Whether process `pid` runs (exists, and is not a zombie), from the state in
-/// `/proc/<pid>/stat`: one small read, where a process table's refresh reads several
-/// files. None without `/proc` (macOS).
-pub fn process_running(pid: u32) -> Option<bool> {
-    if !cfg!(any(target_os = "linux", target_os = "android")) {
-        return None;
-    }
-    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(false),
-        Err(_) => return None,
-    };
-    // "pid (comm) S ...": the name may hold spaces and parentheses; the state follows
-    // the last ')'.
-    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
-    Some(!matches!(state, 'Z' | 'X' | 'x'))
 }
 
 /// Resident memory of a process, KiB (`VmRSS` of `/proc/<pid>/status`).
@@ -311,6 +308,7 @@ pub fn threads_cpu_secs(pid: u32) -> Vec<(String, f64)> {
 
 /// Waits for `child` to end and reaps it, returning its exit code (None: killed by a
 /// signal) and what it used over its life (`wait4`).
+#[cfg(feature = "process")]
 pub fn wait_with_usage(
     child: &mut std::process::Child,
 ) -> std::io::Result<(Option<i32>, ProcessUsage)> {
@@ -412,5 +410,31 @@ pub fn tcp_link(stream: &std::net::TcpStream) -> Option<super::TcpLink> {
     {
         let _ = stream;
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  709770 11874 120869 1571559 2358 0 1062 2028 0 0\n\
+                        cpu0 354885 5937 60434 785779 1179 0 531 1014 0 0\n";
+
+    #[test]
+    fn the_cpu_line_gives_idle_with_iowait_and_the_total_of_every_state() {
+        let t = parse_proc_stat(STAT).unwrap();
+        assert_eq!(t.idle, 1_571_559 + 2_358);
+        assert_eq!(
+            t.total,
+            709_770 + 11_874 + 120_869 + 1_571_559 + 2_358 + 1_062 + 2_028
+        );
+        assert_eq!(t.cores, 1, "one cpuN line");
+        assert_eq!(
+            parse_proc_stat("cpu0 1 2 3 4 5\n"),
+            None,
+            "no aggregate line"
+        );
+        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None, "too few fields");
     }
 }

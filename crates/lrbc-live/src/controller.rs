@@ -1,16 +1,22 @@
-//! [`ControlWorker`]: a named thread that holds the control lease (claimed on first
-//! use) and makes control calls for a window without blocking it.
+//! The control lease on a thread of its own: [`ControlWorker`], a named thread that
+//! holds the lease (claimed on first use) and makes control calls for a window without
+//! blocking it.
+//!
+//! It lives here, with the other threads over a live segment, because both of its
+//! users sit above this crate: the app's session (a live source) and `lrbc-remote`'s
+//! viewer (whose connection answers the same requests in the same state). The lease
+//! itself, the one write of the contract (spec 7), is `lrbc::control`'s.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::Lease;
-use crate::attach::{Attached, Target, attach};
-use crate::layout::LayoutChoice;
-use crate::rpc::tree::NodeValue;
-use crate::sync::lock;
+use lrbc::attach::{Attached, Target, attach};
+use lrbc::control::Lease;
+use lrbc::layout::LayoutChoice;
+use lrbc::rpc::tree::NodeValue;
+use lrbc::sync::lock;
 
 /// A request for the control worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,7 +189,7 @@ pub fn statuses_of(fields: &serde_json::Value) -> Option<Vec<ServiceRow>> {
 pub fn set_line(service: u8, enabled: bool) -> String {
     format!(
         "SetServiceEnabled: {} is now {}",
-        crate::rpc::services::label(service),
+        lrbc::rpc::services::label(service),
         if enabled { "enabled" } else { "disabled" }
     )
 }

@@ -54,8 +54,8 @@ fn check_payload(p: &[u8]) -> u64 {
 #[test]
 fn entries_round_trip_through_producer_and_consumer_across_the_wrap() {
     let f = ring_file(256);
-    let mut prod = Producer::new(&f.mem, f.ring);
-    let mut cons = Consumer::new(&f.mem, f.ring);
+    let mut prod = V1Producer::new(&f.mem, f.ring);
+    let mut cons = V1Consumer::new(&f.mem, f.ring);
     let mut buf = Vec::new();
     for seq in 0..200u64 {
         let p = payload(seq, 8 + (seq as usize * 13) % 60);
@@ -72,24 +72,24 @@ fn entries_round_trip_through_producer_and_consumer_across_the_wrap() {
 #[test]
 fn a_full_ring_refuses_and_bad_sizes_are_errors() {
     let f = ring_file(64);
-    let mut prod = Producer::new(&f.mem, f.ring);
-    assert_eq!(prod.try_push(&f.mem, &[]), Err(PushError::Empty));
+    let mut prod = V1Producer::new(&f.mem, f.ring);
+    assert_eq!(prod.try_push(&f.mem, &[]), Err(V1PushError::Empty));
     assert!(matches!(
         prod.try_push(&f.mem, &[0; 61]),
-        Err(PushError::TooLarge { .. })
+        Err(V1PushError::TooLarge { .. })
     ));
     prod.try_push(&f.mem, &[1; 60]).unwrap();
     assert!(matches!(
         prod.try_push(&f.mem, &[2; 1]),
-        Err(PushError::Full { .. })
+        Err(V1PushError::Full { .. })
     ));
 }
 
 #[test]
 fn the_wrap_marker_skips_to_the_start_and_the_skip_counts_as_used() {
     let f = ring_file(128);
-    let mut prod = Producer::new(&f.mem, f.ring);
-    let mut cons = Consumer::new(&f.mem, f.ring);
+    let mut prod = V1Producer::new(&f.mem, f.ring);
+    let mut cons = V1Consumer::new(&f.mem, f.ring);
     let mut buf = Vec::new();
     prod.try_push(&f.mem, &[1; 90]).unwrap(); // 96 bytes: 32 left before the end
     cons.try_pop(&f.mem, &mut buf).unwrap();
@@ -109,8 +109,8 @@ fn the_wrap_marker_skips_to_the_start_and_the_skip_counts_as_used() {
 #[test]
 fn the_watcher_sees_every_entry_without_moving_read_pos() {
     let f = ring_file(512);
-    let mut prod = Producer::new(&f.mem, f.ring);
-    let mut watcher = Watcher::new(&f.mem, f.ring);
+    let mut prod = V1Producer::new(&f.mem, f.ring);
+    let mut watcher = V1Watcher::new(&f.mem, f.ring);
     let mut out = Vec::new();
     for seq in 0..5 {
         prod.try_push(&f.mem, &payload(seq, 20)).unwrap();
@@ -131,9 +131,9 @@ fn the_watcher_sees_every_entry_without_moving_read_pos() {
 #[test]
 fn a_producer_lapping_the_watcher_is_counted_to_the_byte() {
     let f = ring_file(1024);
-    let mut prod = Producer::new(&f.mem, f.ring);
-    let mut cons = Consumer::new(&f.mem, f.ring);
-    let mut watcher = Watcher::new(&f.mem, f.ring);
+    let mut prod = V1Producer::new(&f.mem, f.ring);
+    let mut cons = V1Consumer::new(&f.mem, f.ring);
+    let mut watcher = V1Watcher::new(&f.mem, f.ring);
     let start = prod.write_pos();
     let (mut out, mut buf) = (Vec::new(), Vec::new());
     assert_eq!(u64::from(start), watcher.cursor);
@@ -177,7 +177,7 @@ fn a_producer_lapping_the_watcher_is_counted_to_the_byte() {
 #[test]
 fn malformed_entries_are_reported_with_raw_bytes_and_the_watcher_keeps_going() {
     let f = ring_file(256);
-    let mut watcher = Watcher::new(&f.mem, f.ring);
+    let mut watcher = V1Watcher::new(&f.mem, f.ring);
     let mut out = Vec::new();
     // Length 0 at position 0, published by hand.
     f.mem
@@ -188,7 +188,7 @@ fn malformed_entries_are_reported_with_raw_bytes_and_the_watcher_keeps_going() {
         matches!(&out[0], WatchEvent::Malformed { error, raw, .. } if error.contains("length 0") && raw[4] == 9)
     );
     // Ordinary traffic after it is seen.
-    let mut prod = Producer::new(&f.mem, f.ring);
+    let mut prod = V1Producer::new(&f.mem, f.ring);
     prod.try_push(&f.mem, &[5; 4]).unwrap();
     out.clear();
     watcher.poll(&f.mem, &mut out, usize::MAX, 0);
@@ -214,7 +214,7 @@ fn malformed_entries_are_reported_with_raw_bytes_and_the_watcher_keeps_going() {
     );
     assert_eq!(watcher.stats.malformed, 3);
     // And ordinary traffic again.
-    let mut prod = Producer::new(&f.mem, f.ring);
+    let mut prod = V1Producer::new(&f.mem, f.ring);
     prod.try_push(&f.mem, &[7; 3]).unwrap();
     out.clear();
     watcher.poll(&f.mem, &mut out, usize::MAX, 0);
@@ -224,7 +224,7 @@ fn malformed_entries_are_reported_with_raw_bytes_and_the_watcher_keeps_going() {
 #[test]
 fn a_wrap_marker_at_index_zero_is_malformed() {
     let f = ring_file(128);
-    let mut watcher = Watcher::new(&f.mem, f.ring);
+    let mut watcher = V1Watcher::new(&f.mem, f.ring);
     f.mem
         .write_at(f.ring.offset_bytes + DATA, &WRAP_MARKER.to_le_bytes());
     f.mem.store_u32(f.ring.offset_bytes + WRITE_POS, 8);
@@ -304,9 +304,9 @@ fn an_entry_overwritten_during_its_copy_by_a_larger_one_across_the_wrap_is_lost(
         mem: std::cell::RefCell::new(vec![0u8; 64 + cap as usize]),
         write_during_copy: std::cell::RefCell::new(None),
     };
-    let mut watcher = Watcher::new(&m, ring);
-    let mut prod = Producer::new(&m, ring);
-    let mut cons = Consumer::new(&m, ring);
+    let mut watcher = V1Watcher::new(&m, ring);
+    let mut prod = V1Producer::new(&m, ring);
+    let mut cons = V1Consumer::new(&m, ring);
     let mut buf = Vec::new();
     // Small entries up to position 3000, consumed by the engine at once.
     let mut seq = 0u64;
@@ -379,7 +379,7 @@ struct StressCount {
 
 /// A producer that mostly writes small entries and now and then one larger than any
 /// before it (so larger than any the watcher has seen), often across the wrap; the
-/// engine consumes at once; watchers follow, each new one knowing no sizes yet.
+/// engine consumes at once; watchers join, each new one knowing no sizes yet.
 fn stress(entries: u64) -> StressCount {
     let f = Arc::new(ring_file(4096));
     let stop = Arc::new(AtomicBool::new(false));
@@ -388,8 +388,8 @@ fn stress(entries: u64) -> StressCount {
         std::thread::Builder::new()
             .name("test-producer".into())
             .spawn(move || {
-                let mut prod = Producer::new(&f.mem, f.ring);
-                let mut cons = Consumer::new(&f.mem, f.ring);
+                let mut prod = V1Producer::new(&f.mem, f.ring);
+                let mut cons = V1Consumer::new(&f.mem, f.ring);
                 let mut buf = Vec::new();
                 let mut seq = 0u64;
                 let mut record = 64usize;
@@ -423,9 +423,9 @@ fn stress(entries: u64) -> StressCount {
     let mut last_seq: Option<u64> = None;
     let clock = std::time::Instant::now();
     let now = || clock.elapsed().as_nanos() as u64;
-    let mut watcher = Watcher::new(&f.mem, f.ring);
+    let mut watcher = V1Watcher::new(&f.mem, f.ring);
     let mut polls = 0u64;
-    let add = |w: &Watcher, c: &mut StressCount| {
+    let add = |w: &V1Watcher, c: &mut StressCount| {
         c.lost_bytes += w.stats.lost_bytes;
         c.malformed += w.stats.malformed;
         c.watchers += 1;
@@ -449,7 +449,7 @@ fn stress(entries: u64) -> StressCount {
         // larger than any it knows.
         if polls.is_multiple_of(20_000) {
             add(&watcher, &mut count);
-            watcher = Watcher::new(&f.mem, f.ring);
+            watcher = V1Watcher::new(&f.mem, f.ring);
             // It starts at the consumer's position, which may be before entries the
             // last one delivered.
             last_seq = None;

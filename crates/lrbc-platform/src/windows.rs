@@ -1,11 +1,15 @@
-//! The Windows backend of `platform` (through `windows-sys`); the named mappings of the
-//! session's object namespace are `sections`'.
+//! The Windows backend, through `windows-sys`; the named mappings of the session's
+//! object namespace are `sections`'.
 
 mod sections;
 pub use sections::named_sections;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
+#[cfg(feature = "process")]
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
 
 use windows_sys::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
@@ -13,14 +17,21 @@ use windows_sys::Win32::System::ProcessStatus::{GetProcessMemoryInfo, PROCESS_ME
 use windows_sys::Win32::System::SystemInformation::{
     GetSystemInfo, GlobalMemoryStatusEx, MEMORYSTATUSEX, SYSTEM_INFO,
 };
+#[cfg(feature = "process")]
 use windows_sys::Win32::System::Threading::{
-    GetCurrentProcess, GetCurrentThread, GetProcessTimes, GetSystemTimes, GetThreadTimes,
-    OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE, SetThreadPriority,
-    THREAD_PRIORITY_BELOW_NORMAL, THREAD_PRIORITY_LOWEST, THREAD_PRIORITY_NORMAL, TerminateProcess,
+    GetCurrentProcess, PROCESS_TERMINATE, TerminateProcess,
 };
+use windows_sys::Win32::System::Threading::{
+    GetCurrentThread, GetProcessTimes, GetSystemTimes, GetThreadTimes, OpenProcess,
+    PROCESS_QUERY_LIMITED_INFORMATION, SetThreadPriority, THREAD_PRIORITY_BELOW_NORMAL,
+    THREAD_PRIORITY_LOWEST, THREAD_PRIORITY_NORMAL,
+};
+#[cfg(feature = "process")]
 use windows_sys::core::BOOL;
 
-use super::{CpuTimes, Signal};
+use super::CpuTimes;
+#[cfg(feature = "process")]
+use super::Signal;
 
 fn filetime_ticks(t: &FILETIME) -> u64 {
     (u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime)
@@ -125,10 +136,12 @@ pub fn fit_send_buffer(stream: &std::net::TcpStream, min: u64) -> Option<u64> {
 }
 
 /// Nothing to tune: the Windows heap returns large blocks to the system by itself.
+#[cfg(feature = "process")]
 pub fn keep_large_allocations_mapped() {}
 
 /// Sets an environment variable for this process and the libraries it loads. Only for
 /// the start of `main`, before any thread exists.
+#[cfg(feature = "process")]
 pub fn set_env_at_startup(key: &str, value: &str) {
     // SAFETY: called from `cli::main` before it starts any thread, so nothing reads or
     // writes the environment concurrently.
@@ -154,6 +167,7 @@ pub fn lower_thread_priority(nice: i32) {
 /// Ends process `pid` (`Interrupt` and `Kill` both terminate it: a console process
 /// started without its own console cannot be sent Ctrl-C). `Pause` and `Resume` are
 /// not available and return false.
+#[cfg(feature = "process")]
 pub fn send_signal(pid: u32, signal: Signal) -> bool {
     if pid == 0 || matches!(signal, Signal::Pause | Signal::Resume) {
         return false;
@@ -176,12 +190,14 @@ fn close(h: HANDLE) {
 
 /// Windows has no SIGPIPE: a write to a closed pipe fails with an error, which the
 /// printing code already ends on.
+#[cfg(feature = "process")]
 pub fn default_sigpipe() {}
 
 /// Children started by `demo` and `sim bench` end when this process ends, however it
 /// ends: this process is put once in a job object that kills its members when its
 /// last handle closes, and children join the job of their parent. Best effort: where
 /// Windows refuses the job, children are still ended by the tool on a clean exit.
+#[cfg(feature = "process")]
 pub fn terminate_with_parent(_command: &mut std::process::Command) {
     use windows_sys::Win32::System::JobObjects::{
         AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
@@ -220,12 +236,14 @@ pub fn terminate_with_parent(_command: &mut std::process::Command) {
 }
 
 /// The flags that a console's Ctrl-C, Ctrl-Break or close sets (`stop_on_interrupt`).
+#[cfg(feature = "process")]
 fn stop_flags() -> &'static std::sync::Mutex<Vec<Arc<AtomicBool>>> {
     static FLAGS: OnceLock<std::sync::Mutex<Vec<Arc<AtomicBool>>>> = OnceLock::new();
     FLAGS.get_or_init(Default::default)
 }
 
 /// Windows calls this on a thread of its own for each console event.
+#[cfg(feature = "process")]
 unsafe extern "system" fn on_console_event(event: u32) -> BOOL {
     use windows_sys::Win32::System::Console::{
         CTRL_BREAK_EVENT, CTRL_C_EVENT, CTRL_CLOSE_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
@@ -261,6 +279,7 @@ unsafe extern "system" fn on_console_event(event: u32) -> BOOL {
 /// the user logs off, instead of the default (ending the process at once), so that the
 /// command or the window stops as it would by itself. Without a console it is never set
 /// from here (the window is closed by its own button, or by `taskkill`, which closes it).
+#[cfg(feature = "process")]
 pub fn stop_on_interrupt(flag: &Arc<AtomicBool>) {
     use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
     let mut flags = stop_flags()
@@ -278,6 +297,7 @@ pub fn stop_on_interrupt(flag: &Arc<AtomicBool>) {
 /// Explorer). Started from a console, it attaches to that console and writes its
 /// command-line output there: each standard handle the parent did not give (no pipe,
 /// file or NUL) is pointed at the console. Handles the parent gave are kept as they are.
+#[cfg(feature = "process")]
 pub fn attach_to_parent_console() {
     use windows_sys::Win32::Foundation::{GENERIC_READ, GENERIC_WRITE, INVALID_HANDLE_VALUE};
     use windows_sys::Win32::Storage::FileSystem::{
@@ -428,16 +448,6 @@ fn with_process<T>(pid: u32, f: impl FnOnce(HANDLE) -> Option<T>) -> Option<T> {
     out
 }
 
-/// Whether a process runs, in one small read: not here (a process table tells).
-pub fn process_running(_pid: u32) -> Option<bool> {
-    None
-}
-
-/// A process's resident memory by kind: not told apart here.
-pub fn resident_split_kib(_pid: u32) -> Option<(u64, u64, u64)> {
-    None
-}
-
 /// Resident memory (working set) of a process, KiB.
 pub fn resident_kib(pid: u32) -> Option<u64> {
     with_process(pid, |h| {
@@ -452,6 +462,7 @@ pub fn resident_kib(pid: u32) -> Option<u64> {
 
 /// Waits for `child` to end and returns its exit code and what it used over its life:
 /// its CPU time; Windows does not count a process's context switches, so that is 0.
+#[cfg(feature = "process")]
 pub fn wait_with_usage(
     child: &mut std::process::Child,
 ) -> std::io::Result<(Option<i32>, super::ProcessUsage)> {

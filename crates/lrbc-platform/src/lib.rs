@@ -1,8 +1,23 @@
-//! Every call into the operating system apart from mapping segments (`segment`), with a
-//! backend per platform: the monotonic clock, thread priority and CPU time,
-//! the machine's idle time and memory, process signals and resident memory, page size
-//! and allocation granularity. Each backend offers the same functions; `unsafe` stays
-//! in the backends (and `segment`), each block with its `// SAFETY:` line.
+//! The operating-system calls of the LRBC crates, with a backend per platform: the
+//! monotonic clock, thread priority and CPU time, the machine's idle time and memory,
+//! process signals and resident memory, page size and allocation granularity, sockets'
+//! send queues. Each backend offers the same functions; this crate is the one home of
+//! their `unsafe` (the mappings' own calls are `lrbc::segment`'s), each block with its
+//! `// SAFETY:` line.
+//!
+//! Modules, each using only those above it:
+//! - `unix`: the Unix (Linux) backend, through `libc`
+//! - `windows`: the Windows backend, through `windows-sys`
+//!
+//! The feature `process` adds process control, for the programs and the children they
+//! start: `stop_on_interrupt` (signal-hook on Unix), `send_signal`,
+//! `terminate_with_parent`, `wait_with_usage`, the console and settings at the start of
+//! `main`. The contract crate does not enable it.
+
+#![expect(
+    unsafe_code,
+    reason = "calls into the operating system that std does not offer, each with its SAFETY line"
+)]
 
 #[cfg(unix)]
 mod unix;
@@ -15,6 +30,7 @@ mod windows;
 pub use windows::*;
 
 /// What to ask of another process (`send_signal`).
+#[cfg(feature = "process")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {
     /// Stop cleanly (Ctrl-C; SIGINT). On Windows a process is ended at once.
@@ -28,6 +44,7 @@ pub enum Signal {
 }
 
 /// What a child process used over its life, read when it was reaped.
+#[cfg(feature = "process")]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProcessUsage {
     /// User and system CPU seconds, every thread.
@@ -61,35 +78,11 @@ pub struct CpuTimes {
     pub cores: usize,
 }
 
-/// The `cpu` line of Linux's `/proc/stat`: user nice system idle iowait irq softirq
-/// steal …; the `cpuN` lines count the cores.
-pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    if v.len() < 5 {
-        return None;
-    }
-    let cores = text
-        .lines()
-        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
-        .count();
-    Some(CpuTimes {
-        idle: v[3] + v[4],
-        total: v.iter().sum(),
-        cores: cores.max(1),
-    })
-}
-
-#[cfg(test)]
+// The calls' tests that need Linux's kernel; the Windows backend's are in `windows`.
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_connection_s_unacknowledged_bytes_and_acknowledged_total_are_read() {
         use std::io::{Read as _, Write as _};
@@ -116,7 +109,6 @@ mod tests {
         );
     }
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_short_slice_keeps_the_threads_nice_value() {
         // The follower asks for a short slice after its nice value is set; the request
@@ -135,49 +127,5 @@ mod tests {
             .join()
             .unwrap();
         assert_eq!(nice.1, 7, "taken: {}", nice.0);
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_process_that_exited_is_not_running_before_or_after_it_is_reaped() {
-        assert_eq!(process_running(std::process::id()), Some(true));
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        // Exited and not yet reaped: a zombie, not a running process.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while process_running(pid) != Some(false) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the child still runs after 20 s"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        assert!(
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok(),
-            "the zombie is still in /proc"
-        );
-        child.wait().unwrap();
-        assert_eq!(process_running(pid), Some(false), "reaped: gone from /proc");
-    }
-
-    const STAT: &str = "cpu  709770 11874 120869 1571559 2358 0 1062 2028 0 0\n\
-                        cpu0 354885 5937 60434 785779 1179 0 531 1014 0 0\n";
-
-    #[test]
-    fn the_cpu_line_gives_idle_with_iowait_and_the_total_of_every_state() {
-        let t = parse_proc_stat(STAT).unwrap();
-        assert_eq!(t.idle, 1_571_559 + 2_358);
-        assert_eq!(
-            t.total,
-            709_770 + 11_874 + 120_869 + 1_571_559 + 2_358 + 1_062 + 2_028
-        );
-        assert_eq!(t.cores, 1, "one cpuN line");
-        assert_eq!(
-            parse_proc_stat("cpu0 1 2 3 4 5\n"),
-            None,
-            "no aggregate line"
-        );
-        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5\n"), None);
-        assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None, "too few fields");
     }
 }
