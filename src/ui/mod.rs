@@ -6,7 +6,6 @@ pub mod decimate;
 pub mod decoder;
 pub mod icon;
 pub mod panels;
-pub mod raster;
 #[expect(unsafe_code, reason = "the one OpenGL query, with its SAFETY line")]
 mod renderer;
 pub mod screenshot;

@@ -26,6 +26,7 @@ mod memory;
 mod record;
 mod remote_window;
 mod replay;
+mod screenshots;
 mod segment;
 mod serve;
 mod serve_link;
