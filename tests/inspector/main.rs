@@ -33,6 +33,7 @@ mod serve_link;
 mod serve_tls;
 mod sim;
 mod snapshots;
+mod snapshots_live;
 mod traffic;
 mod ui;
 mod window;
