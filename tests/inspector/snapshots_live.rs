@@ -1,6 +1,7 @@
 //! Golden images of the window attached to a live segment: an engine of this process
-//! with a fixed name and seed, no client and no images, stepped one frame at a time, each
-//! frame taken by the window's follower before the next is published, so that the window
+//! with a fixed name and seed and no images, stepped one frame at a time after the test
+//! wrote a trainer's actions and resets, each frame taken by the window's follower
+//! before the next is published, so that the window
 //! holds the same frames, values, events and episodes on every run. What the window
 //! measures in real time (the follower's time of each frame, rates, ages, the engine's
 //! process id in the status bar) differs from run to run and is masked (magenta) in
@@ -68,9 +69,8 @@ fn settings() -> Settings {
     };
     // A stall is a time the engine waits: none here (the test publishes at its own pace).
     s.detect.stall_min_secs = 3600.0;
-    // No done burst (more than every env done in a frame): with no client to reset them,
-    // the envs stay done, and the count of a burst that goes on is published at times of
-    // the detector's own.
+    // No done burst (more than every env done in a frame): the count of a burst that goes
+    // on is published at times of the detector's own.
     s.detect.done_burst_share = 1.0;
     s
 }
@@ -83,12 +83,65 @@ fn taken(a: &InspectorApp) -> u64 {
         .unwrap_or(0)
 }
 
-/// Steps `engine` `frames` times, each frame taken by the window's sampler before the next
-/// is published; then waits until the detector and the episodes' accountant have seen
-/// them all.
-fn step_taken(h: &mut Window, engine: &mut Engine, frames: u64) {
+/// What a trainer writes before each step: every env's action (a slow sine, its phase
+/// the env's) and a reset of each env the last frame ended.
+struct Trainer {
+    seg: lrbc::segment::SegmentRw,
+    num_envs: usize,
+    act_at: u64,
+    dones_at: u64,
+    resets_at: u64,
+    actions: Vec<f32>,
+    flags: Vec<u8>,
+}
+
+impl Trainer {
+    fn of(name: &str) -> Self {
+        use lrbc::layout::RegionKind;
+        let location = lrbc::segment::shm_location(name).unwrap();
+        let g = lrbc::attach::attach(
+            &lrbc::attach::Target::Shm(name.to_string()),
+            lrbc::layout::LayoutChoice::Auto,
+        )
+        .unwrap()
+        .geometry;
+        let at = |k| g.region(k).map(|r| r.offset_bytes).unwrap();
+        let num_envs = g.num_envs as usize;
+        Self {
+            seg: lrbc::segment::SegmentRw::open_at(&location).unwrap(),
+            num_envs,
+            act_at: at(RegionKind::Act),
+            dones_at: at(RegionKind::Dones),
+            resets_at: at(RegionKind::Resets),
+            actions: vec![0.0; num_envs * g.act_size as usize],
+            flags: vec![0; num_envs],
+        }
+    }
+
+    fn act(&mut self, step: u64) {
+        let per_env = self.actions.len() / self.num_envs.max(1);
+        for (i, a) in self.actions.iter_mut().enumerate() {
+            let env = (i / per_env.max(1)) as f32;
+            *a = if i % per_env.max(1) == 0 {
+                (step as f32 * 0.05 + env * 0.7).sin() * 0.5
+            } else {
+                0.0
+            };
+        }
+        assert!(self.seg.write_f32s(self.act_at, &self.actions));
+        assert!(self.seg.read_at(self.dones_at, &mut self.flags));
+        assert!(self.seg.write_at(self.resets_at, &self.flags));
+    }
+}
+
+/// Steps `engine` `frames` times after a trainer's actions and resets, each frame taken
+/// by the window's sampler before the next is published; then waits until the detector
+/// and the episodes' accountant have seen them all.
+fn step_taken(h: &mut Window, engine: &mut Engine, name: &str, frames: u64) {
+    let mut trainer = Trainer::of(name);
     let deadline = Instant::now() + common::DEADLINE;
     for k in 1..=frames {
+        trainer.act(k);
         engine.step_once(None);
         while taken(h.state()) < k {
             assert!(Instant::now() < deadline, "frame {k} not taken");
@@ -120,7 +173,7 @@ fn attached(name: &str, num_envs: u32, frames: u64) -> (Window, Engine) {
     let mut h = harness(a);
     assert!(h.state().session.is_some(), "attached");
     h.run_steps(2);
-    step_taken(&mut h, &mut engine, frames);
+    step_taken(&mut h, &mut engine, name, frames);
     h.state_mut().clear_status_message();
     (h, engine)
 }
