@@ -1,12 +1,12 @@
-//! Golden images of the window attached to a live segment: an engine of this process
+//! Golden images of the window attached to a live segment, and viewing `serve` of one: an engine of this process
 //! with a fixed name and seed and no images, stepped one frame at a time after the test
 //! wrote a trainer's actions and resets, each frame taken by the window's follower
 //! before the next is published, so that the window
 //! holds the same frames, values, events and episodes on every run. What the window
 //! measures in real time (the follower's time of each frame, rates, ages, the engine's
 //! process id in the status bar) differs from run to run and is masked (magenta) in
-//! the pictures. Compared with `tests/snapshots/live-*.png` as `snapshots.rs` compares
-//! its own.
+//! the pictures, as is the server's address (its port is the system's choice). Compared
+//! with `tests/snapshots/live-*.png` and `remote-*.png` as `snapshots.rs` compares its own.
 
 #![cfg(target_os = "linux")]
 #![allow(
@@ -19,7 +19,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::window::{Window, app, harness, only_pane, step_until};
+use common::window::{Window, app, harness, harness_sized, only_pane, step_until};
 use egui_kittest::kittest::Queryable as _;
 use lrbc::layout::plan::PlanLayout;
 use lrbc_inspector::ui::InspectorApp;
@@ -134,10 +134,9 @@ impl Trainer {
     }
 }
 
-/// Steps `engine` `frames` times after a trainer's actions and resets, each frame taken
-/// by the window's sampler before the next is published; then waits until the detector
-/// and the episodes' accountant have seen them all.
-fn step_taken(h: &mut Window, engine: &mut Engine, name: &str, frames: u64) {
+/// Steps `engine` `frames` times after a trainer's actions and resets, each frame in the
+/// window's data before the next is published.
+fn step_each_taken(h: &mut Window, engine: &mut Engine, name: &str, frames: u64) {
     let mut trainer = Trainer::of(name);
     let deadline = Instant::now() + common::DEADLINE;
     for k in 1..=frames {
@@ -148,6 +147,12 @@ fn step_taken(h: &mut Window, engine: &mut Engine, name: &str, frames: u64) {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
+}
+
+/// [`step_each_taken`]; then waits until the detector and the episodes' accountant have
+/// seen every frame.
+fn step_taken(h: &mut Window, engine: &mut Engine, name: &str, frames: u64) {
+    step_each_taken(h, engine, name, frames);
     step_until(h, "every frame checked and counted", |a| {
         let Some(s) = a.session.as_ref() else {
             return false;
@@ -290,4 +295,74 @@ fn the_envs_panel_of_the_paused_live_view_matches_its_golden_image() {
     drop(h);
     drop(engine);
     assert!(failed.is_none(), "{}", failed.unwrap_or_default());
+}
+
+#[test]
+fn the_overview_of_a_served_run_stepped_frame_by_frame_matches_its_golden_image() {
+    let name = "lrbc-golden-remote";
+    let mut engine = engine(name, 16);
+    // The server's detector, as the window's: no stalls, no done bursts (see `settings`).
+    let serve = common::served::Serve::start(name, &["--stall-min", "3600", "--done-burst", "1"]);
+    let mut a = app(settings(), None);
+    a.connect(&serve.url);
+    // Wide enough that the status bar's figures of the link stay on one line, whatever
+    // their width (a second line would move the panels up).
+    let mut h = harness_sized(a, egui::vec2(1800.0, 900.0));
+    step_until(&mut h, "the run's description", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.remote())
+            .is_some_and(|(r, _)| r.geometry.size_bytes > 0)
+    });
+    step_each_taken(&mut h, &mut engine, name, 450);
+    step_until(&mut h, "every frame's events", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.events())
+            .is_some_and(|l| l.lock().unwrap().events().len() >= 2)
+    });
+    h.state_mut().clear_status_message();
+    h.run_steps(4);
+    mask_status_bar(&mut h);
+    // The server's address (its port).
+    let addrs: Vec<egui::Rect> = h
+        .query_all_by_label_contains("127.0.0.1:")
+        .map(|n| n.rect())
+        .collect();
+    for addr in addrs {
+        h.mask(addr);
+    }
+    mask_event_times(&mut h);
+    // The Envs panel's plots: from the first plot's title down, left of the Events panel.
+    let plots = h
+        .get_by_label_contains("Rewards of the watched envs")
+        .rect();
+    let events = h.get_by_label("Events").rect();
+    let status = h.get_by_label("Record").rect().top();
+    h.mask(egui::Rect::from_min_max(
+        egui::pos2(0.0, plots.bottom() + 2.0),
+        egui::pos2(events.left() - 8.0, status),
+    ));
+    // The server's figures (counts of the values and frames it checked), sent at times
+    // of its own: the rest of their rows.
+    let right = h.ctx.content_rect().right();
+    let mut figures: Vec<egui::Rect> = h
+        .query_all_by_label_contains("checked ")
+        .map(|n| n.rect())
+        .collect();
+    let values = h.get_by_label("Values").rect();
+    figures.push(values.translate(egui::vec2(values.width() + 4.0, 0.0)));
+    for f in figures {
+        let end = if f.left() < events.left() {
+            events.left() - 8.0
+        } else {
+            right
+        };
+        h.mask(egui::Rect::from_min_max(f.min, egui::pos2(end, f.bottom())));
+    }
+    let result = h.try_snapshot("remote-overview");
+    drop(h);
+    drop(serve);
+    drop(engine);
+    result.unwrap();
 }
