@@ -1,10 +1,13 @@
-//! Golden images of the window: every panel of a recording drawn through wgpu on the
-//! CPU (Mesa's lavapipe) and compared with `tests/snapshots/` by egui_kittest, within
-//! the tolerance of `kittest.toml`. The recording is synthetic (`export::synthetic`:
-//! the same bytes every run) and opened from a fixed name, so that each picture is the
-//! same on every run; a panel that draws differently fails and leaves
+//! Golden images of the window on recordings: every panel of a recording, the Envs and
+//! Episodes panels of a 4,096-env one and the overview in the light theme, drawn through
+//! wgpu on the CPU (Mesa's lavapipe) and compared with `tests/snapshots/` by
+//! egui_kittest, within the tolerance of `kittest.toml` (a test here shows that it fails
+//! a widget moved by two pixels). The recordings are synthetic (`export::synthetic`: the
+//! same bytes every run) and opened from fixed names, so that each picture is the same on
+//! every run; a panel that draws differently fails and leaves
 //! `tests/snapshots/NAME.diff.png` beside the golden image.
-//! `UPDATE_SNAPSHOTS=true cargo test --test inspector snapshots` writes them again.
+//! `UPDATE_SNAPSHOTS=true cargo test --test inspector snapshots` writes them again (and
+//! those of `snapshots_live.rs`).
 
 #![cfg(target_os = "linux")]
 #![allow(

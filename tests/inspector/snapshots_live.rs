@@ -1,12 +1,12 @@
-//! Golden images of the window attached to a live segment, and viewing `serve` of one: an engine of this process
-//! with a fixed name and seed and no images, stepped one frame at a time after the test
-//! wrote a trainer's actions and resets, each frame taken by the window's follower
-//! before the next is published, so that the window
-//! holds the same frames, values, events and episodes on every run. What the window
-//! measures in real time (the follower's time of each frame, rates, ages, the engine's
-//! process id in the status bar) differs from run to run and is masked (magenta) in
-//! the pictures, as is the server's address (its port is the system's choice). Compared
-//! with `tests/snapshots/live-*.png` and `remote-*.png` as `snapshots.rs` compares its own.
+//! Golden images of the window on a live segment and on `serve` of one. The run is an
+//! engine of this process with a fixed name and seed and no images, stepped one frame at
+//! a time after the test wrote a trainer's actions and resets, each frame in the window's
+//! data before the next is published: the window holds the same frames, values, events
+//! and episodes on every run. What the window measures in real time (the follower's time
+//! of each frame, rates, ages, the engine's process id, the server's port and the figures
+//! it sends) differs from run to run and is masked (magenta) in the pictures. Compared
+//! with `tests/snapshots/live-*.png` and `remote-*.png` as `snapshots.rs` compares its
+//! own.
 
 #![cfg(target_os = "linux")]
 #![allow(
@@ -218,9 +218,9 @@ fn mask_server_pid(h: &mut Window) {
     ));
 }
 
-/// Masks the paused view's times (the timeline's slider, its time and length, and the speed
-/// beside them, which the length's text moves; the time of the frame at the cursor) and the Envs panel's plots: the follower's times of
-/// the frames place them.
+/// Masks the paused view's times (the timeline's slider, its time and length, and the
+/// speed beside them, which the length's text moves; the time of the frame at the
+/// cursor) and the Envs panel's plots: the follower's times of the frames place them.
 fn mask_paused_times(h: &mut Window) {
     let right = h.ctx.content_rect().right();
     // The slider and the time beside it are named by the label "time" (which queries
