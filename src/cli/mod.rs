@@ -11,7 +11,6 @@ pub mod export;
 mod list;
 mod open;
 pub mod record;
-pub mod screenshots;
 mod serve;
 mod sim;
 mod traffic;
@@ -250,12 +249,6 @@ pub enum Command {
     Sim(sim::SimCommand),
     /// A simulated engine and client with the inspector attached.
     Demo(demo::DemoArgs),
-    /// Render the screenshots of the window in `screenshots/` headlessly, from a simulated run.
-    Screenshots {
-        /// Folder for the PNG files.
-        #[arg(long, value_name = "DIR", default_value = "screenshots")]
-        out: PathBuf,
-    },
     /// Toggle an engine service, or show service status, through the control rings.
     Control {
         #[command(flatten)]
@@ -593,7 +586,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Export(args)) => export::run(&args),
         Some(Command::Sim(cmd)) => sim::run(cmd),
         Some(Command::Demo(args)) => demo::run(&args),
-        Some(Command::Screenshots { out }) => screenshots::run(&out),
         Some(Command::Open(args)) => open::run(&args, cli.window),
         None if !cli.connect.is_empty() => {
             if let Some(path) = &cli.tls_ca {

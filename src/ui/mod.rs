@@ -7,7 +7,6 @@ pub mod decoder;
 pub mod discovery;
 pub mod icon;
 pub mod panels;
-pub mod raster;
 #[expect(unsafe_code, reason = "the one OpenGL query, with its SAFETY line")]
 mod renderer;
 pub mod screenshot;

@@ -15,7 +15,8 @@
 //! - `observers`: an observer switched off and on, and what it costs the engine's rate
 //! - `linkbench`: `serve --link`: `serve` and a viewer behind rate-limited links
 //! - `linkviewer`: the viewer process of the slow-link runs
-//! - `uibench`: `ui` and `sampler`: the window's frame time, the sampler's share and cost
+//! - `uibench`: `ui` and `sampler`: the window's frame time (a pass without a window), the
+//!   sampler's share and cost
 //! - `recbench`: `record`: its cost, frames kept, compression
 //! - `servebench`: `serve`: frames delivered, latency, cost
 //! - `pollerbench`: `poller`: `watch` against the numpy poller

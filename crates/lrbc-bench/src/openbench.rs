@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use crate::shared::BenchError;
+use crate::uibench::headless_pass;
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
 use lrbc_inspector::ui::InspectorApp;
-use lrbc_inspector::ui::raster::HeadlessRenderer;
 use lrbc_inspector::ui::settings::{Settings, grid_tree};
 use lrbc_recording::format::Compression;
 use lrbc_recording::recorder::Recorder;
@@ -185,11 +185,10 @@ fn app(ctx: &egui::Context) -> InspectorApp {
 fn first_frame(path: &Path) -> Result<(f64, u64), BenchError> {
     let ctx = egui::Context::default();
     let mut app = app(&ctx);
-    let mut renderer = HeadlessRenderer::new();
     let size = egui::vec2(1600.0, 1000.0);
     // The window's own start (fonts) is not part of opening the file.
     for _ in 0..3 {
-        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
+        headless_pass(&ctx, size, &mut app);
     }
     let t0 = Instant::now();
     app.open_recording(path);
@@ -203,7 +202,7 @@ fn first_frame(path: &Path) -> Result<(f64, u64), BenchError> {
             .latest
             .as_ref()
             .map(|(seq, _)| *seq);
-        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
+        headless_pass(&ctx, size, &mut app);
         if let Some(seq) = shown {
             return Ok((t0.elapsed().as_secs_f64() * 1e3, seq));
         }

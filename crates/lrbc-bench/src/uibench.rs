@@ -11,10 +11,20 @@ use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
 use lrbc_inspector::ui::InspectorApp;
-use lrbc_inspector::ui::raster::HeadlessRenderer;
 use lrbc_inspector::ui::settings::{Settings, grid_tree};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_sim::engine::Preset;
+
+/// One pass of the window without a window: egui's layout of `app` at `size` points and
+/// its tessellation, what a frame costs the UI thread before a renderer draws it.
+pub fn headless_pass(ctx: &egui::Context, size: egui::Vec2, app: &mut InspectorApp) {
+    let input = egui::RawInput {
+        screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, size)),
+        ..Default::default()
+    };
+    let output = ctx.run_ui(input, |ui| app.run_frame(ui));
+    let _ = ctx.tessellate(output.shapes, output.pixels_per_point);
+}
 
 /// One half of `lrbc-bench sampler`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -53,19 +63,18 @@ pub fn ui(frames: usize, pane: Option<&str>) -> Result<(), BenchError> {
     if app.session.is_none() {
         return Err(BenchError::Other("could not attach".into()));
     }
-    let mut renderer = HeadlessRenderer::new();
     let size = egui::vec2(1600.0, 1000.0);
     // Warm up (fonts, textures) and let a few seconds of history build.
     let warm = Instant::now();
     while warm.elapsed() < Duration::from_secs(5) {
-        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
+        headless_pass(&ctx, size, &mut app);
         std::thread::sleep(Duration::from_millis(16));
     }
     let mut times = Vec::with_capacity(frames);
     let mut walls = Vec::with_capacity(frames);
     for _ in 0..frames {
         let (t, cpu) = (Instant::now(), lrbc_platform::thread_cpu_ns());
-        let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
+        headless_pass(&ctx, size, &mut app);
         times.push((lrbc_platform::thread_cpu_ns() - cpu) as f64 / 1e6);
         walls.push(t.elapsed().as_secs_f64() * 1e3);
         // Display rate: leave the rest of the frame to the other processes.
@@ -152,7 +161,6 @@ pub fn headless_app(
         Some(Target::Shm(shm.to_string())),
         LayoutChoice::Auto,
     );
-    let mut renderer = HeadlessRenderer::new();
     let size = egui::vec2(1600.0, 1000.0);
     let mut due = Some(Instant::now());
     let mut reported = Instant::now();
@@ -168,7 +176,7 @@ pub fn headless_app(
         match due {
             Some(at) if at <= now => {
                 due = None;
-                let _ = renderer.pass(&ctx, size, 1.0, |ui| app.run_frame(ui));
+                headless_pass(&ctx, size, &mut app);
             }
             _ => {
                 // Asleep until the next repaint is due or asked for (or half a second,

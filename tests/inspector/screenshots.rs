@@ -1,0 +1,147 @@
+//! The pictures of `screenshots/` (README.md and docs/window.md show them): the window
+//! on a simulated run (engine and client on threads of this process, faults planted for
+//! the Events panel) and on `serve` of that run, drawn by egui_kittest's wgpu renderer,
+//! the same path as the golden images of `snapshots.rs`. They are pictures of a run in
+//! real time, compared with nothing:
+//! `cargo test --test inspector screenshots -- --ignored` writes them again.
+//! (`windows-wine*.png` are the real window under Wine, written by `.ci/wine/screenshot`.)
+
+#![cfg(target_os = "linux")]
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use common::served::Serve;
+use common::window::{Window, app, harness, only_pane, step_until};
+use egui_kittest::kittest::Queryable as _;
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::settings::{Pane, Settings};
+use lrbc_sim::engine::{Plant, Preset};
+use lrbc_sim::inprocess::SimRun;
+
+/// The run's newest frame the window has.
+fn newest_frame(a: &InspectorApp) -> u64 {
+    a.session
+        .as_ref()
+        .and_then(|s| s.sampler.lock().frames.back().map(|f| f.frame_seq))
+        .unwrap_or(0)
+}
+
+/// Writes the window at `size` to `out/name` (the status line's messages cleared: they
+/// name this machine's folders).
+fn save(h: &mut Window, size: egui::Vec2, out: &Path, name: &str) {
+    h.state_mut().clear_status_message();
+    h.set_size(size);
+    h.run_steps(4);
+    let img = h.render().expect("the window renders");
+    let path = out.join(name);
+    img.save_with_format(&path, image::ImageFormat::Png)
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    println!("{}", path.display());
+}
+
+fn settings(scratch: &Path) -> Settings {
+    Settings {
+        screenshot_dir: scratch.join("captures"),
+        recordings_dir: scratch.join("recordings"),
+        // No flight recording saved around the planted faults (its note would show).
+        flight_on: Vec::new(),
+        watched_envs: vec![0, 1, 2],
+        plot_window_secs: 10.0,
+        // Every frame followed, a busy machine or not: each planted fault is found.
+        busy_budget_percent: 0.0,
+        ..Settings::default()
+    }
+}
+
+#[test]
+#[ignore = "writes screenshots/: cargo test --test inspector screenshots -- --ignored"]
+fn the_pictures_of_the_readme_are_drawn_from_a_simulated_run() {
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("screenshots");
+    let scratch = common::temp_dir("screenshots");
+    // Faults for the Events panel: a NaN observation, an infinite action, a done burst,
+    // from 5 s into the run (500 Hz), when the window has long been attached.
+    let plants = [
+        "nan@2500:env=1,channel=obs,index=2",
+        "inf@2900:env=2,channel=act,index=1",
+        "done-burst@3300",
+        "-inf@3600:env=0,channel=reward",
+    ]
+    .iter()
+    .map(|p| Plant::parse(p).unwrap())
+    .collect();
+    let sim = SimRun::start_planted(Preset::Cams64, Some(500.0), plants).unwrap();
+    let mut h = harness(app(settings(&scratch), Some(sim.target())));
+    assert!(h.state().session.is_some(), "attached to the simulated run");
+    // The planted faults behind the cursor, and a few seconds of history. (The
+    // infinite action is found only when the detector copies that frame's actions
+    // before the client writes the next ones.)
+    step_until(&mut h, "4,000 frames", |a| newest_frame(a) >= 4000);
+    step_until(&mut h, "the faults found", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.events())
+            .is_some_and(|l| l.lock().unwrap().events().len() >= 3)
+    });
+    save(&mut h, egui::vec2(1400.0, 900.0), &out, "overview.png");
+    // A traffic entry selected, so that the field tree shows.
+    let pick = h.state().session.as_ref().and_then(|s| {
+        let store = s.traffic.lock();
+        (store.first_index..store.total_rows()).rev().find(|&i| {
+            matches!(store.get(i), Some(lrbc_live::traffic::TrafficRow::Record(r))
+                if r.method == "GetAgentSchema" || r.method == "ResetAgent")
+        })
+    });
+    h.state_mut().traffic_view.selected = pick;
+    for pane in Pane::ALL {
+        only_pane(h.state_mut(), pane);
+        let name = format!("panel-{}.png", pane.title().to_lowercase());
+        save(&mut h, egui::vec2(1200.0, 800.0), &out, &name);
+    }
+    // The episodes' distributions, one colour per ending.
+    only_pane(h.state_mut(), Pane::Episodes);
+    h.state_mut().episodes_view.section =
+        lrbc_inspector::ui::panels::episodes::Section::Distributions;
+    save(
+        &mut h,
+        egui::vec2(1200.0, 800.0),
+        &out,
+        "panel-episodes-distributions.png",
+    );
+    // The attach view, once discovery lists the run.
+    h.state_mut().show_attach = true;
+    h.set_size(egui::vec2(1200.0, 700.0));
+    let name = sim.name.clone();
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    while h.query_all_by_label_contains(&name).next().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the run listed");
+        h.step();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    save(&mut h, egui::vec2(1200.0, 700.0), &out, "attach.png");
+    drop(h);
+    // The window connected to `serve` of the same run.
+    let serve = Serve::start(&sim.name, &["--images"]);
+    let mut a = app(settings(&scratch), None);
+    a.connect(&serve.url);
+    let mut h = harness(a);
+    let start = newest_frame(h.state());
+    step_until(&mut h, "the served run's first frames", |a| {
+        newest_frame(a) > 0
+    });
+    let first = newest_frame(h.state()).max(start);
+    step_until(&mut h, "5 s of the served run", |a| {
+        newest_frame(a) >= first + 2500
+    });
+    save(&mut h, egui::vec2(1400.0, 900.0), &out, "remote.png");
+    drop(h);
+    drop(serve);
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&scratch);
+}

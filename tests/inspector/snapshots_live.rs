@@ -1,0 +1,368 @@
+//! Golden images of the window on a live segment and on `serve` of one. The run is an
+//! engine of this process with a fixed name and seed and no images, stepped one frame at
+//! a time after the test wrote a trainer's actions and resets, each frame in the window's
+//! data before the next is published: the window holds the same frames, values, events
+//! and episodes on every run. What the window measures in real time (the follower's time
+//! of each frame, rates, ages, the engine's process id, the server's port and the figures
+//! it sends) differs from run to run and is masked (magenta) in the pictures. Compared
+//! with `tests/snapshots/live-*.png` and `remote-*.png` as `snapshots.rs` compares its
+//! own.
+
+#![cfg(target_os = "linux")]
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "helpers of tests: a step that fails fails the test"
+)]
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::window::{Window, app, harness, harness_sized, only_pane, step_until};
+use egui_kittest::kittest::Queryable as _;
+use lrbc::layout::plan::PlanLayout;
+use lrbc_inspector::ui::InspectorApp;
+use lrbc_inspector::ui::settings::{Pane, Settings};
+use lrbc_sim::engine::{Engine, EngineConfig, Mode, Plant};
+
+/// An engine named `name` (it need not be gone), `num_envs` envs × obs 4 × act 2, seed
+/// 7, a NaN observation planted at step 300 and an infinite reward at step 420. Nothing
+/// steps it but the test.
+fn engine(name: &str, num_envs: u32) -> Engine {
+    Engine::create(EngineConfig {
+        name: name.to_string(),
+        layout: PlanLayout::Lrbc { ext: true },
+        num_envs,
+        obs_size: 4,
+        act_size: 2,
+        image: None,
+        mode: Mode::Training,
+        hz: 60.0,
+        ring_size: 4096,
+        ctl_ring_size: None,
+        force: true,
+        dynamics: true,
+        camera_hz: 30.0,
+        seed: 7,
+        nan_at_step: None,
+        plants: vec![
+            Plant::parse("nan@300:env=1,channel=obs,index=2").unwrap(),
+            Plant::parse("inf@420:env=0,channel=reward").unwrap(),
+        ],
+    })
+    .expect("the engine starts")
+}
+
+fn settings() -> Settings {
+    let mut s = Settings {
+        watched_envs: vec![0, 1, 2],
+        // Every frame followed, a busy machine or not.
+        busy_budget_percent: 0.0,
+        // No flight recording saved around the planted faults (nor its note shown).
+        flight_on: Vec::new(),
+        recordings_dir: std::env::temp_dir().join(format!(
+            "lrbc-snapshots-live-{}-recordings",
+            std::process::id()
+        )),
+        ..Settings::default()
+    };
+    // A stall is a time the engine waits: none here (the test publishes at its own pace).
+    s.detect.stall_min_secs = 3600.0;
+    // No done burst (more than every env done in a frame): the count of a burst that goes
+    // on is published at times of the detector's own.
+    s.detect.done_burst_share = 1.0;
+    s
+}
+
+/// The newest frame the window's sampler took.
+fn taken(a: &InspectorApp) -> u64 {
+    a.session
+        .as_ref()
+        .and_then(|s| s.sampler.lock().frames.back().map(|f| f.frame_seq))
+        .unwrap_or(0)
+}
+
+/// What a trainer writes before each step: every env's action (a slow sine, its phase
+/// the env's) and a reset of each env the last frame ended.
+struct Trainer {
+    seg: lrbc::segment::SegmentRw,
+    num_envs: usize,
+    act_at: u64,
+    dones_at: u64,
+    resets_at: u64,
+    actions: Vec<f32>,
+    flags: Vec<u8>,
+}
+
+impl Trainer {
+    fn of(name: &str) -> Self {
+        use lrbc::layout::RegionKind;
+        let location = lrbc::segment::shm_location(name).unwrap();
+        let g = lrbc::attach::attach(
+            &lrbc::attach::Target::Shm(name.to_string()),
+            lrbc::layout::LayoutChoice::Auto,
+        )
+        .unwrap()
+        .geometry;
+        let at = |k| g.region(k).map(|r| r.offset_bytes).unwrap();
+        let num_envs = g.num_envs as usize;
+        Self {
+            seg: lrbc::segment::SegmentRw::open_at(&location).unwrap(),
+            num_envs,
+            act_at: at(RegionKind::Act),
+            dones_at: at(RegionKind::Dones),
+            resets_at: at(RegionKind::Resets),
+            actions: vec![0.0; num_envs * g.act_size as usize],
+            flags: vec![0; num_envs],
+        }
+    }
+
+    fn act(&mut self, step: u64) {
+        let per_env = self.actions.len() / self.num_envs.max(1);
+        for (i, a) in self.actions.iter_mut().enumerate() {
+            let env = (i / per_env.max(1)) as f32;
+            *a = if i % per_env.max(1) == 0 {
+                (step as f32 * 0.05 + env * 0.7).sin() * 0.5
+            } else {
+                0.0
+            };
+        }
+        assert!(self.seg.write_f32s(self.act_at, &self.actions));
+        assert!(self.seg.read_at(self.dones_at, &mut self.flags));
+        assert!(self.seg.write_at(self.resets_at, &self.flags));
+    }
+}
+
+/// Steps `engine` `frames` times after a trainer's actions and resets, each frame in the
+/// window's data before the next is published.
+fn step_each_taken(h: &mut Window, engine: &mut Engine, name: &str, frames: u64) {
+    let mut trainer = Trainer::of(name);
+    let deadline = Instant::now() + common::DEADLINE;
+    for k in 1..=frames {
+        trainer.act(k);
+        engine.step_once(None);
+        while taken(h.state()) < k {
+            assert!(Instant::now() < deadline, "frame {k} not taken");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// [`step_each_taken`]; then waits until the detector and the episodes' accountant have
+/// seen every frame.
+fn step_taken(h: &mut Window, engine: &mut Engine, name: &str, frames: u64) {
+    step_each_taken(h, engine, name, frames);
+    step_until(h, "every frame checked and counted", |a| {
+        let Some(s) = a.session.as_ref() else {
+            return false;
+        };
+        let checked = s
+            .events()
+            .is_some_and(|l| l.lock().unwrap().totals().frames_checked >= frames);
+        let counted = s
+            .episodes()
+            .is_some_and(|b| b.lock().unwrap().totals.frames_taken >= frames);
+        checked && counted
+    });
+}
+
+/// The window attached to a fresh engine `name` of `num_envs` envs, `frames` frames
+/// published and taken.
+fn attached(name: &str, num_envs: u32, frames: u64) -> (Window, Engine) {
+    let mut engine = engine(name, num_envs);
+    let a = app(
+        settings(),
+        Some(lrbc::attach::Target::Shm(name.to_string())),
+    );
+    let mut h = harness(a);
+    assert!(h.state().session.is_some(), "attached");
+    h.run_steps(2);
+    step_taken(&mut h, &mut engine, name, frames);
+    h.state_mut().clear_status_message();
+    (h, engine)
+}
+
+/// Masks the status bar (the engine's process id, the follower's counts of the moment).
+fn mask_status_bar(h: &mut Window) {
+    let top = h.get_by_label("Record").rect().top() - 4.0;
+    let size = h.ctx.content_rect().size();
+    h.mask(egui::Rect::from_min_max(
+        egui::pos2(0.0, top),
+        size.to_pos2(),
+    ));
+}
+
+/// Masks the rows of the Events panel's first column: the time of each event is the
+/// follower's time of its frame.
+fn mask_event_times(h: &mut Window) {
+    let rect = h.get_by_label_contains("time (s)").rect();
+    let font = egui::TextStyle::Monospace.resolve(&h.ctx.global_style());
+    let char_width = h.ctx.fonts_mut(|f| f.glyph_width(&font, '0'));
+    let bottom = h.get_by_label_contains("Click an event").rect().top();
+    let mask = egui::Rect::from_min_max(
+        egui::pos2(rect.left(), rect.bottom()),
+        egui::pos2(rect.left() + 9.5 * char_width, bottom),
+    );
+    h.mask(mask);
+}
+
+/// Masks the value of the Header panel's `server_pid` row: this process's id.
+fn mask_server_pid(h: &mut Window) {
+    let row = h.get_by_label("server_pid").rect();
+    let from = h.get_by_label("value").rect().left();
+    let to = h.get_by_label("meaning").rect().left();
+    h.mask(egui::Rect::from_min_max(
+        egui::pos2(from, row.top()),
+        egui::pos2(to, row.bottom()),
+    ));
+}
+
+/// Masks the paused view's times (the timeline's slider, its time and length, and the
+/// speed beside them, which the length's text moves; the time of the frame at the
+/// cursor) and the Envs panel's plots: the follower's times of the frames place them.
+fn mask_paused_times(h: &mut Window) {
+    let right = h.ctx.content_rect().right();
+    // The slider and the time beside it are named by the label "time" (which queries
+    // then leave out): the slider is the leftmost.
+    let time = h
+        .query_all_by_label("time")
+        .map(|n| n.rect())
+        .min_by(|a, b| a.left().total_cmp(&b.left()))
+        .expect("the timeline's time");
+    let seq = h.get_by_label_contains("frame_seq ").rect();
+    let plots = h
+        .get_by_label_contains("Rewards of the watched envs")
+        .rect();
+    let status = h.get_by_label("Record").rect().top();
+    for mask in [
+        egui::Rect::from_min_max(
+            egui::pos2(time.left() - 2.0, time.top() - 2.0),
+            egui::pos2(right, time.bottom() + 2.0),
+        ),
+        egui::Rect::from_min_max(seq.min, egui::pos2(right, seq.bottom())),
+        egui::Rect::from_min_max(
+            egui::pos2(0.0, plots.bottom() + 2.0),
+            egui::pos2(right, status),
+        ),
+    ] {
+        h.mask(mask);
+    }
+}
+
+/// Shows `pane` alone and compares it with `tests/snapshots/NAME.png` after `mask`.
+fn compare(h: &mut Window, pane: Pane, name: &str, mask: impl Fn(&mut Window)) -> Option<String> {
+    only_pane(h.state_mut(), pane);
+    h.run_steps(4);
+    mask_status_bar(h);
+    mask(h);
+    h.try_snapshot(name).err().map(|e| format!("{name}: {e}"))
+}
+
+#[test]
+fn the_panels_of_a_live_segment_stepped_frame_by_frame_match_their_golden_images() {
+    let (mut h, engine) = attached("lrbc-golden-live", 16, 600);
+    let failed: Vec<String> = [
+        compare(&mut h, Pane::Episodes, "live-episodes", |_| {}),
+        compare(&mut h, Pane::Events, "live-events", mask_event_times),
+        compare(&mut h, Pane::Header, "live-header", mask_server_pid),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    drop(h);
+    drop(engine);
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+#[test]
+fn the_episodes_of_a_live_4096_env_segment_match_their_golden_image() {
+    let (mut h, engine) = attached("lrbc-golden-live-4096", 4096, 400);
+    let failed = compare(&mut h, Pane::Episodes, "live-4096-episodes", |_| {});
+    drop(h);
+    drop(engine);
+    assert!(failed.is_none(), "{}", failed.unwrap_or_default());
+}
+
+#[test]
+fn the_envs_panel_of_the_paused_live_view_matches_its_golden_image() {
+    let (mut h, engine) = attached("lrbc-golden-live-paused", 16, 600);
+    assert!(
+        h.state_mut().session.as_mut().unwrap().pause_live(),
+        "paused"
+    );
+    let failed = compare(&mut h, Pane::Envs, "live-paused-envs", mask_paused_times);
+    drop(h);
+    drop(engine);
+    assert!(failed.is_none(), "{}", failed.unwrap_or_default());
+}
+
+#[test]
+fn the_overview_of_a_served_run_stepped_frame_by_frame_matches_its_golden_image() {
+    let name = "lrbc-golden-remote";
+    let mut engine = engine(name, 16);
+    // The server's detector, as the window's: no stalls, no done bursts (see `settings`).
+    let serve = common::served::Serve::start(name, &["--stall-min", "3600", "--done-burst", "1"]);
+    let mut a = app(settings(), None);
+    a.connect(&serve.url);
+    // Wide enough that the status bar's figures of the link stay on one line, whatever
+    // their width (a second line would move the panels up).
+    let mut h = harness_sized(a, egui::vec2(1800.0, 900.0));
+    step_until(&mut h, "the run's description", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.remote())
+            .is_some_and(|(r, _)| r.geometry.size_bytes > 0)
+    });
+    step_each_taken(&mut h, &mut engine, name, 450);
+    step_until(&mut h, "every frame's events", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.events())
+            .is_some_and(|l| l.lock().unwrap().events().len() >= 2)
+    });
+    h.state_mut().clear_status_message();
+    h.run_steps(4);
+    mask_status_bar(&mut h);
+    // The server's address (its port).
+    let addrs: Vec<egui::Rect> = h
+        .query_all_by_label_contains("127.0.0.1:")
+        .map(|n| n.rect())
+        .collect();
+    for addr in addrs {
+        h.mask(addr);
+    }
+    mask_event_times(&mut h);
+    // The Envs panel's plots: from the first plot's title down, left of the Events panel.
+    let plots = h
+        .get_by_label_contains("Rewards of the watched envs")
+        .rect();
+    let events = h.get_by_label("Events").rect();
+    let status = h.get_by_label("Record").rect().top();
+    h.mask(egui::Rect::from_min_max(
+        egui::pos2(0.0, plots.bottom() + 2.0),
+        egui::pos2(events.left() - 8.0, status),
+    ));
+    // The server's figures (counts of the values and frames it checked), sent at times
+    // of its own: the rest of their rows.
+    let right = h.ctx.content_rect().right();
+    let mut figures: Vec<egui::Rect> = h
+        .query_all_by_label_contains("checked ")
+        .map(|n| n.rect())
+        .collect();
+    let values = h.get_by_label("Values").rect();
+    figures.push(values.translate(egui::vec2(values.width() + 4.0, 0.0)));
+    for f in figures {
+        let end = if f.left() < events.left() {
+            events.left() - 8.0
+        } else {
+            right
+        };
+        h.mask(egui::Rect::from_min_max(f.min, egui::pos2(end, f.bottom())));
+    }
+    let result = h.try_snapshot("remote-overview");
+    drop(h);
+    drop(serve);
+    drop(engine);
+    result.unwrap();
+}
