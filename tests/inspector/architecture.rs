@@ -387,3 +387,78 @@ fn a_crate_s_paths_are_found_only_as_a_path_s_first_segment() {
         want(&["follower", "traffic"])
     );
 }
+
+/// The types a file declares public to more than itself (`pub`, `pub(crate)`,
+/// `pub(super)`, `pub(in …)` structs, enums, unions, traits and type aliases), by name.
+fn public_types(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in code.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("pub") else {
+            continue;
+        };
+        let rest = match rest.strip_prefix('(') {
+            Some(scoped) => scoped.split_once(')').map_or("", |(_, after)| after),
+            None => rest,
+        };
+        let mut words = rest.split_whitespace();
+        if let (Some("struct" | "enum" | "union" | "trait" | "type"), Some(name)) =
+            (words.next(), words.next())
+        {
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// No two public types share a name for different things. A type of a platform backend
+/// (`unix.rs` beside `windows.rs`) is the same thing on each platform and counts once.
+#[test]
+fn no_two_public_types_of_the_workspace_share_a_name() {
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for krate in crates() {
+        let mut files: Vec<(PathBuf, bool)> = Vec::new();
+        for module in top_level_modules(&krate.src) {
+            files.extend(files_of(&krate.src, &module));
+        }
+        for (file, _) in files {
+            let text = std::fs::read_to_string(&file).expect("a source file is readable");
+            let shown = file
+                .strip_prefix(root())
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            let backend = shown.replace("/windows.rs", "/unix.rs");
+            for name in public_types(&production_code(&text)) {
+                let files = seen.entry(name).or_default();
+                if !files
+                    .iter()
+                    .any(|f| f.replace("/windows.rs", "/unix.rs") == backend)
+                {
+                    files.push(shown.clone());
+                }
+            }
+        }
+    }
+    let shared: Vec<String> = seen
+        .iter()
+        .filter(|(_, files)| files.len() > 1)
+        .map(|(name, files)| format!("{name}: {}", files.join(", ")))
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "public types share a name:\n{}",
+        shared.join("\n")
+    );
+}
+
+#[test]
+fn public_types_are_found_with_any_visibility_and_not_in_other_lines() {
+    let code = "pub struct A;\npub(crate) enum B {}\n  pub(super) trait C {}\n\
+                pub(in crate::x) type D = u8;\nstruct Private;\npub fn e() {}\n\
+                let s = \"pub struct F\";\npub struct G<T>(T);\n";
+    assert_eq!(public_types(code), ["A", "B", "C", "D", "G"]);
+}

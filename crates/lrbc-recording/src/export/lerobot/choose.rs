@@ -19,7 +19,7 @@ pub(super) type Key = (u32, u64);
 
 /// What the first pass finds.
 #[derive(Default)]
-pub(super) struct Chosen {
+pub(super) struct ChosenEpisodes {
     pub(super) keys: HashSet<Key>,
     /// Chosen but begun before its env's first camera image.
     imageless: HashSet<Key>,
@@ -38,9 +38,9 @@ pub(super) struct Chosen {
 pub(super) fn choose(
     input: &Path,
     mut progress: impl FnMut(Progress),
-) -> Result<Chosen, ExportError> {
+) -> Result<ChosenEpisodes, ExportError> {
     let mut file = File::open(input).map_err(|e| ExportError::Input(e.to_string()))?;
-    let mut c = Chosen::default();
+    let mut c = ChosenEpisodes::default();
     let mut acc: Option<RecordedEpisodes> = None;
     let mut frame = RecFrame::default();
     let mut out: Vec<Episode> = Vec::new();
@@ -165,7 +165,7 @@ pub(super) fn choose(
 }
 
 /// Counts `e` in or out (`imaged`: an image of its env came before its first frame).
-fn take(c: &mut Chosen, e: &Episode, rowless: bool, imaged: bool) {
+fn take(c: &mut ChosenEpisodes, e: &Episode, rowless: bool, imaged: bool) {
     let s = &mut c.summary;
     if !e.ending.finished() {
         s.running += 1;
@@ -184,7 +184,7 @@ fn take(c: &mut Chosen, e: &Episode, rowless: bool, imaged: bool) {
     }
 }
 
-impl Chosen {
+impl ChosenEpisodes {
     /// The dataset's frames per second: of the mean interval between frames, stalls and
     /// bursts (beyond half or twice the median) left out.
     pub(super) fn fps(&self) -> u32 {

@@ -29,7 +29,7 @@ use std::path::Path;
 
 use super::{ExportError, Progress};
 use crate::replay::End;
-use choose::{Chosen, choose};
+use choose::{ChosenEpisodes, choose};
 use data::Data;
 use stats::DatasetStats;
 
@@ -172,7 +172,7 @@ fn task_of(options: &LeRobotOptions, input: &Path) -> String {
     })
 }
 
-fn features_of(chosen: &Chosen) -> Features {
+fn features_of(chosen: &ChosenEpisodes) -> Features {
     Features {
         obs_size: chosen.obs_size,
         act_size: chosen.act_size,

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::Row;
-use super::choose::Chosen;
+use super::choose::ChosenEpisodes;
 use super::data::Data;
 use super::stats::DatasetStats;
 use crate::export::{ExportError, Progress};
@@ -38,7 +38,7 @@ struct Open {
 
 /// The second pass's state.
 struct Pass<'a> {
-    chosen: &'a Chosen,
+    chosen: &'a ChosenEpisodes,
     fps: u32,
     obs_size: usize,
     act_size: usize,
@@ -61,7 +61,7 @@ struct Pass<'a> {
 /// counting them in `stats`; the episodes written, in order.
 pub(super) fn write_rows(
     input: &Path,
-    chosen: &Chosen,
+    chosen: &ChosenEpisodes,
     fps: u32,
     data: &mut Data,
     stats: &mut DatasetStats,
