@@ -115,18 +115,34 @@ fn check_ring(field: &'static str, value: u32) -> Result<(), PlanError> {
     }
 }
 
-impl Plan {
-    pub fn new(spec: &PlanSpec) -> Result<Self, PlanError> {
-        if spec.num_envs == 0 {
-            return Err(PlanError::ZeroEnvs);
-        }
-        if spec.obs_size == 0 || spec.act_size == 0 {
-            return Err(PlanError::ZeroSize);
-        }
-        check_ring("ring size", spec.cmd_ring_size)?;
-        if let Some(ctl) = spec.ctl_ring_size {
-            check_ring("control ring size", ctl)?;
-        }
+/// What a spec asks that no layout can hold: no envs, empty rows, ring sizes that are not
+/// powers of two of at least the smallest.
+fn check_spec(spec: &PlanSpec) -> Result<(), PlanError> {
+    if spec.num_envs == 0 {
+        return Err(PlanError::ZeroEnvs);
+    }
+    if spec.obs_size == 0 || spec.act_size == 0 {
+        return Err(PlanError::ZeroSize);
+    }
+    check_ring("ring size", spec.cmd_ring_size)?;
+    if let Some(ctl) = spec.ctl_ring_size {
+        check_ring("control ring size", ctl)?;
+    }
+    Ok(())
+}
+
+/// The bytes of the regions whose size the spec sets.
+struct RegionSizes {
+    n: u64,
+    obs: u64,
+    act: u64,
+    image: u64,
+    names: Vec<u8>,
+}
+
+impl RegionSizes {
+    /// Each region's bytes, refusing what the spec's layout cannot describe.
+    fn of(spec: &PlanSpec) -> Result<Self, PlanError> {
         let n = u64::from(spec.num_envs);
         let obs_bytes = mul(
             mul(n, u64::from(spec.obs_size), "num_envs × obs_size")?,
@@ -166,135 +182,171 @@ impl Plan {
                 mul(per_env, n, "image bytes")?
             }
         };
-        let names_bytes = spec.names.encode();
-        let ring_header = if lucky {
-            LuckyRingHeader::SIZE_BYTES as u64
-        } else {
-            RingHeader::SIZE_BYTES as u64
-        };
-
-        let mut c = Cursor {
-            at: HEADER_REGION_BYTES,
-        };
-        let obs_offset = c.take(obs_bytes, 64)?;
-        let act_offset = c.take(act_bytes, 64)?;
-        let rewards_offset = c.take(n * 4, 64)?;
-        let dones_offset = c.take(n, 64)?;
-        let truncateds_offset = if ext { c.take(n, 64)? } else { 0 };
-        let resets_offset = c.take(n, 64)?;
-        let names_offset = if (ext || lucky) && !names_bytes.is_empty() {
-            c.take(names_bytes.len() as u64, 64)?
-        } else {
-            0
-        };
-        let ring_bytes = ring_header + u64::from(spec.cmd_ring_size);
-        let cmd_s2c_offset = c.take(ring_bytes, 64)?;
-        let cmd_c2s_offset = c.take(ring_bytes, 64)?;
-        let image_offset = if image_bytes > 0 {
-            c.take(image_bytes, 64)?
-        } else {
-            0
-        };
-        let (ctl_s2c_offset, ctl_c2s_offset) = match spec.ctl_ring_size {
-            Some(ctl) => {
-                // Each control ring on pages of its own (spec 7).
-                let bytes = align(
-                    RingHeader::SIZE_BYTES as u64 + u64::from(ctl),
-                    CTL_PAGE_BYTES,
-                )
-                .ok_or_else(|| overflow("control rings"))?;
-                (
-                    c.take(bytes, CTL_PAGE_BYTES)?,
-                    c.take(bytes, CTL_PAGE_BYTES)?,
-                )
-            }
-            None => (0, 0),
-        };
-        let size_bytes = align(c.at, CTL_PAGE_BYTES).ok_or_else(|| overflow("segment size"))?;
-        if size_bytes > spec.max_size_bytes {
-            return Err(PlanError::TooLarge {
-                size_bytes,
-                max_bytes: spec.max_size_bytes,
-            });
-        }
-
-        let mut header = vec![0u8; HEADER_REGION_BYTES as usize];
-        if lucky {
-            let mut h = LuckyHeader::new_zeroed();
-            h.magic = LRBC_MAGIC.into();
-            h.version = LRBC_VERSION.into();
-            h.engine_pid = spec.server_pid.into();
-            h.num_envs = spec.num_envs.into();
-            h.obs_size = spec.obs_size.into();
-            h.act_size = spec.act_size.into();
-            h.obs_offset = obs_offset.into();
-            h.act_offset = act_offset.into();
-            h.reward_offset = rewards_offset.into();
-            h.done_offset = dones_offset.into();
-            h.reset_offset = resets_offset.into();
-            h.schema_offset = names_offset.into();
-            h.cmd_in_offset = cmd_c2s_offset.into();
-            h.cmd_out_offset = cmd_s2c_offset.into();
-            h.total_size = size_bytes.into();
-            header[..LuckyHeader::SIZE_BYTES].copy_from_slice(h.as_bytes());
-        } else {
-            let mut h = LrbcHeader::new_zeroed();
-            h.magic = LRBC_MAGIC.into();
-            h.version = LRBC_VERSION.into();
-            h.server_pid = spec.server_pid.into();
-            h.mode = spec.mode;
-            h.num_envs = spec.num_envs.into();
-            h.obs_size = spec.obs_size.into();
-            h.act_size = spec.act_size.into();
-            h.obs_offset = obs_offset.into();
-            h.act_offset = act_offset.into();
-            h.rewards_offset = rewards_offset.into();
-            h.dones_offset = dones_offset.into();
-            h.resets_offset = resets_offset.into();
-            h.cmd_s2c_offset = cmd_s2c_offset.into();
-            h.cmd_c2s_offset = cmd_c2s_offset.into();
-            h.cmd_ring_size = spec.cmd_ring_size.into();
-            h.image_offset = image_offset.into();
-            if let Some((w, hgt, ch)) = spec.image {
-                h.image_width = w.into();
-                h.image_height = hgt.into();
-                h.image_channels = ch.into();
-            }
-            if ext {
-                h.total_size = size_bytes.into();
-                h.truncateds_offset = truncateds_offset.into();
-                h.names_offset = names_offset.into();
-                // names_size is a u32: a larger names region cannot be described.
-                h.names_size = u32::try_from(names_bytes.len())
-                    .map_err(|_| overflow("names region"))?
-                    .into();
-                h.ctl_s2c_offset = ctl_s2c_offset.into();
-                h.ctl_c2s_offset = ctl_c2s_offset.into();
-                h.ctl_ring_size = spec.ctl_ring_size.unwrap_or(0).into();
-            }
-            header[..LrbcHeader::SIZE_BYTES].copy_from_slice(h.as_bytes());
-        }
         Ok(Self {
-            size_bytes,
-            header,
-            names_bytes: if names_offset != 0 {
-                names_bytes
-            } else {
-                Vec::new()
-            },
-            obs_offset,
-            act_offset,
-            rewards_offset,
-            dones_offset,
-            truncateds_offset,
-            resets_offset,
-            names_offset,
-            cmd_s2c_offset,
-            cmd_c2s_offset,
-            ctl_s2c_offset,
-            ctl_c2s_offset,
-            image_offset,
+            n,
+            obs: obs_bytes,
+            act: act_bytes,
+            image: image_bytes,
+            names: spec.names.encode(),
         })
+    }
+}
+
+/// Every region placed after the header, 64-byte aligned, the control rings on pages of
+/// their own; the header is left to write.
+fn place_regions(spec: &PlanSpec, sizes: &RegionSizes) -> Result<Plan, PlanError> {
+    let lucky = spec.layout == PlanLayout::Lucky;
+    let ext = spec.layout == PlanLayout::Lrbc { ext: true };
+    let n = sizes.n;
+    let ring_header = if lucky {
+        LuckyRingHeader::SIZE_BYTES as u64
+    } else {
+        RingHeader::SIZE_BYTES as u64
+    };
+
+    let mut c = Cursor {
+        at: HEADER_REGION_BYTES,
+    };
+    let obs_offset = c.take(sizes.obs, 64)?;
+    let act_offset = c.take(sizes.act, 64)?;
+    let rewards_offset = c.take(n * 4, 64)?;
+    let dones_offset = c.take(n, 64)?;
+    let truncateds_offset = if ext { c.take(n, 64)? } else { 0 };
+    let resets_offset = c.take(n, 64)?;
+    let names_offset = if (ext || lucky) && !sizes.names.is_empty() {
+        c.take(sizes.names.len() as u64, 64)?
+    } else {
+        0
+    };
+    let ring_bytes = ring_header + u64::from(spec.cmd_ring_size);
+    let cmd_s2c_offset = c.take(ring_bytes, 64)?;
+    let cmd_c2s_offset = c.take(ring_bytes, 64)?;
+    let image_offset = if sizes.image > 0 {
+        c.take(sizes.image, 64)?
+    } else {
+        0
+    };
+    let (ctl_s2c_offset, ctl_c2s_offset) = match spec.ctl_ring_size {
+        Some(ctl) => {
+            // Each control ring on pages of its own (spec 7).
+            let bytes = align(
+                RingHeader::SIZE_BYTES as u64 + u64::from(ctl),
+                CTL_PAGE_BYTES,
+            )
+            .ok_or_else(|| overflow("control rings"))?;
+            (
+                c.take(bytes, CTL_PAGE_BYTES)?,
+                c.take(bytes, CTL_PAGE_BYTES)?,
+            )
+        }
+        None => (0, 0),
+    };
+    let size_bytes = align(c.at, CTL_PAGE_BYTES).ok_or_else(|| overflow("segment size"))?;
+    if size_bytes > spec.max_size_bytes {
+        return Err(PlanError::TooLarge {
+            size_bytes,
+            max_bytes: spec.max_size_bytes,
+        });
+    }
+
+    Ok(Plan {
+        size_bytes,
+        header: Vec::new(),
+        names_bytes: if names_offset != 0 {
+            sizes.names.clone()
+        } else {
+            Vec::new()
+        },
+        obs_offset,
+        act_offset,
+        rewards_offset,
+        dones_offset,
+        truncateds_offset,
+        resets_offset,
+        names_offset,
+        cmd_s2c_offset,
+        cmd_c2s_offset,
+        ctl_s2c_offset,
+        ctl_c2s_offset,
+        image_offset,
+    })
+}
+
+/// The luckyrobots header (spec 8) of a placed plan.
+fn lucky_header(spec: &PlanSpec, p: &Plan) -> Vec<u8> {
+    let mut h = LuckyHeader::new_zeroed();
+    h.magic = LRBC_MAGIC.into();
+    h.version = LRBC_VERSION.into();
+    h.engine_pid = spec.server_pid.into();
+    h.num_envs = spec.num_envs.into();
+    h.obs_size = spec.obs_size.into();
+    h.act_size = spec.act_size.into();
+    h.obs_offset = p.obs_offset.into();
+    h.act_offset = p.act_offset.into();
+    h.reward_offset = p.rewards_offset.into();
+    h.done_offset = p.dones_offset.into();
+    h.reset_offset = p.resets_offset.into();
+    h.schema_offset = p.names_offset.into();
+    h.cmd_in_offset = p.cmd_c2s_offset.into();
+    h.cmd_out_offset = p.cmd_s2c_offset.into();
+    h.total_size = p.size_bytes.into();
+    let mut header = vec![0u8; HEADER_REGION_BYTES as usize];
+    header[..LuckyHeader::SIZE_BYTES].copy_from_slice(h.as_bytes());
+    header
+}
+
+/// The LRBC header of a placed plan, with the extension block when `ext`; `names_len` is
+/// the bytes of the names the spec gives.
+fn v1_header(spec: &PlanSpec, p: &Plan, ext: bool, names_len: usize) -> Result<Vec<u8>, PlanError> {
+    let mut h = LrbcHeader::new_zeroed();
+    h.magic = LRBC_MAGIC.into();
+    h.version = LRBC_VERSION.into();
+    h.server_pid = spec.server_pid.into();
+    h.mode = spec.mode;
+    h.num_envs = spec.num_envs.into();
+    h.obs_size = spec.obs_size.into();
+    h.act_size = spec.act_size.into();
+    h.obs_offset = p.obs_offset.into();
+    h.act_offset = p.act_offset.into();
+    h.rewards_offset = p.rewards_offset.into();
+    h.dones_offset = p.dones_offset.into();
+    h.resets_offset = p.resets_offset.into();
+    h.cmd_s2c_offset = p.cmd_s2c_offset.into();
+    h.cmd_c2s_offset = p.cmd_c2s_offset.into();
+    h.cmd_ring_size = spec.cmd_ring_size.into();
+    h.image_offset = p.image_offset.into();
+    if let Some((w, hgt, ch)) = spec.image {
+        h.image_width = w.into();
+        h.image_height = hgt.into();
+        h.image_channels = ch.into();
+    }
+    if ext {
+        h.total_size = p.size_bytes.into();
+        h.truncateds_offset = p.truncateds_offset.into();
+        h.names_offset = p.names_offset.into();
+        // names_size is a u32: a larger names region cannot be described.
+        h.names_size = u32::try_from(names_len)
+            .map_err(|_| overflow("names region"))?
+            .into();
+        h.ctl_s2c_offset = p.ctl_s2c_offset.into();
+        h.ctl_c2s_offset = p.ctl_c2s_offset.into();
+        h.ctl_ring_size = spec.ctl_ring_size.unwrap_or(0).into();
+    }
+    let mut header = vec![0u8; HEADER_REGION_BYTES as usize];
+    header[..LrbcHeader::SIZE_BYTES].copy_from_slice(h.as_bytes());
+    Ok(header)
+}
+
+impl Plan {
+    pub fn new(spec: &PlanSpec) -> Result<Self, PlanError> {
+        check_spec(spec)?;
+        let sizes = RegionSizes::of(spec)?;
+        let mut plan = place_regions(spec, &sizes)?;
+        plan.header = match spec.layout {
+            PlanLayout::Lucky => lucky_header(spec, &plan),
+            PlanLayout::Lrbc { ext } => v1_header(spec, &plan, ext, sizes.names.len())?,
+        };
+        Ok(plan)
     }
 
     /// The whole segment's initial bytes: header, names, and ring capacities (luckyrobots).
