@@ -217,27 +217,8 @@ impl Walker<'_> {
         if depth > MAX_DEPTH {
             return Err(DecodeError::TooDeep);
         }
-        self.aligned(at, 4, "table")?;
-        let soff = self.u32_at(at, "table")? as i32;
-        let vt = (at as i64 - i64::from(soff)) as usize;
-        if (at as i64 - i64::from(soff)) < 0 {
-            return Err(DecodeError::BadVtable { at });
-        }
-        self.aligned(vt, 2, "vtable")?;
-        let vt_len = usize::from(self.u16_at(vt, "vtable")?);
-        let table_len = usize::from(self.u16_at(vt + 2, "vtable")?);
-        if vt_len < 4 || vt_len % 2 != 0 {
-            return Err(DecodeError::BadVtable { at: vt });
-        }
-        self.bytes(vt, vt_len, "vtable")?;
-        self.bytes(at, table_len.max(4), "table")?;
-        let slot = |walker: &Self, id: u16| -> R<usize> {
-            let pos = 4 + 2 * usize::from(id);
-            if pos + 2 > vt_len {
-                return Ok(0);
-            }
-            Ok(usize::from(walker.u16_at(vt + pos, "vtable")?))
-        };
+        let vtable = self.vtable(at)?;
+        let table_len = vtable.table_len;
         let shown = obj
             .fields
             .iter()
@@ -255,7 +236,7 @@ impl Walker<'_> {
             if f.ty.base == Base::UType {
                 continue;
             }
-            let off = slot(self, f.id)?;
+            let off = vtable.slot(self, f.id)?;
             let field_size = match f.ty.base {
                 Base::Obj => match self.object(f.ty.index)? {
                     o if o.is_struct => o.bytesize,
@@ -281,14 +262,8 @@ impl Walker<'_> {
                     };
                     self.push(d, n, tn, v)?;
                 }
-                _ if off == 0 => {
-                    // Absent: nothing to show. Unions and tables too.
-                    if let Some(node) = self.nodes.get_mut(idx)
-                        && let NodeValue::Table { fields } = &mut node.value
-                    {
-                        *fields -= 1;
-                    }
-                }
+                // Absent: nothing to show. Unions and tables too.
+                _ if off == 0 => self.hide_field(idx),
                 Base::String => {
                     let target = self.offset_target(field_at, "string")?;
                     self.string(target, d, n)?;
@@ -307,58 +282,105 @@ impl Walker<'_> {
                     self.vector(target, &f.ty, d, n, tn)?;
                 }
                 Base::Union => {
-                    let utype = obj
-                        .fields
-                        .iter()
-                        .find(|u| u.ty.base == Base::UType && u.id + 1 == f.id)
-                        .ok_or(DecodeError::Unsupported("a union without a type field"))?;
-                    let type_off = slot(self, utype.id)?;
-                    let type_value = if type_off == 0 {
-                        0
-                    } else {
-                        self.bytes(at + type_off, 1, "union type")?[0]
-                    };
-                    let e = self
-                        .schema
-                        .enums
-                        .get(f.ty.index as usize)
-                        .ok_or(DecodeError::Unsupported("a union"))?;
-                    let member = e
-                        .values
-                        .iter()
-                        .find(|(v, _, _)| *v == i64::from(type_value));
-                    let Some((_, member_name, member_obj)) = member else {
-                        return Err(DecodeError::UnknownUnionType {
-                            union: &e.name,
-                            value: type_value,
-                        });
-                    };
-                    if type_value == 0 {
-                        if let Some(node) = self.nodes.get_mut(idx)
-                            && let NodeValue::Table { fields } = &mut node.value
-                        {
-                            *fields -= 1;
-                        }
-                        continue;
+                    if !self.union_field(at, &vtable, obj, f, d)? {
+                        self.hide_field(idx);
                     }
-                    let u = self.push(
-                        d,
-                        n,
-                        tn,
-                        NodeValue::Union {
-                            type_name: member_name,
-                        },
-                    )?;
-                    let inner = self.object(*member_obj)?;
-                    let target = self.offset_target(field_at, "union member")?;
-                    self.table(target, inner, d + 1, member_name)?;
-                    self.close(u);
                 }
                 _ => return Err(DecodeError::Unsupported("a field")),
             }
         }
         self.close(idx);
         Ok(())
+    }
+
+    /// The vtable of the table at `at`, checked to lie in the buffer (aligned, its length
+    /// even and at least 4), and the table's bytes after it.
+    fn vtable(&self, at: usize) -> R<VTable> {
+        self.aligned(at, 4, "table")?;
+        let soff = self.u32_at(at, "table")? as i32;
+        let vt = (at as i64 - i64::from(soff)) as usize;
+        if (at as i64 - i64::from(soff)) < 0 {
+            return Err(DecodeError::BadVtable { at });
+        }
+        self.aligned(vt, 2, "vtable")?;
+        let len = usize::from(self.u16_at(vt, "vtable")?);
+        let table_len = usize::from(self.u16_at(vt + 2, "vtable")?);
+        if len < 4 || len % 2 != 0 {
+            return Err(DecodeError::BadVtable { at: vt });
+        }
+        self.bytes(vt, len, "vtable")?;
+        self.bytes(at, table_len.max(4), "table")?;
+        Ok(VTable {
+            at: vt,
+            len,
+            table_len,
+        })
+    }
+
+    /// One field fewer shown in the table node `idx` (an absent or empty field).
+    fn hide_field(&mut self, idx: usize) {
+        if let Some(node) = self.nodes.get_mut(idx)
+            && let NodeValue::Table { fields } = &mut node.value
+        {
+            *fields -= 1;
+        }
+    }
+
+    /// The union field `f` of the table at `at`: its member named by the type field
+    /// before it, walked as a table. False when the union holds nothing (type 0).
+    fn union_field(
+        &mut self,
+        at: usize,
+        vtable: &VTable,
+        obj: &'static ObjectModel,
+        f: &'static FieldModel,
+        d: u16,
+    ) -> R<bool> {
+        let off = vtable.slot(self, f.id)?;
+        let utype = obj
+            .fields
+            .iter()
+            .find(|u| u.ty.base == Base::UType && u.id + 1 == f.id)
+            .ok_or(DecodeError::Unsupported("a union without a type field"))?;
+        let type_off = vtable.slot(self, utype.id)?;
+        let type_value = if type_off == 0 {
+            0
+        } else {
+            self.bytes(at + type_off, 1, "union type")?[0]
+        };
+        let e = self
+            .schema
+            .enums
+            .get(f.ty.index as usize)
+            .ok_or(DecodeError::Unsupported("a union"))?;
+        let member = e
+            .values
+            .iter()
+            .find(|(v, _, _)| *v == i64::from(type_value));
+        let Some((_, member_name, member_obj)) = member else {
+            return Err(DecodeError::UnknownUnionType {
+                union: &e.name,
+                value: type_value,
+            });
+        };
+        if type_value == 0 {
+            return Ok(false);
+        }
+        let field_at = at + off;
+        let (n, tn) = (f.name.as_str(), f.type_name.as_str());
+        let u = self.push(
+            d,
+            n,
+            tn,
+            NodeValue::Union {
+                type_name: member_name,
+            },
+        )?;
+        let inner = self.object(*member_obj)?;
+        let target = self.offset_target(field_at, "union member")?;
+        self.table(target, inner, d + 1, member_name)?;
+        self.close(u);
+        Ok(true)
     }
 
     fn vector(
@@ -429,5 +451,24 @@ impl Walker<'_> {
         }
         self.close(idx);
         Ok(())
+    }
+}
+
+/// A table's vtable: where it is, its length, and the table's length it gives.
+struct VTable {
+    at: usize,
+    len: usize,
+    table_len: usize,
+}
+
+impl VTable {
+    /// The offset of field `id` from the table's start, 0 when the vtable has no slot
+    /// for it (the field is absent).
+    fn slot(&self, walker: &Walker<'_>, id: u16) -> R<usize> {
+        let pos = 4 + 2 * usize::from(id);
+        if pos + 2 > self.len {
+            return Ok(0);
+        }
+        Ok(usize::from(walker.u16_at(self.at + pos, "vtable")?))
     }
 }
