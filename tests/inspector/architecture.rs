@@ -462,3 +462,78 @@ fn public_types_are_found_with_any_visibility_and_not_in_other_lines() {
                 let s = \"pub struct F\";\npub struct G<T>(T);\n";
     assert_eq!(public_types(code), ["A", "B", "C", "D", "G"]);
 }
+
+/// The most words a module doc's opening sentence has.
+const OPENING_WORDS: usize = 25;
+
+/// A module doc's opening sentence: its `//!` text up to the first full stop, colon or
+/// semicolon that ends a word, or up to its first blank line; None when the file opens
+/// with no `//!` doc.
+fn opening_sentence(text: &str) -> Option<String> {
+    let mut words: Vec<&str> = Vec::new();
+    for line in text.lines().skip_while(|l| l.trim().is_empty()) {
+        let Some(doc) = line.trim_start().strip_prefix("//!") else {
+            break;
+        };
+        if doc.trim().is_empty() {
+            if words.is_empty() {
+                continue;
+            }
+            break;
+        }
+        for word in doc.split_whitespace() {
+            words.push(word);
+            if word.ends_with(['.', ':', ';']) {
+                return Some(words.join(" "));
+            }
+        }
+    }
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// Every module, crate roots included, opens with a doc whose first sentence says what
+/// it is, briefly.
+#[test]
+fn every_module_opens_with_one_short_sentence() {
+    let mut wrong = Vec::new();
+    for krate in crates() {
+        let mut files: Vec<PathBuf> = ["lib.rs", "main.rs"]
+            .iter()
+            .map(|f| krate.src.join(f))
+            .filter(|p| p.is_file())
+            .collect();
+        for module in top_level_modules(&krate.src) {
+            files.extend(files_of(&krate.src, &module).into_iter().map(|(f, _)| f));
+        }
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("a source file is readable");
+            let shown = file.strip_prefix(root()).unwrap_or(&file).display();
+            match opening_sentence(&text) {
+                None => wrong.push(format!("{shown}: no module doc")),
+                Some(s) if s.split_whitespace().count() > OPENING_WORDS => {
+                    wrong.push(format!("{shown}: {s}"));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "module docs that do not open with one sentence of at most {OPENING_WORDS} words:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_opening_sentence_ends_at_its_stop_or_its_paragraph() {
+    assert_eq!(
+        opening_sentence("//! The map: more.\n//! Further.\nfn f() {}\n").as_deref(),
+        Some("The map:")
+    );
+    assert_eq!(
+        opening_sentence("\n//! A title\n//!\n//! Then prose.\n").as_deref(),
+        Some("A title")
+    );
+    assert_eq!(opening_sentence("// a comment\n//! late\n"), None);
+    assert_eq!(opening_sentence("use x;\n"), None);
+}
