@@ -7,6 +7,8 @@ pub mod image;
 pub mod schema;
 pub mod tree;
 
+pub use schema::one_line;
+
 /// Declares modules of flatc's generated code, which no lint or formatting applies to.
 macro_rules! generated_modules {
     ($($name:ident),* $(,)?) => {$(
@@ -56,15 +58,6 @@ use tree::{DecodeError, FieldTree, NodeValue};
 
 /// The file identifier of every envelope.
 pub const FILE_IDENTIFIER: &[u8; 4] = b"LRPC";
-
-/// An error as one line: the FlatBuffers verifier's errors span lines (the error, then
-/// "while verifying …" for each table around it), which a one-line message cannot.
-pub fn one_line(e: &impl std::fmt::Display) -> String {
-    e.to_string()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// An envelope, verified and decoded.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,6 +6,14 @@ use std::sync::LazyLock;
 
 use flatbuffers_reflection::reflection::{self as refl, BaseType as RBase};
 
+/// An error as one line: the FlatBuffers verifier's errors span lines (the error, then
+/// "while verifying …" for each table around it), which a one-line message cannot.
+pub fn one_line(e: &impl std::fmt::Display) -> String {
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 /// The embedded binary schema.
 pub static SCHEMA_BFBS: &[u8] = include_bytes!("../../../../schema/hazel_rpc.bfbs");
 
@@ -192,7 +200,7 @@ fn short(name: &str) -> String {
 impl SchemaModel {
     /// Reads a binary schema.
     pub fn from_bfbs(bytes: &[u8]) -> Result<Self, SchemaError> {
-        let schema = refl::root_as_schema(bytes).map_err(|e| SchemaError(super::one_line(&e)))?;
+        let schema = refl::root_as_schema(bytes).map_err(|e| SchemaError(one_line(&e)))?;
         let enums: Vec<EnumModel> = schema
             .enums()
             .iter()
