@@ -9,6 +9,10 @@ use lrbc_live::detect::{DetectChanges, DetectSettings};
 
 /// What the detector looks for besides NaN and infinities (always looked for).
 #[derive(Debug, Clone, Default, Args)]
+#[allow(
+    rustdoc::broken_intra_doc_links,
+    reason = "the fields' docs are the options' help text, whose `obs[I]` is no link"
+)]
 pub struct DetectArgs {
     /// A bound of values: CHANNEL=LO:HI for a channel (obs, act, reward), obs[I]=LO:HI or
     /// act[I]=LO:HI for one value, obs.NAME=LO:HI by its name; LO or HI may be left out

@@ -12,7 +12,7 @@
 //! - Times are Unix nanoseconds on the wire (a recording's are the machine's monotonic
 //!   clock): `lrbc.clock` says the difference.
 //! - Nothing is encoded for a channel nobody subscribes to; limited channels (frames,
-//!   images) send the newest message at most at their rate ([`pace`]).
+//!   images) send the newest message at most at their rate (`pace`).
 //! - Each client has a connection of its own (`connection`, on its own thread; `peer`,
 //!   what it and the server share of the client): the ring traffic, state changes,
 //!   metadata and status all reach it, in order; of frames and images it gets the

@@ -134,6 +134,10 @@ macro_rules! wire_struct {
         }
     ) => {
         $(#[$meta])*
+        #[allow(
+            rustdoc::broken_intra_doc_links,
+            reason = "a field's doc is the spec's meaning text, whose `f32[num_envs]` is no link"
+        )]
         #[repr(C)]
         #[derive(
             Clone,

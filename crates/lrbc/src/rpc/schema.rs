@@ -131,7 +131,7 @@ pub struct TypeModel {
 #[derive(Clone, Debug)]
 pub struct FieldModel {
     pub name: String,
-    /// "ulong", "string", "Vec3", "[float]", "MethodId", "Payload", …
+    /// "ulong", "string", "Vec3", "\[float\]", "MethodId", "Payload", …
     pub type_name: String,
     pub ty: TypeModel,
     /// vtable slot (tables).

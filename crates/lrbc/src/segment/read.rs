@@ -39,7 +39,7 @@ impl Segment {
     }
 
     /// Length of the mapping (the file's size when it was mapped; for a named mapping,
-    /// the size its header gives, see [`logical_size`]).
+    /// the size its header gives, see [`logical_size`](super::logical_size)).
     pub fn len(&self) -> u64 {
         self.raw.len as u64
     }

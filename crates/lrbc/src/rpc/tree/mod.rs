@@ -65,7 +65,7 @@ pub struct Node {
     pub subtree: u32,
     /// Field name; empty for vector elements and the root.
     pub name: &'static str,
-    /// Type as written in the schema ("ulong", "Vec3", "[float]", "MethodId").
+    /// Type as written in the schema ("ulong", "Vec3", "\[float\]", "MethodId").
     pub type_name: &'static str,
     pub value: NodeValue,
 }
