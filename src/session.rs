@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lrbc::attach::{Attached, Target, attach};
-use lrbc::clock::MonotonicClock;
+use lrbc::clock::{Clock, MonotonicClock};
 use lrbc::control::{lease_holder, unavailable_reason};
 use lrbc::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
 use lrbc::sync::lock;
@@ -226,6 +226,27 @@ impl Session {
         limits: TrafficLimits,
         waker: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Self, String> {
+        Self::start_with_clock(
+            target,
+            choice,
+            settings,
+            limits,
+            waker,
+            Arc::new(MonotonicClock),
+        )
+    }
+
+    /// [`Session::start`], the sampler on `clock`: it stamps the frames (the times of the
+    /// plots, events and episodes) when no follower of this process follows the segment
+    /// yet, and decides the segment's state and rates.
+    pub fn start_with_clock(
+        target: Target,
+        choice: LayoutChoice,
+        settings: SamplerSettings,
+        limits: TrafficLimits,
+        waker: Arc<dyn Fn() + Send + Sync>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, String> {
         let attached = attach(&target, choice).map_err(|e| e.to_string())?;
         // The sampler and taps map the segment themselves (one mapping per thread).
         let target = match (&target, &attached.name) {
@@ -234,14 +255,8 @@ impl Session {
         };
         let sampler_attach = attach(&target, choice).map_err(|e| e.to_string())?;
         let w = Arc::clone(&waker);
-        let sampler = Sampler::start(
-            sampler_attach,
-            settings,
-            MonotonicClock,
-            Box::new(move || w()),
-            60.0,
-        )
-        .map_err(|e| e.to_string())?;
+        let sampler = Sampler::start(sampler_attach, settings, clock, Box::new(move || w()), 60.0)
+            .map_err(|e| e.to_string())?;
         let traffic_limits = Arc::new(Mutex::new(limits));
         let traffic = TrafficTap::start(
             &target,

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::dynamics::CartPoles;
 use super::services::Services;
+use lrbc::clock::{Clock, MonotonicClock};
 use lrbc::layout::plan::{Plan, PlanError, PlanLayout, PlanSpec};
 use lrbc::layout::{LrbcHeader, LuckyHeader, Names, Preamble};
 use lrbc::segment::{
@@ -153,6 +154,10 @@ pub struct Engine {
     plants: Vec<Plant>,
     /// The action slots the last frame planted a value in.
     planted_actions: Vec<PlantedAction>,
+    /// The engine's time: the frames' stamps (`frame_time_ns`), the cameras' schedule,
+    /// the time the services answer with. The monotonic clock unless a test sets one;
+    /// the pace of [`Engine::run`] keeps to real time either way.
+    clock: std::sync::Arc<dyn Clock>,
 }
 
 /// An action slot the engine planted a value in, and the trainer's value it replaced.
@@ -369,6 +374,7 @@ impl Engine {
             frames: Vec::new(),
             plants,
             planted_actions: Vec::new(),
+            clock: std::sync::Arc::new(MonotonicClock),
         };
         // The first frame: initial observations and images, before anyone can attach.
         engine.write_frame(false);
@@ -393,6 +399,12 @@ impl Engine {
 
     pub fn name(&self) -> &str {
         &self.cfg.name
+    }
+
+    /// The engine's time from now on (see the field `clock`): tests stepping the engine
+    /// themselves set a manual clock, so that its stamps are the same on every run.
+    pub fn set_clock(&mut self, clock: std::sync::Arc<dyn Clock>) {
+        self.clock = clock;
     }
 
     pub fn size_bytes(&self) -> u64 {

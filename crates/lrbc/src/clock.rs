@@ -13,6 +13,14 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now_ns(&self) -> u64;
 }
 
+/// A shared clock is a clock: one [`ManualClock`] (or any other) handed to several
+/// threads as `Arc<dyn Clock>`.
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now_ns(&self) -> u64 {
+        (**self).now_ns()
+    }
+}
+
 /// `CLOCK_MONOTONIC`, the clock of the spec's `*_time_ns` words.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MonotonicClock;

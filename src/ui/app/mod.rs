@@ -31,7 +31,7 @@ use super::settings::{Pane, Settings, Theme, default_tree};
 use crate::session::Session;
 use crate::ui::discovery::Discovery;
 use lrbc::attach::Target;
-use lrbc::clock::monotonic_now_ns;
+use lrbc::clock::{Clock, MonotonicClock, monotonic_now_ns};
 use lrbc::layout::LayoutChoice;
 use lrbc::procinfo::{ProcInfo, Processes};
 use panes::Panes;
@@ -86,6 +86,9 @@ pub struct InspectorApp {
     /// env, first and last frame's times.
     pub episode_span: Option<(u32, u64, u64)>,
     shown_title: String,
+    /// The clock of the sessions this window starts (their frames' stamps) and of the
+    /// time rows count from: the monotonic clock unless a test sets one.
+    clock: Arc<dyn Clock>,
     t0_ns: u64,
     /// The flight recorder of the session.
     flight: flight::FlightUi,
@@ -160,6 +163,7 @@ impl InspectorApp {
             timeline_kind: None,
             episode_span: None,
             shown_title: String::new(),
+            clock: Arc::new(MonotonicClock),
             t0_ns: monotonic_now_ns(),
             close_when: None,
             record_when_attached: false,
@@ -174,15 +178,22 @@ impl InspectorApp {
         app
     }
 
+    /// The clock of the live sessions started from now on (see the field `clock`): tests
+    /// set a manual one, so that the times the window shows are the same on every run.
+    pub fn set_clock(&mut self, clock: Arc<dyn Clock>) {
+        self.clock = clock;
+    }
+
     /// Attaches to a target; on failure the attach view shows why.
     pub fn attach(&mut self, target: Target) {
         self.park_session();
-        match Session::start(
+        match Session::start_with_clock(
             target.clone(),
             self.choice,
             self.settings.sampler(),
             self.settings.traffic_limits(),
             Arc::clone(&self.waker),
+            Arc::clone(&self.clock),
         ) {
             Ok(s) => {
                 self.settings.remember(&remembered(&target));
@@ -219,12 +230,18 @@ impl InspectorApp {
     fn shown(&mut self, s: Session) {
         // The flight recorder records the session shown: it starts again on this one.
         self.flight_stop();
+        // A live session's frames are stamped by the window's clock; a recording's rows
+        // carry its own times and a served run's the server's.
+        self.t0_ns = if s.live().is_some() {
+            self.clock.now_ns()
+        } else {
+            monotonic_now_ns()
+        };
         self.session = Some(s);
         self.show_attach = false;
         self.form.error = None;
         self.traffic_view = TrafficView::default();
         self.cameras_view = CamerasView::default();
-        self.t0_ns = monotonic_now_ns();
         self.discovery.set_active(false);
     }
 

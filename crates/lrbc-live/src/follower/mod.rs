@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::busy::CpuTimes;
 use crate::check::{FrameCheck, Limits};
 use lrbc::attach::Attached;
+use lrbc::clock::Clock;
 use lrbc::segment::Location;
 use lrbc::snapshot::HotData;
 
@@ -62,7 +63,8 @@ pub struct FrameCopy {
     pub action_seq: u64,
     /// The engine's stamp of the frame (`frame_time_ns`, ext layout), if any.
     pub frame_time_ns: Option<u64>,
-    /// When the follower copied it (CLOCK_MONOTONIC).
+    /// When the follower copied it, by the follower's clock (CLOCK_MONOTONIC unless a
+    /// test gave another).
     pub sampled_ns: u64,
     /// `frame_time_ns - action_time_ns`, when both are set and in order.
     pub latency_ns: Option<u64>,
@@ -240,6 +242,29 @@ pub fn subscribe_with_load(
     sink: Box<dyn FrameSink>,
     read_load: fn() -> Option<CpuTimes>,
 ) -> std::io::Result<Subscription> {
+    join(attached, sink, read_load, None)
+}
+
+/// [`subscribe_with_load`], the copies stamped by `clock` when this subscription starts
+/// the follower (a follower already running keeps the clock it was started with).
+pub fn subscribe_with_clock(
+    attached: &Attached,
+    sink: Box<dyn FrameSink>,
+    read_load: fn() -> Option<CpuTimes>,
+    clock: Arc<dyn Clock>,
+) -> std::io::Result<Subscription> {
+    join(attached, sink, read_load, Some(clock))
+}
+
+/// Adds `sink` to the follower of `attached`'s segment, starting one with `read_load` and
+/// `clock` (None: the copies are stamped with the monotonic time of the look) when this
+/// process has none.
+fn join(
+    attached: &Attached,
+    sink: Box<dyn FrameSink>,
+    read_load: fn() -> Option<CpuTimes>,
+    clock: Option<Arc<dyn Clock>>,
+) -> std::io::Result<Subscription> {
     let mut followers = lrbc::sync::lock(&FOLLOWERS);
     followers.retain(|(_, w)| w.strong_count() > 0);
     let location = attached.segment.location();
@@ -251,7 +276,7 @@ pub fn subscribe_with_load(
     let follower = match existing {
         Some(f) => f,
         None => {
-            let f = Arc::new(start(attached, read_load)?);
+            let f = Arc::new(start(attached, read_load, clock)?);
             followers.retain(|(l, _)| l != location);
             followers.push((location.clone(), Arc::downgrade(&f)));
             f
@@ -323,7 +348,11 @@ fn spawn(
     }
 }
 
-fn start(attached: &Attached, read_load: fn() -> Option<CpuTimes>) -> std::io::Result<Follower> {
+fn start(
+    attached: &Attached,
+    read_load: fn() -> Option<CpuTimes>,
+    clock: Option<Arc<dyn Clock>>,
+) -> std::io::Result<Follower> {
     let mapped = attached
         .reopen()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -335,7 +364,7 @@ fn start(attached: &Attached, read_load: fn() -> Option<CpuTimes>) -> std::io::R
         stop: AtomicBool::new(false),
         next_id: AtomicU64::new(0),
     });
-    let worker = worker::FollowerThread::new(mapped, Arc::clone(&shared), read_load);
+    let worker = worker::FollowerThread::new(mapped, Arc::clone(&shared), read_load, clock);
     let thread = spawn("lrbc-follower", move || worker.run())?;
     Ok(Follower {
         shared,

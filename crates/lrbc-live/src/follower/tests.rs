@@ -15,6 +15,7 @@ enum Seen {
         reward1: f32,
         row: Option<Vec<f32>>,
         sample: bool,
+        sampled_ns: u64,
         /// What the check found: (env, channel) of each hit, and whether every env's
         /// observations were checked.
         check: Option<(Vec<(u32, crate::check::Channel)>, bool)>,
@@ -47,6 +48,7 @@ impl FrameSink for Probe {
                 .and_then(|&e| c.row(e))
                 .map(<[f32]>::to_vec),
             sample: c.sample,
+            sampled_ns: c.sampled_ns,
             check: c.check.as_ref().map(|k| {
                 (
                     k.hits.iter().map(|h| (h.env, h.channel)).collect(),
@@ -190,6 +192,45 @@ fn two_consumers_of_one_segment_share_one_follower_and_each_gets_every_frame() {
         1,
         "a dropped subscription leaves the follower"
     );
+}
+
+#[test]
+fn copies_are_stamped_by_the_clock_of_the_subscription_that_started_the_follower() {
+    use lrbc::clock::ManualClock;
+    let seg = TestSegment::create("follow-clock", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let clock = ManualClock::new(5_000);
+    let (a, mut rx_a) = probe(vec![]);
+    let (b, mut rx_b) = probe(vec![]);
+    let sub_a =
+        subscribe_with_clock(&seg.attach(), a, idle_machine, Arc::new(clock.clone())).unwrap();
+    // A follower runs already: this clock is not the one of its stamps.
+    let sub_b = subscribe_with_clock(
+        &seg.attach(),
+        b,
+        idle_machine,
+        Arc::new(ManualClock::new(9)),
+    )
+    .unwrap();
+    assert!(sub_a.same_follower(&sub_b));
+    rx_a.joined();
+    rx_b.joined();
+    for frame in 1..=3u64 {
+        clock.advance_ns(1_000);
+        publish(&seg, frame);
+        for rx in [&mut rx_a, &mut rx_b] {
+            rx.until(|s| match s {
+                Seen::Frame {
+                    frame_seq,
+                    sampled_ns,
+                    ..
+                } if *frame_seq == frame => {
+                    assert_eq!(*sampled_ns, 5_000 + frame * 1_000, "frame {frame}");
+                    true
+                }
+                _ => false,
+            });
+        }
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@ use super::{FOLLOWER_NICE, FollowerShared, FrameCopy, MAX_TICK_NS, TICK_NS, Tick
 use crate::busy::{CpuBudget, CpuTimes};
 use crate::check::{Checker, Coverage, Limits};
 use lrbc::attach::Attached;
-use lrbc::clock::monotonic_now_ns;
+use lrbc::clock::{Clock, monotonic_now_ns};
 use lrbc::layout::{Geometry, RegionKind};
 use lrbc::segment::{Health, Segment};
 use lrbc::snapshot;
@@ -118,6 +118,9 @@ pub(super) struct FollowerThread {
     /// CPU time of the copies of rewards and flags alone (outside the busy-machine
     /// budget).
     flags_only_cpu_ns: u64,
+    /// What stamps the copies (`FrameCopy::sampled_ns`); None: the monotonic time of the
+    /// look. Pacing keeps to the monotonic clock either way.
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl FollowerThread {
@@ -125,6 +128,7 @@ impl FollowerThread {
         attached: Attached,
         shared: Arc<FollowerShared>,
         read_load: fn() -> Option<CpuTimes>,
+        clock: Option<Arc<dyn Clock>>,
     ) -> Self {
         // Frames count from the moment of attach, not from when the thread starts.
         let f = frame_seq(&attached);
@@ -141,6 +145,7 @@ impl FollowerThread {
             checks: None,
             every_frame: false,
             flags_only_cpu_ns: 0,
+            clock,
         }
     }
 
@@ -209,6 +214,8 @@ impl FollowerThread {
             }
             return;
         };
+        // A new frame: its stamp is of the look's moment.
+        let stamp = self.stamp(now);
         let frame_time = {
             let (seg, g) = (&self.attached.segment, &self.attached.geometry);
             g.counters.ext.and_then(|e| seg.load_u64(e.frame_time_ns))
@@ -220,7 +227,7 @@ impl FollowerThread {
             return;
         }
         if holding && self.every_frame {
-            self.flags_only(f, now, frame_time, true);
+            self.flags_only(f, stamp, frame_time, true);
             return;
         }
         if self.accounting.is_held()
@@ -281,7 +288,7 @@ impl FollowerThread {
             if what == Copied::Torn && self.every_frame {
                 // The rewards and flags alone are a few bytes per env: copied again, they
                 // may still come out whole (the frame stays counted torn).
-                self.flags_only(copied, now, frame_time, false);
+                self.flags_only(copied, stamp, frame_time, false);
             }
             return;
         }
@@ -289,7 +296,7 @@ impl FollowerThread {
         c.frame_seq = copied;
         c.action_seq = taken.action_seq;
         c.frame_time_ns = frame_time;
-        c.sampled_ns = now;
+        c.sampled_ns = stamp;
         c.latency_ns = g.counters.ext.and_then(|e| {
             let f = seg.load_u64(e.frame_time_ns)?;
             let a = seg.load_u64(e.action_time_ns)?;
@@ -340,7 +347,7 @@ impl FollowerThread {
     /// hands the copy to the sinks that want every frame or its checks. Its CPU time is
     /// kept out of the busy-machine budget. `count`: the frame is counted here (as let
     /// pass while holding off); else it was counted already (a whole copy that tore).
-    fn flags_only(&mut self, f: u64, now: u64, frame_time: Option<u64>, count: bool) {
+    fn flags_only(&mut self, f: u64, stamp: u64, frame_time: Option<u64>, count: bool) {
         let cpu_before = lrbc_platform::thread_cpu_ns();
         let mut copy = self.spare_copy();
         let (seg, g) = (&self.attached.segment, &self.attached.geometry);
@@ -380,7 +387,7 @@ impl FollowerThread {
             c.frame_seq = frame;
             c.action_seq = taken.action_seq;
             c.frame_time_ns = frame_time;
-            c.sampled_ns = now;
+            c.sampled_ns = stamp;
             c.latency_ns = None;
             c.envs.clear();
             c.rows.clear();
@@ -393,6 +400,11 @@ impl FollowerThread {
         }
         self.pool.push(copy);
         self.flags_only_cpu_ns += lrbc_platform::thread_cpu_ns().saturating_sub(cpu_before);
+    }
+
+    /// The stamp of a copy of a frame looked at at monotonic time `now`.
+    fn stamp(&self, now: u64) -> u64 {
+        self.clock.as_ref().map_or(now, |c| c.now_ns())
     }
 
     /// A copy no sink holds any more, to fill (or a new one).

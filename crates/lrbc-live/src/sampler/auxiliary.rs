@@ -26,6 +26,8 @@ const AUX_MAX_SLEEP_NS: u64 = 50_000_000;
 /// Watches the segment's state, re-attaches, copies images, wakes the reader.
 pub(super) struct AuxWorker<C: Clock> {
     pub watcher: AttachmentWatch<C>,
+    /// The sampler's clock (the watcher's): the time of the states told to the detector.
+    pub clock: C,
     pub data: Arc<Mutex<SamplerData>>,
     pub settings: Arc<Mutex<SamplerSettings>>,
     pub stop: Arc<AtomicBool>,
@@ -134,11 +136,7 @@ impl<C: Clock> AuxWorker<C> {
             }
         }
         if let Some(feed) = &self.feed {
-            feed.state(
-                report.state,
-                report.note.as_deref(),
-                lrbc::clock::monotonic_now_ns(),
-            );
+            feed.state(report.state, report.note.as_deref(), self.clock.now_ns());
         }
         d.report = Some(report);
     }

@@ -71,8 +71,10 @@ fn spawn(
 impl Sampler {
     /// Starts sampling `attached`. The reader repaints at `repaint_hz`: `waker` is called
     /// at that rate, and while yielding to a busy machine the follower takes no more than
-    /// one frame per repaint.
-    pub fn start<C: Clock + 'static>(
+    /// one frame per repaint. `clock` decides the segment's state and rates, and stamps
+    /// the frames when this sampler starts the segment's follower (see
+    /// [`crate::follower::subscribe_with_clock`]).
+    pub fn start<C: Clock + Clone + 'static>(
         attached: Attached,
         settings: SamplerSettings,
         clock: C,
@@ -90,7 +92,7 @@ impl Sampler {
     }
 
     /// [`Sampler::start`] with the machine's load read by `read_load` (tests inject one).
-    fn start_with_load<C: Clock + 'static>(
+    fn start_with_load<C: Clock + Clone + 'static>(
         attached: Attached,
         settings: SamplerSettings,
         clock: C,
@@ -100,12 +102,26 @@ impl Sampler {
     ) -> std::io::Result<Self> {
         let data = Arc::new(Mutex::new(SamplerData::new(&attached, &settings)));
         let repaint_interval_ns = (1e9 / repaint_hz.max(1.0)) as u64;
-        let diagnosis = match &settings.detect {
+        let detect = settings.detect.clone();
+        let episodes_kept = settings.episodes;
+        let busy_budget_percent = settings.busy_budget_percent;
+        let settings = Arc::new(Mutex::new(settings));
+        let stop = Arc::new(AtomicBool::new(false));
+        // The sampler joins the follower first: when it starts the follower, the frames
+        // (and so the detector's events and the episodes) are stamped by its clock.
+        let sink = SamplerSink::new(&data, &settings, repaint_interval_ns);
+        let follower = Arc::new(crate::follower::subscribe_with_clock(
+            &attached,
+            Box::new(sink),
+            read_load,
+            Arc::new(clock.clone()),
+        )?);
+        let diagnosis = match &detect {
             Some((detect, kept)) => Some(
                 Diagnosis::start_with_load(
                     &attached,
                     detect.clone(),
-                    settings.busy_budget_percent,
+                    busy_budget_percent,
                     *kept,
                     read_load,
                 )
@@ -113,30 +129,18 @@ impl Sampler {
             ),
             None => None,
         };
-        let episodes = match settings.episodes {
+        let episodes = match episodes_kept {
             Some(kept) => Some(
-                EpisodeTracker::start_with_load(
-                    &attached,
-                    kept,
-                    settings.busy_budget_percent,
-                    read_load,
-                )
-                .map_err(std::io::Error::other)?,
+                EpisodeTracker::start_with_load(&attached, kept, busy_budget_percent, read_load)
+                    .map_err(std::io::Error::other)?,
             ),
             None => None,
         };
-        let settings = Arc::new(Mutex::new(settings));
-        let stop = Arc::new(AtomicBool::new(false));
-        let sink = SamplerSink::new(&data, &settings, repaint_interval_ns);
-        let follower = Arc::new(crate::follower::subscribe_with_load(
-            &attached,
-            Box::new(sink),
-            read_load,
-        )?);
         // The auxiliary thread keeps the watcher (state, re-attachment) and the images,
         // so that the follower's looks stay short; it tells the detector the state.
         let aux = AuxWorker {
-            watcher: AttachmentWatch::new(attached, clock),
+            watcher: AttachmentWatch::new(attached, clock.clone()),
+            clock,
             data: Arc::clone(&data),
             settings: Arc::clone(&settings),
             stop: Arc::clone(&stop),

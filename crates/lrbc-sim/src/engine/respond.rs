@@ -5,7 +5,6 @@ use serde_json::{Value, json};
 
 use super::{Engine, EngineConfig};
 use crate::services::World;
-use ::lrbc::clock::monotonic_now_ns;
 use ::lrbc::layout::plan::{Plan, PlanLayout, PlanSpec};
 use ::lrbc::layout::{LrbcHeader, RegionKind, RingFormat, RingGeometry};
 use ::lrbc::rings::{LuckyEntryHeader, lucky, v1};
@@ -112,7 +111,7 @@ impl Engine {
             image: self.cfg.image,
             images: &self.images,
             step: self.step,
-            now_ns: monotonic_now_ns(),
+            now_ns: self.clock.now_ns(),
         };
         match &mut self.rings {
             Rings::Lrbc {

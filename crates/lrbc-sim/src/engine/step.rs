@@ -11,7 +11,6 @@ use super::{
 };
 use crate::render::render_env;
 use crate::wait::Waiter;
-use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::plan::PlanLayout;
 use lrbc::layout::{LrbcHeader, LuckyHeader};
 
@@ -128,7 +127,7 @@ impl Engine {
     /// then the frame counters.
     pub(super) fn write_frame(&mut self, publish: bool) {
         let ext = self.is_ext();
-        let now = monotonic_now_ns();
+        let now = self.clock.now_ns();
         let image_due = self.cfg.image.is_some()
             && self.services.camera_enabled()
             && now >= self.next_image_ns
