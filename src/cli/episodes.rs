@@ -61,8 +61,9 @@ pub fn line(e: &Episode, t0_ns: u64) -> String {
         line.push_str(" (began before the first frame followed)");
     } else if e.lacking > 0 {
         line.push_str(&format!(
-            " (incomplete: {} frames not taken)",
-            thousands(e.lacking)
+            " (incomplete: {} frame{} not taken)",
+            thousands(e.lacking),
+            if e.lacking == 1 { "" } else { "s" },
         ));
     }
     if let Some(f) = e.nonfinite_frame {
