@@ -3,20 +3,15 @@
 //! going on (ending `running`) and the totals on stderr.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::{CliError, deadline_after, sleep_unless_stopped, stop_flag};
+use super::looking::look_until_done;
+use super::{CliError, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
 use lrbc::sync::lock;
 use lrbc_live::detect::{format_value, thousands};
 use lrbc_live::episodes::{Ending, Episode, EpisodeBook, RunTotals};
-use lrbc_live::watch::State;
-
-/// How often a live run's new episodes are read and printed.
-const LOOK_EVERY: Duration = Duration::from_millis(50);
-/// How long after the engine is gone the last episodes are waited for.
-const GONE_GRACE: Duration = Duration::from_millis(600);
 
 /// The options of `episodes`.
 #[derive(Debug, clap::Args)]
@@ -61,8 +56,9 @@ pub fn line(e: &Episode, t0_ns: u64) -> String {
         line.push_str(" (began before the first frame followed)");
     } else if e.lacking > 0 {
         line.push_str(&format!(
-            " (incomplete: {} frames not taken)",
-            thousands(e.lacking)
+            " (incomplete: {} frame{} not taken)",
+            thousands(e.lacking),
+            if e.lacking == 1 { "" } else { "s" },
         ));
     }
     if let Some(f) = e.nonfinite_frame {
@@ -144,10 +140,7 @@ fn run_live(
         attached.label()
     );
     let t0 = lrbc::clock::monotonic_now_ns();
-    let started = Instant::now();
-    let until = a.secs.map(|d| deadline_after(started, d));
     let (mut seen, mut printed) = (0u64, 0u64);
-    let mut gone_at: Option<Instant> = None;
     let take = |book: &EpisodeBook, seen: &mut u64, printed: &mut u64| {
         let (new, missed) = book.ended_since(*seen);
         if missed > 0 {
@@ -162,28 +155,10 @@ fn run_live(
         }
         *seen = book.totals.finished();
     };
-    loop {
-        let stopped = sleep_unless_stopped(LOOK_EVERY, &stop);
-        let ended = sampler.ended_threads();
-        if !ended.is_empty() {
-            return Err(CliError::Other(format!(
-                "the follower's thread {} stopped unexpectedly",
-                ended.join(", ")
-            )));
-        }
-        let state = sampler.lock().report.as_ref().map(|r| r.state);
+    look_until_done(&sampler, &stop, a.secs, "the follower's", |_| {
         take(&lock(&book), &mut seen, &mut printed);
-        if matches!(state, Some(State::EngineGone | State::Unlinked)) {
-            gone_at.get_or_insert_with(Instant::now);
-        }
-        let done = stopped
-            || until.is_some_and(|u| Instant::now() >= u)
-            || a.count.is_some_and(|c| printed >= c)
-            || gone_at.is_some_and(|t| t.elapsed() >= GONE_GRACE);
-        if done {
-            break;
-        }
-    }
+        a.count.is_some_and(|c| printed >= c)
+    })?;
     // What ended and what goes on, as of one moment of the book.
     let b = lock(&book);
     let running: Vec<Episode> = b.running.iter().flatten().copied().collect();

@@ -7,21 +7,17 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{CliError, deadline_after, sleep_unless_stopped, stop_flag};
+use super::looking::look_until_done;
+use super::{CliError, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::LayoutChoice;
 use lrbc::sync::lock;
 use lrbc_live::detect::{DetectSettings, Event, EventKind, EventTotals, thousands};
 use lrbc_live::traffic::{RingSelection, Traffic};
-use lrbc_live::watch::State;
 
 /// The exit code when an event of a `--fail-on` kind was found.
 pub const FOUND_EXIT_CODE: i32 = 3;
-/// How often a live run's new events are read and printed.
-const LOOK_EVERY: Duration = Duration::from_millis(50);
-/// How long after the engine is gone the last events are waited for.
-const GONE_GRACE: Duration = Duration::from_millis(600);
 /// An event still going on this long after it was read is printed as going on (its end
 /// is printed when it comes); one that ends sooner is printed once, ended.
 const ONGOING_AFTER: Duration = Duration::from_millis(100);
@@ -287,28 +283,13 @@ pub fn run_live(target: &Target, choice: LayoutChoice, o: &EventsOptions) -> Res
         "following {}: every frame's values checked as it comes (Ctrl-C to stop)",
         attached.label()
     );
-    let started = Instant::now();
-    let until = o.secs.map(|d| deadline_after(started, d));
     let mut cursor = lock(&log).cursor_now();
     let mut forms = Vec::new();
     let mut traffic_events = Vec::new();
-    let mut gone_at: Option<Instant> = None;
-    loop {
-        let stopped = sleep_unless_stopped(LOOK_EVERY, &stop);
-        let ended = sampler.ended_threads();
-        if !ended.is_empty() {
-            return Err(CliError::Other(format!(
-                "the detector's thread {} stopped unexpectedly",
-                ended.join(", ")
-            )));
-        }
-        let (state, data_generation) = {
-            let d = sampler.lock();
-            (d.report.as_ref().map(|r| r.state), d.generation)
-        };
-        if data_generation != generation {
+    look_until_done(&sampler, &stop, o.secs, "the detector's", |look| {
+        if look.generation != generation {
             // The segment was replaced: its rings are read from the new mapping.
-            generation = data_generation;
+            generation = look.generation;
             if let Ok(a) = attach(target, choice) {
                 traffic = Traffic::new(&a, RingSelection::All);
                 attached = a;
@@ -327,18 +308,8 @@ pub fn run_live(target: &Target, choice: LayoutChoice, o: &EventsOptions) -> Res
             eprintln!("warning: {missed} forms of events came faster than they were printed");
         }
         printer.take(std::mem::take(&mut forms), Instant::now());
-        if matches!(state, Some(State::EngineGone | State::Unlinked)) {
-            gone_at.get_or_insert_with(Instant::now);
-        }
-        let done = stopped
-            || until.is_some_and(|u| Instant::now() >= u)
-            || o.count.is_some_and(|c| printer.events >= c)
-            || !printer.failed.is_empty()
-            || gone_at.is_some_and(|t| t.elapsed() >= GONE_GRACE);
-        if done {
-            break;
-        }
-    }
+        o.count.is_some_and(|c| printer.events >= c) || !printer.failed.is_empty()
+    })?;
     printer.finish();
     eprintln!("{}", summary(&lock(&log).totals(), false));
     printer.outcome()

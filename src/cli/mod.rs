@@ -9,6 +9,7 @@ pub mod episodes;
 pub mod events;
 pub mod export;
 mod list;
+mod looking;
 mod open;
 pub mod record;
 mod serve;

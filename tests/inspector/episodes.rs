@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::events::start_record;
 use common::fault_peer::{FaultPeer, PeerArgs};
 use common::*;
 use serde_json::{Value, json};
@@ -84,26 +85,7 @@ fn the_episodes_of_an_independent_peer_are_found_exactly_live_and_from_a_recordi
     let mut peer = FaultPeer::start("episodes", &args);
     let file = temp_file("episodes-rec", "mcap");
     // Both attach while the segment is at frame 0: every episode is seen from its start.
-    let mut record = inspector()
-        .args([
-            "record",
-            "--shm",
-            &peer.name,
-            "--all-envs",
-            "--busy-budget",
-            "0",
-        ])
-        .arg("-o")
-        .arg(&file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("record runs");
-    let record_lines = line_channel(record.stderr.take().expect("stderr"));
-    let mut record = Guarded::new(record);
-    let first = next_line(&record_lines, "record's first progress line");
-    assert!(first.starts_with("record: "), "{first}");
+    let record = start_record(&peer.name, &[], &file);
     let mut live = inspector()
         .args([
             "episodes",
@@ -178,9 +160,7 @@ fn the_episodes_of_an_independent_peer_are_found_exactly_live_and_from_a_recordi
         "{summary}"
     );
 
-    interrupt(record.child().id());
-    let out = record.finish();
-    assert_eq!(out.status.code(), Some(0));
+    record.stop();
     let path = file.to_str().expect("a UTF-8 path");
     // From the recording: the same episodes, and those going on at its end.
     let (code, out, err) = run_inspector(&["episodes", path, "--json"]);

@@ -13,42 +13,20 @@
 
 use crate::common;
 
-use common::window::{Window, app, harness, only_pane, step_until};
+use common::window::{app, harness, labels_with, on_recording, only_pane, settings_in, step_until};
 use common::{temp_dir, unique_name};
 use egui_kittest::kittest::NodeT as _;
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::panels::episodes::{EnvColumn, EnvRow, Section};
-use lrbc_inspector::ui::settings::{Pane, Settings};
+use lrbc_inspector::ui::settings::Pane;
 use lrbc_live::episodes::{Episode, EpisodeBook};
-
-fn settings(dir: &std::path::Path) -> Settings {
-    Settings {
-        recordings_dir: dir.to_path_buf(),
-        screenshot_dir: dir.to_path_buf(),
-        busy_budget_percent: 0.0,
-        flight_on: Vec::new(),
-        watched_envs: vec![0],
-        ..Settings::default()
-    }
-}
 
 /// A copy of the session's episode book.
 fn book(a: &InspectorApp) -> Option<EpisodeBook> {
     let b = a.session.as_ref()?.episodes()?;
     let b = b.lock().unwrap().clone();
     Some(b)
-}
-
-/// The labels of the window that contain `text`.
-fn labels_with(h: &Window, text: &str) -> Vec<String> {
-    h.query_all_by_label_contains(text)
-        .filter_map(|n| {
-            let a = n.accesskit_node();
-            a.value().or_else(|| a.label())
-        })
-        .filter(|t| t.contains(text))
-        .collect()
 }
 
 #[test]
@@ -60,10 +38,7 @@ fn the_episodes_of_a_recording_sort_and_a_click_goes_to_an_env_or_an_episode() {
         1500,
     );
     let dir = temp_dir("episodes-window-rec");
-    let mut app = app(settings(&dir), None);
-    app.open_recording(&path);
-    let mut h = harness(app);
-    only_pane(h.state_mut(), Pane::Episodes);
+    let mut h = on_recording(settings_in(&dir), &path, Pane::Episodes);
     step_until(&mut h, "the recording's episodes", |a| {
         book(a).is_some_and(|b| b.note.is_none() && b.totals.finished() >= 8)
     });
@@ -153,7 +128,7 @@ fn a_live_runs_episodes_are_counted_as_they_end() {
     let sim = lrbc_sim::inprocess::SimRun::start(lrbc_sim::engine::Preset::Cams64, Some(500.0))
         .expect("a simulated run");
     let dir = temp_dir(&unique_name("episodes-window-live"));
-    let mut h = harness(app(settings(&dir), Some(sim.target())));
+    let mut h = harness(app(settings_in(&dir), Some(sim.target())));
     only_pane(h.state_mut(), Pane::Episodes);
     step_until(&mut h, "64 envs' episodes", |a| {
         book(a).is_some_and(|b| b.totals.finished() >= 64)

@@ -20,7 +20,7 @@ use std::process::Stdio;
 
 use common::events::{
     BURST_SHARE, EVERY_FAULT_HZ, EVERY_FAULT_STEPS, EventsRun, Forms, RING_KINDS, STALL_SECS,
-    Summary, Tuple, applied, envs_ended, every_fault, frame_of,
+    Summary, Tuple, applied, envs_ended, every_fault, frame_of, start_record,
 };
 use common::fault_peer::{FaultPeer, PeerArgs, wait_until_mapped};
 use common::*;
@@ -388,30 +388,14 @@ fn events_finds_each_fault_of_the_independent_peer_once_with_its_frame_env_chann
 fn a_recordings_events_equal_those_found_live_and_are_found_again_from_its_frames() {
     let mut peer = peer_with_every_fault("events-rec");
     let file = temp_file("events-rec", "mcap");
-    let mut record = inspector()
-        .args(["record", "--shm", &peer.name, "--all-envs"])
-        .args(EVERY_FRAME)
-        .arg("-o")
-        .arg(&file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("record runs");
-    let record_lines = line_channel(record.stderr.take().expect("stderr"));
-    let mut record = Guarded::new(record);
-    // Its first progress line: the recorder and its detector are running.
-    let first = next_line(&record_lines, "record's first progress line");
-    assert!(first.starts_with("record: "), "{first}");
+    // Every frame checked whatever the load (`--busy-budget 0`).
+    let record = start_record(&peer.name, &[], &file);
     let mut live = EventsRun::start(&peer.name, &EVERY_FRAME);
     peer.go();
     let done = peer.wait_done();
     let last_frame = done["frame_seq"].as_u64().expect("frame_seq");
     live.read_until("every fault", |f| every_fault_shown(f, &done));
-    interrupt(record.child().id());
-    let out = record.finish();
-    let record_err: Vec<String> = record_lines.try_iter().collect();
-    assert_eq!(out.status.code(), Some(0), "record: {record_err:?}");
+    record.stop();
     let live = live.interrupt();
     assert_eq!(live.code, Some(0), "{}", live.stderr);
     assert_every_fault(&live.forms, &done);

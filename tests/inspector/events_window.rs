@@ -13,18 +13,18 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::window::{Window, app, harness, only_pane, step_until};
+use common::window::{
+    Window, app, harness, labels_with, on_recording, only_pane, settings_in, step_until,
+};
 use common::{temp_dir, unique_name};
-use egui_kittest::kittest::NodeT as _;
 use egui_kittest::kittest::Queryable as _;
 use lrbc::attach::Target;
 use lrbc_inspector::ui::InspectorApp;
-use lrbc_inspector::ui::settings::{Pane, Settings};
+use lrbc_inspector::ui::settings::Pane;
 use lrbc_live::detect::{Event, EventKind, Origin};
 use lrbc_sim::client::{self, ClientConfig, Policy};
 use lrbc_sim::engine::{Engine, EngineConfig, Mode, Plant};
@@ -113,19 +113,6 @@ impl Drop for PlantedRun {
     }
 }
 
-/// Settings whose files go to `dir`, every frame checked whatever the load, no flight
-/// recording saved by itself.
-fn settings(dir: &Path) -> Settings {
-    Settings {
-        recordings_dir: dir.to_path_buf(),
-        screenshot_dir: dir.to_path_buf(),
-        busy_budget_percent: 0.0,
-        flight_on: Vec::new(),
-        watched_envs: vec![0],
-        ..Settings::default()
-    }
-}
-
 /// The events the window's session holds (the newest form of each).
 fn events(a: &InspectorApp) -> Vec<Event> {
     a.session
@@ -133,17 +120,6 @@ fn events(a: &InspectorApp) -> Vec<Event> {
         .and_then(|s| s.events())
         .map(|l| l.lock().unwrap().events().iter().cloned().collect())
         .unwrap_or_default()
-}
-
-/// The text of the Events panel's rows (labels) that contain `text`.
-fn rows_with(h: &Window, text: &str) -> Vec<String> {
-    h.query_all_by_label_contains(text)
-        .filter_map(|n| {
-            let a = n.accesskit_node();
-            a.value().or_else(|| a.label())
-        })
-        .filter(|t| t.contains(text))
-        .collect()
 }
 
 /// Chooses `option` in the panel's kind combo box.
@@ -161,7 +137,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
         &["nan@40:env=2,channel=obs,index=1", "done-burst@70"],
     );
     let dir = temp_dir("events-window");
-    let mut h = harness(app(settings(&dir), Some(Target::Shm(run.name.clone()))));
+    let mut h = harness(app(settings_in(&dir), Some(Target::Shm(run.name.clone()))));
     only_pane(h.state_mut(), Pane::Events);
     // The frame follower has ticked its consumers twice (the sampler's reads of the
     // counters), so the detector beside them has started: the run may start.
@@ -220,7 +196,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
 
     // Its row: time, frame, kind, env, channel (name and index), value, origin.
     let row_text = |h: &Window| {
-        rows_with(h, "nonfinite")
+        labels_with(h, "nonfinite")
             .into_iter()
             .find(|t| t.contains("(obs[1])"))
     };
@@ -230,7 +206,11 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
     assert_eq!(&cells[1..4], ["40", "nonfinite", "2"], "{row}");
     assert!(row.contains(&nan.channel_text()), "{row}");
     assert!(row.contains(" NaN ") && row.contains("simulator"), "{row}");
-    assert_eq!(rows_with(&h, "done_burst").len(), 1, "the done burst's row");
+    assert_eq!(
+        labels_with(&h, "done_burst").len(),
+        1,
+        "the done burst's row"
+    );
 
     // The kind filter: done bursts only, then every kind again.
     choose_kind(&mut h, "done_burst (1)");
@@ -239,7 +219,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
         row_text(&h).is_none(),
         "the NaN's row shows under done_burst"
     );
-    assert_eq!(rows_with(&h, "done_burst").len(), 1);
+    assert_eq!(labels_with(&h, "done_burst").len(), 1);
     choose_kind(&mut h, "every kind");
     assert!(row_text(&h).is_some());
     // The env filter: env 2's events only (the done burst has no env).
@@ -249,7 +229,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
     h.run_steps(3);
     assert_eq!(h.state().events_view.env, "2");
     assert!(row_text(&h).is_some());
-    assert!(rows_with(&h, "done_burst").is_empty());
+    assert!(labels_with(&h, "done_burst").is_empty());
 
     // A click goes to the event: the view paused at its frame, its env watched, its
     // camera shown.
@@ -292,10 +272,7 @@ fn clicking_an_event_of_a_recording_moves_the_timeline_to_its_frame() {
         400,
     );
     let dir = temp_dir("events-window-rec");
-    let mut app = app(settings(&dir), None);
-    app.open_recording(&path);
-    let mut h = harness(app);
-    only_pane(h.state_mut(), Pane::Events);
+    let mut h = on_recording(settings_in(&dir), &path, Pane::Events);
     let frame_seq = |a: &InspectorApp| {
         a.session
             .as_ref()
@@ -318,7 +295,7 @@ fn clicking_an_event_of_a_recording_moves_the_timeline_to_its_frame() {
         .unwrap_or_else(|| panic!("{found:?}"));
     assert_eq!((nan.first_frame, nan.env), (300, Some(2)), "{nan:?}");
     h.run_steps(2);
-    let label = rows_with(&h, "nonfinite")
+    let label = labels_with(&h, "nonfinite")
         .into_iter()
         .find(|t| t.contains("(obs[1])"))
         .expect("the NaN's row");

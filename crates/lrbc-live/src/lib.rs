@@ -9,6 +9,7 @@
 //! - `traffic`: the command rings read, decoded, paired and stored
 //! - `check`: the value check of one frame: NaN, infinities, bounds, saturation (pure)
 //! - `follower`: the frame follower: one thread per segment copying each frame for its sinks
+//! - `live_sink`: the shape of the follower's sinks that run a state machine: handoff, control
 //! - `detect`: the detector: events from frames' checks, time, state and ring faults; the live sink
 //! - `episodes`: every env's episodes from every frame; the live sink
 //! - `sampler`: the window's and `watch`'s consumer of the follower: per-frame figures, histories
@@ -20,6 +21,7 @@ pub mod controller;
 pub mod detect;
 pub mod episodes;
 pub mod follower;
+mod live_sink;
 pub mod memory;
 pub mod sampler;
 pub mod stats;

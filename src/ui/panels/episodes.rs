@@ -363,8 +363,9 @@ pub fn ui(
             ui.colored_label(
                 WARN,
                 format!(
-                    "{} frames not taken of {}",
+                    "{} frame{} not taken of {}",
                     thousands(t.frames_lacking),
+                    if t.frames_lacking == 1 { "" } else { "s" },
                     thousands(t.frames_taken + t.frames_lacking)
                 ),
             );

@@ -4,7 +4,7 @@
 //! faults of the independent peer (`tests/py/lrbc_fault_peer.py`) a run is given.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
 
@@ -396,28 +396,7 @@ pub fn record_from_the_first_step_with(
 ) -> PathBuf {
     let engine = SimEngine::start(tag, engine_args);
     let file = temp_file(tag, "mcap");
-    let mut record = inspector()
-        .args([
-            "record",
-            "--shm",
-            &engine.name,
-            "--all-envs",
-            "--busy-budget",
-            "0",
-        ])
-        .args(record_args)
-        .arg("-o")
-        .arg(&file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("record runs");
-    let lines = line_channel(record.stderr.take().expect("stderr"));
-    let mut record = Guarded::new(record);
-    // Its first progress line: the recorder and its detector are running.
-    let first = next_line(&lines, "record's first progress line");
-    assert!(first.starts_with("record: "), "{first}");
+    let record = start_record(&engine.name, record_args, &file);
     let client = Guarded::new(sim_client(&engine.name, "200"));
     let a = lrbc::attach::attach(
         &lrbc::attach::Target::Shm(engine.name.clone()),
@@ -437,10 +416,44 @@ pub fn record_from_the_first_step_with(
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    interrupt(record.child().id());
-    let out = record.finish();
-    let stderr: Vec<String> = lines.try_iter().collect();
-    assert_eq!(out.status.code(), Some(0), "record: {stderr:?}");
+    record.stop();
     drop(client);
     file
+}
+
+/// `record --shm NAME --all-envs --busy-budget 0` running into a file, and the lines of
+/// its stderr.
+pub struct RecordRun {
+    child: Guarded,
+    stderr: Receiver<String>,
+}
+
+/// Starts `record --shm NAME --all-envs --busy-budget 0 RECORD_ARGS -o FILE` and waits
+/// for its first progress line: the recorder and its detector are running.
+pub fn start_record(name: &str, record_args: &[&str], file: &Path) -> RecordRun {
+    let mut record = inspector()
+        .args(["record", "--shm", name, "--all-envs", "--busy-budget", "0"])
+        .args(record_args)
+        .arg("-o")
+        .arg(file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("record runs");
+    let stderr = line_channel(record.stderr.take().expect("stderr"));
+    let child = Guarded::new(record);
+    let first = next_line(&stderr, "record's first progress line");
+    assert!(first.starts_with("record: "), "{first}");
+    RecordRun { child, stderr }
+}
+
+impl RecordRun {
+    /// Ctrl-C (SIGINT); checks that it exits 0 (its stderr in the failure's message).
+    pub fn stop(mut self) {
+        interrupt(self.child.child().id());
+        let out = self.child.finish();
+        let stderr: Vec<String> = self.stderr.try_iter().collect();
+        assert_eq!(out.status.code(), Some(0), "record: {stderr:?}");
+    }
 }

@@ -1,9 +1,12 @@
 //! The window driven headlessly by egui_kittest (no display, no GPU): the app, its
 //! harness, and stepping it until a condition holds, with a deadline.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
+use egui_kittest::kittest::NodeT as _;
+use egui_kittest::kittest::Queryable as _;
 use lrbc::attach::Target;
 use lrbc::layout::LayoutChoice;
 use lrbc::layout::plan::PlanLayout;
@@ -26,6 +29,39 @@ pub fn app(settings: Settings, target: Option<Target>) -> InspectorApp {
         target,
         LayoutChoice::Auto,
     )
+}
+
+/// Settings whose files go to `dir`, every frame checked whatever the load, no flight
+/// recording saved by itself, env 0 watched.
+pub fn settings_in(dir: &Path) -> Settings {
+    Settings {
+        recordings_dir: dir.to_path_buf(),
+        screenshot_dir: dir.to_path_buf(),
+        busy_budget_percent: 0.0,
+        flight_on: Vec::new(),
+        watched_envs: vec![0],
+        ..Settings::default()
+    }
+}
+
+/// The window with `settings` on the recording `path`, showing `pane` alone.
+pub fn on_recording(settings: Settings, path: &Path, pane: Pane) -> Window {
+    let mut app = app(settings, None);
+    app.open_recording(path);
+    let mut h = harness(app);
+    only_pane(h.state_mut(), pane);
+    h
+}
+
+/// The texts (values, else labels) of the window's widgets that contain `text`.
+pub fn labels_with(h: &Window, text: &str) -> Vec<String> {
+    h.query_all_by_label_contains(text)
+        .filter_map(|n| {
+            let a = n.accesskit_node();
+            a.value().or_else(|| a.label())
+        })
+        .filter(|t| t.contains(text))
+        .collect()
 }
 
 /// `app` in a harness of 1400 × 900.
@@ -86,7 +122,6 @@ pub fn replacement_engine(name: &str, num_envs: u32, obs_size: u32, seed: u64) -
 /// Presses Record in the status bar, waits until the recording holds `frames` frames,
 /// presses Stop recording and waits for the file; its path.
 pub fn record_frames(h: &mut Window, frames: u64) -> std::path::PathBuf {
-    use egui_kittest::kittest::Queryable as _;
     h.get_by_label("Record").click();
     h.run_steps(2);
     step_until(h, "frames recorded", |a| {
@@ -102,6 +137,6 @@ pub fn record_frames(h: &mut Window, frames: u64) -> std::path::PathBuf {
     });
     h.state()
         .flight_last_file()
-        .map(std::path::Path::to_path_buf)
+        .map(Path::to_path_buf)
         .unwrap_or_default()
 }

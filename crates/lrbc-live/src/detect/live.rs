@@ -14,15 +14,14 @@ use super::event::Event;
 use super::log::EventLog;
 use super::settings::DetectSettings;
 use crate::check::{Checker, Limits};
-use crate::follower::{FrameCopy, FrameSink, Subscription, Tick, Wants};
+use crate::follower::{FrameCopy, FrameSink, Tick, Wants};
+use crate::live_sink::{Handoff, SinkControl};
 use crate::watch::State;
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
 
 /// Facts waiting for the detector, at most.
 const FACTS_QUEUED: usize = 4096;
-/// Events waiting for the log's lock before the follower waits for it.
-const PENDING_MAX: usize = 100_000;
 
 /// Something a reader of the segment tells the detector.
 #[derive(Debug)]
@@ -78,9 +77,8 @@ pub struct Diagnosis {
     shape: (u32, u32, u32, lrbc::layout::Names),
     log: Arc<Mutex<EventLog>>,
     settings: Arc<Mutex<DetectSettings>>,
-    busy_budget_percent: Arc<Mutex<Option<f32>>>,
     feed: DetectorFeed,
-    subscription: Option<Subscription>,
+    control: SinkControl,
 }
 
 impl std::fmt::Debug for Diagnosis {
@@ -137,26 +135,22 @@ impl Diagnosis {
         let sink = DetectorSink {
             detector: None,
             generation: None,
-            log: Arc::clone(&log),
+            handoff: Handoff::new(Arc::clone(&log)),
             facts: rx,
             settings: Arc::clone(&shared),
             current: settings.clone(),
             limits: Arc::new(settings.limits),
-            pending: Vec::new(),
             busy_budget_percent: Arc::clone(&budget),
             note: None,
             facts_dropped: Arc::clone(&feed.dropped),
         };
-        let subscription =
-            crate::follower::subscribe_with_load(attached, Box::new(sink), read_load)
-                .map_err(|e| format!("cannot follow the segment: {e}"))?;
+        let control = SinkControl::subscribe(attached, Box::new(sink), read_load, budget)?;
         Ok(Self {
             shape: (g.num_envs, g.obs_size, g.act_size, g.names.clone()),
             log,
             settings: shared,
-            busy_budget_percent: budget,
             feed,
-            subscription: Some(subscription),
+            control,
         })
     }
 
@@ -187,19 +181,17 @@ impl Diagnosis {
     /// The owner's budget on a busy machine changed (the follower keeps to the largest
     /// of its sinks').
     pub fn set_busy_budget(&self, percent_of_a_core: Option<f32>) {
-        *lock(&self.busy_budget_percent) = percent_of_a_core;
+        self.control.set_busy_budget(percent_of_a_core);
     }
 
     /// Whether the follower's thread ended (only a panic ends it early).
     pub fn thread_ended(&self) -> bool {
-        self.subscription
-            .as_ref()
-            .is_none_or(Subscription::thread_ended)
+        self.control.thread_ended()
     }
 
     /// Leaves the follower: nothing is found after this.
     pub fn stop(&mut self) {
-        self.subscription = None;
+        self.control.stop();
     }
 }
 
@@ -209,12 +201,12 @@ struct DetectorSink {
     /// mapping.
     detector: Option<Detector>,
     generation: Option<u64>,
-    log: Arc<Mutex<EventLog>>,
+    /// Events found, on their way to the log.
+    handoff: Handoff<Event, EventLog>,
     facts: Receiver<Fact>,
     settings: Arc<Mutex<DetectSettings>>,
     current: DetectSettings,
     limits: Arc<Limits>,
-    pending: Vec<Event>,
     busy_budget_percent: Arc<Mutex<Option<f32>>>,
     note: Option<String>,
     facts_dropped: Arc<AtomicU64>,
@@ -228,13 +220,10 @@ impl DetectorSink {
             return;
         };
         let totals = d.totals();
-        let log = Arc::clone(&self.log);
-        let mut guard = match log.try_lock() {
-            Ok(g) => g,
-            Err(_) if !wait && self.pending.len() < PENDING_MAX => return,
-            Err(_) => lock(&log),
+        let Some((mut guard, pending)) = self.handoff.take(wait) else {
+            return;
         };
-        for e in self.pending.drain(..) {
+        for e in pending {
             guard.apply(e);
         }
         guard.set_figures(&totals);
@@ -260,7 +249,7 @@ impl Drop for DetectorSink {
     /// what goes on is written in its newest form, and all of it reaches the log.
     fn drop(&mut self) {
         if let Some(d) = &mut self.detector {
-            d.finish(lrbc::clock::monotonic_now_ns(), &mut self.pending);
+            d.finish(lrbc::clock::monotonic_now_ns(), self.handoff.pending());
         }
         self.flush(true);
     }
@@ -272,7 +261,7 @@ impl FrameSink for DetectorSink {
             return;
         }
         if let (Some(d), Some(check)) = (&mut self.detector, &c.check) {
-            d.frame(c.sampled_ns, check, &mut self.pending);
+            d.frame(c.sampled_ns, check, self.handoff.pending());
         }
     }
 
@@ -291,7 +280,7 @@ impl FrameSink for DetectorSink {
         let g = &tick.attached.geometry;
         if Some(tick.generation) != self.generation {
             match &mut self.detector {
-                Some(d) => d.restart(g.num_envs, g.names.clone(), now, &mut self.pending),
+                Some(d) => d.restart(g.num_envs, g.names.clone(), now, self.handoff.pending()),
                 None => {
                     self.detector = Some(Detector::new(
                         self.current.clone(),
@@ -311,8 +300,8 @@ impl FrameSink for DetectorSink {
                         state,
                         note,
                         now_ns,
-                    } => d.state(state, note.as_deref(), now_ns, &mut self.pending),
-                    Fact::Ring { fault, now_ns } => d.ring(fault, now_ns, &mut self.pending),
+                    } => d.state(state, note.as_deref(), now_ns, self.handoff.pending()),
+                    Fact::Ring { fault, now_ns } => d.ring(fault, now_ns, self.handoff.pending()),
                 }
             }
             let seg = &tick.attached.segment;
@@ -321,7 +310,7 @@ impl FrameSink for DetectorSink {
             // frame_seq and the client's Release increment of action_seq.
             let f = seg.load_u64(c.frame_seq).unwrap_or(0);
             let a = seg.load_u64(c.action_seq).unwrap_or(0);
-            d.tick(now, f, Some(a), &mut self.pending);
+            d.tick(now, f, Some(a), self.handoff.pending());
         }
         self.flush(false);
         Wants {

@@ -9,18 +9,15 @@ use std::sync::{Arc, Mutex};
 use super::accountant::{Accountant, Episode, FrameView};
 use super::book::EpisodeBook;
 use crate::check::{ChannelKind, Fault};
-use crate::follower::{FrameCopy, FrameSink, Subscription, Tick, Wants};
+use crate::follower::{FrameCopy, FrameSink, Tick, Wants};
+use crate::live_sink::{Handoff, SinkControl};
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
-
-/// Episodes waiting for the book's lock before the follower waits for it.
-const PENDING_MAX: usize = 100_000;
 
 /// The accountant running on a segment's follower, and the book it fills.
 pub struct EpisodeTracker {
     book: Arc<Mutex<EpisodeBook>>,
-    busy_budget_percent: Arc<Mutex<Option<f32>>>,
-    subscription: Option<Subscription>,
+    control: SinkControl,
 }
 
 impl std::fmt::Debug for EpisodeTracker {
@@ -62,19 +59,12 @@ impl EpisodeTracker {
             num_envs,
             kept,
             generation: None,
-            book: Arc::clone(&book),
-            pending: Vec::new(),
+            handoff: Handoff::new(Arc::clone(&book)),
             last_ns: 0,
             busy_budget_percent: Arc::clone(&budget),
         };
-        let subscription =
-            crate::follower::subscribe_with_load(attached, Box::new(sink), read_load)
-                .map_err(|e| format!("cannot follow the segment: {e}"))?;
-        Ok(Self {
-            book,
-            busy_budget_percent: budget,
-            subscription: Some(subscription),
-        })
+        let control = SinkControl::subscribe(attached, Box::new(sink), read_load, budget)?;
+        Ok(Self { book, control })
     }
 
     /// The episodes so far (lock briefly).
@@ -84,20 +74,18 @@ impl EpisodeTracker {
 
     /// The owner's budget on a busy machine changed.
     pub fn set_busy_budget(&self, percent_of_a_core: Option<f32>) {
-        *lock(&self.busy_budget_percent) = percent_of_a_core;
+        self.control.set_busy_budget(percent_of_a_core);
     }
 
     /// Whether the follower's thread ended (only a panic ends it early).
     pub fn thread_ended(&self) -> bool {
-        self.subscription
-            .as_ref()
-            .is_none_or(Subscription::thread_ended)
+        self.control.thread_ended()
     }
 
     /// Leaves the follower: the episodes going on are cut (ending `running`) and reach
     /// the book.
     pub fn stop(&mut self) {
-        self.subscription = None;
+        self.control.stop();
     }
 }
 
@@ -118,8 +106,8 @@ struct AccountantSink {
     num_envs: u32,
     kept: usize,
     generation: Option<u64>,
-    book: Arc<Mutex<EpisodeBook>>,
-    pending: Vec<Episode>,
+    /// Episodes that ended (or were cut), on their way to the book.
+    handoff: Handoff<Episode, EpisodeBook>,
     last_ns: u64,
     busy_budget_percent: Arc<Mutex<Option<f32>>>,
 }
@@ -128,16 +116,13 @@ impl AccountantSink {
     /// Moves what ended and the episodes going on into the book if its lock is free
     /// (readers never make the follower wait), or when they have piled up, or `wait`.
     fn flush(&mut self, wait: bool) {
-        let book = Arc::clone(&self.book);
-        let mut guard = match book.try_lock() {
-            Ok(g) => g,
-            Err(_) if !wait && self.pending.len() < PENDING_MAX => return,
-            Err(_) => lock(&book),
+        let Some((mut guard, pending)) = self.handoff.take(wait) else {
+            return;
         };
         if guard.num_envs != self.num_envs {
             *guard = EpisodeBook::new(self.num_envs, self.kept);
         }
-        for e in self.pending.drain(..) {
+        for e in pending {
             guard.apply(&e);
         }
         if let Some(a) = &self.accountant {
@@ -151,7 +136,7 @@ impl Drop for AccountantSink {
     /// the book.
     fn drop(&mut self) {
         if let Some(a) = &mut self.accountant {
-            a.finish(&mut self.pending);
+            a.finish(self.handoff.pending());
         }
         self.flush(true);
     }
@@ -174,7 +159,7 @@ impl FrameSink for AccountantSink {
             truncateds: c.hot.truncateds.as_deref(),
             resets: &c.hot.resets,
         };
-        a.frame(&view, nonfinite_envs(c), &mut self.pending);
+        a.frame(&view, nonfinite_envs(c), self.handoff.pending());
         self.last_ns = c.sampled_ns;
     }
 
@@ -184,7 +169,7 @@ impl FrameSink for AccountantSink {
             Some(g0) if g0 != tick.generation => {
                 // A segment that replaced the one followed: its episodes start afresh.
                 if let Some(a) = &mut self.accountant {
-                    a.finish(&mut self.pending);
+                    a.finish(self.handoff.pending());
                 }
                 self.num_envs = g.num_envs;
                 self.accountant = Some(Accountant::new(g.num_envs, tick.last_frame));
