@@ -31,13 +31,25 @@ fn book(a: &InspectorApp) -> Option<EpisodeBook> {
 
 #[test]
 fn the_episodes_of_a_recording_sort_and_a_click_goes_to_an_env_or_an_episode() {
-    use common::events::record_from_the_first_step;
-    let path = record_from_the_first_step(
-        "epwin-rec",
-        &["--envs", "8", "--obs", "4", "--act", "2", "--image", "none"],
-        1500,
-    );
+    // A synthetic recording: the same frames on every run, every one of them, however
+    // loaded the machine (a live run's recorder may let frames pass when it is).
     let dir = temp_dir("episodes-window-rec");
+    std::fs::create_dir_all(&dir).expect("a folder for the recording");
+    let path = dir.join("synthetic.mcap");
+    let spec = lrbc_recording::export::synthetic::Spec {
+        num_envs: 8,
+        obs_size: 4,
+        act_size: 2,
+        recorded: (0..8).collect(),
+        frames: 1500,
+        frame_interval_ns: 5_000_000,
+        chunk_size: None,
+        nan_at: None,
+        compression: lrbc_recording::format::Compression::None,
+    };
+    let file = std::fs::File::create(&path).expect("create the recording");
+    lrbc_recording::export::synthetic::write(&spec, std::io::BufWriter::new(file))
+        .expect("write the recording");
     let mut h = on_recording(settings_in(&dir), &path, Pane::Episodes);
     step_until(&mut h, "the recording's episodes", |a| {
         book(a).is_some_and(|b| b.note.is_none() && b.totals.finished() >= 8)
