@@ -66,24 +66,12 @@ impl CompressionArgs {
     /// The compression asked for; a level given for another kind than zstd is a bad
     /// argument.
     pub fn compression(&self) -> Result<Compression, CliError> {
-        match (
-            self.compression.unwrap_or(CompressionArg::Zstd),
-            self.compression_level,
-        ) {
-            (CompressionArg::Zstd, level) => Ok(Compression::Zstd {
-                level: level.unwrap_or(lrbc_recording::format::DEFAULT_ZSTD_LEVEL),
-            }),
-            (other, Some(_)) => Err(CliError::Usage(format!(
-                "--compression-level is zstd's; --compression {} has none",
-                if other == CompressionArg::Lz4 {
-                    "lz4"
-                } else {
-                    "none"
-                }
-            ))),
-            (CompressionArg::Lz4, None) => Ok(Compression::Lz4),
-            (CompressionArg::None, None) => Ok(Compression::None),
-        }
+        let kind = self.compression.map(|k| match k {
+            CompressionArg::Zstd => "zstd",
+            CompressionArg::Lz4 => "lz4",
+            CompressionArg::None => "none",
+        });
+        Compression::asked(kind, self.compression_level).map_err(CliError::Usage)
     }
 }
 

@@ -7,6 +7,7 @@ use crate::shared::BenchError;
 use crate::shared::{export_error, mb};
 use clap::Args;
 use lrbc_recording::export::{self, ExportFormat, ExportOptions, synthetic};
+use lrbc_recording::format::Compression;
 
 /// `lrbc-bench export`: the shape of the synthetic recording and where it goes.
 #[derive(Debug, Clone, Args)]
@@ -35,8 +36,13 @@ pub struct ExportBenchArgs {
     /// Also measure CSV.
     #[arg(long)]
     pub csv: bool,
-    #[command(flatten)]
-    pub compression: lrbc_inspector::cli::record::CompressionArgs,
+    /// How the recording's chunks are compressed: zstd (default), lz4 or none, as
+    /// `record --compression` writes them.
+    #[arg(long, value_name = "KIND", value_parser = ["zstd", "lz4", "none"])]
+    pub compression: Option<String>,
+    /// The zstd level, 1 (fastest) to 19 (smallest) [default: 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=19))]
+    pub compression_level: Option<u8>,
 }
 
 pub fn bench(a: &ExportBenchArgs) -> Result<(), BenchError> {
@@ -53,7 +59,8 @@ pub fn bench(a: &ExportBenchArgs) -> Result<(), BenchError> {
         frame_interval_ns: 1_000_000,
         chunk_size: None,
         nan_at: None,
-        compression: a.compression.compression()?,
+        compression: Compression::asked(a.compression.as_deref(), a.compression_level)
+            .map_err(BenchError::Usage)?,
     };
     let (_, frame_bytes) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
         .map_err(|e| BenchError::Other(e.to_string()))?;

@@ -39,6 +39,25 @@ pub const NO_COMPRESSION: &str =
     "this build reads and writes no compressed chunks (built without the `compression` feature)";
 
 impl Compression {
+    /// What `--compression KIND --compression-level N` ask for: KIND `zstd` (when not
+    /// given), `lz4` or `none`; the level, zstd's only, [`DEFAULT_ZSTD_LEVEL`] when not
+    /// given. The error says what is wrong, for a usage error of one line.
+    pub fn asked(kind: Option<&str>, level: Option<u8>) -> Result<Self, String> {
+        match (kind.unwrap_or("zstd"), level) {
+            ("zstd", level) => Ok(Self::Zstd {
+                level: level.unwrap_or(DEFAULT_ZSTD_LEVEL),
+            }),
+            (other @ ("lz4" | "none"), Some(_)) => Err(format!(
+                "--compression-level is zstd's; --compression {other} has none"
+            )),
+            ("lz4", None) => Ok(Self::Lz4),
+            ("none", None) => Ok(Self::None),
+            (other, _) => Err(format!(
+                "--compression {other}: not a compression (zstd, lz4 or none)"
+            )),
+        }
+    }
+
     /// The chunk records' name of it: "", "zstd" or "lz4".
     pub fn name(self) -> &'static str {
         match self {
@@ -201,5 +220,34 @@ mod tests {
         assert!(e.contains("byte 99") && e.contains("\"brotli\""), "{e}");
         let e = decompress_chunk(5, "zstd", 1 << 40, b"xx", 1 << 30).unwrap_err();
         assert!(e.contains("byte 5"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod asked_tests {
+    use super::{Compression, DEFAULT_ZSTD_LEVEL};
+
+    #[test]
+    fn the_options_ask_for_a_compression_and_a_level_only_of_zstd() {
+        assert_eq!(
+            Compression::asked(None, None),
+            Ok(Compression::Zstd {
+                level: DEFAULT_ZSTD_LEVEL
+            })
+        );
+        assert_eq!(
+            Compression::asked(Some("zstd"), Some(9)),
+            Ok(Compression::Zstd { level: 9 })
+        );
+        assert_eq!(Compression::asked(Some("lz4"), None), Ok(Compression::Lz4));
+        assert_eq!(
+            Compression::asked(Some("none"), None),
+            Ok(Compression::None)
+        );
+        assert_eq!(
+            Compression::asked(Some("lz4"), Some(3)),
+            Err("--compression-level is zstd's; --compression lz4 has none".to_string())
+        );
+        assert!(Compression::asked(Some("gzip"), None).is_err());
     }
 }
