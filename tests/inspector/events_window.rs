@@ -17,9 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::window::{
-    Window, app, harness, labels_with, on_recording, only_pane, settings_in, step_until,
-};
+use common::window::{Window, app, harness, labels_with, only_pane, settings_in, step_until};
 use common::{temp_dir, unique_name};
 use egui_kittest::kittest::Queryable as _;
 use lrbc::attach::Target;
@@ -255,6 +253,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
 #[test]
 fn clicking_an_event_of_a_recording_moves_the_timeline_to_its_frame() {
     use common::events::record_from_the_first_step;
+    use common::window::on_recording;
     let path = record_from_the_first_step(
         "evwin-rec",
         &[
