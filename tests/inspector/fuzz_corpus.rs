@@ -11,44 +11,23 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use lrbc::fuzzing::corpus;
 use lrbc_inspector::fuzzing;
 
-/// A fuzz target's body.
-type Body = fn(&[u8]);
+const TARGETS: [(&str, corpus::Body); 1] = [("cli_args", fuzzing::cli_args)];
 
-const TARGETS: [(&str, Body); 1] = [("cli_args", fuzzing::cli_args)];
-
-fn corpus_dir(target: &str) -> PathBuf {
+/// The workspace's root.
+fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(target)
-}
-
-fn inputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    files.sort();
-    files
 }
 
 #[test]
 fn every_fuzz_target_passes_over_its_corpus() {
     for (target, body) in TARGETS {
-        let files = inputs(&corpus_dir(target));
-        assert!(files.len() >= 5, "{target}: only {} inputs", files.len());
-        for (name, data) in &files {
-            let result = std::panic::catch_unwind(|| body(data));
-            assert!(result.is_ok(), "{target}: input {name} fails");
+        if let Err(e) = corpus::run(target, &corpus::dir(&root(), target), body) {
+            panic!("{e}");
         }
     }
 }
@@ -56,16 +35,11 @@ fn every_fuzz_target_passes_over_its_corpus() {
 #[test]
 fn the_seed_corpus_is_current() {
     for (target, seeds) in seeds() {
-        let dir = corpus_dir(target);
-        for (name, bytes) in seeds {
-            let path = dir.join(&name);
-            let found = std::fs::read(&path).unwrap_or_default();
-            assert!(
-                found == bytes,
-                "{} differs from its seed: run `cargo test --test inspector -- --ignored fuzz_corpus::write_seed_corpus`",
-                path.display()
-            );
-        }
+        let stale = corpus::stale(&corpus::dir(&root(), target), &seeds);
+        assert!(
+            stale.is_empty(),
+            "{stale:?} differ from their seeds: run `cargo test --test inspector -- --ignored fuzz_corpus::write_seed_corpus`"
+        );
     }
 }
 
@@ -73,29 +47,17 @@ fn the_seed_corpus_is_current() {
 #[ignore = "writes fuzz/corpus: run by hand after changing a seed"]
 fn write_seed_corpus() {
     for (target, seeds) in seeds() {
-        let dir = corpus_dir(target);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, bytes) in seeds {
-            std::fs::write(dir.join(name), bytes).unwrap();
-        }
+        corpus::write(&corpus::dir(&root(), target), &seeds).unwrap();
     }
 }
 
-type Seeds = Vec<(String, Vec<u8>)>;
-
-fn seeds() -> Vec<(&'static str, Seeds)> {
+fn seeds() -> Vec<(&'static str, corpus::Seeds)> {
     vec![("cli_args", cli_seeds())]
 }
 
-fn named(list: Vec<(&str, Vec<u8>)>) -> Seeds {
-    list.into_iter()
-        .map(|(n, b)| (format!("seed-{n}"), b))
-        .collect()
-}
-
-fn cli_seeds() -> Seeds {
+fn cli_seeds() -> corpus::Seeds {
     let args = |a: &[&str]| a.join("\0").into_bytes();
-    named(vec![
+    corpus::named(vec![
         (
             "watch-interval-1e20",
             args(&["watch", "--shm", "x", "--interval", "1e20"]),

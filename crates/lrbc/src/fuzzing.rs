@@ -140,3 +140,72 @@ pub fn ring_watch(data: &[u8]) {
         "every byte passed is seen or lost"
     );
 }
+
+/// A fuzz target's checked-in corpus, for the tests that run each body over it on stable
+/// Rust (this crate's `tests/fuzz_corpus.rs` and the app's).
+pub mod corpus {
+    use std::path::{Path, PathBuf};
+
+    /// A fuzz target's body.
+    pub type Body = fn(&[u8]);
+
+    /// Seed inputs by file name.
+    pub type Seeds = Vec<(String, Vec<u8>)>;
+
+    /// The fewest inputs a target's corpus holds.
+    pub const MIN_INPUTS: usize = 5;
+
+    /// `fuzz/corpus/<target>/` of the workspace whose root is `root`.
+    pub fn dir(root: &Path, target: &str) -> PathBuf {
+        root.join("fuzz/corpus").join(target)
+    }
+
+    /// Seeds named `seed-<name>`.
+    pub fn named(list: Vec<(&str, Vec<u8>)>) -> Seeds {
+        list.into_iter()
+            .map(|(n, b)| (format!("seed-{n}"), b))
+            .collect()
+    }
+
+    /// Runs `body` over every input of `dir`, in the order of their names. An error says
+    /// why: the folder or an input cannot be read, it holds fewer than [`MIN_INPUTS`], or
+    /// an input made the body panic.
+    pub fn run(target: &str, dir: &Path, body: Body) -> Result<(), String> {
+        let mut files = Vec::new();
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for entry in entries {
+            let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+            let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            files.push((path, data));
+        }
+        files.sort();
+        if files.len() < MIN_INPUTS {
+            return Err(format!("{target}: only {} inputs", files.len()));
+        }
+        for (path, data) in &files {
+            if std::panic::catch_unwind(|| body(data)).is_err() {
+                return Err(format!("{target}: input {} fails", path.display()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The seeds whose file in `dir` is missing or holds other bytes.
+    pub fn stale(dir: &Path, seeds: &Seeds) -> Vec<PathBuf> {
+        seeds
+            .iter()
+            .map(|(name, bytes)| (dir.join(name), bytes))
+            .filter(|(path, bytes)| std::fs::read(path).ok().as_ref() != Some(*bytes))
+            .map(|(path, _)| path)
+            .collect()
+    }
+
+    /// Writes `seeds` into `dir`, made if missing.
+    pub fn write(dir: &Path, seeds: &Seeds) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        for (name, bytes) in seeds {
+            std::fs::write(dir.join(name), bytes)?;
+        }
+        Ok(())
+    }
+}

@@ -10,53 +10,32 @@
     reason = "helpers of tests: a step that fails fails the test"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use lrbc::fuzzing;
+use lrbc::fuzzing::corpus;
 use lrbc::layout::plan::{Plan, PlanLayout, PlanSpec};
 use lrbc::layout::{LrbcHeader, LuckyHeader, LuckyRingHeader, Names, RingHeader};
 use lrbc::rpc::{self, fb};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
-/// A fuzz target's body.
-type Body = fn(&[u8]);
-
-const TARGETS: [(&str, Body); 4] = [
+const TARGETS: [(&str, corpus::Body); 4] = [
     ("envelope_decode", fuzzing::envelope_decode),
     ("layout_inspect", fuzzing::layout_inspect),
     ("names_parse", fuzzing::names_parse),
     ("ring_watch", fuzzing::ring_watch),
 ];
 
-fn corpus_dir(target: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target)
-}
-
-fn inputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    files.sort();
-    files
+/// The workspace's root.
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 #[test]
 fn every_fuzz_target_passes_over_its_corpus() {
     for (target, body) in TARGETS {
-        let files = inputs(&corpus_dir(target));
-        assert!(files.len() >= 5, "{target}: only {} inputs", files.len());
-        for (name, data) in &files {
-            let result = std::panic::catch_unwind(|| body(data));
-            assert!(result.is_ok(), "{target}: input {name} fails");
+        if let Err(e) = corpus::run(target, &corpus::dir(&root(), target), body) {
+            panic!("{e}");
         }
     }
 }
@@ -64,16 +43,11 @@ fn every_fuzz_target_passes_over_its_corpus() {
 #[test]
 fn the_seed_corpus_is_current() {
     for (target, seeds) in seeds() {
-        let dir = corpus_dir(target);
-        for (name, bytes) in seeds {
-            let path = dir.join(&name);
-            let found = std::fs::read(&path).unwrap_or_default();
-            assert!(
-                found == bytes,
-                "{} differs from its seed: run `cargo test -p lrbc --test fuzz_corpus -- --ignored write_seed_corpus`",
-                path.display()
-            );
-        }
+        let stale = corpus::stale(&corpus::dir(&root(), target), &seeds);
+        assert!(
+            stale.is_empty(),
+            "{stale:?} differ from their seeds: run `cargo test -p lrbc --test fuzz_corpus -- --ignored write_seed_corpus`"
+        );
     }
 }
 
@@ -81,17 +55,11 @@ fn the_seed_corpus_is_current() {
 #[ignore = "writes fuzz/corpus: run by hand after changing a seed"]
 fn write_seed_corpus() {
     for (target, seeds) in seeds() {
-        let dir = corpus_dir(target);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, bytes) in seeds {
-            std::fs::write(dir.join(name), bytes).unwrap();
-        }
+        corpus::write(&corpus::dir(&root(), target), &seeds).unwrap();
     }
 }
 
-type Seeds = Vec<(String, Vec<u8>)>;
-
-fn seeds() -> Vec<(&'static str, Seeds)> {
+fn seeds() -> Vec<(&'static str, corpus::Seeds)> {
     vec![
         ("envelope_decode", envelope_seeds()),
         ("layout_inspect", layout_seeds()),
@@ -100,13 +68,7 @@ fn seeds() -> Vec<(&'static str, Seeds)> {
     ]
 }
 
-fn named(list: Vec<(&str, Vec<u8>)>) -> Seeds {
-    list.into_iter()
-        .map(|(n, b)| (format!("seed-{n}"), b))
-        .collect()
-}
-
-fn envelope_seeds() -> Seeds {
+fn envelope_seeds() -> corpus::Seeds {
     let request = rpc::build_envelope(42, fb::MethodId::GetJointState, None, 123_456, |fbb| {
         let name = fbb.create_string("robot");
         let req = fb::GetJointStateReq::create(
@@ -140,7 +102,7 @@ fn envelope_seeds() -> Seeds {
     let mut odd = telemetry.clone();
     // Byte 0 odd: the body stamps the identifier over bytes 4..8.
     odd[0] |= 1;
-    named(vec![
+    corpus::named(vec![
         ("request", request.clone()),
         ("refused", refused),
         ("telemetry-nan", telemetry.clone()),
@@ -181,7 +143,7 @@ fn layout_input(selector: u8, segment: &[u8]) -> Vec<u8> {
     v
 }
 
-fn layout_seeds() -> Seeds {
+fn layout_seeds() -> corpus::Seeds {
     let mut out = Vec::new();
     for (name, layout) in [
         ("lrbc-ext", PlanLayout::Lrbc { ext: true }),
@@ -211,11 +173,11 @@ fn layout_seeds() -> Seeds {
         out.push((format!("{name}-truncated"), layout_input(16, &short)));
     }
     out.push(("magic-only".into(), vec![1, 0, 0]));
-    named(out.iter().map(|(n, b)| (n.as_str(), b.clone())).collect())
+    corpus::named(out.iter().map(|(n, b)| (n.as_str(), b.clone())).collect())
 }
 
-fn names_seeds() -> Seeds {
-    named(vec![
+fn names_seeds() -> corpus::Seeds {
+    corpus::named(vec![
         ("two-lists", b"x\0v\0\0force\0\0".to_vec()),
         ("empty-lists", b"\0\0".to_vec()),
         ("no-terminator", b"x\0v".to_vec()),
@@ -250,7 +212,7 @@ fn entry(len: u32, fill: u8) -> Vec<u8> {
     e
 }
 
-fn ring_seeds() -> Seeds {
+fn ring_seeds() -> corpus::Seeds {
     let marker = 0xFFFF_FFFFu32.to_le_bytes();
     let e12 = entry(12, 1);
     let e40 = entry(40, 2);
@@ -269,7 +231,7 @@ fn ring_seeds() -> Seeds {
         ring[LuckyRingHeader::SIZE_BYTES + (24 + i) % 64] = *b;
     }
     lucky.extend(ring);
-    named(vec![
+    corpus::named(vec![
         (
             "lrbc-entries",
             lrbc_ring(1, 16 + 48, 0, &[(0, &e12), (16, &e40)]),
