@@ -42,6 +42,15 @@ pub enum Fed {
     Unread,
 }
 
+/// A frame reduced for the histories.
+enum Batched {
+    /// A frame, or a frame's summary, new to the histories.
+    New(publish::Reduced),
+    /// A whole frame whose summary came first: the rows of its watched envs, and the
+    /// points of those the summary has no row for.
+    Envs(publish::Reduced),
+}
+
 /// Fills a [`SamplerData`] and a [`TrafficStore`] from messages as they arrive.
 pub struct MessageFeed {
     pub data: Arc<Mutex<SamplerData>>,
@@ -62,10 +71,14 @@ pub struct MessageFeed {
     image_seq: u64,
     image_times: std::collections::VecDeque<u64>,
     image_fps: f32,
-    /// Frames reduced and not yet moved under the data's lock.
-    batch: Vec<publish::Reduced>,
+    /// Frames reduced and not yet moved under the data's lock, as they came.
+    batch: Vec<Batched>,
     last: Option<RecFrame>,
     last_seq: Option<u64>,
+    /// The newest whole frame whose watched envs' rows went into the histories.
+    rows_seq: Option<u64>,
+    /// The envs the newest summary has rows for.
+    summary_envs: Vec<u32>,
     /// Frames between two that arrived, not yet counted as missed.
     gaps: u64,
     /// The server's clock to the window's: the least of (arrival − the event's newest
@@ -110,6 +123,8 @@ impl MessageFeed {
             batch: Vec::new(),
             last: None,
             last_seq: None,
+            rows_seq: None,
+            summary_envs: Vec::new(),
             gaps: 0,
             event_clock: None,
         }
@@ -144,6 +159,8 @@ impl MessageFeed {
         self.batch.clear();
         self.last = None;
         self.last_seq = None;
+        self.rows_seq = None;
+        self.summary_envs.clear();
         self.gaps = 0;
         self.event_clock = None;
     }
@@ -162,19 +179,29 @@ impl MessageFeed {
                 return Fed::Unread;
             };
             let frame_seq = f.frame_seq;
-            // A frame whose summary came first is in the histories already: it is the
-            // newest frame shown, nothing more.
+            let watched: Vec<u32> = (settings.watched_envs.iter().copied())
+                .filter(|&e| e < self.geometry.num_envs)
+                .collect();
+            let new_rows = self.rows_seq.is_none_or(|s| frame_seq > s);
             let gap = if self.last_seq.is_some_and(|s| frame_seq <= s) {
+                // Its summary came first, with the all-env figures: the frame adds the
+                // watched envs' observations and actions, and the rewards of those
+                // the summary has no row for.
+                if new_rows {
+                    let mut r = publish::reduce(&f, &watched, &self.geometry);
+                    r.points.retain(|(env, _)| !self.summary_envs.contains(env));
+                    self.batch.push(Batched::Envs(r));
+                }
                 0
             } else {
                 let gap = self.gap_to(frame_seq);
-                let watched: Vec<u32> = (settings.watched_envs.iter().copied())
-                    .filter(|&e| e < self.geometry.num_envs)
-                    .collect();
                 self.batch
-                    .push(publish::reduce(&f, &watched, &self.geometry));
+                    .push(Batched::New(publish::reduce(&f, &watched, &self.geometry)));
                 gap
             };
+            if new_rows {
+                self.rows_seq = Some(frame_seq);
+            }
             self.last = Some(f);
             return Fed::Frame { frame_seq, gap };
         }
@@ -188,7 +215,8 @@ impl MessageFeed {
                 return Fed::Summary { gap: 0 };
             }
             let gap = self.gap_to(s.frame_seq);
-            self.batch.push(s.reduced(log_ns));
+            self.summary_envs.clone_from(&s.rows.env);
+            self.batch.push(Batched::New(s.reduced(log_ns)));
             return Fed::Summary { gap };
         }
         if let Some(ring) = ring_of_topic(topic) {
@@ -307,8 +335,11 @@ impl MessageFeed {
             // its limits, or dropped from this client's queue.
             d.stats.frames_seen += self.gaps;
             d.stats.frames_missed += std::mem::take(&mut self.gaps);
-            for r in self.batch.drain(..) {
-                publish::push(&mut d, r);
+            for b in self.batch.drain(..) {
+                match b {
+                    Batched::New(r) => publish::push(&mut d, r),
+                    Batched::Envs(r) => publish::push_envs(&mut d, r),
+                }
             }
             if let Some(f) = self.last.take() {
                 publish::set_latest(&mut d, Some(&f));
@@ -349,6 +380,71 @@ mod tests {
             .geometry
     }
 
+    /// A frame of `g` with the reward `reward` everywhere, served with `envs`' rows.
+    fn frame_bytes(g: &Geometry, seq: u64, reward: f32, envs: &[u32]) -> Vec<u8> {
+        let n = g.num_envs as usize;
+        let rewards = vec![reward; n];
+        let flags = vec![0u8; n];
+        let obs = vec![0.5; g.obs_size as usize * envs.len()];
+        let act = vec![0.1; g.act_size as usize * envs.len()];
+        FrameRef {
+            frame_seq: seq,
+            frame_time_ns: 0,
+            action_seq: seq,
+            sampled_ns: 0,
+            rewards: &rewards,
+            dones: &flags,
+            truncateds: None,
+            resets: &flags,
+            envs,
+            observations: &obs,
+            actions: &act,
+        }
+        .encode(&mut flatbuffers::FlatBufferBuilder::new())
+        .to_vec()
+    }
+
+    #[test]
+    fn a_whole_frame_after_its_summary_adds_its_observations_and_actions_once() {
+        let g = geometry();
+        // Env 1 has a row in the summary; env 3 is served whole but has none.
+        let settings = SamplerSettings {
+            watched_envs: vec![1, 3],
+            ..SamplerSettings::default()
+        };
+        let limits = TrafficLimits::default();
+        let mut feed = MessageFeed::new(g.clone(), "node:1".into(), &settings);
+        let whole = frame_bytes(&g, 1, 0.25, &[1, 3]);
+        let mut summary = FrameSummary::of(&RecFrame::decode(10, &whole).unwrap());
+        summary.rows.env.truncate(1);
+        let summary = serde_json::to_vec(&summary).unwrap();
+        assert_eq!(
+            feed.message(SUMMARY_TOPIC, 10, &summary, &settings, limits),
+            Fed::Summary { gap: 0 }
+        );
+        for _ in 0..2 {
+            assert_eq!(
+                feed.message(FRAME_TOPIC, 10, &whole, &settings, limits),
+                Fed::Frame {
+                    frame_seq: 1,
+                    gap: 0
+                }
+            );
+        }
+        feed.flush(&settings, limits, 20);
+        let d = lock(&feed.data);
+        assert_eq!((d.frames.len(), d.stats.frames_seen), (1, 1), "one frame");
+        for env in [1, 3] {
+            let h = d.envs.get(&env).unwrap();
+            assert_eq!(
+                (h.points.len(), h.detail.len()),
+                (1, 1),
+                "env {env}: one reward, one row of observations and actions"
+            );
+            assert_eq!(h.detail.iter().next().map(|r| r.values.len()), Some(5));
+        }
+    }
+
     #[test]
     fn frames_fill_the_histories_gaps_count_as_missed_and_a_new_run_starts_over() {
         let g = geometry();
@@ -359,31 +455,10 @@ mod tests {
         };
         let limits = TrafficLimits::default();
         let mut feed = MessageFeed::new(g.clone(), "node:1".into(), &settings);
-        let mut b = flatbuffers::FlatBufferBuilder::new();
-        let (obs, act) = (
-            vec![0.5; g.obs_size as usize],
-            vec![0.1; g.act_size as usize],
+        let (first, later) = (
+            frame_bytes(&g, 1, 1.0, &[1]),
+            frame_bytes(&g, 4, f32::NAN, &[1]),
         );
-        let mut frame = |seq: u64, reward: f32| {
-            let rewards = vec![reward; n];
-            let flags = vec![0u8; n];
-            FrameRef {
-                frame_seq: seq,
-                frame_time_ns: 0,
-                action_seq: seq,
-                sampled_ns: 0,
-                rewards: &rewards,
-                dones: &flags,
-                truncateds: None,
-                resets: &flags,
-                envs: &[1],
-                observations: &obs,
-                actions: &act,
-            }
-            .encode(&mut b)
-            .to_vec()
-        };
-        let (first, later) = (frame(1, 1.0), frame(4, f32::NAN));
         let mut fed =
             |topic: &str, t: u64, bytes: &[u8]| feed.message(topic, t, bytes, &settings, limits);
         assert_eq!(

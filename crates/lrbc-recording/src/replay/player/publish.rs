@@ -109,6 +109,12 @@ pub fn push(d: &mut SamplerData, r: Reduced) {
     d.frames.push(r.agg);
     d.stats.frames_seen += 1;
     d.stats.frames_sampled += 1;
+    push_envs(d, r);
+}
+
+/// A reduced frame's points and rows into the histories of the watched envs, not its
+/// all-env figures: a frame whose figures are there already.
+pub fn push_envs(d: &mut SamplerData, r: Reduced) {
     for (env, p) in r.points {
         if let Some(h) = d.envs.get_mut(&env) {
             h.points.push(p);
