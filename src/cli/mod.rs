@@ -12,7 +12,7 @@ mod list;
 mod looking;
 mod open;
 pub mod record;
-mod serve;
+pub mod serve;
 mod sim;
 mod traffic;
 pub mod values;

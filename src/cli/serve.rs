@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::record::EnvList;
 use super::{CliError, stop_flag};
 use lrbc::attach::{Attached, Target, attach};
-use lrbc::clock::{MonotonicClock, monotonic_now_ns};
+use lrbc::clock::{Clock, MonotonicClock};
 use lrbc::layout::LayoutChoice;
 use lrbc_live::watch::{AttachmentWatch, Report};
 use lrbc_recording::format::ImageEncoding;
@@ -145,42 +145,52 @@ pub enum ImageFormatArg {
 
 /// Runs `serve` with its arguments.
 pub fn run_args(a: ServeArgs) -> Result<(), CliError> {
-    if a.record.is_none() && a.compression.given() {
-        return Err(CliError::Usage(
-            "--compression and --compression-level are of the --record file; give --record FILE"
-                .into(),
-        ));
-    }
-    run(
-        &a.target.require()?,
-        a.target.layout,
-        ServeOptions {
-            listen: a.listen,
-            envs: a.envs,
-            all_envs: a.all_envs,
-            images: a.images,
-            duration: a.duration,
-            max_hz: a.max_hz,
-            image_hz: a.image_hz,
-            image_format: match a.image_format {
-                ImageFormatArg::Raw => ImageEncoding::Raw,
-                ImageFormatArg::Png => ImageEncoding::Png,
-                ImageFormatArg::Jpeg => ImageEncoding::Jpeg {
-                    quality: a.jpeg_quality,
+    let (target, choice, o) = a.options()?;
+    run(&target, choice, o)
+}
+
+impl ServeArgs {
+    /// What to serve, its layout, and how (on the monotonic clock).
+    pub fn options(self) -> Result<(Target, LayoutChoice, ServeOptions), CliError> {
+        if self.record.is_none() && self.compression.given() {
+            return Err(CliError::Usage(
+                "--compression and --compression-level are of the --record file; give --record FILE"
+                    .into(),
+            ));
+        }
+        Ok((
+            self.target.require()?,
+            self.target.layout,
+            ServeOptions {
+                listen: self.listen,
+                envs: self.envs,
+                all_envs: self.all_envs,
+                images: self.images,
+                duration: self.duration,
+                max_hz: self.max_hz,
+                image_hz: self.image_hz,
+                image_format: match self.image_format {
+                    ImageFormatArg::Raw => ImageEncoding::Raw,
+                    ImageFormatArg::Png => ImageEncoding::Png,
+                    ImageFormatArg::Jpeg => ImageEncoding::Jpeg {
+                        quality: self.jpeg_quality,
+                    },
                 },
+                allow_control: self.allow_control,
+                control_timeout: self.control_timeout,
+                busy_budget: (self.busy_budget > 0.0).then_some(self.busy_budget),
+                record: self.record,
+                compression: self.compression.compression()?,
+                tls: self.tls_cert.zip(self.tls_key),
+                detect: self.detect.settings()?,
+                clock: Arc::new(MonotonicClock),
             },
-            allow_control: a.allow_control,
-            control_timeout: a.control_timeout,
-            busy_budget: (a.busy_budget > 0.0).then_some(a.busy_budget),
-            record: a.record,
-            compression: a.compression.compression()?,
-            tls: a.tls_cert.zip(a.tls_key),
-            detect: a.detect.settings()?,
-        },
-    )
+        ))
+    }
 }
 
 /// What `serve` serves, how, and where.
+#[derive(Debug)]
 pub struct ServeOptions {
     pub listen: Listen,
     pub envs: Option<EnvList>,
@@ -204,6 +214,9 @@ pub struct ServeOptions {
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// What the detector looks for (its events go on `/lrbc/events` and `/lrbc/log`).
     pub detect: lrbc_live::detect::DetectSettings,
+    /// The clock of the frames' stamps, the messages' times and every period of the
+    /// loop (`--duration` included): the monotonic one, or a manual one in tests.
+    pub clock: Arc<dyn Clock>,
 }
 
 type FileRecorder = lrbc_recording::recorder::Recorder<std::io::BufWriter<std::fs::File>>;
@@ -295,8 +308,8 @@ fn envs_of(a: &Attached, o: &ServeOptions) -> Vec<u32> {
 
 fn capture_of(a: Attached, o: &ServeOptions) -> Result<Capture, CliError> {
     let envs = envs_of(&a, o);
-    let mut capture =
-        Capture::new(a, envs).map_err(|e| CliError::Other(format!("cannot serve: {e}")))?;
+    let mut capture = Capture::with_clock(a, envs, Arc::clone(&o.clock))
+        .map_err(|e| CliError::Other(format!("cannot serve: {e}")))?;
     if o.images {
         capture = capture.with_images();
     }
@@ -307,8 +320,20 @@ fn capture_of(a: Attached, o: &ServeOptions) -> Result<Capture, CliError> {
     Ok(capture)
 }
 
+/// Serves `target` until Ctrl-C or `--duration`.
 pub fn run(target: &Target, choice: LayoutChoice, o: ServeOptions) -> Result<(), CliError> {
-    let stop = stop_flag();
+    run_until(target, choice, o, &stop_flag(), |_| {})
+}
+
+/// [`run`] until `stop` is set (or `--duration`), telling `listening` the port once the
+/// server listens: `serve` in a thread of this process, as tests run it.
+pub fn run_until(
+    target: &Target,
+    choice: LayoutChoice,
+    o: ServeOptions,
+    stop: &AtomicBool,
+    listening: impl FnOnce(u16),
+) -> Result<(), CliError> {
     lrbc_platform::set_timer_slack_ns(1_000);
     refuse_control_in_the_clear(&o)?;
     let tls = read_tls(&o)?;
@@ -323,7 +348,8 @@ pub fn run(target: &Target, choice: LayoutChoice, o: ServeOptions) -> Result<(),
     }
     let control = Arc::new(Mutex::new(None));
     let server = start_server(&o, &a, tls, &control)?;
-    let watcher = AttachmentWatch::new(a.reopen().map_err(CliError::Attach)?, MonotonicClock);
+    listening(server.port());
+    let watcher = AttachmentWatch::new(a.reopen().map_err(CliError::Attach)?, Arc::clone(&o.clock));
     let feed = open_feed(capture_of(a, &o)?, &o)?;
     let mut serving = Serving {
         o: &o,
@@ -336,11 +362,11 @@ pub fn run(target: &Target, choice: LayoutChoice, o: ServeOptions) -> Result<(),
     serving.advertise()?;
     serving
         .server
-        .send_metadata(serving.feed.capture().prelude());
+        .send_metadata(o.clock.now_ns(), serving.feed.capture().prelude());
     // An observer: this thread runs in the time the engine and trainer leave over; the
     // frame follower, started above, keeps its own priority.
     lrbc_platform::lower_thread_priority(19);
-    let why = serving.serve_until_stopped(&stop)?;
+    let why = serving.serve_until_stopped(stop)?;
     serving.finish(why)
 }
 
@@ -439,7 +465,7 @@ struct Serving<'o> {
     o: &'o ServeOptions,
     server: Server,
     feed: Feed,
-    watcher: AttachmentWatch<MonotonicClock>,
+    watcher: AttachmentWatch<Arc<dyn Clock>>,
     /// The attachment the control services use (re-attached with the watcher).
     control: Arc<Mutex<Option<Attached>>>,
     out: Vec<Message>,
@@ -457,12 +483,14 @@ impl Serving<'_> {
     /// segment's state four times a second, the progress line and status each second.
     /// Why it stopped.
     fn serve_until_stopped(&mut self, stop: &AtomicBool) -> Result<&'static str, CliError> {
-        let started = Instant::now();
-        let deadline = self.o.duration.map(|d| super::deadline_after(started, d));
+        let clock = Arc::clone(&self.o.clock);
+        let started = clock.now_ns();
+        let after = |ns: u64, d: Duration| ns.saturating_add(d.as_nanos() as u64);
+        let deadline = self.o.duration.map(|d| after(started, d));
         let mut reattached = self.watcher.reattach_count;
         let mut report = self.watcher.tick();
-        let mut next_state = started + STATE_EVERY;
-        let mut next_line = started + Duration::from_secs(1);
+        let mut next_state = after(started, STATE_EVERY);
+        let mut next_line = after(started, Duration::from_secs(1));
         let mut last = (Counts::default(), ServeCounts::default(), started);
         let mut told_dropped = 0;
         let mut seen = BTreeMap::new();
@@ -472,11 +500,11 @@ impl Serving<'_> {
             if stop.load(Ordering::Relaxed) {
                 return Ok("stopped");
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| clock.now_ns() >= d) {
                 return Ok("duration reached");
             }
-            if Instant::now() >= next_state {
-                next_state += STATE_EVERY;
+            if clock.now_ns() >= next_state {
+                next_state = after(next_state, STATE_EVERY);
                 let previous = (report.state, report.note.clone());
                 report = self.watcher.tick();
                 if let Some(note) = &report.note
@@ -489,8 +517,8 @@ impl Serving<'_> {
                     self.serve_the_new_segment()?;
                 }
             }
-            if Instant::now() >= next_line {
-                next_line += Duration::from_secs(1);
+            if clock.now_ns() >= next_line {
+                next_line = after(next_line, Duration::from_secs(1));
                 self.feed.end_chunk()?;
                 last = self.report_second(&report, &last, &mut told_dropped, &mut seen);
             }
@@ -505,7 +533,7 @@ impl Serving<'_> {
         self.feed.poll(&mut self.out)?;
         // Streams add channels as they show up: advertised before their messages go.
         self.advertise()?;
-        let now = monotonic_now_ns();
+        let now = self.o.clock.now_ns();
         if self.out.is_empty() {
             self.server.tick(now);
             self.feed.capture().wait(RING_EVERY);
@@ -526,7 +554,8 @@ impl Serving<'_> {
         // segment is complete (the new one may have other envs and channels).
         self.feed.capture_mut().stop_following();
         self.feed.poll(&mut self.out)?;
-        self.server.publish(monotonic_now_ns(), self.out.drain(..));
+        self.server
+            .publish(self.o.clock.now_ns(), self.out.drain(..));
         let old = std::mem::replace(
             &mut self.feed,
             Feed::Capture(Box::new(capture_of(new, self.o)?)),
@@ -538,7 +567,7 @@ impl Serving<'_> {
         }
         let capture = self.feed.capture();
         self.server
-            .replace(capture.prelude())
+            .replace(self.o.clock.now_ns(), capture.prelude())
             .map_err(|e| CliError::Other(e.to_string()))?;
         self.server.tell_clients(
             "lrbc.attach",
@@ -556,24 +585,22 @@ impl Serving<'_> {
     fn report_second(
         &mut self,
         report: &Report,
-        last: &(Counts, ServeCounts, Instant),
+        last: &(Counts, ServeCounts, u64),
         told_dropped: &mut u64,
         seen: &mut BTreeMap<u64, ClientCounts>,
-    ) -> (Counts, ServeCounts, Instant) {
+    ) -> (Counts, ServeCounts, u64) {
         let (counts, served) = (self.feed.capture().counts(), self.server.counts());
-        let secs = last.2.elapsed().as_secs_f64().max(1e-3);
+        let now = self.o.clock.now_ns();
+        let secs = lrbc::clock::secs_between(last.2, now).max(1e-3);
         let (views, _, _) = self.server.client_views();
         let line = progress(report, &counts, &served, last, secs, &views, seen);
         log_line(line);
         let a = self.watcher.attached();
         let flags = (a.geometry.counters.ext).and_then(|e| a.segment.load_u32(e.service_flags));
-        self.server.send_status(&status_json(
-            report,
-            flags,
-            &counts,
-            &served,
-            self.server.clients(),
-        ));
+        self.server.send_status(
+            now,
+            &status_json(report, flags, &counts, &served, self.server.clients()),
+        );
         let dropped = served.frames_dropped + served.images_dropped;
         if dropped > *told_dropped {
             *told_dropped = dropped;
@@ -586,7 +613,7 @@ impl Serving<'_> {
                 ),
             );
         }
-        (counts, served, Instant::now())
+        (counts, served, now)
     }
 
     /// Stops the server, completes the file and says what was served.

@@ -2,7 +2,6 @@
 //! what each client took) and the status message its clients get.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use lrbc_live::watch::Report;
 use lrbc_recording::recorder::Counts;
@@ -50,7 +49,7 @@ pub(super) fn progress(
     r: &Report,
     c: &Counts,
     s: &ServeCounts,
-    last: &(Counts, ServeCounts, Instant),
+    last: &(Counts, ServeCounts, u64),
     secs: f64,
     clients: &[PeerView],
     seen: &mut BTreeMap<u64, ClientCounts>,

@@ -15,7 +15,7 @@ use crate::format::{
     ring_header_topic, ring_topic, segment_metadata,
 };
 use lrbc::attach::Attached;
-use lrbc::clock::{MonotonicClock, monotonic_now_ns};
+use lrbc::clock::{Clock, MonotonicClock};
 use lrbc::layout::{Layout, RegionKind};
 use lrbc::rpc::RECORDING_BFBS;
 use lrbc_live::busy::CpuTimes;
@@ -52,7 +52,9 @@ pub struct Capture {
     /// The channel of the segment's state changes.
     state_channel: usize,
     /// The segment's state, on a mapping of its own; None when it could not be mapped.
-    watcher: Option<AttachmentWatch<MonotonicClock>>,
+    watcher: Option<AttachmentWatch<Arc<dyn Clock>>>,
+    /// The clock of the follower's stamps, the state's reads and the messages' times.
+    clock: Arc<dyn Clock>,
     /// The state last recorded on `/lrbc/state`.
     state: State,
     state_read_ns: u64,
@@ -245,7 +247,18 @@ impl std::fmt::Debug for Capture {
 
 impl Capture {
     /// A capture of `envs` of `attached`, with the prelude describing it.
-    pub fn new(attached: Attached, mut envs: Vec<u32>) -> Result<Self, RecordError> {
+    pub fn new(attached: Attached, envs: Vec<u32>) -> Result<Self, RecordError> {
+        Self::with_clock(attached, envs, Arc::new(MonotonicClock))
+    }
+
+    /// [`Capture::new`] on `clock`: the follower (when this capture starts it) stamps
+    /// the frames by it, and the state's reads and the messages' times keep to it. Tests
+    /// give a manual clock, so that a run's times are the same on every run.
+    pub fn with_clock(
+        attached: Attached,
+        mut envs: Vec<u32>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, RecordError> {
         envs.sort_unstable();
         envs.dedup();
         let g = &attached.geometry;
@@ -263,7 +276,7 @@ impl Capture {
         let watcher = attached
             .reopen()
             .ok()
-            .map(|a| AttachmentWatch::new(a, MonotonicClock));
+            .map(|a| AttachmentWatch::new(a, Arc::clone(&clock)));
         let mut capture = Self {
             attached,
             traffic,
@@ -275,6 +288,7 @@ impl Capture {
             traffic_now_ns: 0,
             state_channel: channels.state,
             watcher,
+            clock,
             state: State::Attached,
             state_read_ns: 0,
             inbox: Arc::new(Inbox::default()),
@@ -307,10 +321,11 @@ impl Capture {
             envs: self.envs.clone(),
             generation: None,
         };
-        self.subscription = Some(lrbc_live::follower::subscribe_with_load(
+        self.subscription = Some(lrbc_live::follower::subscribe_with_clock(
             &self.attached,
             Box::new(sink),
             read_load,
+            Arc::clone(&self.clock),
         )?);
         // Read apart: the follower's ticks take this lock while the subscription below
         // waits for them.
@@ -451,10 +466,10 @@ impl Capture {
     /// the last call, to `out`.
     pub fn poll(&mut self, out: &mut Vec<Message>) {
         self.poll_frame(out);
-        self.poll_state(monotonic_now_ns(), out);
+        self.poll_state(self.clock.now_ns(), out);
         if let Some(images) = self.images.as_mut().filter(|_| self.encode_region_images) {
             let (seg, g) = (&self.attached.segment, &self.attached.geometry);
-            let now = monotonic_now_ns();
+            let now = self.clock.now_ns();
             let frame_time_ns = g
                 .counters
                 .ext
@@ -491,7 +506,7 @@ impl Capture {
         self.counts.events_missed += missed;
         // Written when read (their log times keep the file in order); the time each
         // event began is in its JSON.
-        let now = monotonic_now_ns();
+        let now = self.clock.now_ns();
         for e in self.event_forms.drain(..) {
             // Ids go up by one as events are found: a form of a new id is its first.
             let first_form = e.id > self.counts.events_found;
@@ -549,7 +564,7 @@ impl Capture {
     /// the segment went keeps the message that says how.
     pub fn poll_state_now(&mut self, out: &mut Vec<Message>) {
         self.state_read_ns = 0;
-        self.poll_state(monotonic_now_ns(), out);
+        self.poll_state(self.clock.now_ns(), out);
     }
 
     /// Reads the segment's state every [`STATE_EVERY_NS`]; a change is a message on
@@ -638,7 +653,7 @@ impl Capture {
 
     fn poll_rings(&mut self, out: &mut Vec<Message>) {
         self.events.clear();
-        self.traffic_now_ns = monotonic_now_ns();
+        self.traffic_now_ns = self.clock.now_ns();
         self.traffic.poll(
             &self.attached.segment,
             self.traffic_now_ns,

@@ -348,8 +348,8 @@ impl Server {
     }
 
     /// A new capture: every channel of the old one goes (clients are told), the new
-    /// prelude's channels and metadata come.
-    pub fn replace(&mut self, prelude: &Prelude) -> Result<(), ServeError> {
+    /// prelude's channels and metadata come, sent at `now` (monotonic, as [`Server::publish`]).
+    pub fn replace(&mut self, now: u64, prelude: &Prelude) -> Result<(), ServeError> {
         self.dropped_before = (self.counts.frames_dropped, self.counts.images_dropped);
         self.hub
             .remove_channels(&std::mem::take(&mut self.channels));
@@ -357,7 +357,7 @@ impl Server {
         self.compressed.clear();
         self.pacer.clear();
         self.advertise(prelude)?;
-        self.send_metadata(prelude);
+        self.send_metadata(now, prelude);
         Ok(())
     }
 
@@ -377,9 +377,9 @@ impl Server {
     }
 
     /// Sends the metadata records of `prelude`, with the served clock's, to every
-    /// subscriber now and to each client as it subscribes.
-    pub fn send_metadata(&mut self, prelude: &Prelude) {
-        let now = lrbc::clock::monotonic_now_ns();
+    /// subscriber at `now` (monotonic, as [`Server::publish`]) and to each client as it
+    /// subscribes.
+    pub fn send_metadata(&mut self, now: u64, prelude: &Prelude) {
         let clock = BTreeMap::from([(
             "unix_minus_monotonic_ns".to_string(),
             self.unix_minus_monotonic_ns.to_string(),
@@ -501,14 +501,14 @@ impl Server {
     }
 
     /// Sends the run's status (once a second) on [`STATUS_TOPIC`], with the figures of
-    /// the client it goes to under `"client"`.
-    pub fn send_status(&mut self, status: &serde_json::Value) {
-        let now = self.unix_ns(lrbc::clock::monotonic_now_ns());
+    /// the client it goes to under `"client"`, at `now` (monotonic, as [`Server::publish`]).
+    pub fn send_status(&mut self, now: u64, status: &serde_json::Value) {
+        let log_time = self.unix_ns(now);
         for p in self.hub.peers() {
             let mut v = status.clone();
             v["client"] = serde_json::to_value(p.view()).unwrap_or_default();
             let data: Arc<[u8]> = Arc::from(v.to_string().into_bytes());
-            p.offer(self.status, Class::Reliable, now, &data);
+            p.offer(self.status, Class::Reliable, log_time, &data);
         }
     }
 
