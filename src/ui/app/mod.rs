@@ -230,9 +230,10 @@ impl InspectorApp {
     fn shown(&mut self, s: Session) {
         // The flight recorder records the session shown: it starts again on this one.
         self.flight_stop();
-        // A live session's frames are stamped by the window's clock; a recording's rows
-        // carry its own times and a served run's the server's.
-        self.t0_ns = if s.live().is_some() {
+        // A live session's frames are stamped by the window's clock, and the viewer puts
+        // a served run's times on the monotonic clock, the window's unless a test set
+        // another; a recording's rows carry their own times.
+        self.t0_ns = if s.live().is_some() || s.remote().is_some() {
             self.clock.now_ns()
         } else {
             monotonic_now_ns()
