@@ -5,9 +5,10 @@
 //! and episodes on every run. The window on a live segment runs on a manual clock that
 //! moves one engine period before each frame, so the times it shows (plots, events,
 //! timeline, the segment's state) are the same on every run; only the engine's process
-//! id is masked (magenta). The window on `serve` gets its times from the server's
-//! process, on the monotonic clock: those are masked too (see the test). Compared with
-//! `tests/snapshots/live-*.png` and `remote-*.png` as `snapshots.rs` compares its own.
+//! id is masked (magenta). The window on `serve` is on the same clock, `serve` running in
+//! a thread of this process: only its status bar is masked, which shows the port and the
+//! link's measures (see the test). Compared with `tests/snapshots/live-*.png` and
+//! `remote-*.png` as `snapshots.rs` compares its own.
 
 #![cfg(target_os = "linux")]
 #![allow(
@@ -140,23 +141,21 @@ impl Trainer {
 /// The window's clock moves by this much before each frame: the engine's period at 60 Hz.
 const FRAME_NS: u64 = 16_666_667;
 
-/// Steps `engine` `frames` times after a trainer's actions and resets, each frame in the
-/// window's data before the next is published; `clock`, the window's, moves by
-/// [`FRAME_NS`] before each.
+/// Steps `engine` to the frames `frames` after a trainer's actions and resets, each
+/// frame in the window's data before the next is published; `clock`, the window's,
+/// moves by [`FRAME_NS`] before each.
 fn step_each_taken(
     h: &mut Window,
     engine: &mut Engine,
     name: &str,
-    frames: u64,
-    clock: Option<&ManualClock>,
+    frames: std::ops::RangeInclusive<u64>,
+    clock: &ManualClock,
 ) {
     let mut trainer = Trainer::of(name);
     let deadline = Instant::now() + common::DEADLINE;
-    for k in 1..=frames {
+    for k in frames {
         trainer.act(k);
-        if let Some(c) = clock {
-            c.advance_ns(FRAME_NS);
-        }
+        clock.advance_ns(FRAME_NS);
         engine.step_once(None);
         while taken(h.state()) < k {
             assert!(Instant::now() < deadline, "frame {k} not taken");
@@ -168,7 +167,7 @@ fn step_each_taken(
 /// [`step_each_taken`]; then waits until the detector and the episodes' accountant have
 /// seen every frame.
 fn step_taken(h: &mut Window, engine: &mut Engine, name: &str, frames: u64, clock: &ManualClock) {
-    step_each_taken(h, engine, name, frames, Some(clock));
+    step_each_taken(h, engine, name, 1..=frames, clock);
     step_until(h, "every frame checked and counted", |a| {
         let Some(s) = a.session.as_ref() else {
             return false;
@@ -203,13 +202,15 @@ fn attached(name: &str, num_envs: u32, frames: u64) -> (Window, Engine) {
     (h, engine)
 }
 
-/// Masks the status bar of the window on `serve`: the engine's process id, and the
-/// link's ages and rates, measured in real time by the server's process and this one.
+/// Masks the status bar of the window on `serve` right of its buttons: the server's
+/// port and the engine's process id, which no clock decides, and the link's measures
+/// (the kernel's rate of the connection; the ages and rates the viewer takes by the
+/// machine's time), which the clock of the test does not reach.
 fn mask_status_bar(h: &mut Window) {
-    let top = h.get_by_label("Record").rect().top() - 4.0;
+    let save = h.get_by_label_contains("Save last").rect();
     let size = h.ctx.content_rect().size();
     h.mask(egui::Rect::from_min_max(
-        egui::pos2(0.0, top),
+        egui::pos2(save.right() + 4.0, save.top() - 4.0),
         size.to_pos2(),
     ));
 }
@@ -223,21 +224,6 @@ fn mask_engine_pid(h: &mut Window) {
         engine.min,
         egui::pos2(right, engine.bottom()),
     ));
-}
-
-/// Masks the rows of the Events panel's first column of the window on `serve`: the time
-/// of each event is the server's follower's time of its frame, on the monotonic clock of
-/// the server's process (the test's manual clock does not reach it).
-fn mask_event_times(h: &mut Window) {
-    let rect = h.get_by_label_contains("time (s)").rect();
-    let font = egui::TextStyle::Monospace.resolve(&h.ctx.global_style());
-    let char_width = h.ctx.fonts_mut(|f| f.glyph_width(&font, '0'));
-    let bottom = h.get_by_label_contains("Click an event").rect().top();
-    let mask = egui::Rect::from_min_max(
-        egui::pos2(rect.left(), rect.bottom()),
-        egui::pos2(rect.left() + 9.5 * char_width, bottom),
-    );
-    h.mask(mask);
 }
 
 /// Masks the value of the Header panel's `server_pid` row: this process's id.
@@ -302,9 +288,27 @@ fn the_envs_panel_of_the_paused_live_view_matches_its_golden_image() {
 fn the_overview_of_a_served_run_stepped_frame_by_frame_matches_its_golden_image() {
     let name = "lrbc-golden-remote";
     let mut engine = engine(name, 16);
+    // The engine stamps its frames, and `serve` (in this process) stamps its copies,
+    // times its messages and sends its status each second, by one manual clock.
+    let clock = ManualClock::new(lrbc::clock::monotonic_now_ns());
+    engine.set_clock(Arc::new(clock.clone()));
     // The server's detector, as the window's: no stalls, no done bursts (see `settings`).
-    let serve = common::served::Serve::start(name, &["--stall-min", "3600", "--done-burst", "1"]);
-    let mut a = app(settings(), None);
+    let serve = common::served::ServeHere::start(
+        name,
+        &["--stall-min", "3600", "--done-burst", "1"],
+        Arc::new(clock.clone()),
+    );
+    // Plots of the last 5 s: the frames before the window's subscriptions reached the
+    // server are not in them, and a plot column is shorter than a frame, so that each
+    // frame has a column of its own wherever the clock's start puts the columns' edges.
+    let mut a = app(
+        Settings {
+            plot_window_secs: 5.0,
+            ..settings()
+        },
+        None,
+    );
+    a.set_clock(Arc::new(clock.clone()));
     a.connect(&serve.url);
     // Wide enough that the status bar's figures of the link stay on one line, whatever
     // their width (a second line would move the panels up).
@@ -315,52 +319,58 @@ fn the_overview_of_a_served_run_stepped_frame_by_frame_matches_its_golden_image(
             .and_then(|s| s.remote())
             .is_some_and(|(r, _)| r.geometry.size_bytes > 0)
     });
-    step_each_taken(&mut h, &mut engine, name, 450, None);
-    step_until(&mut h, "every frame's events", |a| {
+    // The server's events are timed by the window as the frames are (its clock to the
+    // window's: the least delay of an event's message after its frame): each event is
+    // in the window before the clock moves on from its frame.
+    let events = |n: usize| {
+        move |a: &InspectorApp| {
+            a.session
+                .as_ref()
+                .and_then(|s| s.events())
+                .is_some_and(|l| l.lock().unwrap().events().len() >= n)
+        }
+    };
+    step_each_taken(&mut h, &mut engine, name, 1..=30, &clock);
+    // A frame came whole: the frames channel's subscription holds for every later frame
+    // (a frame published before it lands comes only as its summary).
+    step_until(&mut h, "a whole frame", |a| {
+        a.session
+            .as_ref()
+            .is_some_and(|s| s.sampler.lock().envs.values().any(|h| !h.detail.is_empty()))
+    });
+    step_each_taken(&mut h, &mut engine, name, 31..=300, &clock);
+    step_until(&mut h, "the NaN's event", events(1));
+    step_each_taken(&mut h, &mut engine, name, 301..=420, &clock);
+    step_until(&mut h, "the infinity's event", events(2));
+    step_each_taken(&mut h, &mut engine, name, 421..=450, &clock);
+    // The server's figures come with its status, once a second of the clock: seconds
+    // pass until a status says that every frame was checked.
+    let served = |a: &InspectorApp| a.session.as_ref().and_then(|s| s.link()?.served);
+    let checked = |a: &InspectorApp| {
         a.session
             .as_ref()
             .and_then(|s| s.events())
-            .is_some_and(|l| l.lock().unwrap().events().len() >= 2)
-    });
+            .is_some_and(|l| l.lock().unwrap().totals().frames_checked >= 450)
+    };
+    for second in 0.. {
+        assert!(second < 30, "no status of every frame checked");
+        let before = served(h.state());
+        clock.advance_ns(1_000_000_000);
+        step_until(&mut h, "the status of the second", |a| served(a) != before);
+        if checked(h.state()) {
+            break;
+        }
+    }
     h.state_mut().clear_status_message();
     h.run_steps(4);
     mask_status_bar(&mut h);
-    // The server's address: its port, which no clock decides.
+    // The server's address in the top bar: its port.
     let addrs: Vec<egui::Rect> = h
         .query_all_by_label_contains("127.0.0.1:")
         .map(|n| n.rect())
         .collect();
     for addr in addrs {
         h.mask(addr);
-    }
-    mask_event_times(&mut h);
-    // The Envs panel's plots, placed by the server's times of the frames: from the first
-    // plot's title down, left of the Events panel.
-    let plots = h
-        .get_by_label_contains("Rewards of the watched envs")
-        .rect();
-    let events = h.get_by_label("Events").rect();
-    let status = h.get_by_label("Record").rect().top();
-    h.mask(egui::Rect::from_min_max(
-        egui::pos2(0.0, plots.bottom() + 2.0),
-        egui::pos2(events.left() - 8.0, status),
-    ));
-    // The server's figures (counts of the values and frames it checked), sent at times
-    // of its own: the rest of their rows.
-    let right = h.ctx.content_rect().right();
-    let mut figures: Vec<egui::Rect> = h
-        .query_all_by_label_contains("checked ")
-        .map(|n| n.rect())
-        .collect();
-    let values = h.get_by_label("Values").rect();
-    figures.push(values.translate(egui::vec2(values.width() + 4.0, 0.0)));
-    for f in figures {
-        let end = if f.left() < events.left() {
-            events.left() - 8.0
-        } else {
-            right
-        };
-        h.mask(egui::Rect::from_min_max(f.min, egui::pos2(end, f.bottom())));
     }
     let result = h.try_snapshot("remote-overview");
     drop(h);

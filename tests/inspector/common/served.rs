@@ -1,11 +1,18 @@
-//! `serve` for the tests: the process and its log, and reading it with the crate's own
-//! client (channels by topic, messages until enough came, a control call).
+//! `serve` for the tests: the process and its log, or a thread on the test's clock; and
+//! reading it with the crate's own client (channels by topic, messages until enough
+//! came, a control call).
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use clap::Parser as _;
+
 use crossbeam_channel::Receiver;
+use lrbc::clock::Clock;
+use lrbc_inspector::cli::{Cli, CliError, Command, serve};
 use lrbc_remote::view::Connection;
 use lrbc_remote::view::wire::ServerMessage;
 
@@ -73,6 +80,73 @@ impl Serve {
                 Ok(line) if line.contains(text) => return line,
                 Ok(_) => {}
                 Err(_) => panic!("serve said nothing with {text:?}"),
+            }
+        }
+    }
+}
+
+/// `serve` in a thread of this process on a clock of the test's: `serve --shm NAME
+/// --listen 127.0.0.1:0 --busy-budget 0 ARGS` as the command line reads it. It stops
+/// (and its thread ends) when dropped.
+pub struct ServeHere {
+    pub url: String,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<(), CliError>>>,
+}
+
+impl ServeHere {
+    pub fn start(name: &str, args: &[&str], clock: Arc<dyn Clock>) -> Self {
+        let cli = Cli::try_parse_from(
+            [
+                "lrbc-inspector",
+                "serve",
+                "--shm",
+                name,
+                "--listen",
+                "127.0.0.1:0",
+                "--busy-budget",
+                "0",
+            ]
+            .iter()
+            .chain(args),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Some(Command::Serve(args)) = cli.command else {
+            panic!("not serve's arguments");
+        };
+        let (target, choice, mut o) = args.options().unwrap();
+        o.clock = clock;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (port_tx, port_rx) = crossbeam_channel::bounded(1);
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("serve".into())
+            .spawn(move || {
+                serve::run_until(&target, choice, o, &stopped, |port| {
+                    let _ = port_tx.send(port);
+                })
+            })
+            .unwrap();
+        let Ok(port) = port_rx.recv_timeout(DEADLINE) else {
+            // It ended before it listened: why.
+            panic!("serve did not listen: {:?}", thread.join());
+        };
+        Self {
+            url: format!("ws://127.0.0.1:{port}"),
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ServeHere {
+    fn drop(&mut self) {
+        // Relaxed: a flag with no data behind it (serve's loop reads it each turn).
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let ended = t.join();
+            if !std::thread::panicking() {
+                ended.expect("serve's thread").expect("serve ends well");
             }
         }
     }
