@@ -45,11 +45,12 @@ pub fn line(e: &Episode, t0_ns: u64) -> String {
         format!("~{}", format_value(e.ret))
     };
     let mut line = format!(
-        "{t:>10.3} s  env {:<5} frames {}–{} ({} frames)  return {ret}  {}",
+        "{t:>10.3} s  env {:<5} frames {}–{} ({} frame{})  return {ret}  {}",
         e.env,
         e.first_frame,
         e.last_frame,
         e.length(),
+        if e.length() == 1 { "" } else { "s" },
         e.ending.as_str(),
     );
     if e.began_before {
@@ -205,4 +206,37 @@ fn run_file(path: &Path, json: bool) -> Result<(), CliError> {
     }
     eprintln!("{}", summary(&book.totals, running));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_episode_line_says_its_frames_and_return() {
+        let mut e = Episode {
+            env: 6,
+            first_frame: 1,
+            last_frame: 11,
+            first_ns: 1_000_000_000,
+            last_ns: 1_018_000_000,
+            ret: 7.5,
+            min_reward: 0.5,
+            max_reward: 1.0,
+            ending: Ending::Done,
+            lacking: 0,
+            began_before: false,
+            nonfinite_frame: None,
+        };
+        assert_eq!(
+            line(&e, 1_000_000_000),
+            "     0.018 s  env 6     frames 1–11 (11 frames)  return 7.5  done"
+        );
+        e.first_frame = 11;
+        e.lacking = 1;
+        assert_eq!(
+            line(&e, 1_000_000_000),
+            "     0.018 s  env 6     frames 11–11 (1 frame)  return ~7.5  done (incomplete: 1 frame not taken)"
+        );
+    }
 }

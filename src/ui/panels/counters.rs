@@ -196,11 +196,12 @@ fn step_latency(ui: &mut egui::Ui, d: &SamplerData, cache: &CountersCache) {
         }
         Some((count, [p50, p90, p99, max], counts)) => {
             ui.label(format!(
-                "p50 {}   p90 {}   p99 {}   max {}   ({count} frames)",
+                "p50 {}   p90 {}   p99 {}   max {}   ({count} frame{})",
                 duration_ns(*p50),
                 duration_ns(*p90),
                 duration_ns(*p99),
                 duration_ns(*max),
+                if *count == 1 { "" } else { "s" },
             ));
             let width_us = (*p99).max(1) as f64 * 1.2 / counts.len() as f64 / 1e3;
             let bars: Vec<Bar> = counts

@@ -372,8 +372,9 @@ pub fn ui(
         }
         if book.dropped > 0 {
             ui.weak(format!(
-                "{} oldest episodes not kept in full",
-                thousands(book.dropped)
+                "{} oldest episode{} not kept in full",
+                thousands(book.dropped),
+                if book.dropped == 1 { "" } else { "s" }
             ));
         }
         if let Some(n) = &book.note {

@@ -117,10 +117,10 @@ pub fn ui(
         ui.strong(summary(log));
         if totals.frames_seen > totals.frames_checked && totals.frames_checked > 0 {
             let unchecked = totals.frames_seen - totals.frames_checked;
-            let frames = if unchecked == 1 { "frame was" } else { "frames were" };
+            let frames = if unchecked == 1 { "frame" } else { "frames" };
             ui.colored_label(
                 WARN,
-                format!("the values of {} {frames} not checked", thousands(unchecked)),
+                format!("the values of {} {frames} were not checked", thousands(unchecked)),
             )
             .on_hover_text("frames that passed while the machine was busy (their rewards and flags were still checked), or whose copy was torn");
         }
