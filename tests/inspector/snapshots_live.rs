@@ -2,8 +2,8 @@
 //! engine of this process with a fixed name and seed and no images, stepped one frame at
 //! a time after the test wrote a trainer's actions and resets, each frame in the window's
 //! data before the next is published: the window holds the same frames, values, events
-//! and episodes on every run. The window on a live segment runs on a manual clock that
-//! moves one engine period before each frame, so the times it shows (plots, events,
+//! and episodes on every run. The window on a live segment runs on a manual clock from a
+//! fixed start that moves one engine period before each frame, so the times it shows (plots, events,
 //! timeline, the segment's state) are the same on every run; only the engine's process
 //! id is masked (magenta). The window on `serve` is on the same clock, `serve` running in
 //! a thread of this process: only its status bar is masked, which shows the port and the
@@ -138,6 +138,9 @@ impl Trainer {
     }
 }
 
+/// Where the manual clocks start (1,000 s).
+const START_NS: u64 = 1_000_000_000_000;
+
 /// The window's clock moves by this much before each frame: the engine's period at 60 Hz.
 const FRAME_NS: u64 = 16_666_667;
 
@@ -186,9 +189,8 @@ fn step_taken(h: &mut Window, engine: &mut Engine, name: &str, frames: u64, cloc
 /// `frames` frames published and taken, the clock moved by [`FRAME_NS`] before each.
 fn attached(name: &str, num_envs: u32, frames: u64) -> (Window, Engine) {
     let mut engine = engine(name, num_envs);
-    // It starts at the monotonic time: the detector's own looks at the counters keep to
-    // that clock (what they judge, stalls, is off here).
-    let clock = ManualClock::new(lrbc::clock::monotonic_now_ns());
+    // A fixed start: the follower, its sinks and the window keep to this clock.
+    let clock = ManualClock::new(START_NS);
     // The engine stamps its frames (`frame_time_ns`) by the same clock.
     engine.set_clock(Arc::new(clock.clone()));
     let mut a = app(settings(), None);
@@ -290,7 +292,7 @@ fn the_overview_of_a_served_run_stepped_frame_by_frame_matches_its_golden_image(
     let mut engine = engine(name, 16);
     // The engine stamps its frames, and `serve` (in this process) stamps its copies,
     // times its messages and sends its status each second, by one manual clock.
-    let clock = ManualClock::new(lrbc::clock::monotonic_now_ns());
+    let clock = ManualClock::new(START_NS);
     engine.set_clock(Arc::new(clock.clone()));
     // The server's detector, as the window's: no stalls, no done bursts (see `settings`).
     let serve = common::served::ServeHere::start(

@@ -143,6 +143,7 @@ impl Diagnosis {
             busy_budget_percent: Arc::clone(&budget),
             note: None,
             facts_dropped: Arc::clone(&feed.dropped),
+            last_tick: None,
         };
         let control = SinkControl::subscribe(attached, Box::new(sink), read_load, budget)?;
         Ok(Self {
@@ -210,9 +211,19 @@ struct DetectorSink {
     busy_budget_percent: Arc<Mutex<Option<f32>>>,
     note: Option<String>,
     facts_dropped: Arc<AtomicU64>,
+    /// The last tick's time by the follower's clock, and by the monotonic clock.
+    last_tick: Option<(u64, u64)>,
 }
 
 impl DetectorSink {
+    /// The time now by the follower's clock: the last tick's, moved on by the monotonic
+    /// time since (a sink that leaves gets no tick).
+    fn now_ns(&self) -> u64 {
+        let now = lrbc::clock::monotonic_now_ns();
+        self.last_tick
+            .map_or(now, |(t, m)| t.saturating_add(now.saturating_sub(m)))
+    }
+
     /// Moves the pending events and the totals into the log if its lock is free (readers
     /// never make the follower wait), or when they have piled up, or when `wait`.
     fn flush(&mut self, wait: bool) {
@@ -248,8 +259,9 @@ impl Drop for DetectorSink {
     /// The sink leaves the follower (the run is over for its owner): ring faults end,
     /// what goes on is written in its newest form, and all of it reaches the log.
     fn drop(&mut self) {
+        let now = self.now_ns();
         if let Some(d) = &mut self.detector {
-            d.finish(lrbc::clock::monotonic_now_ns(), self.handoff.pending());
+            d.finish(now, self.handoff.pending());
         }
         self.flush(true);
     }
@@ -266,7 +278,9 @@ impl FrameSink for DetectorSink {
     }
 
     fn tick(&mut self, tick: &Tick<'_>) -> Wants {
-        let now = lrbc::clock::monotonic_now_ns();
+        // Stalls and bursts are timed by the clock of the frames' stamps.
+        let now = tick.now_ns;
+        self.last_tick = Some((now, lrbc::clock::monotonic_now_ns()));
         if let Ok(s) = self.settings.try_lock()
             && *s != self.current
         {

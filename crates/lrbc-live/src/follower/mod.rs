@@ -107,6 +107,9 @@ pub struct Tick<'a> {
     /// Why the checks do less than asked (a bound names a value this segment does not
     /// have: the check goes on without that sink's bounds).
     pub check_note: Option<&'a str>,
+    /// The time of the tick by the clock of the follower's stamps (the monotonic clock
+    /// unless the subscription that started it gave another).
+    pub now_ns: u64,
 }
 
 /// What a sink wants of the follower, said at each tick.

@@ -500,3 +500,52 @@ fn a_sink_that_wants_every_frame_gets_each_ones_rewards_and_flags_on_a_busy_mach
     let c = rx.counts_of(100);
     assert_eq!(c.checked, 0, "nothing checked: {c:?}");
 }
+
+#[test]
+fn the_detector_joining_a_follower_times_stalls_by_the_follower_clock() {
+    use crate::detect::{DetectSettings, Diagnosis, EventKind};
+    use lrbc::clock::ManualClock;
+    let seg = TestSegment::create("follow-stall", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let clock = ManualClock::new(5_000_000_000);
+    let (a, mut rx) = probe(vec![]);
+    let _sub =
+        subscribe_with_clock(&seg.attach(), a, idle_machine, Arc::new(clock.clone())).unwrap();
+    rx.joined();
+    // A stall is an hour without a frame: no real time of this test comes near it.
+    let settings = DetectSettings {
+        stall_min_secs: 3600.0,
+        ..DetectSettings::default()
+    };
+    let diagnosis =
+        Diagnosis::start_with_load(&seg.attach(), settings, None, 16, idle_machine).unwrap();
+    for frame in 1..=20u64 {
+        clock.advance_ns(10_000_000);
+        publish(&seg, frame);
+        rx.frame(frame);
+    }
+    // (frames seen, stalls) in the log, once `done` holds of them.
+    let log_until = |what: &str, done: &dyn Fn(u64, usize) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (seen, stalls) = {
+                let log = lrbc::sync::lock(diagnosis.log());
+                let stalls = log.events().iter().filter(|e| e.kind == EventKind::Stall);
+                (log.totals().frames_seen, stalls.count())
+            };
+            if done(seen, stalls) {
+                return (seen, stalls);
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    // The tick that counted the frames judged the stalls too (its events and figures go
+    // to the log together): none, the clock has not moved since the last frame.
+    let (_, stalls) = log_until("the frames counted", &|seen, _| seen >= 20);
+    assert_eq!(stalls, 0, "no stall on the follower's clock yet");
+    clock.advance_secs(7200.0);
+    log_until(
+        "a stall after two hours of the follower's clock",
+        &|_, stalls| stalls > 0,
+    );
+}

@@ -444,6 +444,7 @@ impl FollowerThread {
             generation: self.generation,
             attached: &self.attached,
             check_note: self.checks.as_ref().and_then(|k| k.note.as_deref()),
+            now_ns: self.stamp(now),
         };
         let mut sinks = lrbc::sync::lock(&self.shared.sinks);
         let mut envs = Vec::new();
