@@ -239,6 +239,24 @@ fn mask_server_pid(h: &mut Window) {
     ));
 }
 
+/// Masks the Counters panel's frame and action rates: the window measures them at ticks
+/// of its own in real time, each between two of the test's frames or after the last.
+fn mask_rates(h: &mut Window) {
+    let label = h.get_by_label("frame rate").rect();
+    let below = h.get_by_label_contains("state:").rect().top();
+    let right = h.ctx.content_rect().right();
+    h.mask(egui::Rect::from_min_max(
+        label.min,
+        egui::pos2(right, below - 2.0),
+    ));
+}
+
+/// Masks the RPC panel's engine: this process's id and name.
+fn mask_engine_process(h: &mut Window) {
+    let engine = h.get_by_label_contains("(alive)").rect();
+    h.mask(engine);
+}
+
 /// Shows `pane` alone and compares it with `tests/snapshots/NAME.png` after `mask`.
 fn compare(h: &mut Window, pane: Pane, name: &str, mask: impl Fn(&mut Window)) -> Option<String> {
     only_pane(h.state_mut(), pane);
@@ -255,6 +273,11 @@ fn the_panels_of_a_live_segment_stepped_frame_by_frame_match_their_golden_images
         compare(&mut h, Pane::Episodes, "live-episodes", |_| {}),
         compare(&mut h, Pane::Events, "live-events", |_| {}),
         compare(&mut h, Pane::Header, "live-header", mask_server_pid),
+        compare(&mut h, Pane::Counters, "live-counters", mask_rates),
+        compare(&mut h, Pane::Envs, "live-envs", |_| {}),
+        compare(&mut h, Pane::Traffic, "live-traffic", |_| {}),
+        compare(&mut h, Pane::Rpc, "live-rpc", mask_engine_process),
+        compare(&mut h, Pane::Cameras, "live-cameras", |_| {}),
     ]
     .into_iter()
     .flatten()
