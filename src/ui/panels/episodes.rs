@@ -261,7 +261,11 @@ pub fn episode_text(e: &Episode, t0_ns: u64) -> String {
     let note = if e.began_before {
         "began before".to_string()
     } else if e.lacking > 0 {
-        format!("{} frames lacking", thousands(e.lacking))
+        format!(
+            "{} frame{} lacking",
+            thousands(e.lacking),
+            if e.lacking == 1 { "" } else { "s" }
+        )
     } else {
         String::new()
     };

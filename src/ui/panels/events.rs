@@ -199,10 +199,11 @@ pub fn ui(
         Some(e) => {
             ui.label(&e.message);
             ui.weak(format!(
-                "frames {}–{}, {} frames{}",
+                "frames {}–{}, {} frame{}{}",
                 e.first_frame,
                 e.last_frame,
                 e.count,
+                if e.count == 1 { "" } else { "s" },
                 if e.ongoing { ", going on" } else { "" }
             ));
         }
