@@ -485,7 +485,9 @@ impl Serving<'_> {
     fn serve_until_stopped(&mut self, stop: &AtomicBool) -> Result<&'static str, CliError> {
         let clock = Arc::clone(&self.o.clock);
         let started = clock.now_ns();
-        let after = |ns: u64, d: Duration| ns.saturating_add(d.as_nanos() as u64);
+        let after = |ns: u64, d: Duration| {
+            ns.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        };
         let deadline = self.o.duration.map(|d| after(started, d));
         let mut reattached = self.watcher.reattach_count;
         let mut report = self.watcher.tick();

@@ -329,8 +329,8 @@ fn the_overview_of_a_served_run_stepped_frame_by_frame_matches_its_golden_image(
         Arc::new(clock.clone()),
     );
     // Plots of the last 5 s: the frames before the window's subscriptions reached the
-    // server are not in them, and a plot column is shorter than a frame, so that each
-    // frame has a column of its own wherever the clock's start puts the columns' edges.
+    // server are not in them (see below), and a plot column is shorter than a frame, so
+    // that each frame has a column of its own wherever the columns' edges fall.
     let mut a = app(
         Settings {
             plot_window_secs: 5.0,
@@ -360,15 +360,16 @@ fn the_overview_of_a_served_run_stepped_frame_by_frame_matches_its_golden_image(
                 .is_some_and(|l| l.lock().unwrap().events().len() >= n)
         }
     };
-    step_each_taken(&mut h, &mut engine, name, 1..=30, &clock);
-    // A frame came whole: the frames channel's subscription holds for every later frame
-    // (a frame published before it lands comes only as its summary).
-    step_until(&mut h, "a whole frame", |a| {
+    // Frames before 150 are outside the plots of the last 5 s. Among them a frame came
+    // whole: the frames channel's subscription holds for every later frame (a frame
+    // published before it lands comes only as its summary).
+    step_each_taken(&mut h, &mut engine, name, 1..=149, &clock);
+    step_until(&mut h, "a whole frame before the plotted ones", |a| {
         a.session
             .as_ref()
             .is_some_and(|s| s.sampler.lock().envs.values().any(|h| !h.detail.is_empty()))
     });
-    step_each_taken(&mut h, &mut engine, name, 31..=300, &clock);
+    step_each_taken(&mut h, &mut engine, name, 150..=300, &clock);
     step_until(&mut h, "the NaN's event", events(1));
     step_each_taken(&mut h, &mut engine, name, 301..=420, &clock);
     step_until(&mut h, "the infinity's event", events(2));

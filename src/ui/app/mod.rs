@@ -178,8 +178,9 @@ impl InspectorApp {
         app
     }
 
-    /// The clock of the live sessions started from now on (see the field `clock`): tests
-    /// set a manual one, so that the times the window shows are the same on every run.
+    /// The clock of the live sessions started from now on (see the field `clock`), and of
+    /// the start a served run's times count from: tests set a manual one, so that the
+    /// times the window shows are the same on every run.
     pub fn set_clock(&mut self, clock: Arc<dyn Clock>) {
         self.clock = clock;
     }

@@ -348,7 +348,7 @@ impl Server {
     }
 
     /// A new capture: every channel of the old one goes (clients are told), the new
-    /// prelude's channels and metadata come, sent at `now` (monotonic, as [`Server::publish`]).
+    /// prelude's channels and metadata come, sent at `now` (by the clock of the messages' times, as for [`Server::publish`]).
     pub fn replace(&mut self, now: u64, prelude: &Prelude) -> Result<(), ServeError> {
         self.dropped_before = (self.counts.frames_dropped, self.counts.images_dropped);
         self.hub
@@ -377,7 +377,7 @@ impl Server {
     }
 
     /// Sends the metadata records of `prelude`, with the served clock's, to every
-    /// subscriber at `now` (monotonic, as [`Server::publish`]) and to each client as it
+    /// subscriber at `now` (by the clock of the messages' times, as for [`Server::publish`]) and to each client as it
     /// subscribes.
     pub fn send_metadata(&mut self, now: u64, prelude: &Prelude) {
         let clock = BTreeMap::from([(
@@ -409,6 +409,8 @@ impl Server {
 
     /// Sends `messages` (channels indexed as the prelude) to their subscribers, within
     /// the channels' limits; messages of a limited channel may wait for [`Server::tick`].
+    /// `now` is by the clock of the messages' times (the monotonic one, unless `serve`
+    /// was given another).
     pub fn publish(&mut self, now: u64, messages: impl IntoIterator<Item = Message>) {
         // The clients as of this batch: one that comes during it gets the next.
         let peers = self.hub.peers();
@@ -501,7 +503,7 @@ impl Server {
     }
 
     /// Sends the run's status (once a second) on [`STATUS_TOPIC`], with the figures of
-    /// the client it goes to under `"client"`, at `now` (monotonic, as [`Server::publish`]).
+    /// the client it goes to under `"client"`, at `now` (by the clock of the messages' times, as for [`Server::publish`]).
     pub fn send_status(&mut self, now: u64, status: &serde_json::Value) {
         let log_time = self.unix_ns(now);
         for p in self.hub.peers() {
