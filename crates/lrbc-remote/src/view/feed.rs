@@ -13,7 +13,9 @@ use crate::summary::{FrameSummary, SUMMARY_TOPIC};
 use lrbc::layout::{Geometry, RegionKind};
 use lrbc::sync::lock;
 use lrbc_live::detect::EventLog;
-use lrbc_live::sampler::{EnvHistory, Ring, SamplerData, SamplerSettings, history_capacities};
+use lrbc_live::sampler::{
+    EnvDetail, EnvHistory, EnvPoint, Ring, SamplerData, SamplerSettings, history_capacities,
+};
 use lrbc_live::traffic::{EntryDecoder, RingEntry, TrafficEvent, TrafficLimits, TrafficStore};
 use lrbc_recording::format::{
     EVENTS_TOPIC, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, event_of,
@@ -46,9 +48,9 @@ pub enum Fed {
 enum Batched {
     /// A frame, or a frame's summary, new to the histories.
     New(publish::Reduced),
-    /// A whole frame whose summary came first: the rows of its watched envs, and the
-    /// points of those the summary has no row for.
-    Envs(publish::Reduced),
+    /// A whole frame whose summary came first: the points of the watched envs the
+    /// summary has no row for, and the rows of its watched envs.
+    Envs(Vec<(u32, EnvPoint)>, Vec<(u32, EnvDetail)>),
 }
 
 /// Fills a [`SamplerData`] and a [`TrafficStore`] from messages as they arrive.
@@ -188,9 +190,10 @@ impl MessageFeed {
                 // watched envs' observations and actions, and the rewards of those
                 // the summary has no row for.
                 if new_rows {
-                    let mut r = publish::reduce(&f, &watched, &self.geometry);
-                    r.points.retain(|(env, _)| !self.summary_envs.contains(env));
-                    self.batch.push(Batched::Envs(r));
+                    let mut points = publish::points(&f, &watched);
+                    points.retain(|(env, _)| !self.summary_envs.contains(env));
+                    let rows = publish::rows(&f, &watched, &self.geometry);
+                    self.batch.push(Batched::Envs(points, rows));
                 }
                 0
             } else {
@@ -338,7 +341,7 @@ impl MessageFeed {
             for b in self.batch.drain(..) {
                 match b {
                     Batched::New(r) => publish::push(&mut d, r),
-                    Batched::Envs(r) => publish::push_envs(&mut d, r),
+                    Batched::Envs(points, rows) => publish::push_envs(&mut d, points, rows),
                 }
             }
             if let Some(f) = self.last.take() {

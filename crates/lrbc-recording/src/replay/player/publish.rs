@@ -85,11 +85,18 @@ pub fn points(f: &RecFrame, envs: &[u32]) -> Vec<(u32, EnvPoint)> {
 }
 
 pub fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
-    let agg = aggregate(f);
-    let points = points(f, watched);
+    Reduced {
+        agg: aggregate(f),
+        points: points(f, watched),
+        rows: rows(f, watched, g),
+    }
+}
+
+/// The observations and actions of each of `envs` at a frame (of those it carries).
+pub fn rows(f: &RecFrame, envs: &[u32], g: &Geometry) -> Vec<(u32, EnvDetail)> {
     let (o, a) = (g.obs_size as usize, g.act_size as usize);
     let mut rows = Vec::new();
-    for &env in watched {
+    for &env in envs {
         if let Some(values) = f.row(env, o, a) {
             rows.push((
                 env,
@@ -101,7 +108,7 @@ pub fn reduce(f: &RecFrame, watched: &[u32], g: &Geometry) -> Reduced {
             ));
         }
     }
-    Reduced { agg, points, rows }
+    rows
 }
 
 /// A reduced frame into the histories (of the watched envs that have one).
@@ -109,18 +116,18 @@ pub fn push(d: &mut SamplerData, r: Reduced) {
     d.frames.push(r.agg);
     d.stats.frames_seen += 1;
     d.stats.frames_sampled += 1;
-    push_envs(d, r);
+    push_envs(d, r.points, r.rows);
 }
 
-/// A reduced frame's points and rows into the histories of the watched envs, not its
-/// all-env figures: a frame whose figures are there already.
-pub fn push_envs(d: &mut SamplerData, r: Reduced) {
-    for (env, p) in r.points {
+/// A frame's points and rows into the histories of the watched envs, not its all-env
+/// figures: a frame whose figures are there already.
+pub fn push_envs(d: &mut SamplerData, points: Vec<(u32, EnvPoint)>, rows: Vec<(u32, EnvDetail)>) {
+    for (env, p) in points {
         if let Some(h) = d.envs.get_mut(&env) {
             h.points.push(p);
         }
     }
-    for (env, row) in r.rows {
+    for (env, row) in rows {
         if let Some(h) = d.envs.get_mut(&env) {
             h.detail.push(row);
         }
