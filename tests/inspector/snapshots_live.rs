@@ -217,15 +217,21 @@ fn mask_status_bar(h: &mut Window) {
     ));
 }
 
+/// Masks the line of the label holding `text`, from the label to the right edge: what
+/// follows moves with the label's width.
+fn mask_to_the_right_of(h: &mut Window, text: &str) {
+    let label = h.get_by_label_contains(text).rect();
+    let right = h.ctx.content_rect().right();
+    h.mask(egui::Rect::from_min_max(
+        label.min,
+        egui::pos2(right, label.bottom()),
+    ));
+}
+
 /// Masks the status bar from its engine on: the process id and name of this process,
 /// which no clock decides, and the rest of the line, which the id's width moves.
 fn mask_engine_pid(h: &mut Window) {
-    let engine = h.get_by_label_contains("engine: ").rect();
-    let right = h.ctx.content_rect().right();
-    h.mask(egui::Rect::from_min_max(
-        engine.min,
-        egui::pos2(right, engine.bottom()),
-    ));
+    mask_to_the_right_of(h, "engine: ");
 }
 
 /// Masks the value of the Header panel's `server_pid` row: this process's id.
@@ -254,12 +260,7 @@ fn mask_rates(h: &mut Window) {
 /// Masks the RPC panel's engine: this process's id and name (the test binary's, whose
 /// width the build decides), to the right edge.
 fn mask_engine_process(h: &mut Window) {
-    let engine = h.get_by_label_contains("(alive)").rect();
-    let right = h.ctx.content_rect().right();
-    h.mask(egui::Rect::from_min_max(
-        engine.min,
-        egui::pos2(right, engine.bottom()),
-    ));
+    mask_to_the_right_of(h, "(alive)");
 }
 
 /// Shows `pane` alone and compares it with `tests/snapshots/NAME.png` after `mask`.
