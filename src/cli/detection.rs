@@ -1,5 +1,6 @@
 //! The detector's options, shared by the window, `events`, `record`, `serve`, `watch`,
-//! `open` and `demo`: bounds of values, saturation, done bursts, stalls.
+//! `open` and `demo`: bounds of values, saturation, done bursts, stalls and the loop's
+//! rhythm.
 
 use clap::Args;
 
@@ -26,17 +27,28 @@ pub struct DetectArgs {
     /// Frames in a row at a saturation bound before an action is saturated (default 50).
     #[arg(long, value_name = "N", requires = "saturation", value_parser = clap::value_parser!(u32).range(1..))]
     pub saturation_frames: Option<u32>,
-    /// A done burst: more than this share of the envs done or truncated in one frame
-    /// (above 0, at most 1; default 0.5).
+    /// A done burst: more than this share of the envs terminated (or truncated at
+    /// differing episode lengths) in one frame (above 0, at most 1; default 0.5). Envs in
+    /// step truncated at one length are the time limit, and resets of envs by the
+    /// trainer are counted: never a burst.
     #[arg(long, value_name = "SHARE", value_parser = share)]
     pub done_burst: Option<f32>,
-    /// A stall: frame_seq still for more than this multiple of its recent interval
-    /// (at least 2; default 20)...
+    /// A stall where the loop has no pause (mid-rollout, on the other side, in a loop
+    /// without pauses; every pause with --no-rhythm): frame_seq still for more than this
+    /// multiple of the loop's step (at least 2; default 20)...
     #[arg(long, value_name = "FACTOR", value_parser = factor)]
     pub stall: Option<f32>,
-    /// ...and for at least this long (seconds, 0 to 3600; default 0.25).
+    /// ...and for at least this long (seconds, 0 to 3600; default 0.25; any stall is).
     #[arg(long, value_name = "SECS", value_parser = min_secs)]
     pub stall_min: Option<f32>,
+    /// A stall at the loop's pause after a rollout: longer than this multiple of its
+    /// usual update (1.5 to 1000; default 4).
+    #[arg(long, value_name = "FACTOR", value_parser = update_factor)]
+    pub stall_update: Option<f32>,
+    /// Learn no rhythm: every pause is judged by --stall and --stall-min alone, a policy
+    /// update's included.
+    #[arg(long)]
+    pub no_rhythm: bool,
 }
 
 fn number(text: &str) -> Result<f32, String> {
@@ -69,6 +81,15 @@ fn factor(text: &str) -> Result<f32, String> {
     }
 }
 
+fn update_factor(text: &str) -> Result<f32, String> {
+    let v = number(text)?;
+    if (1.5..=1000.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("the update factor is 1.5 to 1000, not {v}"))
+    }
+}
+
 fn min_secs(text: &str) -> Result<f32, String> {
     let v = number(text)?;
     if (0.0..=3600.0).contains(&v) {
@@ -90,6 +111,8 @@ impl DetectArgs {
             done_burst_share: self.done_burst,
             stall_factor: self.stall,
             stall_min_secs: self.stall_min,
+            update_factor: self.stall_update,
+            learn_rhythm: self.no_rhythm.then_some(false),
         }
     }
 

@@ -8,6 +8,7 @@
 //! - `watch`: the attachment's state over time (attached, stale, gone, replaced), rates
 //! - `traffic`: the command rings read, decoded, paired and stored
 //! - `check`: the value check of one frame: NaN, infinities, bounds, saturation (pure)
+//! - `rhythm`: the loop's rhythm (rollouts, updates, who waits) and endings in step (pure)
 //! - `follower`: the frame follower: one thread per segment copying each frame for its sinks
 //! - `live_sink`: the shape of the follower's sinks that run a state machine: handoff, control
 //! - `detect`: the detector: events from frames' checks, time, state and ring faults; the live sink
@@ -23,6 +24,7 @@ pub mod episodes;
 pub mod follower;
 mod live_sink;
 pub mod memory;
+pub mod rhythm;
 pub mod sampler;
 pub mod stats;
 pub mod traffic;

@@ -176,6 +176,7 @@ mod tests {
             frame_seq: 42,
             frame_time_ns: 0,
             action_seq: 42,
+            action_time_ns: 0,
             sampled_ns: 99,
             rewards,
             dones,

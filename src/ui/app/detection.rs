@@ -107,7 +107,7 @@ impl InspectorApp {
         ui.end_row();
         let d = &mut self.settings.detect;
         ui.label("Done burst (share of envs)").on_hover_text(
-            "more than this share of the envs done or truncated in one frame is a done_burst event",
+            "more than this share of the envs terminated (or truncated at differing episode lengths) in one frame is a done_burst event; envs in step truncated at one length are the time limit, counted in the Episodes panel, never a burst",
         );
         changed |= ui
             .add(
@@ -117,8 +117,27 @@ impl InspectorApp {
             )
             .changed();
         ui.end_row();
-        ui.label("Stall (× the recent interval)").on_hover_text(
-            "frame_seq still for more than this multiple of its recent interval, and at least the seconds beside, is a stall event",
+        ui.label("Learn the loop's rhythm").on_hover_text(
+            "on: a pause at the loop's place after a rollout is its update, a stall only past the multiple of its usual update below; off: every pause is judged by the step's multiple and the seconds below",
+        );
+        changed |= ui
+            .checkbox(&mut d.learn_rhythm, "rollouts and updates")
+            .changed();
+        ui.end_row();
+        ui.label("Stall at an update (× the usual)").on_hover_text(
+            "a pause at the loop's place longer than this multiple of its usual update (and at least the seconds below) is a stall event",
+        );
+        changed |= ui
+            .add_enabled(
+                d.learn_rhythm,
+                egui::DragValue::new(&mut d.update_factor)
+                    .range(1.5..=1000.0)
+                    .speed(0.1),
+            )
+            .changed();
+        ui.end_row();
+        ui.label("Stall elsewhere (× the step)").on_hover_text(
+            "a wait where the loop has no pause (mid-rollout, on the other side, in a loop without pauses; every wait with rhythm learning off) longer than this multiple of the loop's step, and at least the seconds beside, is a stall event",
         );
         ui.horizontal(|ui| {
             changed |= ui

@@ -1,21 +1,22 @@
 //! The detector: a pure state machine that turns the checks of frames, the passing of
-//! time, the segment's state changes and ring faults into events. The same code runs
-//! live (on the frame follower's thread) and over a recording.
+//! time (judged by the loop's rhythm, `crate::rhythm`), the endings of envs, the
+//! segment's state changes and ring faults into events. The same code runs live (on the
+//! frame follower's thread) and over a recording.
 
 use std::collections::HashMap;
 
 use super::event::{Event, EventKind, EventTotals, Origin};
 use super::settings::DetectSettings;
 use crate::check::{ChannelKind, Fault, FrameCheck, Hit};
+use crate::rhythm::{
+    EndingsInStep, Flags, FrameEndings, FrameTimes, Judgment, Rhythm, RhythmSummary, Side, Waiting,
+    Why,
+};
 use crate::watch::State;
 use lrbc::layout::{Names, RegionKind};
 
 /// Envs below this number never make a done burst (one env in two done is no burst).
 pub const BURST_MIN_ENVS: u32 = 8;
-/// Intervals of `frame_seq` kept to judge a stall by.
-const INTERVALS: usize = 64;
-/// Intervals seen before a stall can be judged at all.
-const INTERVALS_TO_JUDGE: usize = 8;
 /// Ring faults of one kind, ring and method this close together are one event.
 pub const RING_MERGE_NS: u64 = 1_000_000_000;
 /// An event that goes on is written again at most this often (its count and last frame).
@@ -211,27 +212,6 @@ impl Open {
     }
 }
 
-/// What the detector knows of `frame_seq` over time, to find stalls.
-#[derive(Clone, Debug, Default)]
-struct Pace {
-    /// The newest `frame_seq` and when it was first seen.
-    last: Option<(u64, u64)>,
-    /// Recent intervals between frames, ns per frame.
-    intervals: std::collections::VecDeque<u64>,
-    stall: Option<Open>,
-}
-
-impl Pace {
-    fn median_ns(&self) -> Option<u64> {
-        if self.intervals.len() < INTERVALS_TO_JUDGE {
-            return None;
-        }
-        let mut v: Vec<u64> = self.intervals.iter().copied().collect();
-        let mid = v.len() / 2;
-        Some(*v.select_nth_unstable(mid).1)
-    }
-}
-
 /// The detector of one run.
 #[derive(Clone, Debug)]
 pub struct Detector {
@@ -246,9 +226,22 @@ pub struct Detector {
     /// actions), and the same per env for frames that held some envs' values only.
     checked_all: Option<u64>,
     checked_env: HashMap<u32, u64>,
-    /// Frames with a non-finite value per env (cleared when its events end).
+    /// Envs with a non-finite or out-of-range value since the run began, a bit each
+    /// (for `envs_affected`).
     bad_envs: Vec<u64>,
-    pace: Pace,
+    /// The loop's steps and pauses, which judge a wait.
+    rhythm: Rhythm,
+    /// The stall (or the pause of unknown rhythm) going on.
+    stall: Option<Open>,
+    /// The one pause of unknown rhythm was told.
+    told_pause: bool,
+    /// Each env's episode start, to tell a frame's endings apart.
+    endings: EndingsInStep,
+    /// Frames whose truncations were the time limit of envs in step; the newest's length.
+    time_limits: u64,
+    time_limit_frames: Option<u64>,
+    /// Frames in which the trainer reset more than the burst share of the envs.
+    resets_in_step: u64,
     state: State,
     /// The newest frame checked.
     frame_seq: Option<u64>,
@@ -259,6 +252,7 @@ impl Detector {
     /// A detector of a run of `num_envs` envs whose values are named by `names`.
     pub fn new(settings: DetectSettings, num_envs: u32, names: Names) -> Self {
         Self {
+            rhythm: Rhythm::new(settings.rhythm()),
             settings,
             num_envs,
             names,
@@ -268,7 +262,12 @@ impl Detector {
             checked_all: None,
             checked_env: HashMap::new(),
             bad_envs: vec![0; num_envs.div_ceil(64) as usize],
-            pace: Pace::default(),
+            stall: None,
+            told_pause: false,
+            endings: EndingsInStep::new(),
+            time_limits: 0,
+            time_limit_frames: None,
+            resets_in_step: 0,
             state: State::Attached,
             frame_seq: None,
             totals: EventTotals::default(),
@@ -279,9 +278,25 @@ impl Detector {
         &self.settings
     }
 
-    /// New thresholds from now on; events open go on.
+    /// New thresholds from now on; events open go on, and what the rhythm learned stays.
     pub fn set_settings(&mut self, settings: DetectSettings) {
+        self.rhythm.set_settings(settings.rhythm());
         self.settings = settings;
+    }
+
+    /// The loop's rhythm and the endings in step, as of `now_ns`.
+    pub fn rhythm(&self, now_ns: u64) -> RhythmSummary {
+        RhythmSummary {
+            time_limits: self.time_limits,
+            time_limit_frames: self.time_limit_frames,
+            resets_in_step: self.resets_in_step,
+            ..self.rhythm.summary(now_ns)
+        }
+    }
+
+    /// Pauses the rhythm saw end (moves when one ends).
+    pub fn pauses(&self) -> u64 {
+        self.rhythm.pauses()
     }
 
     /// Events found per kind, frames checked, bad values counted.
@@ -304,23 +319,39 @@ impl Detector {
         Event::new(id, kind, frame, t_ns)
     }
 
-    /// The check of a frame sampled at `t_ns`. Found, ended and refreshed events are
-    /// appended to `out`.
-    pub fn frame(&mut self, t_ns: u64, check: &FrameCheck, out: &mut Vec<Event>) {
+    /// A frame taken at `times.seen_ns` (its stamps in `times`), its check and its done,
+    /// truncated and reset flags. Found, ended and refreshed events are appended to
+    /// `out`.
+    pub fn frame(
+        &mut self,
+        times: FrameTimes,
+        check: &FrameCheck,
+        flags: Flags<'_>,
+        out: &mut Vec<Event>,
+    ) {
+        let t_ns = times.seen_ns;
         let f = check.frame_seq;
         if self.frame_seq.is_some_and(|p| f <= p) {
             // frame_seq went back (a new run), or a frame came twice: what was open
             // belongs to the old frames.
             if self.frame_seq.is_some_and(|p| f < p) {
                 self.end_values(t_ns, out);
-                self.pace = Pace::default();
+                self.end_stall(f, t_ns, out);
+                self.rhythm.restart();
+                self.endings = EndingsInStep::new();
                 self.checked_all = None;
                 self.checked_env.clear();
             } else {
                 return;
             }
         }
-        self.saw_frame(f, t_ns, out);
+        self.rhythm.frame(FrameTimes {
+            frame_seq: f,
+            ..times
+        });
+        if self.stall.as_ref().is_some_and(|o| f > o.event.first_frame) {
+            self.end_stall(f, t_ns, out);
+        }
         self.frame_seq = Some(f);
         let t = &mut self.totals;
         t.frames_flags_checked += u64::from(check.rewards);
@@ -334,11 +365,23 @@ impl Detector {
                 self.hit(f, t_ns, hit, out);
             }
         }
-        // A done burst: more than the set share of envs ended in this frame.
-        if check.rewards && check.num_envs >= BURST_MIN_ENVS {
-            let share = f64::from(check.envs_ended) / f64::from(check.num_envs);
-            if share > f64::from(self.settings.done_burst_share) {
-                self.burst(f, t_ns, check, share, out);
+        // The endings told apart: a done burst is more than the set share of the envs
+        // terminated (or truncated at differing lengths) in one frame; envs in step
+        // meeting the time limit, and resets by the trainer, are counted.
+        if check.rewards {
+            let ends = self.endings.frame(f, flags);
+            if ends.num_envs >= BURST_MIN_ENVS {
+                let share = f64::from(self.settings.done_burst_share);
+                if ends.time_limit(share) {
+                    self.time_limits += 1;
+                    self.time_limit_frames = ends.truncated_length;
+                }
+                if ends.resets_in_step(share) {
+                    self.resets_in_step += 1;
+                }
+                if ends.above(ends.burst_envs(), share) {
+                    self.burst(f, t_ns, &ends, out);
+                }
             }
         }
         // Events of values this frame checked and found clean have ended.
@@ -483,7 +526,7 @@ impl Detector {
         self.open.insert(key, Open::new(e, f, t_ns));
     }
 
-    fn burst(&mut self, f: u64, t_ns: u64, check: &FrameCheck, share: f64, out: &mut Vec<Event>) {
+    fn burst(&mut self, f: u64, t_ns: u64, ends: &FrameEndings, out: &mut Vec<Event>) {
         if let Some(o) = self.open.get_mut(&Key::Burst) {
             o.seen_frame = f;
             o.event.last_frame = f;
@@ -492,15 +535,24 @@ impl Detector {
             o.dirty = true;
             return;
         }
+        let envs = ends.burst_envs();
+        let n = ends.num_envs;
+        let share = f64::from(envs) / f64::from(n.max(1));
         let mut e = self.new_event(EventKind::DoneBurst, f, t_ns);
         e.value = Some(share);
-        e.values = Some(check.envs_ended);
-        e.message = format!(
-            "{} of {} envs done or truncated in one frame ({:.0} %)",
-            check.envs_ended,
-            check.num_envs,
-            share * 100.0
-        );
+        e.values = Some(envs);
+        let pct = share * 100.0;
+        let truncated = envs - ends.terminated;
+        e.message = match (ends.terminated, truncated) {
+            (t, 0) => format!("{t} of {n} envs terminated (done) in one frame ({pct:.0} %)"),
+            (0, k) => format!(
+                "{k} of {n} envs truncated in one frame at differing episode lengths ({pct:.0} %)"
+            ),
+            (t, k) => format!(
+                "{} of {n} envs ended in one frame ({pct:.0} %): {t} terminated (done), {k} truncated at differing episode lengths",
+                t + k
+            ),
+        };
         out.push(e.clone());
         self.open.insert(Key::Burst, Open::new(e, f, t_ns));
     }
@@ -565,48 +617,25 @@ impl Detector {
         }
     }
 
-    /// `frame_seq` was seen to be `f` at `t_ns` (a frame, or a look at the counters):
-    /// a stall ends when it moves; its moves time the recent interval.
-    fn saw_frame(&mut self, f: u64, t_ns: u64, out: &mut Vec<Event>) {
-        let Some((pf, pt)) = self.pace.last else {
-            self.pace.last = Some((f, t_ns));
+    /// Ends the stall (or pause) going on: `frame_seq` moved to `f` at `t_ns`.
+    fn end_stall(&mut self, f: u64, t_ns: u64, out: &mut Vec<Event>) {
+        let Some(mut o) = self.stall.take() else {
             return;
         };
-        if f == pf {
-            return;
-        }
-        if f < pf {
-            // A new run.
-            self.pace = Pace {
-                last: Some((f, t_ns)),
-                ..Pace::default()
-            };
-            return;
-        }
-        let d = f - pf;
-        let dt = t_ns.saturating_sub(pt);
-        if let Some(mut o) = self.pace.stall.take() {
-            let secs = dt as f64 / 1e9;
-            o.event.ongoing = false;
-            o.event.last_frame = f;
-            o.event.end_time_ns = t_ns;
-            o.event.value = Some(secs);
-            o.event.message = format!("{} The run went on after {secs:.2} s.", o.event.message);
-            out.push(o.event);
-        } else if d < 1 << 20 {
-            // The length of a stall is no interval of the run's.
-            self.pace.intervals.push_back(dt / d);
-            if self.pace.intervals.len() > INTERVALS {
-                self.pace.intervals.pop_front();
-            }
-        }
-        self.pace.last = Some((f, t_ns));
+        let secs = t_ns.saturating_sub(o.event.time_ns) as f64 / 1e9;
+        o.event.ongoing = false;
+        o.event.last_frame = f.max(o.event.first_frame);
+        o.event.end_time_ns = t_ns;
+        o.event.value = Some(secs);
+        o.event.message = format!("{} The run went on after {secs:.2} s.", o.event.message);
+        out.push(o.event);
     }
 
     /// Time passes: at `now_ns` the counters read `frame_seq` and `action_seq` (None:
-    /// not known, as between two recorded frames). A stall is found when `frame_seq` has
-    /// been still for longer than the set multiple of its recent interval (and the set
-    /// minimum); ring faults not repeated for a while end.
+    /// not known, as between two recorded frames). A wait longer than the loop's rhythm
+    /// explains is a stall (before the rhythm is known, the first such wait is a pause
+    /// of unknown rhythm, and no other is told); ring faults not repeated for a while
+    /// end.
     pub fn tick(
         &mut self,
         now_ns: u64,
@@ -614,45 +643,21 @@ impl Detector {
         action_seq: Option<u64>,
         out: &mut Vec<Event>,
     ) {
-        self.saw_frame(frame_seq, now_ns, out);
-        if self.pace.stall.is_none()
-            && let (Some((f, since)), Some(interval)) = (self.pace.last, self.pace.median_ns())
-            && f == frame_seq
+        self.rhythm.look(now_ns, frame_seq, action_seq);
+        if self
+            .stall
+            .as_ref()
+            .is_some_and(|o| frame_seq > o.event.first_frame)
         {
-            let still = now_ns.saturating_sub(since);
-            let threshold = ((interval as f64 * f64::from(self.settings.stall_factor)) as u64)
-                .max((f64::from(self.settings.stall_min_secs) * 1e9) as u64);
-            if still > threshold {
-                let mut e = self.new_event(EventKind::Stall, f, since);
-                e.end_time_ns = now_ns;
-                e.value = Some(still as f64 / 1e9);
-                let (origin, side) = match action_seq {
-                    Some(a) if a == frame_seq => (
-                        Origin::Policy,
-                        "waiting for the trainer's actions (action_seq = frame_seq)".to_string(),
-                    ),
-                    Some(a) if a > frame_seq => (
-                        Origin::Simulator,
-                        format!("the engine has not published the frame of action_seq {a}"),
-                    ),
-                    Some(a) => (Origin::Unknown, format!("action_seq is {a}")),
-                    None => (
-                        Origin::Unknown,
-                        "which side waited is not known from the recorded frames".to_string(),
-                    ),
-                };
-                e.origin = Some(origin);
-                e.message = format!(
-                    "frame_seq still at {f} for more than {:.2} s ({}× the recent interval of {:.1} ms): {side}.",
-                    threshold as f64 / 1e9,
-                    self.settings.stall_factor,
-                    interval as f64 / 1e6
-                );
-                out.push(e.clone());
-                self.pace.stall = Some(Open::new(e, f, now_ns));
-            }
+            self.end_stall(frame_seq, now_ns, out);
         }
-        if let Some(o) = &mut self.pace.stall {
+        if self.stall.is_none()
+            && let Some(w) = self.rhythm.waiting(now_ns)
+            && w.wait_ns > w.judgment.limit_ns()
+        {
+            self.open_stall(&w, now_ns, out);
+        }
+        if let Some(o) = &mut self.stall {
             o.event.end_time_ns = now_ns;
             o.event.value = Some(now_ns.saturating_sub(o.event.time_ns) as f64 / 1e9);
             if now_ns.saturating_sub(o.written_ns) >= REFRESH_NS {
@@ -673,6 +678,76 @@ impl Detector {
             self.end(k, now_ns, out);
         }
         self.refresh(now_ns, out);
+    }
+
+    /// A wait longer than its judgment allows: a stall, or the one pause of unknown
+    /// rhythm told before the rhythm is known.
+    fn open_stall(&mut self, w: &Waiting, now_ns: u64, out: &mut Vec<Event>) {
+        let f = w.frame;
+        let limit = w.judgment.limit_ns() as f64 / 1e9;
+        let side = w.side.waiting_text();
+        let (kind, usual, why) = match w.judgment {
+            Judgment::Learning { .. } => {
+                if self.told_pause {
+                    return;
+                }
+                self.told_pause = true;
+                (
+                    EventKind::Pause,
+                    None,
+                    "the loop's rhythm is not known yet (a policy update?): a pause of unknown rhythm, not judged a fault".to_string(),
+                )
+            }
+            Judgment::Update {
+                usual_ns,
+                rollout_frames,
+                ..
+            } => (
+                EventKind::Stall,
+                Some(usual_ns as f64 / 1e9),
+                format!(
+                    "more than {}× the loop's usual update of {:.2} s after a rollout of {rollout_frames} frames",
+                    self.settings.update_factor,
+                    usual_ns as f64 / 1e9
+                ),
+            ),
+            Judgment::Unexplained { why, .. } => {
+                let step = self.rhythm.step_ns().map_or_else(String::new, |m| {
+                    format!(
+                        " ({}× the loop's step of {:.1} ms)",
+                        self.settings.stall_factor,
+                        m as f64 / 1e6
+                    )
+                });
+                let why = match why {
+                    Why::MidRollout {
+                        after_frames,
+                        rollout_frames,
+                    } => format!(
+                        "{after_frames} frames into a rollout of {rollout_frames}, where the loop has no pause{step}"
+                    ),
+                    Why::OtherSide { usual } => format!(
+                        "the loop's pauses are the {}'s, not this side's{step}",
+                        usual.as_str()
+                    ),
+                    Why::Continuous => format!("the loop steps without pauses{step}"),
+                    Why::Off => format!("rhythm learning is off{step}"),
+                };
+                (EventKind::Stall, None, why)
+            }
+        };
+        let mut e = self.new_event(kind, f, w.since_ns);
+        e.end_time_ns = now_ns;
+        e.value = Some(w.wait_ns as f64 / 1e9);
+        e.usual = usual;
+        e.origin = Some(match w.side {
+            Side::Trainer => Origin::Policy,
+            Side::Engine => Origin::Simulator,
+            Side::Unknown => Origin::Unknown,
+        });
+        e.message = format!("frame_seq still at {f} for more than {limit:.2} s, {side}: {why}.");
+        out.push(e.clone());
+        self.stall = Some(Open::new(e, f, now_ns));
     }
 
     /// The segment's state is `state` as of `now_ns` (`note`: what the watcher said).
@@ -699,7 +774,7 @@ impl Detector {
         if !bad(state) {
             return;
         }
-        let f = self.frame_seq.or(self.pace.last.map(|l| l.0)).unwrap_or(0);
+        let f = self.frame_seq.or(self.rhythm.last_frame()).unwrap_or(0);
         let mut e = self.new_event(EventKind::State, f, now_ns);
         let what = match state {
             State::EngineGone => "the engine is gone",
@@ -724,7 +799,7 @@ impl Detector {
         let kind = fault.kind();
         let method_key = fault.method().map_or(0, fnv);
         let key = Key::Ring(kind, fault.ring(), method_key);
-        let f = self.frame_seq.or(self.pace.last.map(|l| l.0)).unwrap_or(0);
+        let f = self.frame_seq.or(self.rhythm.last_frame()).unwrap_or(0);
         let lost = match &fault {
             RingFault::Lost { lost_bytes, .. } => Some(*lost_bytes),
             _ => None,
@@ -780,21 +855,23 @@ impl Detector {
                 out.push(o.event.clone());
             }
         }
-        if let Some(o) = &self.pace.stall {
+        if let Some(o) = &self.stall {
             out.push(o.event.clone());
         }
     }
 
-    /// A new segment (the old one was replaced): what was open ends; the run's intervals
-    /// start over.
+    /// A new segment (the old one was replaced): what was open ends; the loop's rhythm
+    /// and the episodes' starts are learned again.
     pub fn restart(&mut self, num_envs: u32, names: Names, now_ns: u64, out: &mut Vec<Event>) {
         self.end_values(now_ns, out);
-        if let Some(mut o) = self.pace.stall.take() {
+        if let Some(mut o) = self.stall.take() {
             o.event.ongoing = false;
             o.event.end_time_ns = now_ns;
             out.push(o.event);
         }
-        self.pace = Pace::default();
+        self.rhythm.restart();
+        self.endings = EndingsInStep::new();
+        self.told_pause = false;
         self.num_envs = num_envs;
         self.names = names;
         self.checked_all = None;

@@ -16,8 +16,13 @@ pub enum EventKind {
     Saturated,
     /// More than the set share of envs done or truncated in one frame.
     DoneBurst,
-    /// `frame_seq` still for longer than the set multiple of its recent interval.
+    /// `frame_seq` still for longer than the loop's rhythm explains: a pause several
+    /// times the loop's usual update, or one where the loop has none (mid-rollout, on the
+    /// other side, in a loop without pauses).
     Stall,
+    /// A long pause before the loop's rhythm was known (at most one per run): told, not
+    /// judged a fault.
+    Pause,
     /// The segment's state changed: engine gone, replaced, truncated, unlinked.
     State,
     /// A response that carries an error.
@@ -31,12 +36,13 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Nonfinite,
         Self::OutOfRange,
         Self::Saturated,
         Self::DoneBurst,
         Self::Stall,
+        Self::Pause,
         Self::State,
         Self::RpcError,
         Self::Unanswered,
@@ -51,6 +57,7 @@ impl EventKind {
             Self::Saturated => "saturated",
             Self::DoneBurst => "done_burst",
             Self::Stall => "stall",
+            Self::Pause => "pause",
             Self::State => "state",
             Self::RpcError => "rpc_error",
             Self::Unanswered => "unanswered",
@@ -76,12 +83,18 @@ impl EventKind {
             Self::Saturated => "saturated action",
             Self::DoneBurst => "done burst",
             Self::Stall => "stall",
+            Self::Pause => "pause of unknown rhythm",
             Self::State => "segment state",
             Self::RpcError => "error response",
             Self::Unanswered => "unanswered request",
             Self::Malformed => "malformed entry",
             Self::RingLoss => "ring loss",
         }
+    }
+
+    /// Whether the kind is a fault (a pause of unknown rhythm is told, not judged one).
+    pub fn is_fault(self) -> bool {
+        self != Self::Pause
     }
 
     /// Whether the kind is about values of one env (it has an env and a channel).
@@ -147,9 +160,12 @@ pub struct Event {
     pub index: Option<u32>,
     /// That value's name in the names region, if it has one.
     pub name: Option<String>,
-    /// The first value found (a stall: its length in seconds; a done burst: the share of
-    /// envs; a ring loss: bytes lost).
+    /// The first value found (a stall or pause: its length in seconds; a done burst: the
+    /// share of envs; a ring loss: bytes lost).
     pub value: Option<f64>,
+    /// A stall: the loop's usual pause where it stalled, in seconds (the usual update at
+    /// a rollout's end; none where the loop has no pause).
+    pub usual: Option<f64>,
     /// Values of the channel with the fault in the first frame.
     pub values: Option<u32>,
     pub origin: Option<Origin>,
@@ -177,6 +193,7 @@ impl Event {
             index: None,
             name: None,
             value: None,
+            usual: None,
             values: None,
             origin: None,
             ring: None,
@@ -213,6 +230,9 @@ impl Event {
         }
         if let Some(v) = self.value {
             m.insert("value".into(), value_json(v));
+        }
+        if let Some(u) = self.usual {
+            m.insert("usual_secs".into(), value_json(u));
         }
         if let Some(v) = self.values {
             m.insert("values".into(), json!(v));
@@ -255,6 +275,7 @@ impl Event {
             index: u64_of("index").and_then(|e| u32::try_from(e).ok()),
             name: str_of("name"),
             value: v.get("value").and_then(value_from_json),
+            usual: v.get("usual_secs").and_then(value_from_json),
             values: u64_of("values").and_then(|e| u32::try_from(e).ok()),
             origin: v
                 .get("origin")
@@ -324,7 +345,7 @@ pub fn format_value(v: f64) -> String {
 pub struct EventTotals {
     /// Events found, per kind, in [`EventKind::ALL`]'s order.
     #[serde(skip)]
-    pub by_kind: [u64; 10],
+    pub by_kind: [u64; 11],
     /// Frames the engine published while attached (a recording: its frames and those
     /// its recorder counted as let pass).
     pub frames_seen: u64,

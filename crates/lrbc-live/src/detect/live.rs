@@ -16,12 +16,15 @@ use super::settings::DetectSettings;
 use crate::check::{Checker, Limits};
 use crate::follower::{FrameCopy, FrameSink, Tick, Wants};
 use crate::live_sink::{Handoff, SinkControl};
+use crate::rhythm::{Flags, FrameTimes};
 use crate::watch::State;
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
 
 /// Facts waiting for the detector, at most.
 const FACTS_QUEUED: usize = 4096;
+/// The loop's rhythm goes to the log at most this often (and when a pause ends).
+const RHYTHM_EVERY_NS: u64 = 250_000_000;
 
 /// Something a reader of the segment tells the detector.
 #[derive(Debug)]
@@ -144,6 +147,7 @@ impl Diagnosis {
             note: None,
             facts_dropped: Arc::clone(&feed.dropped),
             last_tick: None,
+            rhythm_sent: None,
         };
         let control = SinkControl::subscribe(attached, Box::new(sink), read_load, budget)?;
         Ok(Self {
@@ -213,6 +217,8 @@ struct DetectorSink {
     facts_dropped: Arc<AtomicU64>,
     /// The last tick's time by the follower's clock, and by the monotonic clock.
     last_tick: Option<(u64, u64)>,
+    /// When the rhythm last went to the log, and the pauses it had seen then.
+    rhythm_sent: Option<(u64, u64)>,
 }
 
 impl DetectorSink {
@@ -231,6 +237,16 @@ impl DetectorSink {
             return;
         };
         let totals = d.totals();
+        let now = self.now_ns();
+        let rhythm = match self.rhythm_sent {
+            Some((at, pauses))
+                if !wait && pauses == d.pauses() && now.saturating_sub(at) < RHYTHM_EVERY_NS =>
+            {
+                None
+            }
+            _ => Some(d.rhythm(now)),
+        };
+        let pauses = d.pauses();
         let Some((mut guard, pending)) = self.handoff.take(wait) else {
             return;
         };
@@ -238,6 +254,10 @@ impl DetectorSink {
             guard.apply(e);
         }
         guard.set_figures(&totals);
+        if let Some(r) = rhythm {
+            guard.set_rhythm(r);
+            self.rhythm_sent = Some((now, pauses));
+        }
         // Relaxed: a count with no data behind it.
         let dropped = self.facts_dropped.load(Ordering::Relaxed);
         let note = match (&self.note, dropped) {
@@ -273,7 +293,18 @@ impl FrameSink for DetectorSink {
             return;
         }
         if let (Some(d), Some(check)) = (&mut self.detector, &c.check) {
-            d.frame(c.sampled_ns, check, self.handoff.pending());
+            let times = FrameTimes {
+                frame_seq: c.frame_seq,
+                seen_ns: c.sampled_ns,
+                frame_time_ns: c.frame_time_ns,
+                action_time_ns: c.action_time_ns(),
+            };
+            let flags = Flags {
+                dones: &c.hot.dones,
+                truncateds: c.hot.truncateds.as_deref(),
+                resets: &c.hot.resets,
+            };
+            d.frame(times, check, flags, self.handoff.pending());
         }
     }
 

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use super::event::{Event, EventKind, EventTotals};
+use crate::rhythm::RhythmSummary;
 
 /// Events kept by default; the totals count every one.
 pub const DEFAULT_EVENTS_KEPT: usize = 10_000;
@@ -29,6 +30,8 @@ pub struct EventLog {
     /// Why the detector cannot do all it was asked (a bound naming a value the segment
     /// does not have), shown beside the events.
     pub note: Option<String>,
+    /// The loop's rhythm and the endings in step, as the detector last told them.
+    rhythm: Option<RhythmSummary>,
 }
 
 impl Default for EventLog {
@@ -48,6 +51,7 @@ impl EventLog {
             updates_start: 0,
             version: 0,
             note: None,
+            rhythm: None,
         }
     }
 
@@ -105,6 +109,19 @@ impl EventLog {
         };
         if self.totals != figures {
             self.totals = figures;
+            self.version += 1;
+        }
+    }
+
+    /// The loop's rhythm and the endings in step (None: not told yet).
+    pub fn rhythm(&self) -> Option<&RhythmSummary> {
+        self.rhythm.as_ref()
+    }
+
+    /// The loop's rhythm as of now.
+    pub fn set_rhythm(&mut self, r: RhythmSummary) {
+        if self.rhythm.as_ref() != Some(&r) {
+            self.rhythm = Some(r);
             self.version += 1;
         }
     }

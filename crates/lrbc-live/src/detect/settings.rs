@@ -11,12 +11,22 @@ use crate::check::Limits;
 pub struct DetectSettings {
     /// Bounds of values (out of range) and the saturation of actions.
     pub limits: Limits,
-    /// A done burst: more than this share of the envs done or truncated in one frame.
+    /// A done burst: more than this share of the envs terminated (or truncated at
+    /// differing episode lengths) in one frame. Truncations of envs in step at one
+    /// length are the time limit, and resets of envs by the trainer are counted, never
+    /// a burst.
     pub done_burst_share: f32,
-    /// A stall: `frame_seq` still for more than this multiple of its recent interval...
+    /// A stall where the loop's rhythm has no pause (mid-rollout, on the other side, in a
+    /// loop without pauses, or with learning off): `frame_seq` still for more than this
+    /// multiple of the loop's step...
     pub stall_factor: f32,
-    /// ...and for at least this long.
+    /// ...and for at least this long (any stall is).
     pub stall_min_secs: f32,
+    /// A stall at the loop's pause: longer than this multiple of its usual update.
+    pub update_factor: f32,
+    /// Learn the loop's rhythm (rollouts and updates); off, every pause is judged by
+    /// `stall_factor` and `stall_min_secs` alone.
+    pub learn_rhythm: bool,
 }
 
 impl Default for DetectSettings {
@@ -26,6 +36,8 @@ impl Default for DetectSettings {
             done_burst_share: 0.5,
             stall_factor: 20.0,
             stall_min_secs: 0.25,
+            update_factor: 4.0,
+            learn_rhythm: true,
         }
     }
 }
@@ -51,12 +63,28 @@ impl DetectSettings {
                 self.stall_min_secs
             ));
         }
+        if !(self.update_factor.is_finite() && (1.5..=1000.0).contains(&self.update_factor)) {
+            return Err(format!(
+                "the update factor must be 1.5 to 1000, not {}",
+                self.update_factor
+            ));
+        }
         if let Some(s) = self.limits.saturation
             && s.frames == 0
         {
             return Err("saturation needs at least 1 frame".into());
         }
         Ok(())
+    }
+
+    /// What the loop's rhythm judges waits by.
+    pub fn rhythm(&self) -> crate::rhythm::RhythmSettings {
+        crate::rhythm::RhythmSettings {
+            learn: self.learn_rhythm,
+            stall_factor: f64::from(self.stall_factor),
+            stall_min_ns: (f64::from(self.stall_min_secs) * 1e9) as u64,
+            update_factor: f64::from(self.update_factor),
+        }
     }
 }
 
@@ -70,6 +98,8 @@ pub struct DetectChanges {
     pub done_burst_share: Option<f32>,
     pub stall_factor: Option<f32>,
     pub stall_min_secs: Option<f32>,
+    pub update_factor: Option<f32>,
+    pub learn_rhythm: Option<bool>,
 }
 
 impl DetectChanges {
@@ -94,6 +124,12 @@ impl DetectChanges {
         }
         if let Some(x) = self.stall_min_secs {
             s.stall_min_secs = x;
+        }
+        if let Some(x) = self.update_factor {
+            s.update_factor = x;
+        }
+        if let Some(x) = self.learn_rhythm {
+            s.learn_rhythm = x;
         }
         s.check()?;
         Ok(s)

@@ -1,5 +1,6 @@
 use super::*;
 use crate::check::{Checker, Coverage, FrameCheck};
+use crate::rhythm::{Flags, FrameTimes};
 use crate::watch::State;
 use lrbc::layout::{Names, RegionKind};
 
@@ -62,7 +63,17 @@ impl Run {
             c.act_rows(0, &act);
         }
         let check: FrameCheck = c.finish(f, obs_cover, act_cover).clone();
-        self.detector.frame(f * MS, &check, &mut self.events);
+        let times = FrameTimes {
+            frame_seq: f,
+            seen_ns: f * MS,
+            ..FrameTimes::default()
+        };
+        let flags = Flags {
+            dones: &dones,
+            truncateds: None,
+            resets: &[0; 16],
+        };
+        self.detector.frame(times, &check, flags, &mut self.events);
     }
 
     /// The newest form of each event, by id.
@@ -243,8 +254,12 @@ fn more_than_the_set_share_of_envs_ending_in_one_frame_is_a_done_burst() {
 }
 
 #[test]
-fn frame_seq_still_for_longer_than_the_set_multiple_is_a_stall_told_by_which_side_waits() {
-    let mut r = Run::new();
+fn with_rhythm_learning_off_frame_seq_still_for_longer_than_the_set_multiple_is_a_stall_told_by_which_side_waits()
+ {
+    let mut r = Run::with(DetectSettings {
+        learn_rhythm: false,
+        ..DetectSettings::default()
+    });
     let mut out = Vec::new();
     // 10 ms a frame.
     for f in 1..=40u64 {
@@ -387,4 +402,190 @@ fn the_log_keeps_the_newest_form_of_each_event_within_its_bound_and_counts_every
     out.clear();
     assert_eq!(log.updates_since(next, &mut out), (7, 0));
     assert!(out.is_empty());
+}
+
+/// A lock-step loop of 16 envs through the detector, as the follower feeds it: the
+/// counters looked at every 5 ms, each frame taken with both stamps and its flags.
+struct LoopRun {
+    checker: Checker,
+    detector: Detector,
+    events: Vec<Event>,
+    t: u64,
+    frame: u64,
+    /// Each env's episode length at which it is truncated (0: never).
+    time_limit: u64,
+    /// Frames each env's episode has run.
+    ran: Vec<u64>,
+}
+
+impl LoopRun {
+    fn new(settings: DetectSettings, time_limit: u64) -> Self {
+        Self {
+            checker: Checker::new(&settings.limits, 16, 2, 1, &names()).unwrap(),
+            detector: Detector::new(settings, 16, names()),
+            events: Vec::new(),
+            t: 1_000 * MS,
+            frame: 0,
+            time_limit,
+            ran: vec![0; 16],
+        }
+    }
+
+    /// One step: the trainer's turn takes `trainer_ms`, the engine's `engine_ms`; the
+    /// envs in `terminate` are done in the new frame, and those at the time limit
+    /// truncated.
+    fn step(&mut self, trainer_ms: u64, engine_ms: u64, terminate: &[usize]) {
+        let f = self.frame;
+        let acted = self.t + trainer_ms * MS;
+        let published = acted + engine_ms * MS;
+        let mut look = self.t + 5 * MS;
+        while look < published {
+            let a = if look < acted { f } else { f + 1 };
+            self.detector.tick(look, f, Some(a), &mut self.events);
+            look += 5 * MS;
+        }
+        self.frame += 1;
+        self.t = published;
+        let (mut dones, mut truncs) = (vec![0u8; 16], vec![0u8; 16]);
+        for e in 0..16 {
+            self.ran[e] += 1;
+            if terminate.contains(&e) {
+                dones[e] = 1;
+            } else if self.time_limit > 0 && self.ran[e] == self.time_limit {
+                truncs[e] = 1;
+            }
+            if dones[e] + truncs[e] > 0 {
+                self.ran[e] = 0;
+            }
+        }
+        let c = &mut self.checker;
+        c.begin();
+        c.rewards(&[1.0; 16]);
+        c.flags(&dones, Some(&truncs));
+        c.obs_rows(0, &[0.1; 32]);
+        c.act_rows(0, &[0.2; 16]);
+        let check = c.finish(self.frame, Coverage::All, Coverage::All).clone();
+        let times = FrameTimes {
+            frame_seq: self.frame,
+            seen_ns: published,
+            frame_time_ns: Some(published),
+            action_time_ns: Some(acted),
+        };
+        let flags = Flags {
+            dones: &dones,
+            truncateds: Some(&truncs),
+            resets: &[0; 16],
+        };
+        self.detector.frame(times, &check, flags, &mut self.events);
+    }
+
+    /// A rollout of `n` frames of 4 ms, its last step holding an update of `update_ms`.
+    fn iteration(&mut self, n: u64, update_ms: u64) {
+        for _ in 1..n {
+            self.step(3, 1, &[]);
+        }
+        self.step(update_ms, 1, &[]);
+    }
+
+    fn of_kind(&self, kind: EventKind) -> Vec<Event> {
+        let mut log = EventLog::default();
+        for e in &self.events {
+            log.apply(e.clone());
+        }
+        log.events()
+            .iter()
+            .filter(|e| e.kind == kind)
+            .cloned()
+            .collect()
+    }
+}
+
+#[test]
+fn a_ppo_loop_gives_at_most_one_pause_of_unknown_rhythm_and_no_stall_and_a_hang_is_a_stall() {
+    let mut r = LoopRun::new(DetectSettings::default(), 0);
+    for _ in 0..15 {
+        r.iteration(32, 800);
+    }
+    assert!(r.of_kind(EventKind::Stall).is_empty(), "{:?}", r.events);
+    let pauses = r.of_kind(EventKind::Pause);
+    assert_eq!(pauses.len(), 1, "{pauses:?}");
+    let p = &pauses[0];
+    assert_eq!((p.first_frame, p.last_frame, p.ongoing), (31, 32, false));
+    assert_eq!(p.origin, Some(Origin::Policy));
+    assert!(
+        p.message.contains("a pause of unknown rhythm"),
+        "{}",
+        p.message
+    );
+    assert!(!EventKind::Pause.is_fault());
+    // A 6 s hang at the next update: one stall, the trainer's, at its frame.
+    r.iteration(32, 6_000);
+    let stalls = r.of_kind(EventKind::Stall);
+    assert_eq!(stalls.len(), 1, "{stalls:?}");
+    let s = &stalls[0];
+    assert_eq!((s.first_frame, s.last_frame), (15 * 32 + 31, 16 * 32));
+    assert_eq!(s.origin, Some(Origin::Policy));
+    assert!((s.usual.unwrap() - 0.801).abs() < 0.002, "{s:?}");
+    assert!((s.value.unwrap() - 6.0).abs() < 0.01, "{s:?}");
+    assert!(
+        s.message
+            .contains("the loop's usual update of 0.80 s after a rollout of 32 frames"),
+        "{}",
+        s.message
+    );
+    assert!(
+        s.message.contains("waiting for the trainer's actions"),
+        "{}",
+        s.message
+    );
+    // The rhythm the detector tells.
+    let rh = r.detector.rhythm(r.t);
+    assert_eq!((rh.rollout_frames, rh.stalls, rh.pauses), (Some(32), 1, 16));
+    // An engine-side wait mid-rollout is a stall of the simulator.
+    for _ in 0..10 {
+        r.step(3, 1, &[]);
+    }
+    r.step(3, 400, &[]);
+    let stalls = r.of_kind(EventKind::Stall);
+    assert_eq!(stalls.len(), 2, "{stalls:?}");
+    assert_eq!(stalls[1].origin, Some(Origin::Simulator));
+    assert!(
+        stalls[1]
+            .message
+            .contains("the loop's pauses are the trainer's"),
+        "{}",
+        stalls[1].message
+    );
+    assert_eq!(stalls[1].usual, None);
+}
+
+#[test]
+fn envs_in_step_at_the_time_limit_are_counted_and_a_termination_burst_is_a_done_burst() {
+    let mut r = LoopRun::new(DetectSettings::default(), 50);
+    for _ in 0..200 {
+        r.step(3, 1, &[]);
+    }
+    assert!(r.of_kind(EventKind::DoneBurst).is_empty(), "{:?}", r.events);
+    let rh = r.detector.rhythm(r.t);
+    assert_eq!((rh.time_limits, rh.time_limit_frames), (4, Some(50)));
+    // Ten of sixteen envs terminate mid-episode: a done burst. Their next episodes run
+    // out of step with the other six: at their time limits, 10 of 16 truncate together
+    // (a time limit), then 6 (no burst).
+    let ten: Vec<usize> = (0..10).collect();
+    r.step(3, 1, &ten);
+    let bursts = r.of_kind(EventKind::DoneBurst);
+    assert_eq!(bursts.len(), 1);
+    assert_eq!(bursts[0].values, Some(10));
+    assert!(
+        bursts[0]
+            .message
+            .starts_with("10 of 16 envs terminated (done) in one frame"),
+        "{}",
+        bursts[0].message
+    );
+    for _ in 0..120 {
+        r.step(3, 1, &[]);
+    }
+    assert_eq!(r.of_kind(EventKind::DoneBurst).len(), 1, "{:?}", r.events);
+    assert_eq!(r.detector.rhythm(r.t).time_limits, 6);
 }

@@ -84,6 +84,12 @@ pub struct FrameCopy {
 }
 
 impl FrameCopy {
+    /// The trainer's stamp of the actions that made this frame (`action_time_ns`), when
+    /// the layout has both stamps and it is not after the frame's.
+    pub fn action_time_ns(&self) -> Option<u64> {
+        Some(self.frame_time_ns?.saturating_sub(self.latency_ns?))
+    }
+
     /// The observation and action values of `env`, if its row was copied.
     pub fn row(&self, env: u32) -> Option<&[f32]> {
         let k = self.envs.binary_search(&env).ok()?;

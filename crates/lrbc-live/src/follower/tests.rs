@@ -529,7 +529,12 @@ fn the_detector_joining_a_follower_times_stalls_by_the_follower_clock() {
         loop {
             let (seen, stalls) = {
                 let log = lrbc::sync::lock(diagnosis.log());
-                let stalls = log.events().iter().filter(|e| e.kind == EventKind::Stall);
+                // Before the loop's rhythm is known, the first long wait is a pause of
+                // unknown rhythm: timed the same.
+                let stalls = log
+                    .events()
+                    .iter()
+                    .filter(|e| matches!(e.kind, EventKind::Stall | EventKind::Pause));
                 (log.totals().frames_seen, stalls.count())
             };
             if done(seen, stalls) {

@@ -297,11 +297,7 @@ impl FollowerThread {
         c.action_seq = taken.action_seq;
         c.frame_time_ns = frame_time;
         c.sampled_ns = stamp;
-        c.latency_ns = g.counters.ext.and_then(|e| {
-            let f = seg.load_u64(e.frame_time_ns)?;
-            let a = seg.load_u64(e.action_time_ns)?;
-            (f >= a && a != 0).then(|| f - a)
-        });
+        c.latency_ns = step_latency_ns(&self.attached);
         c.envs.clone_from(&self.envs);
         c.row_len = (g.obs_size as usize).saturating_add(g.act_size as usize);
         c.sample = true;
@@ -388,7 +384,7 @@ impl FollowerThread {
             c.action_seq = taken.action_seq;
             c.frame_time_ns = frame_time;
             c.sampled_ns = stamp;
-            c.latency_ns = None;
+            c.latency_ns = step_latency_ns(&self.attached);
             c.envs.clear();
             c.rows.clear();
             c.sample = false;
@@ -504,4 +500,15 @@ fn frame_seq(a: &Attached) -> u64 {
     a.segment
         .load_u64(a.geometry.counters.frame_seq)
         .unwrap_or(0)
+}
+
+/// `frame_time_ns - action_time_ns` of `attached`'s segment now, when its layout has both
+/// stamps, the trainer's is set and not after the engine's (the frame's step time).
+fn step_latency_ns(attached: &Attached) -> Option<u64> {
+    let e = attached.geometry.counters.ext?;
+    // Acquire loads (`load_u64`): pair with the engine's Release store of frame_time_ns
+    // and the client's of action_time_ns.
+    let f = attached.segment.load_u64(e.frame_time_ns)?;
+    let a = attached.segment.load_u64(e.action_time_ns)?;
+    (f >= a && a != 0).then(|| f - a)
 }

@@ -155,6 +155,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
             frame_seq: seq,
             frame_time_ns,
             action_seq: seq,
+            action_time_ns: frame_time_ns.saturating_sub(spec.frame_interval_ns / 4),
             sampled_ns,
             rewards: &rewards,
             dones: &flags,

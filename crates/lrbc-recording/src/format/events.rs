@@ -9,11 +9,11 @@ use lrbc_live::detect::{Event, EventKind};
 /// The JSON schema of `/lrbc/events` (Foxglove plots and filters its fields).
 pub const EVENT_JSON_SCHEMA: &str = r#"{
   "title": "lrbc.Event",
-  "description": "A fault the inspector's detector found: a non-finite or out-of-range value, a saturated action, a done burst, a stall, a change of the segment's state, or a ring fault",
+  "description": "A fault the inspector's detector found: a non-finite or out-of-range value, a saturated action, a done burst, a stall, a pause of unknown rhythm, a change of the segment's state, or a ring fault",
   "type": "object",
   "properties": {
     "id": {"type": "integer", "minimum": 0, "description": "The event's id; later messages of the same id replace earlier ones"},
-    "kind": {"type": "string", "enum": ["nonfinite", "out_of_range", "saturated", "done_burst", "stall", "state", "rpc_error", "unanswered", "malformed", "ring_loss"]},
+    "kind": {"type": "string", "enum": ["nonfinite", "out_of_range", "saturated", "done_burst", "stall", "pause", "state", "rpc_error", "unanswered", "malformed", "ring_loss"]},
     "frame_seq": {"type": "integer", "minimum": 0, "description": "The frame it was first seen in"},
     "time_ns": {"type": "integer", "minimum": 0, "description": "When it began (monotonic clock)"},
     "first_frame": {"type": "integer", "minimum": 0},
@@ -26,6 +26,7 @@ pub const EVENT_JSON_SCHEMA: &str = r#"{
     "index": {"type": "integer", "minimum": 0},
     "name": {"type": "string", "description": "The value's name in the names region"},
     "value": {"type": ["number", "string"], "description": "The first bad value; NaN, inf and -inf as strings"},
+    "usual_secs": {"type": "number", "description": "A stall: the loop's usual pause where it stalled"},
     "values": {"type": "integer", "minimum": 0, "description": "Values of the channel with the fault in the first frame"},
     "origin": {"type": "string", "enum": ["policy", "simulator", "unknown"]},
     "ring": {"type": "string"},

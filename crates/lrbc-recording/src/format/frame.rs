@@ -15,6 +15,9 @@ pub struct FrameRef<'a> {
     /// 0 when the layout has no frame time.
     pub frame_time_ns: u64,
     pub action_seq: u64,
+    /// The trainer's stamp of the actions that made the frame (`action_time_ns`), when
+    /// it is not after `frame_time_ns`; 0 when not known.
+    pub action_time_ns: u64,
     /// The recorder's clock when it sampled the frame.
     pub sampled_ns: u64,
     /// The reward of every env of the segment.
@@ -49,6 +52,7 @@ impl FrameRef<'_> {
                 frame_seq: self.frame_seq,
                 frame_time_ns: self.frame_time_ns,
                 action_seq: self.action_seq,
+                action_time_ns: self.action_time_ns,
                 sampled_ns: self.sampled_ns,
                 rewards: Some(rewards),
                 dones: Some(dones),
@@ -72,6 +76,9 @@ pub struct RecFrame {
     pub frame_seq: u64,
     pub frame_time_ns: u64,
     pub action_seq: u64,
+    /// The trainer's stamp of the actions that made the frame; 0 when not known (a
+    /// layout without it, or a file written before recordings had it).
+    pub action_time_ns: u64,
     /// The recorder's clock when it sampled the frame.
     pub sampled_ns: u64,
     /// The reward of every env of the segment.
@@ -115,6 +122,7 @@ impl RecFrame {
         self.frame_seq = f.frame_seq();
         self.frame_time_ns = f.frame_time_ns();
         self.action_seq = f.action_seq();
+        self.action_time_ns = f.action_time_ns();
         self.sampled_ns = f.sampled_ns();
         fill(&mut self.rewards, f.rewards().map(|v| v.iter()));
         fill(&mut self.dones, f.dones().map(|v| v.iter()));
@@ -199,6 +207,7 @@ mod tests {
             frame_seq: 7,
             frame_time_ns: 70,
             action_seq: 6,
+            action_time_ns: 65,
             sampled_ns: 71,
             rewards: Some(b.create_vector(&vec![0.5f32; rewards])),
             dones: Some(b.create_vector(&vec![1u8; flags])),
@@ -255,6 +264,7 @@ mod tests {
             frame_seq: 9,
             frame_time_ns: 90,
             action_seq: 8,
+            action_time_ns: 85,
             sampled_ns: 91,
             rewards: &[0.5, 1.5, 2.5],
             dones: &[0, 1, 0],
@@ -270,7 +280,10 @@ mod tests {
             (back.log_ns, back.frame_seq, back.frame_time_ns),
             (3, 9, 90)
         );
-        assert_eq!((back.action_seq, back.sampled_ns), (8, 91));
+        assert_eq!(
+            (back.action_seq, back.action_time_ns, back.sampled_ns),
+            (8, 85, 91)
+        );
         assert_eq!(
             (back.rewards.as_slice(), back.truncateds.as_deref()),
             (f.rewards, None)

@@ -16,7 +16,7 @@
 //! `/lrbc/ring/<ring>/header` ([`ring_header_topic`]); ring losses and malformed entries
 //! on [`RING_EVENTS_TOPIC`]; the segment's state changes on [`STATE_TOPIC`]; the events the
 //! detector found on [`EVENTS_TOPIC`] and, as Foxglove's log messages, on [`LOG_TOPIC`]
-//! (`events`); when asked for, camera images on `/lrbc/camera/env<N>` ([`camera_topic`]) and
+//! (`events`); the loop's rhythm on [`RHYTHM_TOPIC`] (`rhythm`); when asked for, camera images on `/lrbc/camera/env<N>` ([`camera_topic`]) and
 //! `/lrbc/stream/<name>` ([`stream_topic`]). Metadata records describe the segment
 //! ([`HEADER_METADATA`], [`GEOMETRY_METADATA`], [`NAMES_METADATA`], [`TOOL_METADATA`],
 //! [`SEGMENT_METADATA`]) and, at the end, what was kept and lost ([`COUNTS_METADATA`]).
@@ -27,6 +27,7 @@ mod events;
 mod frame;
 mod json;
 mod pixels;
+mod rhythm;
 mod ring_entry;
 mod streams;
 
@@ -43,6 +44,7 @@ pub use json::{
     segment_metadata,
 };
 pub use pixels::{StreamImage, decode_compressed, image_of};
+pub use rhythm::{RHYTHM_JSON_SCHEMA, rhythm_json, rhythm_of};
 pub use ring_entry::{
     RING_ENTRY_JSON_SCHEMA, RING_ENTRY_SCHEMA, ring_entry_json, ring_entry_payload,
 };
@@ -84,6 +86,12 @@ pub const EVENT_SCHEMA: &str = "lrbc.Event";
 pub const LOG_TOPIC: &str = "/lrbc/log";
 /// Foxglove's log message schema.
 pub const LOG_SCHEMA: &str = "foxglove.Log";
+/// The channel of the loop's rhythm (JSON of schema [`RHYTHM_SCHEMA`]): the recorder's
+/// summary when a pause ends, at most once a second otherwise, and at the end; a reader
+/// keeps the newest.
+pub const RHYTHM_TOPIC: &str = "/lrbc/rhythm";
+/// The schema name of `/lrbc/rhythm`.
+pub const RHYTHM_SCHEMA: &str = "lrbc.Rhythm";
 
 /// The metadata record of the header's fields, as shown.
 pub const HEADER_METADATA: &str = "lrbc.header";

@@ -10,9 +10,10 @@ use super::{Counts, RecordError, lock};
 use crate::format::{
     EVENT_JSON_SCHEMA, EVENT_SCHEMA, EVENTS_TOPIC, FRAME_SCHEMA, FRAME_TOPIC, FrameRef,
     GEOMETRY_METADATA, HEADER_METADATA, LOG_JSON_SCHEMA, LOG_SCHEMA, LOG_TOPIC, NAMES_METADATA,
-    RING_ENTRY_JSON_SCHEMA, RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC, SEGMENT_METADATA, STATE_TOPIC,
-    TOOL_METADATA, event_json, event_log_json, lucky_header_json, ring_entry_json, ring_event_json,
-    ring_header_topic, ring_topic, segment_metadata,
+    RHYTHM_JSON_SCHEMA, RHYTHM_SCHEMA, RHYTHM_TOPIC, RING_ENTRY_JSON_SCHEMA, RING_ENTRY_SCHEMA,
+    RING_EVENTS_TOPIC, SEGMENT_METADATA, STATE_TOPIC, TOOL_METADATA, event_json, event_log_json,
+    lucky_header_json, rhythm_json, ring_entry_json, ring_event_json, ring_header_topic,
+    ring_topic, segment_metadata,
 };
 use lrbc::attach::Attached;
 use lrbc::clock::{Clock, MonotonicClock};
@@ -28,6 +29,8 @@ pub use super::message::{ChannelDef, Kind, Message, Prelude, SchemaDef};
 
 /// How often the segment's state (truncated, unlinked, replaced, engine gone) is read.
 const STATE_EVERY_NS: u64 = 250_000_000;
+/// The loop's rhythm is written when a pause ends, and at most this often otherwise.
+const RHYTHM_EVERY_NS: u64 = 1_000_000_000;
 
 /// The index of `/lrbc/frame` in the prelude's channels.
 pub(super) const FRAME_CHANNEL: usize = 0;
@@ -70,6 +73,11 @@ pub struct Capture {
     detect: DetectSettings,
     events_channel: usize,
     log_channel: usize,
+    rhythm_channel: usize,
+    /// When the loop's rhythm was last written and the pauses it had then; whether the
+    /// next poll writes it whatever (the follower was left: the last one).
+    rhythm_written: Option<(u64, u64)>,
+    rhythm_final: bool,
     /// How far the detector's events were read.
     events_cursor: u64,
     /// The first event of each kind, in the form it was found.
@@ -91,6 +99,7 @@ struct Channels {
     state: usize,
     events: usize,
     log: usize,
+    rhythm: usize,
 }
 
 impl Channels {
@@ -163,6 +172,7 @@ impl Channels {
         };
         let events = json_channel(EVENTS_TOPIC, EVENT_SCHEMA, EVENT_JSON_SCHEMA);
         let log = json_channel(LOG_TOPIC, LOG_SCHEMA, LOG_JSON_SCHEMA);
+        let rhythm = json_channel(RHYTHM_TOPIC, RHYTHM_SCHEMA, RHYTHM_JSON_SCHEMA);
         Self {
             rings,
             ring_headers,
@@ -170,6 +180,7 @@ impl Channels {
             state,
             events,
             log,
+            rhythm,
         }
     }
 }
@@ -300,6 +311,9 @@ impl Capture {
             detect: DetectSettings::default(),
             events_channel: channels.events,
             log_channel: channels.log,
+            rhythm_channel: channels.rhythm,
+            rhythm_written: None,
+            rhythm_final: false,
             events_cursor: 0,
             first_events: BTreeMap::new(),
             event_forms: Vec::new(),
@@ -393,6 +407,7 @@ impl Capture {
         if let Some(d) = &mut self.diagnosis {
             d.stop();
         }
+        self.rhythm_final = true;
     }
 
     /// Waits up to `timeout` for a frame (at once if one is waiting): the caller's loop
@@ -492,10 +507,19 @@ impl Capture {
             return;
         };
         self.event_forms.clear();
-        let (next, missed, totals) = {
+        let (next, missed, totals, rhythm) = {
             let log = lock(d.log());
             let (next, missed) = log.updates_since(self.events_cursor, &mut self.event_forms);
-            (next, missed, log.totals())
+            let now = self.clock.now_ns();
+            let rhythm = log.rhythm().filter(|r| match self.rhythm_written {
+                None => true,
+                Some((at, pauses)) => {
+                    self.rhythm_final
+                        || r.pauses != pauses
+                        || now.saturating_sub(at) >= RHYTHM_EVERY_NS
+                }
+            });
+            (next, missed, log.totals(), rhythm.cloned())
         };
         self.counts.frames_checked = totals.frames_checked;
         self.counts.frames_flags_checked = totals.frames_flags_checked;
@@ -531,6 +555,17 @@ impl Capture {
                     data: Arc::from(log.into_bytes()),
                 });
             }
+        }
+        if let Some(r) = rhythm {
+            self.rhythm_written = Some((now, r.pauses));
+            self.rhythm_final = false;
+            out.push(Message {
+                channel: self.rhythm_channel,
+                kind: Kind::Event,
+                log_time: now,
+                publish_time: now,
+                data: Arc::from(rhythm_json(&r).into_bytes()),
+            });
         }
     }
 
@@ -632,6 +667,7 @@ impl Capture {
             frame_seq: stamp.0,
             frame_time_ns: stamp.1,
             action_seq: stamp.2,
+            action_time_ns: copy.action_time_ns().unwrap_or(0),
             sampled_ns: stamp.3,
             rewards: &hot.rewards,
             dones: &hot.dones,

@@ -1,11 +1,14 @@
-//! A recording's events: as its recorder's detector wrote them on `/lrbc/events`, or,
-//! for a file written before recorders had one, found again from its frames, ring
-//! entries and state changes by the same detector as live (`lrbc_live::detect`). Found
-//! again, the actions of a recorded frame count as checked (the recorder did not say
-//! whether the trainer was writing them while it copied).
+//! A recording's events and loop rhythm: as its recorder's detector wrote them on
+//! `/lrbc/events` and `/lrbc/rhythm`, or, for a file written before recorders had them
+//! (or when asked), found again from its frames, ring entries and state changes by the
+//! same detector as live (`lrbc_live::detect`). Found again, the actions of a recorded
+//! frame count as checked (the recorder did not say whether the trainer was writing them
+//! while it copied), and the side a pause waited on comes from the frames' stamps (the
+//! engine's and the trainer's times), or is not known in a layout without them.
 
 use lrbc_live::check::{Checker, Coverage, FrameCheck};
 use lrbc_live::detect::{DetectSettings, Detector, Event, EventLog, EventTotals, RingFault};
+use lrbc_live::rhythm::{Flags, FrameTimes, RhythmSummary};
 use lrbc_live::traffic::{EntryDecoder, RingEntry, TrafficEvent};
 use lrbc_live::watch::State;
 
@@ -19,7 +22,10 @@ pub struct RecordingEvents {
     /// The newest form of each, in the order found.
     pub events: Vec<Event>,
     pub totals: EventTotals,
-    /// Found again from the frames (the file has no `/lrbc/events`).
+    /// The loop's rhythm: its recorder's newest, or found again (None: the file holds
+    /// its events but no rhythm, written before recorders had one).
+    pub rhythm: Option<RhythmSummary>,
+    /// Found again from the frames (the file has no `/lrbc/events`, or it was asked).
     pub found_again: bool,
 }
 
@@ -32,6 +38,9 @@ impl RecordingEvents {
             log.apply(e);
         }
         log.set_figures(&totals);
+        if let Some(r) = self.rhythm {
+            log.set_rhythm(r);
+        }
         log
     }
 }
@@ -70,6 +79,7 @@ pub fn recording_events(
         Some((events, totals)) => Ok(RecordingEvents {
             events,
             totals,
+            rhythm: rec.recorded_rhythm()?,
             found_again: false,
         }),
         None => find_again(rec, settings, progress),
@@ -100,7 +110,7 @@ pub fn find_again(
     let mut states = states.into_iter().peekable();
     let (t0, t1) = rec.time_range().unwrap_or((0, 0));
     let span = t1.saturating_sub(t0).max(1) as f64;
-    let mut last: Option<u64> = None;
+    let mut last: Option<(u64, u64)> = None;
     let (mut first_frame, mut last_frame) = (None, None);
     let mut stopped = false;
     let mut messages = 0u64;
@@ -122,14 +132,25 @@ pub fn find_again(
                     return true;
                 };
                 // Only between frames in a row is a pause of frame_seq known to be one.
-                // Which side waited is not in the frames: the stall's origin stays unknown.
-                if let Some(pf) = last
+                if let Some((pf, pt)) = last
                     && f.frame_seq == pf + 1
                 {
-                    detector.tick(log_ns.saturating_sub(1), pf, None, &mut out);
+                    look_between(&mut detector, pf, pt, &f, &mut out);
                 }
                 let check = check_frame(&mut checker, &f);
-                detector.frame(log_ns, check, &mut out);
+                let times = FrameTimes {
+                    frame_seq: f.frame_seq,
+                    seen_ns: log_ns,
+                    frame_time_ns: (f.frame_time_ns != 0).then_some(f.frame_time_ns),
+                    action_time_ns: (f.action_time_ns != 0 && f.action_time_ns <= f.frame_time_ns)
+                        .then_some(f.action_time_ns),
+                };
+                let flags = Flags {
+                    dones: &f.dones,
+                    truncateds: f.truncateds.as_deref(),
+                    resets: &f.resets,
+                };
+                detector.frame(times, check, flags, &mut out);
                 // Requests are flagged unanswered as time passes, as live.
                 decoder.expire(log_ns, &mut traffic);
                 for e in traffic.drain(..) {
@@ -137,7 +158,7 @@ pub fn find_again(
                         detector.ring(fault, log_ns, &mut out);
                     }
                 }
-                last = Some(f.frame_seq);
+                last = Some((f.frame_seq, log_ns));
                 first_frame.get_or_insert(f.frame_seq);
                 last_frame = Some(f.frame_seq);
             }
@@ -205,8 +226,29 @@ pub fn find_again(
     Ok(RecordingEvents {
         events: log.events().iter().cloned().collect(),
         totals,
+        rhythm: Some(detector.rhythm(t1)),
         found_again: true,
     })
+}
+
+/// The looks at the counters a live detector would have made between frame `pf` (seen
+/// at `pt`) and `f`, the next: while the trainer's turn lasted (`action_seq` still at
+/// `pf`) and while the engine's did, as the frame's stamps split the time between them
+/// (the engine's part since the trainer's stamp). Without stamps, one look just before
+/// `f`, which side waited not known.
+fn look_between(detector: &mut Detector, pf: u64, pt: u64, f: &RecFrame, out: &mut Vec<Event>) {
+    let before = f.log_ns.saturating_sub(1);
+    if f.frame_time_ns != 0 && f.action_time_ns != 0 && f.action_time_ns <= f.frame_time_ns {
+        let acted = f
+            .log_ns
+            .saturating_sub(f.frame_time_ns - f.action_time_ns)
+            .max(pt);
+        detector.tick(acted.saturating_sub(1).max(pt), pf, Some(pf), out);
+        detector.tick(acted, pf, Some(pf + 1), out);
+        detector.tick(before.max(acted), pf, Some(pf + 1), out);
+    } else {
+        detector.tick(before, pf, None, out);
+    }
 }
 
 /// The newest form of each event, in the order found.

@@ -26,9 +26,10 @@ use std::sync::Arc;
 use mcap::records::{Record, op};
 
 use crate::format::{
-    COUNTS_METADATA, EVENTS_TOPIC, FRAME_SCHEMA, FRAME_TOPIC, RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC,
-    RecFrame, SEGMENT_METADATA, STATE_TOPIC, camera_env_of_topic, ring_entry_payload,
-    ring_event_of, ring_of_header_topic, ring_of_topic, segment_from_metadata, stream_of_topic,
+    COUNTS_METADATA, EVENTS_TOPIC, FRAME_SCHEMA, FRAME_TOPIC, RHYTHM_TOPIC, RING_ENTRY_SCHEMA,
+    RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA, STATE_TOPIC, camera_env_of_topic,
+    ring_entry_payload, ring_event_of, ring_of_header_topic, ring_of_topic, segment_from_metadata,
+    stream_of_topic,
 };
 use index::{read_at, read_summary, record_at, walk};
 use lrbc::layout::{Geometry, LayoutChoice, RegionKind};
@@ -153,6 +154,8 @@ pub struct Recording {
     state: Option<u16>,
     /// The channel of the detector's events, when the file has it.
     events: Option<u16>,
+    /// The channel of the loop's rhythm, when the file has it.
+    rhythm: Option<u16>,
     /// The channels of luckyrobots entry headers: channel → ring.
     ring_headers: HashMap<u16, RegionKind>,
     /// Camera channels of the image region: channel → env.
@@ -266,6 +269,7 @@ impl Recording {
             ring_events: None,
             state: None,
             events: None,
+            rhythm: None,
             ring_headers: HashMap::new(),
             cameras: HashMap::new(),
             streams: HashMap::new(),
@@ -302,6 +306,8 @@ impl Recording {
             self.state = Some(c.id);
         } else if c.topic == EVENTS_TOPIC {
             self.events = Some(c.id);
+        } else if c.topic == RHYTHM_TOPIC {
+            self.rhythm = Some(c.id);
         } else if let Some(ring) = ring_of_header_topic(&c.topic) {
             self.ring_headers.insert(c.id, ring);
         } else if let Some(env) = camera_env_of_topic(&c.topic) {

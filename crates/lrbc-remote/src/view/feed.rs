@@ -394,6 +394,7 @@ mod tests {
             frame_seq: seq,
             frame_time_ns: 0,
             action_seq: seq,
+            action_time_ns: 0,
             sampled_ns: 0,
             rewards: &rewards,
             dones: &flags,

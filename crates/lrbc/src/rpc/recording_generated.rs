@@ -37,6 +37,7 @@ impl<'a> Frame<'a> {
   pub const VT_ENVS: ::flatbuffers::VOffsetT = 20;
   pub const VT_OBSERVATIONS: ::flatbuffers::VOffsetT = 22;
   pub const VT_ACTIONS: ::flatbuffers::VOffsetT = 24;
+  pub const VT_ACTION_TIME_NS: ::flatbuffers::VOffsetT = 26;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -48,6 +49,7 @@ impl<'a> Frame<'a> {
     args: &'args FrameArgs<'args>
   ) -> ::flatbuffers::WIPOffset<Frame<'bldr>> {
     let mut builder = FrameBuilder::new(_fbb);
+    builder.add_action_time_ns(args.action_time_ns);
     builder.add_sampled_ns(args.sampled_ns);
     builder.add_action_seq(args.action_seq);
     builder.add_frame_time_ns(args.frame_time_ns);
@@ -140,6 +142,13 @@ impl<'a> Frame<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(Frame::VT_ACTIONS, None)}
   }
+  #[inline]
+  pub fn action_time_ns(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Frame::VT_ACTION_TIME_NS, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Frame<'_> {
@@ -159,6 +168,7 @@ impl ::flatbuffers::Verifiable for Frame<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u32>>>("envs", Self::VT_ENVS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>("observations", Self::VT_OBSERVATIONS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>("actions", Self::VT_ACTIONS, false)?
+     .visit_field::<u64>("action_time_ns", Self::VT_ACTION_TIME_NS, false)?
      .finish();
     Ok(())
   }
@@ -175,6 +185,7 @@ pub struct FrameArgs<'a> {
     pub envs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u32>>>,
     pub observations: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, f32>>>,
     pub actions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, f32>>>,
+    pub action_time_ns: u64,
 }
 impl<'a> Default for FrameArgs<'a> {
   #[inline]
@@ -191,6 +202,7 @@ impl<'a> Default for FrameArgs<'a> {
       envs: None,
       observations: None,
       actions: None,
+      action_time_ns: 0,
     }
   }
 }
@@ -245,6 +257,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> FrameBuilder<'a, 'b, A> {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Frame::VT_ACTIONS, actions);
   }
   #[inline]
+  pub fn add_action_time_ns(&mut self, action_time_ns: u64) {
+    self.fbb_.push_slot::<u64>(Frame::VT_ACTION_TIME_NS, action_time_ns, 0);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> FrameBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     FrameBuilder {
@@ -273,6 +289,7 @@ impl ::core::fmt::Debug for Frame<'_> {
       ds.field("envs", &self.envs());
       ds.field("observations", &self.observations());
       ds.field("actions", &self.actions());
+      ds.field("action_time_ns", &self.action_time_ns());
       ds.finish()
   }
 }

@@ -1,9 +1,11 @@
 //! The segment's state changes in a recording (`/lrbc/state`): few, read once, for the
-//! timeline's marks and the state at the cursor.
+//! timeline's marks and the state at the cursor; and the other channels read whole
+//! (`/lrbc/events`, `/lrbc/rhythm`).
 
 use std::sync::Arc;
 
 use super::Recording;
+use lrbc_live::rhythm::RhythmSummary;
 
 /// A message's log time and bytes.
 type Timed = (u64, Arc<[u8]>);
@@ -84,6 +86,20 @@ impl Recording {
                 .map(|(_, d)| d)
                 .collect(),
         ))
+    }
+
+    /// The newest summary of the loop's rhythm its recorder wrote on `/lrbc/rhythm`; None
+    /// when the file has none (written before recorders had one, or without a detector).
+    pub fn recorded_rhythm(&mut self) -> Result<Option<RhythmSummary>, String> {
+        self.learn_channels()?;
+        let Some(channel) = self.rhythm else {
+            return Ok(None);
+        };
+        Ok(self
+            .messages_of(channel)?
+            .iter()
+            .rev()
+            .find_map(|(_, d)| crate::format::rhythm_of(d)))
     }
 
     /// Every message of `channel` with its log time, in the order of the file. Only the

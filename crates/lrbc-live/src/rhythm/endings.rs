@@ -1,0 +1,133 @@
+//! [`EndingsInStep`]: the frame each env's episode began at, and a frame's endings told
+//! apart: terminations (done), truncations and whether the truncated envs all reached
+//! one episode length (envs in step meeting the time limit), and resets by the trainer.
+
+/// A frame's done, truncated and reset flags, one per env.
+#[derive(Clone, Copy, Debug)]
+pub struct Flags<'a> {
+    pub dones: &'a [u8],
+    /// None when the layout has none.
+    pub truncateds: Option<&'a [u8]>,
+    pub resets: &'a [u8],
+}
+
+/// What ended in one frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameEndings {
+    pub num_envs: u32,
+    /// Envs whose done flag is set (done wins over truncated).
+    pub terminated: u32,
+    /// Envs whose truncated flag is set, done clear.
+    pub truncated: u32,
+    /// The episode length every truncated env reached, when they all reached the same
+    /// one (None: none truncated, or their lengths differ).
+    pub truncated_length: Option<u64>,
+    /// Of the truncated envs, those whose episode began before the first frame followed:
+    /// their lengths count from that frame.
+    pub lengths_from_attach: u32,
+    /// Envs whose reset flag is set with done and truncated clear (the trainer ended
+    /// them).
+    pub resets: u32,
+}
+
+impl FrameEndings {
+    /// More than `share` of the envs truncated at one episode length: the time limit of
+    /// envs in step.
+    pub fn time_limit(&self, share: f64) -> bool {
+        self.truncated_length.is_some() && self.above(self.truncated, share)
+    }
+
+    /// More than `share` of the envs reset by the trainer at once.
+    pub fn resets_in_step(&self, share: f64) -> bool {
+        self.above(self.resets, share)
+    }
+
+    /// The envs of a done burst: the terminated ones, and the truncated ones unless they
+    /// are envs in step meeting the time limit.
+    pub fn burst_envs(&self) -> u32 {
+        self.terminated
+            + if self.truncated_length.is_some() {
+                0
+            } else {
+                self.truncated
+            }
+    }
+
+    /// `n` envs are more than `share` of them.
+    pub fn above(&self, n: u32, share: f64) -> bool {
+        self.num_envs > 0 && f64::from(n) / f64::from(self.num_envs) > share
+    }
+}
+
+/// Every env's episode start, from the frames taken in order.
+#[derive(Clone, Debug, Default)]
+pub struct EndingsInStep {
+    /// The frame each env's episode began at.
+    starts: Vec<u64>,
+    /// Whether it began before the first frame followed.
+    from_attach: Vec<bool>,
+    last_frame: Option<u64>,
+}
+
+impl EndingsInStep {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Frame `frame_seq` with `flags`: what ended in it.
+    pub fn frame(&mut self, frame_seq: u64, flags: Flags<'_>) -> FrameEndings {
+        let n = flags.dones.len();
+        if self.last_frame.is_none_or(|l| frame_seq < l) || self.starts.len() != n {
+            // The first frame, a new run or a new segment: the episodes going on began
+            // at the latest at this frame.
+            self.starts = vec![frame_seq; n];
+            self.from_attach = vec![true; n];
+        } else if self.last_frame == Some(frame_seq) {
+            return FrameEndings {
+                num_envs: n as u32,
+                ..FrameEndings::default()
+            };
+        }
+        self.last_frame = Some(frame_seq);
+        let mut out = FrameEndings {
+            num_envs: u32::try_from(n).unwrap_or(u32::MAX),
+            ..FrameEndings::default()
+        };
+        let any = |a: &[u8]| a.iter().any(|&v| v != 0);
+        let truncs = flags.truncateds.filter(|t| any(t));
+        if !any(flags.dones) && truncs.is_none() && !any(flags.resets) {
+            return out;
+        }
+        let flag = |a: &[u8], e: usize| a.get(e).is_some_and(|&v| v != 0);
+        let mut lengths_differ = false;
+        for e in 0..n {
+            let ended = if flag(flags.dones, e) {
+                out.terminated += 1;
+                true
+            } else if truncs.is_some_and(|t| flag(t, e)) {
+                out.truncated += 1;
+                let length = frame_seq.saturating_sub(self.starts[e]) + 1;
+                match out.truncated_length {
+                    None if !lengths_differ => out.truncated_length = Some(length),
+                    Some(l) if l != length => {
+                        lengths_differ = true;
+                        out.truncated_length = None;
+                    }
+                    _ => {}
+                }
+                out.lengths_from_attach += u32::from(self.from_attach[e]);
+                true
+            } else if flag(flags.resets, e) {
+                out.resets += 1;
+                true
+            } else {
+                false
+            };
+            if ended {
+                self.starts[e] = frame_seq + 1;
+                self.from_attach[e] = false;
+            }
+        }
+        out
+    }
+}
