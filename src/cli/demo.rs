@@ -1,6 +1,8 @@
 //! `demo`: a simulated engine and client in separate processes with the inspector
 //! attached, the engine planting a few faults for the detector to find (unless asked
-//! not to). Headless views (watch, traffic and events) until a window can be shown.
+//! not to), the client stepping as an on-policy trainer does: rollouts, each followed by
+//! an update during which the engine waits. Headless views (watch, traffic and events)
+//! until a window can be shown.
 
 use std::io::Write as _;
 use std::process::Stdio;
@@ -36,12 +38,35 @@ pub struct DemoArgs {
         value_parser = super::args::parse_hz
     )]
     pub hz: f64,
+    /// Steps in each of the client's rollouts (`sim client --rollout`); it pauses
+    /// --update after each, as an on-policy trainer updating its policy does.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "64",
+        value_parser = super::sim::parse_rollout
+    )]
+    pub rollout: u64,
+    /// How long each of the client's updates lasts (`sim client --update`): seconds,
+    /// or with a unit (500ms), from 0 to 3600 s.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value = "0.3",
+        allow_negative_numbers = true,
+        value_parser = super::sim::parse_update
+    )]
+    pub update: Duration,
+    /// A client that steps without pauses (no rollouts, no updates): frames come at
+    /// --hz, and the demo's faults about 3.3 times sooner.
+    #[arg(long, conflicts_with_all = ["rollout", "update"])]
+    pub no_updates: bool,
     /// Show the headless views even when a display is available.
     #[arg(long)]
     pub headless: bool,
     /// Faults the engine plants (`sim engine --plant`; repeat for more) instead of the
-    /// demo's: a NaN in an observation at step 5000, an infinite action at 10000, a
-    /// done burst at 15000 and a 1 s stall at 20000.
+    /// demo's: a NaN in an observation at step 1500, an infinite action at 3000, a
+    /// done burst at 4500 and a 1 s stall at 6000.
     #[arg(long, value_name = "SPEC", allow_hyphen_values = true, value_parser = lrbc_sim::engine::Plant::parse)]
     pub plant: Vec<lrbc_sim::engine::Plant>,
     /// Plant no fault.
@@ -49,13 +74,14 @@ pub struct DemoArgs {
     pub no_faults: bool,
 }
 
-/// The faults the demo's engine plants unless told otherwise (at 500 Hz: at 10, 20, 30
-/// and 40 s).
+/// The faults the demo's engine plants unless told otherwise. With the demo's defaults
+/// (500 Hz, rollouts of 64 frames, 0.3 s updates: about 150 frames a second) they come
+/// at about 10, 20, 30 and 40 s.
 const DEMO_PLANTS: [&str; 4] = [
-    "nan@5000:env=3,channel=obs,index=2",
-    "inf@10000:env=7,channel=act,index=1",
-    "done-burst@15000",
-    "stall@20000:secs=1",
+    "nan@1500:env=3,channel=obs,index=2",
+    "inf@3000:env=7,channel=act,index=1",
+    "done-burst@4500",
+    "stall@6000:secs=1",
 ];
 
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
@@ -73,23 +99,34 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         .flat_map(|p| ["--plant", p.as_str()])
         .collect();
     let mut engine = start_engine(&name, args.preset, &plant_args).map_err(child_error)?;
-    let mut client = start_client(
-        &name,
-        &[
-            "--hz".into(),
-            args.hz.to_string(),
-            "--policy".into(),
-            "balance".into(),
-        ],
-        Stdio::null(),
-    )
-    .map_err(child_error)?;
+    let mut client_args: Vec<String> = vec![
+        "--hz".into(),
+        args.hz.to_string(),
+        "--policy".into(),
+        "balance".into(),
+    ];
+    let pace = if args.no_updates {
+        format!("{} Hz", args.hz)
+    } else {
+        // Seconds as a decimal, which --update reads back to the nanosecond.
+        let update_secs = args.update.as_secs_f64();
+        client_args.extend([
+            "--rollout".into(),
+            args.rollout.to_string(),
+            "--update".into(),
+            update_secs.to_string(),
+        ]);
+        format!(
+            "{} Hz in rollouts of {} frames with {update_secs} s updates",
+            args.hz, args.rollout
+        )
+    };
+    let mut client = start_client(&name, &client_args, Stdio::null()).map_err(child_error)?;
     let display = crate::ui::display_available();
     eprintln!(
-        "demo: engine pid {}, client pid {} at {} Hz, segment {name}; Ctrl-C stops all three",
+        "demo: engine pid {}, client pid {} at {pace}, segment {name}; Ctrl-C stops all three",
         engine.pid(),
         client.pid(),
-        args.hz
     );
     let result = if display && !args.headless {
         eprintln!(

@@ -48,7 +48,7 @@ pub struct EventsArgs {
     #[arg(long)]
     pub json: bool,
     /// Exit with code 3 once an event of one of these kinds is found (nonfinite,
-    /// out_of_range, saturated, done_burst, stall, state, rpc_error, unanswered,
+    /// out_of_range, saturated, done_burst, stall, pause, state, rpc_error, unanswered,
     /// malformed, ring_loss; comma-separated).
     #[arg(long, value_name = "KIND[,KIND…]", value_parser = parse_kind_list)]
     pub fail_on: Option<KindList>,
@@ -63,8 +63,8 @@ pub struct EventsArgs {
     /// load); 0 checks every frame whole, whatever it costs the run.
     #[arg(long, value_name = "PCT", default_value_t = lrbc_live::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = super::args::parse_percent)]
     pub busy_budget: f32,
-    /// A recording's events found again from its frames with these options, even when
-    /// it holds its recorder's.
+    /// A recording's events found again from its frames, even when it holds its
+    /// recorder's (any detector option given does so too).
     #[arg(long, requires = "file", conflicts_with_all = ["shm", "pid", "path"])]
     pub find_again: bool,
     #[command(flatten)]
@@ -311,7 +311,14 @@ pub fn run_live(target: &Target, choice: LayoutChoice, o: &EventsOptions) -> Res
         o.count.is_some_and(|c| printer.events >= c) || !printer.failed.is_empty()
     })?;
     printer.finish();
-    eprintln!("{}", summary(&lock(&log).totals(), false));
+    let (totals, rhythm) = {
+        let log = lock(&log);
+        (log.totals(), log.rhythm().cloned())
+    };
+    eprintln!("{}", summary(&totals, false));
+    if let Some(r) = rhythm {
+        eprintln!("{}", r.line());
+    }
     printer.outcome()
 }
 
@@ -323,7 +330,10 @@ pub fn run_file(path: &Path, o: &EventsOptions) -> Result<(), CliError> {
         eprintln!("warning: {} {note}", path.display());
     }
     let t0 = rec.time_range().map_or(0, |r| r.0);
-    let found = if o.find_again {
+    // Options of the detector apply to a recording's frames: its recorder's events were
+    // found with the defaults.
+    let find_again = o.find_again || o.detect != DetectSettings::default();
+    let found = if find_again {
         lrbc_recording::replay::find_again(&mut rec, &o.detect, |_| true)
     } else {
         lrbc_recording::replay::recording_events(&mut rec, &o.detect, |_| true)
@@ -335,6 +345,12 @@ pub fn run_file(path: &Path, o: &EventsOptions) -> Result<(), CliError> {
         printer.print(&e);
     }
     eprintln!("{}", summary(&totals, again));
+    match &found.rhythm {
+        Some(r) => eprintln!("{}", r.line()),
+        None => eprintln!(
+            "rhythm: not recorded (a file of an earlier version): --find-again learns it from the frames"
+        ),
+    }
     printer.outcome()
 }
 

@@ -1,5 +1,5 @@
-//! `open`: a recording of `record` in the window, or its summary and its events with
-//! `--info`. A file that is not a recording is one line and exit 1, before any window.
+//! `open`: a recording of `record` in the window, or its summary, its loop's rhythm and
+//! its events with `--info`. A file that is not a recording is one line and exit 1, before any window.
 
 use std::path::PathBuf;
 
@@ -92,6 +92,22 @@ pub fn run(args: &OpenArgs, window: super::WindowArgs) -> Result<(), CliError> {
         "{}",
         super::events::summary(&found.totals, found.found_again)
     );
+    match &found.rhythm {
+        Some(r) => {
+            println!("{}", r.line());
+            if let Some(step) = r.step_secs {
+                println!(
+                    "rhythm: a step every {:.2} ms; {} pauses over {:.1} s followed",
+                    step * 1e3,
+                    r.pauses,
+                    r.followed_secs
+                );
+            }
+        }
+        None => println!(
+            "rhythm: not recorded (a file of an earlier version; `events FILE --find-again` learns it)"
+        ),
+    }
     let mut printer = super::events::Printer::new(false, t0, Vec::new());
     for e in &found.events {
         printer.print(e);

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::{CliError, stop_flag};
 use lrbc::layout::plan::PlanLayout;
-use lrbc_sim::client::{self, ClientConfig, Policy};
+use lrbc_sim::client::{self, ClientConfig, Policy, Rollout};
 use lrbc_sim::engine::{Engine, EngineConfig, Mode, Plant, Preset};
 
 /// The layouts the simulated engine can produce.
@@ -131,9 +131,54 @@ pub struct ClientArgs {
     /// Send no commands, only step.
     #[arg(long)]
     pub no_commands: bool,
-    /// Print a JSON summary at exit (steps, latency percentiles).
+    /// Step in rollouts of N frames (at least 1), pausing --update after each as an
+    /// on-policy (PPO-like) trainer updating its policy does: the engine waits
+    /// meanwhile (frame_seq == action_seq). No update follows the last of --steps.
+    #[arg(long, value_name = "N", value_parser = parse_rollout, requires = "update")]
+    pub rollout: Option<u64>,
+    /// How long each update after a rollout lasts (with --rollout): seconds, or with a
+    /// unit (500ms), from 0 to 3600 s.
+    #[arg(
+        long,
+        value_name = "SECS",
+        allow_negative_numbers = true,
+        value_parser = parse_update,
+        requires = "rollout"
+    )]
+    pub update: Option<Duration>,
+    /// Print a JSON summary at exit (steps, latency percentiles, updates).
     #[arg(long)]
     pub json: bool,
+}
+
+impl ClientArgs {
+    /// The rollouts of --rollout and --update (clap holds that they come together).
+    pub fn rollout(&self) -> Option<Rollout> {
+        Some(Rollout {
+            frames: self.rollout?,
+            update: self.update?,
+        })
+    }
+}
+
+/// Parses the frames of a rollout (`--rollout`): a count as
+/// [`super::args::parse_count`] takes, with its own message.
+pub fn parse_rollout(text: &str) -> Result<u64, String> {
+    super::args::parse_count(text)
+        .map_err(|_| format!("must be a whole number of frames, at least 1, not {text}"))
+}
+
+/// Parses the length of an update after a rollout (`--update`): a duration as
+/// [`super::args::parse_seconds`] takes, from 0 to [`Rollout::MAX_UPDATE`].
+pub fn parse_update(text: &str) -> Result<Duration, String> {
+    let update = super::args::parse_seconds(text, 0.0)?;
+    if update > Rollout::MAX_UPDATE {
+        return Err(format!(
+            "must be at most {} seconds (an hour), not {text}",
+            Rollout::MAX_UPDATE.as_secs()
+        ));
+    }
+    Ok(update)
 }
 
 /// Parses "64x64x3" (or "none").
@@ -276,6 +321,7 @@ fn run_client(args: &ClientArgs) -> Result<(), CliError> {
         commands: !args.no_commands,
         record_latency: args.json,
         step_timeout: Duration::from_secs(5),
+        rollout: args.rollout(),
     };
     let mut stats = client::run(&cfg, &stop).map_err(|e| CliError::Other(e.to_string()))?;
     if args.json {
@@ -295,11 +341,18 @@ fn run_client(args: &ClientArgs) -> Result<(), CliError> {
                 "responses": stats.responses,
                 "error_responses": stats.error_responses,
                 "frame_mismatches": stats.frame_mismatches,
+                "updates": stats.updates,
+                "update_secs": stats.update_secs,
             })
         );
     } else {
+        let updates = if cfg.rollout.is_some() {
+            format!(", {} updates ({:.1} s)", stats.updates, stats.update_secs)
+        } else {
+            String::new()
+        };
         eprintln!(
-            "client: {} steps in {:.1} s, {} env resets, {} requests, {} responses ({} errors)",
+            "client: {} steps in {:.1} s{updates}, {} env resets, {} requests, {} responses ({} errors)",
             stats.steps,
             stats.elapsed_secs,
             stats.env_resets,

@@ -6,6 +6,7 @@ use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
 use lrbc_live::detect::{EventKind, EventTotals};
 use lrbc_live::episodes::{Ending, RunTotals};
+use lrbc_live::rhythm::{LoopKind, RhythmSummary};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_live::watch::{AttachmentWatch, Report};
 
@@ -13,11 +14,71 @@ fn hz(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
+/// The loop's rhythm as `key=value` words of a watch line.
+fn rhythm_words(r: &RhythmSummary) -> String {
+    let pct = |v: f64| format!("{:.0}%", 100.0 * r.share(v));
+    let mut w = format!(" loop={}", r.kind.as_str());
+    match r.kind {
+        LoopKind::Periodic => {
+            if let Some(n) = r.rollout_frames {
+                w.push_str(&format!(" rollout={n}"));
+            }
+            if let Some(u) = r.update_secs {
+                w.push_str(&format!(" update={u:.2}s"));
+            }
+        }
+        LoopKind::Learning => w.push_str(&format!(" pauses={}", r.pauses)),
+        LoopKind::Continuous | LoopKind::Off => {}
+    }
+    if r.followed_secs > 0.0 {
+        w.push_str(&format!(
+            " stepping={} waiting_trainer={} waiting_engine={}",
+            pct(r.stepping_secs),
+            pct(r.trainer_secs),
+            pct(r.engine_secs)
+        ));
+        if r.unknown_secs > 0.0 {
+            w.push_str(&format!(" waiting_unknown={}", pct(r.unknown_secs)));
+        }
+    }
+    if r.time_limits > 0 {
+        w.push_str(&format!(" time_limits={}", r.time_limits));
+    }
+    if r.resets_in_step > 0 {
+        w.push_str(&format!(" resets_in_step={}", r.resets_in_step));
+    }
+    w
+}
+
+/// The loop's rhythm in `watch --json`: the summary without its list of pauses, with
+/// the shares of wall time and the newest pause.
+fn rhythm_json(r: &RhythmSummary) -> serde_json::Value {
+    let mut v = r.to_json();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("recent");
+        m.insert(
+            "shares".into(),
+            serde_json::json!({
+                "stepping": r.share(r.stepping_secs),
+                "trainer": r.share(r.trainer_secs),
+                "engine": r.share(r.engine_secs),
+                "unknown": r.share(r.unknown_secs),
+            }),
+        );
+        m.insert(
+            "last_pause".into(),
+            serde_json::to_value(r.recent.last()).unwrap_or_default(),
+        );
+    }
+    v
+}
+
 fn line(
     r: &Report,
     s: &SamplerStats,
     yielding: bool,
     events: Option<&EventTotals>,
+    rhythm: Option<&RhythmSummary>,
     episodes: Option<&RunTotals>,
 ) -> String {
     let mut line = format!(
@@ -49,6 +110,9 @@ fn line(
                 line.push_str(&format!(" {}={n}", k.as_str()));
             }
         }
+    }
+    if let Some(r) = rhythm {
+        line.push_str(&rhythm_words(r));
     }
     if let Some(t) = episodes {
         line.push_str(&format!(
@@ -150,7 +214,10 @@ pub fn run(target: &Target, choice: LayoutChoice, o: WatchOptions) -> Result<(),
             let d = sampler.lock();
             (d.stats, d.yielding)
         };
-        let events = sampler.events().map(|l| lrbc::sync::lock(l).totals());
+        let (events, rhythm) = sampler.events().map_or((None, None), |l| {
+            let log = lrbc::sync::lock(l);
+            (Some(log.totals()), log.rhythm().cloned())
+        });
         let episodes = sampler.episodes().map(|b| lrbc::sync::lock(b).totals);
         if as_json {
             let mut v = serde_json::to_value(&report)
@@ -175,6 +242,9 @@ pub fn run(target: &Target, choice: LayoutChoice, o: WatchOptions) -> Result<(),
                         "frames_flags_checked".into(),
                         events.frames_flags_checked.into(),
                     );
+                }
+                if let Some(r) = &rhythm {
+                    m.insert("rhythm".into(), rhythm_json(r));
                 }
             }
             if let (Some(m), Some(t)) = (v.as_object_mut(), &episodes) {
@@ -204,6 +274,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: WatchOptions) -> Result<(),
                     &stats,
                     yielding,
                     events.as_ref(),
+                    rhythm.as_ref(),
                     episodes.as_ref()
                 )
             );

@@ -88,6 +88,7 @@ impl PlantedRun {
             commands: false,
             record_latency: false,
             step_timeout: Duration::from_secs(5),
+            rollout: None,
         };
         let s = Arc::clone(&self.stop);
         self.threads.push(

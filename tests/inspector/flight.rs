@@ -76,6 +76,7 @@ impl Sim {
             commands: true,
             record_latency: false,
             step_timeout: Duration::from_secs(5),
+            rollout: None,
         };
         let client = std::thread::Builder::new()
             .name("sim-client".into())

@@ -578,3 +578,135 @@ fn traffic_started_after_the_client_subscribed_lists_stream_items_not_orphans() 
     interrupt(client.id());
     let _ = client.wait();
 }
+
+/// frame_seq and action_seq of the segment `name`, read through a read-only attachment.
+fn counters(name: &str) -> (u64, u64) {
+    let a = lrbc::attach::attach(
+        &lrbc::attach::Target::Shm(name.to_string()),
+        lrbc::layout::LayoutChoice::Auto,
+    )
+    .unwrap();
+    let c = a.geometry.counters;
+    // Acquire: pairs with the engine's Release store of frame_seq.
+    let frame_seq = a.segment.load_u64(c.frame_seq).unwrap();
+    // Acquire: pairs with the client's AcqRel fetch_add of action_seq.
+    let action_seq = a.segment.load_u64(c.action_seq).unwrap();
+    (frame_seq, action_seq)
+}
+
+#[test]
+fn a_client_in_rollouts_pauses_after_each_but_the_last_while_the_engine_waits() {
+    let mut engine = Engine::start(
+        "rollout",
+        &["--envs", "4", "--obs", "8", "--act", "2", "--image", "none"],
+    );
+    let started = Instant::now();
+    let (code, out, err) = run_inspector(&[
+        "sim",
+        "client",
+        "--shm",
+        &engine.name,
+        "--rollout",
+        "8",
+        "--update",
+        "0.3",
+        "--steps",
+        "40",
+        "--hz",
+        "200",
+        "--policy",
+        "balance",
+        "--json",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["steps"], 40);
+    assert_eq!(r["frame_mismatches"], 0, "{r}");
+    // After steps 8, 16, 24 and 32; none after the last step, 40.
+    assert_eq!(r["updates"], 4, "{r}");
+    let update_secs = r["update_secs"].as_f64().unwrap();
+    assert!(update_secs >= 4.0 * 0.3, "{r}");
+    assert!(r["elapsed_secs"].as_f64().unwrap() >= update_secs, "{r}");
+    assert!(took >= Duration::from_secs_f64(4.0 * 0.3), "{took:?}");
+    // The engine stepped once per action, the updates included: nothing moves without
+    // the trainer.
+    assert_eq!(counters(&engine.name), (40, 40));
+    let log = engine.stop_with("INT");
+    assert!(log.contains("stopped after 40 steps"), "{log}");
+}
+
+#[test]
+fn an_update_holds_the_engine_on_the_rollouts_last_frame() {
+    let engine = Engine::start(
+        "update",
+        &["--envs", "4", "--obs", "8", "--act", "2", "--image", "none"],
+    );
+    // Updates of a minute: after the first rollout the engine waits on frame 8 until
+    // the client is stopped.
+    let client = inspector()
+        .args([
+            "sim",
+            "client",
+            "--shm",
+            &engine.name,
+            "--rollout",
+            "8",
+            "--update",
+            "1min",
+            "--hz",
+            "200",
+            "--no-commands",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while counters(&engine.name).0 < 8 {
+        assert!(Instant::now() < deadline, "the client did not step to 8");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // However long it is looked at, frame_seq == action_seq == 8: the client writes no
+    // action during its update.
+    for _ in 0..20 {
+        assert_eq!(counters(&engine.name), (8, 8));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    interrupt(client.id());
+    let out = wait_with_deadline(client);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["steps"], 8, "{r}");
+    assert_eq!(r["updates"], 1, "the update Ctrl-C cut short counts: {r}");
+    assert!(r["update_secs"].as_f64().unwrap() < 60.0, "{r}");
+}
+
+#[test]
+fn rollout_and_update_come_together_and_bad_values_are_one_line() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["--rollout", "8"], "--update"),
+        (&["--update", "0.3"], "--rollout"),
+        (&["--rollout", "0", "--update", "0.3"], "at least 1"),
+        (&["--rollout", "8", "--update", "-1"], "at least 0"),
+        (&["--rollout", "8", "--update", "2h"], "at most 3600"),
+        (&["--rollout", "8", "--update", "NaN"], "--update"),
+    ];
+    for (args, message) in cases {
+        let mut full = vec!["sim", "client", "--shm", "lrbc-test-unused"];
+        full.extend_from_slice(args);
+        let (code, _, err) = run_inspector(&full);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+    let (code, _, err) = run_inspector(&["demo", "--no-updates", "--rollout", "8"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

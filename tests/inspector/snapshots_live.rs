@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::window::{Window, app, harness, harness_sized, only_pane, step_until};
 use egui_kittest::kittest::Queryable as _;
-use lrbc::clock::ManualClock;
+use lrbc::clock::{Clock as _, ManualClock};
 use lrbc::layout::plan::PlanLayout;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Pane, Settings};
@@ -257,6 +257,20 @@ fn mask_rates(h: &mut Window) {
     ));
 }
 
+/// Masks the Counters panel's shares of wall time (the bar and its legend): the served
+/// run's time since its last frame counts as a wait in them, and the window shows the
+/// server's newest rhythm, which comes about once a second of the clock, the second
+/// before or the last.
+fn mask_rhythm_shares(h: &mut Window) {
+    let above = h.get_by_label_contains("Learning the loop").rect().bottom();
+    let legend = h.get_by_label_contains("stepping ").rect().bottom();
+    let right = h.ctx.content_rect().right();
+    h.mask(egui::Rect::from_min_max(
+        egui::pos2(0.0, above + 1.0),
+        egui::pos2(right, legend + 1.0),
+    ));
+}
+
 /// Masks the RPC panel's engine: this process's id and name (the test binary's, whose
 /// width the build decides), to the right edge.
 fn mask_engine_process(h: &mut Window) {
@@ -404,7 +418,10 @@ fn the_overview_of_a_served_run_stepped_frame_by_frame_matches_its_golden_image(
     let panes: [(Pane, &str, Mask); 5] = [
         (Pane::Episodes, "remote-episodes", |_| {}),
         (Pane::Header, "remote-header", mask_server_pid),
-        (Pane::Counters, "remote-counters", mask_rates),
+        (Pane::Counters, "remote-counters", |h| {
+            mask_rates(h);
+            mask_rhythm_shares(h);
+        }),
         (Pane::Traffic, "remote-traffic", |_| {}),
         (Pane::Rpc, "remote-rpc", |_| {}),
     ];
@@ -434,4 +451,109 @@ fn mask_served(h: &mut Window) {
     for addr in addrs {
         h.mask(addr);
     }
+}
+
+/// A trainer that keeps the lock-step protocol on a manual clock: it takes 3 ms for each
+/// step's actions (and `update` more before the first step of each rollout), stamps and
+/// publishes them (`action_time_ns`, `action_seq`), and the engine takes 1 ms (and
+/// `engine_wait` more where asked) before it publishes the frame.
+struct LoopTrainer {
+    trainer: Trainer,
+    action_seq_at: u64,
+    action_time_at: u64,
+}
+
+impl LoopTrainer {
+    fn of(name: &str) -> Self {
+        let g = lrbc::attach::attach(
+            &lrbc::attach::Target::Shm(name.to_string()),
+            lrbc::layout::LayoutChoice::Auto,
+        )
+        .unwrap()
+        .geometry;
+        Self {
+            trainer: Trainer::of(name),
+            action_seq_at: g.counters.action_seq,
+            action_time_at: g.counters.ext.unwrap().action_time_ns,
+        }
+    }
+
+    /// Step `k`: the trainer's turn of `trainer_ns`, the engine's of `engine_ns`, the
+    /// frame in the window's data before this returns.
+    fn step(
+        &mut self,
+        h: &mut Window,
+        engine: &mut Engine,
+        clock: &ManualClock,
+        k: u64,
+        (trainer_ns, engine_ns): (u64, u64),
+    ) {
+        clock.advance_ns(trainer_ns);
+        self.trainer.act(k);
+        let seg = &self.trainer.seg;
+        assert!(seg.store_u64(self.action_time_at, clock.now_ns()));
+        assert!(seg.store_u64(self.action_seq_at, k));
+        clock.advance_ns(engine_ns);
+        engine.step_once(Some(k));
+        let deadline = Instant::now() + common::DEADLINE;
+        while taken(h.state()) < k {
+            assert!(Instant::now() < deadline, "frame {k} not taken");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+#[test]
+fn the_counters_panel_of_a_ppo_loop_shows_its_rhythm_as_its_golden_image() {
+    let name = "lrbc-golden-live-rhythm";
+    let mut engine = engine(name, 16);
+    let clock = ManualClock::new(START_NS);
+    engine.set_clock(Arc::new(clock.clone()));
+    let mut a = app(settings(), None);
+    // Stalls judged as by default (the Counters panel shows their verdicts; the events
+    // raised between two frames are not pictured).
+    a.settings.detect.stall_min_secs = 0.25;
+    a.set_clock(Arc::new(clock.clone()));
+    a.attach(lrbc::attach::Target::Shm(name.to_string()));
+    let mut h = harness(a);
+    h.run_steps(2);
+    let mut t = LoopTrainer::of(name);
+    const MS: u64 = 1_000_000;
+    let mut k = 0;
+    // Rollouts of 32 frames at 4 ms, each followed by a 0.8 s update; the eighth update
+    // hangs 5 s; the engine waits 0.5 s in the middle of the sixth rollout.
+    for rollout in 1..=12u64 {
+        for i in 0..32u64 {
+            k += 1;
+            let trainer = match (i, rollout) {
+                (0, 1) => 3 * MS,
+                (0, 9) => 5_000 * MS,
+                (0, _) => 800 * MS,
+                _ => 3 * MS,
+            };
+            let engine_wait = if rollout == 6 && i == 16 {
+                500 * MS
+            } else {
+                MS
+            };
+            t.step(&mut h, &mut engine, &clock, k, (trainer, engine_wait));
+        }
+    }
+    // The last frame ends an update: the rhythm the window shows is as of it.
+    t.step(&mut h, &mut engine, &clock, k + 1, (800 * MS, MS));
+    step_until(&mut h, "the rhythm of the last update", |a| {
+        a.session.as_ref().is_some_and(|s| {
+            s.events().is_some_and(|l| {
+                l.lock()
+                    .unwrap()
+                    .rhythm()
+                    .is_some_and(|r| r.pauses == 13 && r.at_ns >= clock.now_ns())
+            })
+        })
+    });
+    h.state_mut().clear_status_message();
+    let failed = compare(&mut h, Pane::Counters, "live-counters-rhythm", mask_rates);
+    drop(h);
+    drop(engine);
+    assert!(failed.is_none(), "{}", failed.unwrap_or_default());
 }

@@ -7,6 +7,7 @@ implementation of the spec.
 
     lrbc_fault_peer.py --name NAME --envs N --obs O --act A --steps S --hz HZ
                        [--faults JSON] [--ring BYTES] [--episodes]
+                       [--rollout N --update SECS] [--time-limit L]
 
 (PYTHONPATH must reach the flatbuffers runtime, numpy and the Python code flatc
 generates from schema/hazel_rpc.fbs.)
@@ -28,13 +29,22 @@ Protocol on stdin/stdout:
   or truncated in frame k-1, stores action_time_ns and action_seq = k; the engine
   reads the actions, clears the reset flags, makes write_seq odd, writes obs
   (sin(0.01 k + env + 0.1 i)), rewards (1 - 0.001 env), dones ((k + 7 env) % 97 == 0)
-  and truncateds ((k + 11 env) % 389 == 0), stores frame_time_ns, makes write_seq
-  even, stores frame_seq = k. The trainer writes the next actions no earlier than
-  a quarter of a period after the frame was published, so that a reader can copy it.
-  A stall moves the schedule on by its length (no burst of steps to catch up after it);
+  and truncateds ((k + 11 env) % 389 == 0) (with --time-limit: see below), stores
+  frame_time_ns, makes write_seq even, stores frame_seq = k. The trainer writes the
+  next actions no earlier than a quarter of a period after the frame was published, so
+  that a reader can copy it. A stall or an update (--rollout) moves the schedule on by
+  its length (no burst of steps to catch up after it);
 - prints `{"done": true, "steps": S, "frame_seq": S, "faults": [...], ...}` (each fault
-  as applied, with the frame_seq it was published in) and waits for `quit` or end of
-  input; then removes the segment and exits 0. SIGTERM and SIGINT remove it too.
+  as applied, with the frame_seq it was published in; see below for "episodes" and
+  "rhythm") and waits for `quit` or end of input; then removes the segment and exits 0.
+  SIGTERM and SIGINT remove it too.
+Its other fields: "hz"; "rate_hz", the stepping rate from the first action to the last
+with the stalls and updates taken out (null with one step); "late_steps" and
+"max_late_ms" (steps that began more than half a period after their slot, and the
+latest); "elapsed_s" (from the start of the run to the last frame's publication);
+"stalled_s" (the stalls' measured total, updates not included); and counts of what was
+written and read ("nonfinite_actions_seen", "resets_applied", "dones", "truncateds",
+"s2c_entries_read", "c2s_entries_read").
 
 --faults is a JSON list of objects, each with "kind" and "step" (1..S, the frame_seq
 it is published in):
@@ -45,7 +55,10 @@ it is published in):
   {"kind": "done_burst", "step": K, "share": S}   dones of the first ceil(S*N) envs;
   {"kind": "stall", "step": K, "secs": T, "side": "engine"|"trainer"}
                            engine: T s between action_seq = K and frame K;
-                           trainer: T s more between frame K-1 and action_seq = K;
+                           trainer: T s more between frame K-1 and action_seq = K
+                           (after the update, when K-1 ends a rollout: a hang at the
+                           update); its "measured_secs" is the whole gap from frame
+                           K-1 (or the run's start) to action_seq = K;
   {"kind": "rpc_error", "step": K}   a GetAgentSchema request on cmd_c2s answered on
                            cmd_s2c by an envelope with error_message set;
   {"kind": "unanswered", "step": K}  a request on cmd_c2s that is never answered;
@@ -56,6 +69,35 @@ runs from the frame after E's previous done or truncated flag (or frame 1) to th
 whose flag is set; its return is the sum of its rewards as float64 in frame order ("NaN",
 "inf" or "-inf" when not finite); its ending is "done" (done wins over truncated),
 "truncated", or "nonfinite" when one of its rewards or observations was not finite.
+
+--rollout N --update SECS (both or neither; N >= 1, SECS in [0, 3600]): an on-policy
+trainer's loop. After the frame of step k with k % N == 0 is published (and its slot
+reached) and before the actions of step k+1, the trainer pauses SECS s (a policy
+update, measured with time.monotonic_ns); none after the run's last step. A trainer
+stall at step k+1 comes after the update; an engine stall keeps its place (between
+action_seq = K and frame K) wherever it falls in a rollout. The done line then gets
+  "rhythm": {"rollout_frames": N, "updates": count of update pauses made,
+             "update_secs", "update_secs_min", "update_secs_max": their measured mean,
+               least and greatest length in s (null with no update),
+             "update_frames": the frame_seq values after which an update was made
+               (N, 2N, ... below S),
+             "frames": S, "elapsed_secs": from frame 1's publication to the last frame's,
+             "trainer_wait_secs": updates and trainer stalls in that span (measured),
+             "engine_wait_secs": engine stalls in that span (measured),
+             "shares": {"stepping", "trainer", "engine"}: elapsed_secs divided into
+               waiting for the trainer, for the engine and the rest; they sum to 1
+               (null with one step, when elapsed_secs is 0)}.
+Stalls of step 1 come before frame 1 and are in neither wait. Without --rollout there
+is no "rhythm".
+
+--time-limit L (L >= 1): episodes end only by the time limit and by faults: no
+staggered dones or truncateds. An env's episode that began in frame b (frame 1 for the
+first) is truncated in frame b + L - 1, its L-th frame, so envs that begin together
+truncate together. A done_burst in frame K ends those envs' episodes as "done" and their
+next ones begin in frame K+1 (out of step with the others); a done_burst on an
+episode's L-th frame sets both flags (done wins). Non-finite values end no episode.
+Reset flags as above: those of the envs done or truncated in the previous frame.
+
 A bad argument or fault list: one line on stderr, exit 2.
 """
 
@@ -118,6 +160,9 @@ def parse_args(argv):
     p.add_argument("--faults", default="[]")
     p.add_argument("--ring", type=int, default=65536)
     p.add_argument("--episodes", action="store_true")
+    p.add_argument("--rollout", type=int, default=None)
+    p.add_argument("--update", type=float, default=None)
+    p.add_argument("--time-limit", type=int, default=None, dest="time_limit")
     a = p.parse_args(argv)
     if not a.name or "/" in a.name or a.name in (".", "..") or "\0" in a.name or len(a.name) > 200:
         raise Usage("--name must be a plain file name of /dev/shm: %r" % a.name)
@@ -130,6 +175,15 @@ def parse_args(argv):
         raise Usage("--hz must be from 0.001 to 100000, not %s" % a.hz)
     if a.ring < 256 or a.ring > 1 << 30 or a.ring & (a.ring - 1):
         raise Usage("--ring must be a power of two from 256 to 2^30, not %d" % a.ring)
+    if (a.rollout is None) != (a.update is None):
+        raise Usage("--rollout and --update go together: --%s is missing"
+                    % ("update" if a.update is None else "rollout"))
+    if a.rollout is not None and a.rollout < 1:
+        raise Usage("--rollout must be at least 1, not %d" % a.rollout)
+    if a.update is not None and not (math.isfinite(a.update) and 0 <= a.update <= 3600):
+        raise Usage("--update must be from 0 to 3600 seconds, not %s" % a.update)
+    if a.time_limit is not None and a.time_limit < 1:
+        raise Usage("--time-limit must be at least 1, not %d" % a.time_limit)
     a.faults = validate_faults(a.faults, a)
     return a
 
@@ -451,6 +505,8 @@ class Peer:
         self.act_tmp = np.empty((n, a.act), np.float32)
         self.rewards = (1.0 - 0.001 * envf).astype(np.float32)
         self.ep_first = np.ones(n, np.int64)
+        # --time-limit: the frame each env's current episode began in.
+        self.ep_begin = np.ones(n, np.int64)
         self.ep_ret = np.zeros(n, np.float64)
         self.ep_nonfinite = np.zeros(n, bool)
         self.episodes = []
@@ -520,12 +576,23 @@ class Peer:
         self.stats["resets_applied"] += int(np.count_nonzero(seg.resets))
         seg.resets[:] = 0
         e = self.env
-        dones = ((k + 7 * e) % 97 == 0).astype(np.uint8)
-        truncs = ((k + 11 * e) % 389 == 0).astype(np.uint8)
+        if a.time_limit is None:
+            dones = ((k + 7 * e) % 97 == 0).astype(np.uint8)
+            truncs = ((k + 11 * e) % 389 == 0).astype(np.uint8)
+        else:
+            # Only the time limit (and done_burst below): the L-th frame of an episode.
+            dones = np.zeros(a.envs, np.uint8)
+            begin = k - a.time_limit + 1
+            if begin >= 1:
+                truncs = (self.ep_begin == begin).astype(np.uint8)
+            else:
+                truncs = np.zeros(a.envs, np.uint8)
         for f in self.faults(k, "done_burst"):
             m = min(a.envs, math.ceil(f["share"] * a.envs))
             dones[:m] = 1
             self.apply(f, envs=m)
+        if a.time_limit is not None:
+            self.ep_begin[(dones | truncs).astype(bool)] = k + 1
         c, s = np.float32(math.cos(0.01 * k)), np.float32(math.sin(0.01 * k))
         np.multiply(self.obs_cos, s, out=self.obs_tmp)
         fo, vo = self.value_fault(k, "obs")
@@ -594,6 +661,10 @@ class Peer:
         late_steps = 0
         max_late = 0
         first_action = last_action = None
+        first_frame = None
+        update_frames, update_ns = [], []
+        # Pauses between frame 1's publication and the last frame's, by side.
+        trainer_wait = engine_wait = 0
         for k in range(1, a.steps + 1):
             slot = t0 + shift + (k - 1) * period
             sleep_until(slot if published is None else max(slot, published + quarter))
@@ -602,6 +673,15 @@ class Peer:
             max_late = max(max_late, late)
             if late > period // 2:
                 late_steps += 1
+            if a.rollout is not None and k > 1 and (k - 1) % a.rollout == 0:
+                # A policy update after the rollout that ended with frame k-1.
+                t = time.monotonic_ns()
+                sleep_until(t + round(a.update * 1e9))
+                slept = time.monotonic_ns() - t
+                shift += slept
+                update_frames.append(k - 1)
+                update_ns.append(slept)
+                trainer_wait += slept
             for f in self.faults(k, "stall"):
                 if f["side"] == "trainer":
                     t = time.monotonic_ns()
@@ -609,6 +689,8 @@ class Peer:
                     slept = time.monotonic_ns() - t
                     shift += slept
                     stalled += slept
+                    if k > 1:
+                        trainer_wait += slept
             self.trainer(k, prev_ended)
             acted = seg.action_time_ns.value
             first_action = acted if first_action is None else first_action
@@ -624,14 +706,23 @@ class Peer:
                     slept = time.monotonic_ns() - t
                     shift += slept
                     stalled += slept
+                    if k > 1:
+                        engine_wait += slept
             published, prev_ended = self.engine(k)
+            first_frame = published if first_frame is None else first_frame
             for f in self.faults(k, "stall"):
                 if f["side"] == "engine":
                     self.apply(f, measured_secs=(published - acted) / 1e9)
             self.trainer_reads_responses()
-        span = last_action - first_action - stalled
+        span = last_action - first_action - stalled - sum(update_ns)
         self.applied.sort(key=lambda r: r["frame_seq"])
         more = {"episodes": self.episodes} if a.episodes else {}
+        if a.rollout is not None:
+            rhythm = self.rhythm(update_frames, update_ns, published - first_frame,
+                                 trainer_wait, engine_wait)
+            after = {"rhythm": rhythm}
+        else:
+            after = {}
         return {
             **more,
             "done": True,
@@ -646,6 +737,31 @@ class Peer:
             "elapsed_s": (published - t0) / 1e9,
             "stalled_s": stalled / 1e9,
             **self.stats,
+            **after,
+        }
+
+    def rhythm(self, update_frames, update_ns, elapsed_ns, trainer_wait_ns, engine_wait_ns):
+        """The done line's "rhythm": the peer's own measure of its rollout/update loop."""
+        a = self.a
+        n = len(update_ns)
+        if elapsed_ns > 0:
+            trainer = trainer_wait_ns / elapsed_ns
+            engine = engine_wait_ns / elapsed_ns
+            shares = {"stepping": 1.0 - trainer - engine, "trainer": trainer, "engine": engine}
+        else:
+            shares = None  # one step: frame 1 is the last frame
+        return {
+            "rollout_frames": a.rollout,
+            "updates": n,
+            "update_secs": sum(update_ns) / n / 1e9 if n else None,
+            "update_secs_min": min(update_ns) / 1e9 if n else None,
+            "update_secs_max": max(update_ns) / 1e9 if n else None,
+            "update_frames": update_frames,
+            "frames": a.steps,
+            "elapsed_secs": elapsed_ns / 1e9,
+            "trainer_wait_secs": trainer_wait_ns / 1e9,
+            "engine_wait_secs": engine_wait_ns / 1e9,
+            "shares": shares,
         }
 
 

@@ -1,6 +1,7 @@
 //! The simulated client (trainer): attaches to a segment, writes actions and reset
 //! flags, bumps `action_seq` and waits for `frame_seq` (lock-step), and sends a
-//! realistic mix of commands, consuming the responses.
+//! realistic mix of commands, consuming the responses. In rollouts, it pauses after
+//! each as an on-policy trainer updating its policy does, the engine waiting for it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -27,6 +28,50 @@ pub enum Policy {
     Balance,
 }
 
+/// An on-policy (PPO-like) trainer's loop: rollouts of `frames` steps, each followed by
+/// an update of its policy that lasts `update`, during which it writes no action (the
+/// engine waits: `frame_seq == action_seq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rollout {
+    /// Steps in each rollout, at least 1.
+    pub frames: u64,
+    /// How long each update lasts, at most [`Rollout::MAX_UPDATE`].
+    pub update: Duration,
+}
+
+impl Rollout {
+    /// The longest update a run accepts: an hour.
+    pub const MAX_UPDATE: Duration = Duration::from_secs(3600);
+
+    /// Whether the update follows the step that made `steps_done` steps of a run that
+    /// stops after `steps` (`None`: until stopped): after every `frames` steps, never
+    /// after the last step of the run (nothing follows it to wait for the update).
+    pub fn update_after(&self, steps_done: u64, steps: Option<u64>) -> bool {
+        self.frames != 0
+            && steps_done != 0
+            && steps_done.is_multiple_of(self.frames)
+            && steps.is_none_or(|s| steps_done < s)
+    }
+
+    /// Whether the rollout can run: at least one frame, an update of at most
+    /// [`Rollout::MAX_UPDATE`].
+    fn check(&self) -> Result<(), ClientError> {
+        if self.frames == 0 {
+            return Err(ClientError::Config(
+                "a rollout must have at least 1 frame".into(),
+            ));
+        }
+        if self.update > Self::MAX_UPDATE {
+            return Err(ClientError::Config(format!(
+                "an update must last at most {} s, not {:.3} s",
+                Self::MAX_UPDATE.as_secs(),
+                self.update.as_secs_f64()
+            )));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientConfig {
     pub name: String,
@@ -39,8 +84,11 @@ pub struct ClientConfig {
     pub commands: bool,
     /// Keep every step's round-trip time (for `sim bench`).
     pub record_latency: bool,
-    /// How long to wait for one frame before giving up.
+    /// How long to wait for one frame before giving up (an update is not part of it:
+    /// the wait starts when the actions are published).
     pub step_timeout: Duration,
+    /// Step in rollouts with an update after each (else without pauses).
+    pub rollout: Option<Rollout>,
 }
 
 /// What happened during a run.
@@ -54,6 +102,10 @@ pub struct ClientStats {
     /// Frames whose `frame_seq` was not exactly the `action_seq` just sent.
     pub frame_mismatches: u64,
     pub elapsed_secs: f64,
+    /// Updates made after rollouts (an update cut short by a stop counts).
+    pub updates: u64,
+    /// Time spent in updates, in total (part of `elapsed_secs`).
+    pub update_secs: f64,
     #[serde(skip)]
     pub latencies_ns: Vec<u64>,
 }
@@ -111,6 +163,9 @@ fn random_actions(actions: &mut [f32], state: &mut u64) {
 /// Runs the client until `stop`, `steps`, or an error.
 pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientError> {
     let period = step_period(cfg.hz)?;
+    if let Some(r) = &cfg.rollout {
+        r.check()?;
+    }
     let seg = SegmentRw::open_at(&shm_location(&cfg.name)?)?;
     let g: Geometry = layout::inspect(&seg, LayoutChoice::Auto)?;
     let mut client = Client::new(&seg, &g, cfg)?;
@@ -139,8 +194,23 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
         client.count_step(frame, action_seq, t0);
         last_frame = frame;
         client.drain_responses();
+        let updated = match cfg.rollout {
+            Some(r) if r.update_after(client.stats.steps, cfg.steps) => {
+                client.update_policy(r.update, stop);
+                true
+            }
+            _ => false,
+        };
         if let Some(p) = period {
-            next_tick = wait_for_next_tick(next_tick, p, t0, arrived, stop);
+            next_tick = if updated {
+                // A trainer back from an update steps on at its pace: the schedule
+                // starts over rather than catching up on the steps the update took.
+                let resume = resume_at(Instant::now(), p, t0, arrived);
+                sleep_until(resume, stop);
+                resume
+            } else {
+                wait_for_next_tick(next_tick, p, t0, arrived, stop)
+            };
         }
     }
     let mut stats = std::mem::take(&mut client.stats);
@@ -166,18 +236,13 @@ fn step_period(hz: Option<f64>) -> Result<Option<Duration>, ClientError> {
 
 /// Waits for the next step's tick after `next_tick` and returns it.
 fn wait_for_next_tick(
-    mut next_tick: Instant,
+    next_tick: Instant,
     p: Duration,
     t0: Instant,
     arrived: Instant,
     stop: &AtomicBool,
 ) -> Instant {
-    next_tick += p;
-    let now = Instant::now();
-    if now > next_tick && now - next_tick > p * 10 {
-        // Far behind (a stall): start the schedule over rather than burst.
-        next_tick = now;
-    }
+    let next_tick = tick_after(next_tick, p, Instant::now());
     // Behind after a late step (a slow frame, a descheduled thread): catch up
     // over the next steps, never sending two actions less than half a period
     // apart, so the average rate stays at the pace without a burst of frames
@@ -185,8 +250,26 @@ fn wait_for_next_tick(
     // on each observation, never answering a frame less than a quarter period
     // after it came: a frame answered at once is overwritten before anyone else
     // can read it.
-    sleep_until(next_tick.max(t0 + p / 2).max(arrived + p / 4), stop);
+    sleep_until(resume_at(next_tick, p, t0, arrived), stop);
     next_tick
+}
+
+/// The tick after `next_tick` at period `p`, at `now`: the next one on the schedule, or
+/// `now` when far behind it (a stall), the schedule starting over rather than bursting.
+fn tick_after(next_tick: Instant, p: Duration, now: Instant) -> Instant {
+    let next_tick = next_tick + p;
+    if now > next_tick && now - next_tick > p * 10 {
+        now
+    } else {
+        next_tick
+    }
+}
+
+/// When the next actions may go at `tick`: not less than half a period `p` after the
+/// last actions went (`t0`), nor less than a quarter period after their frame came
+/// (`arrived`).
+fn resume_at(tick: Instant, p: Duration, t0: Instant, arrived: Instant) -> Instant {
+    tick.max(t0 + p / 2).max(arrived + p / 4)
 }
 
 /// The client's side of one attached segment: where its words and regions are, the
@@ -581,6 +664,17 @@ impl<'s> Client<'s> {
         self.stats.steps += 1;
     }
 
+    /// The update after a rollout: no actions for `update` (the engine waits), or until
+    /// stopped; counted, with the time it took.
+    fn update_policy(&mut self, update: Duration, stop: &AtomicBool) {
+        let started = Instant::now();
+        // An update is at most Rollout::MAX_UPDATE (checked before the run), so the
+        // deadline fits an Instant.
+        sleep_until(started + update, stop);
+        self.stats.updates += 1;
+        self.stats.update_secs += started.elapsed().as_secs_f64();
+    }
+
     /// Consumes the responses and stream frames waiting on the command ring.
     fn drain_responses(&mut self) {
         loop {
@@ -642,5 +736,209 @@ impl Drop for ClientGuard<'_> {
             self.seg.store_u32(w, 0);
         }
         self.seg.store_u32(self.client_pid, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Engine, EngineConfig, EngineStats};
+    use ::lrbc::attach::{Attached, Target, attach};
+    use ::lrbc::layout::plan::PlanLayout;
+    use ::lrbc::testutil::unique_name;
+    use std::sync::Arc;
+
+    /// The longest a test waits for something that should happen.
+    const DEADLINE: Duration = Duration::from_secs(20);
+
+    #[test]
+    fn an_update_follows_every_rollout_but_not_the_last_step_of_the_run() {
+        let r = Rollout {
+            frames: 8,
+            update: Duration::from_millis(300),
+        };
+        let after: Vec<u64> = (1..=40).filter(|&k| r.update_after(k, Some(40))).collect();
+        assert_eq!(after, [8, 16, 24, 32]);
+        assert!(
+            r.update_after(40, None),
+            "a run without end goes on after 40"
+        );
+        assert!(!r.update_after(0, None), "no update before the first step");
+        let every = Rollout { frames: 1, ..r };
+        assert_eq!(
+            (1..=3).filter(|&k| every.update_after(k, Some(3))).count(),
+            2
+        );
+    }
+
+    #[test]
+    fn a_rollout_of_no_frames_or_an_update_over_an_hour_is_refused() {
+        let ok = Rollout {
+            frames: 1,
+            update: Duration::ZERO,
+        };
+        assert!(ok.check().is_ok());
+        let max = Rollout {
+            update: Rollout::MAX_UPDATE,
+            ..ok
+        };
+        assert!(max.check().is_ok());
+        let e = Rollout { frames: 0, ..ok }.check().unwrap_err();
+        assert!(e.to_string().contains("at least 1 frame"), "{e}");
+        let e = Rollout {
+            update: Rollout::MAX_UPDATE + Duration::from_nanos(1),
+            ..ok
+        }
+        .check()
+        .unwrap_err();
+        assert!(e.to_string().contains("at most 3600 s"), "{e}");
+    }
+
+    #[test]
+    fn after_an_update_the_pace_starts_over_instead_of_catching_up() {
+        let p = Duration::from_millis(5);
+        let t0 = Instant::now();
+        let arrived = t0 + Duration::from_millis(1);
+        let next_tick = t0;
+        // Back from an update of 6 periods: the schedule's next tick is long past, and
+        // each tick after it would go at half a period (a burst of catching up).
+        let back = arrived + 6 * p;
+        assert!(tick_after(next_tick, p, back) < back);
+        // Started over: the next actions go now, the ones after a period later.
+        let resume = resume_at(back, p, t0, arrived);
+        assert_eq!(resume, back);
+        assert_eq!(tick_after(resume, p, resume + p / 10), resume + p);
+        // An update of no time still leaves the frame a quarter period, the last
+        // actions half a period.
+        assert_eq!(resume_at(arrived, p, t0, arrived), t0 + p / 2);
+        assert_eq!(resume_at(arrived, p, arrived, arrived), arrived + p / 2);
+    }
+
+    /// An engine stepping a small lrbc-v1 segment (4 envs) on a thread of its own, in
+    /// lock-step; a read-only attachment to watch its counters.
+    struct Stepped {
+        name: String,
+        watch: Attached,
+        stop: Arc<AtomicBool>,
+        engine: Option<std::thread::JoinHandle<EngineStats>>,
+    }
+
+    impl Stepped {
+        fn start(tag: &str) -> Self {
+            let name = unique_name(tag);
+            let cfg = EngineConfig::small(name.clone(), PlanLayout::Lrbc { ext: true }, 4, 8, 2);
+            let mut engine = Engine::create(cfg).unwrap();
+            let watch = attach(&Target::Shm(name.clone()), LayoutChoice::Auto).unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = Arc::clone(&stop);
+            let engine = std::thread::Builder::new()
+                .name("test-engine".into())
+                .spawn(move || engine.run(&s))
+                .unwrap();
+            Self {
+                name,
+                watch,
+                stop,
+                engine: Some(engine),
+            }
+        }
+
+        /// A client of the segment: `steps` steps, rollouts of `frames` with updates of
+        /// `update`, no commands.
+        fn client(&self, steps: Option<u64>, frames: u64, update: Duration) -> ClientConfig {
+            ClientConfig {
+                name: self.name.clone(),
+                steps,
+                hz: Some(500.0),
+                policy: Policy::Zero,
+                commands: false,
+                record_latency: false,
+                step_timeout: Duration::from_secs(5),
+                rollout: Some(Rollout { frames, update }),
+            }
+        }
+
+        /// (frame_seq, action_seq) as a reader sees them.
+        fn counters(&self) -> (u64, u64) {
+            let c = self.watch.geometry.counters;
+            // Acquire: pairs with the engine's Release store of frame_seq.
+            let frame_seq = self.watch.segment.load_u64(c.frame_seq).unwrap();
+            // Acquire: pairs with the client's AcqRel fetch_add of action_seq.
+            let action_seq = self.watch.segment.load_u64(c.action_seq).unwrap();
+            (frame_seq, action_seq)
+        }
+
+        /// Stops the engine: how many steps it made.
+        fn finish(mut self) -> u64 {
+            self.stop_engine().unwrap().steps
+        }
+
+        fn stop_engine(&mut self) -> Option<EngineStats> {
+            // Relaxed: a flag with no data behind it.
+            self.stop.store(true, Ordering::Relaxed);
+            self.engine.take().map(|t| t.join().unwrap())
+        }
+    }
+
+    impl Drop for Stepped {
+        fn drop(&mut self) {
+            self.stop_engine();
+        }
+    }
+
+    #[test]
+    fn a_client_in_rollouts_updates_after_each_but_the_last_and_the_timeout_leaves_updates_out() {
+        let engine = Stepped::start("rollout");
+        // Each update lasts longer than the step timeout: were the update part of the
+        // next step's wait, that step would time out.
+        let update = Duration::from_millis(1100);
+        let cfg = ClientConfig {
+            step_timeout: Duration::from_secs(1),
+            ..engine.client(Some(8), 4, update)
+        };
+        let started = Instant::now();
+        let stats = run(&cfg, &AtomicBool::new(false)).unwrap();
+        let took = started.elapsed();
+        assert_eq!(stats.steps, 8);
+        assert_eq!(stats.frame_mismatches, 0);
+        assert_eq!(stats.updates, 1, "after step 4; none after the last, 8");
+        assert!(stats.update_secs >= update.as_secs_f64(), "{stats:?}");
+        assert!(stats.elapsed_secs >= stats.update_secs, "{stats:?}");
+        assert!(took >= update, "{took:?}");
+        assert_eq!(engine.counters(), (8, 8));
+        assert_eq!(engine.finish(), 8, "one engine step per action");
+    }
+
+    #[test]
+    fn during_an_update_the_engine_waits_on_the_rollouts_last_frame_until_the_client_stops() {
+        let engine = Stepped::start("update");
+        let cfg = engine.client(None, 5, Duration::from_secs(600));
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let client = std::thread::Builder::new()
+            .name("test-client".into())
+            .spawn(move || run(&cfg, &s))
+            .unwrap();
+        let deadline = Instant::now() + DEADLINE;
+        while engine.counters().0 < 5 {
+            assert!(Instant::now() < deadline, "the client did not step to 5");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The rollout's last frame came; the client updates for 600 s without writing
+        // actions, so nothing moves, however long the test looks.
+        for _ in 0..20 {
+            assert_eq!(engine.counters(), (5, 5));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Relaxed: a flag with no data behind it.
+        stop.store(true, Ordering::Relaxed);
+        let stats = client.join().unwrap().unwrap();
+        assert_eq!(stats.steps, 5);
+        assert_eq!(stats.updates, 1, "the update cut short counts");
+        assert!(
+            stats.update_secs < 600.0,
+            "the stop ended the update: {stats:?}"
+        );
+        assert_eq!(engine.counters(), (5, 5));
     }
 }

@@ -81,6 +81,7 @@ impl SimRun {
             commands: true,
             record_latency: false,
             step_timeout: Duration::from_secs(5),
+            rollout: None,
         };
         threads.push(
             std::thread::Builder::new()

@@ -53,11 +53,15 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                 }
                 Pane::Counters => {
                     let seqs = self.session.seqs();
+                    let rhythm = self
+                        .session
+                        .events()
+                        .and_then(|l| lrbc::sync::lock(&l).rhythm().cloned());
                     let d = self.session.data();
                     egui::ScrollArea::vertical()
                         .id_salt("counters")
                         .show(ui, |ui| {
-                            counters::ui(ui, seqs, &d, self.counters_cache);
+                            counters::ui(ui, seqs, &d, rhythm.as_ref(), self.counters_cache);
                         });
                 }
                 Pane::Envs => {
@@ -87,12 +91,17 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     }
                 }
                 Pane::Episodes => {
+                    let rhythm = self
+                        .session
+                        .events()
+                        .and_then(|l| lrbc::sync::lock(&l).rhythm().cloned());
                     let book = self.session.episodes();
                     let book = book.as_ref().map(|b| lrbc::sync::lock(b));
                     let s = &mut *self.settings;
                     if let Some(a) = episodes::ui(
                         ui,
                         book.as_deref(),
+                        rhythm.as_ref(),
                         self.episodes_view,
                         &mut s.episodes_last_n,
                         &mut s.stuck_factor,

@@ -1,11 +1,21 @@
 //! The counters panel: frame_seq and action_seq (live, or of a recording's current
-//! frame), rates, lag, stalls, the sampler's figures, step latency (histogram and
-//! percentiles) and sparklines.
+//! frame), rates, lag, stalls, the sampler's figures, the loop's rhythm (rollouts,
+//! updates, shares of wall time, a timeline of the newest pauses), step latency
+//! (histogram and percentiles) and sparklines.
 
 use egui_plot::{Bar, BarChart, Line, Plot, PlotPoints};
 
 use super::super::widgets::{BAD, WARN, duration_ns, hz, state_color, state_text};
+use lrbc_live::rhythm::{LoopKind, PauseVerdict, RhythmSummary, Side};
 use lrbc_live::sampler::SamplerData;
+
+/// The span of the rhythm's timeline, in seconds before its summary.
+const TIMELINE_SECS: f64 = 60.0;
+/// The colours of stepping and of waiting for each side.
+const STEPPING: egui::Color32 = egui::Color32::from_rgb(90, 150, 110);
+const TRAINER: egui::Color32 = egui::Color32::from_rgb(80, 130, 210);
+const ENGINE: egui::Color32 = egui::Color32::from_rgb(200, 140, 60);
+const UNKNOWN_SIDE: egui::Color32 = egui::Color32::from_rgb(140, 140, 150);
 
 /// Latency percentiles over the last `n` frames that carried both times.
 pub fn latency_stats(d: &SamplerData, n: usize) -> Option<(Vec<u64>, [u64; 4])> {
@@ -96,11 +106,20 @@ impl CountersCache {
     }
 }
 
-/// Draws the panel; `seqs` is `(frame_seq, action_seq)` now.
-pub fn ui(ui: &mut egui::Ui, seqs: (u64, u64), d: &SamplerData, cache: &mut CountersCache) {
+/// Draws the panel; `seqs` is `(frame_seq, action_seq)` now; `rhythm` the loop's as the
+/// detector tells it (None: no detector).
+pub fn ui(
+    ui: &mut egui::Ui,
+    seqs: (u64, u64),
+    d: &SamplerData,
+    rhythm: Option<&RhythmSummary>,
+    cache: &mut CountersCache,
+) {
     cache.refresh(d);
     counters_and_state(ui, seqs, d);
     sampler_line(ui, d);
+    ui.separator();
+    loop_rhythm(ui, rhythm);
     ui.separator();
     step_latency(ui, d, cache);
     ui.separator();
@@ -179,6 +198,176 @@ fn sampler_line(ui: &mut egui::Ui, d: &SamplerData) {
             "the machine has no spare CPU: the sampler keeps within its budget and skips frames \
              (Settings: 'Sampler on a busy machine'; 0 follows every frame)",
         );
+    }
+}
+
+/// The colour of a wait on `side`.
+fn side_color(side: Side) -> egui::Color32 {
+    match side {
+        Side::Trainer => TRAINER,
+        Side::Engine => ENGINE,
+        Side::Unknown => UNKNOWN_SIDE,
+    }
+}
+
+/// The loop's rhythm: what the loop is, the shares of wall time as one bar, the figures,
+/// and the newest pauses on a timeline of the last minute.
+fn loop_rhythm(ui: &mut egui::Ui, rhythm: Option<&RhythmSummary>) {
+    ui.strong("Loop rhythm");
+    let Some(r) = rhythm else {
+        ui.weak("not known: the detector is off (Settings), and it learns the loop's rhythm");
+        return;
+    };
+    let mut head = r.loop_text();
+    if let Some(c) = head.get_mut(0..1) {
+        c.make_ascii_uppercase();
+    }
+    ui.label(head);
+    if r.followed_secs > 0.0 {
+        shares_bar(ui, r);
+    }
+    let mut figures = Vec::new();
+    if let Some(step) = r.step_secs {
+        figures.push(format!("a step every {}", duration_ns((step * 1e9) as u64)));
+    }
+    figures.push(match r.pauses {
+        1 => "1 pause".to_string(),
+        n => format!("{n} pauses"),
+    });
+    if r.stalls > 0 {
+        figures.push(match r.stalls {
+            1 => "1 stall".to_string(),
+            n => format!("{n} stalls"),
+        });
+    }
+    if r.time_limits > 0 || r.resets_in_step > 0 {
+        figures.push(r.endings_text());
+    }
+    ui.label(figures.join(" · "));
+    if r.kind == LoopKind::Continuous || (r.pauses == 0 && r.kind != LoopKind::Learning) {
+        return;
+    }
+    timeline(ui, r);
+}
+
+/// The shares of wall time as one bar: stepping, waiting for the trainer, for the
+/// engine, for a side not known; their figures below.
+fn shares_bar(ui: &mut egui::Ui, r: &RhythmSummary) {
+    let parts = [
+        ("stepping", r.stepping_secs, STEPPING),
+        ("waiting for the trainer", r.trainer_secs, TRAINER),
+        ("waiting for the engine", r.engine_secs, ENGINE),
+        ("side unknown", r.unknown_secs, UNKNOWN_SIDE),
+    ];
+    let width = ui.available_width().min(520.0);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(width, 12.0), egui::Sense::hover());
+    let painter = ui.painter_at(rect);
+    let mut x = rect.left();
+    for (_, secs, color) in parts {
+        let w = (r.share(secs) as f32) * rect.width();
+        if w > 0.0 {
+            painter.rect_filled(
+                egui::Rect::from_min_max(
+                    egui::pos2(x, rect.top()),
+                    egui::pos2(x + w, rect.bottom()),
+                ),
+                0.0,
+                color,
+            );
+        }
+        x += w;
+    }
+    ui.horizontal_wrapped(|ui| {
+        for (name, secs, color) in parts {
+            if name == "side unknown" && secs <= 0.0 {
+                continue;
+            }
+            swatch(ui, color, true);
+            ui.label(format!("{name} {:.0} %", 100.0 * r.share(secs)));
+        }
+    });
+}
+
+/// A small square of `color`, filled or outlined, for a legend.
+fn swatch(ui: &mut egui::Ui, color: egui::Color32, filled: bool) {
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+    let painter = ui.painter_at(rect.expand(1.0));
+    if filled {
+        painter.rect_filled(rect, 1.0, color);
+    } else {
+        painter.rect_stroke(
+            rect.shrink(1.0),
+            1.0,
+            egui::Stroke::new(2.0, color),
+            egui::StrokeKind::Inside,
+        );
+    }
+}
+
+/// The newest pauses over the last minute before the summary: each a bar as long as it
+/// lasted, coloured by the side that waited, outlined red when it was a stall.
+fn timeline(ui: &mut egui::Ui, r: &RhythmSummary) {
+    let width = ui.available_width().min(520.0);
+    let (rect, response) = ui.allocate_exact_size(egui::vec2(width, 22.0), egui::Sense::hover());
+    let painter = ui.painter_at(rect);
+    painter.rect_filled(rect, 2.0, ui.visuals().extreme_bg_color);
+    let end = r.at_ns as f64 / 1e9;
+    let x_of =
+        |t: f64| rect.left() + ((t - (end - TIMELINE_SECS)) / TIMELINE_SECS) as f32 * rect.width();
+    let mut hovered = None;
+    for p in &r.recent {
+        let start = p.start_ns as f64 / 1e9;
+        let len = p
+            .secs
+            .unwrap_or(p.trainer_secs + p.engine_secs + p.unknown_secs);
+        if start + len < end - TIMELINE_SECS {
+            continue;
+        }
+        let (x0, x1) = (
+            x_of(start).max(rect.left()),
+            x_of(start + len).min(rect.right()),
+        );
+        let bar = egui::Rect::from_min_max(
+            egui::pos2(x0, rect.top() + 3.0),
+            egui::pos2(x1.max(x0 + 2.0), rect.bottom() - 3.0),
+        );
+        painter.rect_filled(bar, 1.0, side_color(p.side));
+        if p.verdict == PauseVerdict::Stall {
+            painter.rect_stroke(
+                bar,
+                1.0,
+                egui::Stroke::new(2.0, BAD),
+                egui::StrokeKind::Outside,
+            );
+        }
+        if response
+            .hover_pos()
+            .is_some_and(|h| h.x >= bar.left() - 2.0 && h.x <= bar.right() + 2.0)
+        {
+            hovered = Some(p);
+        }
+    }
+    ui.horizontal(|ui| {
+        ui.weak(format!("pauses, last {TIMELINE_SECS:.0} s"));
+        ui.add_space(8.0);
+        swatch(ui, TRAINER, true);
+        ui.weak("trainer");
+        swatch(ui, ENGINE, true);
+        ui.weak("engine");
+        swatch(ui, BAD, false);
+        ui.weak("stall");
+    });
+    if let Some(p) = hovered {
+        let len = p.secs.map_or_else(|| "?".into(), |s| format!("{s:.2} s"));
+        let after = p.after_frames.map_or_else(String::new, |n| {
+            format!(", {n} frames after the loop's last pause")
+        });
+        response.on_hover_text(format!(
+            "frame {}: {len} {} ({}){after}",
+            p.frame,
+            p.side.waiting_text(),
+            p.verdict.as_str()
+        ));
     }
 }
 

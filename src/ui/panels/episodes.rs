@@ -12,6 +12,7 @@ use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 use crate::ui::widgets::{BAD, GOOD, WARN, list_row};
 use lrbc_live::detect::{format_value, thousands};
 use lrbc_live::episodes::{Ending, EnvTotals, Episode, EpisodeBook};
+use lrbc_live::rhythm::RhythmSummary;
 
 /// Which view of the episodes is shown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -343,9 +344,38 @@ fn stacked_histogram(
         });
 }
 
+/// The endings of envs in step, in words (None: none so far).
+pub fn in_step_text(r: &RhythmSummary) -> Option<String> {
+    if r.time_limits == 0 && r.resets_in_step == 0 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if r.time_limits > 0 {
+        let at = r
+            .time_limit_frames
+            .map_or_else(String::new, |l| format!(" at {l} frames"));
+        parts.push(format!(
+            "{} time limit{} of envs in step (truncated together{at})",
+            thousands(r.time_limits),
+            if r.time_limits == 1 { "" } else { "s" }
+        ));
+    }
+    if r.resets_in_step > 0 {
+        parts.push(format!(
+            "{} reset{} of envs in step by the trainer",
+            thousands(r.resets_in_step),
+            if r.resets_in_step == 1 { "" } else { "s" }
+        ));
+    }
+    Some(format!("In step: {}", parts.join(" · ")))
+}
+
+/// Draws the panel; `rhythm` is the loop's as the detector tells it (its endings in
+/// step), None without a detector.
 pub fn ui(
     ui: &mut egui::Ui,
     book: Option<&EpisodeBook>,
+    rhythm: Option<&RhythmSummary>,
     view: &mut EpisodesView,
     last_n: &mut usize,
     stuck_factor: &mut f32,
@@ -385,6 +415,11 @@ pub fn ui(
             ui.colored_label(WARN, n);
         }
     });
+    if let Some(text) = rhythm.and_then(in_step_text) {
+        ui.label(text).on_hover_text(
+            "envs that started together end together: more than the done-burst share of the envs truncated at one episode length is the time limit, and the trainer's reset of as many at once a new iteration or a curriculum change. Counted here, never a done burst; their episodes ended as truncated (or reset), as every other",
+        );
+    }
     ui.horizontal(|ui| {
         for s in Section::ALL {
             ui.selectable_value(&mut view.section, s, s.title());

@@ -1,7 +1,9 @@
 //! The independent fault-writing peer (`tests/py/lrbc_fault_peer.py`) as a child
 //! process: one Python process that plays the engine and the trainer of a segment of its
 //! own and writes the faults a test asks for (non-finite values, done bursts, stalls,
-//! failed, unanswered and malformed ring entries).
+//! failed, unanswered and malformed ring entries), optionally as an on-policy trainer's
+//! rollout/update loop (`--rollout N --update SECS`) and with episodes that end by a
+//! time limit only (`--time-limit L`).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -32,6 +34,13 @@ pub struct PeerArgs {
     pub ring: Option<u32>,
     /// `--episodes`: its done line lists every episode that ended.
     pub episodes: bool,
+    /// `--rollout N --update SECS`: `(N, SECS)`, a pause of SECS s (a policy update)
+    /// after every N-th frame but the last; its done line then has a `"rhythm"` object.
+    /// `None`: no updates.
+    pub rollout: Option<(u64, f64)>,
+    /// `--time-limit L`: episodes end only by being truncated in their L-th frame (and
+    /// by `done_burst` faults). `None`: the peer's staggered dones and truncations.
+    pub time_limit: Option<u64>,
 }
 
 impl PeerArgs {
@@ -46,6 +55,8 @@ impl PeerArgs {
             faults,
             ring: None,
             episodes: false,
+            rollout: None,
+            time_limit: None,
         }
     }
 
@@ -70,11 +81,23 @@ impl PeerArgs {
         if self.episodes {
             v.push("--episodes".into());
         }
+        if let Some((frames, secs)) = self.rollout {
+            v.extend([
+                "--rollout".into(),
+                frames.to_string(),
+                "--update".into(),
+                secs.to_string(),
+            ]);
+        }
+        if let Some(l) = self.time_limit {
+            v.extend(["--time-limit".into(), l.to_string()]);
+        }
         v
     }
 
-    /// How long the run may take: its steps at twice the period, its stalls, and the
-    /// usual deadline on top.
+    /// How long the run may take: its steps at twice the period, its stalls, its
+    /// updates (one per rollout, a bound on the updates made), and the usual deadline on
+    /// top.
     fn run_deadline(&self) -> Duration {
         let stalls: f64 = self
             .faults
@@ -86,7 +109,13 @@ impl PeerArgs {
                     .sum()
             })
             .unwrap_or(0.0);
-        DEADLINE + Duration::from_secs_f64(2.0 * self.steps as f64 / self.hz + stalls)
+        let updates = match self.rollout {
+            Some((frames, secs)) if secs.is_finite() && secs > 0.0 => {
+                self.steps.div_ceil(frames.max(1)) as f64 * secs
+            }
+            _ => 0.0,
+        };
+        DEADLINE + Duration::from_secs_f64(2.0 * self.steps as f64 / self.hz + stalls + updates)
     }
 }
 

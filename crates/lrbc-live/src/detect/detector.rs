@@ -695,7 +695,7 @@ impl Detector {
                 (
                     EventKind::Pause,
                     None,
-                    "the loop's rhythm is not known yet (a policy update?): a pause of unknown rhythm, not judged a fault".to_string(),
+                    "The loop's rhythm is not known yet: a pause of unknown rhythm (a policy update?), not judged a fault".to_string(),
                 )
             }
             Judgment::Update {
@@ -706,32 +706,35 @@ impl Detector {
                 EventKind::Stall,
                 Some(usual_ns as f64 / 1e9),
                 format!(
-                    "more than {}× the loop's usual update of {:.2} s after a rollout of {rollout_frames} frames",
+                    "That is more than {}× the loop's usual update of {:.2} s after a rollout of {rollout_frames} frames",
                     self.settings.update_factor,
                     usual_ns as f64 / 1e9
                 ),
             ),
             Judgment::Unexplained { why, .. } => {
-                let step = self.rhythm.step_ns().map_or_else(String::new, |m| {
-                    format!(
-                        " ({}× the loop's step of {:.1} ms)",
-                        self.settings.stall_factor,
-                        m as f64 / 1e6
-                    )
-                });
                 let why = match why {
                     Why::MidRollout {
                         after_frames,
                         rollout_frames,
                     } => format!(
-                        "{after_frames} frames into a rollout of {rollout_frames}, where the loop has no pause{step}"
+                        "It came {after_frames} frames into a rollout of {rollout_frames}, where the loop has no pause"
                     ),
                     Why::OtherSide { usual } => format!(
-                        "the loop's pauses are the {}'s, not this side's{step}",
+                        "The loop's pauses are the {}'s, not this side's",
                         usual.as_str()
                     ),
-                    Why::Continuous => format!("the loop steps without pauses{step}"),
-                    Why::Off => format!("rhythm learning is off{step}"),
+                    Why::Continuous => "The loop steps without pauses".to_string(),
+                    Why::Off => {
+                        let step = self.rhythm.step_ns().map_or_else(String::new, |m| {
+                            format!(
+                                ": {}× the step of {:.1} ms, at least {} s",
+                                self.settings.stall_factor,
+                                m as f64 / 1e6,
+                                self.settings.stall_min_secs
+                            )
+                        });
+                        format!("Rhythm learning is off{step}")
+                    }
                 };
                 (EventKind::Stall, None, why)
             }
@@ -745,7 +748,7 @@ impl Detector {
             Side::Engine => Origin::Simulator,
             Side::Unknown => Origin::Unknown,
         });
-        e.message = format!("frame_seq still at {f} for more than {limit:.2} s, {side}: {why}.");
+        e.message = format!("frame_seq still at {f} for more than {limit:.2} s, {side}. {why}.");
         out.push(e.clone());
         self.stall = Some(Open::new(e, f, now_ns));
     }

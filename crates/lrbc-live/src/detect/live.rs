@@ -237,7 +237,12 @@ impl DetectorSink {
             return;
         };
         let totals = d.totals();
-        let now = self.now_ns();
+        // The rhythm as of the last tick (by the follower's clock alone), or of now when
+        // the sink leaves.
+        let now = match self.last_tick {
+            Some((t, _)) if !wait => t,
+            _ => self.now_ns(),
+        };
         let rhythm = match self.rhythm_sent {
             Some((at, pauses))
                 if !wait && pauses == d.pauses() && now.saturating_sub(at) < RHYTHM_EVERY_NS =>

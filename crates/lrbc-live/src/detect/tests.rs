@@ -552,7 +552,7 @@ fn a_ppo_loop_gives_at_most_one_pause_of_unknown_rhythm_and_no_stall_and_a_hang_
     assert!(
         stalls[1]
             .message
-            .contains("the loop's pauses are the trainer's"),
+            .contains("The loop's pauses are the trainer's"),
         "{}",
         stalls[1].message
     );

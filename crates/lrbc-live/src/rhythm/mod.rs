@@ -13,8 +13,8 @@ mod summary;
 
 pub use endings::{EndingsInStep, Flags, FrameEndings};
 pub use pauses::{
-    CONTINUOUS_FRAMES, CONTINUOUS_NS, FrameTimes, Judgment, PAUSE_INTERVALS, PAUSE_MIN_NS, Rhythm,
-    RhythmSettings, Side, Verdict, Waiting, Why,
+    CONTINUOUS_FRAMES, CONTINUOUS_NS, FrameTimes, Judgment, PAUSE_INTERVALS, PAUSE_MIN_NS,
+    PauseVerdict, Rhythm, RhythmSettings, Side, Waiting, Why,
 };
 pub use summary::{LoopKind, Pause, RECENT_PAUSES, RhythmSummary};
 

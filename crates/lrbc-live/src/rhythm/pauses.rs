@@ -71,7 +71,7 @@ impl Side {
 /// What a pause was judged, once over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum PauseVerdict {
     /// A pause of the loop: at its place after a rollout, not longer than the set
     /// multiple of its usual update.
     Loop,
@@ -81,15 +81,19 @@ pub enum Verdict {
     Stall,
     /// A pause the loop does not explain, too short for a stall.
     Short,
+    /// A pause among frames not taken: where in them it fell is not known, so it is not
+    /// judged (its time is counted).
+    Unplaced,
 }
 
-impl Verdict {
+impl PauseVerdict {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Loop => "loop",
             Self::Learning => "learning",
             Self::Stall => "stall",
             Self::Short => "short",
+            Self::Unplaced => "unplaced",
         }
     }
 }
@@ -590,7 +594,7 @@ impl Rhythm {
             self.trainer_ns += tr;
             self.engine_ns += en;
             self.unknown_ns += un;
-            self.pause_ended(last, excess, (tr, en, un), partial);
+            self.pause_ended(last, excess, (tr, en, un), partial, d == 1);
             self.since_pause = (t.frame_seq, t.seen_ns);
         } else {
             if d < 1 << 20 {
@@ -621,8 +625,16 @@ impl Rhythm {
     }
 
     /// A pause of `length_ns` at `last`'s frame ended, with its parts (trainer, engine,
-    /// unknown): judged, learned from, kept.
-    fn pause_ended(&mut self, last: Last, length_ns: u64, parts: (u64, u64, u64), partial: bool) {
+    /// unknown): judged, learned from, kept; `placed`: it ended at the frame after
+    /// `last`'s (else frames between were not taken, and it is not judged).
+    fn pause_ended(
+        &mut self,
+        last: Last,
+        length_ns: u64,
+        parts: (u64, u64, u64),
+        partial: bool,
+        placed: bool,
+    ) {
         let (tr, en, un) = parts;
         let side = if un > tr + en {
             Side::Unknown
@@ -645,16 +657,17 @@ impl Rhythm {
         }
         let judged = self.judge_at(frame, side);
         let verdict = match judged {
-            _ if stall => Verdict::Stall,
-            None | Some((Judgment::Learning { .. }, _)) => Verdict::Learning,
+            _ if !placed => PauseVerdict::Unplaced,
+            _ if stall => PauseVerdict::Stall,
+            None | Some((Judgment::Learning { .. }, _)) => PauseVerdict::Learning,
             Some((Judgment::Update { usual_ns, .. }, _)) => {
                 if (length_ns as f64) * SHORT_DIVISOR < usual_ns as f64 {
-                    Verdict::Short
+                    PauseVerdict::Short
                 } else {
-                    Verdict::Loop
+                    PauseVerdict::Loop
                 }
             }
-            Some((Judgment::Unexplained { .. }, _)) => Verdict::Short,
+            Some((Judgment::Unexplained { .. }, _)) => PauseVerdict::Short,
         };
         let length = (!partial).then_some(length_ns);
         let after_frames = self
@@ -668,8 +681,8 @@ impl Rhythm {
             side,
         };
         match verdict {
-            Verdict::Learning => self.learn_from(this),
-            Verdict::Loop => {
+            PauseVerdict::Learning => self.learn_from(this),
+            PauseVerdict::Loop => {
                 if judged.is_some_and(|(_, new)| new) {
                     // Alike pauses at a new place: the loop changed.
                     let old: Vec<LoopPause> = self.latest.iter().copied().collect();
@@ -690,16 +703,20 @@ impl Rhythm {
                 }
             }
             // Not the loop's: its place stays the last pause of the loop's.
-            Verdict::Stall | Verdict::Short => {}
+            PauseVerdict::Stall | PauseVerdict::Short | PauseVerdict::Unplaced => {}
         }
-        if verdict != Verdict::Short && length.is_some() {
+        if matches!(
+            verdict,
+            PauseVerdict::Loop | PauseVerdict::Learning | PauseVerdict::Stall
+        ) && length.is_some()
+        {
             self.latest.push_back(this);
             while self.latest.len() > 2 {
                 self.latest.pop_front();
             }
         }
         self.pauses += 1;
-        self.stalls += u64::from(verdict == Verdict::Stall);
+        self.stalls += u64::from(verdict == PauseVerdict::Stall);
         let secs = |ns: u64| ns as f64 / 1e9;
         self.recent.push_back(Pause {
             frame,
@@ -770,6 +787,7 @@ impl Rhythm {
         }
         let learned = self.learned().filter(|_| self.settings.learn);
         RhythmSummary {
+            at_ns: now_ns,
             kind: self.kind(),
             step_secs: self.step_ns().map(secs),
             rollout_frames: learned.map(|l| l.rollout_frames),

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::pauses::{Side, Verdict};
+use super::pauses::{PauseVerdict, Side};
 
 /// Pauses a summary keeps, the newest.
 pub const RECENT_PAUSES: usize = 64;
@@ -53,13 +53,15 @@ pub struct Pause {
     pub side: Side,
     /// Frames stepped since the previous pause of the loop's rhythm (None: not known).
     pub after_frames: Option<u64>,
-    pub verdict: Verdict,
+    pub verdict: PauseVerdict,
 }
 
 /// The loop's rhythm as the views show it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RhythmSummary {
+    /// When it was made (the follower's clock, the clock of the pauses' `start_ns`).
+    pub at_ns: u64,
     pub kind: LoopKind,
     /// The loop's step: the median time between frames while it steps, in seconds.
     pub step_secs: Option<f64>,
@@ -154,9 +156,7 @@ impl RhythmSummary {
                 self.stalls, self.pauses
             ));
         }
-        if self.time_limits > 0 {
-            s.push_str(&format!("; {}", self.endings_text()));
-        } else if self.resets_in_step > 0 {
+        if self.time_limits > 0 || self.resets_in_step > 0 {
             s.push_str(&format!("; {}", self.endings_text()));
         }
         s
@@ -189,7 +189,17 @@ impl RhythmSummary {
         }
     }
 
-    /// As JSON (a recording's `/lrbc/rhythm`, `serve`'s status, `watch --json`).
+    /// The same summary with its times moved by `shift_ns` (onto another clock).
+    pub fn shifted(mut self, shift_ns: i128) -> Self {
+        let shift = |t: u64| u64::try_from((i128::from(t) + shift_ns).max(0)).unwrap_or(0);
+        self.at_ns = shift(self.at_ns);
+        for p in &mut self.recent {
+            p.start_ns = shift(p.start_ns);
+        }
+        self
+    }
+
+    /// As JSON (a recording's `/lrbc/rhythm`, what `serve` sends, `watch --json`).
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
     }

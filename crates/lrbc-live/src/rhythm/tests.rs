@@ -133,7 +133,7 @@ fn a_ppo_loop_is_learned_from_its_first_two_pauses_with_its_rollout_update_side_
     let last = s.recent.last().unwrap();
     assert_eq!(
         (last.verdict, last.side, last.after_frames),
-        (Verdict::Loop, Side::Trainer, Some(32))
+        (PauseVerdict::Loop, Side::Trainer, Some(32))
     );
 }
 
@@ -169,7 +169,7 @@ fn once_learned_updates_are_no_stall_a_hang_at_an_update_is_and_says_the_usual_p
     }
     let s = l.rhythm.summary(l.t);
     assert_eq!(s.stalls, 1);
-    assert_eq!(s.recent.last().unwrap().verdict, Verdict::Stall);
+    assert_eq!(s.recent.last().unwrap().verdict, PauseVerdict::Stall);
     // The hang is not the loop's: the next updates are judged as before.
     l.over.clear();
     l.iteration(32, 800);
@@ -207,7 +207,7 @@ fn a_wait_mid_rollout_or_on_the_engines_side_is_one_the_loop_does_not_explain() 
     // The mid-rollout wait did not move the loop's place: that update was at it.
     assert_eq!(
         l.rhythm.summary(l.t).recent.last().unwrap().verdict,
-        Verdict::Loop
+        PauseVerdict::Loop
     );
     // The engine waits 0.4 s after the trainer's actions, mid-rollout.
     l.over.clear();
@@ -229,7 +229,7 @@ fn a_wait_mid_rollout_or_on_the_engines_side_is_one_the_loop_does_not_explain() 
         l.over
     );
     let p = l.rhythm.summary(l.t).recent.last().cloned().unwrap();
-    assert_eq!((p.side, p.verdict), (Side::Engine, Verdict::Stall));
+    assert_eq!((p.side, p.verdict), (Side::Engine, PauseVerdict::Stall));
     assert!((p.engine_secs - 0.4).abs() < 1e-9, "{p:?}");
 }
 
@@ -263,8 +263,8 @@ fn before_the_loop_is_known_waits_are_judged_learning_and_hiccups_do_not_teach_i
     l.step(900 * MS, MS);
     let s = l.rhythm.summary(l.t);
     let n = s.recent.len();
-    assert_eq!(s.recent[n - 2].verdict, Verdict::Short);
-    assert_eq!(s.recent[n - 1].verdict, Verdict::Loop);
+    assert_eq!(s.recent[n - 2].verdict, PauseVerdict::Short);
+    assert_eq!(s.recent[n - 1].verdict, PauseVerdict::Loop);
     assert_eq!(s.stalls, 0);
 }
 

@@ -29,7 +29,7 @@ pub const RHYTHM_JSON_SCHEMA: &str = r#"{
       "frame": {"type": "integer"}, "start_ns": {"type": "integer"}, "secs": {"type": ["number", "null"]},
       "trainer_secs": {"type": "number"}, "engine_secs": {"type": "number"}, "unknown_secs": {"type": "number"},
       "side": {"type": "string"}, "after_frames": {"type": ["integer", "null"]},
-      "verdict": {"type": "string", "enum": ["loop", "learning", "stall", "short"]}}}}
+      "verdict": {"type": "string", "enum": ["loop", "learning", "stall", "short", "unplaced"]}}}}
   },
   "required": ["kind"]
 }"#;

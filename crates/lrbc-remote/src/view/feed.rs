@@ -18,8 +18,8 @@ use lrbc_live::sampler::{
 };
 use lrbc_live::traffic::{EntryDecoder, RingEntry, TrafficEvent, TrafficLimits, TrafficStore};
 use lrbc_recording::format::{
-    EVENTS_TOPIC, FRAME_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic, event_of,
-    lucky_header_of, ring_event_of, ring_of_header_topic, ring_of_topic,
+    EVENTS_TOPIC, FRAME_TOPIC, RHYTHM_TOPIC, RING_EVENTS_TOPIC, RecFrame, camera_env_of_topic,
+    event_of, lucky_header_of, rhythm_of, ring_event_of, ring_of_header_topic, ring_of_topic,
 };
 use lrbc_recording::replay::player::{ImageOrigin, image_rate, publish, region_image, ring_format};
 
@@ -250,6 +250,16 @@ impl MessageFeed {
                 lock(&self.store).apply(ev, log_ns, limits);
             }
             return Fed::Ring;
+        }
+        if topic == RHYTHM_TOPIC {
+            let Some(r) = rhythm_of(bytes) else {
+                return Fed::Unread;
+            };
+            // The pauses' times are the server's clock: on the window's, by the message's
+            // arrival.
+            let shift = i128::from(log_ns) - i128::from(r.at_ns);
+            lock(&self.events).set_rhythm(r.shifted(shift));
+            return Fed::Event;
         }
         if topic == EVENTS_TOPIC {
             let Some(mut e) = event_of(bytes) else {

@@ -14,8 +14,8 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use super::wire::AdvertisedChannel;
 use lrbc_live::detect::{Event, EventKind};
 use lrbc_recording::format::{
-    EVENTS_TOPIC, FRAME_TOPIC, LOG_TOPIC, RING_EVENTS_TOPIC, STATE_TOPIC, camera_env_of_topic,
-    ring_of_header_topic, ring_of_topic, stream_of_topic,
+    EVENTS_TOPIC, FRAME_TOPIC, LOG_TOPIC, RHYTHM_TOPIC, RING_EVENTS_TOPIC, STATE_TOPIC,
+    camera_env_of_topic, ring_of_header_topic, ring_of_topic, stream_of_topic,
 };
 use lrbc_recording::recorder::flight::FlightSource;
 use lrbc_recording::recorder::{ChannelDef, Counts, Kind, Message, Prelude, SchemaDef};
@@ -107,7 +107,7 @@ fn kind_of(topic: &str) -> Option<Kind> {
         Some(Kind::RingEvent)
     } else if topic == STATE_TOPIC {
         Some(Kind::State)
-    } else if topic == EVENTS_TOPIC || topic == LOG_TOPIC {
+    } else if topic == EVENTS_TOPIC || topic == LOG_TOPIC || topic == RHYTHM_TOPIC {
         Some(Kind::Event)
     } else if camera_env_of_topic(topic).is_some() || stream_of_topic(topic).is_some() {
         Some(Kind::Image)

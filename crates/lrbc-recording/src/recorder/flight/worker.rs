@@ -50,7 +50,7 @@ pub(super) enum EventSave {
     Waiting,
     /// Found: saved once the seconds after it have come (`due_ns`).
     Due {
-        event: Event,
+        event: Box<Event>,
         due_ns: u64,
     },
     Done,
@@ -101,7 +101,7 @@ impl FlightThread {
         s.rolling_frames = self.rolling.frames();
         s.rolling_seconds = self.rolling.seconds();
         s.first_event = match &self.event_save {
-            EventSave::Due { event, .. } => Some(event.clone()),
+            EventSave::Due { event, .. } => Some(Event::clone(event)),
             _ => s.first_event.take(),
         };
         s.frames_skipped = self.capture.counts().frames_skipped;
@@ -229,7 +229,7 @@ impl FlightThread {
         {
             let after = u64::try_from(super::AFTER_EVENT.as_nanos()).unwrap_or(u64::MAX);
             self.event_save = EventSave::Due {
-                event,
+                event: Box::new(event),
                 due_ns: now.saturating_add(after),
             };
             self.publish();
