@@ -28,6 +28,10 @@ use serde_json::{Value, json};
 
 /// Check every frame whole, whatever the machine's load.
 const EVERY_FRAME: [&str; 2] = ["--busy-budget", "0"];
+/// [`EVERY_FRAME`], and every pause judged as a stall past the step's multiple and the
+/// minimum: the peer of [`every_fault`] steps without pauses for less than the loop's
+/// rhythm takes to learn (before it, a long wait is a pause of unknown rhythm).
+const EVERY_FRAME_NO_RHYTHM: [&str; 3] = ["--busy-budget", "0", "--no-rhythm"];
 
 /// A peer of 64 envs (obs 8, obs 1 named `pole_angle`; act 4) writing [`every_fault`].
 fn peer_with_every_fault(tag: &str) -> FaultPeer {
@@ -366,7 +370,7 @@ fn assert_summary(s: &Summary, forms: &Forms, last_frame: u64) {
 #[test]
 fn events_finds_each_fault_of_the_independent_peer_once_with_its_frame_env_channel_and_origin() {
     let mut peer = peer_with_every_fault("events-live");
-    let mut events = EventsRun::start(&peer.name, &EVERY_FRAME);
+    let mut events = EventsRun::start(&peer.name, &EVERY_FRAME_NO_RHYTHM);
     peer.go();
     let done = peer.wait_done();
     let last_frame = done["frame_seq"].as_u64().expect("frame_seq");
@@ -389,8 +393,8 @@ fn a_recordings_events_equal_those_found_live_and_are_found_again_from_its_frame
     let mut peer = peer_with_every_fault("events-rec");
     let file = temp_file("events-rec", "mcap");
     // Every frame checked whatever the load (`--busy-budget 0`).
-    let record = start_record(&peer.name, &[], &file);
-    let mut live = EventsRun::start(&peer.name, &EVERY_FRAME);
+    let record = start_record(&peer.name, &["--no-rhythm"], &file);
+    let mut live = EventsRun::start(&peer.name, &EVERY_FRAME_NO_RHYTHM);
     peer.go();
     let done = peer.wait_done();
     let last_frame = done["frame_seq"].as_u64().expect("frame_seq");
@@ -435,7 +439,8 @@ fn a_recordings_events_equal_those_found_live_and_are_found_again_from_its_frame
     );
 
     // Found again from the recorded frames and ring entries.
-    let (code, out, err) = run_inspector(&["events", path, "--find-again", "--json"]);
+    let (code, out, err) =
+        run_inspector(&["events", path, "--find-again", "--json", "--no-rhythm"]);
     assert_eq!(code, 0, "{err}");
     let again = Forms::parse(&out);
     let summary = Summary::find(&err);
@@ -727,9 +732,10 @@ fn watch_json_counts_the_events_and_the_frames_checked() {
 }
 
 /// The simulated engine's planted faults (`sim engine --plant`, stepped by `sim
-/// client`), as the demo plants them: each found once, an action's NaN with the policy
-/// as its origin, an observation's infinity with the simulator, the engine's stall with
-/// the simulator.
+/// client` in rollouts of 64 frames with 0.3 s updates), as the demo plants them: each
+/// found once, an action's NaN with the policy as its origin, an observation's infinity
+/// with the simulator, the engine's stall mid-rollout with the simulator; no update is a
+/// stall, and at most one pause of unknown rhythm is told.
 #[test]
 fn the_simulated_engines_planted_faults_are_found_with_their_origin() {
     let engine = SimEngine::start(
@@ -756,7 +762,15 @@ fn the_simulated_engines_planted_faults_are_found_with_their_origin() {
         ],
     );
     let mut events = EventsRun::start(&engine.name, &EVERY_FRAME);
-    let client = Guarded::new(sim_client(&engine.name, "200"));
+    let client = Guarded::new(
+        inspector()
+            .args(["sim", "client", "--shm", &engine.name, "--hz", "200"])
+            .args(["--rollout", "64", "--update", "0.3"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sim client runs"),
+    );
     events.read_until("every planted fault", |f| {
         let ended_at = |kind: &str, frame: u64| f.ended(kind, |v| v["first_frame"] == frame);
         [300, 350, 400].iter().all(|&k| ended_at("nonfinite", k))
@@ -821,13 +835,19 @@ fn the_simulated_engines_planted_faults_are_found_with_their_origin() {
     );
     let secs = stall["value"].as_f64().unwrap_or_default();
     assert!((0.55..5.0).contains(&secs), "{stall}");
-    // Nothing else, but stalls elsewhere: this engine and client say nothing of their
-    // schedule, and a loaded machine can keep them from stepping for longer than the
-    // detector's shortest stall (0.25 s), which is then a stall of the run.
+    // No update is a stall: every stall is mid-rollout (the planted one, or the engine
+    // and client kept from stepping by a loaded machine, a stall of the run).
+    for s in forms.of_kind("stall") {
+        let frame = s["first_frame"].as_u64().unwrap_or_default();
+        assert!(frame % 64 != 0, "a stall at an update: {}", forms.dump());
+    }
+    let pauses = forms.of_kind("pause");
+    assert!(pauses.len() <= 1, "{}", forms.dump());
+    // Nothing else.
     let others: Vec<Value> = forms
         .last()
         .into_values()
-        .filter(|v| v["kind"] != "stall")
+        .filter(|v| v["kind"] != "stall" && v["kind"] != "pause")
         .collect();
     assert_eq!(others.len(), 4, "nothing else: {}", forms.dump());
 }

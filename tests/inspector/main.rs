@@ -26,6 +26,7 @@ mod memory;
 mod record;
 mod remote_window;
 mod replay;
+mod rhythm;
 mod screenshots;
 mod segment;
 mod serve;

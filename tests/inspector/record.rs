@@ -41,10 +41,21 @@ fn a_recording_reads_back_with_the_mcap_crate_and_the_generated_frame_code() {
     let mut seqs = Vec::new();
     let mut nan_frames = Vec::new();
     let mut ring_entries = 0;
-    let (mut events, mut logs) = (Vec::new(), Vec::new());
+    let (mut events, mut logs, mut rhythms) = (Vec::new(), Vec::new(), Vec::new());
     for message in mcap::MessageStream::new(&bytes).unwrap() {
         let message = message.unwrap();
         let schema = message.channel.schema.as_ref();
+        // The loop's rhythm, as JSON of its JSON schema.
+        if message.channel.topic == "/lrbc/rhythm" {
+            let schema = schema.expect("a schema");
+            assert_eq!(
+                (schema.name.as_str(), schema.encoding.as_str()),
+                ("lrbc.Rhythm", "jsonschema")
+            );
+            let v: serde_json::Value = serde_json::from_slice(&message.data).unwrap();
+            rhythms.push(v);
+            continue;
+        }
         // The detector's events, as JSON of their JSON schema and as Foxglove's log.
         if message.channel.topic == "/lrbc/events" || message.channel.topic == "/lrbc/log" {
             let schema = schema.expect("a schema");
@@ -89,6 +100,16 @@ fn a_recording_reads_back_with_the_mcap_crate_and_the_generated_frame_code() {
         "frame_seq does not increase"
     );
     assert!(ring_entries > 0, "no ring entry recorded");
+    // The client steps without pauses, for less than the loop takes to learn: the
+    // rhythm's last summary is learning, its step the client's (200 Hz).
+    let rhythm = rhythms.last().expect("the loop's rhythm recorded");
+    // (Periodic only when a loaded machine paused it alike twice.)
+    assert!(
+        rhythm["kind"] == "learning" || rhythm["kind"] == "periodic",
+        "{rhythm}"
+    );
+    let step = rhythm["step_secs"].as_f64().expect("the step");
+    assert!((0.003..0.05).contains(&step), "{rhythm}");
     // Lock-step: the engine's step N publishes frame_seq N.
     assert_eq!(nan_frames, [20]);
     // Env 0's NaN observation and reward of frame 20: two events, of the simulator.

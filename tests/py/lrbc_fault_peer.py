@@ -86,7 +86,12 @@ action_seq = K and frame K) wherever it falls in a rollout. The done line then g
              "engine_wait_secs": engine stalls in that span (measured),
              "shares": {"stepping", "trainer", "engine"}: elapsed_secs divided into
                waiting for the trainer, for the engine and the rest; they sum to 1
-               (null with one step, when elapsed_secs is 0)}.
+               (null with one step, when elapsed_secs is 0),
+             "updates_at": [[frame_seq, start_ns, secs], ...] each update's frame, start
+               (CLOCK_MONOTONIC) and measured length,
+             "created_ns": when the segment was made (its first frame_time_ns),
+             "first_frame_ns", "last_frame_ns": when frame 1 and the last frame were
+               published}.
 Stalls of step 1 come before frame 1 and are in neither wait. Without --rollout there
 is no "rhythm".
 
@@ -365,7 +370,8 @@ class Segment:
             os.fchmod(fd, 0o600)
             os.ftruncate(fd, self.size)
             with mmap.mmap(fd, self.size) as mm:
-                mm[0:HEADER] = bytes(self.header(pid, time.monotonic_ns()))
+                self.created_ns = time.monotonic_ns()
+                mm[0:HEADER] = bytes(self.header(pid, self.created_ns))
                 no = self.offs["names"]
                 mm[no:no + len(self.names)] = self.names
                 self.initial_frame(mm)
@@ -662,7 +668,7 @@ class Peer:
         max_late = 0
         first_action = last_action = None
         first_frame = None
-        update_frames, update_ns = [], []
+        update_frames, update_ns, update_starts = [], [], []
         # Pauses between frame 1's publication and the last frame's, by side.
         trainer_wait = engine_wait = 0
         for k in range(1, a.steps + 1):
@@ -681,6 +687,7 @@ class Peer:
                 shift += slept
                 update_frames.append(k - 1)
                 update_ns.append(slept)
+                update_starts.append(t)
                 trainer_wait += slept
             for f in self.faults(k, "stall"):
                 if f["side"] == "trainer":
@@ -720,6 +727,11 @@ class Peer:
         if a.rollout is not None:
             rhythm = self.rhythm(update_frames, update_ns, published - first_frame,
                                  trainer_wait, engine_wait)
+            rhythm["updates_at"] = [[f, t, ns / 1e9] for f, t, ns in
+                                    zip(update_frames, update_starts, update_ns)]
+            rhythm["created_ns"] = seg.created_ns
+            rhythm["first_frame_ns"] = first_frame
+            rhythm["last_frame_ns"] = published
             after = {"rhythm": rhythm}
         else:
             after = {}

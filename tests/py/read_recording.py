@@ -3,7 +3,8 @@ package reads the file, the Python code flatc generates from schema/recording.fb
 decodes one frame, and from schema/foxglove_image.fbs the first camera image of each
 `/lrbc/camera/...` topic; the chunks' compressions (zstd and lz4 through the package's
 `zstandard` and `lz4`); the first ring entry of `/lrbc/ring/cmd_c2s` (JSON, its exact
-bytes base64). Prints one JSON object.
+bytes base64); the frames that carry the trainer's stamp (`action_time_ns`), and the
+newest message of `/lrbc/rhythm` (the loop's rhythm, JSON). Prints one JSON object.
 
     python3 read_recording.py FILE.mcap
 """
@@ -29,6 +30,8 @@ def main() -> None:
     nan_frames = []
     images: dict[str, dict] = {}
     first_entry = None
+    rhythm = None
+    stamped = 0
     with open(sys.argv[1], "rb") as f:
         reader = make_reader(f)
         metadata = {m.name: dict(m.metadata) for m in reader.iter_metadata()}
@@ -55,10 +58,14 @@ def main() -> None:
                 raw = base64.b64decode(first_entry.pop("bytes"))
                 first_entry["bytes_len"] = len(raw)
                 first_entry["bytes_identifier"] = raw[4:8].decode("latin-1")
+            if channel.topic == "/lrbc/rhythm":
+                rhythm = json.loads(message.data)
             if channel.topic != "/lrbc/frame":
                 continue
             frame = Frame.GetRootAs(message.data, 0)
             frame_seqs.append(frame.FrameSeq())
+            if 0 < frame.ActionTimeNs() <= frame.FrameTimeNs():
+                stamped += 1
             if frame.ObservationsLength() and math.isnan(frame.Observations(0)):
                 nan_frames.append(frame.FrameSeq())
             if first is None:
@@ -85,6 +92,8 @@ def main() -> None:
                 "images": images,
                 "compressions": compressions,
                 "first_ring_entry": first_entry,
+                "frames_with_action_time": stamped,
+                "rhythm": rhythm,
             }
         )
     )

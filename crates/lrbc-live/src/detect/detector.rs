@@ -643,7 +643,21 @@ impl Detector {
         action_seq: Option<u64>,
         out: &mut Vec<Event>,
     ) {
-        self.rhythm.look(now_ns, frame_seq, action_seq);
+        self.tick_stamped(now_ns, frame_seq, action_seq, None, out);
+    }
+
+    /// [`Detector::tick`], with the engine's stamp of the frame `frame_seq` names (the
+    /// layout's `frame_time_ns`): a first look learns from it when that frame came.
+    pub fn tick_stamped(
+        &mut self,
+        now_ns: u64,
+        frame_seq: u64,
+        action_seq: Option<u64>,
+        frame_time_ns: Option<u64>,
+        out: &mut Vec<Event>,
+    ) {
+        self.rhythm
+            .look_stamped(now_ns, frame_seq, action_seq, frame_time_ns);
         if self
             .stall
             .as_ref()

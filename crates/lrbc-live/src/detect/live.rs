@@ -357,10 +357,16 @@ impl FrameSink for DetectorSink {
             let seg = &tick.attached.segment;
             let c = g.counters;
             // Acquire loads (`load_u64`): pair with the engine's Release store of
-            // frame_seq and the client's Release increment of action_seq.
+            // frame_seq and the client's Release increment of action_seq. The frame's
+            // stamp is read after frame_seq: it is that frame's or a newer one's, and
+            // serves only a first look (when the frame it names came).
             let f = seg.load_u64(c.frame_seq).unwrap_or(0);
             let a = seg.load_u64(c.action_seq).unwrap_or(0);
-            d.tick(now, f, Some(a), self.handoff.pending());
+            let stamp = c
+                .ext
+                .and_then(|e| seg.load_u64(e.frame_time_ns))
+                .filter(|&t| t != 0);
+            d.tick_stamped(now, f, Some(a), stamp, self.handoff.pending());
         }
         self.flush(false);
         Wants {

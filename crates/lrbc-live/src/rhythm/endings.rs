@@ -77,22 +77,24 @@ impl EndingsInStep {
     /// Frame `frame_seq` with `flags`: what ended in it.
     pub fn frame(&mut self, frame_seq: u64, flags: Flags<'_>) -> FrameEndings {
         let n = flags.dones.len();
-        if self.last_frame.is_none_or(|l| frame_seq < l) || self.starts.len() != n {
-            // The first frame, a new run or a new segment: the episodes going on began
-            // at the latest at this frame.
-            self.starts = vec![frame_seq; n];
-            self.from_attach = vec![true; n];
-        } else if self.last_frame == Some(frame_seq) {
-            return FrameEndings {
-                num_envs: n as u32,
-                ..FrameEndings::default()
-            };
-        }
-        self.last_frame = Some(frame_seq);
         let mut out = FrameEndings {
             num_envs: u32::try_from(n).unwrap_or(u32::MAX),
             ..FrameEndings::default()
         };
+        if self.last_frame.is_none_or(|l| frame_seq < l) || self.starts.len() != n {
+            // The first frame, a new run or a new segment: the episodes going on are
+            // counted from the next frame (as the episodes' accountant counts them), and
+            // began before it unless this is the run's frame 0. What ended in this frame
+            // ended episodes not followed.
+            self.starts = vec![frame_seq + 1; n];
+            self.from_attach = vec![frame_seq > 0; n];
+            self.last_frame = Some(frame_seq);
+            return out;
+        }
+        if self.last_frame == Some(frame_seq) {
+            return out;
+        }
+        self.last_frame = Some(frame_seq);
         let any = |a: &[u8]| a.iter().any(|&v| v != 0);
         let truncs = flags.truncateds.filter(|t| any(t));
         if !any(flags.dones) && truncs.is_none() && !any(flags.resets) {

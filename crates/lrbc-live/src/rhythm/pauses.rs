@@ -18,7 +18,7 @@ pub const PAUSE_INTERVALS: u64 = 10;
 pub const PAUSE_MIN_NS: u64 = 50_000_000;
 /// Step intervals kept to take the median of.
 const INTERVALS: usize = 64;
-/// Step intervals seen before a pause (or a stall) can be told at all.
+/// Times between frames seen before a pause (or a stall) can be told at all.
 const INTERVALS_TO_JUDGE: usize = 8;
 /// Pauses of the loop its figures are the medians of.
 const LOOP_PAUSES: usize = 16;
@@ -211,6 +211,23 @@ struct LoopPause {
     side: Side,
 }
 
+/// A time between two frames, ended.
+#[derive(Clone, Copy, Debug)]
+struct Closed {
+    /// The frame it began at.
+    last: Last,
+    /// The frame that ended it, and when it was seen.
+    frame_seq: u64,
+    seen_ns: u64,
+    /// Frames between (1: the next frame).
+    d: u64,
+    total: u64,
+    /// The trainer's, the engine's and an unknown side's parts of it.
+    parts: (u64, u64, u64),
+    /// It began before the first look: its start is not known.
+    partial: bool,
+}
+
 /// The loop's figures: medians of its pauses.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Learned {
@@ -228,6 +245,10 @@ pub struct Rhythm {
     gap: Gap,
     /// Recent step intervals, ns per frame.
     intervals: VecDeque<u64>,
+    /// The step is known: the first gaps were classified.
+    step_known: bool,
+    /// The first gaps, until the step is known.
+    early: Vec<Closed>,
     /// The loop's pauses (while learning: the pauses it is learned from), newest last.
     loop_pauses: VecDeque<LoopPause>,
     /// The newest two pauses that were not short, whatever their verdict: alike and
@@ -254,6 +275,8 @@ impl Rhythm {
             first_seen_ns: None,
             gap: Gap::default(),
             intervals: VecDeque::new(),
+            step_known: false,
+            early: Vec::new(),
             loop_pauses: VecDeque::new(),
             latest: VecDeque::new(),
             continuous: false,
@@ -280,7 +303,7 @@ impl Rhythm {
 
     /// The median step interval, once enough steps were seen.
     pub fn step_ns(&self) -> Option<u64> {
-        if self.intervals.len() < INTERVALS_TO_JUDGE {
+        if !self.step_known || self.intervals.is_empty() {
             return None;
         }
         let mut v: Vec<u64> = self.intervals.iter().copied().collect();
@@ -480,14 +503,26 @@ impl Rhythm {
 
     /// A look at the counters at `now_ns`: `frame_seq`, and `action_seq` when known.
     pub fn look(&mut self, now_ns: u64, frame_seq: u64, action_seq: Option<u64>) {
+        self.look_stamped(now_ns, frame_seq, action_seq, None);
+    }
+
+    /// [`Rhythm::look`], with the engine's stamp of the frame `frame_seq` names
+    /// (`frame_time_ns`), which tells when a first look's frame came.
+    pub fn look_stamped(
+        &mut self,
+        now_ns: u64,
+        frame_seq: u64,
+        action_seq: Option<u64>,
+        frame_time_ns: Option<u64>,
+    ) {
         let Some(last) = self.last else {
-            // The frame came before the look: when is not known.
-            self.start(frame_seq, now_ns, None, true);
+            // The frame came before the look: when, only its stamp tells.
+            self.start(frame_seq, now_ns, frame_time_ns, frame_time_ns.is_none());
             return;
         };
         if frame_seq < last.frame {
             self.restart();
-            self.start(frame_seq, now_ns, None, true);
+            self.start(frame_seq, now_ns, frame_time_ns, frame_time_ns.is_none());
             return;
         }
         if frame_seq > last.frame {
@@ -576,9 +611,51 @@ impl Rhythm {
             trainer = total - engine;
             unknown = 0;
         }
+        let closed = Closed {
+            last,
+            frame_seq: t.frame_seq,
+            seen_ns: t.seen_ns,
+            d,
+            total,
+            parts: (trainer, engine, unknown),
+            partial,
+        };
+        self.last = Some(Last {
+            frame: t.frame_seq,
+            seen_ns: t.seen_ns,
+            frame_time_ns: t.frame_time_ns,
+        });
+        self.gap = Gap {
+            look_ns: t.seen_ns,
+            ..Gap::default()
+        };
+        if self.step_known {
+            self.classify(closed);
+            return;
+        }
+        // The first gaps wait until the step is known (the median of their times per
+        // frame): then each is a step or a pause, in order.
+        self.early.push(closed);
+        if self.early.len() >= INTERVALS_TO_JUDGE {
+            let mut per_frame: Vec<u64> = self.early.iter().map(|c| c.total / c.d).collect();
+            per_frame.sort_unstable();
+            self.intervals
+                .extend(crate::stats::quantile(&per_frame, 0.5));
+            self.step_known = true;
+            for c in std::mem::take(&mut self.early) {
+                self.classify(c);
+            }
+        }
+    }
+
+    /// A time between two frames, once the step is known: a step (its time per frame
+    /// joins the intervals) or a pause.
+    fn classify(&mut self, c: Closed) {
         let m = self.step_ns();
         let threshold = self.pause_threshold_ns();
-        let steps_ns = m.map_or(0, |m| m.saturating_mul(d - 1));
+        let (trainer, engine, unknown) = c.parts;
+        let total = c.total;
+        let steps_ns = m.map_or(0, |m| m.saturating_mul(c.d - 1));
         let excess = total.saturating_sub(steps_ns);
         if threshold.is_some_and(|th| excess > th) {
             // Only the time beyond the steps between the frames is the pause's.
@@ -594,11 +671,11 @@ impl Rhythm {
             self.trainer_ns += tr;
             self.engine_ns += en;
             self.unknown_ns += un;
-            self.pause_ended(last, excess, (tr, en, un), partial, d == 1);
-            self.since_pause = (t.frame_seq, t.seen_ns);
+            self.pause_ended(c.last, excess, (tr, en, un), c.partial, c.d == 1);
+            self.since_pause = (c.frame_seq, c.seen_ns);
         } else {
-            if d < 1 << 20 {
-                self.intervals.push_back(total / d);
+            if c.d < 1 << 20 {
+                self.intervals.push_back(total / c.d);
                 if self.intervals.len() > INTERVALS {
                     self.intervals.pop_front();
                 }
@@ -606,22 +683,13 @@ impl Rhythm {
             self.stepping_ns += total;
             let (f0, t0) = self.since_pause;
             if self.settings.learn
-                && t.frame_seq.saturating_sub(f0) >= CONTINUOUS_FRAMES
-                && t.seen_ns.saturating_sub(t0) >= CONTINUOUS_NS
+                && c.frame_seq.saturating_sub(f0) >= CONTINUOUS_FRAMES
+                && c.seen_ns.saturating_sub(t0) >= CONTINUOUS_NS
                 && self.learned().is_none()
             {
                 self.continuous = true;
             }
         }
-        self.last = Some(Last {
-            frame: t.frame_seq,
-            seen_ns: t.seen_ns,
-            frame_time_ns: t.frame_time_ns,
-        });
-        self.gap = Gap {
-            look_ns: t.seen_ns,
-            ..Gap::default()
-        };
     }
 
     /// A pause of `length_ns` at `last`'s frame ended, with its parts (trainer, engine,
@@ -765,6 +833,8 @@ impl Rhythm {
             self.engine_ns,
             self.unknown_ns,
         );
+        // The first gaps, not classified yet, as steps.
+        stepping += self.early.iter().map(|c| c.total).sum::<u64>();
         if let Some(last) = self.last {
             let since = now_ns.saturating_sub(last.seen_ns);
             if self

@@ -424,33 +424,33 @@ fn truncations_of_envs_in_step_share_one_length_and_terminations_do_not() {
     let mut e = EndingsInStep::new();
     let zero = [0u8; 8];
     let one = [1u8; 8];
+    // Followed from the run's frame 0: the first episodes are whole.
+    let none = FrameEndings {
+        num_envs: 8,
+        ..FrameEndings::default()
+    };
     assert_eq!(
-        e.frame(1, flags(&zero, &zero, &zero)),
-        FrameEndings {
-            num_envs: 8,
-            ..FrameEndings::default()
-        }
+        e.frame(0, flags(&zero, &one, &zero)),
+        none,
+        "frame 0 ends nothing followed"
     );
-    // Every env truncated at frame 200: 200 frames from the first followed.
+    assert_eq!(e.frame(1, flags(&zero, &zero, &zero)), none);
+    // Every env truncated at frame 200: its 200th frame.
     let x = e.frame(200, flags(&zero, &one, &zero));
     assert_eq!(
         (x.truncated, x.truncated_length, x.lengths_from_attach),
-        (8, Some(200), 8)
+        (8, Some(200), 0)
     );
     assert!(x.time_limit(0.5) && x.burst_envs() == 0);
-    // Half of them terminate at 250; then the time limit at 400 is the others' alone,
-    // and at 450 the first half's.
+    // Half of them terminate at 250; then the time limit at 350 is the others' alone,
+    // at 400 the first half's, and at 450 they truncate together at differing lengths.
     let half = [1, 1, 1, 1, 0, 0, 0, 0];
     let other = [0, 0, 0, 0, 1, 1, 1, 1];
     let x = e.frame(250, flags(&half, &zero, &zero));
     assert_eq!((x.terminated, x.burst_envs()), (4, 4));
     assert!(!x.time_limit(0.4));
     let x = e.frame(400, flags(&zero, &other, &zero));
-    assert_eq!(
-        (x.truncated, x.truncated_length, x.lengths_from_attach),
-        (4, Some(200), 0)
-    );
-    // Truncated together at differing lengths: no time limit, a burst's envs.
+    assert_eq!((x.truncated, x.truncated_length), (4, Some(200)));
     let x = e.frame(450, flags(&zero, &one, &zero));
     assert_eq!((x.truncated, x.truncated_length), (8, None));
     assert_eq!(x.burst_envs(), 8);
@@ -462,4 +462,9 @@ fn truncations_of_envs_in_step_share_one_length_and_terminations_do_not() {
     let x = e.frame(600, flags(&one, &one, &zero));
     assert_eq!((x.terminated, x.truncated), (8, 0));
     assert_eq!(e.frame(600, flags(&one, &one, &zero)).terminated, 0);
+    // Attached mid-episode at frame 50: lengths count from frame 51.
+    let mut e = EndingsInStep::new();
+    e.frame(50, flags(&zero, &zero, &zero));
+    let x = e.frame(200, flags(&zero, &one, &zero));
+    assert_eq!((x.truncated_length, x.lengths_from_attach), (Some(150), 8));
 }
