@@ -445,6 +445,10 @@ pub fn check_arguments(args: &[&str]) {
         }
         Some(Command::Sim(sim::SimCommand::Client(c))) => {
             assert!(c.hz.is_none_or(hz_ok) && c.steps != Some(0));
+            let rollout_ok = |r: lrbc_sim::client::Rollout| {
+                r.frames > 0 && r.update <= lrbc_sim::client::Rollout::MAX_UPDATE
+            };
+            assert!(c.rollout().is_none_or(rollout_ok));
         }
         Some(Command::Demo(d)) => assert!(hz_ok(d.hz)),
         _ => {}
