@@ -263,3 +263,63 @@ fn a_ppo_loop_is_learned_and_only_what_breaks_its_rhythm_is_an_event_live_and_re
     assert_eq!(secs(r, "unknown_secs"), 0.0, "{r}");
     let _ = std::fs::remove_file(&file);
 }
+
+/// `watch --json` on the peer's loop: its lines carry the rhythm as it is learned, then
+/// the loop (its rollout, its update on the trainer's side), the shares of wall time,
+/// and the newest pause; the text lines the same as words.
+#[test]
+fn watch_shows_the_loops_rhythm_as_it_is_learned() {
+    let args = PeerArgs {
+        rollout: Some((16, 0.3)),
+        ..PeerArgs::small(16 * 12, HZ, json!([]))
+    };
+    let mut peer = FaultPeer::start("rhythm-watch", &args);
+    let (watch, lines) = inspector_lines(&[
+        "watch",
+        "--shm",
+        &peer.name,
+        "--json",
+        "--interval",
+        "0.5",
+        "--busy-budget",
+        "0",
+    ]);
+    let watch = Guarded::new(watch);
+    let first: Value = serde_json::from_str(&next_line(&lines, "watch's first line"))
+        .expect("watch --json prints JSON");
+    assert_eq!(first["rhythm"]["kind"], "learning", "{first}");
+    assert_eq!(first["rhythm"]["pauses"], 0, "{first}");
+    peer.go();
+    let periodic = loop {
+        let v: Value = serde_json::from_str(&next_line(&lines, "a line of the loop"))
+            .expect("watch --json prints JSON");
+        if v["rhythm"]["kind"] == "periodic" {
+            break v;
+        }
+    };
+    let r = &periodic["rhythm"];
+    assert_eq!(
+        (&r["rollout_frames"], &r["update_side"]),
+        (&json!(16), &json!("trainer")),
+        "{r}"
+    );
+    let update = r["update_secs"].as_f64().expect("update_secs");
+    assert!((0.29..0.35).contains(&update), "{r}");
+    let shares = &r["shares"];
+    let sum: f64 = ["stepping", "trainer", "engine", "unknown"]
+        .iter()
+        .map(|k| shares[k].as_f64().unwrap_or(f64::NAN))
+        .sum();
+    assert!((sum - 1.0).abs() < 1e-6, "{r}");
+    assert!(shares["trainer"].as_f64() > Some(0.5), "{r}");
+    assert!(r.get("recent").is_none(), "{r}");
+    let last = &r["last_pause"];
+    assert_eq!(last["side"], "trainer", "{r}");
+    assert!(last["frame"].as_u64().is_some_and(|f| f % 16 == 0), "{r}");
+    drop(watch);
+    peer.wait_done();
+    // The text line, on the run's last frame: the loop in words.
+    let (code, out, err) = run_inspector(&["watch", "--shm", &peer.name, "--count", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(" loop=learning pauses=0 stepping="), "{out}");
+}

@@ -730,6 +730,24 @@ mod tests {
     }
 
     #[test]
+    fn the_in_step_line_counts_time_limits_and_resets_or_is_not_shown() {
+        let mut r = RhythmSummary::default();
+        assert_eq!(in_step_text(&r), None);
+        r.time_limits = 3;
+        r.time_limit_frames = Some(100);
+        assert_eq!(
+            in_step_text(&r).as_deref(),
+            Some("In step: 3 time limits of envs in step (truncated together at 100 frames)")
+        );
+        r.time_limits = 0;
+        r.resets_in_step = 1;
+        assert_eq!(
+            in_step_text(&r).as_deref(),
+            Some("In step: 1 reset of envs in step by the trainer")
+        );
+    }
+
+    #[test]
     fn an_episodes_row_marks_a_return_that_is_not_exact() {
         let e = ep(7, 12.5, Ending::Done);
         let row = episode_text(&e, 0);

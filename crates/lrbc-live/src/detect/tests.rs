@@ -589,3 +589,43 @@ fn envs_in_step_at_the_time_limit_are_counted_and_a_termination_burst_is_a_done_
     assert_eq!(r.of_kind(EventKind::DoneBurst).len(), 1, "{:?}", r.events);
     assert_eq!(r.detector.rhythm(r.t).time_limits, 6);
 }
+
+#[test]
+fn the_trainers_reset_of_every_env_at_once_is_counted_and_no_burst() {
+    let mut r = Run::new();
+    let mut out = Vec::new();
+    let checker = &mut r.checker;
+    for f in 1..=10u64 {
+        // Frame 5: every env's reset flag seen set (a new iteration); frame 8: 9 of 16
+        // envs terminated.
+        let resets = if f == 5 { [1u8; 16] } else { [0; 16] };
+        let mut dones = [0u8; 16];
+        if f == 8 {
+            dones[..9].fill(1);
+        }
+        checker.begin();
+        checker.rewards(&[1.0; 16]);
+        checker.flags(&dones, None);
+        let check = checker.finish(f, Coverage::None, Coverage::None).clone();
+        let times = FrameTimes {
+            frame_seq: f,
+            seen_ns: f * MS,
+            ..FrameTimes::default()
+        };
+        let flags = Flags {
+            dones: &dones,
+            truncateds: None,
+            resets: &resets,
+        };
+        r.detector.frame(times, &check, flags, &mut out);
+    }
+    let kinds: Vec<EventKind> = out.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [EventKind::DoneBurst, EventKind::DoneBurst],
+        "{out:?}"
+    );
+    assert_eq!(out[0].first_frame, 8);
+    let rh = r.detector.rhythm(10 * MS);
+    assert_eq!((rh.resets_in_step, rh.time_limits), (1, 0));
+}

@@ -724,8 +724,12 @@ impl Rhythm {
             }
         }
         let judged = self.judge_at(frame, side);
+        // The wait before the run's first step (frame 0: the trainer starting) is no
+        // update of its loop: counted, not learned from.
+        let startup = frame == 0;
         let verdict = match judged {
             _ if !placed => PauseVerdict::Unplaced,
+            _ if startup => PauseVerdict::Learning,
             _ if stall => PauseVerdict::Stall,
             None | Some((Judgment::Learning { .. }, _)) => PauseVerdict::Learning,
             Some((Judgment::Update { usual_ns, .. }, _)) => {
@@ -749,6 +753,7 @@ impl Rhythm {
             side,
         };
         match verdict {
+            PauseVerdict::Learning if startup => {}
             PauseVerdict::Learning => self.learn_from(this),
             PauseVerdict::Loop => {
                 if judged.is_some_and(|(_, new)| new) {
@@ -777,6 +782,7 @@ impl Rhythm {
             verdict,
             PauseVerdict::Loop | PauseVerdict::Learning | PauseVerdict::Stall
         ) && length.is_some()
+            && !startup
         {
             self.latest.push_back(this);
             while self.latest.len() > 2 {
