@@ -6,6 +6,19 @@ use lrbc_live::watch::State;
 pub const WARN: egui::Color32 = egui::Color32::from_rgb(230, 170, 40);
 pub const BAD: egui::Color32 = egui::Color32::from_rgb(230, 80, 70);
 pub const GOOD: egui::Color32 = egui::Color32::from_rgb(90, 190, 110);
+/// Events told but not judged faults (a pause of unknown rhythm).
+pub const TOLD: egui::Color32 = egui::Color32::from_rgb(140, 150, 170);
+
+/// The colour of an event of `kind` wherever it is drawn (lists, plot marks, the
+/// timeline): errors red, other faults amber, what is only told grey.
+pub fn event_color(kind: lrbc_live::detect::EventKind) -> egui::Color32 {
+    use lrbc_live::detect::EventKind;
+    match kind {
+        EventKind::Nonfinite | EventKind::State | EventKind::Malformed => BAD,
+        k if !k.is_fault() => TOLD,
+        _ => WARN,
+    }
+}
 
 /// A clickable row of a list drawn by `ScrollArea::show_rows`, exactly `row_height` tall
 /// (the list lays rows out at that pitch). A label, not a selectable button: a button's

@@ -153,7 +153,7 @@ fn a_ppo_loop_is_learned_and_only_what_breaks_its_rhythm_is_an_event_live_and_re
     assert!(
         line.starts_with("rhythm: rollouts of 32 frames, updates of 0.5")
             && line.contains("(the trainer)")
-            && line.contains("; 3 time limits in step (at 100 frames)"),
+            && line.contains("; 3 time limits of envs in step (truncated together at 100 frames)"),
         "{}",
         live.stderr
     );

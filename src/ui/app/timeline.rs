@@ -473,10 +473,7 @@ fn mark_events(ui: &egui::Ui, slider: &egui::Response, st: &TimelineView, width:
             egui::pos2(x - 1.0, rail.top()),
             egui::pos2(x + 1.0, rail.top() + 5.0),
         );
-        let color = match kind {
-            EventKind::Nonfinite | EventKind::State | EventKind::Malformed => BAD,
-            _ => WARN,
-        };
+        let color = crate::ui::widgets::event_color(kind);
         ui.painter().rect_filled(mark, 0.0, color);
         let hover = ui.interact(
             mark.expand(2.0),

@@ -346,28 +346,7 @@ fn stacked_histogram(
 
 /// The endings of envs in step, in words (None: none so far).
 pub fn in_step_text(r: &RhythmSummary) -> Option<String> {
-    if r.time_limits == 0 && r.resets_in_step == 0 {
-        return None;
-    }
-    let mut parts = Vec::new();
-    if r.time_limits > 0 {
-        let at = r
-            .time_limit_frames
-            .map_or_else(String::new, |l| format!(" at {l} frames"));
-        parts.push(format!(
-            "{} time limit{} of envs in step (truncated together{at})",
-            thousands(r.time_limits),
-            if r.time_limits == 1 { "" } else { "s" }
-        ));
-    }
-    if r.resets_in_step > 0 {
-        parts.push(format!(
-            "{} reset{} of envs in step by the trainer",
-            thousands(r.resets_in_step),
-            if r.resets_in_step == 1 { "" } else { "s" }
-        ));
-    }
-    Some(format!("In step: {}", parts.join(" · ")))
+    (r.time_limits > 0 || r.resets_in_step > 0).then(|| format!("In step: {}", r.endings_text()))
 }
 
 /// Draws the panel; `rhythm` is the loop's as the detector tells it (its endings in

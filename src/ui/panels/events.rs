@@ -4,7 +4,7 @@
 //! click asks the window to go to the event: live, the view pauses at its frame and its
 //! env is watched, its camera shown; on a recording, the timeline moves there.
 
-use crate::ui::widgets::{BAD, WARN, list_row};
+use crate::ui::widgets::{BAD, WARN, event_color, list_row};
 use lrbc_live::detect::{Event, EventKind, EventLog, Origin, thousands};
 
 /// The panel's state: its filters and the rows they let through.
@@ -179,10 +179,7 @@ pub fn ui(
                 for &i in &view.rows[range] {
                     let Some(e) = events.get(i) else { continue };
                     let mut rt = egui::RichText::new(row_text(e, t0_ns)).monospace();
-                    rt = rt.color(match e.kind {
-                        EventKind::Nonfinite | EventKind::State | EventKind::Malformed => BAD,
-                        _ => WARN,
-                    });
+                    rt = rt.color(event_color(e.kind));
                     if view.selected == Some(e.id) {
                         rt = rt.background_color(ui.visuals().selection.bg_fill);
                     }

@@ -162,30 +162,32 @@ impl RhythmSummary {
         s
     }
 
-    /// The endings in step: `3 time limits in step (at 200 frames), 1 reset of every env`.
+    /// The endings in step, for every view: `3 time limits of envs in step (truncated
+    /// together at 100 frames) · 1 reset of envs in step by the trainer`.
     pub fn endings_text(&self) -> String {
+        let plural = |n: u64| if n == 1 { "" } else { "s" };
         let mut parts = Vec::new();
         if self.time_limits > 0 {
-            let at = self
-                .time_limit_frames
-                .map_or_else(String::new, |l| format!(" (at {l} frames)"));
+            let at = self.time_limit_frames.map_or_else(String::new, |l| {
+                format!(" (truncated together at {l} frames)")
+            });
             parts.push(format!(
-                "{} time limit{} in step{at}",
+                "{} time limit{} of envs in step{at}",
                 self.time_limits,
-                if self.time_limits == 1 { "" } else { "s" }
+                plural(self.time_limits)
             ));
         }
         if self.resets_in_step > 0 {
             parts.push(format!(
                 "{} reset{} of envs in step by the trainer",
                 self.resets_in_step,
-                if self.resets_in_step == 1 { "" } else { "s" }
+                plural(self.resets_in_step)
             ));
         }
         if parts.is_empty() {
             "no endings in step".into()
         } else {
-            parts.join(", ")
+            parts.join(" · ")
         }
     }
 

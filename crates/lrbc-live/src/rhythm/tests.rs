@@ -402,7 +402,7 @@ fn a_summary_round_trips_through_json_and_reads_in_a_line() {
         "{line}"
     );
     assert!(
-        line.ends_with("; 2 time limits in step (at 200 frames)"),
+        line.ends_with("; 2 time limits of envs in step (truncated together at 200 frames)"),
         "{line}"
     );
     assert_eq!(

@@ -90,6 +90,8 @@ pub fn event_log_json(e: &Event, time_ns: u64, first_form: bool) -> Option<Strin
     }
     let level = match e.kind {
         EventKind::Nonfinite | EventKind::State | EventKind::Malformed => 4,
+        // A pause of unknown rhythm is told, not judged a fault.
+        EventKind::Pause => 2,
         _ => 3,
     };
     let what = if first_form { "" } else { "ended: " };

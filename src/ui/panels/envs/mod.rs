@@ -53,13 +53,6 @@ fn marks(events: Option<&EventLog>, from_ns: u64, newest: u64) -> Vec<Mark> {
     v
 }
 
-fn mark_color(kind: EventKind) -> egui::Color32 {
-    match kind {
-        EventKind::Nonfinite | EventKind::State | EventKind::Malformed => BAD,
-        _ => WARN,
-    }
-}
-
 /// What the envs panel asks of the app.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct EnvsActions {
@@ -243,7 +236,7 @@ fn rewards_plot(
                 .iter()
                 .filter(|m| m.env.is_some_and(|e| d.envs.contains_key(&e)))
             {
-                p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
+                p.vline(VLine::new("events", m.x).color(crate::ui::widgets::event_color(m.kind)));
             }
         });
 }
@@ -322,7 +315,7 @@ fn channels_plot(
             for m in marks.iter().filter(|m| {
                 m.channel == Some(kind) && m.env.is_some_and(|e| d.envs.contains_key(&e))
             }) {
-                p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
+                p.vline(VLine::new("events", m.x).color(crate::ui::widgets::event_color(m.kind)));
             }
         });
 }
@@ -390,7 +383,7 @@ fn overview_plot(
             }
             // Every event of every env: the overview is of all of them.
             for m in marks {
-                p.vline(VLine::new("events", m.x).color(mark_color(m.kind)));
+                p.vline(VLine::new("events", m.x).color(crate::ui::widgets::event_color(m.kind)));
             }
         });
 }
@@ -576,7 +569,7 @@ fn values_report(
         };
         ui.horizontal(|ui| {
             ui.colored_label(
-                mark_color(e.kind),
+                crate::ui::widgets::event_color(e.kind),
                 format!(
                     "frame {} · env {env} · {} = {}",
                     e.first_frame,
