@@ -436,6 +436,11 @@ impl PlayerThread {
                     left > 0
                 })?;
         } else {
+            // Back from the frame at the cursor (the cursor may be past it: at the end of
+            // the file, after the messages that follow the last frame).
+            if let Some(f) = self.rec.frame_at(t)? {
+                t = f.log_ns;
+            }
             for _ in 0..step.unsigned_abs() {
                 match self.rec.frame_at(t.saturating_sub(1))? {
                     Some(f) if t > range.0 => t = f.log_ns,
