@@ -66,23 +66,29 @@ fn the_pictures_of_the_readme_are_drawn_from_a_simulated_run() {
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("screenshots");
     let scratch = common::temp_dir("screenshots");
     // Faults for the Events panel: a NaN observation, an infinite action, a done burst,
-    // from 5 s into the run (500 Hz), when the window has long been attached.
+    // from about 10 s into the run, when the window has long been attached. The client
+    // runs the demo's loop: rollouts of 64 frames at 500 Hz, 0.3 s updates (about 150
+    // frames a second), which the Counters panel shows.
     let plants = [
-        "nan@2500:env=1,channel=obs,index=2",
-        "inf@2900:env=2,channel=act,index=1",
-        "done-burst@3300",
-        "-inf@3600:env=0,channel=reward",
+        "nan@1500:env=1,channel=obs,index=2",
+        "inf@1700:env=2,channel=act,index=1",
+        "done-burst@1900",
+        "-inf@2100:env=0,channel=reward",
     ]
     .iter()
     .map(|p| Plant::parse(p).unwrap())
     .collect();
-    let sim = SimRun::start_planted(Preset::Cams64, Some(500.0), plants).unwrap();
+    let rollout = lrbc_sim::client::Rollout {
+        frames: 64,
+        update: std::time::Duration::from_millis(300),
+    };
+    let sim = SimRun::start_planted(Preset::Cams64, Some(500.0), plants, Some(rollout)).unwrap();
     let mut h = harness(app(settings(&scratch), Some(sim.target())));
     assert!(h.state().session.is_some(), "attached to the simulated run");
     // The planted faults behind the cursor, and a few seconds of history. (The
     // infinite action is found only when the detector copies that frame's actions
     // before the client writes the next ones.)
-    step_until(&mut h, "4,000 frames", |a| newest_frame(a) >= 4000);
+    step_until(&mut h, "2,400 frames", |a| newest_frame(a) >= 2400);
     step_until(&mut h, "the faults found", |a| {
         a.session
             .as_ref()

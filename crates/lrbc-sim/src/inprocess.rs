@@ -31,14 +31,16 @@ impl SimRun {
 
     /// Starts an engine with `preset` and a client paced at `hz` (commands on).
     pub fn start(preset: Preset, hz: Option<f64>) -> Result<Self, String> {
-        Self::start_planted(preset, hz, Vec::new())
+        Self::start_planted(preset, hz, Vec::new(), None)
     }
 
-    /// [`SimRun::start`], the engine planting `plants` (`sim engine --plant`).
+    /// [`SimRun::start`], the engine planting `plants` (`sim engine --plant`), the client
+    /// in `rollout`s (`sim client --rollout --update`) when given.
     pub fn start_planted(
         preset: Preset,
         hz: Option<f64>,
         plants: Vec<crate::engine::Plant>,
+        rollout: Option<client::Rollout>,
     ) -> Result<Self, String> {
         let name = format!(
             "lrbc-sim-{}-{}",
@@ -81,7 +83,7 @@ impl SimRun {
             commands: true,
             record_latency: false,
             step_timeout: Duration::from_secs(5),
-            rollout: None,
+            rollout,
         };
         threads.push(
             std::thread::Builder::new()
