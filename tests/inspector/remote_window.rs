@@ -340,7 +340,9 @@ fn the_events_of_a_served_run_show_in_the_window_and_a_click_pauses_the_view_the
             "nan@150:env=5,channel=obs,index=1",
         ],
     );
-    let _client = Guarded::new(sim_client(&engine.name, "200"));
+    // The origin is the simulator's only if the server copied the frame before the
+    // client sent its next actions: 20 ms a step leaves room for a loaded machine.
+    let _client = Guarded::new(sim_client(&engine.name, "50"));
     let serve = Serve::start(&engine.name, &[]);
     let mut a = app(settings("remote-events"), None);
     a.connect(&serve.url);
