@@ -125,7 +125,9 @@ fn line(
         }
     }
     if yielding {
-        line.push_str(" (machine busy: the sampler skips frames to stay within its budget)");
+        line.push_str(
+            " (machine busy: the sampler skips frames to stay within its budget; --busy-budget 0 follows every frame)",
+        );
     }
     if let Some(note) = &r.note {
         line.push_str(" (");

@@ -51,15 +51,32 @@ impl InspectorApp {
                 ui.end_row();
                 changed |= self.detection_settings(ui);
                 ui.label("Sampler on a busy machine (% of a core)").on_hover_text(
-                    "while the machine has no spare CPU, the sampler uses at most this share of one core and skips frames (counted) so as not to slow the run; 0 follows every frame",
+                    "while the machine has no spare CPU, the sampler uses at most this share of one core and skips frames (counted) so as not to slow the run, whatever the detector and the episodes want; 0 follows every frame",
                 );
-                changed |= ui
-                    .add(
-                        egui::DragValue::new(&mut self.settings.busy_budget_percent)
-                            .range(0.0..=100.0)
-                            .speed(0.1),
-                    )
-                    .changed();
+                ui.horizontal(|ui| {
+                    changed |= ui
+                        .add(
+                            egui::DragValue::new(&mut self.settings.busy_budget_percent)
+                                .range(0.0..=100.0)
+                                .speed(0.1),
+                        )
+                        .changed();
+                    let mut every = self.settings.busy_budget_percent <= 0.0;
+                    if ui
+                        .checkbox(&mut every, "Every frame, whatever the load")
+                        .on_hover_text(
+                            "follow, copy and check every frame even while the machine has no spare CPU: the run slows down (by about a fifth unpaced on two cores), nothing is skipped",
+                        )
+                        .changed()
+                    {
+                        self.settings.busy_budget_percent = if every {
+                            0.0
+                        } else {
+                            lrbc_live::sampler::WINDOW_BUSY_BUDGET_PERCENT
+                        };
+                        changed = true;
+                    }
+                });
                 ui.end_row();
                 ui.label("Redraws per second").on_hover_text(
                     "0: automatic (60; 20 when OpenGL is a software rasteriser, which costs whole cores; while the machine has no spare CPU and the sampler yields, as many from 1 to 10 as keep drawing within half a percent of a core). Input redraws at once.",

@@ -17,12 +17,14 @@
 //! When a sink asks for the values to be checked (the detector's, `crate::detect`), the
 //! follower checks each frame it copies with a [`Checker`](crate::check::Checker): every
 //! env's rewards and flags, and every env's observations and actions as it copies them
-//! in cache-sized pieces, so that a finding always comes from a consistent copy. It then
-//! looks at every frame even while it holds off sampling on a busy machine: those looks
-//! copy and check the rewards and flags only (a few bytes per env), and go to the sinks
-//! that asked for checks (`FrameCopy::sample` false); the full copies and checks keep to
-//! the busy-machine budget. A sink that wants every frame without checks (the episodes'
-//! accountant, `crate::episodes`) gets those copies of the rewards and flags too.
+//! in cache-sized pieces, so that a finding always comes from a consistent copy. When a
+//! whole copy tears, the frame's rewards and flags (a few bytes per env) are copied and
+//! checked again alone, and go to the sinks that asked for checks or for every frame (the
+//! episodes' accountant, `crate::episodes`) with `FrameCopy::sample` false.
+//!
+//! The run comes first: while the machine has no spare CPU the follower keeps to its
+//! busy-machine budget whatever its sinks want, and counts the frames it lets pass
+//! (skipped). Following every frame at any cost is the choice of no budget.
 
 pub mod accounting;
 pub mod pace;
@@ -76,8 +78,8 @@ pub struct FrameCopy {
     /// Values per row.
     pub row_len: usize,
     /// A sample: the rows the sinks want were copied, and every sink gets it. False: a
-    /// copy of the rewards and flags only, made while the follower holds off sampling on a
-    /// busy machine; only the sinks that asked for checks or every frame get it.
+    /// copy of the rewards and flags only, made after a whole copy tore; only the sinks
+    /// that asked for checks or every frame get it.
     pub sample: bool,
     /// What the check of the frame found, when a sink asked for checks.
     pub check: Option<FrameCheck>,
@@ -132,9 +134,11 @@ pub struct Wants {
     /// Check every frame's values against these limits (see the module's doc). The
     /// follower keeps to the first sink's limits when several ask.
     pub check: Option<Arc<Limits>>,
-    /// Look at every frame even while holding off on a busy machine, and hand over the
-    /// copies of its rewards and flags made then (`FrameCopy::sample` false), as to the
-    /// sinks that ask for checks (the episodes' accountant).
+    /// Every frame matters (the episodes' accountant), as to the sinks that ask for
+    /// checks: when a whole copy of a frame tears, its rewards and flags are copied again
+    /// alone and handed over (`FrameCopy::sample` false). On a busy machine the follower
+    /// still keeps to its budget: following every frame whatever the load is the choice
+    /// of no budget.
     pub every_frame: bool,
 }
 

@@ -112,12 +112,9 @@ pub(super) struct FollowerThread {
     health: Health,
     pool: Vec<Arc<FrameCopy>>,
     checks: Option<Checks>,
-    /// A sink asked for every frame: while holding off, the rewards and flags of every
-    /// frame are copied (and checked when a sink asked for checks).
+    /// A sink asked for every frame (or its checks): when a whole copy tears, the
+    /// frame's rewards and flags are copied again alone.
     every_frame: bool,
-    /// CPU time of the copies of rewards and flags alone (outside the busy-machine
-    /// budget).
-    flags_only_cpu_ns: u64,
     /// What stamps the copies (`FrameCopy::sampled_ns`); None: the monotonic time of the
     /// look. Pacing keeps to the monotonic clock either way.
     clock: Option<Arc<dyn Clock>>,
@@ -144,7 +141,6 @@ impl FollowerThread {
             pool: Vec::new(),
             checks: None,
             every_frame: false,
-            flags_only_cpu_ns: 0,
             clock,
         }
     }
@@ -169,27 +165,23 @@ impl FollowerThread {
                 last_tick = now;
                 self.tick(now);
             }
-            // On a busy machine, no look before the budget allows one, unless a sink wants
-            // every frame (or its checks): then every frame is looked at, and copied whole
-            // only when the budget allows.
-            let holding = self.budget.hold_ns(now);
-            if let Some(hold) = holding.filter(|_| !self.every_frame) {
+            // On a busy machine, no look before the budget allows one, whatever the sinks
+            // want: every wake-up is paid for by the run. The frames let pass are counted
+            // (skipped); following every frame at any cost is the sinks' choice of no
+            // budget.
+            if let Some(hold) = self.budget.hold_ns(now) {
                 self.accounting.hold();
                 std::thread::park_timeout(Duration::from_nanos(hold.min(MAX_TICK_NS)));
                 continue;
             }
-            self.look(now, &mut pace, holding.is_some());
+            self.look(now, &mut pace);
             let after = monotonic_now_ns();
             // Having taken a sample on a busy machine, the next look waits for the hold
             // (one wakeup per sample, not a look at the pace's time and then the hold).
             let next = match self.budget.hold_ns(after) {
-                Some(hold) if !self.every_frame => {
+                Some(hold) => {
                     self.accounting.hold();
                     after + hold
-                }
-                Some(_) => {
-                    self.accounting.hold();
-                    pace.next_look_ns(now)
                 }
                 None => pace.next_look_ns(now),
             }
@@ -200,10 +192,8 @@ impl FollowerThread {
         }
     }
 
-    /// One look at `frame_seq`: a new frame is copied, counted and handed over (while
-    /// `holding` off on a busy machine, only its rewards and flags are, to the sinks that
-    /// want every frame or its checks).
-    fn look(&mut self, now: u64, pace: &mut Pace, holding: bool) {
+    /// One look at `frame_seq`: a new frame is copied, counted and handed over.
+    fn look(&mut self, now: u64, pace: &mut Pace) {
         let f = frame_seq(&self.attached);
         let Some(delta) = self.accounting.ahead(f) else {
             if f == self.accounting.last_frame() {
@@ -224,10 +214,6 @@ impl FollowerThread {
         if matches!(self.health, Health::Truncated { .. }) {
             // Past the file's end the mapping reads zeros: not a frame.
             self.accounting.copied(f, Copied::Unreadable);
-            return;
-        }
-        if holding && self.every_frame {
-            self.flags_only(f, stamp, frame_time, true);
             return;
         }
         if self.accounting.is_held()
@@ -279,16 +265,14 @@ impl FollowerThread {
         if let Some(k) = self.checks.as_mut() {
             k.torn_last = taken.value.is_some() && what == Copied::Torn;
         }
-        self.budget.sampled(
-            monotonic_now_ns(),
-            lrbc_platform::thread_cpu_ns().saturating_sub(self.flags_only_cpu_ns),
-        );
+        self.budget
+            .sampled(monotonic_now_ns(), lrbc_platform::thread_cpu_ns());
         if what != Copied::Whole {
             self.pool.push(copy);
             if what == Copied::Torn && self.every_frame {
                 // The rewards and flags alone are a few bytes per env: copied again, they
                 // may still come out whole (the frame stays counted torn).
-                self.flags_only(copied, stamp, frame_time, false);
+                self.flags_only(copied, stamp, frame_time);
             }
             return;
         }
@@ -338,13 +322,10 @@ impl FollowerThread {
         self.pool.push(copy);
     }
 
-    /// While holding off sampling on a busy machine: copies the rewards and flags of
-    /// frame `f` (a few bytes per env), checks them when a sink asked for checks, and
-    /// hands the copy to the sinks that want every frame or its checks. Its CPU time is
-    /// kept out of the busy-machine budget. `count`: the frame is counted here (as let
-    /// pass while holding off); else it was counted already (a whole copy that tore).
-    fn flags_only(&mut self, f: u64, stamp: u64, frame_time: Option<u64>, count: bool) {
-        let cpu_before = lrbc_platform::thread_cpu_ns();
+    /// A whole copy of frame `f` tore: copies its rewards and flags alone (a few bytes
+    /// per env), checks them when a sink asked for checks, and hands the copy to the
+    /// sinks that want every frame or its checks (the frame stays counted torn).
+    fn flags_only(&mut self, f: u64, stamp: u64, frame_time: Option<u64>) {
         let mut copy = self.spare_copy();
         let (seg, g) = (&self.attached.segment, &self.attached.geometry);
         let c = Arc::make_mut(&mut copy);
@@ -356,10 +337,7 @@ impl FollowerThread {
         } else {
             f
         };
-        if count {
-            // Let pass as a sample either way: the budget holds samples off.
-            self.accounting.skipped_to(frame);
-        } else if frame != f {
+        if frame != f {
             // The engine moved on: not the frame that tore.
             self.pool.push(copy);
             return;
@@ -395,7 +373,6 @@ impl FollowerThread {
             }
         }
         self.pool.push(copy);
-        self.flags_only_cpu_ns += lrbc_platform::thread_cpu_ns().saturating_sub(cpu_before);
     }
 
     /// The stamp of a copy of a frame looked at at monotonic time `now`.
