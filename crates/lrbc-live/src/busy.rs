@@ -17,6 +17,12 @@ pub const WINDOW_BUSY_BUDGET_PERCENT: f32 = 0.5;
 
 /// Spare CPU (in cores, averaged over a check) below which the machine is busy.
 const BUSY_BELOW_CORES: f64 = 0.25;
+/// The observer's own CPU (in cores) from which, when it is more than the machine leaves
+/// spare, the machine is busy: following every frame, an observer with work to do on
+/// each (the detector's checks of every value) takes the CPU an unpaced engine and
+/// trainer would use, and they wait on each other in the time it leaves them: spare CPU
+/// that is not spare.
+const OWN_COMPETES_FROM_CORES: f64 = 0.05;
 /// Spare CPU above which a busy machine is no longer busy (hysteresis)...
 const IDLE_ABOVE_CORES: f64 = 0.5;
 /// ...in this many readings in a row (a second): an engine and trainer that wait on each
@@ -65,6 +71,8 @@ pub struct CpuBudget {
     cpu_at_sample: Option<u64>,
     /// No sample before this time (while busy).
     hold_until_ns: u64,
+    /// The observer's own CPU time and the time at the last reading.
+    last_own: Option<(u64, u64)>,
 }
 
 impl CpuBudget {
@@ -81,6 +89,7 @@ impl CpuBudget {
             last_check_ns: None,
             cpu_at_sample: None,
             hold_until_ns: 0,
+            last_own: None,
         };
         b.set_percent(percent_of_a_core);
         b
@@ -113,7 +122,27 @@ impl CpuBudget {
 
     /// A reading of the machine's CPU times, taken at `now_ns`.
     pub fn observe(&mut self, now_ns: u64, times: Option<CpuTimes>) {
+        self.observe_with_own(now_ns, times, None);
+    }
+
+    /// A reading of the machine's CPU times and of the observer's own CPU time
+    /// (`own_cpu_ns`, its thread's), taken at `now_ns`. The machine is busy when it has
+    /// less than a quarter of a core spare, or when the observer takes more than it
+    /// leaves spare.
+    pub fn observe_with_own(
+        &mut self,
+        now_ns: u64,
+        times: Option<CpuTimes>,
+        own_cpu_ns: Option<u64>,
+    ) {
         self.last_check_ns = Some(now_ns);
+        let own_cores = match (self.last_own, own_cpu_ns) {
+            (Some((t, c)), Some(own)) if now_ns > t => {
+                own.saturating_sub(c) as f64 / (now_ns - t) as f64
+            }
+            _ => 0.0,
+        };
+        self.last_own = own_cpu_ns.map(|c| (now_ns, c));
         let Some(cur) = times else {
             // No /proc/stat: never busy.
             self.busy = false;
@@ -130,7 +159,9 @@ impl CpuBudget {
                     self.busy = false;
                     self.hold_until_ns = 0;
                 }
-            } else if spare < BUSY_BELOW_CORES {
+            } else if spare < BUSY_BELOW_CORES
+                || (own_cores > OWN_COMPETES_FROM_CORES && own_cores > spare)
+            {
                 self.busy = true;
                 self.idle_readings = 0;
             }
@@ -254,6 +285,28 @@ mod tests {
         );
         b.observe(21, reading(idle + 15, 1000)); // 0.3 spare: not busy yet
         assert!(!b.yielding());
+    }
+
+    #[test]
+    fn an_observer_that_takes_more_than_the_machine_leaves_spare_yields() {
+        let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
+        let ms = 1_000_000;
+        b.observe_with_own(0, reading(0, 0), Some(0));
+        // 0.6 core spare while the observer took 0.4: a quiet machine.
+        b.observe_with_own(100 * ms, reading(30, 100), Some(40 * ms));
+        assert!(!b.yielding());
+        // 0.4 spare while it took 0.5: it competes with the run.
+        b.observe_with_own(200 * ms, reading(50, 200), Some(90 * ms));
+        assert!(b.yielding());
+        // Yielding, it takes little; the machine's spare CPU decides as before.
+        b.observe_with_own(300 * ms, reading(55, 300), Some(91 * ms));
+        assert!(b.yielding());
+        // A thread that takes a few percent on a machine with little spare is no
+        // competitor (below a twentieth of a core).
+        let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
+        b.observe_with_own(0, reading(0, 0), Some(0));
+        b.observe_with_own(100 * ms, reading(15, 100), Some(4 * ms));
+        assert!(!b.yielding(), "0.3 spare, 0.04 own");
     }
 
     #[test]

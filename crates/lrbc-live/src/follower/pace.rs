@@ -15,6 +15,13 @@ const FIRST_INTERVAL_NS: u64 = 1_000_000;
 const QUIET_NS: u64 = 500_000_000;
 /// The look interval while quiet: the first frame after a pause is caught within it.
 pub const QUIET_LOOK_NS: u64 = 1_000_000;
+/// The look interval while quiet once the trainer has sent its actions (lock-step): the
+/// frame they step comes within the engine's step, and the trainer may answer it within
+/// a fraction of its period (a quarter of a millisecond at 1 kHz).
+pub const ACTIONS_SENT_LOOK_NS: u64 = 50_000;
+/// How long after the actions were seen a quiet run is looked at so often: an engine
+/// that does not answer them is stalled, and is looked at as a quiet run.
+const ACTIONS_SENT_FOR_NS: u64 = 20_000_000;
 /// How long after the due time the first look is (the engine's own jitter).
 const AFTER_DUE_MIN_NS: u64 = 10_000;
 const AFTER_DUE_MAX_NS: u64 = 50_000;
@@ -50,6 +57,9 @@ pub struct Pace {
     /// A low estimate of the interval: the shortest a frame may live is what decides
     /// when to look first. Falls at once to a shorter interval, rises slowly.
     short_ns: u64,
+    /// When a look first found the trainer's actions sent and their frame not yet
+    /// published (lock-step), since the newest frame.
+    actions_sent_ns: Option<u64>,
 }
 
 impl Pace {
@@ -64,12 +74,20 @@ impl Pace {
             lag_ns: 0,
             empty_look_ns: None,
             short_ns: FIRST_INTERVAL_NS,
+            actions_sent_ns: None,
         }
     }
 
     /// A look at `now_ns` found no new frame.
     pub fn nothing_new(&mut self, now_ns: u64) {
         self.empty_look_ns = Some(now_ns);
+    }
+
+    /// A look at `now_ns` found no new frame, but the trainer's actions for the next one
+    /// sent (lock-step: `action_seq` ahead of `frame_seq`): the frame is on its way.
+    pub fn actions_sent(&mut self, now_ns: u64) {
+        self.empty_look_ns = Some(now_ns);
+        self.actions_sent_ns.get_or_insert(now_ns);
     }
 
     /// The measured frame interval.
@@ -118,6 +136,7 @@ impl Pace {
             self.lag_ns = 0;
         }
         self.empty_look_ns = None;
+        self.actions_sent_ns = None;
         let quiet = self.quiet(now_ns);
         let per_frame = published.saturating_sub(self.published_ns) / delta.clamp(1, 1 << 20);
         if !quiet && per_frame > 0 {
@@ -162,10 +181,21 @@ impl Pace {
 
     /// When to look next, having looked at `now_ns` and seen nothing new (or just taken
     /// a frame): the first look for the next frame; from then on, or after a stall, a
-    /// short step; while the run is quiet, [`QUIET_LOOK_NS`].
+    /// short step; while the run is quiet, [`QUIET_LOOK_NS`], or [`ACTIONS_SENT_LOOK_NS`]
+    /// once the trainer has sent the actions of the next frame (a trainer back from a
+    /// long policy update: the first frame of its rollout may live a fraction of a
+    /// millisecond).
     pub fn next_look_ns(&self, now_ns: u64) -> u64 {
         if self.quiet(now_ns) {
-            return now_ns + QUIET_LOOK_NS;
+            let stepping = self
+                .actions_sent_ns
+                .is_some_and(|t| now_ns.saturating_sub(t) < ACTIONS_SENT_FOR_NS);
+            return now_ns
+                + if stepping {
+                    ACTIONS_SENT_LOOK_NS
+                } else {
+                    QUIET_LOOK_NS
+                };
         }
         let i = self.interval_ns;
         let step = (i / 8).clamp(LATE_STEP_MIN_NS, LATE_STEP_MAX_NS);
@@ -451,5 +481,28 @@ mod tests {
         // The first frame after the pause does not make the interval half a second.
         p.saw(t + 5 * MS, t + 5 * MS, 1);
         assert_eq!(p.interval_ns(), MS);
+    }
+
+    #[test]
+    fn a_quiet_run_whose_trainer_sent_its_actions_is_looked_at_closely_until_the_frame() {
+        let mut p = Pace::new(0);
+        p.saw(MS, MS, 1);
+        p.saw(2 * MS, 2 * MS, 1);
+        // A policy update of two seconds; the trainer's actions are seen at a quiet look.
+        let t = 2 * MS + 2_000 * MS;
+        assert_eq!(p.next_look_ns(t), t + QUIET_LOOK_NS);
+        p.actions_sent(t);
+        assert_eq!(p.next_look_ns(t), t + ACTIONS_SENT_LOOK_NS);
+        // The first look that saw them counts: still close 10 ms on, not 30 ms on (an
+        // engine that does not answer is looked at as a quiet run).
+        p.actions_sent(t + 10 * MS);
+        let at = t + 10 * MS;
+        assert_eq!(p.next_look_ns(at), at + ACTIONS_SENT_LOOK_NS);
+        let stalled = t + 30 * MS;
+        assert_eq!(p.next_look_ns(stalled), stalled + QUIET_LOOK_NS);
+        // The frame came: the next quiet spell starts with the quiet look again.
+        p.saw(t + 31 * MS, t + 31 * MS, 1);
+        let later = t + 31 * MS + QUIET_NS + 1;
+        assert_eq!(p.next_look_ns(later), later + QUIET_LOOK_NS);
     }
 }

@@ -197,7 +197,14 @@ impl FollowerThread {
         let f = frame_seq(&self.attached);
         let Some(delta) = self.accounting.ahead(f) else {
             if f == self.accounting.last_frame() {
-                pace.nothing_new(now);
+                // In lock-step, the trainer's actions for the next frame say that it is on
+                // its way (one load; the pace uses it only while the run is quiet).
+                // Acquire (`load_action_seq`): pairs with the client's Release increment.
+                if self.attached.geometry.mode != Some(1) && load_action_seq(&self.attached) > f {
+                    pace.actions_sent(now);
+                } else {
+                    pace.nothing_new(now);
+                }
             } else {
                 // frame_seq went back: a new run; count nothing.
                 self.accounting.restart_at(f);
@@ -408,7 +415,11 @@ impl FollowerThread {
         }
         self.health = self.attached.segment.health();
         if self.budget.check_due(now) {
-            self.budget.observe(now, (self.read_load)());
+            self.budget.observe_with_own(
+                now,
+                (self.read_load)(),
+                Some(lrbc_platform::thread_cpu_ns()),
+            );
         }
         let tick = Tick {
             last_frame: self.accounting.last_frame(),
