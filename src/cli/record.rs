@@ -262,11 +262,19 @@ fn progress(c: &Counts, bytes: u64, yielding: bool, started: Instant) -> String 
         String::new()
     };
     format!(
-        "{} frames, {:.1} MB, {:.0} frames/s, {} missed, {} torn, {} skipped{}{unreadable}, {} ring entries, {} ring bytes lost{images}, {} events, values of {} frames checked",
+        "{} frames, {:.1} MB, {:.0} frames/s, {} missed{}, {} torn, {} skipped{}{unreadable}, {} ring entries, {} ring bytes lost{images}, {} events, values of {} frames checked",
         c.frames_recorded,
         bytes as f64 / 1e6,
         c.frames_recorded as f64 / secs,
         c.frames_missed,
+        if c.frames_missed_late > 0 {
+            format!(
+                " ({} while the recorder was woken late)",
+                c.frames_missed_late
+            )
+        } else {
+            String::new()
+        },
         c.frames_torn,
         c.frames_skipped,
         if yielding {

@@ -15,6 +15,16 @@ fn hz(v: Option<f64>) -> String {
 }
 
 /// The loop's rhythm as `key=value` words of a watch line.
+/// ` missed_late=N` after the frames missed, when some passed while the machine did not
+/// run the follower when it asked to be woken.
+fn late_note(late: u64) -> String {
+    if late > 0 {
+        format!(" missed_late={late}")
+    } else {
+        String::new()
+    }
+}
+
 fn rhythm_words(r: &RhythmSummary) -> String {
     let pct = |v: f64| format!("{:.0}%", 100.0 * r.share(v));
     let mut w = format!(" loop={}", r.kind.as_str());
@@ -82,7 +92,7 @@ fn line(
     episodes: Option<&RunTotals>,
 ) -> String {
     let mut line = format!(
-        "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={} torn={} skipped={} unreadable={}",
+        "[{:>8.1}s] {:<11} frame_seq={} action_seq={} frame_hz={} action_hz={} lag={} sampled={}/{} missed={}{} torn={} skipped={} unreadable={}",
         r.t_secs,
         r.state.as_str(),
         r.frame_seq,
@@ -93,6 +103,7 @@ fn line(
         s.frames_sampled,
         s.frames_seen,
         s.frames_missed,
+        late_note(s.frames_missed_late),
         s.frames_torn,
         s.frames_skipped,
         s.frames_unreadable
@@ -228,6 +239,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: WatchOptions) -> Result<(),
                 m.insert("frames_seen".into(), stats.frames_seen.into());
                 m.insert("frames_sampled".into(), stats.frames_sampled.into());
                 m.insert("frames_missed".into(), stats.frames_missed.into());
+                m.insert("frames_missed_late".into(), stats.frames_missed_late.into());
                 m.insert("frames_torn".into(), stats.frames_torn.into());
                 m.insert("frames_skipped".into(), stats.frames_skipped.into());
                 m.insert("frames_unreadable".into(), stats.frames_unreadable.into());

@@ -710,3 +710,57 @@ fn rollout_and_update_come_together_and_bad_values_are_one_line() {
     assert_eq!(code, 2, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// `watch` against the simulated engine and client at 1 kHz and at 250 Hz: every frame it
+/// misses passed while the machine did not run its follower when it asked to be woken
+/// (counted `frames_missed_late`); none is missed by its pace, and every frame published
+/// is counted once.
+#[test]
+fn watch_misses_no_frame_by_its_pace_at_1_khz_and_250_hz() {
+    for (hz, steps) in [(1000u32, 3000u32), (250, 1000)] {
+        let engine = Engine::start("pace", &["--preset", "cams64"]);
+        let secs = f64::from(steps) / f64::from(hz) + 1.5;
+        let watch = inspector()
+            .args(["watch", "--shm", &engine.name, "--count", "1", "--json"])
+            .args(["--interval", &secs.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (code, _, err) = run_inspector(&[
+            "sim",
+            "client",
+            "--shm",
+            &engine.name,
+            "--hz",
+            &hz.to_string(),
+            "--steps",
+            &steps.to_string(),
+            "--no-commands",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let out = wait_with_deadline(watch);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let r: Value = serde_json::from_str(text.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("watch printed {text:?}: {e}"));
+        let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
+        assert!(
+            n("frames_seen") >= u64::from(steps / 2),
+            "watch saw the run at {hz} Hz: {r}"
+        );
+        assert_eq!(
+            n("frames_missed"),
+            n("frames_missed_late"),
+            "at {hz} Hz, frames missed other than while woken late: {r}"
+        );
+        assert_eq!(
+            n("frames_seen"),
+            n("frames_sampled")
+                + n("frames_missed")
+                + n("frames_torn")
+                + n("frames_skipped")
+                + n("frames_unreadable"),
+            "{r}"
+        );
+    }
+}

@@ -120,21 +120,11 @@ impl CpuBudget {
             .is_none_or(|t| now_ns.saturating_sub(t) >= CHECK_INTERVAL_NS)
     }
 
-    /// A reading of the machine's CPU times, taken at `now_ns`.
-    pub fn observe(&mut self, now_ns: u64, times: Option<CpuTimes>) {
-        self.observe_with_own(now_ns, times, None);
-    }
-
     /// A reading of the machine's CPU times and of the observer's own CPU time
-    /// (`own_cpu_ns`, its thread's), taken at `now_ns`. The machine is busy when it has
+    /// (`own_cpu_ns`, its thread's; None: not known), taken at `now_ns`. The machine is busy when it has
     /// less than a quarter of a core spare, or when the observer takes more than it
     /// leaves spare.
-    pub fn observe_with_own(
-        &mut self,
-        now_ns: u64,
-        times: Option<CpuTimes>,
-        own_cpu_ns: Option<u64>,
-    ) {
+    pub fn observe(&mut self, now_ns: u64, times: Option<CpuTimes>, own_cpu_ns: Option<u64>) {
         self.last_check_ns = Some(now_ns);
         let own_cores = match (self.last_own, own_cpu_ns) {
             (Some((t, c)), Some(own)) if now_ns > t => {
@@ -228,10 +218,10 @@ mod tests {
     fn a_busy_machine_holds_samples_apart_by_the_cpu_they_cost() {
         // 1 % of a core.
         let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
-        b.observe(0, reading(0, 0));
+        b.observe(0, reading(0, 0), None);
         assert!(!b.yielding(), "one reading says nothing yet");
         // 100 ticks of 2 cores, 5 idle: 0.1 core spare.
-        b.observe(250_000_000, reading(5, 100));
+        b.observe(250_000_000, reading(5, 100), None);
         assert!(b.yielding());
         b.sampled(300_000_000, 1_000_000);
         // 400 µs of CPU since the last sample: 40 ms at 1 % of a core.
@@ -248,8 +238,8 @@ mod tests {
         assert_eq!(b.hold_ns(400_000_000), Some(MAX_HOLD_NS));
         // A reader that repaints ten times a second needs no more samples than that.
         let mut b = CpuBudget::new(Some(1.0), 100_000_000);
-        b.observe(0, reading(0, 0));
-        b.observe(250_000_000, reading(5, 100));
+        b.observe(0, reading(0, 0), None);
+        b.observe(250_000_000, reading(5, 100), None);
         b.sampled(300_000_000, 1_000_000);
         b.sampled(300_000_000, 1_400_000);
         assert_eq!(b.hold_ns(300_000_000), Some(100_000_000));
@@ -259,23 +249,27 @@ mod tests {
     #[test]
     fn spare_cpu_ends_the_yielding_with_hysteresis() {
         let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
-        b.observe(0, reading(0, 0));
-        b.observe(1, reading(10, 100)); // 0.2 core spare: busy
+        b.observe(0, reading(0, 0), None);
+        b.observe(1, reading(10, 100), None); // 0.2 core spare: busy
         assert!(b.yielding());
-        b.observe(2, reading(30, 200)); // 0.4 spare: still busy
+        b.observe(2, reading(30, 200), None); // 0.4 spare: still busy
         assert!(b.yielding());
         b.sampled(3, 0);
         b.sampled(3, 100_000);
         assert!(b.hold_ns(3).is_some());
         // 0.6 spare: busy until it has lasted IDLE_READINGS readings in a row.
-        b.observe(4, reading(60, 300));
-        b.observe(5, reading(90, 400));
-        b.observe(6, reading(100, 500)); // 0.2 spare: starts over
+        b.observe(4, reading(60, 300), None);
+        b.observe(5, reading(90, 400), None);
+        b.observe(6, reading(100, 500), None); // 0.2 spare: starts over
         let mut idle = 100;
         for k in 0..IDLE_READINGS {
             assert!(b.yielding(), "after {k} readings with spare CPU");
             idle += 30;
-            b.observe(7 + u64::from(k), reading(idle, 600 + 100 * u64::from(k)));
+            b.observe(
+                7 + u64::from(k),
+                reading(idle, 600 + 100 * u64::from(k)),
+                None,
+            );
         }
         assert!(!b.yielding());
         assert_eq!(
@@ -283,7 +277,7 @@ mod tests {
             None,
             "no hold once the machine has spare CPU"
         );
-        b.observe(21, reading(idle + 15, 1000)); // 0.3 spare: not busy yet
+        b.observe(21, reading(idle + 15, 1000), None); // 0.3 spare: not busy yet
         assert!(!b.yielding());
     }
 
@@ -291,42 +285,42 @@ mod tests {
     fn an_observer_that_takes_more_than_the_machine_leaves_spare_yields() {
         let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
         let ms = 1_000_000;
-        b.observe_with_own(0, reading(0, 0), Some(0));
+        b.observe(0, reading(0, 0), Some(0));
         // 0.6 core spare while the observer took 0.4: a quiet machine.
-        b.observe_with_own(100 * ms, reading(30, 100), Some(40 * ms));
+        b.observe(100 * ms, reading(30, 100), Some(40 * ms));
         assert!(!b.yielding());
         // 0.4 spare while it took 0.5: it competes with the run.
-        b.observe_with_own(200 * ms, reading(50, 200), Some(90 * ms));
+        b.observe(200 * ms, reading(50, 200), Some(90 * ms));
         assert!(b.yielding());
         // Yielding, it takes little; the machine's spare CPU decides as before.
-        b.observe_with_own(300 * ms, reading(55, 300), Some(91 * ms));
+        b.observe(300 * ms, reading(55, 300), Some(91 * ms));
         assert!(b.yielding());
         // A thread that takes a few percent on a machine with little spare is no
         // competitor (below a twentieth of a core).
         let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
-        b.observe_with_own(0, reading(0, 0), Some(0));
-        b.observe_with_own(100 * ms, reading(15, 100), Some(4 * ms));
+        b.observe(0, reading(0, 0), Some(0));
+        b.observe(100 * ms, reading(15, 100), Some(4 * ms));
         assert!(!b.yielding(), "0.3 spare, 0.04 own");
     }
 
     #[test]
     fn without_a_budget_or_without_proc_stat_it_never_yields() {
         let mut b = CpuBudget::new(None, MIN_HOLD_NS);
-        b.observe(0, reading(0, 0));
-        b.observe(1, reading(0, 100));
+        b.observe(0, reading(0, 0), None);
+        b.observe(1, reading(0, 100), None);
         assert!(!b.yielding());
         b.sampled(2, 0);
         b.sampled(2, 1_000_000);
         assert_eq!(b.hold_ns(2), None);
         let mut b = CpuBudget::new(Some(0.0), MIN_HOLD_NS);
-        b.observe(0, reading(0, 0));
-        b.observe(1, reading(0, 100));
+        b.observe(0, reading(0, 0), None);
+        b.observe(1, reading(0, 100), None);
         assert!(!b.yielding(), "0 % is no budget, not no samples");
         let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
-        b.observe(0, reading(0, 0));
-        b.observe(1, reading(0, 100));
+        b.observe(0, reading(0, 0), None);
+        b.observe(1, reading(0, 100), None);
         assert!(b.yielding());
-        b.observe(2, None);
+        b.observe(2, None, None);
         assert!(!b.yielding());
         assert!(b.check_due(2 + CHECK_INTERVAL_NS));
         assert!(!b.check_due(3));

@@ -83,7 +83,11 @@ impl InspectorApp {
                         ui.colored_label(
                             WARN,
                             format!("missed {} torn {}", st.frames_missed, st.frames_torn),
-                        );
+                        )
+                        .on_hover_text(format!(
+                            "{} of the frames missed passed while the machine did not run the follower when it asked to be woken",
+                            st.frames_missed_late
+                        ));
                     }
                     if st.frames_unreadable > 0 {
                         ui.colored_label(BAD, format!("unreadable {}", st.frames_unreadable))

@@ -170,10 +170,18 @@ fn sampler_line(ui: &mut egui::Ui, d: &SamplerData) {
     let s = d.stats;
     ui.horizontal(|ui| {
         ui.label(format!(
-            "sampler: {} of {} frames sampled, {} missed, {} torn, {} skipped, {} unreadable",
+            "sampler: {} of {} frames sampled, {} missed{}, {} torn, {} skipped, {} unreadable",
             s.frames_sampled,
             s.frames_seen,
             s.frames_missed,
+            if s.frames_missed_late > 0 {
+                format!(
+                    " ({} while the follower was woken late)",
+                    s.frames_missed_late
+                )
+            } else {
+                String::new()
+            },
             s.frames_torn,
             s.frames_skipped,
             s.frames_unreadable

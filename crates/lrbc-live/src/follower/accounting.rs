@@ -19,6 +19,10 @@ pub struct FrameCounts {
     pub sampled: u64,
     /// Frames that passed between two looks.
     pub missed: u64,
+    /// Of the frames missed, those that passed while the follower was woken later than
+    /// it asked to be (the machine ran something else, or not this program at all): the
+    /// machine's loss, not the pace's. Part of `missed`, not of the balance.
+    pub missed_late: u64,
     /// Frames whose copy was torn.
     pub torn: u64,
     /// Frames let pass on purpose while holding off on a busy machine.
@@ -40,6 +44,7 @@ impl FrameCounts {
         self.seen += other.seen;
         self.sampled += other.sampled;
         self.missed += other.missed;
+        self.missed_late += other.missed_late;
         self.torn += other.torn;
         self.skipped += other.skipped;
         self.unreadable += other.unreadable;
@@ -70,6 +75,9 @@ pub struct FrameAccounting {
     /// The thread held off (yielding to a busy machine) since it last took a frame: the
     /// frames that pass meanwhile are skipped on purpose, not missed.
     held: bool,
+    /// The look under way was woken later than the follower asked: frames missed before
+    /// it are counted `missed_late` too.
+    woken_late: bool,
     counts: FrameCounts,
 }
 
@@ -79,6 +87,7 @@ impl FrameAccounting {
         Self {
             last_frame: frame_seq,
             held: false,
+            woken_late: false,
             counts: FrameCounts::default(),
         }
     }
@@ -89,6 +98,12 @@ impl FrameAccounting {
 
     pub fn is_held(&self) -> bool {
         self.held
+    }
+
+    /// A look begins, woken `late` (later than the follower asked by more than the pace
+    /// allows) or not.
+    pub fn looking(&mut self, late: bool) {
+        self.woken_late = late;
     }
 
     /// The thread held off before its next look.
@@ -160,6 +175,9 @@ impl FrameAccounting {
             self.counts.skipped += delta - 1;
         } else {
             self.counts.missed += delta - 1;
+            if self.woken_late {
+                self.counts.missed_late += delta - 1;
+            }
         }
     }
 }
@@ -190,6 +208,20 @@ mod tests {
         a.copied(10, Copied::Torn);
         let c = a.take();
         assert_eq!((c.seen, c.missed, c.torn, c.sampled), (10, 9, 1, 0));
+        assert!(balanced(c));
+    }
+
+    #[test]
+    fn frames_missed_at_a_late_wake_up_are_counted_late_too() {
+        let mut a = FrameAccounting::new(0);
+        a.looking(false);
+        a.copied(3, Copied::Whole);
+        a.looking(true);
+        a.copied(7, Copied::Whole);
+        a.looking(false);
+        a.copied(8, Copied::Whole);
+        let c = a.take();
+        assert_eq!((c.seen, c.sampled, c.missed, c.missed_late), (8, 3, 5, 3));
         assert!(balanced(c));
     }
 

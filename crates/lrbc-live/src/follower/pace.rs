@@ -25,6 +25,15 @@ const ACTIONS_SENT_FOR_NS: u64 = 20_000_000;
 /// How long after the due time the first look is (the engine's own jitter).
 const AFTER_DUE_MIN_NS: u64 = 10_000;
 const AFTER_DUE_MAX_NS: u64 = 50_000;
+/// The least lateness of a wake-up that excuses the frames missed meanwhile.
+const LATE_WAKE_MIN_NS: u64 = 100_000;
+/// A frame later than this many intervals after its time on the schedule starts a new
+/// schedule (the run stalled or paused, it is not catching up).
+const SCHEDULE_LATE_INTERVALS: u64 = 4;
+/// Frames a run may take to catch up on its schedule after a late one.
+const SCHEDULE_CATCH_UP_FRAMES: u32 = 3;
+/// The intervals measured before the first look for a frame goes by the pace.
+const SETTLED_AFTER: u32 = 8;
 /// The steps between looks while a frame is late: an eighth of the interval within
 /// these bounds.
 const LATE_STEP_MIN_NS: u64 = 20_000;
@@ -44,6 +53,10 @@ pub struct Pace {
     anchored: bool,
     /// At least two frames were seen: the interval is measured, not guessed.
     measured: bool,
+    /// Intervals measured since attach (up to [`SETTLED_AFTER`]): until then the run's
+    /// first frames (a slow first step, and the frames a trainer sends to catch up on
+    /// its schedule) are looked for at short steps.
+    intervals: u32,
     /// The last frame came well after the interval (a stall): the frames the run owes
     /// may come at any time, so look often until one comes on time again.
     irregular: bool,
@@ -57,6 +70,14 @@ pub struct Pace {
     /// A low estimate of the interval: the shortest a frame may live is what decides
     /// when to look first. Falls at once to a shorter interval, rises slowly.
     short_ns: u64,
+    /// Where the newest frame was due on the run's schedule: its stamp when it came on
+    /// time, else the time it was due. A trainer that keeps a schedule sends the actions
+    /// after a late frame sooner, to catch up: the next frame may come as early as the
+    /// schedule, not an interval after the late one.
+    scheduled_ns: u64,
+    /// Frames in a row that came late on the schedule: a run that does not catch up
+    /// within a few frames has a new schedule.
+    late_frames: u32,
     /// When a look first found the trainer's actions sent and their frame not yet
     /// published (lock-step), since the newest frame.
     actions_sent_ns: Option<u64>,
@@ -70,10 +91,13 @@ impl Pace {
             seen_ns: now_ns,
             anchored: false,
             measured: false,
+            intervals: 0,
             irregular: false,
             lag_ns: 0,
             empty_look_ns: None,
             short_ns: FIRST_INTERVAL_NS,
+            scheduled_ns: now_ns,
+            late_frames: 0,
             actions_sent_ns: None,
         }
     }
@@ -86,8 +110,16 @@ impl Pace {
     /// A look at `now_ns` found no new frame, but the trainer's actions for the next one
     /// sent (lock-step: `action_seq` ahead of `frame_seq`): the frame is on its way.
     pub fn actions_sent(&mut self, now_ns: u64) {
-        self.empty_look_ns = Some(now_ns);
+        self.nothing_new(now_ns);
         self.actions_sent_ns.get_or_insert(now_ns);
+    }
+
+    /// How much later than it asked the follower may be woken before the frames it then
+    /// finds gone are the machine's loss, not the pace's: a quarter of the interval (the
+    /// least a frame lives when a trainer catches up), and no less than
+    /// [`LATE_WAKE_MIN_NS`].
+    pub fn late_wake_ns(&self) -> u64 {
+        (self.interval_ns / 4).max(LATE_WAKE_MIN_NS)
     }
 
     /// The measured frame interval.
@@ -109,6 +141,7 @@ impl Pace {
             // The first frame since attach: the time from attach to it is no interval.
             self.anchored = true;
             self.published_ns = published;
+            self.scheduled_ns = published;
             self.seen_ns = now_ns;
             self.empty_look_ns = None;
             return;
@@ -139,6 +172,24 @@ impl Pace {
         self.actions_sent_ns = None;
         let quiet = self.quiet(now_ns);
         let per_frame = published.saturating_sub(self.published_ns) / delta.clamp(1, 1 << 20);
+        // On the schedule: due an interval (per frame) after the frame before. A frame on
+        // time (within a sixteenth) or early sets it anew, and so does one very late (a
+        // stall, a pause) or the last of a few late in a row (a run that does not catch
+        // up).
+        let due = self
+            .scheduled_ns
+            .saturating_add(self.interval_ns.saturating_mul(delta.clamp(1, 1 << 20)));
+        let late = published.saturating_sub(due);
+        let catching_up = self.measured
+            && !quiet
+            && late > self.interval_ns / 16
+            && late < SCHEDULE_LATE_INTERVALS * self.interval_ns
+            && self.late_frames < SCHEDULE_CATCH_UP_FRAMES;
+        (self.scheduled_ns, self.late_frames) = if catching_up {
+            (due, self.late_frames + 1)
+        } else {
+            (published, 0)
+        };
         if !quiet && per_frame > 0 {
             if self.measured {
                 // One stall or one burst does not make a new pace: the interval moves by
@@ -159,6 +210,7 @@ impl Pace {
             }
             self.short_ns = self.short_ns.min(self.interval_ns);
             self.measured = true;
+            self.intervals = (self.intervals + 1).min(SETTLED_AFTER);
         }
         self.published_ns = published;
         self.seen_ns = now_ns;
@@ -169,9 +221,11 @@ impl Pace {
     /// margin for its jitter.
     fn first_look_ns(&self) -> u64 {
         let i = self.interval_ns;
-        self.published_ns.saturating_add(self.short_ns)
-            + self.lag_ns
-            + (i / 32).clamp(AFTER_DUE_MIN_NS, AFTER_DUE_MAX_NS)
+        let due = self
+            .scheduled_ns
+            .saturating_add(self.short_ns)
+            .max(self.published_ns.saturating_add(i / 4));
+        due + self.lag_ns + (i / 32).clamp(AFTER_DUE_MIN_NS, AFTER_DUE_MAX_NS)
     }
 
     /// No new frame for a while (a paused or stopped run).
@@ -180,8 +234,8 @@ impl Pace {
     }
 
     /// When to look next, having looked at `now_ns` and seen nothing new (or just taken
-    /// a frame): the first look for the next frame; from then on, or after a stall, a
-    /// short step; while the run is quiet, [`QUIET_LOOK_NS`], or [`ACTIONS_SENT_LOOK_NS`]
+    /// a frame): the first look for the next frame; from then on, after a stall, or
+    /// while the pace is not yet known, a short step; while the run is quiet, [`QUIET_LOOK_NS`], or [`ACTIONS_SENT_LOOK_NS`]
     /// once the trainer has sent the actions of the next frame (a trainer back from a
     /// long policy update: the first frame of its rollout may live a fraction of a
     /// millisecond).
@@ -199,7 +253,7 @@ impl Pace {
         }
         let i = self.interval_ns;
         let step = (i / 8).clamp(LATE_STEP_MIN_NS, LATE_STEP_MAX_NS);
-        if self.irregular {
+        if self.irregular || (self.anchored && self.intervals < SETTLED_AFTER) {
             return now_ns + step;
         }
         let first = self.first_look_ns();
@@ -217,10 +271,17 @@ mod tests {
     fn a_paced_run_is_looked_at_once_just_after_each_frame_is_due() {
         let mut p = Pace::new(0);
         // Frames every millisecond, published as stamped by the engine.
-        let looks: u32 = follow(&mut p, 1..=100, 0).iter().sum();
+        let looks = follow(&mut p, 1..=100, 0);
         assert_eq!(p.interval_ns(), MS);
-        // After the first frames, one look per frame.
-        assert!(looks <= 100 + 20, "{looks} looks for 100 frames");
+        // The first frames are looked for at short steps, until the pace is known; then
+        // one look per frame.
+        let settling: u32 = looks[..10].iter().sum();
+        assert!(
+            settling <= 10 * 9,
+            "{settling} looks for the first 10 frames"
+        );
+        let settled: u32 = looks[10..].iter().sum();
+        assert!(settled <= 90 + 5, "{settled} looks for 90 frames");
         let next = p.next_look_ns(100 * MS + 30_000);
         assert!(
             (101 * MS..101 * MS + 60_000).contains(&next),
@@ -232,12 +293,14 @@ mod tests {
     fn the_time_from_attach_to_the_first_frame_is_not_an_interval() {
         // Attached 0.9 ms into a run at 1 kHz; the first frame comes 0.1 ms later.
         let mut p = Pace::new(900_000);
-        p.saw(MS + 20_000, MS, 1);
-        p.saw(2 * MS + 20_000, 2 * MS, 1);
+        for k in 1..=10 {
+            p.saw(k * MS + 20_000, k * MS, 1);
+        }
         assert_eq!(p.interval_ns(), MS);
-        // And the next look is at the next frame, not in short steps.
-        let next = p.next_look_ns(2 * MS + 30_000);
-        assert!((3 * MS..3 * MS + 100_000).contains(&next), "{next}");
+        // And once the pace is known, the next look is at the next frame, not in short
+        // steps.
+        let next = p.next_look_ns(10 * MS + 30_000);
+        assert!((11 * MS..11 * MS + 100_000).contains(&next), "{next}");
     }
 
     #[test]
@@ -339,8 +402,43 @@ mod tests {
         }
         // A poller napping 250 µs would take four looks a frame, and lose the frames
         // that live less than its nap.
-        assert!(lost <= 2, "{lost} of {} frames lost", stamps.len());
+        assert!(lost == 0, "{lost} of {} frames lost", stamps.len());
         assert!(looks <= 7 * stamps.len() as u32 / 2, "{looks} looks");
+    }
+
+    #[test]
+    fn the_frames_after_a_slow_first_step_are_all_seen() {
+        // The first step takes 3 ms; the trainer then catches up on its 1 kHz schedule,
+        // half a period between its actions, and goes on at its pace. Each frame lives
+        // until the next action.
+        let mut actions = vec![0u64, 3 * MS + 200_000];
+        while actions.len() < 60 {
+            let last = actions[actions.len() - 1];
+            let tick = actions.len() as u64 * MS;
+            actions.push(tick.max(last + MS / 2));
+        }
+        let published: Vec<u64> = actions.iter().map(|a| a + 150_000).collect();
+        let mut p = Pace::new(0);
+        let (mut now, mut next_frame, mut lost) = (0u64, 1usize, Vec::new());
+        while next_frame + 1 < actions.len() {
+            now = p.next_look_ns(now);
+            // The newest frame published by now, alive until the next action.
+            let newest = (next_frame..actions.len() - 1)
+                .take_while(|&k| published[k] <= now)
+                .last();
+            match newest {
+                Some(j) => {
+                    lost.extend(next_frame..j);
+                    if actions[j + 1] <= now {
+                        lost.push(j);
+                    }
+                    p.saw(now, actions[j], (j + 1 - next_frame) as u64);
+                    next_frame = j + 1;
+                }
+                None => p.nothing_new(now),
+            }
+        }
+        assert!(lost.is_empty(), "frames lost: {lost:?}");
     }
 
     /// Looks as the follower does for frames stamped at `k` ms and published `delay`

@@ -23,6 +23,10 @@ const POOL: usize = 3;
 /// The time slice the follower asks for: the shortest Linux grants (0.1 ms).
 const FOLLOWER_SLICE_NS: u64 = 100_000;
 
+/// The time before the next look that leaves room for the housekeeping: a tick takes
+/// up to a few hundred microseconds.
+const TICK_ROOM_NS: u64 = 1_000_000;
+
 /// Floats copied per piece when every env's values are checked: a piece is checked
 /// while it is still in the first-level cache.
 const CHECK_PIECE_FLOATS: usize = 4096;
@@ -156,12 +160,13 @@ impl FollowerThread {
         lrbc_platform::request_short_slice(FOLLOWER_SLICE_NS);
         let mut pace = Pace::new(monotonic_now_ns());
         let mut last_tick = 0u64;
+        // When the follower asked to look next (None: it held off, or has not looked).
+        let mut planned: Option<u64> = None;
         // Relaxed: a flag with no data behind it (set before the unpark that wakes us).
         while !self.shared.stop.load(Ordering::Relaxed) {
             let now = monotonic_now_ns();
             // Relaxed: asks for a tick; the sinks themselves are behind their mutex.
-            let joined = self.shared.joined.swap(false, Ordering::Relaxed);
-            if joined || now.saturating_sub(last_tick) >= TICK_NS {
+            if self.shared.joined.swap(false, Ordering::Relaxed) {
                 last_tick = now;
                 self.tick(now);
             }
@@ -170,12 +175,21 @@ impl FollowerThread {
             // (skipped); following every frame at any cost is the sinks' choice of no
             // budget.
             if let Some(hold) = self.budget.hold_ns(now) {
+                if now.saturating_sub(last_tick) >= TICK_NS {
+                    last_tick = now;
+                    self.tick(now);
+                }
                 self.accounting.hold();
+                planned = None;
                 std::thread::park_timeout(Duration::from_nanos(hold.min(MAX_TICK_NS)));
                 continue;
             }
-            self.look(now, &mut pace);
-            let after = monotonic_now_ns();
+            // Frames that pass while the machine does not run the follower when it asked
+            // to be woken are the machine's loss, and are counted as such.
+            let late = planned.is_some_and(|p| now.saturating_sub(p) > pace.late_wake_ns());
+            self.accounting.looking(late);
+            let took = self.look(now, &mut pace);
+            let mut after = monotonic_now_ns();
             // Having taken a sample on a busy machine, the next look waits for the hold
             // (one wakeup per sample, not a look at the pace's time and then the hold).
             let next = match self.budget.hold_ns(after) {
@@ -184,23 +198,39 @@ impl FollowerThread {
                     after + hold
                 }
                 None => pace.next_look_ns(now),
+            };
+            // The housekeeping (and the sinks' ticks, which may take a few hundred
+            // microseconds) goes where no frame is due: just after one was taken, or
+            // with time before the next look; and, overdue, anyway.
+            let since_tick = after.saturating_sub(last_tick);
+            if since_tick >= TICK_NS
+                && (took || next >= after + TICK_ROOM_NS || since_tick >= 2 * TICK_NS)
+            {
+                last_tick = after;
+                self.tick(after);
+                after = monotonic_now_ns();
             }
-            .min(last_tick + MAX_TICK_NS);
+            let next = next.min(last_tick + MAX_TICK_NS);
+            planned = Some(next);
             if next > after {
                 std::thread::park_timeout(Duration::from_nanos(next - after));
             }
         }
     }
 
-    /// One look at `frame_seq`: a new frame is copied, counted and handed over.
-    fn look(&mut self, now: u64, pace: &mut Pace) {
+    /// One look at `frame_seq`: a new frame is copied, counted and handed over. True: a
+    /// new frame was there (whatever came of its copy).
+    fn look(&mut self, now: u64, pace: &mut Pace) -> bool {
         let f = frame_seq(&self.attached);
         let Some(delta) = self.accounting.ahead(f) else {
             if f == self.accounting.last_frame() {
-                // In lock-step, the trainer's actions for the next frame say that it is on
-                // its way (one load; the pace uses it only while the run is quiet).
-                // Acquire (`load_action_seq`): pairs with the client's Release increment.
-                if self.attached.geometry.mode != Some(1) && load_action_seq(&self.attached) > f {
+                // In lock-step, while the run is quiet, the trainer's actions for the next
+                // frame say that it is on its way. Acquire (`load_action_seq`): pairs with
+                // the client's Release increment.
+                if pace.quiet(now)
+                    && self.attached.geometry.mode != Some(1)
+                    && load_action_seq(&self.attached) > f
+                {
                     pace.actions_sent(now);
                 } else {
                     pace.nothing_new(now);
@@ -209,7 +239,7 @@ impl FollowerThread {
                 // frame_seq went back: a new run; count nothing.
                 self.accounting.restart_at(f);
             }
-            return;
+            return false;
         };
         // A new frame: its stamp is of the look's moment.
         let stamp = self.stamp(now);
@@ -221,7 +251,7 @@ impl FollowerThread {
         if matches!(self.health, Health::Truncated { .. }) {
             // Past the file's end the mapping reads zeros: not a frame.
             self.accounting.copied(f, Copied::Unreadable);
-            return;
+            return true;
         }
         if self.accounting.is_held()
             && !snapshot::settled_now(&self.attached.segment, &self.attached.geometry)
@@ -229,7 +259,7 @@ impl FollowerThread {
             // Back from holding off, the engine is already writing the next frame: wait
             // for that one rather than copy a torn one.
             self.accounting.skipped_to(f);
-            return;
+            return true;
         }
         let mut copy = self.spare_copy();
         let (seg, g) = (&self.attached.segment, &self.attached.geometry);
@@ -268,6 +298,14 @@ impl FollowerThread {
         } else {
             f
         };
+        if copied != f {
+            // The frames published during the copy passed while the machine kept the
+            // follower from finishing it in time (a copy takes microseconds).
+            let took = monotonic_now_ns().saturating_sub(now);
+            if took > pace.late_wake_ns() {
+                self.accounting.looking(true);
+            }
+        }
         self.accounting.copied(copied, what);
         if let Some(k) = self.checks.as_mut() {
             k.torn_last = taken.value.is_some() && what == Copied::Torn;
@@ -281,7 +319,7 @@ impl FollowerThread {
                 // may still come out whole (the frame stays counted torn).
                 self.flags_only(copied, stamp, frame_time);
             }
-            return;
+            return true;
         }
         c.generation = self.generation;
         c.frame_seq = copied;
@@ -327,6 +365,7 @@ impl FollowerThread {
             e.sink.frame(&copy);
         }
         self.pool.push(copy);
+        true
     }
 
     /// A whole copy of frame `f` tore: copies its rewards and flags alone (a few bytes
@@ -415,7 +454,7 @@ impl FollowerThread {
         }
         self.health = self.attached.segment.health();
         if self.budget.check_due(now) {
-            self.budget.observe_with_own(
+            self.budget.observe(
                 now,
                 (self.read_load)(),
                 Some(lrbc_platform::thread_cpu_ns()),

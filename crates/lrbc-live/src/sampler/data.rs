@@ -102,6 +102,9 @@ pub struct SamplerStats {
     pub frames_sampled: u64,
     /// Frames that passed between two looks.
     pub frames_missed: u64,
+    /// Of the frames missed, those that passed while the machine did not run the
+    /// follower when it asked to be woken (part of `frames_missed`).
+    pub frames_missed_late: u64,
     /// Frames whose every copy was torn (discarded).
     pub frames_torn: u64,
     /// Frames let pass on purpose while the machine was busy (see

@@ -86,6 +86,7 @@ impl SamplerSink {
         s.frames_seen += p.counts.seen;
         s.frames_sampled += p.counts.sampled;
         s.frames_missed += p.counts.missed;
+        s.frames_missed_late += p.counts.missed_late;
         s.frames_torn += p.counts.torn;
         s.frames_skipped += p.counts.skipped;
         s.frames_unreadable += p.counts.unreadable;

@@ -584,6 +584,7 @@ impl Capture {
         // add those it saw and did not deliver.
         c.frames_seen += counts.torn + counts.unreadable;
         c.frames_missed += counts.missed + overflowed;
+        c.frames_missed_late += counts.missed_late;
         c.frames_torn += counts.torn;
         c.frames_skipped += counts.skipped;
         c.frames_unreadable += counts.unreadable;

@@ -68,6 +68,9 @@ pub struct Counts {
     pub frames_recorded: u64,
     /// Frames that came and went between two looks (`frame_seq` jumped by more than one).
     pub frames_missed: u64,
+    /// Of the frames missed, those that passed while the machine did not run the
+    /// recorder's follower when it asked to be woken (part of `frames_missed`).
+    pub frames_missed_late: u64,
     /// Frames copied while the engine wrote them, so not kept.
     pub frames_torn: u64,
     /// Frames let pass on purpose while the recorder held off, keeping to its budget on
@@ -112,6 +115,7 @@ impl Counts {
             frames_seen: d(self.frames_seen, earlier.frames_seen),
             frames_recorded: d(self.frames_recorded, earlier.frames_recorded),
             frames_missed: d(self.frames_missed, earlier.frames_missed),
+            frames_missed_late: d(self.frames_missed_late, earlier.frames_missed_late),
             frames_torn: d(self.frames_torn, earlier.frames_torn),
             frames_skipped: d(self.frames_skipped, earlier.frames_skipped),
             frames_unreadable: d(self.frames_unreadable, earlier.frames_unreadable),
