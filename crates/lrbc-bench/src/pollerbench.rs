@@ -26,6 +26,11 @@ pub struct PollerBenchArgs {
     /// Only this preset (cams64 or train4096), instead of both.
     #[arg(long)]
     pub preset: Option<String>,
+    /// Only these observers, instead of all three: numpy (the poller), watch (as it runs
+    /// by default, every value checked), follow (`watch --no-events --no-episodes`: the
+    /// frames followed, as the poller does, nothing checked).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub observers: Vec<Observer>,
 }
 
 /// One observer's turn.
@@ -33,6 +38,9 @@ pub struct PollerBenchArgs {
 struct Turn {
     seen: u64,
     lost: u64,
+    /// Of the frames lost, those missed while the machine did not run the follower when it
+    /// asked to be woken (`watch` only).
+    late: u64,
     /// Frames let pass on purpose on a busy machine (`watch` only).
     skipped: u64,
     cpu_share: f64,
@@ -43,16 +51,31 @@ impl Turn {
     fn add(&mut self, o: &Turn) {
         self.seen += o.seen;
         self.lost += o.lost;
+        self.late += o.late;
         self.skipped += o.skipped;
         self.cpu_share += o.cpu_share;
         self.wakeups_per_s += o.wakeups_per_s;
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Observer {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Observer {
+    #[value(name = "numpy")]
     Poller,
     Watch,
+    Follow,
+}
+
+impl Observer {
+    const ALL: [Observer; 3] = [Observer::Poller, Observer::Watch, Observer::Follow];
+
+    fn name(self) -> &'static str {
+        match self {
+            Observer::Poller => "numpy",
+            Observer::Watch => "watch",
+            Observer::Follow => "follow",
+        }
+    }
 }
 
 fn poller_script() -> Result<PathBuf, BenchError> {
@@ -136,6 +159,7 @@ fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, BenchError> {
             Ok(Turn {
                 seen: get(&v, "frames_seen"),
                 lost: get(&v, "frames_missed") + get(&v, "frames_torn"),
+                late: 0,
                 skipped: 0,
                 // Its own figure, over its loop (the interpreter's start and numpy's
                 // import left out).
@@ -143,16 +167,20 @@ fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, BenchError> {
                 wakeups_per_s: usage.context_switches as f64 / secs,
             })
         }
-        Observer::Watch => {
+        Observer::Watch | Observer::Follow => {
             let mut c = Command::new(lrbc_sim::children::inspector_exe()?);
             c.args(["watch", "--shm", name, "--count", "1", "--json"])
                 .args(["--interval", &secs.to_string()]);
+            if observer == Observer::Follow {
+                c.args(["--no-events", "--no-episodes"]);
+            }
             let (v, usage) = run_to_end(c, "watch")?;
             Ok(Turn {
                 seen: get(&v, "frames_seen"),
                 lost: get(&v, "frames_missed")
                     + get(&v, "frames_torn")
                     + get(&v, "frames_unreadable"),
+                late: get(&v, "frames_missed_late"),
                 skipped: get(&v, "frames_skipped"),
                 // The whole process, its start and attach included.
                 cpu_share: usage.cpu_secs / secs,
@@ -184,7 +212,14 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
                 .into(),
         ));
     }
-    check_numpy()?;
+    let observers = if args.observers.is_empty() {
+        Observer::ALL.to_vec()
+    } else {
+        args.observers.clone()
+    };
+    if observers.contains(&Observer::Poller) {
+        check_numpy()?;
+    }
 
     println!(
         "lrbc-bench poller: watch against the numpy poller (benches/numpy_poller.py, --nap 200), \
@@ -192,8 +227,17 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
         args.rounds, args.secs
     );
     println!(
-        "{:<10} {:>7} {:<8} {:>9} {:>7} {:>8} {:>8} {:>9} {:>11}",
-        "preset", "pace", "observer", "seen", "lost", "lost ‰", "skipped", "CPU", "wake-ups/s"
+        "{:<10} {:>7} {:<8} {:>9} {:>7} {:>6} {:>8} {:>8} {:>9} {:>11}",
+        "preset",
+        "pace",
+        "observer",
+        "seen",
+        "lost",
+        "late",
+        "lost ‰",
+        "skipped",
+        "CPU",
+        "wake-ups/s"
     );
     for &preset in &presets {
         for (i, &hz) in paces.iter().enumerate() {
@@ -201,33 +245,38 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
                 crate::fixtures::start(preset, (Some(hz), "random"), None, &format!("poller{i}"))?;
             // Let the pace settle.
             std::thread::sleep(Duration::from_millis(500));
-            let mut totals = [Turn::default(), Turn::default()];
-            let mut rounds = [Vec::new(), Vec::new()];
+            let mut totals = vec![Turn::default(); observers.len()];
+            let mut rounds = vec![Vec::new(); observers.len()];
             for r in 0..args.rounds {
-                let order = if r % 2 == 0 {
-                    [Observer::Poller, Observer::Watch]
-                } else {
-                    [Observer::Watch, Observer::Poller]
-                };
-                for o in order {
-                    let t = turn(o, &run.name, args.secs)?;
-                    let k = usize::from(o == Observer::Watch);
+                // Each round in the other order than the one before.
+                let mut order: Vec<usize> = (0..observers.len()).collect();
+                if r % 2 == 1 {
+                    order.reverse();
+                }
+                for k in order {
+                    let t = turn(observers[k], &run.name, args.secs)?;
                     totals[k].add(&t);
                     rounds[k].push(t);
                 }
             }
             drop(run);
-            for (k, o) in ["numpy", "watch"].iter().enumerate() {
+            for (k, o) in observers.iter().enumerate() {
+                let o = o.name();
                 let t = totals[k];
                 let n = f64::from(args.rounds);
                 let per_round: Vec<String> = rounds[k].iter().map(|t| t.lost.to_string()).collect();
                 println!(
-                    "{:<10} {:>5.0} Hz {:<8} {:>9} {:>7} {:>8.2} {:>8} {:>8.1} % {:>11.0}   lost per round: {}",
+                    "{:<10} {:>5.0} Hz {:<8} {:>9} {:>7} {:>6} {:>8.2} {:>8} {:>8.1} % {:>11.0}   lost per round: {}",
                     preset.as_str(),
                     hz,
                     o,
                     t.seen,
                     t.lost,
+                    if observers[k] == Observer::Poller {
+                        "-".to_string()
+                    } else {
+                        t.late.to_string()
+                    },
                     if t.seen > 0 {
                         1000.0 * t.lost as f64 / t.seen as f64
                     } else {
@@ -242,7 +291,8 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
         }
     }
     println!(
-        "(lost: missed + torn (+ unreadable); skipped: let pass on purpose on a busy machine; \
+        "(lost: missed + torn (+ unreadable); late: of those, missed while the machine did not run \
+         the follower when it asked to be woken; skipped: let pass on purpose on a busy machine; \
          CPU: share of one core, the mean of the rounds; wake-ups: context switches per second)"
     );
     Ok(())

@@ -73,6 +73,10 @@ pub struct CpuBudget {
     hold_until_ns: u64,
     /// The observer's own CPU time and the time at the last reading.
     last_own: Option<(u64, u64)>,
+    /// The hold a sample cost beyond the longest hold: paid off by the holds after it,
+    /// during which the samples leave out their costly part (see
+    /// [`CpuBudget::costly_work_fits`]).
+    owed_ns: u64,
 }
 
 impl CpuBudget {
@@ -90,6 +94,7 @@ impl CpuBudget {
             cpu_at_sample: None,
             hold_until_ns: 0,
             last_own: None,
+            owed_ns: 0,
         };
         b.set_percent(percent_of_a_core);
         b
@@ -167,12 +172,23 @@ impl CpuBudget {
             .cpu_at_sample
             .map_or(0, |c| thread_cpu_ns.saturating_sub(c));
         self.cpu_at_sample = Some(thread_cpu_ns);
-        self.hold_until_ns = match self.share {
+        (self.hold_until_ns, self.owed_ns) = match self.share {
             Some(share) if self.busy => {
-                now_ns + ((used as f64 / share) as u64).clamp(self.min_hold_ns, MAX_HOLD_NS)
+                // A sample that cost more than the longest hold pays for leaves the rest
+                // owed, to the holds after it.
+                let hold = ((used as f64 / share) as u64).saturating_add(self.owed_ns);
+                let held = hold.clamp(self.min_hold_ns, MAX_HOLD_NS);
+                (now_ns + held, hold.saturating_sub(held))
             }
-            _ => 0,
+            _ => (0, 0),
         };
+    }
+
+    /// Whether the next sample may do its costly part (copy and check every value): not
+    /// while yielding with a sample's cost still owed, so that the thread keeps to its
+    /// budget when one such sample costs more than the longest hold pays for.
+    pub fn costly_work_fits(&self) -> bool {
+        !self.yielding() || self.owed_ns == 0
     }
 
     /// How long to wait before looking at the segment again, when yielding.
@@ -236,6 +252,21 @@ mod tests {
         // A hold never exceeds the maximum, however much a sample cost.
         b.sampled(400_000_000, 1_410_000 + 10_000_000);
         assert_eq!(b.hold_ns(400_000_000), Some(MAX_HOLD_NS));
+        // A sample that cost more than the longest hold pays for leaves the rest owed: the
+        // samples after it leave out their costly part until it is paid.
+        let mut b = CpuBudget::new(Some(1.0), MIN_HOLD_NS);
+        b.observe(0, reading(0, 0), None);
+        b.observe(250_000_000, reading(5, 100), None);
+        b.sampled(300_000_000, 1_000_000);
+        assert!(b.costly_work_fits());
+        // 1.5 ms of CPU: 150 ms at 1 % of a core.
+        b.sampled(300_000_000, 2_500_000);
+        assert_eq!(b.hold_ns(300_000_000), Some(MAX_HOLD_NS));
+        assert!(!b.costly_work_fits(), "50 ms owed");
+        // A cheap sample of 50 µs (5 ms) holds off for what is owed too.
+        b.sampled(400_000_000, 2_550_000);
+        assert_eq!(b.hold_ns(400_000_000), Some(55_000_000));
+        assert!(b.costly_work_fits());
         // A reader that repaints ten times a second needs no more samples than that.
         let mut b = CpuBudget::new(Some(1.0), 100_000_000);
         b.observe(0, reading(0, 0), None);

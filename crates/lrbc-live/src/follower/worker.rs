@@ -27,21 +27,19 @@ const FOLLOWER_SLICE_NS: u64 = 100_000;
 /// up to a few hundred microseconds.
 const TICK_ROOM_NS: u64 = 1_000_000;
 
-/// Floats copied per piece when every env's values are checked: a piece is checked
-/// while it is still in the first-level cache.
-const CHECK_PIECE_FLOATS: usize = 4096;
-
 /// The checks a sink asked for, as the follower runs them.
 struct Checks {
     limits: Arc<Limits>,
     checker: Checker,
     /// Why the limits asked for could not all be applied.
     note: Option<String>,
-    /// The piece of values being checked.
-    piece: Vec<f32>,
-    /// The last copy that checked the values as it went came out torn: the next copies
-    /// the values without checking them, so that a machine too slow to check a frame
-    /// within its life still gets samples (the frames not checked are counted).
+    /// Every env's observations and actions, copied under the guard and checked after
+    /// it: the engine must not write only for the time of a copy, not of the check.
+    obs: Vec<f32>,
+    act: Vec<f32>,
+    /// The last copy of the values came out torn: the next copies the rewards and flags
+    /// without the values, so that a machine too slow to copy a frame within its life
+    /// still gets samples (the frames whose values were not checked are counted).
     torn_last: bool,
 }
 
@@ -56,51 +54,27 @@ impl Checks {
             limits,
             checker,
             note,
-            piece: Vec::new(),
+            obs: Vec::new(),
+            act: Vec::new(),
             torn_last: false,
         })
     }
 }
 
-/// Copies the observations (or actions) of every env in pieces and checks each piece
-/// as it is copied. False: a piece could not be read.
-fn check_values(
-    seg: &Segment,
-    g: &Geometry,
-    act: bool,
-    checker: &mut Checker,
-    piece: &mut Vec<f32>,
-) -> bool {
+/// Copies the observations (or actions) of every env into `out`. False: they could not
+/// be read.
+fn copy_values(seg: &Segment, g: &Geometry, act: bool, out: &mut Vec<f32>) -> bool {
     let (kind, row_len) = if act {
         (RegionKind::Act, g.act_size as usize)
     } else {
         (RegionKind::Obs, g.obs_size as usize)
     };
-    if row_len == 0 {
+    out.resize((g.num_envs as usize).saturating_mul(row_len), 0.0);
+    if out.is_empty() {
         return true;
     }
-    let Some(region) = g.region(kind) else {
-        return false;
-    };
-    let envs = g.num_envs as usize;
-    let per_piece = (CHECK_PIECE_FLOATS / row_len).max(1);
-    piece.resize(per_piece * row_len, 0.0);
-    let mut env = 0;
-    while env < envs {
-        let rows = per_piece.min(envs - env);
-        let values = &mut piece[..rows * row_len];
-        let at = region.offset_bytes + (env * row_len * 4) as u64;
-        if !seg.read_f32s(at, values) {
-            return false;
-        }
-        if act {
-            checker.act_rows(env as u32, values);
-        } else {
-            checker.obs_rows(env as u32, values);
-        }
-        env += rows;
-    }
-    true
+    g.region(kind)
+        .is_some_and(|region| seg.read_f32s(region.offset_bytes, out))
 }
 
 /// What the follower's thread holds while it follows one segment.
@@ -267,16 +241,18 @@ impl FollowerThread {
         // Few attempts: when the engine is already writing the next frame, this one is
         // gone; retrying would only take CPU from the engine.
         let envs = &self.envs;
-        let mut checks = self.checks.as_mut().filter(|k| !k.torn_last);
+        // The values are copied and checked unless the last copy of them tore, or, on a
+        // busy machine, the budget has not yet paid for the last one.
+        let fits = self.budget.costly_work_fits();
+        let mut checks = self.checks.as_mut().filter(|k| !k.torn_last && fits);
         let taken = snapshot::guarded_read(seg, g, 3, |s| {
             snapshot::copy_hot_into(s, g, &mut c.hot);
             snapshot::copy_rows_into(s, g, envs, &mut c.rows);
-            // Every env's values, checked piece by piece as they are copied (kept only if
-            // the whole copy is consistent).
+            // Every env's values, copied here and checked once the copy is known to be
+            // consistent.
             checks.as_mut().map(|k| {
-                k.checker.begin();
-                let obs = check_values(s, g, false, &mut k.checker, &mut k.piece);
-                let act = check_values(s, g, true, &mut k.checker, &mut k.piece);
+                let obs = copy_values(s, g, false, &mut k.obs);
+                let act = copy_values(s, g, true, &mut k.act);
                 (obs, act)
             })
         });
@@ -332,11 +308,8 @@ impl FollowerThread {
         c.sample = true;
         match self.checks.as_mut() {
             Some(k) => {
-                let (obs, act) = taken.value.unwrap_or_else(|| {
-                    // Copied without checking the values: the rewards and flags still are.
-                    k.checker.begin();
-                    (false, false)
-                });
+                // Copied without the values: the rewards and flags are still checked.
+                let (obs, act) = taken.value.unwrap_or((false, false));
                 // The actions are the client's: the guard above covers the engine's
                 // writes only. They belong to this frame if action_seq did not move
                 // during the copy and, in lock-step, equals frame_seq (the client had not
@@ -348,6 +321,13 @@ impl FollowerThread {
                     && a_after == taken.action_seq
                     && (!lock_step || taken.action_seq == copied);
                 let cover = |ok: bool| if ok { Coverage::All } else { Coverage::None };
+                k.checker.begin();
+                if obs {
+                    k.checker.obs_rows(0, &k.obs);
+                    if actions_whole {
+                        k.checker.act_rows(0, &k.act);
+                    }
+                }
                 let (rewards, flags) = (&c.hot.rewards, &c.hot.dones);
                 k.checker.rewards(rewards);
                 k.checker.flags(flags, c.hot.truncateds.as_deref());
