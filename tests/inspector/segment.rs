@@ -395,6 +395,7 @@ fn watch_json_carries_the_samplers_cumulative_figures() {
         "frames_seen",
         "frames_sampled",
         "frames_missed",
+        "frames_missed_late",
         "frames_torn",
     ] {
         assert!(first[key].is_u64(), "{key} missing: {first}");

@@ -711,10 +711,12 @@ fn rollout_and_update_come_together_and_bad_values_are_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
-/// `watch` against the simulated engine and client at 1 kHz and at 250 Hz: every frame it
+/// `watch` against the simulated engine and client at 1 kHz and at 250 Hz: the frames it
 /// misses passed while the machine did not run its follower when it asked to be woken
-/// (counted `frames_missed_late`); none is missed by its pace, and every frame published
-/// is counted once.
+/// (counted `frames_missed_late`), not by its pace, and every frame published is counted
+/// once. One frame of a run may go otherwise: `lrbc-bench poller` measured one in 120,000
+/// at 1 kHz (docs/benchmarks.md); a follower that misses by its pace (the first frames
+/// of a run, a frame after a late one) misses several in each such run.
 #[test]
 fn watch_misses_no_frame_by_its_pace_at_1_khz_and_250_hz() {
     for (hz, steps) in [(1000u32, 3000u32), (250, 1000)] {
@@ -748,9 +750,8 @@ fn watch_misses_no_frame_by_its_pace_at_1_khz_and_250_hz() {
             n("frames_seen") >= u64::from(steps / 2),
             "watch saw the run at {hz} Hz: {r}"
         );
-        assert_eq!(
-            n("frames_missed"),
-            n("frames_missed_late"),
+        assert!(
+            n("frames_missed") <= n("frames_missed_late") + 1,
             "at {hz} Hz, frames missed other than while woken late: {r}"
         );
         assert_eq!(

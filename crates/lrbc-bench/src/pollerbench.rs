@@ -41,6 +41,8 @@ struct Turn {
     /// Of the frames lost, those missed while the machine did not run the follower when it
     /// asked to be woken (`watch` only).
     late: u64,
+    /// Of the frames lost, those whose copy was torn.
+    torn: u64,
     /// Frames let pass on purpose on a busy machine (`watch` only).
     skipped: u64,
     cpu_share: f64,
@@ -52,6 +54,7 @@ impl Turn {
         self.seen += o.seen;
         self.lost += o.lost;
         self.late += o.late;
+        self.torn += o.torn;
         self.skipped += o.skipped;
         self.cpu_share += o.cpu_share;
         self.wakeups_per_s += o.wakeups_per_s;
@@ -160,6 +163,7 @@ fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, BenchError> {
                 seen: get(&v, "frames_seen"),
                 lost: get(&v, "frames_missed") + get(&v, "frames_torn"),
                 late: 0,
+                torn: get(&v, "frames_torn"),
                 skipped: 0,
                 // Its own figure, over its loop (the interpreter's start and numpy's
                 // import left out).
@@ -181,6 +185,7 @@ fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, BenchError> {
                     + get(&v, "frames_torn")
                     + get(&v, "frames_unreadable"),
                 late: get(&v, "frames_missed_late"),
+                torn: get(&v, "frames_torn"),
                 skipped: get(&v, "frames_skipped"),
                 // The whole process, its start and attach included.
                 cpu_share: usage.cpu_secs / secs,
@@ -227,12 +232,13 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
         args.rounds, args.secs
     );
     println!(
-        "{:<10} {:>7} {:<8} {:>9} {:>7} {:>6} {:>8} {:>8} {:>9} {:>11}",
+        "{:<10} {:>7} {:<8} {:>9} {:>7} {:>6} {:>6} {:>8} {:>8} {:>9} {:>11}",
         "preset",
         "pace",
         "observer",
         "seen",
         "lost",
+        "torn",
         "late",
         "lost ‰",
         "skipped",
@@ -266,12 +272,13 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
                 let n = f64::from(args.rounds);
                 let per_round: Vec<String> = rounds[k].iter().map(|t| t.lost.to_string()).collect();
                 println!(
-                    "{:<10} {:>5.0} Hz {:<8} {:>9} {:>7} {:>6} {:>8.2} {:>8} {:>8.1} % {:>11.0}   lost per round: {}",
+                    "{:<10} {:>5.0} Hz {:<8} {:>9} {:>7} {:>6} {:>6} {:>8.2} {:>8} {:>8.1} % {:>11.0}   lost per round: {}",
                     preset.as_str(),
                     hz,
                     o,
                     t.seen,
                     t.lost,
+                    t.torn,
                     if observers[k] == Observer::Poller {
                         "-".to_string()
                     } else {
@@ -291,7 +298,7 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
         }
     }
     println!(
-        "(lost: missed + torn (+ unreadable); late: of those, missed while the machine did not run \
+        "(lost: missed + torn (+ unreadable); torn: of those, copies the engine wrote into; late: of those, missed while the machine did not run \
          the follower when it asked to be woken; skipped: let pass on purpose on a busy machine; \
          CPU: share of one core, the mean of the rounds; wake-ups: context switches per second)"
     );

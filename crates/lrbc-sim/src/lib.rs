@@ -4,6 +4,7 @@
 //! Modules, each using only those above it:
 //! - `dynamics`: batched cart-pole dynamics: observations, rewards, dones, truncations
 //! - `wait`: waiting for the other side: spin, yield, then sleep
+//! - `schedule`: a paced trainer's ticks: catching up after a late step, starting over after an update
 //! - `render`: camera images of the simulated envs
 //! - `services`: the engine's RPC handlers, services toggled on the control ring
 //! - `bench`: fixtures of the micro-benchmarks: sample envelopes, a ring-only segment
@@ -19,5 +20,6 @@ pub mod dynamics;
 pub mod engine;
 pub mod inprocess;
 pub mod render;
+mod schedule;
 pub mod services;
 pub mod wait;
