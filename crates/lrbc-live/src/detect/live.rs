@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-use super::detector::{Detector, RingFault};
+use super::detector::Detector;
 use super::event::Event;
 use super::log::EventLog;
+use super::ring_fault::RingFault;
 use super::settings::DetectSettings;
 use crate::check::{Checker, Limits};
 use crate::follower::{FrameCopy, FrameSink, Tick, Wants};

@@ -8,21 +8,24 @@
 //! event; a non-finite value's origin (the policy's or the simulator's) is judged at the
 //! env's first bad frame.
 //!
-//! `event` (what an event is, its JSON), `settings` (what the user sets), `detector`
-//! (the state machine), `log` (the events a consumer keeps, and the run's totals),
-//! `live` (the detector on the frame follower's thread, fed the segment's state and the
-//! rings' faults by their readers: [`Diagnosis`]).
+//! `event` (what an event is, its JSON), `settings` (what the user sets), `ring_fault`
+//! (the rings' faults as events), `detector` (the state machine), `log` (the events a
+//! consumer keeps, and the run's totals), `live` (the detector on the frame follower's
+//! thread, fed the segment's state and the rings' faults by their readers:
+//! [`Diagnosis`]).
 
 mod detector;
 mod event;
 mod live;
 mod log;
+mod ring_fault;
 mod settings;
 
-pub use detector::{BURST_MIN_ENVS, Detector, REFRESH_NS, RING_MERGE_NS, RingFault};
+pub use detector::{BURST_MIN_ENVS, Detector, REFRESH_NS, RING_MERGE_NS};
 pub use event::{Event, EventKind, EventTotals, Origin, format_value, thousands};
 pub use live::{DetectorFeed, Diagnosis};
 pub use log::{DEFAULT_EVENTS_KEPT, EventLog};
+pub use ring_fault::RingFault;
 pub use settings::{DetectChanges, DetectSettings};
 
 #[cfg(test)]
