@@ -30,7 +30,7 @@ pub struct PollerBenchArgs {
     /// by default, every value checked), follow (`watch --no-events --no-episodes`: the
     /// frames followed, as the poller does, nothing checked).
     #[arg(long, value_delimiter = ',', value_enum)]
-    pub observers: Vec<Observer>,
+    pub observers: Vec<PollerObserver>,
 }
 
 /// One observer's turn.
@@ -62,21 +62,25 @@ impl Turn {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Observer {
+pub enum PollerObserver {
     #[value(name = "numpy")]
     Poller,
     Watch,
     Follow,
 }
 
-impl Observer {
-    const ALL: [Observer; 3] = [Observer::Poller, Observer::Watch, Observer::Follow];
+impl PollerObserver {
+    const ALL: [PollerObserver; 3] = [
+        PollerObserver::Poller,
+        PollerObserver::Watch,
+        PollerObserver::Follow,
+    ];
 
     fn name(self) -> &'static str {
         match self {
-            Observer::Poller => "numpy",
-            Observer::Watch => "watch",
-            Observer::Follow => "follow",
+            PollerObserver::Poller => "numpy",
+            PollerObserver::Watch => "watch",
+            PollerObserver::Follow => "follow",
         }
     }
 }
@@ -150,10 +154,10 @@ pub(crate) fn run_to_end(
     Ok((json, usage))
 }
 
-fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, BenchError> {
+fn turn(observer: PollerObserver, name: &str, secs: f64) -> Result<Turn, BenchError> {
     let get = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     match observer {
-        Observer::Poller => {
+        PollerObserver::Poller => {
             let mut c = Command::new("python3");
             c.arg(poller_script()?)
                 .args([name, &secs.to_string(), "--nap", "200"])
@@ -171,11 +175,11 @@ fn turn(observer: Observer, name: &str, secs: f64) -> Result<Turn, BenchError> {
                 wakeups_per_s: usage.context_switches as f64 / secs,
             })
         }
-        Observer::Watch | Observer::Follow => {
+        PollerObserver::Watch | PollerObserver::Follow => {
             let mut c = Command::new(lrbc_sim::children::inspector_exe()?);
             c.args(["watch", "--shm", name, "--count", "1", "--json"])
                 .args(["--interval", &secs.to_string()]);
-            if observer == Observer::Follow {
+            if observer == PollerObserver::Follow {
                 c.args(["--no-events", "--no-episodes"]);
             }
             let (v, usage) = run_to_end(c, "watch")?;
@@ -218,11 +222,11 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
         ));
     }
     let observers = if args.observers.is_empty() {
-        Observer::ALL.to_vec()
+        PollerObserver::ALL.to_vec()
     } else {
         args.observers.clone()
     };
-    if observers.contains(&Observer::Poller) {
+    if observers.contains(&PollerObserver::Poller) {
         check_numpy()?;
     }
 
@@ -279,7 +283,7 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
                     t.seen,
                     t.lost,
                     t.torn,
-                    if observers[k] == Observer::Poller {
+                    if observers[k] == PollerObserver::Poller {
                         "-".to_string()
                     } else {
                         t.late.to_string()
