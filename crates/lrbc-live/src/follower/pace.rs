@@ -26,7 +26,7 @@ const ACTIONS_SENT_FOR_NS: u64 = 20_000_000;
 const AFTER_DUE_MIN_NS: u64 = 10_000;
 const AFTER_DUE_MAX_NS: u64 = 50_000;
 /// The least lateness of a wake-up that excuses the frames missed meanwhile.
-const LATE_WAKE_MIN_NS: u64 = 100_000;
+pub const LATE_WAKE_MIN_NS: u64 = 100_000;
 /// A frame later than this many intervals after its time on the schedule starts a new
 /// schedule (the run stalled or paused, it is not catching up).
 const SCHEDULE_LATE_INTERVALS: u64 = 4;
