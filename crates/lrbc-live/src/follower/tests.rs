@@ -433,9 +433,15 @@ fn on_a_busy_machine_a_checking_sink_keeps_to_the_budget_and_the_frames_let_pass
         started.elapsed()
     );
     // Only the frames taken are checked: the copies of rewards and flags alone come
-    // only after a copy tore.
-    assert_eq!(c.values_checked, c.sampled, "{c:?}");
+    // only after a copy tore. Every sample's rewards and flags are checked, and its
+    // values too unless the budget still owes for a check that cost more than its longest
+    // hold pays for (a slow machine).
+    assert!(c.checked >= c.sampled, "{c:?}");
     assert!(c.checked <= c.sampled + c.torn, "{c:?}");
+    assert!(
+        c.values_checked >= 1 && c.values_checked <= c.sampled,
+        "{c:?}"
+    );
     let mut samples = 0;
     while let Ok(s) = rx_check.rx.try_recv() {
         if let Seen::Frame {
