@@ -61,15 +61,16 @@ impl Checks {
     }
 }
 
-/// Copies the observations (or actions) of every env into `out`. False: they could not
-/// be read.
-fn copy_values(seg: &Segment, g: &Geometry, act: bool, out: &mut Vec<f32>) -> bool {
-    let (kind, row_len) = if act {
-        (RegionKind::Act, g.act_size as usize)
-    } else {
-        (RegionKind::Obs, g.obs_size as usize)
-    };
-    out.resize((g.num_envs as usize).saturating_mul(row_len), 0.0);
+/// Copies every env's rows of `row_len` values in region `kind` (the observations or the
+/// actions) into `out`. False: they could not be read.
+fn copy_values(
+    seg: &Segment,
+    g: &Geometry,
+    kind: RegionKind,
+    row_len: u32,
+    out: &mut Vec<f32>,
+) -> bool {
+    out.resize((g.num_envs as usize).saturating_mul(row_len as usize), 0.0);
     if out.is_empty() {
         return true;
     }
@@ -251,8 +252,8 @@ impl FollowerThread {
             // Every env's values, copied here and checked once the copy is known to be
             // consistent.
             checks.as_mut().map(|k| {
-                let obs = copy_values(s, g, false, &mut k.obs);
-                let act = copy_values(s, g, true, &mut k.act);
+                let obs = copy_values(s, g, RegionKind::Obs, g.obs_size, &mut k.obs);
+                let act = copy_values(s, g, RegionKind::Act, g.act_size, &mut k.act);
                 (obs, act)
             })
         });
