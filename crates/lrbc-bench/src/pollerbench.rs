@@ -1,7 +1,9 @@
-//! `lrbc-bench poller`: `watch` against the numpy poller a user would write instead
+//! `lrbc-bench poller`: `watch` against the numpy programs a user would write instead
 //! (`benches/numpy_poller.py`: spins on `frame_seq`, copies every env's rewards and
-//! dones under the seqlock, naps 200 µs), interleaved in one run, on the same engine
-//! and client: frames lost, CPU and wake-ups of each.
+//! dones under the seqlock, naps 200 µs; `benches/nan_checker.py`: copies every value
+//! and checks it with `np.isfinite`, naps 100 µs), in turns in one run, on the same
+//! engine and client: frames lost, frames whose values went unchecked, CPU and wake-ups
+//! of each.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -26,9 +28,10 @@ pub struct PollerBenchArgs {
     /// Only this preset (cams64 or train4096), instead of both.
     #[arg(long)]
     pub preset: Option<String>,
-    /// Only these observers, instead of all three: numpy (the poller), watch (as it runs
-    /// by default, every value checked), follow (`watch --no-events --no-episodes`: the
-    /// frames followed, as the poller does, nothing checked).
+    /// Only these observers, instead of numpy, watch and follow: numpy (the poller),
+    /// watch (as it runs by default, every value checked), follow (`watch --no-events
+    /// --no-episodes`: the frames followed, as the poller does, nothing checked), nan (the
+    /// numpy NaN checker, `benches/nan_checker.py --nap 100`: every value checked).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub observers: Vec<PollerObserver>,
 }
@@ -45,6 +48,8 @@ struct Turn {
     torn: u64,
     /// Frames let pass on purpose on a busy machine (`watch` only).
     skipped: u64,
+    /// Frames seen whose values were not all checked (None: it checks no values).
+    unchecked: Option<u64>,
     cpu_share: f64,
     wakeups_per_s: f64,
 }
@@ -56,6 +61,9 @@ impl Turn {
         self.late += o.late;
         self.torn += o.torn;
         self.skipped += o.skipped;
+        if let Some(u) = o.unchecked {
+            *self.unchecked.get_or_insert(0) += u;
+        }
         self.cpu_share += o.cpu_share;
         self.wakeups_per_s += o.wakeups_per_s;
     }
@@ -67,10 +75,13 @@ pub enum PollerObserver {
     Poller,
     Watch,
     Follow,
+    #[value(name = "nan")]
+    NanChecker,
 }
 
 impl PollerObserver {
-    const ALL: [PollerObserver; 3] = [
+    /// The observers compared unless `--observers` says otherwise.
+    const DEFAULT: [PollerObserver; 3] = [
         PollerObserver::Poller,
         PollerObserver::Watch,
         PollerObserver::Follow,
@@ -81,8 +92,13 @@ impl PollerObserver {
             PollerObserver::Poller => "numpy",
             PollerObserver::Watch => "watch",
             PollerObserver::Follow => "follow",
+            PollerObserver::NanChecker => "nan",
         }
     }
+}
+
+fn nan_checker_script() -> Result<PathBuf, BenchError> {
+    crate::detectbench::anchor_script(None)
 }
 
 fn poller_script() -> Result<PathBuf, BenchError> {
@@ -169,8 +185,27 @@ fn turn(observer: PollerObserver, name: &str, secs: f64) -> Result<Turn, BenchEr
                 late: 0,
                 torn: get(&v, "frames_torn"),
                 skipped: 0,
+                unchecked: None,
                 // Its own figure, over its loop (the interpreter's start and numpy's
                 // import left out).
+                cpu_share: v["cpu_share_of_core"].as_f64().unwrap_or(0.0),
+                wakeups_per_s: usage.context_switches as f64 / secs,
+            })
+        }
+        PollerObserver::NanChecker => {
+            let mut c = Command::new("python3");
+            c.arg(nan_checker_script()?)
+                .args([name, &secs.to_string(), "--nap", "100"])
+                .env("PYTHONPATH", python_path());
+            let (v, usage) = run_to_end(c, "the numpy NaN checker")?;
+            let seen = get(&v, "frames_seen");
+            Ok(Turn {
+                seen,
+                lost: get(&v, "frames_missed") + get(&v, "frames_torn"),
+                late: 0,
+                torn: get(&v, "frames_torn"),
+                skipped: 0,
+                unchecked: Some(seen.saturating_sub(get(&v, "frames_checked"))),
                 cpu_share: v["cpu_share_of_core"].as_f64().unwrap_or(0.0),
                 wakeups_per_s: usage.context_switches as f64 / secs,
             })
@@ -183,14 +218,17 @@ fn turn(observer: PollerObserver, name: &str, secs: f64) -> Result<Turn, BenchEr
                 c.args(["--no-events", "--no-episodes"]);
             }
             let (v, usage) = run_to_end(c, "watch")?;
+            let seen = get(&v, "frames_seen");
             Ok(Turn {
-                seen: get(&v, "frames_seen"),
+                seen,
                 lost: get(&v, "frames_missed")
                     + get(&v, "frames_torn")
                     + get(&v, "frames_unreadable"),
                 late: get(&v, "frames_missed_late"),
                 torn: get(&v, "frames_torn"),
                 skipped: get(&v, "frames_skipped"),
+                unchecked: (observer == PollerObserver::Watch)
+                    .then(|| seen.saturating_sub(get(&v, "frames_checked"))),
                 // The whole process, its start and attach included.
                 cpu_share: usage.cpu_secs / secs,
                 wakeups_per_s: usage.context_switches as f64 / secs,
@@ -222,21 +260,25 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
         ));
     }
     let observers = if args.observers.is_empty() {
-        PollerObserver::ALL.to_vec()
+        PollerObserver::DEFAULT.to_vec()
     } else {
         args.observers.clone()
     };
-    if observers.contains(&PollerObserver::Poller) {
+    if observers
+        .iter()
+        .any(|o| matches!(o, PollerObserver::Poller | PollerObserver::NanChecker))
+    {
         check_numpy()?;
     }
 
     println!(
-        "lrbc-bench poller: watch against the numpy poller (benches/numpy_poller.py, --nap 200), \
-         {} rounds of {:.0} s each per preset and pace, interleaved on one engine and client",
+        "lrbc-bench poller: watch against the numpy poller (benches/numpy_poller.py, --nap 200) \
+         or NaN checker (benches/nan_checker.py, --nap 100), {} rounds of {:.0} s each per \
+         preset and pace, interleaved on one engine and client",
         args.rounds, args.secs
     );
     println!(
-        "{:<10} {:>7} {:<8} {:>9} {:>7} {:>6} {:>6} {:>8} {:>8} {:>9} {:>11}",
+        "{:<10} {:>7} {:<8} {:>9} {:>7} {:>6} {:>6} {:>8} {:>8} {:>9} {:>9} {:>11}",
         "preset",
         "pace",
         "observer",
@@ -246,6 +288,7 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
         "late",
         "lost ‰",
         "skipped",
+        "unchecked",
         "CPU",
         "wake-ups/s"
     );
@@ -274,16 +317,24 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
                 let o = o.name();
                 let t = totals[k];
                 let n = f64::from(args.rounds);
-                let per_round: Vec<String> = rounds[k].iter().map(|t| t.lost.to_string()).collect();
+                let lost: Vec<String> = rounds[k].iter().map(|t| t.lost.to_string()).collect();
+                let cpu: Vec<String> = rounds[k]
+                    .iter()
+                    .map(|t| format!("{:.1}", 100.0 * t.cpu_share))
+                    .collect();
+                let unchecked: Vec<String> = rounds[k]
+                    .iter()
+                    .filter_map(|t| t.unchecked.map(|u| u.to_string()))
+                    .collect();
                 println!(
-                    "{:<10} {:>5.0} Hz {:<8} {:>9} {:>7} {:>6} {:>6} {:>8.2} {:>8} {:>8.1} % {:>11.0}   lost per round: {}",
+                    "{:<10} {:>5.0} Hz {:<8} {:>9} {:>7} {:>6} {:>6} {:>8.2} {:>8} {:>9} {:>8.1} % {:>11.0}   per round: lost {}; CPU % {}{}",
                     preset.as_str(),
                     hz,
                     o,
                     t.seen,
                     t.lost,
                     t.torn,
-                    if observers[k] == PollerObserver::Poller {
+                    if matches!(observers[k], PollerObserver::Poller | PollerObserver::NanChecker) {
                         "-".to_string()
                     } else {
                         t.late.to_string()
@@ -294,9 +345,16 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
                         0.0
                     },
                     t.skipped,
+                    t.unchecked.map_or_else(|| "-".to_string(), |u| u.to_string()),
                     100.0 * t.cpu_share / n,
                     t.wakeups_per_s / n,
-                    per_round.join(", ")
+                    lost.join(", "),
+                    cpu.join(", "),
+                    if unchecked.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; unchecked {}", unchecked.join(", "))
+                    }
                 );
             }
         }
@@ -304,6 +362,7 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
     println!(
         "(lost: missed + torn (+ unreadable); torn: of those, copies the engine wrote into; late: of those, missed while the machine did not run \
          the follower when it asked to be woken; skipped: let pass on purpose on a busy machine; \
+         unchecked: frames seen whose values were not all checked; \
          CPU: share of one core, the mean of the rounds; wake-ups: context switches per second)"
     );
     Ok(())

@@ -1,13 +1,14 @@
 //! The operating-system calls of the LRBC crates, with a backend per platform: the
 //! monotonic clock, thread priority and CPU time, the machine's idle time and memory,
 //! process signals and resident memory, page size and allocation granularity, sockets'
-//! send queues. Each backend offers the same functions; this crate is the one home of
-//! their `unsafe` (the mappings' own calls are `lrbc::segment`'s), each block with its
+//! send queues; and the CPU's vector instructions. Each backend offers the same
+//! functions; this crate is the one home of their `unsafe` (the mappings' own calls are `lrbc::segment`'s), each block with its
 //! `// SAFETY:` line.
 //!
 //! Modules, each using only those above it:
 //! - `unix`: the Unix (Linux) backend, through `libc`
 //! - `windows`: the Windows backend, through `windows-sys`
+//! - `vector`: tests over many `f32`s at once, with AVX2 where the CPU has it
 //!
 //! The feature `process` adds process control, for the programs and the children they
 //! start: `stop_on_interrupt` (signal-hook on Unix), `send_signal`,
@@ -23,6 +24,8 @@
 mod unix;
 #[cfg(unix)]
 pub use unix::*;
+
+pub mod vector;
 
 #[cfg(windows)]
 mod windows;

@@ -13,7 +13,7 @@ use lrbc_sim::children::inspector_exe;
 use lrbc_sim::engine::Preset;
 
 /// The anchor: `--anchor`, or the checkout's benches/nan_checker.py.
-pub(super) fn anchor_script(arg: Option<&Path>) -> Result<PathBuf, BenchError> {
+pub(crate) fn anchor_script(arg: Option<&Path>) -> Result<PathBuf, BenchError> {
     let script = arg.map_or_else(
         || {
             PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))

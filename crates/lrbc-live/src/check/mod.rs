@@ -325,6 +325,8 @@ struct RowBounds {
     hi: Vec<f32>,
     /// Some value has a bound narrower than the finite range.
     bounded: Vec<bool>,
+    /// Any value has: blocks are tested against the bounds, not for finiteness alone.
+    any_bounded: bool,
 }
 
 impl RowBounds {
@@ -342,7 +344,18 @@ impl RowBounds {
             rows_per_block,
             lo: repeat(lo),
             hi: repeat(hi),
+            any_bounded: bounded.iter().any(|&b| b),
             bounded,
+        }
+    }
+
+    /// Whether a block of whole rows (at most `rows_per_block`) passes: every value
+    /// finite, or within its bound where one is narrower.
+    fn block_passes(&self, values: &[f32]) -> bool {
+        if self.any_bounded {
+            lrbc_platform::vector::all_within(values, &self.lo, &self.hi)
+        } else {
+            lrbc_platform::vector::all_finite(values)
         }
     }
 
@@ -352,61 +365,6 @@ impl RowBounds {
             self.hi.get(i).copied().unwrap_or(f32::MAX),
         )
     }
-}
-
-/// Whether every value lies within its bound (NaN never does). Branch-free, so that it
-/// vectorises with the baseline instruction set; the caller branches once per block.
-/// Each lane adds up how far its values lie outside their bounds (a value clamped to its
-/// bound, less the value): zero for values within, positive for those outside, infinite
-/// for an infinity, NaN for a NaN; every sum is zero only when every value is within.
-// Not inlined: on its own it vectorises whatever the caller's loop looks like.
-#[inline(never)]
-fn all_within(values: &[f32], lo: &[f32], hi: &[f32]) -> bool {
-    const LANES: usize = 16;
-    let n = values.len().min(lo.len()).min(hi.len());
-    let (values, lo, hi) = (&values[..n], &lo[..n], &hi[..n]);
-    let mut outside = [0f32; LANES];
-    let (vc, lc, hc) = (
-        values.chunks_exact(LANES),
-        lo.chunks_exact(LANES),
-        hi.chunks_exact(LANES),
-    );
-    let (vr, lr, hr) = (vc.remainder(), lc.remainder(), hc.remainder());
-    for ((v, l), h) in vc.zip(lc).zip(hc) {
-        for k in 0..LANES {
-            // Two selects of the shape of the instruction set's max and min (a NaN
-            // passes both and stays NaN).
-            let x = v[k];
-            let above = if x < l[k] { l[k] } else { x };
-            let clamped = if above > h[k] { h[k] } else { above };
-            outside[k] += (clamped - x).abs();
-        }
-    }
-    let mut all = outside.iter().all(|&o| o == 0.0);
-    for ((&v, &l), &h) in vr.iter().zip(lr).zip(hr) {
-        all &= (v >= l) & (v <= h);
-    }
-    all
-}
-
-/// Whether every value is finite: the exponent bits of none are all set. On the bits as
-/// integers, without a comparison: adding 1 to an exponent of all ones (and nothing to
-/// any other) carries into the top bit, which the lanes gather by `or`.
-#[inline(never)]
-fn all_finite(values: &[f32]) -> bool {
-    const LANES: usize = 16;
-    const EXPONENT: u32 = 0x7f80_0000;
-    const ONE: u32 = 0x0080_0000;
-    let mut carry = [0u32; LANES];
-    let chunks = values.chunks_exact(LANES);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for k in 0..LANES {
-            carry[k] |= (c[k].to_bits() & EXPONENT) + ONE;
-        }
-    }
-    let lanes = carry.iter().fold(0u32, |a, &c| a | c);
-    lanes & 0x8000_0000 == 0 && rest.iter().all(|v| v.is_finite())
 }
 
 /// The check of a segment's frames (or a recording's): the bounds resolved for its
@@ -542,7 +500,7 @@ impl Checker {
             let ok = if bounded {
                 chunk.iter().fold(true, |ok, &v| ok & (v >= lo) & (v <= hi))
             } else {
-                all_finite(chunk)
+                lrbc_platform::vector::all_finite(chunk)
             };
             if ok {
                 continue;
@@ -573,6 +531,19 @@ impl Checker {
         self.rows(first_env, values, false);
     }
 
+    /// The observation rows tested as one block: reading them a block at a time, a
+    /// caller can test each with [`Checker::obs_block_passes`] as it reads, and pass only
+    /// the blocks that fail to [`Checker::obs_rows`].
+    pub fn obs_block_rows(&self) -> usize {
+        self.obs.rows_per_block
+    }
+
+    /// Whether a block of whole observation rows (at most [`Checker::obs_block_rows`])
+    /// holds nothing [`Checker::obs_rows`] would find.
+    pub fn obs_block_passes(&self, values: &[f32]) -> bool {
+        self.obs.block_passes(values)
+    }
+
     /// The actions of the envs from `first_env` on, whole rows.
     pub fn act_rows(&mut self, first_env: u32, values: &[f32]) {
         self.rows(first_env, values, true);
@@ -585,26 +556,13 @@ impl Checker {
             return;
         }
         let block = bounds.rows_per_block * row_len;
-        // Without a bound narrower than the finite range, the test is finiteness alone.
-        let bounded = bounds.bounded.iter().any(|&b| b);
         let mut bad_rows = Vec::new();
         for (b, chunk) in values.chunks(block).enumerate() {
-            let n = chunk.len();
-            let ok = if bounded {
-                all_within(chunk, &bounds.lo[..n], &bounds.hi[..n])
-            } else {
-                all_finite(chunk)
-            };
-            if ok {
+            if bounds.block_passes(chunk) {
                 continue;
             }
             for (r, row) in chunk.chunks_exact(row_len).enumerate() {
-                let ok = if bounded {
-                    all_within(row, &bounds.lo[..row_len], &bounds.hi[..row_len])
-                } else {
-                    all_finite(row)
-                };
-                if !ok {
+                if !bounds.block_passes(row) {
                     bad_rows.push((b * bounds.rows_per_block + r, row));
                 }
             }

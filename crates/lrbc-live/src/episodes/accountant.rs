@@ -153,17 +153,14 @@ pub struct FrameView<'a> {
     pub resets: &'a [u8],
 }
 
-/// The open episode of one env.
+/// The open episode of one env, but for its running sums (the accountant's hot arrays)
+/// and what every open episode shares (its last frame, the frames lacking since).
 #[derive(Clone, Copy, Debug)]
 struct Open {
     first_frame: u64,
     first_ns: u64,
-    last_frame: u64,
-    last_ns: u64,
-    ret: f64,
-    min: f32,
-    max: f32,
-    lacking: u64,
+    /// [`Accountant::frames_lacking`] when it began: the frames lacking since are its own.
+    lacking_from: u64,
     began_before: bool,
     nonfinite: Option<u64>,
     /// A frame of it was taken (else it holds only the frame it is due to start at).
@@ -171,19 +168,66 @@ struct Open {
 }
 
 impl Open {
-    fn new(first_frame: u64, began_before: bool) -> Self {
+    fn new(first_frame: u64, began_before: bool, lacking_from: u64) -> Self {
         Self {
             first_frame,
             first_ns: 0,
-            last_frame: first_frame,
-            last_ns: 0,
-            ret: 0.0,
-            min: f32::NAN,
-            max: f32::NAN,
-            lacking: 0,
+            lacking_from,
             began_before,
             nonfinite: None,
             taken: false,
+        }
+    }
+}
+
+/// The running sums of every env's open episode, an array each: a frame adds its rewards
+/// to them in one pass that vectorises.
+#[derive(Clone, Debug)]
+struct Sums {
+    ret: Vec<f64>,
+    /// The smallest and largest finite rewards (NaN while there is none).
+    min: Vec<f32>,
+    max: Vec<f32>,
+}
+
+impl Sums {
+    fn new(num_envs: usize) -> Self {
+        Self {
+            ret: vec![0.0; num_envs],
+            min: vec![f32::NAN; num_envs],
+            max: vec![f32::NAN; num_envs],
+        }
+    }
+
+    fn restart(&mut self, env: usize) {
+        if let (Some(r), Some(lo), Some(hi)) = (
+            self.ret.get_mut(env),
+            self.min.get_mut(env),
+            self.max.get_mut(env),
+        ) {
+            (*r, *lo, *hi) = (0.0, f32::NAN, f32::NAN);
+        }
+    }
+
+    /// Adds every env's reward (an env past `rewards`' end gets 0).
+    fn add(&mut self, rewards: &[f32]) {
+        let n = rewards.len().min(self.ret.len());
+        for (lo, hi) in self.min[n..].iter_mut().zip(&mut self.max[n..]) {
+            *lo = lo.min(0.0);
+            *hi = hi.max(0.0);
+        }
+        let rows = self.ret[..n]
+            .iter_mut()
+            .zip(&mut self.min[..n])
+            .zip(&mut self.max[..n])
+            .zip(&rewards[..n]);
+        for (((ret, lo), hi), &r) in rows {
+            *ret += f64::from(r);
+            // `f32::min` and `max` keep the other operand when one is NaN: a NaN minimum
+            // takes the first finite reward, and a non-finite reward changes nothing.
+            let finite = if r.is_finite() { r } else { f32::NAN };
+            *lo = lo.min(finite);
+            *hi = hi.max(finite);
         }
     }
 }
@@ -192,9 +236,14 @@ impl Open {
 #[derive(Clone, Debug)]
 pub struct Accountant {
     open: Vec<Open>,
-    /// The newest frame taken (or the frame followed from).
+    sums: Sums,
+    /// The envs whose open episode has no frame taken yet, ascending.
+    untaken: Vec<u32>,
+    /// The newest frame taken (or the frame followed from), and when it was taken.
     last_frame: u64,
+    last_ns: u64,
     frames_taken: u64,
+    /// Frames not taken between frames taken, since the start.
     frames_lacking: u64,
 }
 
@@ -204,8 +253,11 @@ impl Accountant {
     /// are whole).
     pub fn new(num_envs: u32, after_frame: u64) -> Self {
         Self {
-            open: vec![Open::new(after_frame + 1, after_frame > 0); num_envs as usize],
+            open: vec![Open::new(after_frame + 1, after_frame > 0, 0); num_envs as usize],
+            sums: Sums::new(num_envs as usize),
+            untaken: (0..num_envs).collect(),
             last_frame: after_frame,
+            last_ns: 0,
             frames_taken: 0,
             frames_lacking: 0,
         }
@@ -247,49 +299,61 @@ impl Accountant {
         }
         let gap = f.frame_seq - self.last_frame - 1;
         self.last_frame = f.frame_seq;
+        self.last_ns = f.time_ns;
         self.frames_taken += 1;
         self.frames_lacking += gap;
+        for e in self.untaken.drain(..) {
+            if let Some(o) = self.open.get_mut(e as usize) {
+                o.first_ns = f.time_ns;
+                o.taken = true;
+            }
+        }
         for env in nonfinite {
             if let Some(o) = self.open.get_mut(env as usize) {
                 o.nonfinite.get_or_insert(f.frame_seq);
             }
         }
+        self.sums.add(f.rewards);
+        if !lrbc_platform::vector::all_finite(f.rewards) {
+            for (o, r) in self.open.iter_mut().zip(f.rewards) {
+                if !r.is_finite() {
+                    o.nonfinite.get_or_insert(f.frame_seq);
+                }
+            }
+        }
+        // Envs with no flag set (nearly all, most frames) are passed over a block at a
+        // time.
+        const BLOCK: usize = 32;
+        let quiet = |a: &[u8], at: std::ops::Range<usize>| {
+            let end = at.end.min(a.len());
+            a[at.start.min(end)..end].iter().fold(0u8, |x, &v| x | v) == 0
+        };
         let flag = |a: &[u8], e: usize| a.get(e).is_some_and(|&v| v != 0);
-        for (e, o) in self.open.iter_mut().enumerate() {
-            // The frames between the last one taken and this one are this episode's (it
-            // began at the latest just after the last one taken).
-            o.lacking += gap;
-            let r = f.rewards.get(e).copied().unwrap_or(0.0);
-            if !o.taken {
-                o.first_ns = f.time_ns;
-                o.taken = true;
+        let n = self.open.len();
+        for start in (0..n).step_by(BLOCK) {
+            let block = start..(start + BLOCK).min(n);
+            if quiet(f.dones, block.clone())
+                && f.truncateds.is_none_or(|t| quiet(t, block.clone()))
+                && quiet(f.resets, block.clone())
+            {
+                continue;
             }
-            o.last_frame = f.frame_seq;
-            o.last_ns = f.time_ns;
-            o.ret += f64::from(r);
-            if r.is_finite() {
-                o.min = if o.min.is_nan() { r } else { o.min.min(r) };
-                o.max = if o.max.is_nan() { r } else { o.max.max(r) };
-            } else {
-                o.nonfinite.get_or_insert(f.frame_seq);
-            }
-            let ending = if flag(f.dones, e) {
-                Some(Ending::Done)
-            } else if f.truncateds.is_some_and(|t| flag(t, e)) {
-                Some(Ending::Truncated)
-            } else if flag(f.resets, e) {
-                Some(Ending::Reset)
-            } else {
-                None
-            };
-            if let Some(ending) = ending {
-                let ending = if o.nonfinite.is_some() {
-                    Ending::NonFinite
+            for e in block {
+                let ending = if flag(f.dones, e) {
+                    Ending::Done
+                } else if f.truncateds.is_some_and(|t| flag(t, e)) {
+                    Ending::Truncated
+                } else if flag(f.resets, e) {
+                    Ending::Reset
                 } else {
-                    ending
+                    continue;
                 };
-                out.push(close(e as u32, o, ending));
-                *o = Open::new(f.frame_seq + 1, false);
+                out.push(self.close(e, ending));
+                if let Some(o) = self.open.get_mut(e) {
+                    *o = Open::new(f.frame_seq + 1, false, self.frames_lacking);
+                }
+                self.sums.restart(e);
+                self.untaken.push(e as u32);
             }
         }
     }
@@ -297,11 +361,9 @@ impl Accountant {
     /// The episodes going on, as of the last frame taken (ending `Running`), in env
     /// order; an env with no frame of its current episode taken yet has none.
     pub fn running(&self) -> impl Iterator<Item = Episode> + '_ {
-        self.open
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| o.taken)
-            .map(|(e, o)| close(e as u32, o, Ending::Running))
+        (0..self.open.len())
+            .filter(|&e| self.open[e].taken)
+            .map(|e| self.close(e, Ending::Running))
     }
 
     /// The frame each env's current episode began at (its previous ending + 1, or the
@@ -314,28 +376,36 @@ impl Accountant {
 
     /// The end of what is followed: every episode going on goes to `out` as running.
     pub fn finish(&mut self, out: &mut Vec<Episode>) {
-        for (e, o) in self.open.iter_mut().enumerate() {
-            if o.taken {
-                out.push(close(e as u32, o, Ending::Running));
-            }
-            *o = Open::new(self.last_frame + 1, true);
+        out.extend(self.running());
+        let n = self.open.len();
+        for o in &mut self.open {
+            *o = Open::new(self.last_frame + 1, true, self.frames_lacking);
         }
+        self.sums = Sums::new(n);
+        self.untaken = (0..n as u32).collect();
     }
-}
 
-fn close(env: u32, o: &Open, ending: Ending) -> Episode {
-    Episode {
-        env,
-        first_frame: o.first_frame,
-        last_frame: o.last_frame,
-        first_ns: o.first_ns,
-        last_ns: o.last_ns,
-        ret: o.ret,
-        min_reward: o.min,
-        max_reward: o.max,
-        ending,
-        lacking: o.lacking,
-        began_before: o.began_before,
-        nonfinite_frame: o.nonfinite,
+    /// Env `env`'s open episode as it stands, ending `ending`.
+    fn close(&self, env: usize, ending: Ending) -> Episode {
+        let o = self.open.get(env).copied().unwrap_or(Open::new(0, true, 0));
+        let ending = if o.nonfinite.is_some() && ending.finished() {
+            Ending::NonFinite
+        } else {
+            ending
+        };
+        Episode {
+            env: env as u32,
+            first_frame: o.first_frame,
+            last_frame: self.last_frame,
+            first_ns: o.first_ns,
+            last_ns: self.last_ns,
+            ret: self.sums.ret.get(env).copied().unwrap_or(0.0),
+            min_reward: self.sums.min.get(env).copied().unwrap_or(f32::NAN),
+            max_reward: self.sums.max.get(env).copied().unwrap_or(f32::NAN),
+            ending,
+            lacking: self.frames_lacking - o.lacking_from,
+            began_before: o.began_before,
+            nonfinite_frame: o.nonfinite,
+        }
     }
 }

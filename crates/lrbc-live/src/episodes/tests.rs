@@ -424,3 +424,200 @@ mod live {
         assert_eq!(b.envs[0].mean_return(), Some(52.5));
     }
 }
+
+/// The accountant as a plain loop over every env and frame: each env's episode carries
+/// its own sums, last frame and frames lacking.
+mod plain {
+    use super::*;
+
+    #[derive(Clone, Copy)]
+    struct Env {
+        first_frame: u64,
+        first_ns: u64,
+        last_frame: u64,
+        last_ns: u64,
+        ret: f64,
+        min: f32,
+        max: f32,
+        lacking: u64,
+        began_before: bool,
+        nonfinite: Option<u64>,
+        taken: bool,
+    }
+
+    fn open(first_frame: u64, began_before: bool) -> Env {
+        Env {
+            first_frame,
+            first_ns: 0,
+            last_frame: first_frame,
+            last_ns: 0,
+            ret: 0.0,
+            min: f32::NAN,
+            max: f32::NAN,
+            lacking: 0,
+            began_before,
+            nonfinite: None,
+            taken: false,
+        }
+    }
+
+    fn close(env: usize, o: &Env, ending: Ending) -> Episode {
+        Episode {
+            env: env as u32,
+            first_frame: o.first_frame,
+            last_frame: o.last_frame,
+            first_ns: o.first_ns,
+            last_ns: o.last_ns,
+            ret: o.ret,
+            min_reward: o.min,
+            max_reward: o.max,
+            ending,
+            lacking: o.lacking,
+            began_before: o.began_before,
+            nonfinite_frame: o.nonfinite,
+        }
+    }
+
+    pub struct Plain {
+        envs: Vec<Env>,
+        last: u64,
+    }
+
+    impl Plain {
+        pub fn new(n: usize, after: u64) -> Self {
+            Self {
+                envs: vec![open(after + 1, after > 0); n],
+                last: after,
+            }
+        }
+
+        pub fn frame(&mut self, f: &FrameView<'_>, nonfinite: &[u32], out: &mut Vec<Episode>) {
+            let gap = f.frame_seq - self.last - 1;
+            self.last = f.frame_seq;
+            for &e in nonfinite {
+                if let Some(o) = self.envs.get_mut(e as usize) {
+                    o.nonfinite.get_or_insert(f.frame_seq);
+                }
+            }
+            let flag = |a: &[u8], e: usize| a.get(e).is_some_and(|&v| v != 0);
+            for (e, o) in self.envs.iter_mut().enumerate() {
+                o.lacking += gap;
+                let r = f.rewards.get(e).copied().unwrap_or(0.0);
+                if !o.taken {
+                    o.first_ns = f.time_ns;
+                    o.taken = true;
+                }
+                o.last_frame = f.frame_seq;
+                o.last_ns = f.time_ns;
+                o.ret += f64::from(r);
+                if r.is_finite() {
+                    o.min = if o.min.is_nan() { r } else { o.min.min(r) };
+                    o.max = if o.max.is_nan() { r } else { o.max.max(r) };
+                } else {
+                    o.nonfinite.get_or_insert(f.frame_seq);
+                }
+                let ending = if flag(f.dones, e) {
+                    Ending::Done
+                } else if f.truncateds.is_some_and(|t| flag(t, e)) {
+                    Ending::Truncated
+                } else if flag(f.resets, e) {
+                    Ending::Reset
+                } else {
+                    continue;
+                };
+                let ending = if o.nonfinite.is_some() {
+                    Ending::NonFinite
+                } else {
+                    ending
+                };
+                out.push(close(e, o, ending));
+                *o = open(f.frame_seq + 1, false);
+            }
+        }
+
+        pub fn running(&self) -> Vec<Episode> {
+            let taken = self.envs.iter().enumerate().filter(|(_, o)| o.taken);
+            taken.map(|(e, o)| close(e, o, Ending::Running)).collect()
+        }
+    }
+}
+
+/// Episodes as bits: NaN returns and rewards compare equal.
+fn same(a: &[Episode], b: &[Episode]) -> bool {
+    let bits = |e: &Episode| {
+        (
+            e.env,
+            e.first_frame,
+            e.last_frame,
+            e.first_ns,
+            e.last_ns,
+            e.ret.to_bits(),
+            e.min_reward.to_bits(),
+            e.max_reward.to_bits(),
+            e.ending,
+            e.lacking,
+            e.began_before,
+            e.nonfinite_frame,
+        )
+    };
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| bits(x) == bits(y))
+}
+
+proptest::proptest! {
+    /// Over many envs (several blocks of them, flag arrays of every length), frames with
+    /// gaps, flags and non-finite rewards, the accountant ends the episodes a plain loop
+    /// over every env ends, with the same figures, and holds the same ones going on.
+    #[test]
+    fn the_accountant_ends_what_a_plain_loop_over_every_env_ends(
+        n in 1usize..100,
+        after in 0u64..3,
+        frames in proptest::collection::vec(
+            (
+                0u64..3,
+                proptest::collection::vec(
+                    proptest::prop_oneof![
+                        12 => -5.0f32..5.0,
+                        1 => proptest::strategy::Just(f32::NAN),
+                        1 => proptest::strategy::Just(f32::INFINITY),
+                    ],
+                    0..100,
+                ),
+                proptest::collection::vec(0u8..20, 0..100),
+                proptest::collection::vec(0u8..2, 0..100),
+            ),
+            1..40,
+        ),
+    ) {
+        let mut a = Accountant::new(n as u32, after);
+        let mut p = plain::Plain::new(n, after);
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let mut f = after;
+        for (gap, rewards, flags, nonfinite) in &frames {
+            f += 1 + gap;
+            // 0 done, 1 truncated, 2 reset, 3 done and truncated; the rest none.
+            let pick = |k: &[u8]| flags.iter().map(|&x| u8::from(k.contains(&x))).collect::<Vec<u8>>();
+            let (dones, truncs, resets) = (pick(&[0, 3]), pick(&[1, 3]), pick(&[2]));
+            let nonfinite: Vec<u32> = nonfinite
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x == 1)
+                .map(|(e, _)| (e * 7 % n) as u32)
+                .take(3)
+                .collect();
+            let view = FrameView {
+                frame_seq: f,
+                time_ns: f * 1_000,
+                rewards,
+                dones: &dones,
+                truncateds: (f % 5 != 0).then_some(&truncs[..]),
+                resets: &resets,
+            };
+            a.frame(&view, nonfinite.iter().copied(), &mut got);
+            p.frame(&view, &nonfinite, &mut want);
+            proptest::prop_assert!(same(&got, &want), "frame {}: {:?} against {:?}", f, got, want);
+            let running: Vec<Episode> = a.running().collect();
+            proptest::prop_assert!(same(&running, &p.running()));
+        }
+        proptest::prop_assert_eq!(a.frames().0, frames.len() as u64);
+    }
+}

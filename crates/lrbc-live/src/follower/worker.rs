@@ -33,9 +33,15 @@ struct Checks {
     checker: Checker,
     /// Why the limits asked for could not all be applied.
     note: Option<String>,
-    /// Every env's observations and actions, copied under the guard and checked after
-    /// it: the engine must not write only for the time of a copy, not of the check.
-    obs: Vec<f32>,
+    /// Every env's observations, read a block at a time under the guard and tested as
+    /// read: only the blocks that fail are kept (`failed`, from the env `first_env` on),
+    /// and checked row by row once the read is known to be consistent. A block is a few
+    /// kilobytes: it stays in the cache between its read and its test, where a copy of
+    /// the whole frame would go out to memory and come back.
+    block: Vec<f32>,
+    failed: Vec<FailedBlock>,
+    /// Every env's actions, copied under the guard and checked after it (the saturation
+    /// runs follow every value).
     act: Vec<f32>,
     /// The last copy of the values came out torn: the next copies the rewards and flags
     /// without the values, so that a machine too slow to copy a frame within its life
@@ -54,11 +60,53 @@ impl Checks {
             limits,
             checker,
             note,
-            obs: Vec::new(),
+            block: Vec::new(),
+            failed: Vec::new(),
             act: Vec::new(),
             torn_last: false,
         })
     }
+}
+
+/// A block of observation rows that failed its test as it was read.
+struct FailedBlock {
+    first_env: u32,
+    values: Vec<f32>,
+}
+
+/// Reads every env's observations a block at a time into `k.block`, tests each block as
+/// it is read and keeps those that fail in `k.failed`. False: they could not be read.
+fn scan_obs(seg: &Segment, g: &Geometry, k: &mut Checks) -> bool {
+    k.failed.clear();
+    let row_len = g.obs_size as usize;
+    if row_len == 0 || g.num_envs == 0 {
+        return true;
+    }
+    let Some(region) = g.region(RegionKind::Obs) else {
+        return false;
+    };
+    let rows_per_block = k.checker.obs_block_rows().max(1);
+    k.block.resize(rows_per_block.saturating_mul(row_len), 0.0);
+    let row_bytes = (row_len as u64).saturating_mul(4);
+    let mut first = 0u32;
+    while first < g.num_envs {
+        let rows = (rows_per_block as u32).min(g.num_envs - first);
+        let values = &mut k.block[..rows as usize * row_len];
+        let at = region
+            .offset_bytes
+            .saturating_add(u64::from(first).saturating_mul(row_bytes));
+        if !seg.read_f32s(at, values) {
+            return false;
+        }
+        if !k.checker.obs_block_passes(values) {
+            k.failed.push(FailedBlock {
+                first_env: first,
+                values: values.to_vec(),
+            });
+        }
+        first += rows;
+    }
+    true
 }
 
 /// Copies every env's rows of `row_len` values in region `kind` (the observations or the
@@ -249,10 +297,10 @@ impl FollowerThread {
         let taken = snapshot::guarded_read(seg, g, 3, |s| {
             snapshot::copy_hot_into(s, g, &mut c.hot);
             snapshot::copy_rows_into(s, g, envs, &mut c.rows);
-            // Every env's values, copied here and checked once the copy is known to be
-            // consistent.
+            // Every env's values: the observations tested as they are read, the actions
+            // copied; what they hold is taken once the read is known to be consistent.
             checks.as_mut().map(|k| {
-                let obs = copy_values(s, g, RegionKind::Obs, g.obs_size, &mut k.obs);
+                let obs = scan_obs(s, g, k);
                 let act = copy_values(s, g, RegionKind::Act, g.act_size, &mut k.act);
                 (obs, act)
             })
@@ -324,7 +372,9 @@ impl FollowerThread {
                 let cover = |ok: bool| if ok { Coverage::All } else { Coverage::None };
                 k.checker.begin();
                 if obs {
-                    k.checker.obs_rows(0, &k.obs);
+                    for b in &k.failed {
+                        k.checker.obs_rows(b.first_env, &b.values);
+                    }
                     if actions_whole {
                         k.checker.act_rows(0, &k.act);
                     }

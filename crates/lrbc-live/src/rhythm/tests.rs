@@ -468,3 +468,60 @@ fn truncations_of_envs_in_step_share_one_length_and_terminations_do_not() {
     let x = e.frame(200, flags(&zero, &one, &zero));
     assert_eq!((x.truncated_length, x.lengths_from_attach), (Some(150), 8));
 }
+
+proptest::proptest! {
+    /// Over many envs (several blocks of them) and flag arrays of every length, a frame's
+    /// endings are those a plain loop over every env counts, episode lengths included.
+    #[test]
+    fn endings_in_step_count_what_a_plain_loop_over_every_env_counts(
+        n in 1usize..100,
+        frames in proptest::collection::vec(
+            (0u64..3, proptest::collection::vec(0u8..16, 0..100), 0usize..100, 0usize..100),
+            1..30,
+        ),
+    ) {
+        let mut endings = EndingsInStep::new();
+        let mut starts = vec![1u64; n];
+        let mut from_attach = vec![true; n];
+        let mut f = 0u64;
+        for (k, (gap, flags, t_len, r_len)) in frames.iter().enumerate() {
+            f += 1 + gap;
+            // 0 done, 1 truncated, 2 reset, 3 done and truncated; the rest none.
+            let pick = |set: &[u8], len: usize| {
+                let mut v: Vec<u8> = flags.iter().map(|&x| u8::from(set.contains(&x))).collect();
+                v.resize(len, 0);
+                v
+            };
+            let dones = pick(&[0, 3], n);
+            let truncs = pick(&[1, 3], *t_len);
+            let resets = pick(&[2], *r_len);
+            let got = endings.frame(f, Flags { dones: &dones, truncateds: Some(&truncs), resets: &resets });
+            if k == 0 {
+                starts.fill(f + 1);
+                from_attach.fill(f > 0);
+                continue;
+            }
+            let mut want = FrameEndings { num_envs: n as u32, ..FrameEndings::default() };
+            let mut lengths = Vec::new();
+            let on = |a: &[u8], e: usize| a.get(e).is_some_and(|&v| v != 0);
+            for e in 0..n {
+                if on(&dones, e) {
+                    want.terminated += 1;
+                } else if on(&truncs, e) {
+                    want.truncated += 1;
+                    lengths.push(f - starts[e] + 1);
+                    want.lengths_from_attach += u32::from(from_attach[e]);
+                } else if on(&resets, e) {
+                    want.resets += 1;
+                } else {
+                    continue;
+                }
+                starts[e] = f + 1;
+                from_attach[e] = false;
+            }
+            lengths.dedup();
+            want.truncated_length = (lengths.len() == 1).then(|| lengths[0]);
+            proptest::prop_assert_eq!(got, want, "frame {}", f);
+        }
+    }
+}
