@@ -334,7 +334,10 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
                     t.seen,
                     t.lost,
                     t.torn,
-                    if matches!(observers[k], PollerObserver::Poller | PollerObserver::NanChecker) {
+                    if matches!(
+                        observers[k],
+                        PollerObserver::Poller | PollerObserver::NanChecker
+                    ) {
                         "-".to_string()
                     } else {
                         t.late.to_string()
@@ -345,7 +348,8 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
                         0.0
                     },
                     t.skipped,
-                    t.unchecked.map_or_else(|| "-".to_string(), |u| u.to_string()),
+                    t.unchecked
+                        .map_or_else(|| "-".to_string(), |u| u.to_string()),
                     100.0 * t.cpu_share / n,
                     t.wakeups_per_s / n,
                     lost.join(", "),

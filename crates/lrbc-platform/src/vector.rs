@@ -31,7 +31,9 @@ fn all_within_lanes(values: &[f32], lo: &[f32], hi: &[f32]) -> bool {
         .iter()
         .zip(lo)
         .zip(hi)
-        .fold(0u32, |a, ((&x, &l), &h)| a | u32::from(!((x >= l) & (x <= h))));
+        .fold(0u32, |a, ((&x, &l), &h)| {
+            a | u32::from(!((x >= l) & (x <= h)))
+        });
     outside == 0
 }
 
@@ -70,12 +72,15 @@ fn all_finite_lanes(values: &[f32]) -> bool {
 mod tests {
     use super::*;
 
+    /// A test of values against their bounds.
+    type Within = fn(&[f32], &[f32], &[f32]) -> bool;
+
     /// Every path (the portable one, and the one the CPU picks) on every length up to
     /// a few vectors, with each bad value at each place.
     #[test]
     fn every_path_finds_each_bad_value_at_each_place() {
         let paths_finite: [fn(&[f32]) -> bool; 2] = [all_finite, all_finite_lanes];
-        let paths_within: [fn(&[f32], &[f32], &[f32]) -> bool; 2] = [all_within, all_within_lanes];
+        let paths_within: [Within; 2] = [all_within, all_within_lanes];
         for len in 0..70usize {
             let good: Vec<f32> = (0..len).map(|i| i as f32 * 0.5 - 10.0).collect();
             let lo = vec![-10.0f32; len];

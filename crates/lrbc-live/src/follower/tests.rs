@@ -392,6 +392,56 @@ fn a_sink_that_asks_for_checks_gets_every_frames_findings_over_every_env() {
     assert_eq!((c.checked, c.values_checked), (30, 30), "{c:?}");
 }
 
+/// The observations are read and tested a block of rows at a time: a bad value is
+/// reported at its own env in every block, the last (shorter) one included.
+#[test]
+fn a_bad_value_in_any_block_of_rows_is_found_at_its_env() {
+    use crate::check::Channel;
+    // 4 observations a row: 256 rows a block; 700 envs are two blocks and a shorter one.
+    let num_envs = 700u32;
+    let seg = TestSegment::create(
+        "follow-blocks",
+        &spec(PlanLayout::Lrbc { ext: true }, num_envs),
+    );
+    let (mut a, mut rx) = probe(vec![]);
+    a.check = Some(Arc::new(Limits::default()));
+    let _sub = subscribe_with_load(&seg.attach(), a, idle_machine).unwrap();
+    rx.joined();
+    let bad = [
+        (0u32, 0u32),
+        (255, 3),
+        (256, 0),
+        (511, 2),
+        (600, 1),
+        (699, 3),
+    ];
+    let mut found = Vec::new();
+    for (frame, &(env, index)) in (1u64..).zip(&bad) {
+        // Each frame one bad value; the one before made good again.
+        seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
+        seg.rw
+            .write_f32s(seg.plan.obs_offset, &vec![0.25; num_envs as usize * 4]);
+        let at = (u64::from(env) * 4 + u64::from(index)) * 4;
+        seg.rw.write_f32s(seg.plan.obs_offset + at, &[f32::NAN]);
+        seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
+        rx.until(|s| match s {
+            Seen::Frame {
+                frame_seq, check, ..
+            } if *frame_seq == frame => {
+                let (hits, all) = check.clone().expect("a check with each frame");
+                assert!(all, "frame {frame}: every env checked");
+                found.extend(hits);
+                true
+            }
+            _ => false,
+        });
+    }
+    let want: Vec<(u32, Channel)> = bad.iter().map(|&(e, i)| (e, Channel::Obs(i))).collect();
+    assert_eq!(found, want);
+}
+
 #[test]
 fn on_a_busy_machine_a_checking_sink_keeps_to_the_budget_and_the_frames_let_pass_are_counted() {
     let seg = TestSegment::create(

@@ -43,9 +43,11 @@ struct Checks {
     /// Every env's actions, copied under the guard and checked after it (the saturation
     /// runs follow every value).
     act: Vec<f32>,
-    /// The last copy of the values came out torn: the next copies the rewards and flags
-    /// without the values, so that a machine too slow to copy a frame within its life
-    /// still gets samples (the frames whose values were not checked are counted).
+    /// The last copy of the values came out torn after taking more than half a frame's
+    /// interval: the next copies the rewards and flags without the values, so that a
+    /// machine too slow to copy a frame within its life still gets samples (the frames
+    /// whose values were not checked are counted). A copy torn because the follower was
+    /// woken late says nothing of the copy's speed.
     torn_last: bool,
 }
 
@@ -294,6 +296,7 @@ impl FollowerThread {
         // busy machine, the budget has not yet paid for the last one.
         let fits = self.budget.costly_work_fits();
         let mut checks = self.checks.as_mut().filter(|k| !k.torn_last && fits);
+        let copy_from = monotonic_now_ns();
         let taken = snapshot::guarded_read(seg, g, 3, |s| {
             snapshot::copy_hot_into(s, g, &mut c.hot);
             snapshot::copy_rows_into(s, g, envs, &mut c.rows);
@@ -333,7 +336,8 @@ impl FollowerThread {
         }
         self.accounting.copied(copied, what);
         if let Some(k) = self.checks.as_mut() {
-            k.torn_last = taken.value.is_some() && what == Copied::Torn;
+            let slow = monotonic_now_ns().saturating_sub(copy_from) * 2 > pace.interval_ns();
+            k.torn_last = taken.value.is_some() && what == Copied::Torn && slow;
         }
         self.budget
             .sampled(monotonic_now_ns(), lrbc_platform::thread_cpu_ns());
