@@ -173,31 +173,17 @@ pub(crate) fn run_to_end(
 fn turn(observer: PollerObserver, name: &str, secs: f64) -> Result<Turn, BenchError> {
     let get = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     match observer {
-        PollerObserver::Poller => {
+        PollerObserver::Poller | PollerObserver::NanChecker => {
+            let (script, nap, what) = if observer == PollerObserver::Poller {
+                (poller_script()?, "200", "the numpy poller")
+            } else {
+                (nan_checker_script()?, "100", "the numpy NaN checker")
+            };
             let mut c = Command::new("python3");
-            c.arg(poller_script()?)
-                .args([name, &secs.to_string(), "--nap", "200"])
+            c.arg(script)
+                .args([name, &secs.to_string(), "--nap", nap])
                 .env("PYTHONPATH", python_path());
-            let (v, usage) = run_to_end(c, "the numpy poller")?;
-            Ok(Turn {
-                seen: get(&v, "frames_seen"),
-                lost: get(&v, "frames_missed") + get(&v, "frames_torn"),
-                late: 0,
-                torn: get(&v, "frames_torn"),
-                skipped: 0,
-                unchecked: None,
-                // Its own figure, over its loop (the interpreter's start and numpy's
-                // import left out).
-                cpu_share: v["cpu_share_of_core"].as_f64().unwrap_or(0.0),
-                wakeups_per_s: usage.context_switches as f64 / secs,
-            })
-        }
-        PollerObserver::NanChecker => {
-            let mut c = Command::new("python3");
-            c.arg(nan_checker_script()?)
-                .args([name, &secs.to_string(), "--nap", "100"])
-                .env("PYTHONPATH", python_path());
-            let (v, usage) = run_to_end(c, "the numpy NaN checker")?;
+            let (v, usage) = run_to_end(c, what)?;
             let seen = get(&v, "frames_seen");
             Ok(Turn {
                 seen,
@@ -205,7 +191,11 @@ fn turn(observer: PollerObserver, name: &str, secs: f64) -> Result<Turn, BenchEr
                 late: 0,
                 torn: get(&v, "frames_torn"),
                 skipped: 0,
-                unchecked: Some(seen.saturating_sub(get(&v, "frames_checked"))),
+                // The poller checks no values.
+                unchecked: (observer == PollerObserver::NanChecker)
+                    .then(|| seen.saturating_sub(get(&v, "frames_checked"))),
+                // Its own figure, over its loop (the interpreter's start and numpy's
+                // import left out).
                 cpu_share: v["cpu_share_of_core"].as_f64().unwrap_or(0.0),
                 wakeups_per_s: usage.context_switches as f64 / secs,
             })
