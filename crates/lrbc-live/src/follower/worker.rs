@@ -302,10 +302,15 @@ impl FollowerThread {
             snapshot::copy_rows_into(s, g, envs, &mut c.rows);
             // Every env's values: the observations tested as they are read, the actions
             // copied; what they hold is taken once the read is known to be consistent.
+            // The actions first: the trainer writes the next ones a policy step after the
+            // frame, and `action_seq` is looked at again just after their copy (the copy
+            // ends with an Acquire fence, `Segment::read_at`, so this load follows it;
+            // it pairs with the client's Release increment after it wrote the actions).
             checks.as_mut().map(|k| {
-                let obs = scan_obs(s, g, k);
                 let act = copy_values(s, g, RegionKind::Act, g.act_size, &mut k.act);
-                (obs, act)
+                let action_seq_after = s.load_u64(g.counters.action_seq).unwrap_or(0);
+                let obs = scan_obs(s, g, k);
+                (obs, act, action_seq_after)
             })
         });
         // Once the guard has served a page of this mapping, that page reads zeros for
@@ -362,13 +367,11 @@ impl FollowerThread {
         match self.checks.as_mut() {
             Some(k) => {
                 // Copied without the values: the rewards and flags are still checked.
-                let (obs, act) = taken.value.unwrap_or((false, false));
+                let (obs, act, a_after) = taken.value.unwrap_or((false, false, 0));
                 // The actions are the client's: the guard above covers the engine's
                 // writes only. They belong to this frame if action_seq did not move
-                // during the copy and, in lock-step, equals frame_seq (the client had not
-                // yet sent the next ones). Acquire: pairs with the client's Release
-                // increment of action_seq after it wrote the actions.
-                let a_after = load_action_seq(&self.attached);
+                // during their copy and, in lock-step, equals frame_seq (the client had
+                // not yet sent the next ones).
                 let lock_step = g.mode != Some(1);
                 let actions_whole = act
                     && a_after == taken.action_seq
