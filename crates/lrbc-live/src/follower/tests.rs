@@ -442,6 +442,57 @@ fn a_bad_value_in_any_block_of_rows_is_found_at_its_env() {
     assert_eq!(found, want);
 }
 
+/// Regions need not be aligned (spec 3): observations two bytes off the alignment of
+/// an f32 are copied a block at a time and tested, and a bad value is found at its env.
+#[test]
+fn observations_not_aligned_for_f32_are_checked_too() {
+    use crate::check::Channel;
+    let mut plan = spec(PlanLayout::Lrbc { ext: true }, 2);
+    // 2 envs × 3 values: 24 bytes of the 64 the plan gives the region.
+    plan.obs_size = 3;
+    let seg = TestSegment::create("follow-unaligned", &plan);
+    let obs_at = seg.plan.obs_offset + 2;
+    seg.rw.store_u64(48, obs_at);
+    let (mut a, mut rx) = probe(vec![]);
+    a.check = Some(Arc::new(Limits::default()));
+    let attached = seg.attach();
+    assert_eq!(
+        attached
+            .geometry
+            .region(lrbc::layout::RegionKind::Obs)
+            .map(|r| r.offset_bytes),
+        Some(obs_at),
+        "the header names the shifted region"
+    );
+    let _sub = subscribe_with_load(&attached, a, idle_machine).unwrap();
+    rx.joined();
+    let mut found = Vec::new();
+    for frame in 1..=3u64 {
+        seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
+        let mut values = [0.5f32; 6];
+        if frame == 2 {
+            values[5] = f32::NEG_INFINITY;
+        }
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        seg.rw.write_at(obs_at, &bytes);
+        seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
+        rx.until(|s| match s {
+            Seen::Frame {
+                frame_seq, check, ..
+            } if *frame_seq == frame => {
+                let (hits, all) = check.clone().expect("a check with each frame");
+                assert!(all, "frame {frame}: every env checked");
+                found.extend(hits.into_iter().map(|h| (frame, h)));
+                true
+            }
+            _ => false,
+        });
+    }
+    assert_eq!(found, vec![(2, (1, Channel::Obs(2)))]);
+}
+
 #[test]
 fn on_a_busy_machine_a_checking_sink_keeps_to_the_budget_and_the_frames_let_pass_are_counted() {
     let seg = TestSegment::create(

@@ -33,11 +33,11 @@ struct Checks {
     checker: Checker,
     /// Why the limits asked for could not all be applied.
     note: Option<String>,
-    /// Every env's observations, read a block at a time under the guard and tested as
-    /// read: only the blocks that fail are kept (`failed`, from the env `first_env` on),
-    /// and checked row by row once the read is known to be consistent. A block is a few
-    /// kilobytes: it stays in the cache between its read and its test, where a copy of
-    /// the whole frame would go out to memory and come back.
+    /// Every env's observations, tested a block at a time under the guard where they
+    /// lie: only the blocks that fail are kept (`failed`, from the env `first_env` on),
+    /// and checked row by row once the read is known to be consistent. A copy of the
+    /// whole frame would go out to memory and come back. `block`: where a block is
+    /// copied when the values are not aligned for f32.
     block: Vec<f32>,
     failed: Vec<FailedBlock>,
     /// Every env's actions, copied under the guard and checked after it (the saturation
@@ -76,8 +76,9 @@ struct FailedBlock {
     values: Vec<f32>,
 }
 
-/// Reads every env's observations a block at a time into `k.block`, tests each block as
-/// it is read and keeps those that fail in `k.failed`. False: they could not be read.
+/// Tests every env's observations a block at a time where they lie in the segment (or,
+/// where they are not aligned for f32, each block copied into `k.block` first), and keeps
+/// the blocks that fail in `k.failed`. False: they could not be read.
 fn scan_obs(seg: &Segment, g: &Geometry, k: &mut Checks) -> bool {
     k.failed.clear();
     let row_len = g.obs_size as usize;
@@ -88,25 +89,38 @@ fn scan_obs(seg: &Segment, g: &Geometry, k: &mut Checks) -> bool {
         return false;
     };
     let rows_per_block = k.checker.obs_block_rows().max(1);
-    k.block.resize(rows_per_block.saturating_mul(row_len), 0.0);
-    let row_bytes = (row_len as u64).saturating_mul(4);
-    let mut first = 0u32;
-    while first < g.num_envs {
-        let rows = (rows_per_block as u32).min(g.num_envs - first);
-        let values = &mut k.block[..rows as usize * row_len];
-        let at = region
-            .offset_bytes
-            .saturating_add(u64::from(first).saturating_mul(row_bytes));
-        if !seg.read_f32s(at, values) {
-            return false;
-        }
-        if !k.checker.obs_block_passes(values) {
-            k.failed.push(FailedBlock {
-                first_env: first,
+    let block_len = rows_per_block.saturating_mul(row_len);
+    let count = (g.num_envs as usize).saturating_mul(row_len);
+    let Checks {
+        checker,
+        failed,
+        block,
+        ..
+    } = k;
+    let mut test = |first_env: usize, values: &[f32]| {
+        if !checker.obs_block_passes(values) {
+            failed.push(FailedBlock {
+                first_env: first_env as u32,
                 values: values.to_vec(),
             });
         }
-        first += rows;
+    };
+    let in_place = seg.with_f32s(region.offset_bytes, count, |all| {
+        for (b, values) in all.chunks(block_len).enumerate() {
+            test(b * rows_per_block, values);
+        }
+    });
+    if in_place.is_some() {
+        return true;
+    }
+    block.resize(block_len, 0.0);
+    for (b, first) in (0..count).step_by(block_len).enumerate() {
+        let values = &mut block[..block_len.min(count - first)];
+        let at = region.offset_bytes.saturating_add(first as u64 * 4);
+        if !seg.read_f32s(at, values) {
+            return false;
+        }
+        test(b * rows_per_block, values);
     }
     true
 }

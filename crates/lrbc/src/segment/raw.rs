@@ -27,7 +27,8 @@ pub(super) struct Raw {
 // all access through it is atomic or bounds-checked copying, which is sound from any
 // thread (the memory is shared with other processes anyway).
 unsafe impl Send for Raw {}
-// SAFETY: as above; no method hands out references into the mapping.
+// SAFETY: as above; the one reference into the mapping handed out (`with_f32s`) is
+// shared, read-only and lives for the time of one call.
 unsafe impl Sync for Raw {}
 
 impl Raw {
@@ -109,6 +110,34 @@ impl Raw {
         let atomic = unsafe { AtomicU32::from_ptr(ptr) };
         // Acquire: pairs with the writer's Release store of this word.
         Some(atomic.load(Ordering::Acquire))
+    }
+
+    /// Calls `f` with the `count` f32s at `offset`, in place. None: the range is outside
+    /// the mapping, not aligned for f32, or the view was released.
+    pub(super) fn with_f32s<R>(
+        &self,
+        offset: u64,
+        count: usize,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> Option<R> {
+        let _open = self.enter()?;
+        let src = self.range(offset, count.checked_mul(size_of::<f32>())?)?;
+        if src.align_offset(align_of::<f32>()) != 0 {
+            return None;
+        }
+        // SAFETY: `src..src + count * 4` is inside the mapping (checked by `range`), held
+        // open for the call (`_open`), aligned for f32 (checked above), and every bit
+        // pattern is an f32. Other processes may write these bytes while `f` reads them,
+        // as they may during a copy (`read_at`): callers detect that with the spec's
+        // sequence counters and discard what `f` made of a torn frame. The slice lives
+        // for the call only. Pages past a shrunk file's end read as zeros (the SIGBUS
+        // guard).
+        let values = unsafe { std::slice::from_raw_parts(src.cast::<f32>().cast_const(), count) };
+        let r = f(values);
+        // Acquire fence: orders `f`'s reads before any following re-read of a sequence
+        // counter (the seqlock read side of spec 3.2), as after a copy.
+        std::sync::atomic::fence(Ordering::Acquire);
+        Some(r)
     }
 
     pub(super) fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {

@@ -75,6 +75,19 @@ impl Segment {
         self.raw.read_at(offset, out.as_mut_bytes())
     }
 
+    /// Calls `f` with the `count` f32s at `offset` where they lie, without a copy (for a
+    /// test of many values at once). Another process may write them meanwhile: what `f`
+    /// makes of them holds only if the spec's sequence counters say no write happened
+    /// (as for a copy). None: the range is outside the mapping or not aligned for f32.
+    pub fn with_f32s<R>(
+        &self,
+        offset: u64,
+        count: usize,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> Option<R> {
+        self.raw.with_f32s(offset, count, f)
+    }
+
     /// Pages of this mapping that were read as zeros because the file had shrunk.
     pub fn sigbus_faults(&self) -> u64 {
         self.raw.faults()

@@ -70,6 +70,36 @@ fn reading_a_shrunk_segment_sees_zeros_instead_of_crashing() {
     assert_eq!(ro.health(), Health::Truncated { size_bytes: 4096 });
 }
 
+/// Values read in place: inside the mapping and aligned for f32, or None; a shrunk
+/// file's pages read as zeros there too.
+#[test]
+fn values_in_place_are_handed_out_only_in_range_and_aligned() {
+    let path = temp_shm("in-place");
+    let _rm = Remove(path.clone());
+    let size = 16 * 4096u64;
+    let rw = SegmentRw::create(&path, size, false).unwrap();
+    let ones: Vec<u8> = (0..size / 4).flat_map(|_| 1.0f32.to_le_bytes()).collect();
+    assert!(rw.write_at(0, &ones));
+    let ro = Segment::open(&path, Symlinks::Refused).unwrap();
+    let sum = |offset: u64, count: usize| ro.with_f32s(offset, count, |v| v.iter().sum::<f32>());
+    assert_eq!(sum(8, 4), Some(4.0));
+    assert_eq!(sum(0, (size / 4) as usize), Some((size / 4) as f32));
+    assert_eq!(sum(size - 4, 1), Some(1.0));
+    assert_eq!(sum(size - 4, 2), None, "past the end");
+    assert_eq!(sum(u64::MAX - 3, 1), None, "an offset past any mapping");
+    assert_eq!(sum(0, usize::MAX), None, "a length that overflows");
+    assert_eq!(sum(2, 1), None, "not aligned for f32");
+    drop(rw);
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    assert_eq!(sum(0, 1024), Some(1024.0), "the page left");
+    assert_eq!(sum(8192, 1024), Some(0.0), "a page past the shrunk end");
+}
+
 #[test]
 fn health_tells_unlinked_from_replaced() {
     let path = temp_shm("health");
