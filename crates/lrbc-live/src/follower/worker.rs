@@ -43,12 +43,15 @@ struct Checks {
     /// Every env's actions, copied under the guard and checked after it (the saturation
     /// runs follow every value).
     act: Vec<f32>,
-    /// The last copy of the values came out torn after taking more than half a frame's
-    /// interval: the next copies the rewards and flags without the values, so that a
-    /// machine too slow to copy a frame within its life still gets samples (the frames
-    /// whose values were not checked are counted). A copy torn because the follower was
-    /// woken late says nothing of the copy's speed.
+    /// The last copy of the values came out torn while copies of them usually take more
+    /// than half a frame's interval: the next copies the rewards and flags without the
+    /// values, so that a machine too slow to copy a frame within its life still gets
+    /// samples (the frames whose values were not checked are counted). One copy slowed
+    /// by the machine (the follower not run for a while) says nothing of the usual.
     torn_last: bool,
+    /// How long a copy with the values usually takes: a moving mean, each copy weighing
+    /// an eighth.
+    usual_copy_ns: u64,
 }
 
 impl Checks {
@@ -66,6 +69,7 @@ impl Checks {
             failed: Vec::new(),
             act: Vec::new(),
             torn_last: false,
+            usual_copy_ns: 0,
         })
     }
 }
@@ -355,8 +359,16 @@ impl FollowerThread {
         }
         self.accounting.copied(copied, what);
         if let Some(k) = self.checks.as_mut() {
-            let slow = monotonic_now_ns().saturating_sub(copy_from) * 2 > pace.interval_ns();
-            k.torn_last = taken.value.is_some() && what == Copied::Torn && slow;
+            k.torn_last = false;
+            if taken.value.is_some() {
+                let took = monotonic_now_ns().saturating_sub(copy_from);
+                k.usual_copy_ns = if k.usual_copy_ns == 0 {
+                    took
+                } else {
+                    (k.usual_copy_ns * 7 + took) / 8
+                };
+                k.torn_last = what == Copied::Torn && k.usual_copy_ns * 2 > pace.interval_ns();
+            }
         }
         self.budget
             .sampled(monotonic_now_ns(), lrbc_platform::thread_cpu_ns());
