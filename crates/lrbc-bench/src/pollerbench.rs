@@ -5,7 +5,7 @@
 //! engine and client: frames lost, frames whose values went unchecked, CPU and wake-ups
 //! of each.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -97,8 +97,24 @@ impl PollerObserver {
     }
 }
 
-fn nan_checker_script() -> Result<PathBuf, BenchError> {
-    crate::detectbench::anchor_script(None)
+/// The numpy NaN checker: `arg` (`lrbc-bench detect --anchor`), or the checkout's
+/// benches/nan_checker.py.
+pub(crate) fn nan_checker_script(arg: Option<&Path>) -> Result<PathBuf, BenchError> {
+    let script = arg.map_or_else(
+        || {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+                .join("benches/nan_checker.py")
+        },
+        Path::to_path_buf,
+    );
+    if script.is_file() {
+        Ok(script)
+    } else {
+        Err(BenchError::Other(format!(
+            "{}: not found (--anchor FILE names the numpy anchor)",
+            script.display()
+        )))
+    }
 }
 
 fn poller_script() -> Result<PathBuf, BenchError> {
@@ -177,7 +193,7 @@ fn turn(observer: PollerObserver, name: &str, secs: f64) -> Result<Turn, BenchEr
             let (script, nap, what) = if observer == PollerObserver::Poller {
                 (poller_script()?, "200", "the numpy poller")
             } else {
-                (nan_checker_script()?, "100", "the numpy NaN checker")
+                (nan_checker_script(None)?, "100", "the numpy NaN checker")
             };
             let mut c = Command::new("python3");
             c.arg(script)

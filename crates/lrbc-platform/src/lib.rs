@@ -2,8 +2,8 @@
 //! monotonic clock, thread priority and CPU time, the machine's idle time and memory,
 //! process signals and resident memory, page size and allocation granularity, sockets'
 //! send queues; and the CPU's vector instructions. Each backend offers the same
-//! functions; this crate is the one home of their `unsafe` (the mappings' own calls are `lrbc::segment`'s), each block with its
-//! `// SAFETY:` line.
+//! functions; this crate is the one home of their `unsafe` (the mappings' own calls are
+//! `lrbc::segment`'s), each block with its `// SAFETY:` line.
 //!
 //! Modules, each using only those above it:
 //! - `unix`: the Unix (Linux) backend, through `libc`

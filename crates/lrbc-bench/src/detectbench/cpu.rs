@@ -1,7 +1,7 @@
 //! The `cpu` measure: `events`, `watch --no-events` and the numpy anchor attached
 //! together to one run, in rounds, per preset.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use super::DetectBenchArgs;
@@ -11,25 +11,6 @@ use crate::rounds::{cpu_of_rounds, in_rounds, run_together};
 use crate::shared::BenchError;
 use lrbc_sim::children::inspector_exe;
 use lrbc_sim::engine::Preset;
-
-/// The anchor: `--anchor`, or the checkout's benches/nan_checker.py.
-pub(crate) fn anchor_script(arg: Option<&Path>) -> Result<PathBuf, BenchError> {
-    let script = arg.map_or_else(
-        || {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-                .join("benches/nan_checker.py")
-        },
-        Path::to_path_buf,
-    );
-    if script.is_file() {
-        Ok(script)
-    } else {
-        Err(BenchError::Other(format!(
-            "{}: not found (--anchor FILE names the numpy anchor)",
-            script.display()
-        )))
-    }
-}
 
 /// An observer's share of the CPU rounds.
 #[derive(Clone, Debug, Default)]

@@ -11,7 +11,6 @@
 
 mod clean;
 mod cpu;
-pub(crate) use cpu::anchor_script;
 mod events;
 mod plants;
 mod ratio;
@@ -88,7 +87,7 @@ pub fn run(args: &DetectBenchArgs) -> Result<(), BenchError> {
          observers in separate processes"
     );
     if wants(DetectPart::Cpu) {
-        let anchor = anchor_script(args.anchor.as_deref())?;
+        let anchor = crate::pollerbench::nan_checker_script(args.anchor.as_deref())?;
         check_numpy().map_err(|_| {
             BenchError::Other(
                 "lrbc-bench detect needs python3 with numpy for the anchor (the test command, \
