@@ -3,6 +3,8 @@
 
 use serde_json::{Value, json};
 
+use crate::rhythm::{FlagEnding, Flags};
+
 /// How an episode ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Ending {
@@ -321,40 +323,23 @@ impl Accountant {
                 }
             }
         }
-        // Envs with no flag set (nearly all, most frames) are passed over a block at a
-        // time.
-        const BLOCK: usize = 32;
-        let quiet = |a: &[u8], at: std::ops::Range<usize>| {
-            let end = at.end.min(a.len());
-            a[at.start.min(end)..end].iter().fold(0u8, |x, &v| x | v) == 0
+        let flags = Flags {
+            dones: f.dones,
+            truncateds: f.truncateds,
+            resets: f.resets,
         };
-        let flag = |a: &[u8], e: usize| a.get(e).is_some_and(|&v| v != 0);
-        let n = self.open.len();
-        for start in (0..n).step_by(BLOCK) {
-            let block = start..(start + BLOCK).min(n);
-            if quiet(f.dones, block.clone())
-                && f.truncateds.is_none_or(|t| quiet(t, block.clone()))
-                && quiet(f.resets, block.clone())
-            {
-                continue;
+        for (e, ending) in flags.endings(self.open.len()) {
+            let ending = match ending {
+                FlagEnding::Done => Ending::Done,
+                FlagEnding::Truncated => Ending::Truncated,
+                FlagEnding::Reset => Ending::Reset,
+            };
+            out.push(self.close(e, ending));
+            if let Some(o) = self.open.get_mut(e) {
+                *o = Open::new(f.frame_seq + 1, false, self.frames_lacking);
             }
-            for e in block {
-                let ending = if flag(f.dones, e) {
-                    Ending::Done
-                } else if f.truncateds.is_some_and(|t| flag(t, e)) {
-                    Ending::Truncated
-                } else if flag(f.resets, e) {
-                    Ending::Reset
-                } else {
-                    continue;
-                };
-                out.push(self.close(e, ending));
-                if let Some(o) = self.open.get_mut(e) {
-                    *o = Open::new(f.frame_seq + 1, false, self.frames_lacking);
-                }
-                self.sums.restart(e);
-                self.untaken.push(e as u32);
-            }
+            self.sums.restart(e);
+            self.untaken.push(e as u32);
         }
     }
 

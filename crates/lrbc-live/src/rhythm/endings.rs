@@ -11,6 +11,51 @@ pub struct Flags<'a> {
     pub resets: &'a [u8],
 }
 
+/// How an env's episode ended in a frame, by its flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagEnding {
+    /// Done is set (done wins over truncated).
+    Done,
+    /// Truncated is set, done clear.
+    Truncated,
+    /// Reset is set, done and truncated clear.
+    Reset,
+}
+
+impl Flags<'_> {
+    /// The envs of the first `num_envs` with a flag set, ascending, and how each ended
+    /// (an array shorter than `num_envs` leaves the rest clear). Envs with no flag set
+    /// (nearly all, most frames) are passed over a block at a time.
+    pub fn endings(&self, num_envs: usize) -> impl Iterator<Item = (usize, FlagEnding)> + '_ {
+        const BLOCK: usize = 32;
+        let quiet = |a: &[u8], start: usize| {
+            let end = (start + BLOCK).min(a.len());
+            a[start.min(end)..end].iter().fold(0u8, |x, &v| x | v) == 0
+        };
+        let flag = |a: &[u8], e: usize| a.get(e).is_some_and(|&v| v != 0);
+        (0..num_envs)
+            .step_by(BLOCK)
+            .filter(move |&start| {
+                !(quiet(self.dones, start)
+                    && self.truncateds.is_none_or(|t| quiet(t, start))
+                    && quiet(self.resets, start))
+            })
+            .flat_map(move |start| start..(start + BLOCK).min(num_envs))
+            .filter_map(move |e| {
+                let ending = if flag(self.dones, e) {
+                    FlagEnding::Done
+                } else if self.truncateds.is_some_and(|t| flag(t, e)) {
+                    FlagEnding::Truncated
+                } else if flag(self.resets, e) {
+                    FlagEnding::Reset
+                } else {
+                    return None;
+                };
+                Some((e, ending))
+            })
+    }
+}
+
 /// What ended in one frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FrameEndings {
@@ -100,46 +145,31 @@ impl EndingsInStep {
         if !any(flags.dones) && truncs.is_none() && !any(flags.resets) {
             return out;
         }
-        let flag = |a: &[u8], e: usize| a.get(e).is_some_and(|&v| v != 0);
-        let mut lengths_differ = false;
-        // Envs with no flag set (nearly all, most frames) are passed over a block at a time.
-        const BLOCK: usize = 32;
-        let quiet = |a: &[u8], start: usize| {
-            let end = (start + BLOCK).min(a.len());
-            a[start.min(end)..end].iter().fold(0u8, |x, &v| x | v) == 0
+        let flags = Flags {
+            truncateds: truncs,
+            ..flags
         };
-        let busy = (0..n).step_by(BLOCK).filter(|&start| {
-            !(quiet(flags.dones, start)
-                && truncs.is_none_or(|t| quiet(t, start))
-                && quiet(flags.resets, start))
-        });
-        for e in busy.flat_map(|start| start..(start + BLOCK).min(n)) {
-            let ended = if flag(flags.dones, e) {
-                out.terminated += 1;
-                true
-            } else if truncs.is_some_and(|t| flag(t, e)) {
-                out.truncated += 1;
-                let length = frame_seq.saturating_sub(self.starts[e]) + 1;
-                match out.truncated_length {
-                    None if !lengths_differ => out.truncated_length = Some(length),
-                    Some(l) if l != length => {
-                        lengths_differ = true;
-                        out.truncated_length = None;
+        let mut lengths_differ = false;
+        for (e, ending) in flags.endings(n) {
+            match ending {
+                FlagEnding::Done => out.terminated += 1,
+                FlagEnding::Truncated => {
+                    out.truncated += 1;
+                    let length = frame_seq.saturating_sub(self.starts[e]) + 1;
+                    match out.truncated_length {
+                        None if !lengths_differ => out.truncated_length = Some(length),
+                        Some(l) if l != length => {
+                            lengths_differ = true;
+                            out.truncated_length = None;
+                        }
+                        _ => {}
                     }
-                    _ => {}
+                    out.lengths_from_attach += u32::from(self.from_attach[e]);
                 }
-                out.lengths_from_attach += u32::from(self.from_attach[e]);
-                true
-            } else if flag(flags.resets, e) {
-                out.resets += 1;
-                true
-            } else {
-                false
-            };
-            if ended {
-                self.starts[e] = frame_seq + 1;
-                self.from_attach[e] = false;
+                FlagEnding::Reset => out.resets += 1,
             }
+            self.starts[e] = frame_seq + 1;
+            self.from_attach[e] = false;
         }
         out
     }

@@ -11,7 +11,7 @@ mod endings;
 mod pauses;
 mod summary;
 
-pub use endings::{EndingsInStep, Flags, FrameEndings};
+pub use endings::{EndingsInStep, FlagEnding, Flags, FrameEndings};
 pub use pauses::{
     CONTINUOUS_FRAMES, CONTINUOUS_NS, FrameTimes, Judgment, PAUSE_INTERVALS, PAUSE_MIN_NS,
     PauseVerdict, Rhythm, RhythmSettings, Side, Waiting, Why,
