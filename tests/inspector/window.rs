@@ -35,6 +35,9 @@ impl Xvfb {
                 "1400x900x24",
                 "-nolisten",
                 "tcp",
+                // A server that resets when its last client leaves refuses connections
+                // for a moment: a window opened again just after one closed would fail.
+                "-noreset",
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

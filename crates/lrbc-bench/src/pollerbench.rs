@@ -97,42 +97,43 @@ impl PollerObserver {
     }
 }
 
-/// The numpy NaN checker: `arg` (`lrbc-bench detect --anchor`), or the checkout's
-/// benches/nan_checker.py.
-pub(crate) fn nan_checker_script(arg: Option<&Path>) -> Result<PathBuf, BenchError> {
-    let script = arg.map_or_else(
-        || {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-                .join("benches/nan_checker.py")
-        },
-        Path::to_path_buf,
-    );
+/// The source checkout the benchmark was built from (its scripts and `target/`).
+fn checkout() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// `script` if it is a file; else an error that says `how` to name one.
+fn existing(script: PathBuf, how: &str) -> Result<PathBuf, BenchError> {
     if script.is_file() {
         Ok(script)
     } else {
         Err(BenchError::Other(format!(
-            "{}: not found (--anchor FILE names the numpy anchor)",
+            "{}: not found ({how})",
             script.display()
         )))
     }
 }
 
+/// The numpy NaN checker: `arg` (`lrbc-bench detect --anchor`), or the checkout's
+/// benches/nan_checker.py.
+pub(crate) fn nan_checker_script(arg: Option<&Path>) -> Result<PathBuf, BenchError> {
+    let script = arg.map_or_else(
+        || checkout().join("benches/nan_checker.py"),
+        Path::to_path_buf,
+    );
+    existing(script, "--anchor FILE names the numpy anchor")
+}
+
 fn poller_script() -> Result<PathBuf, BenchError> {
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let script = root.join("benches/numpy_poller.py");
-    if script.exists() {
-        Ok(script)
-    } else {
-        Err(BenchError::Other(format!(
-            "{}: not found (lrbc-bench poller runs from a checkout of the source)",
-            script.display()
-        )))
-    }
+    existing(
+        checkout().join("benches/numpy_poller.py"),
+        "lrbc-bench poller runs from a checkout of the source",
+    )
 }
 
 /// PYTHONPATH with numpy: the test command installs it under target/pydeps.
 pub(crate) fn python_path() -> String {
-    let deps = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("target/pydeps");
+    let deps = checkout().join("target/pydeps");
     let mut path = deps.display().to_string();
     if let Ok(p) = std::env::var("PYTHONPATH") {
         path = format!("{path}:{p}");

@@ -120,6 +120,17 @@ fn publish(seg: &TestSegment, frame: u64) {
     seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
 }
 
+/// Publishes `frame` with every env's observations `obs`, written at byte `obs_at`
+/// (aligned for f32 or not).
+fn publish_obs(seg: &TestSegment, obs_at: u64, obs: &[f32], frame: u64) {
+    seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
+    let bytes: Vec<u8> = obs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    seg.rw.write_at(obs_at, &bytes);
+    seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+    seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+    seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
+}
+
 /// The test's end of a probe: what it received, the counts summed.
 struct Received {
     rx: mpsc::Receiver<Seen>,
@@ -149,6 +160,23 @@ impl Received {
 
     fn frame(&mut self, frame: u64) {
         self.until(|s| matches!(s, Seen::Frame { frame_seq, .. } if *frame_seq == frame));
+    }
+
+    /// What the check of `frame` found; fails unless every env was checked.
+    fn hits_of(&mut self, frame: u64) -> Vec<(u32, crate::check::Channel)> {
+        let mut found = Vec::new();
+        self.until(|s| match s {
+            Seen::Frame {
+                frame_seq, check, ..
+            } if *frame_seq == frame => {
+                let (hits, all) = check.clone().expect("a check with each frame");
+                assert!(all, "frame {frame}: every env checked");
+                found = hits;
+                true
+            }
+            _ => false,
+        });
+        found
     }
 
     /// The counts once they account for `frames` frames.
@@ -418,25 +446,10 @@ fn a_bad_value_in_any_block_of_rows_is_found_at_its_env() {
     let mut found = Vec::new();
     for (frame, &(env, index)) in (1u64..).zip(&bad) {
         // Each frame one bad value; the one before made good again.
-        seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
-        seg.rw
-            .write_f32s(seg.plan.obs_offset, &vec![0.25; num_envs as usize * 4]);
-        let at = (u64::from(env) * 4 + u64::from(index)) * 4;
-        seg.rw.write_f32s(seg.plan.obs_offset + at, &[f32::NAN]);
-        seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
-        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
-        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
-        rx.until(|s| match s {
-            Seen::Frame {
-                frame_seq, check, ..
-            } if *frame_seq == frame => {
-                let (hits, all) = check.clone().expect("a check with each frame");
-                assert!(all, "frame {frame}: every env checked");
-                found.extend(hits);
-                true
-            }
-            _ => false,
-        });
+        let mut obs = vec![0.25; num_envs as usize * 4];
+        obs[env as usize * 4 + index as usize] = f32::NAN;
+        publish_obs(&seg, seg.plan.obs_offset, &obs, frame);
+        found.extend(rx.hits_of(frame));
     }
     let want: Vec<(u32, Channel)> = bad.iter().map(|&(e, i)| (e, Channel::Obs(i))).collect();
     assert_eq!(found, want);
@@ -468,27 +481,12 @@ fn observations_not_aligned_for_f32_are_checked_too() {
     rx.joined();
     let mut found = Vec::new();
     for frame in 1..=3u64 {
-        seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
         let mut values = [0.5f32; 6];
         if frame == 2 {
             values[5] = f32::NEG_INFINITY;
         }
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        seg.rw.write_at(obs_at, &bytes);
-        seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
-        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
-        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
-        rx.until(|s| match s {
-            Seen::Frame {
-                frame_seq, check, ..
-            } if *frame_seq == frame => {
-                let (hits, all) = check.clone().expect("a check with each frame");
-                assert!(all, "frame {frame}: every env checked");
-                found.extend(hits.into_iter().map(|h| (frame, h)));
-                true
-            }
-            _ => false,
-        });
+        publish_obs(&seg, obs_at, &values, frame);
+        found.extend(rx.hits_of(frame).into_iter().map(|h| (frame, h)));
     }
     assert_eq!(found, vec![(2, (1, Channel::Obs(2)))]);
 }

@@ -129,20 +129,17 @@ fn scan_obs(seg: &Segment, g: &Geometry, k: &mut Checks) -> bool {
     true
 }
 
-/// Copies every env's rows of `row_len` values in region `kind` (the observations or the
-/// actions) into `out`. False: they could not be read.
-fn copy_values(
-    seg: &Segment,
-    g: &Geometry,
-    kind: RegionKind,
-    row_len: u32,
-    out: &mut Vec<f32>,
-) -> bool {
-    out.resize((g.num_envs as usize).saturating_mul(row_len as usize), 0.0);
+/// Copies every env's actions (`act_size` values a row) into `out`. False: they could not
+/// be read. (The observations are tested where they lie: [`scan_obs`].)
+fn copy_actions(seg: &Segment, g: &Geometry, out: &mut Vec<f32>) -> bool {
+    out.resize(
+        (g.num_envs as usize).saturating_mul(g.act_size as usize),
+        0.0,
+    );
     if out.is_empty() {
         return true;
     }
-    g.region(kind)
+    g.region(RegionKind::Act)
         .is_some_and(|region| seg.read_f32s(region.offset_bytes, out))
 }
 
@@ -325,7 +322,7 @@ impl FollowerThread {
             // ends with an Acquire fence, `Segment::read_at`, so this load follows it;
             // it pairs with the client's Release increment after it wrote the actions).
             checks.as_mut().map(|k| {
-                let act = copy_values(s, g, RegionKind::Act, g.act_size, &mut k.act);
+                let act = copy_actions(s, g, &mut k.act);
                 let action_seq_after = s.load_u64(g.counters.action_seq).unwrap_or(0);
                 let obs = scan_obs(s, g, k);
                 (obs, act, action_seq_after)

@@ -15,6 +15,11 @@ fn temp_shm(tag: &str) -> PathBuf {
     ))
 }
 
+/// Cuts the file at `path` to `len` bytes, as an engine that shrinks its segment does.
+fn shrink(path: &Path, len: u64) -> io::Result<()> {
+    OpenOptions::new().write(true).open(path)?.set_len(len)
+}
+
 struct Remove(PathBuf);
 impl Drop for Remove {
     fn drop(&mut self) {
@@ -55,12 +60,7 @@ fn reading_a_shrunk_segment_sees_zeros_instead_of_crashing() {
     let ro = Segment::open(&path, Symlinks::Refused).unwrap();
     assert!(ro.is_shrink_safe());
     drop(rw);
-    OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(4096)
-        .unwrap();
+    shrink(&path, 4096).unwrap();
     let mut buf = vec![0u8; size as usize];
     assert!(ro.read_at(0, &mut buf));
     assert!(buf[..4096].iter().all(|&b| b == 0xAB));
@@ -90,12 +90,7 @@ fn values_in_place_are_handed_out_only_in_range_and_aligned() {
     assert_eq!(sum(0, usize::MAX), None, "a length that overflows");
     assert_eq!(sum(2, 1), None, "not aligned for f32");
     drop(rw);
-    OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(4096)
-        .unwrap();
+    shrink(&path, 4096).unwrap();
     assert_eq!(sum(0, 1024), Some(1024.0), "the page left");
     assert_eq!(sum(8192, 1024), Some(0.0), "a page past the shrunk end");
 }
