@@ -5,7 +5,9 @@
 //! - `recorder`: the capture, the file writer and the flight recorder's rolling buffer
 //! - `replay`: reading recordings: the reader, the stream pass, the player, events and episodes
 //! - `export`: Parquet and CSV of frames, one row per episode, a LeRobot dataset
+//! - `compare`: two runs compared frame by frame: each env's first divergence and its origin
 
+pub mod compare;
 pub mod export;
 pub mod format;
 pub mod recorder;

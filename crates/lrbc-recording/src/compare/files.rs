@@ -1,0 +1,237 @@
+//! Two recordings compared from end to end: each is read on a thread of its own, in
+//! blocks (`read_recording`), and hands its decoded frames over a channel of a few; the
+//! caller's thread aligns them by their place from each run's start and compares them.
+//! Memory does not grow with the files: a few frames of each are held at a time.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+use std::thread;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+use super::{CompareCounts, Comparer, Divergence, Tolerance};
+use crate::format::{FrameError, RecFrame};
+use crate::replay::{End, ReadError, StreamItem, read_recording};
+
+/// Frames in flight from each file's reader.
+const IN_FLIGHT: usize = 4;
+
+/// Which of the two recordings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ComparedRun {
+    A,
+    B,
+}
+
+impl ComparedRun {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::A => "A",
+            Self::B => "B",
+        }
+    }
+}
+
+/// A comparison that could not be made, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("{}: {path}: {source}", run.as_str())]
+    Open {
+        run: ComparedRun,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", run.as_str())]
+    Read { run: ComparedRun, source: ReadError },
+    #[error("{}: {source}", run.as_str())]
+    Frame {
+        run: ComparedRun,
+        source: FrameError,
+    },
+    #[error("{}: the reading thread stopped unexpectedly", run.as_str())]
+    Reader { run: ComparedRun },
+}
+
+/// What a whole comparison found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FilesCompared {
+    pub counts: CompareCounts,
+    /// Each diverged env's first divergence, ascending by env.
+    pub divergences: Vec<Divergence>,
+    /// How each file ended (a truncated one was not finished by its recorder).
+    pub end_a: End,
+    pub end_b: End,
+}
+
+/// Why a reader stopped before its file's end.
+enum Stop {
+    Read(ReadError),
+    Frame(FrameError),
+    /// The comparison needs no more frames.
+    Unwanted,
+}
+
+impl From<ReadError> for Stop {
+    fn from(e: ReadError) -> Self {
+        Self::Read(e)
+    }
+}
+
+/// Compares recordings `a` and `b` with `tolerance`; `on_divergence` is told each env's
+/// first divergence as it is found (in frame order). `stop_at_first`: the comparison ends
+/// at the first frame with a divergence.
+pub fn compare_files(
+    a: &Path,
+    b: &Path,
+    tolerance: Tolerance,
+    stop_at_first: bool,
+    mut on_divergence: impl FnMut(&Divergence),
+) -> Result<FilesCompared, CompareError> {
+    let reader_a = Reader::spawn(ComparedRun::A, a)?;
+    let reader_b = Reader::spawn(ComparedRun::B, b)?;
+    let (frames_a, spare_a) = (&reader_a.frames, &reader_a.spares);
+    let (frames_b, spare_b) = (&reader_b.frames, &reader_b.spares);
+    let mut comparer = Comparer::new(tolerance);
+    let mut first: (Option<u64>, Option<u64>) = (None, None);
+    // The place from its run's start of a frame (None: before the run's first frame,
+    // which a recording of one run does not hold; it is not compared).
+    let place = |start: &mut Option<u64>, f: &RecFrame| {
+        let s = *start.get_or_insert(f.frame_seq);
+        f.frame_seq.checked_sub(s)
+    };
+    let mut next_a = frames_a.recv().ok();
+    let mut next_b = frames_b.recv().ok();
+    loop {
+        let ka = next_a.as_deref().map(|f| place(&mut first.0, f));
+        let kb = next_b.as_deref().map(|f| place(&mut first.1, f));
+        let take = match (ka, kb) {
+            (None, None) => break,
+            // A frame from before its run's first (a second run in one file).
+            (Some(None), _) => Take::A,
+            (_, Some(None)) => Take::B,
+            (Some(Some(x)), Some(Some(y))) if x == y => Take::Both(x),
+            (Some(Some(x)), Some(Some(y))) if x < y => Take::A,
+            (Some(_), Some(_)) | (None, Some(_)) => Take::B,
+            (Some(_), None) => Take::A,
+        };
+        match take {
+            Take::Both(k) => {
+                let (fa, fb) = (next_a.take(), next_b.take());
+                let mut stop = false;
+                if let (Some(fa), Some(fb)) = (&fa, &fb) {
+                    let found = comparer.frame(k, fa, fb);
+                    found.iter().for_each(&mut on_divergence);
+                    stop = stop_at_first && !found.is_empty();
+                }
+                recycle(spare_a, fa);
+                recycle(spare_b, fb);
+                if stop {
+                    break;
+                }
+                next_a = frames_a.recv().ok();
+                next_b = frames_b.recv().ok();
+            }
+            Take::A => {
+                comparer.only_a();
+                recycle(spare_a, next_a.take());
+                next_a = frames_a.recv().ok();
+            }
+            Take::B => {
+                comparer.only_b();
+                recycle(spare_b, next_b.take());
+                next_b = frames_b.recv().ok();
+            }
+        }
+    }
+    let end_a = reader_a.finish()?;
+    let end_b = reader_b.finish()?;
+    Ok(FilesCompared {
+        counts: comparer.counts(),
+        divergences: comparer.divergences().copied().collect(),
+        end_a,
+        end_b,
+    })
+}
+
+/// Which frame the comparison takes next.
+enum Take {
+    /// Both, at this place from their runs' starts.
+    Both(u64),
+    /// A's alone (B lacks it), or B's.
+    A,
+    B,
+}
+
+/// A recording read on a thread of its own: its frames, in file order, and the way back
+/// for their buffers.
+struct Reader {
+    run: ComparedRun,
+    frames: Receiver<Box<RecFrame>>,
+    spares: Sender<Box<RecFrame>>,
+    thread: thread::JoinHandle<Result<End, CompareError>>,
+}
+
+/// Hands a frame's buffers back to its reader (dropped when the reader has enough).
+fn recycle(spare: &Sender<Box<RecFrame>>, frame: Option<Box<RecFrame>>) {
+    if let Some(f) = frame {
+        // A full channel of spares, or a reader already done: the frame is dropped.
+        let _ = spare.try_send(f);
+    }
+}
+
+impl Reader {
+    fn spawn(run: ComparedRun, path: &Path) -> Result<Self, CompareError> {
+        let file = File::open(path).map_err(|source| CompareError::Open {
+            run,
+            path: path.display().to_string(),
+            source,
+        })?;
+        let (tx, frames) = bounded::<Box<RecFrame>>(IN_FLIGHT);
+        let (spares, spare_rx) = bounded::<Box<RecFrame>>(IN_FLIGHT + 2);
+        let thread = thread::Builder::new()
+            .name(format!("lrbc-compare-{}", run.as_str()))
+            .spawn(move || {
+                let mut input = BufReader::new(file);
+                let read = read_recording(
+                    &mut input,
+                    |item| {
+                        let StreamItem::Frame { log_ns, data } = item else {
+                            return Ok(());
+                        };
+                        let mut f = spare_rx.try_recv().unwrap_or_default();
+                        f.decode_into(log_ns, data).map_err(Stop::Frame)?;
+                        tx.send(f).map_err(|_| Stop::Unwanted)
+                    },
+                    |_| {},
+                );
+                match read {
+                    Ok(end) => Ok(end),
+                    // The comparison ended first: how the file ends is not known.
+                    Err(Stop::Unwanted) => Ok(End::default()),
+                    Err(Stop::Read(source)) => Err(CompareError::Read { run, source }),
+                    Err(Stop::Frame(source)) => Err(CompareError::Frame { run, source }),
+                }
+            })
+            .map_err(|_| CompareError::Reader { run })?;
+        Ok(Self {
+            run,
+            frames,
+            spares,
+            thread,
+        })
+    }
+
+    /// How the file ended, once the reader stopped. Dropping the channel first stops a
+    /// reader that is still reading (a comparison that stopped at its first divergence).
+    fn finish(self) -> Result<End, CompareError> {
+        let Self {
+            run,
+            frames,
+            spares,
+            thread,
+        } = self;
+        drop((frames, spares));
+        thread.join().map_err(|_| CompareError::Reader { run })?
+    }
+}

@@ -1,0 +1,388 @@
+//! Two runs compared frame by frame: [`Comparer`] is handed the frames of run A and of
+//! run B that stand at the same place from each run's start, and finds, env by env, the
+//! first frame where B differs from A, in which value, and where it started:
+//!
+//! - **policy**: the env's actions differ first (the trainer chose differently);
+//! - **simulator**: its observations differ after equal actions (the engine stepped
+//!   differently);
+//! - **reward**: its observations and actions are equal, its reward or a flag is not.
+//!
+//! A frame's actions are those that made it (the recorder copies them with the frame), so
+//! at one frame the actions are compared before the observations. Equal is bit for bit
+//! unless a [`Tolerance`] says otherwise. What one run lacks (a frame, an env, the
+//! observations of an env the recording did not keep) is counted as not compared, never
+//! as equal. Pure: the file pass and the live pass feed it.
+
+mod files;
+#[cfg(test)]
+mod tests;
+
+pub use files::{CompareError, ComparedRun, FilesCompared, compare_files};
+use lrbc_live::check::Channel;
+
+use crate::format::RecFrame;
+
+/// How far apart two values may be and still count as equal: `|a - b| <= abs + rel ×
+/// max(|a|, |b|)`. The default is bit for bit (0.0 and -0.0 differ; a NaN equals only
+/// the same NaN).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Tolerance {
+    pub abs: f32,
+    pub rel: f32,
+}
+
+impl Tolerance {
+    /// Bit for bit.
+    pub const EXACT: Self = Self { abs: 0.0, rel: 0.0 };
+
+    pub fn is_exact(self) -> bool {
+        self.abs == 0.0 && self.rel == 0.0
+    }
+
+    /// Whether `a` and `b` count as equal. With a tolerance, two NaNs are equal, a NaN
+    /// and a number are not, and infinities are equal only to themselves.
+    pub fn equal(self, a: f32, b: f32) -> bool {
+        if a.to_bits() == b.to_bits() {
+            return true;
+        }
+        if self.is_exact() {
+            return false;
+        }
+        if a.is_nan() || b.is_nan() {
+            return a.is_nan() && b.is_nan();
+        }
+        if a.is_infinite() || b.is_infinite() {
+            return a == b;
+        }
+        (a - b).abs() <= self.abs + self.rel * a.abs().max(b.abs())
+    }
+
+    /// The first index where `a` and `b` differ.
+    fn first_difference(self, a: &[f32], b: &[f32]) -> Option<usize> {
+        a.iter().zip(b).position(|(&x, &y)| !self.equal(x, y))
+    }
+}
+
+/// Where a divergence started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DivergenceOrigin {
+    /// The actions differ first: the trainer.
+    Policy,
+    /// The observations differ after equal actions: the engine.
+    Simulator,
+    /// Only the reward or a flag differs; the observations and actions are equal.
+    Reward,
+    /// The reward or a flag differs; the env's observations and actions are not in both
+    /// recordings, so where it started is not known.
+    Unknown,
+}
+
+impl DivergenceOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Policy => "policy",
+            Self::Simulator => "simulator",
+            Self::Reward => "reward",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// One of an env's per-frame flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Flag {
+    Done,
+    Truncated,
+    Reset,
+}
+
+impl Flag {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Truncated => "truncated",
+            Self::Reset => "reset",
+        }
+    }
+}
+
+/// The value in which B first differs from A, and both values. Two differences are equal
+/// when their values are bit for bit (a NaN equals the same NaN), as the comparison is.
+#[derive(Clone, Copy, Debug)]
+pub enum Difference {
+    /// An observation, an action or the reward.
+    Value { channel: Channel, a: f32, b: f32 },
+    /// A flag set in one run and clear in the other, as each run's byte reads (0: clear).
+    Flag { flag: Flag, a: u8, b: u8 },
+}
+
+impl PartialEq for Difference {
+    fn eq(&self, other: &Self) -> bool {
+        match (*self, *other) {
+            (
+                Self::Value { channel, a, b },
+                Self::Value {
+                    channel: c,
+                    a: x,
+                    b: y,
+                },
+            ) => channel == c && a.to_bits() == x.to_bits() && b.to_bits() == y.to_bits(),
+            (
+                Self::Flag { flag, a, b },
+                Self::Flag {
+                    flag: f,
+                    a: x,
+                    b: y,
+                },
+            ) => (flag, a, b) == (f, x, y),
+            _ => false,
+        }
+    }
+}
+
+/// The first frame where an env of B differs from A.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Divergence {
+    pub env: u32,
+    /// Frames from each run's start (0: each run's first frame).
+    pub frame: u64,
+    /// That frame's `frame_seq` in A and in B.
+    pub frame_seq_a: u64,
+    pub frame_seq_b: u64,
+    pub origin: DivergenceOrigin,
+    pub difference: Difference,
+}
+
+/// What one env's comparison came to.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct EnvState {
+    /// Frames at which the env was compared in full (its values too) or in part.
+    compared: u64,
+    diverged: Option<Divergence>,
+}
+
+/// The comparison so far, counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompareCounts {
+    /// Frames both runs hold (at the same place from their starts).
+    pub frames_compared: u64,
+    /// Frames only A holds, and only B.
+    pub frames_only_a: u64,
+    pub frames_only_b: u64,
+    /// Envs compared at one frame at least and equal at every one.
+    pub envs_identical: u64,
+    pub envs_diverged: u64,
+    /// Envs one run has and the other has not, or never compared.
+    pub envs_not_compared: u64,
+}
+
+/// Finds each env's first divergence between two runs.
+#[derive(Clone, Debug)]
+pub struct Comparer {
+    tolerance: Tolerance,
+    envs: Vec<EnvState>,
+    /// Envs of the run with more (those beyond the other's are not compared).
+    envs_max: u32,
+    frames_compared: u64,
+    frames_only_a: u64,
+    frames_only_b: u64,
+}
+
+impl Comparer {
+    pub fn new(tolerance: Tolerance) -> Self {
+        Self {
+            tolerance,
+            envs: Vec::new(),
+            envs_max: 0,
+            frames_compared: 0,
+            frames_only_a: 0,
+            frames_only_b: 0,
+        }
+    }
+
+    /// A frame only A holds (B lacks it), or only B.
+    pub fn only_a(&mut self) {
+        self.frames_only_a += 1;
+    }
+
+    pub fn only_b(&mut self) {
+        self.frames_only_b += 1;
+    }
+
+    /// The frames `a` and `b`, each `frame` frames from its run's start: the envs that
+    /// diverge at it for the first time, ascending.
+    pub fn frame(&mut self, frame: u64, a: &RecFrame, b: &RecFrame) -> Vec<Divergence> {
+        self.frames_compared += 1;
+        let num_a = a.rewards.len();
+        let num_b = b.rewards.len();
+        let common = num_a.min(num_b);
+        self.envs_max = self.envs_max.max(num_a.max(num_b) as u32);
+        if self.envs.len() < common {
+            self.envs.resize(common, EnvState::default());
+        }
+        // The envs whose values both recordings kept, with their rows in each.
+        let mut rows = Rows::new(a, b);
+        let mut found = Vec::new();
+        for env in 0..common {
+            let values = rows.of(env as u32);
+            let state = &mut self.envs[env];
+            if state.diverged.is_some() {
+                continue;
+            }
+            state.compared += 1;
+            if let Some((origin, difference)) = first_difference(self.tolerance, a, b, env, values)
+            {
+                let d = Divergence {
+                    env: env as u32,
+                    frame,
+                    frame_seq_a: a.frame_seq,
+                    frame_seq_b: b.frame_seq,
+                    origin,
+                    difference,
+                };
+                state.diverged = Some(d);
+                found.push(d);
+            }
+        }
+        found
+    }
+
+    /// Each diverged env's first divergence, ascending by env.
+    pub fn divergences(&self) -> impl Iterator<Item = &Divergence> {
+        self.envs.iter().filter_map(|s| s.diverged.as_ref())
+    }
+
+    /// Whether env `env` has diverged.
+    pub fn diverged(&self, env: u32) -> bool {
+        self.envs
+            .get(env as usize)
+            .is_some_and(|s| s.diverged.is_some())
+    }
+
+    pub fn counts(&self) -> CompareCounts {
+        let identical = self
+            .envs
+            .iter()
+            .filter(|s| s.diverged.is_none() && s.compared > 0)
+            .count() as u64;
+        let diverged = self.envs.iter().filter(|s| s.diverged.is_some()).count() as u64;
+        CompareCounts {
+            frames_compared: self.frames_compared,
+            frames_only_a: self.frames_only_a,
+            frames_only_b: self.frames_only_b,
+            envs_identical: identical,
+            envs_diverged: diverged,
+            envs_not_compared: u64::from(self.envs_max) - identical - diverged,
+        }
+    }
+}
+
+/// An env's observation and action rows in A and in B.
+#[derive(Clone, Copy)]
+struct Values<'f> {
+    obs: (&'f [f32], &'f [f32]),
+    act: (&'f [f32], &'f [f32]),
+}
+
+/// Walks the recorded envs of two frames (each ascending) together.
+struct Rows<'f> {
+    a: &'f RecFrame,
+    b: &'f RecFrame,
+    at_a: usize,
+    at_b: usize,
+}
+
+impl<'f> Rows<'f> {
+    fn new(a: &'f RecFrame, b: &'f RecFrame) -> Self {
+        Self {
+            a,
+            b,
+            at_a: 0,
+            at_b: 0,
+        }
+    }
+
+    /// Env `env`'s rows, when both frames hold them with the same sizes (asked for in
+    /// ascending order).
+    fn of(&mut self, env: u32) -> Option<Values<'f>> {
+        let (a, b) = (self.a, self.b);
+        while a.envs.get(self.at_a).is_some_and(|&e| e < env) {
+            self.at_a += 1;
+        }
+        while b.envs.get(self.at_b).is_some_and(|&e| e < env) {
+            self.at_b += 1;
+        }
+        let (ia, ib) = (self.at_a, self.at_b);
+        if a.envs.get(ia) != Some(&env) || b.envs.get(ib) != Some(&env) {
+            return None;
+        }
+        if a.obs_size != b.obs_size || a.act_size != b.act_size {
+            return None;
+        }
+        let row = |v: &'f [f32], i: usize, n: usize| v.get(i * n..(i + 1) * n);
+        Some(Values {
+            obs: (
+                row(&a.observations, ia, a.obs_size)?,
+                row(&b.observations, ib, b.obs_size)?,
+            ),
+            act: (
+                row(&a.actions, ia, a.act_size)?,
+                row(&b.actions, ib, b.act_size)?,
+            ),
+        })
+    }
+}
+
+/// Where env `env` of `b` first differs from `a` at this frame, and how it started.
+fn first_difference(
+    tol: Tolerance,
+    a: &RecFrame,
+    b: &RecFrame,
+    env: usize,
+    values: Option<Values<'_>>,
+) -> Option<(DivergenceOrigin, Difference)> {
+    let value = |channel: fn(u32) -> Channel, (x, y): (&[f32], &[f32])| {
+        tol.first_difference(x, y).map(|i| Difference::Value {
+            channel: channel(i as u32),
+            a: x[i],
+            b: y[i],
+        })
+    };
+    if let Some(v) = values {
+        if let Some(d) = value(Channel::Act, v.act) {
+            return Some((DivergenceOrigin::Policy, d));
+        }
+        if let Some(d) = value(Channel::Obs, v.obs) {
+            return Some((DivergenceOrigin::Simulator, d));
+        }
+    }
+    let origin = if values.is_some() {
+        DivergenceOrigin::Reward
+    } else {
+        DivergenceOrigin::Unknown
+    };
+    let (ra, rb) = (a.rewards[env], b.rewards[env]);
+    if !tol.equal(ra, rb) {
+        let d = Difference::Value {
+            channel: Channel::Reward,
+            a: ra,
+            b: rb,
+        };
+        return Some((origin, d));
+    }
+    // A flag is set or clear: any byte but 0 counts as set.
+    let flag = |flag: Flag, x: Option<&Vec<u8>>, y: Option<&Vec<u8>>| {
+        let (fa, fb) = (x?.get(env).copied()?, y?.get(env).copied()?);
+        ((fa != 0) != (fb != 0)).then_some(Difference::Flag { flag, a: fa, b: fb })
+    };
+    flag(Flag::Done, Some(&a.dones), Some(&b.dones))
+        .or_else(|| {
+            flag(
+                Flag::Truncated,
+                a.truncateds.as_ref(),
+                b.truncateds.as_ref(),
+            )
+        })
+        .or_else(|| flag(Flag::Reset, Some(&a.resets), Some(&b.resets)))
+        .map(|d| (origin, d))
+}

@@ -1,0 +1,340 @@
+use super::*;
+
+/// Frame `seq` of a run of `num_envs` envs, every env recorded: 3 observations and 2
+/// actions a row, each value a function of the frame, the env and the index.
+fn frame(seq: u64, num_envs: u32) -> RecFrame {
+    let (obs_size, act_size) = (3usize, 2usize);
+    let v = |e: u32, i: usize, k: f32| seq as f32 * 0.5 + e as f32 * 10.0 + i as f32 + k;
+    RecFrame {
+        frame_seq: seq,
+        rewards: (0..num_envs).map(|e| v(e, 0, 0.25)).collect(),
+        dones: vec![0; num_envs as usize],
+        truncateds: Some(vec![0; num_envs as usize]),
+        resets: vec![0; num_envs as usize],
+        envs: (0..num_envs).collect(),
+        observations: (0..num_envs)
+            .flat_map(|e| (0..obs_size).map(move |i| v(e, i, 0.0)))
+            .collect(),
+        actions: (0..num_envs)
+            .flat_map(|e| (0..act_size).map(move |i| v(e, i, 0.125)))
+            .collect(),
+        obs_size,
+        act_size,
+        ..RecFrame::default()
+    }
+}
+
+/// Runs A and B of `frames` frames each (B's first `frame_seq` 100 later: alignment is
+/// from each run's start), B changed at its frame `at` by `plant`; every divergence.
+fn compare(
+    frames: u64,
+    tol: Tolerance,
+    mut plant: impl FnMut(u64, &mut RecFrame),
+) -> (Vec<Divergence>, CompareCounts) {
+    let mut c = Comparer::new(tol);
+    let mut found = Vec::new();
+    for k in 0..frames {
+        let a = frame(1 + k, 4);
+        let mut b = frame(1 + k, 4);
+        b.frame_seq += 100;
+        plant(k, &mut b);
+        found.extend(c.frame(k, &a, &b));
+    }
+    // The comparer keeps each env's first divergence, the one it reported.
+    let mut by_env = found.clone();
+    by_env.sort_by_key(|d| d.env);
+    assert_eq!(c.divergences().copied().collect::<Vec<_>>(), by_env);
+    (found, c.counts())
+}
+
+#[test]
+fn identical_runs_have_no_divergence_and_every_env_is_identical() {
+    let (found, counts) = compare(20, Tolerance::EXACT, |_, _| {});
+    assert!(found.is_empty(), "{found:?}");
+    assert_eq!(counts.frames_compared, 20);
+    assert_eq!(counts.envs_identical, 4);
+    assert_eq!((counts.envs_diverged, counts.envs_not_compared), (0, 0));
+}
+
+#[test]
+fn each_origin_is_told_at_its_env_frame_and_index_with_both_values() {
+    // env 0: its action 1 and its first observation from frame 5 (the actions made the
+    // frame: the policy); env 1: its observation 2 at frame 3 with equal
+    // actions; env 2: its reward at frame 7; env 3: its done flag at frame 9.
+    let (found, counts) = compare(12, Tolerance::EXACT, |k, b| {
+        if k >= 5 {
+            b.actions[1] += 1.0;
+        }
+        if k >= 5 {
+            b.observations[0] += 1.0;
+        }
+        if k >= 3 {
+            b.observations[3 + 2] = -7.0;
+        }
+        if k == 7 {
+            b.rewards[2] = 99.0;
+        }
+        if k == 9 {
+            b.dones[3] = 1;
+        }
+    });
+    let at = |env: u32, k: u64| (env, k, 1 + k, 101 + k);
+    let got: Vec<_> = found
+        .iter()
+        .map(|d| {
+            (
+                (d.env, d.frame, d.frame_seq_a, d.frame_seq_b),
+                d.origin,
+                d.difference,
+            )
+        })
+        .collect();
+    let obs_a = |seq: u64, e: usize, i: usize| frame(seq, 4).observations[e * 3 + i];
+    assert_eq!(
+        got,
+        vec![
+            (
+                at(1, 3),
+                DivergenceOrigin::Simulator,
+                Difference::Value {
+                    channel: Channel::Obs(2),
+                    a: obs_a(4, 1, 2),
+                    b: -7.0
+                }
+            ),
+            (
+                at(0, 5),
+                DivergenceOrigin::Policy,
+                Difference::Value {
+                    channel: Channel::Act(1),
+                    a: frame(6, 4).actions[1],
+                    b: frame(6, 4).actions[1] + 1.0
+                }
+            ),
+            (
+                at(2, 7),
+                DivergenceOrigin::Reward,
+                Difference::Value {
+                    channel: Channel::Reward,
+                    a: frame(8, 4).rewards[2],
+                    b: 99.0
+                }
+            ),
+            (
+                at(3, 9),
+                DivergenceOrigin::Reward,
+                Difference::Flag {
+                    flag: Flag::Done,
+                    a: 0,
+                    b: 1
+                }
+            ),
+        ]
+    );
+    assert_eq!((counts.envs_diverged, counts.envs_identical), (4, 0));
+}
+
+#[test]
+fn a_flag_set_with_another_byte_is_the_same_flag() {
+    let mut c = Comparer::new(Tolerance::EXACT);
+    let (mut a, mut b) = (frame(1, 2), frame(1, 2));
+    a.truncateds = Some(vec![0, 1]);
+    b.truncateds = Some(vec![0, 255]);
+    assert!(c.frame(0, &a, &b).is_empty(), "1 and 255 both set the flag");
+    b.truncateds = Some(vec![0, 0]);
+    let d = c.frame(1, &a, &b);
+    assert_eq!(
+        d.iter().map(|d| d.difference).collect::<Vec<_>>(),
+        vec![Difference::Flag {
+            flag: Flag::Truncated,
+            a: 1,
+            b: 0
+        }]
+    );
+}
+
+#[test]
+fn an_env_whose_values_one_recording_lacks_diverges_of_unknown_origin() {
+    let mut c = Comparer::new(Tolerance::EXACT);
+    let a = frame(1, 3);
+    let mut b = frame(1, 3);
+    // B kept env 1's values only (not --all-envs); env 2's reward differs.
+    b.envs = vec![1];
+    b.observations = b.observations[3..6].to_vec();
+    b.actions = b.actions[2..4].to_vec();
+    b.rewards[2] = -1.0;
+    let found = c.frame(0, &a, &b);
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        (found[0].env, found[0].origin),
+        (2, DivergenceOrigin::Unknown)
+    );
+    // Env 1 is compared in full and equal.
+    b.observations[0] += 1.0;
+    let found = c.frame(1, &a, &b);
+    assert_eq!(
+        found.iter().map(|d| (d.env, d.origin)).collect::<Vec<_>>(),
+        vec![(1, DivergenceOrigin::Simulator)]
+    );
+}
+
+#[test]
+fn a_tolerance_hides_differences_below_it_and_none_above() {
+    let tol = Tolerance {
+        abs: 1e-3,
+        rel: 1e-2,
+    };
+    assert!(tol.equal(1.0, 1.0 + 1e-3 + 1e-2 * 0.999));
+    assert!(!tol.equal(1.0, 1.0 + 1e-3 + 1e-2 * 1.0101 + 1e-4));
+    assert!(tol.equal(f32::NAN, f32::NAN));
+    assert!(!tol.equal(f32::NAN, 0.0));
+    assert!(!tol.equal(f32::INFINITY, f32::MAX));
+    assert!(
+        !Tolerance::EXACT.equal(0.0, -0.0),
+        "bit for bit: -0 is not 0"
+    );
+    assert!(tol.equal(0.0, -0.0));
+    // Env 0's observation moves by half the tolerance every frame from frame 2: equal
+    // until the drift passes it.
+    let (found, _) = compare(10, tol, |k, b| {
+        if k >= 2 {
+            let x = b.observations[1];
+            b.observations[1] = x + (k - 1) as f32 * 0.5 * (1e-3 + 1e-2 * x.abs());
+        }
+    });
+    let want = (2..10)
+        .find(|&k| {
+            let x = frame(1 + k, 4).observations[1];
+            !tol.equal(x, x + (k - 1) as f32 * 0.5 * (1e-3 + 1e-2 * x.abs()))
+        })
+        .expect("the drift passes the tolerance");
+    assert_eq!(
+        found.iter().map(|d| (d.env, d.frame)).collect::<Vec<_>>(),
+        vec![(0, want)]
+    );
+}
+
+#[test]
+fn envs_and_frames_one_run_lacks_are_not_compared() {
+    let mut c = Comparer::new(Tolerance::EXACT);
+    c.frame(0, &frame(1, 4), &frame(1, 6));
+    c.only_b();
+    c.only_b();
+    c.only_a();
+    let counts = c.counts();
+    assert_eq!(counts.envs_identical, 4);
+    assert_eq!(counts.envs_not_compared, 2, "B's envs 4 and 5");
+    assert_eq!(
+        (
+            counts.frames_compared,
+            counts.frames_only_a,
+            counts.frames_only_b
+        ),
+        (1, 1, 2)
+    );
+}
+
+mod files {
+    use super::*;
+    use crate::export::synthetic::{self, Spec};
+    use std::path::PathBuf;
+
+    /// A recording of 6 envs (envs 0, 2 and 5 with their values) of `frames` frames, env
+    /// 0's reward and first observation NaN at `nan_at`; removed when dropped.
+    struct File(PathBuf);
+
+    impl File {
+        fn write(name: &str, frames: u64, nan_at: Option<u64>) -> Self {
+            let path = std::env::temp_dir()
+                .join(format!("lrbc-compare-{}-{name}.mcap", std::process::id()));
+            let spec = Spec {
+                num_envs: 6,
+                obs_size: 5,
+                act_size: 2,
+                recorded: vec![0, 2, 5],
+                frames,
+                frame_interval_ns: 10_000_000,
+                chunk_size: Some(4096),
+                compression: crate::format::Compression::None,
+                nan_at,
+            };
+            let out = std::fs::File::create(&path).unwrap();
+            synthetic::write(&spec, out).unwrap();
+            Self(path)
+        }
+    }
+
+    impl Drop for File {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn two_recordings_of_one_run_are_identical_and_a_changed_one_diverges_where_it_changed() {
+        let a = File::write("a", 300, None);
+        let same = File::write("same", 300, None);
+        let r = compare_files(&a.0, &same.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        assert!(r.divergences.is_empty(), "{:?}", r.divergences);
+        assert_eq!(r.counts.frames_compared, 300);
+        assert_eq!(
+            (r.counts.envs_identical, r.counts.envs_not_compared),
+            (6, 0)
+        );
+
+        // Env 0's first observation (and its reward) at frame_seq 120: the simulator, at
+        // place 119 from the start; env 0 alone.
+        let b = File::write("b", 300, Some(120));
+        let mut told = Vec::new();
+        let r = compare_files(&a.0, &b.0, Tolerance::EXACT, false, |d| told.push(*d)).unwrap();
+        assert_eq!(told, r.divergences);
+        assert_eq!(r.divergences.len(), 1, "{:?}", r.divergences);
+        let d = r.divergences[0];
+        assert_eq!(
+            (d.env, d.frame, d.frame_seq_a, d.frame_seq_b),
+            (0, 119, 120, 120)
+        );
+        assert_eq!(d.origin, DivergenceOrigin::Simulator);
+        match d.difference {
+            Difference::Value {
+                channel: Channel::Obs(0),
+                a,
+                b,
+            } => assert!(a.is_finite() && b.is_nan(), "{a} {b}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((r.counts.envs_identical, r.counts.envs_diverged), (5, 1));
+    }
+
+    #[test]
+    fn frames_one_recording_lacks_are_counted_and_a_missing_file_is_one_line() {
+        let a = File::write("long", 300, None);
+        let b = File::write("short", 200, None);
+        let r = compare_files(&a.0, &b.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        assert_eq!(
+            (
+                r.counts.frames_compared,
+                r.counts.frames_only_a,
+                r.counts.frames_only_b
+            ),
+            (200, 100, 0)
+        );
+        let r = compare_files(&b.0, &a.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        assert_eq!((r.counts.frames_only_a, r.counts.frames_only_b), (0, 100));
+
+        let gone = a.0.with_extension("gone");
+        let e = compare_files(&a.0, &gone, Tolerance::EXACT, false, |_| {}).unwrap_err();
+        let line = e.to_string();
+        assert!(line.starts_with("B: ") && line.contains("gone"), "{line}");
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn stopping_at_the_first_divergence_reads_no_further() {
+        let a = File::write("stop-a", 400, None);
+        let b = File::write("stop-b", 400, Some(50));
+        let r = compare_files(&a.0, &b.0, Tolerance::EXACT, true, |_| {}).unwrap();
+        assert_eq!(r.divergences.len(), 1);
+        assert_eq!(r.counts.frames_compared, 50, "frames 1 to 50, and no more");
+    }
+}
