@@ -1,6 +1,7 @@
 //! The command line: arguments, the error printed once, and the subcommands.
 
 pub mod args;
+pub mod compare;
 mod control;
 mod demo;
 pub mod detection;
@@ -183,6 +184,10 @@ pub enum Command {
     /// stalls, the segment's state changes and ring faults; of a live run as they are
     /// found, or of a recording.
     Events(events::EventsArgs),
+    /// Two recordings of runs compared frame by frame from each run's start: each env's
+    /// first divergence (the value, A's and B's, and whether the policy, the simulator or
+    /// the reward started it), and a summary.
+    Compare(compare::CompareArgs),
     /// Every env's episodes (length, return, smallest and largest reward, how each ended,
     /// complete or not), of a live run as they end, or of a recording.
     Episodes(episodes::EpisodesArgs),
@@ -565,6 +570,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Serve(args)) => serve::run_args(args),
         Some(Command::Events(args)) => events::run_args(&args),
         Some(Command::Episodes(args)) => episodes::run_args(&args),
+        Some(Command::Compare(args)) => compare::run_args(&args),
         Some(Command::Control {
             target,
             service,

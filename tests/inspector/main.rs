@@ -14,6 +14,7 @@ mod common;
 
 mod architecture;
 mod bad_input;
+mod compare;
 mod episodes;
 mod episodes_window;
 mod events;

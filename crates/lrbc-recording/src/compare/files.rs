@@ -3,6 +3,7 @@
 //! caller's thread aligns them by their place from each run's start and compares them.
 //! Memory does not grow with the files: a few frames of each are held at a time.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
@@ -11,7 +12,7 @@ use std::thread;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::{CompareCounts, Comparer, Divergence, Tolerance};
-use crate::format::{FrameError, RecFrame};
+use crate::format::{FrameError, NAMES_METADATA, RecFrame};
 use crate::replay::{End, ReadError, StreamItem, read_recording};
 
 /// Frames in flight from each file's reader.
@@ -62,6 +63,27 @@ pub struct FilesCompared {
     /// How each file ended (a truncated one was not finished by its recorder).
     pub end_a: End,
     pub end_b: End,
+    /// A's names of the values (`lrbc.names`: `obs.I` and `act.I` to a name).
+    pub names: BTreeMap<String, String>,
+}
+
+impl FilesCompared {
+    /// The name of observation or action `channel` in A, if the recording has one.
+    pub fn name_of(&self, channel: lrbc_live::check::Channel) -> Option<&str> {
+        use lrbc_live::check::Channel;
+        let key = match channel {
+            Channel::Obs(i) => format!("obs.{i}"),
+            Channel::Act(i) => format!("act.{i}"),
+            Channel::Reward => return None,
+        };
+        self.names.get(&key).map(String::as_str)
+    }
+}
+
+/// What a reader found besides the frames.
+struct ReadOut {
+    end: End,
+    names: BTreeMap<String, String>,
 }
 
 /// Why a reader stopped before its file's end.
@@ -144,13 +166,14 @@ pub fn compare_files(
             }
         }
     }
-    let end_a = reader_a.finish()?;
-    let end_b = reader_b.finish()?;
+    let out_a = reader_a.finish()?;
+    let out_b = reader_b.finish()?;
     Ok(FilesCompared {
         counts: comparer.counts(),
         divergences: comparer.divergences().copied().collect(),
-        end_a,
-        end_b,
+        end_a: out_a.end,
+        end_b: out_b.end,
+        names: out_a.names,
     })
 }
 
@@ -169,7 +192,7 @@ struct Reader {
     run: ComparedRun,
     frames: Receiver<Box<RecFrame>>,
     spares: Sender<Box<RecFrame>>,
-    thread: thread::JoinHandle<Result<End, CompareError>>,
+    thread: thread::JoinHandle<Result<ReadOut, CompareError>>,
 }
 
 /// Hands a frame's buffers back to its reader (dropped when the reader has enough).
@@ -193,11 +216,17 @@ impl Reader {
             .name(format!("lrbc-compare-{}", run.as_str()))
             .spawn(move || {
                 let mut input = BufReader::new(file);
+                let mut names = BTreeMap::new();
                 let read = read_recording(
                     &mut input,
                     |item| {
-                        let StreamItem::Frame { log_ns, data } = item else {
-                            return Ok(());
+                        let (log_ns, data) = match item {
+                            StreamItem::Frame { log_ns, data } => (log_ns, data),
+                            StreamItem::Metadata(m) if m.name == NAMES_METADATA => {
+                                names.clone_from(&m.metadata);
+                                return Ok(());
+                            }
+                            _ => return Ok(()),
                         };
                         let mut f = spare_rx.try_recv().unwrap_or_default();
                         f.decode_into(log_ns, data).map_err(Stop::Frame)?;
@@ -206,9 +235,12 @@ impl Reader {
                     |_| {},
                 );
                 match read {
-                    Ok(end) => Ok(end),
+                    Ok(end) => Ok(ReadOut { end, names }),
                     // The comparison ended first: how the file ends is not known.
-                    Err(Stop::Unwanted) => Ok(End::default()),
+                    Err(Stop::Unwanted) => Ok(ReadOut {
+                        end: End::default(),
+                        names,
+                    }),
                     Err(Stop::Read(source)) => Err(CompareError::Read { run, source }),
                     Err(Stop::Frame(source)) => Err(CompareError::Frame { run, source }),
                 }
@@ -224,7 +256,7 @@ impl Reader {
 
     /// How the file ended, once the reader stopped. Dropping the channel first stops a
     /// reader that is still reading (a comparison that stopped at its first divergence).
-    fn finish(self) -> Result<End, CompareError> {
+    fn finish(self) -> Result<ReadOut, CompareError> {
         let Self {
             run,
             frames,

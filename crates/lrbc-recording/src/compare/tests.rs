@@ -304,6 +304,7 @@ mod files {
             other => panic!("{other:?}"),
         }
         assert_eq!((r.counts.envs_identical, r.counts.envs_diverged), (5, 1));
+        assert_eq!(r.name_of(Channel::Obs(0)), Some("obs_0"), "A's names");
     }
 
     #[test]

@@ -1,0 +1,125 @@
+//! `compare` of recordings of real runs (`sim engine`, `record --all-envs` and a `sim
+//! client` with a deterministic policy, each a process of its own): two runs of one seed
+//! and one policy are identical; values planted in a third run are found at their env,
+//! frame and value, with their origin (an action the engine overwrote after reading the
+//! trainer's: the policy's; an observation: the simulator's; a reward: the reward's).
+
+#![cfg(target_os = "linux")]
+
+use crate::common;
+
+use std::path::PathBuf;
+
+use common::events::start_record;
+use common::*;
+use serde_json::{Value, json};
+
+/// Records a run of 300 frames of the sine policy on a cams64 engine with `plants`.
+fn recorded_run(tag: &str, plants: &[&str]) -> PathBuf {
+    let mut args = vec!["--preset", "cams64"];
+    for p in plants {
+        args.extend(["--plant", p]);
+    }
+    let engine = SimEngine::start(tag, &args);
+    let file = temp_file(tag, "mcap");
+    let record = start_record(&engine.name, &[], &file);
+    let (code, _, stderr) = run_inspector(&[
+        "sim",
+        "client",
+        "--shm",
+        &engine.name,
+        "--steps",
+        "300",
+        "--hz",
+        "200",
+        "--no-commands",
+        "--policy",
+        "sine",
+    ]);
+    assert_eq!(code, 0, "sim client: {stderr}");
+    record.stop();
+    drop(engine);
+    file
+}
+
+#[test]
+fn runs_of_one_seed_are_identical_and_planted_values_diverge_where_and_as_planted() {
+    let a = recorded_run("compare-a", &[]);
+    let b = recorded_run("compare-b", &[]);
+    let c = recorded_run(
+        "compare-c",
+        &[
+            "nan@150:env=3,channel=obs,index=1",
+            "nan@220:env=7,channel=act,index=0",
+            "inf@260:env=9,channel=reward",
+        ],
+    );
+    let (a_, b_, c_) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        c.to_str().unwrap(),
+    );
+
+    let (code, stdout, stderr) = run_inspector(&["compare", a_, b_, "--fail-on", "diverged"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("300 frames compared (0 only in A, 0 only in B); envs: 64 identical, 0 diverged, 0 not compared"),
+        "{stderr}"
+    );
+
+    let (code, stdout, stderr) =
+        run_inspector(&["compare", a_, c_, "--json", "--fail-on", "diverged"]);
+    assert_eq!(code, 3, "--fail-on diverged: {stderr}");
+    let objects: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (summary, divergences) = objects.split_last().unwrap();
+    let fields = [
+        "env",
+        "frame",
+        "frame_seq_b",
+        "origin",
+        "channel",
+        "index",
+        "b",
+    ];
+    let got: Vec<Value> = divergences
+        .iter()
+        .map(|d| Value::Array(fields.iter().map(|f| d[*f].clone()).collect()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            json!([3, 149, 150, "simulator", "observation", 1, "NaN"]),
+            json!([7, 219, 220, "policy", "action", 0, "NaN"]),
+            json!([9, 259, 260, "reward", "reward", null, "inf"]),
+        ]
+    );
+    let s = &summary["summary"];
+    assert_eq!(s["envs_diverged"], 3, "{s}");
+    assert_eq!(s["envs_identical"], 61, "{s}");
+    assert_eq!(s["earliest"]["frame"], 149, "{s}");
+    assert_eq!(s["by_origin"]["policy"], 1, "{s}");
+
+    for f in [a, b, c] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+#[test]
+fn bad_arguments_and_missing_files_are_one_line_errors() {
+    let (code, _, stderr) = run_inspector(&["compare", "a.mcap", "b.mcap", "--tolerance", "-1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not a tolerance"), "{stderr}");
+    let missing = temp_file("compare-missing", "mcap");
+    let (code, _, stderr) = run_inspector(&[
+        "compare",
+        missing.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: A: "), "{stderr}");
+}
