@@ -14,7 +14,10 @@ use common::events::start_record;
 use common::*;
 use serde_json::{Value, json};
 
-/// Records a run of 300 frames of the sine policy on a cams64 engine with `plants`.
+/// Records a run of 300 frames of the sine policy on a cams64 engine with `plants`, at
+/// 50 Hz: the trainer sends its next actions 20 ms after a frame, so that the recorder
+/// (however late a busy machine makes it) catches each frame's own actions, planted
+/// ones included.
 fn recorded_run(tag: &str, plants: &[&str]) -> PathBuf {
     let mut args = vec!["--preset", "cams64"];
     for p in plants {
@@ -31,7 +34,7 @@ fn recorded_run(tag: &str, plants: &[&str]) -> PathBuf {
         "--steps",
         "300",
         "--hz",
-        "200",
+        "50",
         "--no-commands",
         "--policy",
         "sine",

@@ -7,8 +7,10 @@
 //!   differently);
 //! - **reward**: its observations and actions are equal, its reward or a flag is not.
 //!
-//! A frame's actions are those that made it (the recorder copies them with the frame), so
-//! at one frame the actions are compared before the observations. Equal is bit for bit
+//! A frame's actions are those that made it, so at one frame the actions are compared
+//! before the observations. In lock-step those are the actions of `action_seq =
+//! frame_seq`: a recorder that copied a frame late caught the trainer's next actions with
+//! it, and they are compared with the next frame. Equal is bit for bit
 //! unless a [`Tolerance`] says otherwise. What one run lacks (a frame, an env, the
 //! observations of an env the recording did not keep) is counted as not compared, never
 //! as equal. Pure: the file pass and the live pass feed it.
@@ -72,8 +74,9 @@ pub enum DivergenceOrigin {
     Simulator,
     /// Only the reward or a flag differs; the observations and actions are equal.
     Reward,
-    /// The reward or a flag differs; the env's observations and actions are not in both
-    /// recordings, so where it started is not known.
+    /// Where it started is not known: the env's observations, or the actions that made
+    /// the frame, are not in both recordings (an env recorded without its values, or a
+    /// frame whose actions neither copy caught).
     Unknown,
 }
 
@@ -186,12 +189,85 @@ pub struct Comparer {
     frames_compared: u64,
     frames_only_a: u64,
     frames_only_b: u64,
+    /// Each run's previous frame's actions: a recorder that copied that frame late holds
+    /// the trainer's next actions there, those that made the frame after it.
+    prev_a: Actions,
+    prev_b: Actions,
+}
+
+/// A copy of the actions of the recorded envs, and the step they are of (`action_seq`).
+#[derive(Clone, Debug, Default)]
+struct Actions {
+    action_seq: Option<u64>,
+    envs: Vec<u32>,
+    values: Vec<f32>,
+    act_size: usize,
+}
+
+impl Actions {
+    fn of(f: &RecFrame) -> ActionsRef<'_> {
+        ActionsRef {
+            envs: &f.envs,
+            values: &f.actions,
+            act_size: f.act_size,
+        }
+    }
+
+    fn keep(&mut self, f: &RecFrame) {
+        self.action_seq = Some(f.action_seq);
+        self.envs.clone_from(&f.envs);
+        self.values.clone_from(&f.actions);
+        self.act_size = f.act_size;
+    }
+
+    fn as_ref(&self) -> ActionsRef<'_> {
+        ActionsRef {
+            envs: &self.envs,
+            values: &self.values,
+            act_size: self.act_size,
+        }
+    }
+}
+
+/// The actions that made a frame: the frame's own copy when it holds that step's
+/// (`action_seq = frame_seq`), else the previous frame's when it does (copied late, it
+/// caught them), else none (recorded neither time: not compared).
+fn actions_that_made<'f>(f: &'f RecFrame, prev: &'f Actions) -> Option<ActionsRef<'f>> {
+    if f.action_seq == f.frame_seq {
+        Some(Actions::of(f))
+    } else if prev.action_seq == Some(f.frame_seq) {
+        Some(prev.as_ref())
+    } else {
+        None
+    }
+}
+
+#[derive(Clone, Copy)]
+struct ActionsRef<'f> {
+    envs: &'f [u32],
+    values: &'f [f32],
+    act_size: usize,
+}
+
+impl<'f> ActionsRef<'f> {
+    fn row(self, env: u32) -> Option<&'f [f32]> {
+        let i = self.envs.binary_search(&env).ok()?;
+        self.values.get(i * self.act_size..(i + 1) * self.act_size)
+    }
+}
+
+/// Env `env`'s observations in frame `f`, when recorded.
+fn obs_row(f: &RecFrame, env: u32) -> Option<&[f32]> {
+    let i = f.envs.binary_search(&env).ok()?;
+    f.observations.get(i * f.obs_size..(i + 1) * f.obs_size)
 }
 
 impl Comparer {
     pub fn new(tolerance: Tolerance) -> Self {
         Self {
             tolerance,
+            prev_a: Actions::default(),
+            prev_b: Actions::default(),
             envs: Vec::new(),
             envs_max: 0,
             frames_compared: 0,
@@ -220,11 +296,19 @@ impl Comparer {
         if self.envs.len() < common {
             self.envs.resize(common, EnvState::default());
         }
-        // The envs whose values both recordings kept, with their rows in each.
-        let mut rows = Rows::new(a, b);
+        // In lock-step the actions that made each frame, as each recording caught them.
+        let made = actions_that_made(a, &self.prev_a).zip(actions_that_made(b, &self.prev_b));
         let mut found = Vec::new();
         for env in 0..common {
-            let values = rows.of(env as u32);
+            let e = env as u32;
+            let values = Values {
+                obs: obs_row(a, e)
+                    .zip(obs_row(b, e))
+                    .filter(|(x, y)| x.len() == y.len()),
+                act: made
+                    .and_then(|(x, y)| x.row(e).zip(y.row(e)))
+                    .filter(|(x, y)| x.len() == y.len()),
+            };
             let state = &mut self.envs[env];
             if state.diverged.is_some() {
                 continue;
@@ -244,6 +328,8 @@ impl Comparer {
                 found.push(d);
             }
         }
+        self.prev_a.keep(a);
+        self.prev_b.keep(b);
         found
     }
 
@@ -277,60 +363,12 @@ impl Comparer {
     }
 }
 
-/// An env's observation and action rows in A and in B.
+/// An env's observation and action rows in A and in B, where both recordings hold them
+/// (the actions: those that made the frame).
 #[derive(Clone, Copy)]
 struct Values<'f> {
-    obs: (&'f [f32], &'f [f32]),
-    act: (&'f [f32], &'f [f32]),
-}
-
-/// Walks the recorded envs of two frames (each ascending) together.
-struct Rows<'f> {
-    a: &'f RecFrame,
-    b: &'f RecFrame,
-    at_a: usize,
-    at_b: usize,
-}
-
-impl<'f> Rows<'f> {
-    fn new(a: &'f RecFrame, b: &'f RecFrame) -> Self {
-        Self {
-            a,
-            b,
-            at_a: 0,
-            at_b: 0,
-        }
-    }
-
-    /// Env `env`'s rows, when both frames hold them with the same sizes (asked for in
-    /// ascending order).
-    fn of(&mut self, env: u32) -> Option<Values<'f>> {
-        let (a, b) = (self.a, self.b);
-        while a.envs.get(self.at_a).is_some_and(|&e| e < env) {
-            self.at_a += 1;
-        }
-        while b.envs.get(self.at_b).is_some_and(|&e| e < env) {
-            self.at_b += 1;
-        }
-        let (ia, ib) = (self.at_a, self.at_b);
-        if a.envs.get(ia) != Some(&env) || b.envs.get(ib) != Some(&env) {
-            return None;
-        }
-        if a.obs_size != b.obs_size || a.act_size != b.act_size {
-            return None;
-        }
-        let row = |v: &'f [f32], i: usize, n: usize| v.get(i * n..(i + 1) * n);
-        Some(Values {
-            obs: (
-                row(&a.observations, ia, a.obs_size)?,
-                row(&b.observations, ib, b.obs_size)?,
-            ),
-            act: (
-                row(&a.actions, ia, a.act_size)?,
-                row(&b.actions, ib, b.act_size)?,
-            ),
-        })
-    }
+    obs: Option<(&'f [f32], &'f [f32])>,
+    act: Option<(&'f [f32], &'f [f32])>,
 }
 
 /// Where env `env` of `b` first differs from `a` at this frame, and how it started.
@@ -339,7 +377,7 @@ fn first_difference(
     a: &RecFrame,
     b: &RecFrame,
     env: usize,
-    values: Option<Values<'_>>,
+    values: Values<'_>,
 ) -> Option<(DivergenceOrigin, Difference)> {
     let value = |channel: fn(u32) -> Channel, (x, y): (&[f32], &[f32])| {
         tol.first_difference(x, y).map(|i| Difference::Value {
@@ -348,15 +386,20 @@ fn first_difference(
             b: y[i],
         })
     };
-    if let Some(v) = values {
-        if let Some(d) = value(Channel::Act, v.act) {
-            return Some((DivergenceOrigin::Policy, d));
-        }
-        if let Some(d) = value(Channel::Obs, v.obs) {
-            return Some((DivergenceOrigin::Simulator, d));
-        }
+    // The actions first: they made the frame. An observation that differs where the
+    // actions could not be compared has no known origin.
+    if let Some(d) = values.act.and_then(|v| value(Channel::Act, v)) {
+        return Some((DivergenceOrigin::Policy, d));
     }
-    let origin = if values.is_some() {
+    if let Some(d) = values.obs.and_then(|v| value(Channel::Obs, v)) {
+        let origin = if values.act.is_some() {
+            DivergenceOrigin::Simulator
+        } else {
+            DivergenceOrigin::Unknown
+        };
+        return Some((origin, d));
+    }
+    let origin = if values.obs.is_some() && values.act.is_some() {
         DivergenceOrigin::Reward
     } else {
         DivergenceOrigin::Unknown

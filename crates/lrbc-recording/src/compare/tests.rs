@@ -7,6 +7,8 @@ fn frame(seq: u64, num_envs: u32) -> RecFrame {
     let v = |e: u32, i: usize, k: f32| seq as f32 * 0.5 + e as f32 * 10.0 + i as f32 + k;
     RecFrame {
         frame_seq: seq,
+        // Lock-step, copied in time: the actions that made the frame.
+        action_seq: seq,
         rewards: (0..num_envs).map(|e| v(e, 0, 0.25)).collect(),
         dones: vec![0; num_envs as usize],
         truncateds: Some(vec![0; num_envs as usize]),
@@ -37,6 +39,7 @@ fn compare(
         let a = frame(1 + k, 4);
         let mut b = frame(1 + k, 4);
         b.frame_seq += 100;
+        b.action_seq += 100;
         plant(k, &mut b);
         found.extend(c.frame(k, &a, &b));
     }
@@ -132,6 +135,50 @@ fn each_origin_is_told_at_its_env_frame_and_index_with_both_values() {
         ]
     );
     assert_eq!((counts.envs_diverged, counts.envs_identical), (4, 0));
+}
+
+/// A recorder that copies a frame late catches the trainer's next actions with it: they
+/// are compared as the next frame's (no divergence where the runs are equal), and a frame
+/// whose actions neither copy caught has its observations' differences of unknown origin.
+#[test]
+fn actions_caught_with_the_frame_before_are_the_ones_compared() {
+    let mut c = Comparer::new(Tolerance::EXACT);
+    let a = |seq| frame(seq, 2);
+    // B copied frame 2 late: it holds step 3's actions; frame 3 then also holds step 4's.
+    let late = |seq: u64| {
+        let mut f = frame(seq, 2);
+        f.action_seq = seq + 1;
+        f.actions = frame(seq + 1, 2).actions;
+        f
+    };
+    assert!(c.frame(0, &a(1), &a(1)).is_empty());
+    assert!(
+        c.frame(1, &a(2), &late(2)).is_empty(),
+        "step 2's actions not caught"
+    );
+    assert!(
+        c.frame(2, &a(3), &late(3)).is_empty(),
+        "step 3's, caught with frame 2"
+    );
+    // B's frame 4 is late again (step 5's actions): step 4's, caught with B's frame 3,
+    // are equal to A's, so an observation that differs is the simulator's.
+    let mut b4 = late(4);
+    b4.observations[0] += 1.0;
+    let found = c.frame(3, &a(4), &b4);
+    assert_eq!(
+        found.iter().map(|d| (d.env, d.origin)).collect::<Vec<_>>(),
+        vec![(0, DivergenceOrigin::Simulator)],
+        "step 4's actions were caught with B's frame 3 and are equal"
+    );
+    // A frame whose actions no copy holds: an observation's difference has no origin.
+    let mut c = Comparer::new(Tolerance::EXACT);
+    let mut b = late(7);
+    b.observations[3] += 1.0;
+    let found = c.frame(0, &a(7), &b);
+    assert_eq!(
+        found.iter().map(|d| (d.env, d.origin)).collect::<Vec<_>>(),
+        vec![(1, DivergenceOrigin::Unknown)]
+    );
 }
 
 #[test]
