@@ -2,13 +2,16 @@
 //! first divergence (the frame, the value, A's and B's, and whether the policy, the
 //! simulator or the reward started it), one line each in frame order, then a summary.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use lrbc_live::check::Channel;
 use lrbc_live::detect::thousands;
+use lrbc_live::stats::Interval;
 use lrbc_recording::compare::{
-    CompareCounts, Difference, Divergence, DivergenceOrigin, FilesCompared, Tolerance,
-    compare_files,
+    CompareCounts, Difference, Divergence, DivergenceOrigin, EpisodeTally, EpisodesCompared,
+    EventsCompared, FINISHED_ENDINGS, FilesCompared, ReturnVerdict, Tolerance, compare_files,
+    write_compared_episodes,
 };
 
 use super::CliError;
@@ -39,6 +42,9 @@ pub struct CompareArgs {
     /// Exit with code 3 when the runs differ (`diverged`): a determinism test.
     #[arg(long, value_name = "WHAT", value_enum)]
     pub fail_on: Option<FailOn>,
+    /// Write each env's episodes in A and B side by side to OUT (.csv or .parquet).
+    #[arg(long, value_name = "OUT")]
+    pub episodes: Option<PathBuf>,
 }
 
 /// `ABS` or `ABS,REL`: finite, not negative.
@@ -65,6 +71,10 @@ fn parse_tolerance(text: &str) -> Result<Tolerance, String> {
 
 pub fn run_args(args: &CompareArgs) -> Result<(), CliError> {
     let tolerance = args.tolerance.unwrap_or(Tolerance::EXACT);
+    let table = match &args.episodes {
+        Some(out) => Some((out, super::export::episodes_format(out)?)),
+        None => None,
+    };
     let mut seen = Vec::new();
     let r = compare_files(&args.a, &args.b, tolerance, false, |d| seen.push(*d))
         .map_err(|e| CliError::Other(e.to_string()))?;
@@ -74,6 +84,10 @@ pub fn run_args(args: &CompareArgs) -> Result<(), CliError> {
         } else {
             println!("{}", divergence_line(d, &r));
         }
+    }
+    if let Some((out, format)) = table {
+        write_compared_episodes(&r.episodes, out, format)
+            .map_err(|e| CliError::Other(format!("compare --episodes {}: {e}", out.display())))?;
     }
     if args.json {
         println!("{}", summary_json(&r, tolerance));
@@ -171,38 +185,42 @@ fn divergence_json(d: &Divergence, r: &FilesCompared) -> serde_json::Value {
     })
 }
 
-/// Divergences counted by origin (in a fixed order) and by channel (as first found).
-struct Tallies {
+/// The summary's figures of the divergences, found once for the text and the JSON.
+struct Tallies<'a> {
+    /// The first divergence by frame (then env).
+    earliest: Option<&'a Divergence>,
+    /// By origin, in [`ORIGINS`]' order, those found.
     by_origin: Vec<(&'static str, u64)>,
-    by_channel: Vec<(&'static str, u64)>,
+    by_channel: BTreeMap<&'static str, u64>,
 }
 
-fn tallies(r: &FilesCompared) -> Tallies {
-    let origins = [
-        DivergenceOrigin::Policy,
-        DivergenceOrigin::Simulator,
-        DivergenceOrigin::Reward,
-        DivergenceOrigin::Unknown,
-    ];
-    let by_origin = origins
-        .iter()
-        .map(|o| {
-            let n = r.divergences.iter().filter(|d| d.origin == *o).count() as u64;
-            (o.as_str(), n)
-        })
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    let mut by_channel: Vec<(&'static str, u64)> = Vec::new();
-    for d in &r.divergences {
-        let c = channel_str(&d.difference);
-        match by_channel.iter_mut().find(|(k, _)| *k == c) {
-            Some((_, n)) => *n += 1,
-            None => by_channel.push((c, 1)),
+const ORIGINS: [DivergenceOrigin; 4] = [
+    DivergenceOrigin::Policy,
+    DivergenceOrigin::Simulator,
+    DivergenceOrigin::Reward,
+    DivergenceOrigin::Unknown,
+];
+
+impl<'a> Tallies<'a> {
+    fn of(r: &'a FilesCompared) -> Self {
+        let mut by_channel = BTreeMap::new();
+        let mut origins = [0u64; ORIGINS.len()];
+        for d in &r.divergences {
+            *by_channel.entry(channel_str(&d.difference)).or_insert(0) += 1;
+            if let Some(k) = ORIGINS.iter().position(|o| *o == d.origin) {
+                origins[k] += 1;
+            }
         }
-    }
-    Tallies {
-        by_origin,
-        by_channel,
+        Self {
+            earliest: r.divergences.iter().min_by_key(|d| (d.frame, d.env)),
+            by_origin: ORIGINS
+                .iter()
+                .zip(origins)
+                .filter(|(_, n)| *n > 0)
+                .map(|(o, n)| (o.as_str(), n))
+                .collect(),
+            by_channel,
+        }
     }
 }
 
@@ -225,11 +243,10 @@ fn summary_lines(r: &FilesCompared) -> Vec<String> {
         thousands(envs_diverged),
         thousands(envs_not_compared),
     )];
-    if let Some(first) = r.divergences.iter().min_by_key(|d| (d.frame, d.env)) {
-        let t = tallies(r);
-        let list = |v: &[(&str, u64)]| {
-            v.iter()
-                .map(|(k, n)| format!("{k} {n}"))
+    let t = Tallies::of(r);
+    if let Some(first) = t.earliest {
+        let list = |v: &mut dyn Iterator<Item = (&&str, &u64)>| {
+            v.map(|(k, n)| format!("{k} {n}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -238,9 +255,13 @@ fn summary_lines(r: &FilesCompared) -> Vec<String> {
             first.frame,
             first.env,
             first.origin.as_str(),
-            list(&t.by_origin),
-            list(&t.by_channel),
+            list(&mut t.by_origin.iter().map(|(k, n)| (k, n))),
+            list(&mut t.by_channel.iter()),
         ));
+    }
+    if frames_compared > 0 {
+        lines.extend(episodes_lines(&r.episodes));
+        lines.push(events_line(&r.events));
     }
     for (run, end) in [("A", r.end_a), ("B", r.end_b)] {
         if end.truncated {
@@ -252,7 +273,9 @@ fn summary_lines(r: &FilesCompared) -> Vec<String> {
     lines
 }
 
-fn object(counts: Vec<(&str, u64)>) -> serde_json::Map<String, serde_json::Value> {
+fn object<'k>(
+    counts: impl IntoIterator<Item = (&'k str, u64)>,
+) -> serde_json::Map<String, serde_json::Value> {
     counts
         .into_iter()
         .map(|(k, n)| (k.to_string(), n.into()))
@@ -260,8 +283,8 @@ fn object(counts: Vec<(&str, u64)>) -> serde_json::Map<String, serde_json::Value
 }
 
 fn summary_json(r: &FilesCompared, tolerance: Tolerance) -> serde_json::Value {
-    let t = tallies(r);
-    let first = r.divergences.iter().min_by_key(|d| (d.frame, d.env));
+    let t = Tallies::of(r);
+    let first = t.earliest;
     let c = r.counts;
     serde_json::json!({
         "summary": {
@@ -273,10 +296,207 @@ fn summary_json(r: &FilesCompared, tolerance: Tolerance) -> serde_json::Value {
             "envs_not_compared": c.envs_not_compared,
             "earliest": first.map(|d| serde_json::json!({"frame": d.frame, "env": d.env})),
             "by_origin": object(t.by_origin),
-            "by_channel": object(t.by_channel),
+            "by_channel": object(t.by_channel.iter().map(|(k, n)| (*k, *n))),
             "tolerance": {"abs": tolerance.abs, "rel": tolerance.rel},
             "truncated_a": r.end_a.truncated,
             "truncated_b": r.end_b.truncated,
+            "episodes": episodes_json(&r.episodes),
+            "events": events_json(&r.events),
         }
     })
+}
+
+/// An interval as JSON (null when a run has too few episodes for it).
+fn interval_json(i: Option<Interval>) -> serde_json::Value {
+    match i {
+        Some(i) => serde_json::json!({"diff": i.estimate, "low": i.low, "high": i.high}),
+        None => serde_json::Value::Null,
+    }
+}
+
+fn episodes_json(e: &EpisodesCompared) -> serde_json::Value {
+    let run = &e.run;
+    let side = |t: &EpisodeTally| {
+        serde_json::json!({
+            "finished": t.finished,
+            "exact_returns": t.returns.count,
+            "mean_return": t.returns.mean(),
+            "mean_length": t.lengths.mean(),
+            "endings": object(FINISHED_ENDINGS.iter().map(|x| (x.as_str(), t.of(*x)))),
+        })
+    };
+    let shares: serde_json::Map<String, serde_json::Value> = FINISHED_ENDINGS
+        .iter()
+        .map(|x| (x.as_str().to_string(), interval_json(run.share(*x))))
+        .collect();
+    serde_json::json!({
+        "a": side(&run.a),
+        "b": side(&run.b),
+        "finished": interval_json(Some(run.finished())),
+        "mean_return": interval_json(run.mean_return()),
+        "mean_length": interval_json(run.mean_length()),
+        "shares": shares,
+        "verdict": run.verdict().as_str(),
+        "envs_higher": e.envs.iter().filter(|t| t.verdict() == ReturnVerdict::Higher).count(),
+        "envs_lower": e.envs.iter().filter(|t| t.verdict() == ReturnVerdict::Lower).count(),
+    })
+}
+
+fn events_json(e: &EventsCompared) -> serde_json::Value {
+    let kinds: serde_json::Map<String, serde_json::Value> = e
+        .kinds()
+        .map(|(kind, a, b)| {
+            (
+                kind.as_str().to_string(),
+                serde_json::json!({"a": a, "b": b}),
+            )
+        })
+        .collect();
+    serde_json::json!({
+        "by_kind": kinds,
+        "found_again_a": e.found_again_a,
+        "found_again_b": e.found_again_b,
+    })
+}
+
+/// A number as the table shows it: four significant figures at most, or `–`.
+fn num(v: Option<f64>) -> String {
+    match v {
+        None => "–".into(),
+        Some(0.0) => "0".into(),
+        Some(v) => {
+            let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+            format!("{v:.digits$}")
+        }
+    }
+}
+
+/// A difference with its sign, and its interval, as the table shows them: each number
+/// through `show`.
+fn diff_cells(i: Option<Interval>, show: impl Fn(f64) -> String) -> (String, String) {
+    match i {
+        None => ("–".into(), "–".into()),
+        Some(i) => {
+            let d = show(i.estimate);
+            let d = if i.estimate > 0.0 { format!("+{d}") } else { d };
+            (d, format!("{} to {}", show(i.low), show(i.high)))
+        }
+    }
+}
+
+/// The episodes side by side: a table of the whole run, and the statement on the return.
+fn episodes_lines(e: &EpisodesCompared) -> Vec<String> {
+    let run = &e.run;
+    if run.a.finished + run.b.finished == 0 {
+        return vec!["compare: no episode ended within the frames both runs hold".into()];
+    }
+    let mut rows: Vec<[String; 5]> = vec![[
+        "episodes".into(),
+        "A".into(),
+        "B".into(),
+        "B − A".into(),
+        "95 % interval".into(),
+    ]];
+    let plain = |v: f64| num(Some(v));
+    let (d, i) = diff_cells(Some(run.finished()), |v| format!("{v:.0}"));
+    rows.push([
+        "finished".into(),
+        thousands(run.a.finished),
+        thousands(run.b.finished),
+        d,
+        i,
+    ]);
+    let (d, i) = diff_cells(run.mean_return(), plain);
+    rows.push([
+        "mean return".into(),
+        num(run.a.returns.mean()),
+        num(run.b.returns.mean()),
+        d,
+        i,
+    ]);
+    let (d, i) = diff_cells(run.mean_length(), plain);
+    rows.push([
+        "mean length".into(),
+        num(run.a.lengths.mean()),
+        num(run.b.lengths.mean()),
+        d,
+        i,
+    ]);
+    for ending in FINISHED_ENDINGS {
+        if run.a.of(ending) + run.b.of(ending) == 0 {
+            continue;
+        }
+        let pct = |v: Option<f64>| v.map_or("–".into(), |v| format!("{:.1} %", v * 100.0));
+        let (d, i) = diff_cells(run.share(ending), |v| format!("{:.1} pts", v * 100.0));
+        rows.push([
+            format!("{} share", ending.as_str()),
+            pct(run.a.share(ending)),
+            pct(run.b.share(ending)),
+            d,
+            i,
+        ]);
+    }
+    let mut lines = vec![
+        "compare: episodes ended within the frames both runs hold (returns and lengths of exact episodes; \
+         95 % intervals: Welch's t for means, Newcombe for shares, Poisson for counts)"
+            .to_string(),
+    ];
+    for r in &rows {
+        lines.push(format!(
+            "  {:<16} {:>12} {:>12} {:>12}  {}",
+            r[0], r[1], r[2], r[3], r[4]
+        ));
+    }
+    let verdict = run.verdict();
+    lines.push(match (verdict, run.mean_return()) {
+        (ReturnVerdict::TooFew, _) | (_, None) => {
+            "compare: too few exact episodes in a run (two or more each) to tell B's mean return from A's".into()
+        }
+        (ReturnVerdict::NotDistinguishable, Some(_)) => {
+            "compare: B's mean return is not distinguishable from A's (the 95 % interval of the difference holds 0)".into()
+        }
+        (v, Some(i)) => format!(
+            "compare: B's mean return is {} than A's by {} (95 % interval {} to {})",
+            v.as_str(),
+            num(Some(i.estimate.abs())),
+            num(Some(i.low)),
+            num(Some(i.high)),
+        ),
+    });
+    let (higher, lower) = (
+        e.envs
+            .iter()
+            .filter(|t| t.verdict() == ReturnVerdict::Higher)
+            .count(),
+        e.envs
+            .iter()
+            .filter(|t| t.verdict() == ReturnVerdict::Lower)
+            .count(),
+    );
+    if higher + lower > 0 {
+        lines.push(format!(
+            "compare: per env, B's mean return is higher in {higher} and lower in {lower} of {} envs",
+            e.envs.len()
+        ));
+    }
+    lines
+}
+
+/// Events by kind in A and in B, one line.
+fn events_line(e: &EventsCompared) -> String {
+    let kinds: Vec<String> = e
+        .kinds()
+        .map(|(kind, a, b)| format!("{} {a} / {b}", kind.as_str()))
+        .collect();
+    let again = match (e.found_again_a, e.found_again_b) {
+        (false, false) => "",
+        (true, false) => " (A's found again from its frames)",
+        (false, true) => " (B's found again from its frames)",
+        (true, true) => " (found again from the frames)",
+    };
+    if kinds.is_empty() {
+        format!("compare: events: none in either run{again}")
+    } else {
+        format!("compare: events, A / B: {}{again}", kinds.join(", "))
+    }
 }

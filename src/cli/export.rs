@@ -73,7 +73,7 @@ fn truncated_line(s: &ExportSummary) -> String {
 }
 
 /// `--episodes OUT`: the format from OUT's extension.
-fn episodes_format(out: &Path) -> Result<ExportFormat, CliError> {
+pub(super) fn episodes_format(out: &Path) -> Result<ExportFormat, CliError> {
     match out
         .extension()
         .and_then(|e| e.to_str())

@@ -63,13 +63,41 @@ fn runs_of_one_seed_are_identical_and_planted_values_diverge_where_and_as_plante
         c.to_str().unwrap(),
     );
 
-    let (code, stdout, stderr) = run_inspector(&["compare", a_, b_, "--fail-on", "diverged"]);
+    let table = temp_file("compare-episodes", "csv");
+    let (code, stdout, stderr) = run_inspector(&[
+        "compare",
+        a_,
+        b_,
+        "--fail-on",
+        "diverged",
+        "--episodes",
+        table.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
     assert!(
         stderr.contains("300 frames compared (0 only in A, 0 only in B); envs: 64 identical, 0 diverged, 0 not compared"),
         "{stderr}"
     );
+    // Identical runs: the same episodes, B's mean return not distinguishable from A's.
+    assert!(
+        stderr.contains("B's mean return is not distinguishable from A's"),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(&table).unwrap();
+    let _ = std::fs::remove_file(&table);
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 65, "a header and a row per env: {text}");
+    assert!(
+        rows[0].starts_with("env,finished_a,finished_b,"),
+        "{}",
+        rows[0]
+    );
+    for row in &rows[1..] {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells[1], cells[2], "the same episodes finished: {row}");
+        assert_eq!(cells[5], "0", "return difference: {row}");
+    }
 
     let (code, stdout, stderr) =
         run_inspector(&["compare", a_, c_, "--json", "--fail-on", "diverged"]);
@@ -105,6 +133,15 @@ fn runs_of_one_seed_are_identical_and_planted_values_diverge_where_and_as_plante
     assert_eq!(s["envs_identical"], 61, "{s}");
     assert_eq!(s["earliest"]["frame"], 149, "{s}");
     assert_eq!(s["by_origin"]["policy"], 1, "{s}");
+    // Each planted value ends its env's episode as nonfinite, in C alone, and is an event.
+    let e = &s["episodes"];
+    assert_eq!(e["a"]["endings"]["nonfinite"], 0, "{e}");
+    assert_eq!(e["b"]["endings"]["nonfinite"], 3, "{e}");
+    assert_eq!(
+        s["events"]["by_kind"]["nonfinite"],
+        json!({"a": 0, "b": 3}),
+        "{s}"
+    );
 
     for f in [a, b, c] {
         let _ = std::fs::remove_file(f);

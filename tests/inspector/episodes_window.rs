@@ -37,15 +37,9 @@ fn the_episodes_of_a_recording_sort_and_a_click_goes_to_an_env_or_an_episode() {
     std::fs::create_dir_all(&dir).expect("a folder for the recording");
     let path = dir.join("synthetic.mcap");
     let spec = lrbc_recording::export::synthetic::Spec {
-        num_envs: 8,
-        obs_size: 4,
-        act_size: 2,
-        recorded: (0..8).collect(),
-        frames: 1500,
         frame_interval_ns: 5_000_000,
-        chunk_size: None,
-        nan_at: None,
         compression: lrbc_recording::format::Compression::None,
+        ..lrbc_recording::export::synthetic::Spec::of(8, 4, 2, 1500)
     };
     let file = std::fs::File::create(&path).expect("create the recording");
     lrbc_recording::export::synthetic::write(&spec, std::io::BufWriter::new(file))

@@ -37,15 +37,9 @@ fn recording(file: &str, num_envs: u32, frames: u64, nan_at: u64) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(file);
     let spec = synthetic::Spec {
-        num_envs,
-        obs_size: 4,
-        act_size: 2,
         recorded: (0..num_envs.min(16)).collect(),
-        frames,
-        frame_interval_ns: 1_000_000,
-        chunk_size: None,
         nan_at: Some(nan_at),
-        compression: lrbc_recording::format::Compression::default(),
+        ..synthetic::Spec::of(num_envs, 4, 2, frames)
     };
     let file = std::fs::File::create(&path).unwrap();
     synthetic::write(&spec, std::io::BufWriter::new(file)).unwrap();

@@ -139,17 +139,7 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
     let dir = std::env::temp_dir();
     let input = dir.join(format!("lrbc-bench-episodes-{}.mcap", std::process::id()));
     // A thousand frames, written and compressed as the recorder does, size the file.
-    let probe = synthetic::Spec {
-        num_envs: 64,
-        obs_size: 32,
-        act_size: 8,
-        recorded: (0..64).collect(),
-        frames: 1000,
-        frame_interval_ns: 1_000_000,
-        chunk_size: None,
-        nan_at: None,
-        compression: lrbc_recording::format::Compression::default(),
-    };
+    let probe = synthetic::Spec::of(64, 32, 8, 1000);
     let (written, _) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
         .map_err(|e| BenchError::Other(e.to_string()))?;
     let per_frame = (written.into_inner().len() as u64 / probe.frames).max(1);

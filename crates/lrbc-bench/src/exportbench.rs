@@ -51,16 +51,10 @@ pub fn bench(a: &ExportBenchArgs) -> Result<(), BenchError> {
     let recorded: Vec<u32> = (0..a.recorded.unwrap_or(a.envs).min(a.envs)).collect();
     // One frame's message, to size the recording.
     let probe = synthetic::Spec {
-        num_envs: a.envs,
-        obs_size: a.obs,
-        act_size: a.act,
         recorded,
-        frames: 1,
-        frame_interval_ns: 1_000_000,
-        chunk_size: None,
-        nan_at: None,
         compression: Compression::asked(a.compression.as_deref(), a.compression_level)
             .map_err(BenchError::Usage)?,
+        ..synthetic::Spec::of(a.envs, a.obs, a.act, 1)
     };
     let (_, frame_bytes) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))
         .map_err(|e| BenchError::Other(e.to_string()))?;

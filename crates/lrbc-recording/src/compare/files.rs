@@ -1,7 +1,9 @@
 //! Two recordings compared from end to end: each is read on a thread of its own, in
-//! blocks (`read_recording`), and hands its decoded frames over a channel of a few; the
-//! caller's thread aligns them by their place from each run's start and compares them.
-//! Memory does not grow with the files: a few frames of each are held at a time.
+//! blocks (`read_recording`), finds its own episodes and hands its decoded frames over a
+//! channel of a few; the caller's thread aligns them by their place from each run's
+//! start, compares them and tallies the episodes that ended at frames both hold. Memory
+//! does not grow with the files: a few frames of each are held at a time. The events
+//! come last, from each file's index.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -11,9 +13,14 @@ use std::thread;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::{CompareCounts, Comparer, Divergence, Tolerance};
+use lrbc_live::detect::DetectSettings;
+use lrbc_live::episodes::Episode;
+
+use super::{CompareCounts, Comparer, Divergence, EpisodesCompared, EventsCompared, Tolerance};
 use crate::format::{FrameError, NAMES_METADATA, RecFrame};
-use crate::replay::{End, ReadError, StreamItem, read_recording};
+use crate::replay::{
+    End, ReadError, RecordedEpisodes, Recording, StreamItem, read_recording, recording_events,
+};
 
 /// Frames in flight from each file's reader.
 const IN_FLIGHT: usize = 4;
@@ -52,6 +59,8 @@ pub enum CompareError {
     },
     #[error("{}: the reading thread stopped unexpectedly", run.as_str())]
     Reader { run: ComparedRun },
+    #[error("{}: its events: {message}", run.as_str())]
+    Events { run: ComparedRun, message: String },
 }
 
 /// What a whole comparison found.
@@ -65,6 +74,11 @@ pub struct FilesCompared {
     pub end_b: End,
     /// A's names of the values (`lrbc.names`: `obs.I` and `act.I` to a name).
     pub names: BTreeMap<String, String>,
+    /// Both runs' episodes that ended at frames both hold (none when the comparison
+    /// stopped at its first divergence).
+    pub episodes: EpisodesCompared,
+    /// Both runs' events first seen at frames both hold (none when it stopped).
+    pub events: EventsCompared,
 }
 
 impl FilesCompared {
@@ -78,6 +92,13 @@ impl FilesCompared {
         };
         self.names.get(&key).map(String::as_str)
     }
+}
+
+/// A decoded frame and the episodes of its run that ended at it.
+#[derive(Default)]
+struct ReadFrame {
+    frame: RecFrame,
+    ended: Vec<Episode>,
 }
 
 /// What a reader found besides the frames.
@@ -115,7 +136,11 @@ pub fn compare_files(
     let (frames_a, spare_a) = (&reader_a.frames, &reader_a.spares);
     let (frames_b, spare_b) = (&reader_b.frames, &reader_b.spares);
     let mut comparer = Comparer::new(tolerance);
+    let mut episodes = EpisodesCompared::default();
     let mut first: (Option<u64>, Option<u64>) = (None, None);
+    // The frame_seq of each run's last frame compared.
+    let mut last: Option<(u64, u64)> = None;
+    let mut stopped = false;
     // The place from its run's start of a frame (None: before the run's first frame,
     // which a recording of one run does not hold; it is not compared).
     let place = |start: &mut Option<u64>, f: &RecFrame| {
@@ -125,8 +150,8 @@ pub fn compare_files(
     let mut next_a = frames_a.recv().ok();
     let mut next_b = frames_b.recv().ok();
     loop {
-        let ka = next_a.as_deref().map(|f| place(&mut first.0, f));
-        let kb = next_b.as_deref().map(|f| place(&mut first.1, f));
+        let ka = next_a.as_deref().map(|f| place(&mut first.0, &f.frame));
+        let kb = next_b.as_deref().map(|f| place(&mut first.1, &f.frame));
         let take = match (ka, kb) {
             (None, None) => break,
             // A frame from before its run's first (a second run in one file).
@@ -142,13 +167,18 @@ pub fn compare_files(
                 let (fa, fb) = (next_a.take(), next_b.take());
                 let mut stop = false;
                 if let (Some(fa), Some(fb)) = (&fa, &fb) {
-                    let found = comparer.frame(k, fa, fb);
+                    let found = comparer.frame(k, &fa.frame, &fb.frame);
                     found.iter().for_each(&mut on_divergence);
                     stop = stop_at_first && !found.is_empty();
+                    episodes.ended(false, &fa.ended);
+                    episodes.ended(true, &fb.ended);
+                    episodes.envs_at_least(fa.frame.rewards.len().max(fb.frame.rewards.len()));
+                    last = Some((fa.frame.frame_seq, fb.frame.frame_seq));
                 }
                 recycle(spare_a, fa);
                 recycle(spare_b, fb);
                 if stop {
+                    stopped = true;
                     break;
                 }
                 next_a = frames_a.recv().ok();
@@ -168,12 +198,38 @@ pub fn compare_files(
     }
     let out_a = reader_a.finish()?;
     let out_b = reader_b.finish()?;
+    let mut events = EventsCompared::default();
+    if stopped {
+        episodes = EpisodesCompared::default();
+    } else if let (Some((last_a, last_b)), Some(first_a), Some(first_b)) = (last, first.0, first.1)
+    {
+        for (run, path, span) in [
+            (ComparedRun::A, a, (first_a, last_a)),
+            (ComparedRun::B, b, (first_b, last_b)),
+        ] {
+            let found = Recording::open(path)
+                .map_err(|e| e.to_string())
+                .and_then(|mut rec| {
+                    recording_events(&mut rec, &DetectSettings::default(), |_| true)
+                })
+                .map_err(|message| CompareError::Events { run, message })?;
+            let is_b = run == ComparedRun::B;
+            events.count(is_b, &found.events, span.0, span.1);
+            if is_b {
+                events.found_again_b = found.found_again;
+            } else {
+                events.found_again_a = found.found_again;
+            }
+        }
+    }
     Ok(FilesCompared {
         counts: comparer.counts(),
         divergences: comparer.divergences().copied().collect(),
         end_a: out_a.end,
         end_b: out_b.end,
         names: out_a.names,
+        episodes,
+        events,
     })
 }
 
@@ -190,13 +246,13 @@ enum Take {
 /// for their buffers.
 struct Reader {
     run: ComparedRun,
-    frames: Receiver<Box<RecFrame>>,
-    spares: Sender<Box<RecFrame>>,
+    frames: Receiver<Box<ReadFrame>>,
+    spares: Sender<Box<ReadFrame>>,
     thread: thread::JoinHandle<Result<ReadOut, CompareError>>,
 }
 
 /// Hands a frame's buffers back to its reader (dropped when the reader has enough).
-fn recycle(spare: &Sender<Box<RecFrame>>, frame: Option<Box<RecFrame>>) {
+fn recycle(spare: &Sender<Box<ReadFrame>>, frame: Option<Box<ReadFrame>>) {
     if let Some(f) = frame {
         // A full channel of spares, or a reader already done: the frame is dropped.
         let _ = spare.try_send(f);
@@ -210,13 +266,14 @@ impl Reader {
             path: path.display().to_string(),
             source,
         })?;
-        let (tx, frames) = bounded::<Box<RecFrame>>(IN_FLIGHT);
-        let (spares, spare_rx) = bounded::<Box<RecFrame>>(IN_FLIGHT + 2);
+        let (tx, frames) = bounded::<Box<ReadFrame>>(IN_FLIGHT);
+        let (spares, spare_rx) = bounded::<Box<ReadFrame>>(IN_FLIGHT + 2);
         let thread = thread::Builder::new()
             .name(format!("lrbc-compare-{}", run.as_str()))
             .spawn(move || {
                 let mut input = BufReader::new(file);
                 let mut names = BTreeMap::new();
+                let mut accountant: Option<RecordedEpisodes> = None;
                 let read = read_recording(
                     &mut input,
                     |item| {
@@ -229,7 +286,18 @@ impl Reader {
                             _ => return Ok(()),
                         };
                         let mut f = spare_rx.try_recv().unwrap_or_default();
-                        f.decode_into(log_ns, data).map_err(Stop::Frame)?;
+                        f.frame.decode_into(log_ns, data).map_err(Stop::Frame)?;
+                        f.ended.clear();
+                        let frame = &f.frame;
+                        accountant
+                            .get_or_insert_with(|| {
+                                RecordedEpisodes::of(
+                                    frame.rewards.len() as u32,
+                                    frame.obs_size as u32,
+                                    frame.act_size as u32,
+                                )
+                            })
+                            .frame(frame, &mut f.ended);
                         tx.send(f).map_err(|_| Stop::Unwanted)
                     },
                     |_| {},

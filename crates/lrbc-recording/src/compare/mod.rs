@@ -15,12 +15,19 @@
 //! observations of an env the recording did not keep) is counted as not compared, never
 //! as equal. Pure: the file pass and the live pass feed it.
 
+mod episodes;
 mod files;
+mod table;
 #[cfg(test)]
 mod tests;
 
+pub use episodes::{
+    EpisodeTally, EpisodesCompared, EventsCompared, FINISHED_ENDINGS, ReturnVerdict,
+    TalliesSideBySide,
+};
 pub use files::{CompareError, ComparedRun, FilesCompared, compare_files};
 use lrbc_live::check::Channel;
+pub use table::{COMPARED_EPISODES_SCHEMA, write_compared_episodes};
 
 use crate::format::RecFrame;
 

@@ -292,21 +292,14 @@ mod files {
 
     impl File {
         fn write(name: &str, frames: u64, nan_at: Option<u64>) -> Self {
+            Self::of(name, &Spec::small(frames, nan_at))
+        }
+
+        fn of(name: &str, spec: &Spec) -> Self {
             let path = std::env::temp_dir()
                 .join(format!("lrbc-compare-{}-{name}.mcap", std::process::id()));
-            let spec = Spec {
-                num_envs: 6,
-                obs_size: 5,
-                act_size: 2,
-                recorded: vec![0, 2, 5],
-                frames,
-                frame_interval_ns: 10_000_000,
-                chunk_size: Some(4096),
-                compression: crate::format::Compression::None,
-                nan_at,
-            };
             let out = std::fs::File::create(&path).unwrap();
-            synthetic::write(&spec, out).unwrap();
+            synthetic::write(spec, out).unwrap();
             Self(path)
         }
     }
@@ -384,5 +377,167 @@ mod files {
         let r = compare_files(&a.0, &b.0, Tolerance::EXACT, true, |_| {}).unwrap();
         assert_eq!(r.divergences.len(), 1);
         assert_eq!(r.counts.frames_compared, 50, "frames 1 to 50, and no more");
+    }
+
+    /// Runs of 1,000 frames whose episodes last `episode_frames` frames, every reward
+    /// raised by `offset`.
+    fn episodes_run(name: &str, episode_frames: u64, offset: f32, nan_at: Option<u64>) -> File {
+        File::of(
+            name,
+            &Spec {
+                episode_frames,
+                reward_offset: offset,
+                ..Spec::small(1000, nan_at)
+            },
+        )
+    }
+
+    #[test]
+    fn episodes_of_equal_runs_are_not_distinguished_and_higher_rewards_are_told() {
+        use lrbc_live::episodes::Ending;
+        let a = episodes_run("ep-a", 20, 0.0, None);
+        let same = episodes_run("ep-same", 20, 0.0, None);
+        let r = compare_files(&a.0, &same.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        let run = r.episodes.run;
+        // Each env's episodes end every 20 frames: about 50 each, the first began
+        // before the recording's start only if the env's first frame is not frame 1.
+        assert_eq!(run.a, run.b);
+        assert!(run.a.finished >= 6 * 49, "{:?}", run.a);
+        assert_eq!(run.a.of(Ending::Done), run.a.finished);
+        assert_eq!(run.mean_return().unwrap().estimate, 0.0);
+        assert_eq!(run.verdict(), ReturnVerdict::NotDistinguishable);
+        assert_eq!(run.finished().estimate, 0.0);
+        assert_eq!(r.episodes.envs.len(), 6);
+        assert!(
+            r.episodes
+                .envs
+                .iter()
+                .all(|t| t.verdict() == ReturnVerdict::NotDistinguishable)
+        );
+
+        // Every reward 1 higher: every return as many higher as the episode has frames,
+        // 20 (an env's first episode, from frame 1, fewer).
+        let b = episodes_run("ep-b", 20, 1.0, None);
+        let r = compare_files(&a.0, &b.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        let i = r.episodes.run.mean_return().unwrap();
+        let lengths = r.episodes.run.a.lengths.mean;
+        assert!((i.estimate - lengths).abs() < 1e-3, "{i:?} {lengths}");
+        assert!(i.low > 15.0 && i.high < 25.0, "{i:?}");
+        assert_eq!(r.episodes.run.verdict(), ReturnVerdict::Higher);
+        assert_eq!(r.episodes.run.mean_length().unwrap().estimate, 0.0);
+        assert!(
+            r.episodes
+                .envs
+                .iter()
+                .all(|t| t.verdict() == ReturnVerdict::Higher)
+        );
+        let r = compare_files(&b.0, &a.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        assert_eq!(r.episodes.run.verdict(), ReturnVerdict::Lower);
+
+        // Longer episodes: fewer finished, 5 frames longer.
+        let long = episodes_run("ep-long", 25, 0.0, None);
+        let r = compare_files(&a.0, &long.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        let run = r.episodes.run;
+        assert!(run.b.finished < run.a.finished, "{run:?}");
+        assert!(run.finished().high < 0.0, "{:?}", run.finished());
+        let len = run.mean_length().unwrap();
+        assert!(
+            (4.5..=5.0).contains(&len.estimate) && len.sign() == Some(true),
+            "{len:?}"
+        );
+    }
+
+    #[test]
+    fn episodes_and_events_count_only_within_the_frames_both_runs_hold() {
+        use lrbc_live::detect::EventKind;
+        let short = File::of(
+            "ev-short",
+            &Spec {
+                episode_frames: 20,
+                ..Spec::small(500, None)
+            },
+        );
+        let long = episodes_run("ev-long", 20, 0.0, Some(800));
+        let r = compare_files(&short.0, &long.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        assert_eq!(
+            r.episodes.run.a, r.episodes.run.b,
+            "the long run's tail is left out"
+        );
+        // The NaN at frame 800 lies beyond the frames both hold.
+        assert_eq!(r.events.b[EventKind::Nonfinite.position()], 0);
+        assert!(r.events.found_again_a && r.events.found_again_b);
+
+        let nan = episodes_run("ev-nan", 20, 0.0, Some(300));
+        let a = episodes_run("ev-a", 20, 0.0, None);
+        let r = compare_files(&a.0, &nan.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        let kinds: Vec<_> = r.events.kinds().collect();
+        assert!(
+            matches!(kinds[..], [(EventKind::Nonfinite, 0, b)] if b >= 1),
+            "{kinds:?}"
+        );
+        // Env 0's episode holding the NaN ends as nonfinite, in B alone.
+        assert_eq!(
+            r.episodes.envs[0]
+                .a
+                .of(lrbc_live::episodes::Ending::NonFinite),
+            0
+        );
+        assert_eq!(
+            r.episodes.envs[0]
+                .b
+                .of(lrbc_live::episodes::Ending::NonFinite),
+            1
+        );
+        // A comparison stopped at its first divergence tallies nothing.
+        let r = compare_files(&a.0, &nan.0, Tolerance::EXACT, true, |_| {}).unwrap();
+        assert_eq!(r.episodes, EpisodesCompared::default());
+        assert_eq!(r.events, EventsCompared::default());
+    }
+
+    #[test]
+    fn the_per_env_table_is_written_as_csv_and_parquet_with_a_row_per_env() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let a = episodes_run("tab-a", 20, 0.0, None);
+        let b = episodes_run("tab-b", 20, 1.0, None);
+        let r = compare_files(&a.0, &b.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        let csv = a.0.with_extension("csv");
+        write_compared_episodes(&r.episodes, &csv, crate::export::ExportFormat::Csv).unwrap();
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let _ = std::fs::remove_file(&csv);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 7, "{text}");
+        let header: Vec<&str> = lines[0].split(',').collect();
+        assert_eq!(header.first(), Some(&"env"));
+        assert_eq!(header.last(), Some(&"verdict"));
+        assert_eq!(header.len(), 22);
+        for (env, line) in lines[1..].iter().enumerate() {
+            let cells: Vec<&str> = line.split(',').collect();
+            assert_eq!(cells.len(), header.len(), "{line}");
+            assert_eq!(cells[0], env.to_string());
+            assert_eq!(cells[21], "higher");
+            let diff: f64 = cells[header.iter().position(|h| *h == "return_diff").unwrap()]
+                .parse()
+                .unwrap();
+            assert!((19.0..=20.0).contains(&diff), "{line}");
+        }
+
+        let pq = a.0.with_extension("parquet");
+        write_compared_episodes(&r.episodes, &pq, crate::export::ExportFormat::Parquet).unwrap();
+        let reader = SerializedFileReader::new(std::fs::File::open(&pq).unwrap()).unwrap();
+        let rows: Vec<_> = reader
+            .get_row_iter(None)
+            .unwrap()
+            .map(|r| r.unwrap().to_string())
+            .collect();
+        let _ = std::fs::remove_file(&pq);
+        assert_eq!(rows.len(), 6);
+        assert!(rows[0].contains("verdict: \"higher\""), "{}", rows[0]);
+        assert!(rows[5].starts_with("{env: 5,"), "{}", rows[5]);
+
+        // No file left behind when the table cannot be written.
+        let bad = std::env::temp_dir().join("lrbc-no-such-dir").join("t.csv");
+        assert!(
+            write_compared_episodes(&r.episodes, &bad, crate::export::ExportFormat::Csv).is_err()
+        );
     }
 }

@@ -6,15 +6,10 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::Arc;
 
-use parquet::basic::Compression;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, FloatType, Int64Type};
-use parquet::file::properties::WriterProperties;
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::parser::parse_message_type;
 
-use super::parquet::{FileWriter, err, finish_writer, put, put_each};
+use super::parquet::{FileWriter, err, file_writer, finish_writer, put, put_each};
 use super::{ExportError, ExportFormat, Progress};
 use crate::format::RecFrame;
 use crate::replay::{self, End, RecordedEpisodes};
@@ -76,23 +71,10 @@ enum Writer {
 impl Writer {
     fn new(format: ExportFormat, out: File) -> Result<Self, ExportError> {
         Ok(match format {
-            ExportFormat::Parquet => {
-                let schema = Arc::new(parse_message_type(EPISODES_SCHEMA).map_err(err)?);
-                let props = WriterProperties::builder()
-                    .set_compression(Compression::SNAPPY)
-                    .set_created_by(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")).into())
-                    .build();
-                let writer = SerializedFileWriter::new(
-                    BufWriter::with_capacity(1 << 20, out),
-                    schema,
-                    Arc::new(props),
-                )
-                .map_err(err)?;
-                Self::Parquet {
-                    writer: Box::new(writer),
-                    rows: Vec::new(),
-                }
-            }
+            ExportFormat::Parquet => Self::Parquet {
+                writer: Box::new(file_writer(out, EPISODES_SCHEMA, true)?),
+                rows: Vec::new(),
+            },
             ExportFormat::Csv => {
                 let mut w = BufWriter::with_capacity(1 << 20, out);
                 writeln!(w, "{CSV_HEADER}").map_err(io)?;

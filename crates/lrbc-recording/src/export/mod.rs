@@ -10,7 +10,7 @@
 mod csv;
 mod episodes;
 mod lerobot;
-mod parquet;
+pub(crate) mod parquet;
 pub mod synthetic;
 
 use std::collections::BTreeMap;

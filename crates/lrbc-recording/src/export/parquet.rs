@@ -45,7 +45,7 @@ const GROUP_ROWS: usize = 256 * 1024;
 /// … and this many observation and action values (with their levels, about 64 MiB).
 const GROUP_VALUES: usize = 8 * 1024 * 1024;
 
-pub(super) fn err(e: parquet::errors::ParquetError) -> ExportError {
+pub(crate) fn err(e: parquet::errors::ParquetError) -> ExportError {
     ExportError::Output(e.to_string())
 }
 
@@ -107,18 +107,7 @@ pub struct ParquetSink {
 
 impl ParquetSink {
     pub fn new(out: File) -> Result<Self, ExportError> {
-        let schema = Arc::new(parse_message_type(SCHEMA).map_err(err)?);
-        let props = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_dictionary_enabled(false)
-            .set_created_by(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")).into())
-            .build();
-        let writer = SerializedFileWriter::new(
-            BufWriter::with_capacity(1 << 20, out),
-            schema,
-            Arc::new(props),
-        )
-        .map_err(err)?;
+        let writer = file_writer(out, SCHEMA, false)?;
         Ok(Self {
             writer,
             columns: Columns::default(),
@@ -161,11 +150,31 @@ impl ParquetSink {
 }
 
 /// A Parquet file being written.
-pub(super) type FileWriter = SerializedFileWriter<BufWriter<File>>;
+pub(crate) type FileWriter = SerializedFileWriter<BufWriter<File>>;
+
+/// A Parquet file of `schema` written to `out`: Snappy pages, dictionaries or not.
+pub(crate) fn file_writer(
+    out: File,
+    schema: &str,
+    dictionaries: bool,
+) -> Result<FileWriter, ExportError> {
+    let schema = Arc::new(parse_message_type(schema).map_err(err)?);
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_dictionary_enabled(dictionaries)
+        .set_created_by(concat!("lrbc-inspector ", env!("CARGO_PKG_VERSION")).into())
+        .build();
+    SerializedFileWriter::new(
+        BufWriter::with_capacity(1 << 20, out),
+        schema,
+        Arc::new(props),
+    )
+    .map_err(err)
+}
 
 /// Writes the next column of `rg`: its values, and their definition and repetition
 /// levels when the column has them.
-pub(super) fn put<T: DataType>(
+pub(crate) fn put<T: DataType>(
     rg: &mut SerializedRowGroupWriter<'_, BufWriter<File>>,
     values: &[T::T],
     def: Option<&[i16]>,
@@ -182,7 +191,7 @@ pub(super) fn put<T: DataType>(
 }
 
 /// Writes the next column of `rg`, required: one value of each of `rows`.
-pub(super) fn put_each<T: DataType, R>(
+pub(crate) fn put_each<T: DataType, R>(
     rg: &mut SerializedRowGroupWriter<'_, BufWriter<File>>,
     rows: &[R],
     value: impl Fn(&R) -> T::T,
@@ -191,7 +200,7 @@ pub(super) fn put_each<T: DataType, R>(
 }
 
 /// Closes `w`: its footer written, its buffer flushed to the file.
-pub(super) fn finish_writer(w: FileWriter) -> Result<(), ExportError> {
+pub(crate) fn finish_writer(w: FileWriter) -> Result<(), ExportError> {
     let out = w.into_inner().map_err(err)?;
     out.into_inner()
         .map(drop)

@@ -30,6 +30,45 @@ pub struct Spec {
     pub nan_at: Option<u64>,
     /// How the chunks are compressed.
     pub compression: crate::format::Compression,
+    /// Each env's episode ends (done, then reset) every this many frames, env `i`'s `i`
+    /// frames earlier than env 0's.
+    pub episode_frames: u64,
+    /// Added to every reward.
+    pub reward_offset: f32,
+}
+
+impl Spec {
+    /// `frames` frames of `num_envs` envs with `obs_size` observations and `act_size`
+    /// actions, every env recorded, 1 kHz, the recorder's chunks and compression,
+    /// episodes of 200 frames, no NaN.
+    pub fn of(num_envs: u32, obs_size: u32, act_size: u32, frames: u64) -> Self {
+        Self {
+            num_envs,
+            obs_size,
+            act_size,
+            recorded: (0..num_envs).collect(),
+            frames,
+            frame_interval_ns: 1_000_000,
+            chunk_size: None,
+            nan_at: None,
+            compression: crate::format::Compression::default(),
+            episode_frames: 200,
+            reward_offset: 0.0,
+        }
+    }
+
+    /// The tests' small recording: 6 envs (envs 0, 2 and 5 with their values), 5
+    /// observations, 2 actions, 100 Hz, chunks of 4 KiB, uncompressed.
+    pub fn small(frames: u64, nan_at: Option<u64>) -> Self {
+        Self {
+            recorded: vec![0, 2, 5],
+            frame_interval_ns: 10_000_000,
+            chunk_size: Some(4096),
+            compression: crate::format::Compression::None,
+            nan_at,
+            ..Self::of(6, 5, 2, frames)
+        }
+    }
 }
 
 /// The bytes of the segment a recording of `spec` was made of, as the recorder keeps
@@ -128,7 +167,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
     for seq in 1..=spec.frames {
         let x = seq as f32 * 0.01;
         for (i, r) in rewards.iter_mut().enumerate() {
-            *r = (x + i as f32).sin();
+            *r = (x + i as f32).sin() + spec.reward_offset;
         }
         for (i, v) in obs.iter_mut().enumerate() {
             *v = (x * 0.5 + i as f32).cos();
@@ -147,7 +186,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
             }
         }
         for (i, f) in flags.iter_mut().enumerate() {
-            *f = u8::from((seq + i as u64).is_multiple_of(200));
+            *f = u8::from((seq + i as u64).is_multiple_of(spec.episode_frames.max(1)));
         }
         let frame_time_ns = seq * spec.frame_interval_ns;
         let sampled_ns = 1_000_000_000 + frame_time_ns;

@@ -13,17 +13,7 @@ use super::synthetic::{self, Spec};
 use super::*;
 
 fn spec(frames: u64) -> Spec {
-    Spec {
-        num_envs: 6,
-        obs_size: 5,
-        act_size: 2,
-        recorded: vec![0, 2, 5],
-        frames,
-        frame_interval_ns: 10_000_000,
-        chunk_size: Some(4096),
-        compression: crate::format::Compression::None,
-        nan_at: Some(20),
-    }
+    Spec::small(frames, Some(20))
 }
 
 fn recording(spec: &Spec) -> Vec<u8> {
