@@ -6,6 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::{CliError, stop_flag};
 use lrbc::layout::plan::PlanLayout;
+use lrbc_recording::replay::RecordedActions;
 use lrbc_sim::client::{self, ClientConfig, Policy, Rollout};
 use lrbc_sim::engine::{Engine, EngineConfig, Mode, Plant, Preset};
 
@@ -88,8 +89,8 @@ pub struct EngineArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub nan_at_step: Option<u64>,
     /// Plant a fault for diagnosis tools to find (repeatable): nan@STEP, inf@STEP,
-    /// -inf@STEP, done-burst@STEP or stall@STEP, with optional :key=value,… (e.g.
-    /// nan@3000:env=5,channel=act,index=3).
+    /// -inf@STEP, done-burst@STEP, stall@STEP or drift@STEP, with optional
+    /// :key=value,… (e.g. nan@3000:env=5,channel=act,index=3).
     ///
     /// nan@STEP, inf@STEP, -inf@STEP [:env=E,channel=obs|act|reward,index=I,frames=N]:
     /// the value in env E's observation or action I, or its reward, in N frames from
@@ -101,6 +102,10 @@ pub struct EngineArgs {
     ///
     /// stall@STEP [:secs=S,side=engine]: the engine waits S seconds (default 2, at most
     /// 3600) before it steps and publishes frame STEP; side=trainer is refused.
+    ///
+    /// drift@STEP [:env=E,index=I,delta=D]: env E's observation I in the frame of STEP
+    /// is the dynamics' value plus D (finite, not 0; defaults: env 0, index 0, 0.001);
+    /// the dynamics go on from their own value.
     ///
     /// STEP counts the engine's steps from 1; in lock-step, step K is published as the
     /// frame_seq the trainer's action_seq asked for (K when it bumps action_seq by one
@@ -128,6 +133,11 @@ pub struct ClientArgs {
     /// How actions are chosen.
     #[arg(long, value_parser = super::values::policy(), default_value = "random")]
     pub policy: Policy,
+    /// Step with the actions recorded in this file (recorded with --all-envs) instead of
+    /// the policy's, frame by frame, until its last frame or --steps; reset flags as
+    /// the policy sets them (each env that ended at the frame before).
+    #[arg(long, value_name = "A.mcap", conflicts_with = "policy")]
+    pub replay: Option<std::path::PathBuf>,
     /// Send no commands, only step.
     #[arg(long)]
     pub no_commands: bool,
@@ -302,6 +312,38 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
+/// A recording's actions as the simulated client's source.
+struct Replayed(RecordedActions);
+
+impl client::ActionSource for Replayed {
+    fn fits(&self, num_envs: usize, act_size: usize) -> Result<(), String> {
+        let (n, a) = (self.0.num_envs, self.0.act_size);
+        if (n, a) == (num_envs, act_size) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the recording has {n} envs of {a} actions; the segment {num_envs} envs of {act_size}"
+            ))
+        }
+    }
+
+    fn next_actions(&mut self, actions: &mut [f32]) -> Result<bool, String> {
+        match self.0.next_step().map_err(|e| e.to_string())? {
+            None => Ok(false),
+            Some(step) if step.actions.len() == actions.len() => {
+                actions.copy_from_slice(&step.actions);
+                Ok(true)
+            }
+            Some(step) => Err(format!(
+                "frame_seq {}: {} actions recorded, {} expected",
+                step.frame_seq,
+                step.actions.len(),
+                actions.len()
+            )),
+        }
+    }
+}
+
 fn run_client(args: &ClientArgs) -> Result<(), CliError> {
     let stop = stop_flag();
     let name = args
@@ -323,7 +365,16 @@ fn run_client(args: &ClientArgs) -> Result<(), CliError> {
         step_timeout: Duration::from_secs(5),
         rollout: args.rollout(),
     };
-    let mut stats = client::run(&cfg, &stop).map_err(|e| CliError::Other(e.to_string()))?;
+    let mut stats = match &args.replay {
+        None => client::run(&cfg, &stop),
+        Some(path) => {
+            let mut source = Replayed(RecordedActions::open(path).map_err(|e| {
+                CliError::Other(format!("sim client --replay {}: {e}", path.display()))
+            })?);
+            client::run_replaying(&cfg, &stop, &mut source)
+        }
+    }
+    .map_err(|e| CliError::Other(e.to_string()))?;
     if args.json {
         stats.latencies_ns.sort_unstable();
         let l = &stats.latencies_ns;

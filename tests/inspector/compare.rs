@@ -19,6 +19,11 @@ use serde_json::{Value, json};
 /// (however late a busy machine makes it) catches each frame's own actions, planted
 /// ones included.
 fn recorded_run(tag: &str, plants: &[&str]) -> PathBuf {
+    recorded_run_of(tag, plants, &["--steps", "300", "--policy", "sine"])
+}
+
+/// Records a run on a cams64 engine with `plants` of a client at 50 Hz given `client`.
+fn recorded_run_of(tag: &str, plants: &[&str], client: &[&str]) -> PathBuf {
     let mut args = vec!["--preset", "cams64"];
     for p in plants {
         args.extend(["--plant", p]);
@@ -26,19 +31,17 @@ fn recorded_run(tag: &str, plants: &[&str]) -> PathBuf {
     let engine = SimEngine::start(tag, &args);
     let file = temp_file(tag, "mcap");
     let record = start_record(&engine.name, &[], &file);
-    let (code, _, stderr) = run_inspector(&[
+    let mut argv = vec![
         "sim",
         "client",
         "--shm",
         &engine.name,
-        "--steps",
-        "300",
         "--hz",
         "50",
         "--no-commands",
-        "--policy",
-        "sine",
-    ]);
+    ];
+    argv.extend(client);
+    let (code, _, stderr) = run_inspector(&argv);
     assert_eq!(code, 0, "sim client: {stderr}");
     record.stop();
     drop(engine);
@@ -143,6 +146,85 @@ fn runs_of_one_seed_are_identical_and_planted_values_diverge_where_and_as_plante
         "{s}"
     );
 
+    for f in [a, b, c] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+/// The determinism workflow: a run of a random policy recorded, then its actions replayed
+/// on a new engine of the same seed while recording, and the two compared.
+#[test]
+fn a_replayed_run_is_identical_to_its_recording_and_a_planted_drift_is_found() {
+    let a = recorded_run_of("replay-a", &[], &["--steps", "300", "--policy", "random"]);
+    let a_ = a.to_str().unwrap();
+    let b = recorded_run_of("replay-b", &[], &["--replay", a_]);
+    let (code, stdout, stderr) =
+        run_inspector(&["compare", a_, b.to_str().unwrap(), "--fail-on", "diverged"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains(
+            "300 frames compared (0 only in A, 0 only in B); envs: 64 identical, 0 diverged"
+        ),
+        "{stderr}"
+    );
+
+    let c = recorded_run_of(
+        "replay-c",
+        &["drift@150:env=4,index=2,delta=0.01"],
+        &["--replay", a_],
+    );
+    let (code, stdout, stderr) = run_inspector(&[
+        "compare",
+        a_,
+        c.to_str().unwrap(),
+        "--json",
+        "--fail-on",
+        "diverged",
+    ]);
+    assert_eq!(code, 3, "{stderr}");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (summary, divergences) = lines.split_last().unwrap();
+    assert_eq!(divergences.len(), 1, "{stdout}");
+    let d = &divergences[0];
+    let fields = ["env", "frame", "frame_seq_b", "origin", "channel", "index"];
+    let got: Vec<Value> = fields.iter().map(|f| d[*f].clone()).collect();
+    assert_eq!(
+        got,
+        [
+            json!(4),
+            json!(149),
+            json!(150),
+            json!("simulator"),
+            json!("observation"),
+            json!(2)
+        ]
+    );
+    let (va, vb): (f32, f32) = (
+        d["a"].as_str().unwrap().parse().unwrap(),
+        d["b"].as_str().unwrap().parse().unwrap(),
+    );
+    assert!((vb - va - 0.01).abs() < 1e-4, "{d}");
+    assert_eq!(summary["summary"]["envs_diverged"], 1);
+
+    // A recording of other sizes than the segment's, refused in one line before a step.
+    let small = SimEngine::start("replay-small", &["--preset", "cams16"]);
+    let (code, _, stderr) = run_inspector(&[
+        "sim",
+        "client",
+        "--shm",
+        &small.name,
+        "--replay",
+        a_,
+        "--no-commands",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "error: --replay: the recording has 64 envs of 8 actions; the segment 16 envs of 8",
+    );
     for f in [a, b, c] {
         let _ = std::fs::remove_file(f);
     }

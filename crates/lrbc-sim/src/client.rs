@@ -125,6 +125,9 @@ pub enum ClientError {
     StepTimeout { action_seq: u64, secs: f64 },
     #[error("{0}")]
     Config(String),
+    /// The replayed actions: a file that cannot drive this segment, or cannot be read.
+    #[error("--replay: {0}")]
+    Replay(String),
 }
 
 enum CmdRings {
@@ -161,8 +164,39 @@ fn random_actions(actions: &mut [f32], state: &mut u64) {
     }
 }
 
+/// Where a replaying client's actions come from: each step's in turn, instead of the
+/// policy's.
+pub trait ActionSource {
+    /// Whether it can drive a segment of `num_envs` envs of `act_size` actions (Err: why
+    /// not, one line).
+    fn fits(&self, num_envs: usize, act_size: usize) -> Result<(), String>;
+
+    /// Writes the next step's actions into `actions` (`num_envs × act_size`, env by
+    /// env); Ok(false): no step is left.
+    fn next_actions(&mut self, actions: &mut [f32]) -> Result<bool, String>;
+}
+
 /// Runs the client until `stop`, `steps`, or an error.
 pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientError> {
+    run_with(cfg, stop, None)
+}
+
+/// Runs the client with the actions of `source` instead of its policy's, until `stop`,
+/// `steps`, the source's last step, or an error. Reset flags are set as without it:
+/// every env that ended at the frame before.
+pub fn run_replaying(
+    cfg: &ClientConfig,
+    stop: &AtomicBool,
+    source: &mut dyn ActionSource,
+) -> Result<ClientStats, ClientError> {
+    run_with(cfg, stop, Some(source))
+}
+
+fn run_with(
+    cfg: &ClientConfig,
+    stop: &AtomicBool,
+    mut source: Option<&mut dyn ActionSource>,
+) -> Result<ClientStats, ClientError> {
     let period = step_period(cfg.hz)?;
     if let Some(r) = &cfg.rollout {
         r.check()?;
@@ -170,6 +204,10 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
     let seg = SegmentRw::open_at(&shm_location(&cfg.name)?)?;
     let g: Geometry = layout::inspect(&seg, LayoutChoice::Auto)?;
     let mut client = Client::new(&seg, &g, cfg)?;
+    if let Some(src) = &source {
+        src.fits(client.num_envs, client.act_size)
+            .map_err(ClientError::Replay)?;
+    }
     let guard = client.announce();
     if cfg.commands {
         client.send_opening_requests(g.image);
@@ -181,7 +219,17 @@ pub fn run(cfg: &ClientConfig, stop: &AtomicBool) -> Result<ClientStats, ClientE
     let mut waiter = Waiter::new();
     // Relaxed: a flag with no data behind it.
     while !stop.load(Ordering::Relaxed) && cfg.steps.is_none_or(|s| client.stats.steps < s) {
-        client.choose_actions();
+        match source.as_deref_mut() {
+            None => client.choose_actions(),
+            Some(src) => {
+                if !src
+                    .next_actions(&mut client.actions)
+                    .map_err(ClientError::Replay)?
+                {
+                    break;
+                }
+            }
+        }
         client.flag_resets();
         if cfg.commands {
             client.send_step_requests();

@@ -6,8 +6,10 @@
 //! [`lrbc_live::traffic::TrafficStore`] as of a timeline cursor, so that the panels draw a
 //! recording as they draw a live segment; its reductions of a frame, its image region
 //! and its rings' formats are public (`player`) for a reader of served messages to show
-//! them as it does. No egui.
+//! them as it does. [`RecordedActions`] (`actions`) hands a replaying trainer a recorded
+//! run's actions step by step. No egui.
 
+mod actions;
 mod episodes;
 mod events;
 pub mod player;
@@ -15,6 +17,7 @@ mod reader;
 pub mod stream;
 
 pub use crate::format::{FrameError, RecFrame};
+pub use actions::{ActionsError, RecordedActions, StepActions};
 pub use episodes::{RecordedEpisodes, recording_episodes};
 pub use events::{RecordingEvents, check_frame, find_again, recording_events};
 pub use player::{PlayState, Player};

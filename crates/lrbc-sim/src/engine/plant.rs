@@ -1,6 +1,6 @@
 //! Faults the engine plants in the frames it publishes, for diagnosis tools to find: a
 //! NaN or an infinity in one observation, action or reward, a burst of done flags, a
-//! stall of the engine. Pure: [`Plant::parse`] reads the `--plant` grammar and
+//! stall of the engine, one observation drifted by a little in one frame. Pure: [`Plant::parse`] reads the `--plant` grammar and
 //! [`Plant::check`] holds a plant against the segment's sizes; the step loop plants them.
 
 use std::fmt;
@@ -12,6 +12,8 @@ pub const MAX_STALL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_STALL: Duration = Duration::from_secs(2);
 /// The share of the envs a done burst marks when its spec gives no `share`.
 pub const DEFAULT_DONE_SHARE: f64 = 0.75;
+/// What a drift adds to the observation when its spec gives no `delta`.
+pub const DEFAULT_DRIFT: f32 = 1e-3;
 
 /// A fault and the step at which the engine plants it.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,6 +41,10 @@ pub enum PlantedFault {
     /// The engine waits `duration` (more than zero, at most [`MAX_STALL`]) before it
     /// steps and publishes the frame of the plant's step.
     Stall { duration: Duration },
+    /// Env `env`'s observation `index` in the frame of the plant's step is the value the
+    /// dynamics gave plus `delta` (finite, not zero): an engine that computed one value a
+    /// little differently. The dynamics go on from their own value.
+    Drift { env: u32, index: u32, delta: f32 },
 }
 
 /// A value that is not a finite number.
@@ -64,7 +70,7 @@ pub enum PlantChannel {
 /// Why a spec or a plant is refused: one line, without the spec (the caller names it).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum PlantError {
-    #[error("unknown fault {0:?}: expected nan, inf, -inf, done-burst or stall")]
+    #[error("unknown fault {0:?}: expected nan, inf, -inf, done-burst, stall or drift")]
     UnknownKind(String),
     #[error("missing @STEP after the fault (e.g. nan@3000)")]
     MissingStep,
@@ -153,6 +159,7 @@ pub fn done_count(share: f64, num_envs: u32) -> usize {
 const VALUE_KEYS: &str = "env, channel, index, frames";
 const DONE_BURST_KEYS: &str = "share, frames";
 const STALL_KEYS: &str = "secs, side";
+const DRIFT_KEYS: &str = "env, index, delta";
 
 impl Plant {
     /// Parses a spec: `KIND@STEP`, then optionally `:key=value,key=value`.
@@ -162,7 +169,9 @@ impl Plant {
     ///   `frames` (default 1);
     /// - `done-burst@STEP`, keys `share` (in (0, 1], default 0.75), `frames` (default 1);
     /// - `stall@STEP`, keys `secs` (more than 0, at most 3600; default 2), `side`
-    ///   (`engine`, the default; `trainer` is refused).
+    ///   (`engine`, the default; `trainer` is refused);
+    /// - `drift@STEP`, keys `env` (default 0), `index` (of the observation; default 0),
+    ///   `delta` (finite, not zero; default 0.001).
     ///
     /// Kinds and names are taken in any case. Whether `env` and `index` fit the segment
     /// is [`Plant::check`]'s.
@@ -181,7 +190,7 @@ impl Plant {
             "nan" => Some(NonFinite::Nan),
             "inf" => Some(NonFinite::Inf),
             "-inf" => Some(NonFinite::NegInf),
-            "done-burst" | "stall" => None,
+            "done-burst" | "stall" | "drift" => None,
             _ => return Err(PlantError::UnknownKind(kind_text.to_string())),
         };
         let step = match step {
@@ -200,6 +209,7 @@ impl Plant {
         let fault = match (value, kind.as_str()) {
             (Some(value), _) => value_fault(value, &pairs)?,
             (None, "done-burst") => done_burst(&pairs)?,
+            (None, "drift") => drift(&pairs)?,
             (None, _) => stall(&pairs)?,
         };
         let plant = Self { step, fault };
@@ -211,7 +221,7 @@ impl Plant {
     pub fn last_step(&self) -> Result<u64, PlantError> {
         let frames = match self.fault {
             PlantedFault::Value { frames, .. } | PlantedFault::DoneBurst { frames, .. } => frames,
-            PlantedFault::Stall { .. } => 1,
+            PlantedFault::Stall { .. } | PlantedFault::Drift { .. } => 1,
         };
         frames
             .checked_sub(1)
@@ -245,11 +255,16 @@ impl Plant {
             PlantedFault::Stall { duration } if duration.is_zero() || duration > MAX_STALL => {
                 return Err(bad_secs(duration.as_secs_f64().to_string()));
             }
+            PlantedFault::Drift { delta, .. } if !drift_in_range(delta) => {
+                return Err(bad_delta(delta.to_string()));
+            }
             _ => {}
         }
         self.last_step()?;
-        let PlantedFault::Value { env, channel, .. } = self.fault else {
-            return Ok(());
+        let (env, channel) = match self.fault {
+            PlantedFault::Value { env, channel, .. } => (env, channel),
+            PlantedFault::Drift { env, index, .. } => (env, PlantChannel::Obs { index }),
+            PlantedFault::DoneBurst { .. } | PlantedFault::Stall { .. } => return Ok(()),
         };
         if env >= num_envs {
             return Err(PlantError::EnvOutOfRange { env, num_envs });
@@ -274,7 +289,7 @@ impl Plant {
     pub fn needs_dynamics(&self) -> bool {
         match self.fault {
             PlantedFault::Value { channel, .. } => !matches!(channel, PlantChannel::Act { .. }),
-            PlantedFault::DoneBurst { .. } => true,
+            PlantedFault::DoneBurst { .. } | PlantedFault::Drift { .. } => true,
             PlantedFault::Stall { .. } => false,
         }
     }
@@ -333,6 +348,18 @@ impl fmt::Display for Plant {
                 write!(f, "stall@{}", self.step)?;
                 if duration != DEFAULT_STALL {
                     keys.push(format!("secs={}", duration.as_secs_f64()));
+                }
+            }
+            PlantedFault::Drift { env, index, delta } => {
+                write!(f, "drift@{}", self.step)?;
+                if env != 0 {
+                    keys.push(format!("env={env}"));
+                }
+                if index != 0 {
+                    keys.push(format!("index={index}"));
+                }
+                if delta != DEFAULT_DRIFT {
+                    keys.push(format!("delta={delta}"));
                 }
             }
         }
@@ -444,6 +471,37 @@ fn stall(pairs: &[(String, &str)]) -> Result<PlantedFault, PlantError> {
         }
     }
     Ok(PlantedFault::Stall { duration })
+}
+
+fn drift(pairs: &[(String, &str)]) -> Result<PlantedFault, PlantError> {
+    let (mut env, mut index, mut delta) = (0, 0, DEFAULT_DRIFT);
+    for (key, text) in pairs {
+        match key.as_str() {
+            "env" => env = number(text, "env", "an env number")?,
+            "index" => index = number(text, "index", "an index (0 for the first)")?,
+            "delta" => {
+                delta = text
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|&d| drift_in_range(d))
+                    .ok_or_else(|| bad_delta((*text).to_string()))?;
+            }
+            _ => return Err(unknown_key("drift", key, DRIFT_KEYS)),
+        }
+    }
+    Ok(PlantedFault::Drift { env, index, delta })
+}
+
+fn drift_in_range(delta: f32) -> bool {
+    delta.is_finite() && delta != 0.0
+}
+
+fn bad_delta(value: String) -> PlantError {
+    PlantError::BadValue {
+        key: "delta",
+        value,
+        expected: "a finite number other than 0, such as 1e-3",
+    }
 }
 
 fn number<T: std::str::FromStr>(

@@ -219,6 +219,14 @@ impl Engine {
                     let count = done_count(share, self.cfg.num_envs);
                     self.seg.write_at(self.plan.dones_offset, &vec![1u8; count]);
                 }
+                PlantedFault::Drift { env, index, delta } => {
+                    let at =
+                        self.plan.obs_offset + (u64::from(env) * per_env + u64::from(index)) * 4;
+                    let mut value = [0f32];
+                    if self.seg.read_f32s(at, &mut value) {
+                        self.seg.write_f32s(at, &[value[0] + delta]);
+                    }
+                }
                 PlantedFault::Value {
                     channel: PlantChannel::Act { .. },
                     ..

@@ -396,6 +396,25 @@ fn a_planted_value_shows_at_its_frames_env_channel_and_index_and_nowhere_else() 
 }
 
 #[test]
+fn a_drift_moves_one_observation_in_one_frame_by_its_delta_and_nothing_else() {
+    let mut delta_seen = None;
+    let found = planted_against_reference(
+        vec![plant("drift@3:env=5,index=7,delta=0.5")],
+        6,
+        |frame, p, r| {
+            if frame == 3 {
+                let at = 5 * 10 + 7;
+                delta_seen = Some(p.obs[at] - r.obs[at]);
+            }
+        },
+    );
+    let at: Vec<_> = found.iter().map(|&(f, r, e, i, _)| (f, r, e, i)).collect();
+    assert_eq!(at, [(3, "obs", 5, 7)], "one value, one frame: {found:?}");
+    let d = delta_seen.unwrap();
+    assert!((d - 0.5).abs() < 1e-6, "{d}");
+}
+
+#[test]
 fn a_planted_action_is_in_its_frame_s_action_slot_while_that_frame_s_observations_and_rewards_are_finite()
  {
     let trainer = Trainer::start(Trainer::config(vec![plant(
@@ -661,6 +680,24 @@ fn plant_specs_parse_into_their_faults_and_print_back() {
                 duration: MAX_STALL,
             },
         ),
+        (
+            "drift@9",
+            9,
+            PlantedFault::Drift {
+                env: 0,
+                index: 0,
+                delta: 1e-3,
+            },
+        ),
+        (
+            "Drift@150:env=4,index=2,delta=-0.25",
+            150,
+            PlantedFault::Drift {
+                env: 4,
+                index: 2,
+                delta: -0.25,
+            },
+        ),
     ];
     for (spec, step, fault) in cases {
         let parsed = Plant::parse(spec).unwrap();
@@ -753,6 +790,18 @@ fn bad_plant_specs_are_refused_with_what_is_wrong() {
         ("stall@3:secs=1e-12", bad_value("secs")),
         ("stall@3:side=both", bad_value("side")),
         ("stall@3:side=trainer", Box::new(|e| *e == E::TrainerStall)),
+        ("drift@3:delta=0", bad_value("delta")),
+        ("drift@3:delta=nan", bad_value("delta")),
+        ("drift@3:delta=inf", bad_value("delta")),
+        ("drift@3:index=x", bad_value("index")),
+        (
+            "drift@3:channel=act",
+            Box::new(|e| matches!(e, E::UnknownKey { key, .. } if key == "channel")),
+        ),
+        (
+            "drift@3:frames=2",
+            Box::new(|e| matches!(e, E::UnknownKey { .. })),
+        ),
         (
             "nan@18446744073709551615:frames=2",
             Box::new(|e| matches!(e, E::PastLastStep { .. })),
@@ -793,6 +842,9 @@ fn plants_that_do_not_fit_the_segment_are_refused_before_it_is_created() {
     assert!(refused("inf@5:channel=act,index=4", true).contains("index 4 is out of range"));
     assert!(refused("nan@5:env=8,channel=reward", true).contains("env 8"));
     assert!(refused("done-burst@5", false).contains("without its dynamics"));
+    assert!(refused("drift@5:env=8", true).contains("env 8 is out of range"));
+    assert!(refused("drift@5:index=10", true).contains("index 10 is out of range"));
+    assert!(refused("drift@5", false).contains("without its dynamics"));
     for spec in [
         "nan@5:env=7,index=9",
         "inf@5:channel=act,index=3",
