@@ -1,9 +1,17 @@
 //! `compare`: two recordings of runs, frame by frame from each run's start: each env's
 //! first divergence (the frame, the value, A's and B's, and whether the policy, the
-//! simulator or the reward started it), one line each in frame order, then a summary.
+//! simulator or the reward started it), one line each in frame order, then a summary. Or
+//! a recording and a live run (`--shm`, `--pid`): each divergence as the run reaches it.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use lrbc::attach::{Target, attach};
+use lrbc_recording::compare::{AgainstBaseline, LiveFrames, rec_frame_of};
+use lrbc_recording::format::RecFrame;
 
 use lrbc_live::check::Channel;
 use lrbc_live::detect::thousands;
@@ -14,7 +22,8 @@ use lrbc_recording::compare::{
     write_compared_episodes,
 };
 
-use super::CliError;
+use super::looking::look_until_done;
+use super::{CliError, stop_flag};
 
 /// What `--fail-on` answers with exit code 3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -29,9 +38,11 @@ pub struct CompareArgs {
     /// Run A: the baseline.
     #[arg(value_name = "A.mcap")]
     pub a: PathBuf,
-    /// Run B, compared against A.
-    #[arg(value_name = "B.mcap")]
-    pub b: PathBuf,
+    /// Run B, compared against A (or a live run: --shm, --pid).
+    #[arg(value_name = "B.mcap", conflicts_with_all = ["shm", "pid", "path"])]
+    pub b: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: super::TargetArgs,
     /// Values count as equal within ABS, plus REL times the larger of the two; without
     /// it, equal is bit for bit.
     #[arg(long, value_name = "ABS[,REL]", allow_negative_numbers = true, value_parser = parse_tolerance)]
@@ -45,6 +56,13 @@ pub struct CompareArgs {
     /// Write each env's episodes in A and B side by side to OUT (.csv or .parquet).
     #[arg(long, value_name = "OUT")]
     pub episodes: Option<PathBuf>,
+    /// Stop comparing a live run after this many seconds (units ms, s, min, h allowed).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = super::args::positive_seconds)]
+    pub secs: Option<Duration>,
+    /// While the machine has no spare CPU, following a live run keeps within this percent
+    /// of one core (frames let pass are not compared); 0: every frame whatever the load.
+    #[arg(long, value_name = "PCT", default_value_t = lrbc_live::busy::DEFAULT_BUSY_BUDGET_PERCENT, allow_negative_numbers = true, value_parser = super::args::parse_percent)]
+    pub busy_budget: f32,
 }
 
 /// `ABS` or `ABS,REL`: finite, not negative.
@@ -71,12 +89,29 @@ fn parse_tolerance(text: &str) -> Result<Tolerance, String> {
 
 pub fn run_args(args: &CompareArgs) -> Result<(), CliError> {
     let tolerance = args.tolerance.unwrap_or(Tolerance::EXACT);
+    let b = match (&args.b, args.target.resolve()) {
+        (Some(b), _) => b,
+        (None, Some(target)) => {
+            if args.episodes.is_some() {
+                return Err(CliError::Usage(
+                    "--episodes compares two recordings: give B.mcap, not a live run".into(),
+                ));
+            }
+            return run_live(args, &target, tolerance);
+        }
+        (None, None) => {
+            return Err(CliError::Usage(
+                "compare needs B.mcap, or a live run to compare with A (--shm NAME or --pid PID)"
+                    .into(),
+            ));
+        }
+    };
     let table = match &args.episodes {
         Some(out) => Some((out, super::export::episodes_format(out)?)),
         None => None,
     };
     let mut seen = Vec::new();
-    let r = compare_files(&args.a, &args.b, tolerance, false, |d| seen.push(*d))
+    let r = compare_files(&args.a, b, tolerance, false, |d| seen.push(*d))
         .map_err(|e| CliError::Other(e.to_string()))?;
     for d in &seen {
         if args.json {
@@ -90,12 +125,17 @@ pub fn run_args(args: &CompareArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Other(format!("compare --episodes {}: {e}", out.display())))?;
     }
     if args.json {
-        println!("{}", summary_json(&r, tolerance));
+        println!("{}", summary_json(&r, tolerance, true));
     } else {
-        for line in summary_lines(&r) {
+        for line in summary_lines(&r, true) {
             eprintln!("{line}");
         }
     }
+    failed_on(args, &r)
+}
+
+/// Exit code 3 when `--fail-on diverged` and an env diverged.
+fn failed_on(args: &CompareArgs, r: &FilesCompared) -> Result<(), CliError> {
     if args.fail_on == Some(FailOn::Diverged) && r.counts.envs_diverged > 0 {
         return Err(CliError::Found(format!(
             "compare: {} env{} diverged",
@@ -104,6 +144,115 @@ pub fn run_args(args: &CompareArgs) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+/// How often the comparison's thread looks whether it should stop.
+const LIVE_POLL: Duration = Duration::from_millis(100);
+
+/// A recording against a live run: each env's first divergence printed as the run
+/// reaches it, until the recording's last frame, `--fail-on diverged`'s first divergence,
+/// `--secs`, Ctrl-C or the engine gone.
+fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result<(), CliError> {
+    let stop = stop_flag();
+    let mut baseline =
+        AgainstBaseline::open(&args.a, tolerance).map_err(|e| CliError::Other(e.to_string()))?;
+    let attached = attach(target, args.target.layout)?;
+    for w in &attached.geometry.warnings {
+        eprintln!("warning: {w}");
+    }
+    let g = &attached.geometry;
+    let obs_size = g.obs_size as usize;
+    // The live run's names of its values, for the lines.
+    let names = FilesCompared {
+        names: g
+            .names
+            .obs
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("obs.{i}"), n.clone()))
+            .chain(
+                g.names
+                    .act
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (format!("act.{i}"), n.clone())),
+            )
+            .collect(),
+        ..FilesCompared::default()
+    };
+    let budget = (args.busy_budget > 0.0).then_some(args.busy_budget);
+    let mut sampler =
+        super::watch::headless_sampler(target, args.target.layout, budget, None, false)?;
+    let (sink, frames, dropped) = LiveFrames::new(g.num_envs, budget);
+    let subscription = lrbc_live::follower::subscribe(&attached, Box::new(sink))
+        .map_err(|e| CliError::Other(format!("cannot follow the segment: {e}")))?;
+    eprintln!(
+        "compare: {} against {}: each env's first divergence as the run reaches it (Ctrl-C to stop)",
+        attached.label(),
+        args.a.display()
+    );
+    let (json, first_only) = (args.json, args.fail_on == Some(FailOn::Diverged));
+    let done = Arc::new(AtomicBool::new(false));
+    let quit = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (done, quit) = (Arc::clone(&done), Arc::clone(&quit));
+        std::thread::Builder::new()
+            .name("lrbc-compare-live".into())
+            .spawn(move || {
+                let mut f = RecFrame::default();
+                // Relaxed: flags with no data behind them.
+                while !quit.load(Ordering::Relaxed) {
+                    let Ok(copy) = frames.recv_timeout(LIVE_POLL) else {
+                        continue;
+                    };
+                    rec_frame_of(&copy, obs_size, &mut f);
+                    let found = baseline.frame(&f);
+                    for d in &found {
+                        if json {
+                            println!("{}", divergence_json(d, &names));
+                        } else {
+                            println!("{}", divergence_line(d, &names));
+                        }
+                    }
+                    if (first_only && !found.is_empty()) || baseline.baseline_ended() {
+                        done.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                }
+                baseline
+            })
+            .map_err(|e| CliError::Other(format!("cannot start the comparison: {e}")))?
+    };
+    let looked = look_until_done(&sampler, &stop, args.secs, "the follower's", |_| {
+        done.load(Ordering::Relaxed) || worker.is_finished()
+    });
+    drop(subscription);
+    quit.store(true, Ordering::Relaxed);
+    let baseline = worker
+        .join()
+        .map_err(|_| CliError::Other("the comparison's thread stopped unexpectedly".into()))?;
+    sampler.stop();
+    looked?;
+    let r = baseline
+        .finish()
+        .map_err(|e| CliError::Other(e.to_string()))?;
+    if args.json {
+        println!("{}", summary_json(&r, tolerance, false));
+    } else {
+        for line in summary_lines(&r, false) {
+            eprintln!("{line}");
+        }
+    }
+    // Relaxed: read after the follower let go of the sink.
+    let dropped = dropped.load(Ordering::Relaxed);
+    if dropped > 0 {
+        eprintln!(
+            "compare: {} frame{} dropped: the comparison fell behind the run (counted only in A)",
+            thousands(dropped),
+            plural(dropped)
+        );
+    }
+    failed_on(args, &r)
 }
 
 fn plural(n: u64) -> &'static str {
@@ -224,7 +373,8 @@ impl<'a> Tallies<'a> {
     }
 }
 
-fn summary_lines(r: &FilesCompared) -> Vec<String> {
+/// The summary; `episodes`: with the episodes and events side by side (two recordings).
+fn summary_lines(r: &FilesCompared, episodes: bool) -> Vec<String> {
     let CompareCounts {
         frames_compared,
         frames_only_a,
@@ -259,7 +409,7 @@ fn summary_lines(r: &FilesCompared) -> Vec<String> {
             list(&mut t.by_channel.iter()),
         ));
     }
-    if frames_compared > 0 {
+    if episodes && frames_compared > 0 {
         lines.extend(episodes_lines(&r.episodes));
         lines.push(events_line(&r.events));
     }
@@ -282,7 +432,7 @@ fn object<'k>(
         .collect()
 }
 
-fn summary_json(r: &FilesCompared, tolerance: Tolerance) -> serde_json::Value {
+fn summary_json(r: &FilesCompared, tolerance: Tolerance, episodes: bool) -> serde_json::Value {
     let t = Tallies::of(r);
     let first = t.earliest;
     let c = r.counts;
@@ -300,8 +450,8 @@ fn summary_json(r: &FilesCompared, tolerance: Tolerance) -> serde_json::Value {
             "tolerance": {"abs": tolerance.abs, "rel": tolerance.rel},
             "truncated_a": r.end_a.truncated,
             "truncated_b": r.end_b.truncated,
-            "episodes": episodes_json(&r.episodes),
-            "events": events_json(&r.events),
+            "episodes": episodes.then(|| episodes_json(&r.episodes)),
+            "events": episodes.then(|| events_json(&r.events)),
         }
     })
 }

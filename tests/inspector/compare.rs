@@ -230,6 +230,126 @@ fn a_replayed_run_is_identical_to_its_recording_and_a_planted_drift_is_found() {
     }
 }
 
+/// `compare A --shm NAME` started in the background: its first line said, the rest kept.
+fn start_live_compare(args: &[&str]) -> (Guarded, crossbeam_channel::Receiver<String>) {
+    let mut child = inspector()
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("compare runs");
+    let stderr = line_channel(child.stderr.take().expect("stderr"));
+    let guarded = Guarded::new(child);
+    let first = next_line(&stderr, "compare's first line");
+    assert!(
+        first.contains("each env's first divergence as the run reaches it"),
+        "{first}"
+    );
+    (guarded, stderr)
+}
+
+/// Each diverged env's line as (env, frame, frame_seq_b, origin, channel, index), and
+/// the summary.
+fn divergences_and_summary(stdout: &[u8]) -> (Vec<Value>, Value) {
+    let mut lines: Vec<Value> = String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = lines.pop().expect("a summary");
+    let fields = ["env", "frame", "frame_seq_b", "origin", "channel", "index"];
+    let got = lines
+        .iter()
+        .map(|d| Value::Array(fields.iter().map(|f| d[*f].clone()).collect()))
+        .collect();
+    (got, summary["summary"].clone())
+}
+
+#[test]
+fn a_live_run_is_compared_with_a_recording_as_it_runs_and_fail_on_stops_at_the_first() {
+    let a = recorded_run_of("live-a", &[], &["--steps", "300", "--policy", "random"]);
+    let a_ = a.to_str().unwrap();
+    let plants = [
+        "--preset",
+        "cams64",
+        "--plant",
+        "drift@120:env=4,index=2,delta=0.01",
+        "--plant",
+        "nan@200:env=9,channel=act,index=1",
+    ];
+    let replay = |name: &str| {
+        let (code, _, stderr) = run_inspector(&[
+            "sim",
+            "client",
+            "--shm",
+            name,
+            "--replay",
+            a_,
+            "--hz",
+            "50",
+            "--no-commands",
+        ]);
+        assert_eq!(code, 0, "sim client: {stderr}");
+    };
+
+    let engine = SimEngine::start("live-b", &plants);
+    let (compare, _) = start_live_compare(&[
+        "compare",
+        a_,
+        "--shm",
+        &engine.name,
+        "--json",
+        "--busy-budget",
+        "0",
+    ]);
+    replay(&engine.name);
+    // It ends by itself at the recording's last frame.
+    let out = compare.finish();
+    assert_eq!(out.status.code(), Some(0));
+    let (found, summary) = divergences_and_summary(&out.stdout);
+    assert_eq!(
+        found,
+        vec![
+            json!([4, 119, 120, "simulator", "observation", 2]),
+            json!([9, 199, 200, "policy", "action", 1]),
+        ]
+    );
+    assert_eq!(summary["frames_compared"], 300, "{summary}");
+    assert_eq!(summary["envs_diverged"], 2, "{summary}");
+    assert_eq!(
+        summary["episodes"],
+        Value::Null,
+        "a live run's are not whole"
+    );
+    drop(engine);
+
+    let engine = SimEngine::start("live-c", &plants);
+    let (compare, _) = start_live_compare(&[
+        "compare",
+        a_,
+        "--shm",
+        &engine.name,
+        "--json",
+        "--busy-budget",
+        "0",
+        "--fail-on",
+        "diverged",
+    ]);
+    replay(&engine.name);
+    let out = compare.finish();
+    assert_eq!(out.status.code(), Some(3));
+    let (found, summary) = divergences_and_summary(&out.stdout);
+    assert_eq!(
+        found,
+        vec![json!([4, 119, 120, "simulator", "observation", 2])]
+    );
+    assert_eq!(
+        summary["frames_compared"], 120,
+        "stopped at the first: {summary}"
+    );
+    let _ = std::fs::remove_file(a);
+}
+
 #[test]
 fn bad_arguments_and_missing_files_are_one_line_errors() {
     let (code, _, stderr) = run_inspector(&["compare", "a.mcap", "b.mcap", "--tolerance", "-1"]);
@@ -244,4 +364,27 @@ fn bad_arguments_and_missing_files_are_one_line_errors() {
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("error: A: "), "{stderr}");
+    let m = missing.to_str().unwrap();
+    for (args, code_wanted, says) in [
+        (vec!["compare", m], 2, "compare needs B.mcap, or a live run"),
+        (
+            vec!["compare", m, m, "--shm", "x"],
+            2,
+            "cannot be used with",
+        ),
+        (
+            vec!["compare", m, "--shm", "x", "--episodes", "t.csv"],
+            2,
+            "--episodes compares two recordings",
+        ),
+        (
+            vec!["compare", m, "--shm", "no-such-segment"],
+            1,
+            "error: A: ",
+        ),
+    ] {
+        let (code, _, stderr) = run_inspector(&args);
+        assert_eq!(code, code_wanted, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }

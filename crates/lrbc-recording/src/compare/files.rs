@@ -96,15 +96,15 @@ impl FilesCompared {
 
 /// A decoded frame and the episodes of its run that ended at it.
 #[derive(Default)]
-struct ReadFrame {
-    frame: RecFrame,
-    ended: Vec<Episode>,
+pub(super) struct ReadFrame {
+    pub(super) frame: RecFrame,
+    pub(super) ended: Vec<Episode>,
 }
 
 /// What a reader found besides the frames.
-struct ReadOut {
-    end: End,
-    names: BTreeMap<String, String>,
+pub(super) struct ReadOut {
+    pub(super) end: End,
+    pub(super) names: BTreeMap<String, String>,
 }
 
 /// Why a reader stopped before its file's end.
@@ -244,15 +244,15 @@ enum Take {
 
 /// A recording read on a thread of its own: its frames, in file order, and the way back
 /// for their buffers.
-struct Reader {
+pub(super) struct Reader {
     run: ComparedRun,
-    frames: Receiver<Box<ReadFrame>>,
-    spares: Sender<Box<ReadFrame>>,
+    pub(super) frames: Receiver<Box<ReadFrame>>,
+    pub(super) spares: Sender<Box<ReadFrame>>,
     thread: thread::JoinHandle<Result<ReadOut, CompareError>>,
 }
 
 /// Hands a frame's buffers back to its reader (dropped when the reader has enough).
-fn recycle(spare: &Sender<Box<ReadFrame>>, frame: Option<Box<ReadFrame>>) {
+pub(super) fn recycle(spare: &Sender<Box<ReadFrame>>, frame: Option<Box<ReadFrame>>) {
     if let Some(f) = frame {
         // A full channel of spares, or a reader already done: the frame is dropped.
         let _ = spare.try_send(f);
@@ -260,7 +260,7 @@ fn recycle(spare: &Sender<Box<ReadFrame>>, frame: Option<Box<ReadFrame>>) {
 }
 
 impl Reader {
-    fn spawn(run: ComparedRun, path: &Path) -> Result<Self, CompareError> {
+    pub(super) fn spawn(run: ComparedRun, path: &Path) -> Result<Self, CompareError> {
         let file = File::open(path).map_err(|source| CompareError::Open {
             run,
             path: path.display().to_string(),
@@ -324,7 +324,7 @@ impl Reader {
 
     /// How the file ended, once the reader stopped. Dropping the channel first stops a
     /// reader that is still reading (a comparison that stopped at its first divergence).
-    fn finish(self) -> Result<ReadOut, CompareError> {
+    pub(super) fn finish(self) -> Result<ReadOut, CompareError> {
         let Self {
             run,
             frames,

@@ -17,6 +17,7 @@
 
 mod episodes;
 mod files;
+mod live;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -26,6 +27,7 @@ pub use episodes::{
     TalliesSideBySide,
 };
 pub use files::{CompareError, ComparedRun, FilesCompared, compare_files};
+pub use live::{AgainstBaseline, LiveFrames, rec_frame_of};
 use lrbc_live::check::Channel;
 pub use table::{COMPARED_EPISODES_SCHEMA, write_compared_episodes};
 
