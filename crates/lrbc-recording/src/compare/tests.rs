@@ -540,4 +540,149 @@ mod files {
             write_compared_episodes(&r.episodes, &bad, crate::export::ExportFormat::Csv).is_err()
         );
     }
+
+    use crate::export::synthetic::{PlantedValue, SyntheticPlant};
+
+    /// What a plant should be found as: (env, place, origin, channel or flag).
+    fn expected(p: &SyntheticPlant) -> (u32, u64, DivergenceOrigin, String) {
+        let (origin, what) = match p.value {
+            PlantedValue::Obs { index, .. } => (DivergenceOrigin::Simulator, format!("obs{index}")),
+            PlantedValue::Act { index, .. } => (DivergenceOrigin::Policy, format!("act{index}")),
+            PlantedValue::Reward { .. } => (DivergenceOrigin::Reward, "reward".into()),
+            PlantedValue::Done => (DivergenceOrigin::Reward, "done".into()),
+        };
+        (p.env, p.frame - 1, origin, what)
+    }
+
+    fn found(d: &Divergence) -> (u32, u64, DivergenceOrigin, String) {
+        let what = match d.difference {
+            Difference::Value {
+                channel: Channel::Obs(i),
+                ..
+            } => format!("obs{i}"),
+            Difference::Value {
+                channel: Channel::Act(i),
+                ..
+            } => format!("act{i}"),
+            Difference::Value {
+                channel: Channel::Reward,
+                ..
+            } => "reward".into(),
+            Difference::Flag { flag, .. } => flag.as_str().into(),
+        };
+        (d.env, d.frame, d.origin, what)
+    }
+
+    /// Two runs of 16 envs (every one recorded, 4 observations, 3 actions), B with
+    /// `plants`.
+    fn planted_pair(tag: &str, plants: Vec<SyntheticPlant>) -> (File, File) {
+        let spec = Spec {
+            compression: crate::format::Compression::None,
+            ..Spec::of(16, 4, 3, 120)
+        };
+        let a = File::of(&format!("{tag}-a"), &spec);
+        let b = File::of(&format!("{tag}-b"), &Spec { plants, ..spec });
+        (a, b)
+    }
+
+    fn value_strategy() -> impl proptest::strategy::Strategy<Value = PlantedValue> {
+        use proptest::prelude::*;
+        let delta = prop_oneof![1e-3f32..10.0, -10.0f32..-1e-3];
+        prop_oneof![
+            (0u32..4, delta.clone()).prop_map(|(index, delta)| PlantedValue::Obs { index, delta }),
+            (0u32..3, delta.clone()).prop_map(|(index, delta)| PlantedValue::Act { index, delta }),
+            delta.prop_map(|delta| PlantedValue::Reward { delta }),
+            Just(PlantedValue::Done),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(24))]
+
+        /// Divergences planted at chosen envs, frames, channels and indices (one per env)
+        /// are found exactly there, with their origin, and nothing else is.
+        #[test]
+        fn every_planted_divergence_is_found_exactly_with_its_origin(
+            planted in proptest::collection::btree_map(0u32..16, (1u64..=120, value_strategy()), 0..10),
+        ) {
+            let plants: Vec<SyntheticPlant> = planted
+                .iter()
+                .map(|(&env, &(frame, value))| SyntheticPlant { frame, env, value })
+                .collect();
+            let (a, b) = planted_pair(&format!("prop-{}", plants.len()), plants.clone());
+            let r = compare_files(&a.0, &b.0, Tolerance::EXACT, false, |_| {}).unwrap();
+            let mut want: Vec<_> = plants.iter().map(expected).collect();
+            want.sort_by_key(|w| w.0);
+            let got: Vec<_> = r.divergences.iter().map(found).collect();
+            proptest::prop_assert_eq!(got, want);
+            proptest::prop_assert_eq!(r.counts.envs_diverged, plants.len() as u64);
+            proptest::prop_assert_eq!(r.counts.envs_identical, 16 - plants.len() as u64);
+            proptest::prop_assert_eq!(r.counts.frames_compared, 120);
+        }
+    }
+
+    #[test]
+    fn a_tolerance_hides_the_differences_below_it_and_nothing_above() {
+        let small = |env, frame, value| SyntheticPlant { frame, env, value };
+        let plants = vec![
+            // Below 1e-3: hidden.
+            small(
+                0,
+                10,
+                PlantedValue::Obs {
+                    index: 1,
+                    delta: 2e-4,
+                },
+            ),
+            small(
+                1,
+                20,
+                PlantedValue::Act {
+                    index: 2,
+                    delta: -5e-4,
+                },
+            ),
+            small(2, 30, PlantedValue::Reward { delta: 1e-4 }),
+            // Above it: found, with the value and origin planted.
+            small(
+                3,
+                40,
+                PlantedValue::Obs {
+                    index: 0,
+                    delta: 3e-3,
+                },
+            ),
+            small(
+                4,
+                50,
+                PlantedValue::Act {
+                    index: 0,
+                    delta: -0.5,
+                },
+            ),
+            small(5, 60, PlantedValue::Reward { delta: 2e-3 }),
+            // A flag is set or clear: no tolerance hides it.
+            small(6, 70, PlantedValue::Done),
+        ];
+        let (a, b) = planted_pair("tolerance", plants.clone());
+        let exact = compare_files(&a.0, &b.0, Tolerance::EXACT, false, |_| {}).unwrap();
+        assert_eq!(exact.divergences.len(), 7);
+        let tol = Tolerance {
+            abs: 1e-3,
+            rel: 0.0,
+        };
+        let r = compare_files(&a.0, &b.0, tol, false, |_| {}).unwrap();
+        let got: Vec<_> = r.divergences.iter().map(found).collect();
+        let want: Vec<_> = plants[3..].iter().map(expected).collect();
+        assert_eq!(got, want);
+        // A relative tolerance of 1 hides every value's difference up to the larger
+        // magnitude, not the flag.
+        let loose = Tolerance {
+            abs: 1e-3,
+            rel: 1.0,
+        };
+        let r = compare_files(&a.0, &b.0, loose, false, |_| {}).unwrap();
+        let got: Vec<_> = r.divergences.iter().map(found).collect();
+        assert!(got.contains(&expected(&plants[6])), "{got:?}");
+    }
 }

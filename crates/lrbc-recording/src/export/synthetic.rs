@@ -35,6 +35,32 @@ pub struct Spec {
     pub episode_frames: u64,
     /// Added to every reward.
     pub reward_offset: f32,
+    /// Values changed at chosen frames: a run that diverges from the same spec without
+    /// them exactly there.
+    pub plants: Vec<SyntheticPlant>,
+}
+
+/// One value of one frame changed, in a synthetic recording.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SyntheticPlant {
+    /// The frame's `frame_seq` (from 1).
+    pub frame: u64,
+    pub env: u32,
+    pub value: PlantedValue,
+}
+
+/// Which value a [`SyntheticPlant`] changes, and how.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PlantedValue {
+    /// Observation `index` plus `delta` (the env must be recorded).
+    Obs { index: u32, delta: f32 },
+    /// Action `index` plus `delta`: the action that made the frame (the env must be
+    /// recorded).
+    Act { index: u32, delta: f32 },
+    /// The reward plus `delta`.
+    Reward { delta: f32 },
+    /// The done flag flipped.
+    Done,
 }
 
 impl Spec {
@@ -54,6 +80,7 @@ impl Spec {
             compression: crate::format::Compression::default(),
             episode_frames: 200,
             reward_offset: 0.0,
+            plants: Vec::new(),
         }
     }
 
@@ -188,6 +215,33 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
         for (i, f) in flags.iter_mut().enumerate() {
             *f = u8::from((seq + i as u64).is_multiple_of(spec.episode_frames.max(1)));
         }
+        let mut dones = flags.clone();
+        for p in spec.plants.iter().filter(|p| p.frame == seq) {
+            let row = spec.recorded.iter().position(|&e| e == p.env);
+            let e = p.env as usize;
+            match p.value {
+                PlantedValue::Obs { index, delta } => {
+                    if let Some(v) = row.and_then(|k| obs.get_mut(k * o + index as usize)) {
+                        *v += delta;
+                    }
+                }
+                PlantedValue::Act { index, delta } => {
+                    if let Some(v) = row.and_then(|k| act.get_mut(k * a + index as usize)) {
+                        *v += delta;
+                    }
+                }
+                PlantedValue::Reward { delta } => {
+                    if let Some(r) = rewards.get_mut(e) {
+                        *r += delta;
+                    }
+                }
+                PlantedValue::Done => {
+                    if let Some(d) = dones.get_mut(e) {
+                        *d ^= 1;
+                    }
+                }
+            }
+        }
         let frame_time_ns = seq * spec.frame_interval_ns;
         let sampled_ns = 1_000_000_000 + frame_time_ns;
         let frame = FrameRef {
@@ -197,7 +251,7 @@ pub fn write<W: Write + Seek>(spec: &Spec, out: W) -> Result<(W, usize), mcap::M
             action_time_ns: frame_time_ns.saturating_sub(spec.frame_interval_ns / 4),
             sampled_ns,
             rewards: &rewards,
-            dones: &flags,
+            dones: &dones,
             truncateds: Some(&zeros),
             resets: &flags,
             envs: &spec.recorded,
