@@ -504,8 +504,8 @@ fn events_json(e: &EventsCompared) -> serde_json::Value {
         .collect();
     serde_json::json!({
         "by_kind": kinds,
-        "found_again_a": e.found_again_a,
-        "found_again_b": e.found_again_b,
+        "recorded_a": e.recorded_a,
+        "recorded_b": e.recorded_b,
     })
 }
 
@@ -638,15 +638,17 @@ fn events_line(e: &EventsCompared) -> String {
         .kinds()
         .map(|(kind, a, b)| format!("{} {a} / {b}", kind.as_str()))
         .collect();
-    let again = match (e.found_again_a, e.found_again_b) {
-        (false, false) => "",
-        (true, false) => " (A's found again from its frames)",
-        (false, true) => " (B's found again from its frames)",
-        (true, true) => " (found again from the frames)",
+    let missing = match (e.recorded_a, e.recorded_b) {
+        (true, true) => "",
+        (false, true) => " (A holds no events: `events A.mcap` finds them again)",
+        (true, false) => " (B holds no events: `events B.mcap` finds them again)",
+        (false, false) => {
+            return "compare: events: neither recording holds its events (`events FILE` finds them again)".into();
+        }
     };
     if kinds.is_empty() {
-        format!("compare: events: none in either run{again}")
+        format!("compare: events: none in either run{missing}")
     } else {
-        format!("compare: events, A / B: {}{again}", kinds.join(", "))
+        format!("compare: events, A / B: {}{missing}", kinds.join(", "))
     }
 }

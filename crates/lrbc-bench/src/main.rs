@@ -25,8 +25,10 @@
 //! - `episodesbench`: `episodes`: the cost of counting episodes, export rates
 //! - `soak`: `soak`: resident memory over a long run
 //! - `exportbench`: `export`: rows/s of the export
+//! - `comparebench`: `compare`: frames/s and peak memory of two large recordings compared
 //! - `openbench`: `open`: time to open and scrub a large recording
 
+mod comparebench;
 mod detectbench;
 mod episodesbench;
 mod exportbench;
@@ -160,6 +162,9 @@ pub enum BenchCommand {
     Soak(soak::SoakArgs),
     /// Rows/s and MB/s of `export` on a large synthetic recording (1 GiB by default).
     Export(exportbench::ExportBenchArgs),
+    /// `compare` of two large synthetic recordings (1 GiB each by default): frames/s and
+    /// peak resident memory, beside reading the two files.
+    Compare(comparebench::CompareBenchArgs),
     /// `open` of a large recording (1 GiB by default): time to the first frame drawn
     /// and to a scrub to any time.
     Open(openbench::OpenBenchArgs),
@@ -404,6 +409,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), BenchError> {
         ),
         BenchCommand::LinkViewer(args) => linkviewer::run(args),
         BenchCommand::Export(args) => exportbench::bench(args),
+        BenchCommand::Compare(args) => comparebench::run(args),
         BenchCommand::Open(args) => openbench::run(args),
     }
 }

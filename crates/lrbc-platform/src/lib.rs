@@ -55,6 +55,9 @@ pub struct ProcessUsage {
     /// Context switches, voluntary (a sleep or a wait) and not: how often its threads
     /// woke up, give or take the preemptions.
     pub context_switches: u64,
+    /// The most resident memory it held at once, KiB (Linux: `ru_maxrss`; Windows: the
+    /// peak working set).
+    pub peak_resident_kib: u64,
 }
 
 /// What the kernel says of a TCP connection's sending side.

@@ -338,6 +338,8 @@ pub fn wait_with_usage(
         ProcessUsage {
             cpu_secs: secs(usage.ru_utime) + secs(usage.ru_stime),
             context_switches: (usage.ru_nvcsw + usage.ru_nivcsw) as u64,
+            // Kilobytes on Linux.
+            peak_resident_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
         },
     ))
 }

@@ -470,11 +470,21 @@ pub fn wait_with_usage(
     // Read before the handle closes: the process has ended but is not yet released.
     let status = child.wait()?;
     let cpu_secs = threads_cpu_secs(pid).first().map_or(0.0, |(_, s)| *s);
+    let peak_resident_kib = with_process(pid, |h| {
+        // SAFETY: PROCESS_MEMORY_COUNTERS is plain data; zeroes are valid.
+        let mut m: PROCESS_MEMORY_COUNTERS = unsafe { std::mem::zeroed() };
+        let cb = size_of::<PROCESS_MEMORY_COUNTERS>() as u32;
+        // SAFETY: `h` is a process handle with query rights; `m` is writable, of size `cb`.
+        let ok = unsafe { GetProcessMemoryInfo(h, &mut m, cb) } != 0;
+        ok.then_some(m.PeakWorkingSetSize as u64 / 1024)
+    })
+    .unwrap_or(0);
     Ok((
         status.code(),
         super::ProcessUsage {
             cpu_secs,
             context_switches: 0,
+            peak_resident_kib,
         },
     ))
 }

@@ -169,15 +169,16 @@ impl EpisodesCompared {
     }
 }
 
-/// Both runs' events by kind, in [`EventKind::ALL`]'s order: those first seen within the
-/// frames both runs hold.
+/// Both runs' events by kind, in [`EventKind::ALL`]'s order: those each run's recorder
+/// wrote, first seen within the frames both runs hold.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EventsCompared {
     pub a: [u64; EventKind::ALL.len()],
     pub b: [u64; EventKind::ALL.len()],
-    /// The run's recorder wrote no events: they were found again from its frames.
-    pub found_again_a: bool,
-    pub found_again_b: bool,
+    /// The run's recording holds its events (a recording written without its recorder's
+    /// detector holds none: `events FILE` finds them again).
+    pub recorded_a: bool,
+    pub recorded_b: bool,
 }
 
 impl EventsCompared {

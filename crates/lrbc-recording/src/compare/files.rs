@@ -3,7 +3,7 @@
 //! channel of a few; the caller's thread aligns them by their place from each run's
 //! start, compares them and tallies the episodes that ended at frames both hold. Memory
 //! does not grow with the files: a few frames of each are held at a time. The events
-//! come last, from each file's index.
+//! come last: those each file's recorder wrote, read through its index.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -13,14 +13,11 @@ use std::thread;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use lrbc_live::detect::DetectSettings;
 use lrbc_live::episodes::Episode;
 
 use super::{CompareCounts, Comparer, Divergence, EpisodesCompared, EventsCompared, Tolerance};
 use crate::format::{FrameError, NAMES_METADATA, RecFrame};
-use crate::replay::{
-    End, ReadError, RecordedEpisodes, Recording, StreamItem, read_recording, recording_events,
-};
+use crate::replay::{End, ReadError, RecordedEpisodes, Recording, StreamItem, read_recording};
 
 /// Frames in flight from each file's reader.
 const IN_FLIGHT: usize = 4;
@@ -207,18 +204,19 @@ pub fn compare_files(
             (ComparedRun::A, a, (first_a, last_a)),
             (ComparedRun::B, b, (first_b, last_b)),
         ] {
+            // Those its recorder wrote (finding them again would read the file again).
             let found = Recording::open(path)
                 .map_err(|e| e.to_string())
-                .and_then(|mut rec| {
-                    recording_events(&mut rec, &DetectSettings::default(), |_| true)
-                })
+                .and_then(|mut rec| rec.recorded_events())
                 .map_err(|message| CompareError::Events { run, message })?;
             let is_b = run == ComparedRun::B;
-            events.count(is_b, &found.events, span.0, span.1);
-            if is_b {
-                events.found_again_b = found.found_again;
-            } else {
-                events.found_again_a = found.found_again;
+            if let Some((found, _)) = found {
+                events.count(is_b, &found, span.0, span.1);
+                if is_b {
+                    events.recorded_b = true;
+                } else {
+                    events.recorded_a = true;
+                }
             }
         }
     }
