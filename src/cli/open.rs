@@ -17,14 +17,26 @@ pub struct OpenArgs {
     /// window.
     #[arg(long)]
     pub info: bool,
+    /// Compare the recording with this one, its baseline: the Divergence panel lists
+    /// where each env departs from it (as `compare BASELINE FILE` does).
+    #[arg(long, value_name = "BASELINE.mcap", conflicts_with = "info")]
+    pub baseline: Option<PathBuf>,
 }
 
 pub fn run(args: &OpenArgs, window: super::WindowArgs) -> Result<(), CliError> {
     let mut rec = Recording::open(&args.file).map_err(|e| CliError::Other(e.to_string()))?;
+    if let Some(b) = &args.baseline {
+        // A baseline that is no recording is one line before any window.
+        Recording::open(b).map_err(|e| CliError::Other(format!("--baseline: {e}")))?;
+    }
     if !args.info {
         drop(rec);
-        return crate::ui::run_window_on_recording(args.file.clone(), window.overrides())
-            .map_err(CliError::Other);
+        return crate::ui::run_window_on_recording(
+            args.file.clone(),
+            args.baseline.clone(),
+            window.overrides(),
+        )
+        .map_err(CliError::Other);
     }
     let g = &rec.geometry;
     println!("file: {}", args.file.display());

@@ -65,17 +65,20 @@ pub fn run_window_connected(
 /// What the window opens on.
 enum Opening {
     Target(Option<Target>),
-    Recording(std::path::PathBuf),
+    /// A recording, and the baseline recording it is compared with.
+    Recording(std::path::PathBuf, Option<std::path::PathBuf>),
     Servers(Vec<String>),
 }
 
-/// Opens the window on a recording (`lrbc-inspector open`).
+/// Opens the window on a recording (`lrbc-inspector open`), compared with `baseline` if
+/// given.
 pub fn run_window_on_recording(
     path: std::path::PathBuf,
+    baseline: Option<std::path::PathBuf>,
     overrides: settings::Overrides,
 ) -> Result<(), String> {
     run_window_on(
-        Opening::Recording(path),
+        Opening::Recording(path, baseline),
         LayoutChoice::Auto,
         None,
         overrides,
@@ -152,7 +155,12 @@ fn run_window_on(
             app.close_when = Some(stop);
             app.record_when_attached = overrides.record;
             match &opening {
-                Opening::Recording(path) => app.open_recording(path),
+                Opening::Recording(path, baseline) => {
+                    app.open_recording(path);
+                    if let Some(b) = baseline {
+                        app.set_baseline(b);
+                    }
+                }
                 Opening::Servers(urls) => {
                     for url in urls.iter().skip(1) {
                         app.add_node(url);

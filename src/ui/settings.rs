@@ -13,10 +13,11 @@ pub enum Pane {
     Rpc,
     Events,
     Episodes,
+    Divergence,
 }
 
 impl Pane {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Counters,
         Self::Envs,
         Self::Episodes,
@@ -25,6 +26,7 @@ impl Pane {
         Self::Cameras,
         Self::Header,
         Self::Rpc,
+        Self::Divergence,
     ];
 
     pub fn title(self) -> &'static str {
@@ -37,6 +39,7 @@ impl Pane {
             Self::Rpc => "RPC",
             Self::Events => "Events",
             Self::Episodes => "Episodes",
+            Self::Divergence => "Divergence",
         }
     }
 }
@@ -53,8 +56,9 @@ pub fn default_tree() -> egui_tiles::Tree<Pane> {
     let traffic = tiles.insert_pane(Pane::Traffic);
     let cameras = tiles.insert_pane(Pane::Cameras);
     let rpc = tiles.insert_pane(Pane::Rpc);
+    let divergence = tiles.insert_pane(Pane::Divergence);
     let left_tabs = tiles.insert_tab_tile(vec![envs, episodes, counters, header]);
-    let right_top = tiles.insert_tab_tile(vec![events, traffic, rpc]);
+    let right_top = tiles.insert_tab_tile(vec![events, traffic, rpc, divergence]);
     let right_bottom = tiles.insert_tab_tile(vec![cameras]);
     let right = tiles.insert_vertical_tile(vec![right_top, right_bottom]);
     let root = tiles.insert_horizontal_tile(vec![left_tabs, right]);

@@ -15,6 +15,7 @@ mod common;
 mod architecture;
 mod bad_input;
 mod compare;
+mod compare_window;
 mod episodes;
 mod episodes_window;
 mod events;

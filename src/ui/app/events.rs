@@ -1,7 +1,9 @@
 //! Going to an event clicked in the Events panel: on a recording the timeline moves to
 //! its time; live (or a served run), the view pauses there. Its env becomes a watched
 //! env and its camera is shown. Going to an env or an episode clicked in the Episodes
-//! panel: its env is watched; a recording's timeline goes to the episode.
+//! panel: its env is watched; a recording's timeline goes to the episode. Going to a
+//! divergence clicked in the Divergence panel: the timeline goes to its frame and its env
+//! is watched.
 
 use super::InspectorApp;
 use crate::ui::panels::episodes::EpisodesAction;
@@ -39,6 +41,33 @@ impl InspectorApp {
         }
         if let Some(env) = e.env.filter(|&env| env < num_envs) {
             note.push_str(&self.watch_env(env, has_images));
+        }
+        self.say(note, false);
+    }
+
+    pub(super) fn go_to_divergence(&mut self, d: &lrbc_recording::compare::Divergence) {
+        let Some(s) = self.session.as_ref() else {
+            return;
+        };
+        let num_envs = s.geometry().num_envs;
+        let has_images = s.geometry().image.is_some();
+        let mut note = format!(
+            "env {} diverged from the baseline at frame {} (frame_seq {}), {}",
+            d.env,
+            d.frame,
+            d.frame_seq_b,
+            d.origin.as_str()
+        );
+        if let Some((_, player)) = s.recording() {
+            let t = d.time_b_ns;
+            player.request(|st| {
+                st.playing = false;
+                st.seek_to = Some(t.clamp(st.range.0, st.range.1));
+            });
+            note.push_str("; the timeline is at that frame");
+        }
+        if d.env < num_envs {
+            note.push_str(&self.watch_env(d.env, has_images));
         }
         self.say(note, false);
     }

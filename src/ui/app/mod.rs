@@ -97,6 +97,9 @@ pub struct InspectorApp {
     /// The Events panel's filters and rows.
     pub events_view: super::panels::events::EventsView,
     pub episodes_view: super::panels::episodes::EpisodesView,
+    /// The recording compared with the one shown, and the Divergence panel's state.
+    pub baseline: Option<super::panels::divergence::Baseline>,
+    pub divergence_view: super::panels::divergence::DivergenceView,
     /// The window closes itself when this is set.
     pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// Start recording once the flight recorder runs on a live segment (`--record`).
@@ -171,6 +174,8 @@ impl InspectorApp {
             detection_form: detection::DetectionForm::default(),
             events_view: super::panels::events::EventsView::default(),
             episodes_view: super::panels::episodes::EpisodesView::default(),
+            baseline: None,
+            divergence_view: super::panels::divergence::DivergenceView::default(),
         };
         if let Some(t) = target {
             app.attach(t);
@@ -209,6 +214,8 @@ impl InspectorApp {
     /// why.
     pub fn open_recording(&mut self, path: &std::path::Path) {
         self.episode_span = None;
+        self.baseline = None;
+        self.divergence_view = super::panels::divergence::DivergenceView::default();
         self.park_session();
         match Session::open_recording(
             path,
@@ -226,6 +233,31 @@ impl InspectorApp {
             }
             Err(e) => self.not_shown(e),
         }
+    }
+
+    /// Compares the recording shown with the baseline recording `path` (run A), on a
+    /// thread of its own: the Divergence panel shows what it finds.
+    pub fn set_baseline(&mut self, path: &std::path::Path) {
+        let Some(shown) = self.session.as_ref().and_then(|s| match &s.target {
+            Target::Path(p) if s.recording().is_some() => Some(p.clone()),
+            _ => None,
+        }) else {
+            self.say(
+                "a baseline is compared with a recording: open one first".into(),
+                true,
+            );
+            return;
+        };
+        self.baseline = Some(super::panels::divergence::Baseline::start(
+            path,
+            &shown,
+            Arc::clone(&self.waker),
+        ));
+        self.divergence_view = super::panels::divergence::DivergenceView::default();
+        self.say(
+            format!("comparing with the baseline {}", path.display()),
+            false,
+        );
     }
 
     fn shown(&mut self, s: Session) {
@@ -466,6 +498,8 @@ impl InspectorApp {
                 t0_ns,
                 events_view,
                 episodes_view,
+                baseline,
+                divergence_view,
                 ..
             } = self;
             let Some(session) = session.as_mut() else {
@@ -502,10 +536,14 @@ impl InspectorApp {
                 go: None,
                 episodes_view,
                 episode: None,
+                baseline: baseline.as_ref(),
+                divergence_view,
+                divergence: None,
             };
             tree.ui(&mut behavior, ui);
             let go = behavior.go.take();
             let episode = behavior.episode.take();
+            let divergence = behavior.divergence.take();
             if let Some(req) = behavior.shot {
                 self.screenshot(req);
             }
@@ -514,6 +552,9 @@ impl InspectorApp {
             }
             if let Some(a) = episode {
                 self.go_to_episode(a);
+            }
+            if let Some(super::panels::divergence::DivergenceAction::Go(d)) = divergence {
+                self.go_to_divergence(&d);
             }
         });
     }

@@ -2,6 +2,7 @@
 
 use crate::session::Session;
 use crate::ui::panels::cameras::{CamerasView, ShotRequest};
+use crate::ui::panels::divergence::{self, Baseline, DivergenceAction, DivergenceView};
 use crate::ui::panels::episodes::{EpisodesAction, EpisodesView};
 use crate::ui::panels::events::{EventsAction, EventsView};
 use crate::ui::panels::rpc::RpcInfo;
@@ -29,6 +30,10 @@ pub(super) struct Panes<'a> {
     pub(super) episodes_view: &'a mut EpisodesView,
     /// An env or an episode clicked in the Episodes panel.
     pub(super) episode: Option<EpisodesAction>,
+    pub(super) baseline: Option<&'a Baseline>,
+    pub(super) divergence_view: &'a mut DivergenceView,
+    /// A divergence clicked in the Divergence panel.
+    pub(super) divergence: Option<DivergenceAction>,
 }
 
 impl egui_tiles::Behavior<Pane> for Panes<'_> {
@@ -108,6 +113,11 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                         self.t0_ns,
                     ) {
                         self.episode = Some(a);
+                    }
+                }
+                Pane::Divergence => {
+                    if let Some(a) = divergence::ui(ui, self.baseline, self.divergence_view) {
+                        self.divergence = Some(a);
                     }
                 }
                 Pane::Traffic => {

@@ -2,7 +2,8 @@
 //! play and pause, a slider over the time with the events and state changes marked
 //! under it, speed, steps, and the next event (of any kind, or of one kind); the current
 //! frame_seq and time. Space plays and pauses, the left and right arrows step a frame.
-//! Also the open dialog for recordings, on a thread of its own.
+//! Also the open dialog for recordings (to open, or to compare with as a baseline), on a
+//! thread of its own.
 
 use std::path::PathBuf;
 
@@ -17,11 +18,20 @@ use lrbc_recording::replay::StateChange;
 /// Events marked under the slider, at most (spread over the time).
 const EVENT_MARKS: usize = 400;
 
+/// What a recording is picked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Picked {
+    /// To open.
+    Open,
+    /// To compare the recording shown with.
+    Baseline,
+}
+
 /// The file dialog for recordings; its choice comes back through a bounded channel.
 #[derive(Debug)]
 pub(super) struct OpenDialog {
-    tx: Sender<Option<PathBuf>>,
-    rx: Receiver<Option<PathBuf>>,
+    tx: Sender<(Picked, Option<PathBuf>)>,
+    rx: Receiver<(Picked, Option<PathBuf>)>,
 }
 
 impl Default for OpenDialog {
@@ -39,28 +49,38 @@ fn secs(ns: u64) -> f64 {
 impl InspectorApp {
     /// Asks for a recording to open, on a thread named `lrbc-open-dialog`.
     pub(super) fn ask_for_recording(&mut self) {
+        self.ask_for(Picked::Open, "Open a recording");
+    }
+
+    /// Asks for a baseline recording to compare the one shown with.
+    pub(super) fn ask_for_baseline(&mut self) {
+        self.ask_for(Picked::Baseline, "Compare with a baseline recording");
+    }
+
+    fn ask_for(&mut self, purpose: Picked, title: &'static str) {
         let tx = self.open_dialog.tx.clone();
         let spawned = std::thread::Builder::new()
             .name("lrbc-open-dialog".into())
             .spawn(move || {
                 let picked = rfd::FileDialog::new()
-                    .set_title("Open a recording")
+                    .set_title(title)
                     .add_filter("MCAP", &["mcap"])
                     .pick_file();
-                let _ = tx.send(picked);
+                let _ = tx.send((purpose, picked));
             });
         if let Err(e) = spawned {
             self.say(format!("cannot open the file dialog: {e}"), true);
         }
     }
 
-    /// Opens what the open dialog chose.
+    /// Opens what the open dialog chose, or compares with it.
     pub(super) fn open_dialog_results(&mut self) {
         let picked: Vec<_> = self.open_dialog.rx.try_iter().collect();
         for p in picked {
             match p {
-                Some(path) => self.open_recording(&path),
-                None => self.say("no recording chosen".into(), false),
+                (Picked::Open, Some(path)) => self.open_recording(&path),
+                (Picked::Baseline, Some(path)) => self.set_baseline(&path),
+                (_, None) => self.say("no recording chosen".into(), false),
             }
         }
     }

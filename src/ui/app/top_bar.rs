@@ -93,6 +93,16 @@ impl InspectorApp {
             {
                 self.ask_for_recording();
             }
+            if self.session.as_ref().is_some_and(|s| s.recording().is_some())
+                && ui
+                    .button("Baseline…")
+                    .on_hover_text(
+                        "compare this recording with another: the Divergence panel lists where each env departs from it",
+                    )
+                    .clicked()
+            {
+                self.ask_for_baseline();
+            }
             ui.separator();
             let theme = match self.settings.theme {
                 Theme::Dark => "Light theme",

@@ -4,6 +4,7 @@
 pub mod attach;
 pub mod cameras;
 pub mod counters;
+pub mod divergence;
 pub mod envs;
 pub mod episodes;
 pub mod events;

@@ -161,6 +161,9 @@ pub struct Divergence {
     /// That frame's `frame_seq` in A and in B.
     pub frame_seq_a: u64,
     pub frame_seq_b: u64,
+    /// When each run's copy of that frame was taken (`sampled_ns`: a recording's time).
+    pub time_a_ns: u64,
+    pub time_b_ns: u64,
     pub origin: DivergenceOrigin,
     pub difference: Difference,
 }
@@ -330,6 +333,8 @@ impl Comparer {
                     frame,
                     frame_seq_a: a.frame_seq,
                     frame_seq_b: b.frame_seq,
+                    time_a_ns: a.sampled_ns,
+                    time_b_ns: b.sampled_ns,
                     origin,
                     difference,
                 };
