@@ -2,6 +2,7 @@
 //! counters, envs, traffic, cameras and RPC panels as rearrangeable tiles.
 
 pub mod app;
+pub mod baseline;
 pub mod decimate;
 pub mod decoder;
 pub mod discovery;

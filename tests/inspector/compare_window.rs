@@ -2,7 +2,10 @@
 //! Divergence panel lists each env where the run departs from its baseline (synthetic
 //! recordings, identical but for values planted at chosen envs, frames and channels), a
 //! click on a row moves the timeline to that frame and watches the env, and the panel
-//! matches its golden image (`tests/snapshots/compare-divergence.png`).
+//! matches its golden image (`tests/snapshots/compare-divergence.png`). The Envs panel
+//! draws the baseline's values of the watched envs as dashed lines at the shown run's
+//! frames, and the Episodes panel the baseline's distributions over the run's
+//! (`compare-envs.png`, `compare-episodes.png`).
 
 #![cfg(target_os = "linux")]
 #![allow(
@@ -19,17 +22,25 @@ use common::temp_dir;
 use common::window::{Window, app, harness, labels_with, only_pane, settings_in, step_until};
 use egui_kittest::kittest::Queryable as _;
 use lrbc_inspector::ui::InspectorApp;
-use lrbc_inspector::ui::panels::divergence::{BaselineState, row_text};
+use lrbc_inspector::ui::baseline::BaselineState;
+use lrbc_inspector::ui::panels::divergence::row_text;
 use lrbc_inspector::ui::settings::Pane;
 use lrbc_recording::export::synthetic::{self, PlantedValue, Spec, SyntheticPlant};
 
 /// A synthetic run of 16 envs (every one recorded, obs 4, act 2), 2,000 frames 1 ms
 /// apart, with `plants`, at `dir/name`.
 fn run(dir: &Path, name: &str, plants: Vec<SyntheticPlant>) -> PathBuf {
+    run_with(dir, name, plants, 0.0)
+}
+
+/// [`run`], every reward raised by `reward_offset`; episodes of 50 frames.
+fn run_with(dir: &Path, name: &str, plants: Vec<SyntheticPlant>, reward_offset: f32) -> PathBuf {
     let path = dir.join(name);
     let spec = Spec {
         compression: lrbc_recording::format::Compression::None,
         plants,
+        reward_offset,
+        episode_frames: 50,
         ..Spec::of(16, 4, 2, 2000)
     };
     let file = std::fs::File::create(&path).unwrap();
@@ -133,6 +144,98 @@ fn the_divergence_panel_lists_where_a_run_departs_from_its_baseline_and_goes_the
     );
     let _ = std::fs::remove_dir_all(&dir);
     golden.unwrap();
+}
+
+#[test]
+fn the_envs_and_episodes_panels_draw_the_baseline_over_the_run() {
+    let dir = temp_dir("compare-window-plots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let baseline = run(&dir, "baseline.mcap", Vec::new());
+    // Every reward a quarter higher, env 1's first observation moved at frame 1,500.
+    let shown = run_with(
+        &dir,
+        "run.mcap",
+        vec![SyntheticPlant {
+            frame: 1500,
+            env: 1,
+            value: PlantedValue::Obs {
+                index: 0,
+                delta: 0.5,
+            },
+        }],
+        0.25,
+    );
+    let settings = lrbc_inspector::ui::settings::Settings {
+        watched_envs: vec![0, 1],
+        plot_window_secs: 0.5,
+        obs_channels: vec![0],
+        act_channels: vec![0],
+        ..settings_in(&dir)
+    };
+    let mut a = app(settings, None);
+    a.open_recording(&shown);
+    a.set_baseline(&baseline);
+    let mut h = harness(a);
+    only_pane(h.state_mut(), Pane::Envs);
+    step_until(&mut h, "the baseline's episodes", |a| {
+        a.baseline.as_ref().is_some_and(|b| b.book().is_some())
+            && a.session.as_ref().is_some_and(|s| {
+                s.episodes()
+                    .is_some_and(|b| b.lock().unwrap().note.is_none())
+                    && s.events().is_some_and(|l| {
+                        l.lock()
+                            .unwrap()
+                            .note
+                            .as_deref()
+                            .is_none_or(|n| !n.contains(" %"))
+                    })
+            })
+    });
+    // The cursor at frame 1,600: the moved observation 0.1 s before it.
+    if let Some((_, p)) = h.state().session.as_ref().and_then(|s| s.recording()) {
+        p.request(|st| {
+            st.playing = false;
+            st.seek_to = Some(st.range.0 + 1599 * 1_000_000);
+        });
+    }
+    step_until(&mut h, "the cursor at frame 1,600", |a| {
+        a.session
+            .as_ref()
+            .and_then(|s| s.recording())
+            .is_some_and(|(_, p)| p.state().seek_to.is_none() && p.state().frame_seq == Some(1600))
+    });
+    step_until(&mut h, "the baseline's values of the frames shown", |a| {
+        a.baseline.as_ref().is_some_and(|b| {
+            let (s, _) = b.series();
+            s.span.0 <= 1100 && s.span.1 >= 1600 && s.envs.len() == 2
+        })
+    });
+    let (series, note) = h.state().baseline.as_ref().unwrap().series();
+    assert_eq!(note, None);
+    // Env 1's first observation: the baseline's is the run's but at frame 1,500.
+    let env1 = &series.envs[&1];
+    let at = |seq: u64| env1.iter().find(|p| p.frame_seq == seq).unwrap();
+    let v = |seq: u64| at(seq).values.as_ref().unwrap()[0];
+    let (base_1500, base_1499) = (v(1500), v(1499));
+    assert!(
+        (base_1500 - base_1499).abs() < 0.01,
+        "the baseline is smooth there"
+    );
+    h.state_mut().clear_status_message();
+    h.run_steps(3);
+    let envs = h.try_snapshot("compare-envs");
+    only_pane(h.state_mut(), Pane::Episodes);
+    h.state_mut().episodes_view.section =
+        lrbc_inspector::ui::panels::episodes::Section::Distributions;
+    h.run_steps(3);
+    assert!(
+        !labels_with(&h, "line: the baseline's last").is_empty(),
+        "the baseline's distributions are drawn"
+    );
+    let episodes = h.try_snapshot("compare-episodes");
+    let _ = std::fs::remove_dir_all(&dir);
+    envs.unwrap();
+    episodes.unwrap();
 }
 
 #[test]

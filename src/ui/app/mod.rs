@@ -98,7 +98,7 @@ pub struct InspectorApp {
     pub events_view: super::panels::events::EventsView,
     pub episodes_view: super::panels::episodes::EpisodesView,
     /// The recording compared with the one shown, and the Divergence panel's state.
-    pub baseline: Option<super::panels::divergence::Baseline>,
+    pub baseline: Option<super::baseline::Baseline>,
     pub divergence_view: super::panels::divergence::DivergenceView,
     /// The window closes itself when this is set.
     pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
@@ -248,7 +248,7 @@ impl InspectorApp {
             );
             return;
         };
-        self.baseline = Some(super::panels::divergence::Baseline::start(
+        self.baseline = Some(super::baseline::Baseline::start(
             path,
             &shown,
             Arc::clone(&self.waker),

@@ -1,8 +1,9 @@
 //! The tiles: each pane drawn with the state it needs.
 
 use crate::session::Session;
+use crate::ui::baseline::Baseline;
 use crate::ui::panels::cameras::{CamerasView, ShotRequest};
-use crate::ui::panels::divergence::{self, Baseline, DivergenceAction, DivergenceView};
+use crate::ui::panels::divergence::{self, DivergenceAction, DivergenceView};
 use crate::ui::panels::episodes::{EpisodesAction, EpisodesView};
 use crate::ui::panels::events::{EventsAction, EventsView};
 use crate::ui::panels::rpc::RpcInfo;
@@ -77,7 +78,14 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                         egui::ScrollArea::vertical()
                             .id_salt("envs")
                             .show(ui, |ui| {
-                                envs::ui(ui, &d, log.as_deref(), self.settings, self.plot_cache)
+                                envs::ui(
+                                    ui,
+                                    &d,
+                                    log.as_deref(),
+                                    self.settings,
+                                    self.plot_cache,
+                                    self.baseline,
+                                )
                             })
                             .inner
                     };
@@ -102,6 +110,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                         .and_then(|l| lrbc::sync::lock(&l).rhythm().cloned());
                     let book = self.session.episodes();
                     let book = book.as_ref().map(|b| lrbc::sync::lock(b));
+                    self.episodes_view.baseline = self.baseline.and_then(Baseline::book);
                     let s = &mut *self.settings;
                     if let Some(a) = episodes::ui(
                         ui,

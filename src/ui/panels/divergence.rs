@@ -1,74 +1,17 @@
 //! The Divergence panel: the recording shown against a baseline recording (`open
-//! B.mcap --baseline A.mcap`, or Baseline… in the menu). The two are compared on a
-//! thread of their own (`lrbc_recording::compare`), and the panel lists each env that
-//! diverged: where (the frame from each run's start), in which value, the baseline's
+//! RUN.mcap --baseline BASE.mcap`, or Baseline… in the top bar), compared on a thread of
+//! their own (`crate::ui::baseline`). The panel lists each env that diverged: where (the frame from each run's start), in which value, the baseline's
 //! value and this run's, and the origin (policy, simulator, reward). Above, the counts
 //! and the episodes' mean return side by side. A click asks the window to go to the
 //! divergence: the timeline moves to its frame and its env is watched.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-
+use crate::ui::baseline::{Baseline, BaselineState};
 use crate::ui::widgets::{BAD, WARN, list_row};
-use lrbc::sync::lock;
 use lrbc_live::check::Channel;
 use lrbc_live::detect::thousands;
 use lrbc_recording::compare::{
-    Difference, Divergence, DivergenceOrigin, FilesCompared, ReturnVerdict, Tolerance,
-    compare_files,
+    Difference, Divergence, DivergenceOrigin, FilesCompared, ReturnVerdict,
 };
-
-/// Where the comparison with the baseline stands.
-#[derive(Clone, Debug)]
-pub enum BaselineState {
-    /// Under way: the divergences found so far.
-    Comparing(Vec<Divergence>),
-    Done(Box<FilesCompared>),
-    Failed(String),
-}
-
-/// A baseline recording and the comparison of the run shown with it.
-#[derive(Debug)]
-pub struct Baseline {
-    pub path: PathBuf,
-    state: Arc<Mutex<BaselineState>>,
-}
-
-impl Baseline {
-    /// Compares `shown` (run B) with the baseline `path` (run A) on a thread of its own;
-    /// `waker` redraws the window as divergences are found and when it is done.
-    pub fn start(path: &Path, shown: &Path, waker: Arc<dyn Fn() + Send + Sync>) -> Self {
-        let state = Arc::new(Mutex::new(BaselineState::Comparing(Vec::new())));
-        let (a, b, st) = (path.to_path_buf(), shown.to_path_buf(), Arc::clone(&state));
-        let spawned = std::thread::Builder::new()
-            .name("lrbc-baseline".into())
-            .spawn(move || {
-                let result = compare_files(&a, &b, Tolerance::EXACT, false, |d| {
-                    if let BaselineState::Comparing(found) = &mut *lock(&st) {
-                        found.push(*d);
-                    }
-                    waker();
-                });
-                *lock(&st) = match result {
-                    Ok(r) => BaselineState::Done(Box::new(r)),
-                    Err(e) => BaselineState::Failed(e.to_string()),
-                };
-                waker();
-            });
-        if let Err(e) = spawned {
-            *lock(&state) = BaselineState::Failed(format!("cannot start the comparison: {e}"));
-        }
-        Self {
-            path: path.to_path_buf(),
-            state,
-        }
-    }
-
-    /// Where the comparison stands now.
-    pub fn state(&self) -> BaselineState {
-        lock(&self.state).clone()
-    }
-}
 
 /// The panel's state: the row clicked last.
 #[derive(Debug, Default)]

@@ -157,6 +157,8 @@ pub struct EpisodesView {
     pub selected_env: Option<u32>,
     /// An episode clicked: (env, first frame).
     pub selected_episode: Option<(u32, u64)>,
+    /// A baseline recording's episodes, whose distributions are drawn over this run's.
+    pub baseline: Option<std::sync::Arc<EpisodeBook>>,
     rows: Vec<EnvRow>,
     rows_for: Option<(u64, EnvColumn, bool)>,
 }
@@ -169,6 +171,7 @@ impl Default for EpisodesView {
             descending: false,
             selected_env: None,
             selected_episode: None,
+            baseline: None,
             rows: Vec::new(),
             rows_for: None,
         }
@@ -283,7 +286,27 @@ pub fn episode_text(e: &Episode, t0_ns: u64) -> String {
 /// Counts of `values` (with their endings) in `bins` equal bins between their least and
 /// greatest: (bin start, bin width, counts per ending per bin).
 pub fn histogram(values: &[(f64, Ending)], bins: usize) -> Option<(f64, f64, Vec<[u64; 5]>)> {
-    let finite = values.iter().filter(|(v, _)| v.is_finite());
+    histogram_with(values, &[], bins).map(|h| (h.lo, h.width, h.counts))
+}
+
+/// Bins over two sets of values: this run's counts per ending, and another's (a
+/// baseline's) counts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BinCounts {
+    pub lo: f64,
+    pub width: f64,
+    pub counts: Vec<[u64; 5]>,
+    pub others: Vec<u64>,
+}
+
+/// [`histogram`] of `values`, and the counts of `others` (a baseline's) in the same bins,
+/// which span both.
+pub fn histogram_with(
+    values: &[(f64, Ending)],
+    others: &[(f64, Ending)],
+    bins: usize,
+) -> Option<BinCounts> {
+    let finite = values.iter().chain(others).filter(|(v, _)| v.is_finite());
     let lo = finite
         .clone()
         .map(|(v, _)| *v)
@@ -297,12 +320,31 @@ pub fn histogram(values: &[(f64, Ending)], bins: usize) -> Option<(f64, f64, Vec
     } else {
         1.0
     };
+    let bin = |v: f64| (((v - lo) / width) as usize).min(bins - 1);
     let mut counts = vec![[0u64; 5]; bins];
     for &(v, e) in values.iter().filter(|(v, _)| v.is_finite()) {
-        let k = (((v - lo) / width) as usize).min(bins - 1);
-        counts[k][e.position()] += 1;
+        counts[bin(v)][e.position()] += 1;
     }
-    Some((lo, width, counts))
+    let mut other = vec![0u64; bins];
+    for &(v, _) in others.iter().filter(|(v, _)| v.is_finite()) {
+        other[bin(v)] += 1;
+    }
+    Some(BinCounts {
+        lo,
+        width,
+        counts,
+        others: other,
+    })
+}
+
+/// A baseline's histogram as a line over the bars: its count in each bin at the bin's
+/// middle, scaled to this run's number of episodes when the two differ.
+fn baseline_steps(lo: f64, width: f64, counts: &[u64], scale: f64) -> Vec<[f64; 2]> {
+    counts
+        .iter()
+        .enumerate()
+        .map(|(k, &c)| [lo + (k as f64 + 0.5) * width, c as f64 * scale])
+        .collect()
 }
 
 fn stacked_histogram(
@@ -310,12 +352,21 @@ fn stacked_histogram(
     id: &str,
     label: &str,
     values: &[(f64, Ending)],
+    baseline: Option<&[(f64, Ending)]>,
     height: f32,
 ) {
-    let Some((lo, width, counts)) = histogram(values, 30) else {
+    let Some(BinCounts {
+        lo,
+        width,
+        counts,
+        others: other,
+    }) = histogram_with(values, baseline.unwrap_or(&[]), 30)
+    else {
         ui.weak(format!("{label}: no exact episode yet"));
         return;
     };
+    // The baseline's line in the theme's strongest text colour.
+    let line_color = ui.visuals().strong_text_color();
     let mut charts: Vec<BarChart> = Vec::new();
     for e in Ending::ALL.into_iter().filter(|e| e.finished()) {
         let bars: Vec<Bar> = counts
@@ -340,6 +391,22 @@ fn stacked_histogram(
         .show(ui, |p| {
             for c in charts {
                 p.bar_chart(c);
+            }
+            if let Some(b) = baseline.filter(|b| !b.is_empty()) {
+                // As many episodes as this run's: the shapes compare, not the counts.
+                let scale = if values.is_empty() {
+                    1.0
+                } else {
+                    values.len() as f64 / b.len() as f64
+                };
+                p.line(
+                    Line::new(
+                        "baseline",
+                        PlotPoints::from(baseline_steps(lo, width, &other, scale)),
+                    )
+                    .color(line_color)
+                    .width(2.0),
+                );
             }
         });
 }
@@ -408,7 +475,7 @@ pub fn ui(
     match view.section {
         Section::Envs => action = envs_table(ui, book, view),
         Section::Recent => action = recent(ui, book, view, t0_ns),
-        Section::Distributions => distributions(ui, book, last_n),
+        Section::Distributions => distributions(ui, book, view.baseline.as_deref(), last_n),
         Section::OverTime => over_time(ui, book),
         Section::Outliers => action = outliers(ui, book, view, last_n, stuck_factor, t0_ns),
     }
@@ -542,14 +609,14 @@ fn recent(
     episode_rows(ui, "episodes_recent", &episodes, view, t0_ns)
 }
 
-fn distributions(ui: &mut egui::Ui, book: &EpisodeBook, last_n: &mut usize) {
-    ui.horizontal(|ui| {
-        let l = ui.label("Over the last");
-        ui.add(egui::DragValue::new(last_n).range(10..=1_000_000).speed(10))
-            .labelled_by(l.id);
-        ui.label("episodes that ended (exact returns and lengths only)");
-    });
-    let n = (*last_n).max(1);
+/// The returns and the lengths of some episodes, each with its ending.
+struct EpisodeValues {
+    returns: Vec<(f64, Ending)>,
+    lengths: Vec<(f64, Ending)>,
+}
+
+/// The returns and lengths of the last `n` complete episodes of `book`.
+fn last_returns_and_lengths(book: &EpisodeBook, n: usize) -> EpisodeValues {
     let last: Vec<&Episode> = book
         .recent()
         .iter()
@@ -557,14 +624,58 @@ fn distributions(ui: &mut egui::Ui, book: &EpisodeBook, last_n: &mut usize) {
         .filter(|e| e.complete())
         .take(n)
         .collect();
-    let returns: Vec<(f64, Ending)> = last
+    let returns = last
         .iter()
         .filter_map(|e| Some((e.exact_return()?, e.ending)))
         .collect();
-    let lengths: Vec<(f64, Ending)> = last.iter().map(|e| (e.length() as f64, e.ending)).collect();
+    let lengths = last.iter().map(|e| (e.length() as f64, e.ending)).collect();
+    EpisodeValues { returns, lengths }
+}
+
+fn distributions(
+    ui: &mut egui::Ui,
+    book: &EpisodeBook,
+    baseline: Option<&EpisodeBook>,
+    last_n: &mut usize,
+) {
+    ui.horizontal(|ui| {
+        let l = ui.label("Over the last");
+        ui.add(egui::DragValue::new(last_n).range(10..=1_000_000).speed(10))
+            .labelled_by(l.id);
+        ui.label("episodes that ended (exact returns and lengths only)");
+    });
+    let n = (*last_n).max(1);
+    let EpisodeValues { returns, lengths } = last_returns_and_lengths(book, n);
+    let base = baseline.map(|b| last_returns_and_lengths(b, n));
+    if let Some(EpisodeValues { returns: r, .. }) = &base {
+        let mean = |v: &[(f64, Ending)]| {
+            (!v.is_empty()).then(|| v.iter().map(|x| x.0).sum::<f64>() / v.len() as f64)
+        };
+        let text = |m: Option<f64>| m.map_or("–".to_string(), num);
+        ui.label(format!(
+            "line: the baseline's last {} episodes, scaled to this run's count; mean return {} here, {} in the baseline",
+            thousands(r.len() as u64),
+            text(mean(&returns)),
+            text(mean(r)),
+        ));
+    }
     let height = (ui.available_height() / 2.0 - 30.0).max(140.0);
-    stacked_histogram(ui, "episodes_returns", "return", &returns, height);
-    stacked_histogram(ui, "episodes_lengths", "length (frames)", &lengths, height);
+    stacked_histogram(
+        ui,
+        "episodes_returns",
+        "return",
+        &returns,
+        base.as_ref().map(|b| b.returns.as_slice()),
+        height,
+    );
+    stacked_histogram(
+        ui,
+        "episodes_lengths",
+        "length (frames)",
+        &lengths,
+        base.as_ref().map(|b| b.lengths.as_slice()),
+        height,
+    );
 }
 
 fn over_time(ui: &mut egui::Ui, book: &EpisodeBook) {

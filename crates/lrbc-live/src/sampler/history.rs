@@ -66,6 +66,17 @@ impl<T> Ring<T> {
         self.items.back()
     }
 
+    /// The item at `i`, oldest first.
+    pub fn get(&self, i: usize) -> Option<&T> {
+        self.items.get(i)
+    }
+
+    /// The index of the first item for which `pred` is false, the items being those for
+    /// which it holds and then those for which it does not (a binary search).
+    pub fn partition_point(&self, pred: impl FnMut(&T) -> bool) -> usize {
+        self.items.partition_point(pred)
+    }
+
     pub fn clear(&mut self) {
         self.items.clear();
     }

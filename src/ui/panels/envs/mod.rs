@@ -2,23 +2,28 @@
 //! action channels by name, and an all-env overview (reward distribution over time,
 //! done and truncation counts); the detector's events as marks on the plots, and its
 //! totals of NaN, Inf and out-of-range values since the start, pointing at env and
-//! channel. Every series is decimated to the pixel. The plotted series' CSV export is
-//! `csv`.
+//! channel. Every series is decimated to the pixel. With a baseline recording
+//! (`crate::ui::baseline`), each watched env's reward and channels in the baseline are
+//! drawn as dashed lines of the same colour, each of the baseline's frames at the time of
+//! the shown run's frame at the same place. The plotted series' CSV export is `csv`.
 
-use egui_plot::{Legend, Line, MarkerShape, Plot, PlotPoints, Points, VLine};
+use egui_plot::{Legend, Line, LineStyle, MarkerShape, Plot, PlotPoints, Points, VLine};
 
 mod csv;
 
 use csv::csv_export;
 pub use csv::plots_csv;
 
+use super::super::baseline::{Baseline, BaselinePoint, BaselineSeries};
 use super::super::decimate::SeriesCache;
 use super::super::settings::Settings;
 use super::super::widgets::{BAD, WARN, series_color};
 use lrbc::layout::Geometry;
 use lrbc_live::check::{Channel, ChannelKind};
 use lrbc_live::detect::{EventKind, EventLog, thousands};
-use lrbc_live::sampler::{FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, Ring, SamplerData};
+use lrbc_live::sampler::{
+    EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, Ring, SamplerData,
+};
 
 /// Events marked on the plots, at most (the newest in the window).
 const MARKS: usize = 200;
@@ -88,12 +93,61 @@ fn newer<T>(ring: &Ring<T>, after_ns: u64, from_ns: u64, t: impl Fn(&T) -> u64) 
     v
 }
 
+/// The shown run's frames in the window, over the watched envs' histories.
+fn frames_shown(d: &SamplerData, from_ns: u64) -> Option<(u64, u64)> {
+    let mut span: Option<(u64, u64)> = None;
+    for h in d.envs.values() {
+        let first = h.points.partition_point(|p| p.t_ns < from_ns);
+        let (Some(a), Some(b)) = (h.points.get(first), h.points.back()) else {
+            continue;
+        };
+        span = Some(match span {
+            None => (a.frame_seq, b.frame_seq),
+            Some((x, y)) => (x.min(a.frame_seq), y.max(b.frame_seq)),
+        });
+    }
+    span
+}
+
+/// The baseline's points of one env as plot points: each at the time of the shown run's
+/// frame at its place (a frame the shown history lacks is left out), `value` of it.
+fn baseline_points(
+    shown: &Ring<EnvPoint>,
+    points: &[BaselinePoint],
+    from_ns: u64,
+    newest: u64,
+    value: impl Fn(&BaselinePoint) -> Option<f32>,
+) -> Vec<[f64; 2]> {
+    let mut out = Vec::new();
+    let mut i = shown.partition_point(|p| p.t_ns < from_ns);
+    for p in points {
+        while shown.get(i).is_some_and(|s| s.frame_seq < p.frame_seq) {
+            i += 1;
+        }
+        let Some(s) = shown.get(i).filter(|s| s.frame_seq == p.frame_seq) else {
+            continue;
+        };
+        if let Some(v) = value(p) {
+            out.push([(s.t_ns as f64 - newest as f64) / 1e9, f64::from(v)]);
+        }
+    }
+    out
+}
+
+/// A baseline line: the series' colour, faded and dashed.
+fn baseline_line(name: String, points: Vec<[f64; 2]>, color: egui::Color32) -> Line<'static> {
+    Line::new(name, PlotPoints::from(points))
+        .color(color.gamma_multiply(0.7))
+        .style(LineStyle::dashed_dense())
+}
+
 pub fn ui(
     ui: &mut egui::Ui,
     d: &SamplerData,
     events: Option<&EventLog>,
     settings: &mut Settings,
     cache: &mut SeriesCache,
+    baseline: Option<&Baseline>,
 ) -> EnvsActions {
     let g = d.geometry.clone();
     let mut actions = EnvsActions::default();
@@ -105,6 +159,24 @@ pub fn ui(
     let width_ns = (window_ns / columns).max(1);
     csv_export(ui, d, &g, from_ns, newest);
     values_report(ui, d, events, settings, &mut actions);
+    let series = baseline.map(|b| {
+        if let Some((from, to)) = frames_shown(d, from_ns) {
+            let envs: Vec<u32> = d.envs.keys().copied().collect();
+            b.want(&envs, from, to);
+        }
+        let (series, note) = b.series();
+        let name = b
+            .path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        match note {
+            Some(n) => ui.colored_label(WARN, format!("baseline {name}: {n}")),
+            None => ui.weak(format!(
+                "dashed: the baseline {name}, each frame at the time of this run's frame at the same place"
+            )),
+        };
+        series
+    });
     let view = View {
         d,
         g: &g,
@@ -115,6 +187,7 @@ pub fn ui(
         width_ns,
         plot_height: ((ui.available_height() - 40.0) / 4.0).clamp(90.0, 260.0),
         marks: marks(events, from_ns, newest),
+        baseline: series.as_deref(),
     };
     let mut keys: Vec<String> = Vec::new();
     rewards_plot(ui, &view, cache, &mut keys);
@@ -149,6 +222,8 @@ struct View<'a> {
     width_ns: u64,
     plot_height: f32,
     marks: Vec<Mark>,
+    /// The baseline's values of the watched envs, if there is a baseline.
+    baseline: Option<&'a BaselineSeries>,
 }
 
 /// The watched envs' rewards, with their done, truncation and reset markers; the keys of
@@ -168,6 +243,7 @@ fn rewards_plot(
         width_ns,
         plot_height,
         ref marks,
+        baseline,
         ..
     } = *view;
     ui.strong("Rewards of the watched envs (markers: triangle done, diamond truncated, dot reset; lines: events)");
@@ -198,6 +274,11 @@ fn rewards_plot(
                     .color(color),
                 );
                 keys.push(key);
+                if let Some(points) = baseline.and_then(|b| b.envs.get(env)) {
+                    let pts =
+                        baseline_points(&h.points, points, from_ns, newest, |p| Some(p.reward));
+                    p.line(baseline_line(format!("env {env} baseline"), pts, color));
+                }
                 for (flag, shape, radius, c) in [
                     (FLAG_DONE, MarkerShape::Down, 4.0, BAD),
                     (FLAG_TRUNCATED, MarkerShape::Diamond, 4.0, WARN),
@@ -260,6 +341,7 @@ fn channels_plot(
         width_ns,
         plot_height,
         ref marks,
+        baseline,
     } = *view;
     ui.strong(format!("{title} of the watched envs"));
     Plot::new(id)
@@ -304,6 +386,16 @@ fn channels_plot(
                         .color(series_color(n)),
                     );
                     keys.push(key);
+                    if let Some(points) = baseline.and_then(|b| b.envs.get(env)) {
+                        let pts = baseline_points(&h.points, points, from_ns, newest, |p| {
+                            p.values.as_ref().and_then(|v| v.get(offset).copied())
+                        });
+                        p.line(baseline_line(
+                            format!("env {env} {} baseline", channel.label(&g.names)),
+                            pts,
+                            series_color(n),
+                        ));
+                    }
                     n += 1;
                 }
             }
@@ -338,6 +430,7 @@ fn overview_plot(
         width_ns,
         plot_height,
         ref marks,
+        ..
     } = *view;
     ui.strong(format!(
         "All {} envs: reward distribution, dones and truncations per frame",
