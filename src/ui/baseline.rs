@@ -6,16 +6,26 @@
 //!
 //! Frames are matched by their place from each run's start: the shown run's frame
 //! `frame_seq` is the baseline's `frame_seq + offset`, the offset being the difference of
-//! their first frames.
+//! their first frames. A live run's place is its `frame_seq` − 1 (as `compare A --shm`
+//! has it): its frames are compared as the follower copies them, until the baseline's
+//! last frame.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
+use lrbc::attach::Attached;
 use lrbc::sync::lock;
 use lrbc_live::episodes::{DEFAULT_EPISODES_KEPT, EpisodeBook};
-use lrbc_recording::compare::{Divergence, FilesCompared, Tolerance, compare_files};
+use lrbc_live::follower::Subscription;
+use lrbc_recording::compare::{
+    AgainstBaseline, CompareCounts, Divergence, FilesCompared, LiveFrames, Tolerance,
+    compare_files, rec_frame_of,
+};
+use lrbc_recording::format::RecFrame;
 use lrbc_recording::replay::{Recording, recording_episodes};
 
 /// The most frames of the baseline read for one view of the plots.
@@ -64,10 +74,19 @@ struct SeriesRequest {
     to: u64,
 }
 
+/// The run shown: a recording, or a live run.
+#[derive(Clone, Debug)]
+enum Shown {
+    File(PathBuf),
+    Live,
+}
+
 /// What the baseline's threads share with the window.
 #[derive(Debug)]
 struct Shared {
     state: BaselineState,
+    /// A live comparison's counts so far.
+    live_counts: Option<CompareCounts>,
     /// The baseline's episodes, once read.
     book: Option<Arc<EpisodeBook>>,
     series: Arc<BaselineSeries>,
@@ -75,7 +94,7 @@ struct Shared {
     series_note: Option<String>,
 }
 
-/// A baseline recording and what is known of it against the recording shown.
+/// A baseline recording and what is known of it against the run shown.
 #[derive(Debug)]
 pub struct Baseline {
     pub path: PathBuf,
@@ -83,31 +102,74 @@ pub struct Baseline {
     requests: Sender<SeriesRequest>,
     /// The last request sent (not sent again while it is being read).
     asked: Mutex<Option<SeriesRequest>>,
+    /// A live comparison's place at the follower, and the flag that stops its thread.
+    live: Option<(Subscription, Arc<AtomicBool>)>,
+}
+
+impl Drop for Baseline {
+    fn drop(&mut self) {
+        if let Some((_, quit)) = &self.live {
+            // Relaxed: a flag with no data behind it.
+            quit.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Spawns a thread named `name`.
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(drop)
 }
 
 impl Baseline {
+    fn shared() -> Arc<Mutex<Shared>> {
+        Arc::new(Mutex::new(Shared {
+            state: BaselineState::Comparing(Vec::new()),
+            live_counts: None,
+            book: None,
+            series: Arc::new(BaselineSeries::default()),
+            series_note: None,
+        }))
+    }
+
+    /// The baseline's episodes and the plots' requests, on threads of their own.
+    fn serve(
+        path: &Path,
+        shown: Shown,
+        shared: &Arc<Mutex<Shared>>,
+        waker: &Arc<dyn Fn() + Send + Sync>,
+    ) -> (Sender<SeriesRequest>, std::io::Result<()>) {
+        let (requests, rx) = bounded::<SeriesRequest>(16);
+        let (a, sh, wake) = (path.to_path_buf(), Arc::clone(shared), Arc::clone(waker));
+        let series = spawn("lrbc-baseline-series", move || {
+            serve_series(&a, &shown, &rx, &sh, &*wake);
+        });
+        let (a, sh, wake) = (path.to_path_buf(), Arc::clone(shared), Arc::clone(waker));
+        let book = spawn("lrbc-baseline-episodes", move || {
+            let book = Recording::open(&a)
+                .map_err(|e| e.to_string())
+                .and_then(|mut rec| recording_episodes(&mut rec, DEFAULT_EPISODES_KEPT, |_| true));
+            if let Ok(book) = book {
+                lock(&sh).book = Some(Arc::new(book));
+                wake();
+            }
+        });
+        (requests, series.and(book))
+    }
+
     /// Compares `shown` (run B) with the baseline `path` (run A), reads the baseline's
     /// episodes and answers the plots' requests, on threads of their own; `waker` redraws
     /// the window as results come.
     pub fn start(path: &Path, shown: &Path, waker: Arc<dyn Fn() + Send + Sync>) -> Self {
-        let shared = Arc::new(Mutex::new(Shared {
-            state: BaselineState::Comparing(Vec::new()),
-            book: None,
-            series: Arc::new(BaselineSeries::default()),
-            series_note: None,
-        }));
-        let (requests, rx) = bounded::<SeriesRequest>(16);
+        let shared = Self::shared();
         let (a, b) = (path.to_path_buf(), shown.to_path_buf());
         let (sh, wake) = (Arc::clone(&shared), Arc::clone(&waker));
-        let compared = std::thread::Builder::new()
-            .name("lrbc-baseline".into())
-            .spawn(move || compare(&a, &b, &sh, &*wake));
-        let (a, b) = (path.to_path_buf(), shown.to_path_buf());
-        let (sh, wake) = (Arc::clone(&shared), waker);
-        let series = std::thread::Builder::new()
-            .name("lrbc-baseline-series".into())
-            .spawn(move || serve_series(&a, &b, &rx, &sh, &*wake));
-        if let Err(e) = compared.and(series) {
+        let compared = spawn("lrbc-baseline", move || compare(&a, &b, &sh, &*wake));
+        let (requests, served) =
+            Self::serve(path, Shown::File(shown.to_path_buf()), &shared, &waker);
+        if let Err(e) = compared.and(served) {
             lock(&shared).state =
                 BaselineState::Failed(format!("cannot start the comparison: {e}"));
         }
@@ -116,7 +178,71 @@ impl Baseline {
             shared,
             requests,
             asked: Mutex::new(None),
+            live: None,
         }
+    }
+
+    /// Compares the live run of `attached` with the baseline `path` as the follower
+    /// copies its frames (every env's values with each, within `busy_budget_percent` of a
+    /// core on a busy machine), until the baseline's last frame.
+    pub fn start_live(
+        path: &Path,
+        attached: &Attached,
+        busy_budget_percent: Option<f32>,
+        waker: Arc<dyn Fn() + Send + Sync>,
+    ) -> Self {
+        let shared = Self::shared();
+        let (requests, served) = Self::serve(path, Shown::Live, &shared, &waker);
+        let mut this = Self {
+            path: path.to_path_buf(),
+            shared: Arc::clone(&shared),
+            requests,
+            asked: Mutex::new(None),
+            live: None,
+        };
+        let fail = |e: String| lock(&shared).state = BaselineState::Failed(e);
+        if let Err(e) = served {
+            fail(format!("cannot start the comparison: {e}"));
+            return this;
+        }
+        let baseline = match AgainstBaseline::open(path, Tolerance::EXACT) {
+            Ok(b) => b,
+            Err(e) => {
+                fail(e.to_string());
+                return this;
+            }
+        };
+        let g = &attached.geometry;
+        let (sink, frames, _dropped) = LiveFrames::new(g.num_envs, busy_budget_percent);
+        let subscription = match lrbc_live::follower::subscribe(attached, Box::new(sink)) {
+            Ok(s) => s,
+            Err(e) => {
+                fail(format!("cannot follow the segment: {e}"));
+                return this;
+            }
+        };
+        let quit = Arc::new(AtomicBool::new(false));
+        let obs_size = g.obs_size as usize;
+        let (q, sh) = (Arc::clone(&quit), Arc::clone(&shared));
+        let started = spawn("lrbc-baseline-live", move || {
+            follow_live(baseline, &frames, obs_size, &q, &sh, &*waker);
+        });
+        if let Err(e) = started {
+            fail(format!("cannot start the comparison: {e}"));
+            return this;
+        }
+        this.live = Some((subscription, quit));
+        this
+    }
+
+    /// A live comparison's counts so far (None: a recording's, or not begun).
+    pub fn live_counts(&self) -> Option<CompareCounts> {
+        lock(&self.shared).live_counts
+    }
+
+    /// Whether the run compared is live.
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
     }
 
     /// Where the comparison stands now.
@@ -170,22 +296,61 @@ fn compare(a: &Path, b: &Path, shared: &Mutex<Shared>, waker: &(dyn Fn() + Send 
         }
         waker();
     });
-    let failed = result.is_err();
     lock(shared).state = match result {
         Ok(r) => BaselineState::Done(Box::new(r)),
         Err(e) => BaselineState::Failed(e.to_string()),
     };
     waker();
-    if failed {
-        return;
+}
+
+/// How often the live comparison looks whether it should stop.
+const LIVE_POLL: Duration = Duration::from_millis(100);
+
+/// Compares the live frames of `frames` with `baseline` until `quit` or the baseline's
+/// last frame.
+fn follow_live(
+    mut baseline: AgainstBaseline,
+    frames: &Receiver<Arc<lrbc_live::follower::FrameCopy>>,
+    obs_size: usize,
+    quit: &AtomicBool,
+    shared: &Mutex<Shared>,
+    waker: &(dyn Fn() + Send + Sync),
+) {
+    let mut f = RecFrame::default();
+    let mut since_told = 0u32;
+    // Relaxed: a flag with no data behind it.
+    while !quit.load(Ordering::Relaxed) {
+        let Ok(copy) = frames.recv_timeout(LIVE_POLL) else {
+            continue;
+        };
+        rec_frame_of(&copy, obs_size, &mut f);
+        let found = baseline.frame(&f);
+        since_told += 1;
+        if !found.is_empty() || since_told >= 64 || baseline.baseline_ended() {
+            let mut s = lock(shared);
+            if let BaselineState::Comparing(all) = &mut s.state {
+                all.extend(found);
+            }
+            s.live_counts = Some(baseline.counts());
+            drop(s);
+            since_told = 0;
+            waker();
+        }
+        if baseline.baseline_ended() {
+            break;
+        }
     }
-    let book = Recording::open(a)
-        .map_err(|e| e.to_string())
-        .and_then(|mut rec| recording_episodes(&mut rec, DEFAULT_EPISODES_KEPT, |_| true));
-    if let Ok(book) = book {
-        lock(shared).book = Some(Arc::new(book));
-        waker();
-    }
+    let result = baseline.finish();
+    let mut s = lock(shared);
+    s.state = match result {
+        Ok(r) => {
+            s.live_counts = Some(r.counts);
+            BaselineState::Done(Box::new(r))
+        }
+        Err(e) => BaselineState::Failed(e.to_string()),
+    };
+    drop(s);
+    waker();
 }
 
 /// The first frame's `frame_seq` of a recording, and its time span.
@@ -218,16 +383,22 @@ fn time_of(rec: &mut Recording, frame_seq: u64, range: (u64, u64)) -> Result<u64
 /// Answers the plots' requests until the window lets go of the baseline.
 fn serve_series(
     a: &Path,
-    b: &Path,
+    shown: &Shown,
     requests: &Receiver<SeriesRequest>,
     shared: &Mutex<Shared>,
     waker: &(dyn Fn() + Send + Sync),
 ) {
     let opened = (|| {
         let mut base = Recording::open(a).map_err(|e| e.to_string())?;
-        let mut shown = Recording::open(b).map_err(|e| e.to_string())?;
         let (first_base, range) = first_frame(&mut base)?;
-        let (first_shown, _) = first_frame(&mut shown)?;
+        let first_shown = match shown {
+            Shown::File(b) => {
+                let mut shown = Recording::open(b).map_err(|e| e.to_string())?;
+                first_frame(&mut shown)?.0
+            }
+            // A live run's first step publishes frame_seq 1.
+            Shown::Live => 1,
+        };
         Ok::<_, String>((base, first_base, first_shown, range))
     })();
     let (mut base, first_base, first_shown, range) = match opened {

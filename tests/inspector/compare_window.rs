@@ -238,6 +238,60 @@ fn the_envs_and_episodes_panels_draw_the_baseline_over_the_run() {
     episodes.unwrap();
 }
 
+/// A live run against a baseline: the simulated run (its own policy) departs from a
+/// synthetic recording of its sizes at once, env by env, as its frames come; a click on a
+/// row pauses the view at that frame and watches the env.
+#[test]
+fn a_live_run_is_compared_with_its_baseline_as_it_goes_and_a_click_pauses_there() {
+    let dir = temp_dir("compare-window-live");
+    std::fs::create_dir_all(&dir).unwrap();
+    let baseline = dir.join("baseline.mcap");
+    let spec = Spec {
+        compression: lrbc_recording::format::Compression::None,
+        ..Spec::of(64, 32, 8, 20_000)
+    };
+    synthetic::write(
+        &spec,
+        std::io::BufWriter::new(std::fs::File::create(&baseline).unwrap()),
+    )
+    .unwrap();
+    let sim =
+        lrbc_sim::inprocess::SimRun::start(lrbc_sim::engine::Preset::Cams64, Some(200.0)).unwrap();
+    let mut h = harness(app(settings_in(&dir), Some(sim.target())));
+    h.state_mut().set_baseline(&baseline);
+    only_pane(h.state_mut(), Pane::Divergence);
+    step_until(&mut h, "every env diverged", |a| {
+        a.baseline.as_ref().is_some_and(|b| {
+            b.is_live()
+                && matches!(b.state(), BaselineState::Comparing(found) if found.len() == 64)
+                && b.live_counts().is_some_and(|c| c.frames_compared > 0)
+        })
+    });
+    assert!(!labels_with(&h, "comparing the live run as it goes").is_empty());
+    let BaselineState::Comparing(found) = h.state().baseline.as_ref().unwrap().state() else {
+        unreachable!("waited for it")
+    };
+    let d = found.iter().find(|d| d.env == 5).copied().unwrap();
+    h.get_by_label(&row_text(&d)).click();
+    h.run_steps(2);
+    let paused = h
+        .state()
+        .session
+        .as_ref()
+        .and_then(|s| s.paused.as_ref())
+        .and_then(|f| f.frame())
+        .map(|(seq, _)| seq);
+    assert_eq!(
+        paused,
+        Some(d.frame_seq_b),
+        "paused at the divergence's frame"
+    );
+    assert!(h.state().settings.watched_envs.contains(&5));
+    drop(h);
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn without_a_baseline_the_panel_says_how_to_set_one_and_a_bad_one_is_one_line() {
     let dir = temp_dir("compare-window-none");

@@ -65,6 +65,18 @@ impl InspectorApp {
                 st.seek_to = Some(t.clamp(st.range.0, st.range.1));
             });
             note.push_str("; the timeline is at that frame");
+        } else if let Some(s) = self.session.as_mut() {
+            s.pause_live();
+            if let Some(f) = s.paused.as_mut() {
+                f.playing = false;
+                if f.seek_frame(d.frame_seq_b) {
+                    note.push_str("; the view is paused at that frame");
+                } else {
+                    note.push_str(
+                        "; the view is paused (the frame is older than the history kept)",
+                    );
+                }
+            }
         }
         if d.env < num_envs {
             note.push_str(&self.watch_env(d.env, has_images));

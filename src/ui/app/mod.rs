@@ -235,24 +235,38 @@ impl InspectorApp {
         }
     }
 
-    /// Compares the recording shown with the baseline recording `path` (run A), on a
-    /// thread of its own: the Divergence panel shows what it finds.
+    /// Compares the run shown (a recording, or a live run as it goes) with the baseline
+    /// recording `path` (run A), on threads of their own: the Divergence panel shows what
+    /// they find, the Envs and Episodes panels draw the baseline over the run.
     pub fn set_baseline(&mut self, path: &std::path::Path) {
-        let Some(shown) = self.session.as_ref().and_then(|s| match &s.target {
-            Target::Path(p) if s.recording().is_some() => Some(p.clone()),
-            _ => None,
-        }) else {
-            self.say(
-                "a baseline is compared with a recording: open one first".into(),
-                true,
-            );
+        let Some(s) = self.session.as_ref() else {
+            self.say("open a recording or attach to a run first".into(), true);
             return;
         };
-        self.baseline = Some(super::baseline::Baseline::start(
-            path,
-            &shown,
-            Arc::clone(&self.waker),
-        ));
+        let waker = Arc::clone(&self.waker);
+        let baseline = match (&s.target, s.recording(), s.live()) {
+            (Target::Path(shown), Some(_), _) => {
+                super::baseline::Baseline::start(path, shown, waker)
+            }
+            (_, None, Some(attached)) => {
+                let budget = self.settings.busy_budget_percent;
+                super::baseline::Baseline::start_live(
+                    path,
+                    attached,
+                    (budget > 0.0).then_some(budget),
+                    waker,
+                )
+            }
+            _ => {
+                self.say(
+                    "a baseline is compared with a recording or a live run, not a served one"
+                        .into(),
+                    true,
+                );
+                return;
+            }
+        };
+        self.baseline = Some(baseline);
         self.divergence_view = super::panels::divergence::DivergenceView::default();
         self.say(
             format!("comparing with the baseline {}", path.display()),
@@ -263,6 +277,8 @@ impl InspectorApp {
     fn shown(&mut self, s: Session) {
         // The flight recorder records the session shown: it starts again on this one.
         self.flight_stop();
+        // A baseline is the shown run's: another run drops it.
+        self.baseline = None;
         // A live session's frames are stamped by the window's clock, and the viewer puts
         // a served run's times on the monotonic clock, the window's unless a test set
         // another; a recording's rows carry their own times.

@@ -93,11 +93,14 @@ impl InspectorApp {
             {
                 self.ask_for_recording();
             }
-            if self.session.as_ref().is_some_and(|s| s.recording().is_some())
+            if self
+                .session
+                .as_ref()
+                .is_some_and(|s| s.recording().is_some() || s.live().is_some())
                 && ui
                     .button("Baseline…")
                     .on_hover_text(
-                        "compare this recording with another: the Divergence panel lists where each env departs from it",
+                        "compare this run with a recording of another: the Divergence panel lists where each env departs from it",
                     )
                     .clicked()
             {

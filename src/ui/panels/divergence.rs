@@ -110,8 +110,8 @@ pub fn ui(
 ) -> Option<DivergenceAction> {
     let Some(baseline) = baseline else {
         ui.weak(
-            "No baseline. Open a recording against another (open B.mcap --baseline A.mcap, \
-             or Baseline… in the recording's menu) to see where this run departs from it.",
+            "No baseline. Compare this run with a recording of another (Baseline… in the top \
+             bar, or open RUN.mcap --baseline BASE.mcap) to see where it departs from it.",
         );
         return None;
     };
@@ -133,7 +133,18 @@ pub fn ui(
         BaselineState::Comparing(found) => {
             ui.horizontal(|ui| {
                 ui.spinner();
-                ui.label(format!("comparing… {} envs diverged so far", found.len()));
+                match baseline.live_counts() {
+                    Some(c) => ui.label(format!(
+                        "comparing the live run as it goes: {} frames compared ({} of the baseline's not taken); {} envs diverged so far",
+                        thousands(c.frames_compared),
+                        thousands(c.frames_only_a),
+                        found.len()
+                    )),
+                    None if baseline.is_live() => {
+                        ui.label("comparing the live run as it goes: waiting for its frames")
+                    }
+                    None => ui.label(format!("comparing… {} envs diverged so far", found.len())),
+                };
             });
             let mut f = found.clone();
             f.sort_by_key(|d| (d.frame, d.env));

@@ -200,6 +200,11 @@ impl AgainstBaseline {
         self.ended
     }
 
+    /// The comparison so far, counted.
+    pub fn counts(&self) -> super::CompareCounts {
+        self.comparer.counts()
+    }
+
     /// What the comparison found (no episodes or events: a live run's are not whole).
     pub fn finish(self) -> Result<FilesCompared, CompareError> {
         let Self {
