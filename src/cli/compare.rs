@@ -183,7 +183,9 @@ fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result
     let budget = (args.busy_budget > 0.0).then_some(args.busy_budget);
     let mut sampler =
         super::watch::headless_sampler(target, args.target.layout, budget, None, false)?;
-    let (sink, frames, dropped) = LiveFrames::new(g.num_envs, budget);
+    // Only the envs both runs have are compared: the others' values need no copy.
+    let max_envs = baseline.num_envs().min(g.num_envs as usize);
+    let (sink, frames, dropped) = LiveFrames::new(max_envs as u32, budget);
     let subscription = lrbc_live::follower::subscribe(&attached, Box::new(sink))
         .map_err(|e| CliError::Other(format!("cannot follow the segment: {e}")))?;
     eprintln!(
@@ -205,7 +207,7 @@ fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result
                     let Ok(copy) = frames.recv_timeout(LIVE_POLL) else {
                         continue;
                     };
-                    rec_frame_of(&copy, obs_size, &mut f);
+                    rec_frame_of(&copy, obs_size, max_envs, &mut f);
                     let found = baseline.frame(&f);
                     for d in &found {
                         if json {

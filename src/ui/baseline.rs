@@ -213,7 +213,9 @@ impl Baseline {
             }
         };
         let g = &attached.geometry;
-        let (sink, frames, _dropped) = LiveFrames::new(g.num_envs, busy_budget_percent);
+        // Only the envs both runs have are compared: the others' values need no copy.
+        let max_envs = baseline.num_envs().min(g.num_envs as usize);
+        let (sink, frames, _dropped) = LiveFrames::new(max_envs as u32, busy_budget_percent);
         let subscription = match lrbc_live::follower::subscribe(attached, Box::new(sink)) {
             Ok(s) => s,
             Err(e) => {
@@ -225,7 +227,7 @@ impl Baseline {
         let obs_size = g.obs_size as usize;
         let (q, sh) = (Arc::clone(&quit), Arc::clone(&shared));
         let started = spawn("lrbc-baseline-live", move || {
-            follow_live(baseline, &frames, obs_size, &q, &sh, &*waker);
+            follow_live(baseline, &frames, (obs_size, max_envs), &q, &sh, &*waker);
         });
         if let Err(e) = started {
             fail(format!("cannot start the comparison: {e}"));
@@ -311,7 +313,7 @@ const LIVE_POLL: Duration = Duration::from_millis(100);
 fn follow_live(
     mut baseline: AgainstBaseline,
     frames: &Receiver<Arc<lrbc_live::follower::FrameCopy>>,
-    obs_size: usize,
+    (obs_size, max_envs): (usize, usize),
     quit: &AtomicBool,
     shared: &Mutex<Shared>,
     waker: &(dyn Fn() + Send + Sync),
@@ -323,7 +325,7 @@ fn follow_live(
         let Ok(copy) = frames.recv_timeout(LIVE_POLL) else {
             continue;
         };
-        rec_frame_of(&copy, obs_size, &mut f);
+        rec_frame_of(&copy, obs_size, max_envs, &mut f);
         let found = baseline.frame(&f);
         since_told += 1;
         if !found.is_empty() || since_told >= 64 || baseline.baseline_ended() {

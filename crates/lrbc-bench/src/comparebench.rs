@@ -23,6 +23,21 @@ pub struct CompareBenchArgs {
     /// Folder for the recordings (default: the system's temporary folder).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Only the files' comparison, or only the engine's rate with `compare --shm`.
+    #[arg(long, value_enum)]
+    pub only: Option<ComparePart>,
+    /// Seconds of the run the rate is measured over.
+    #[arg(long, default_value_t = 60.0, value_parser = crate::shared::seconds_f64)]
+    pub rate_secs: f64,
+}
+
+/// A part of `lrbc-bench compare`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ComparePart {
+    /// Two large recordings compared.
+    Files,
+    /// The engine's unpaced rate with `compare BASELINE --shm` attached.
+    Rate,
 }
 
 /// The recordings' shape: 64 envs, 32 observations and 8 actions, every env recorded.
@@ -161,6 +176,29 @@ fn compare_process(a: &Path, b: &Path) -> Result<(f64, u64, u64), BenchError> {
 }
 
 pub fn run(args: &CompareBenchArgs) -> Result<(), BenchError> {
+    if args.only != Some(ComparePart::Rate) {
+        files(args)?;
+    }
+    if args.only != Some(ComparePart::Files) {
+        rate(args.rate_secs)?;
+    }
+    Ok(())
+}
+
+/// The engine's unpaced rate (train4096) with `compare BASELINE --shm` switched on and off.
+fn rate(secs: f64) -> Result<(), BenchError> {
+    use crate::observers::{Observer, WINDOW, observer_cost, print_cost};
+    println!(
+        "engine's unpaced lock-step rate, train4096, `compare BASELINE --shm` (its default \
+         busy-machine budget) switched off and on in windows of {} s, {secs:.0} s of one run:",
+        WINDOW.as_secs_f64()
+    );
+    let c = observer_cost(Observer::Compare, None, secs, WINDOW, "cmp-rate")?;
+    print_cost(Observer::Compare, &c);
+    Ok(())
+}
+
+fn files(args: &CompareBenchArgs) -> Result<(), BenchError> {
     let dir = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     eprintln!(
         "lrbc-bench compare: writing two pairs of synthetic recordings to {}",

@@ -50,6 +50,9 @@ pub(crate) enum Observer {
     Events,
     /// `episodes`: every env's episodes from every frame's rewards and flags.
     Episodes,
+    /// `compare BASELINE --shm`: every env's values copied with each frame taken and
+    /// compared with the baseline's ([`compare_baseline`]).
+    Compare,
 }
 
 impl Observer {
@@ -63,6 +66,7 @@ impl Observer {
             Observer::Serve => "`serve` and a loopback viewer of everything",
             Observer::Events => "`events` (the detector)",
             Observer::Episodes => "`episodes` (every env's episodes)",
+            Observer::Compare => "`compare BASELINE --shm` (every env's values)",
         }
     }
 
@@ -81,6 +85,10 @@ impl Observer {
             Observer::Serve => vec!["serve".into()],
             Observer::Events => vec!["events".into()],
             Observer::Episodes => vec!["episodes".into()],
+            Observer::Compare => vec![
+                "compare".into(),
+                compare_baseline(name).display().to_string(),
+            ],
             Observer::Record => vec![
                 "record".into(),
                 "--envs".into(),
@@ -96,6 +104,28 @@ impl Observer {
 
 /// How long an observer is switched on or off at a time, unless told.
 pub(crate) const WINDOW: Duration = Duration::from_millis(100);
+
+/// The baseline [`Observer::Compare`] compares the run of the segment `name` with (the
+/// caller writes it).
+pub(crate) fn compare_baseline(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{name}-baseline.mcap"))
+}
+
+/// Writes the baseline of [`Observer::Compare`]: a synthetic recording of train4096's
+/// row (obs 100, act 12) for one env, every value recorded, with frames enough for
+/// `secs` (and a minute more) at 5,000 steps a second, so that `compare` does not reach
+/// its end first. Its values are not the run's: every env compared diverges at its
+/// first frame.
+fn write_compare_baseline(name: &str, secs: f64) -> Result<(), BenchError> {
+    use lrbc_recording::export::synthetic::{self, Spec};
+    let path = compare_baseline(name);
+    let spec = Spec::of(1, 100, 12, ((secs + 60.0) * 5000.0) as u64);
+    let file = std::fs::File::create(&path)
+        .map_err(|e| BenchError::Other(format!("{}: {e}", path.display())))?;
+    synthetic::write(&spec, std::io::BufWriter::with_capacity(1 << 20, file))
+        .map_err(|e| BenchError::Other(format!("{}: {e}", path.display())))?;
+    Ok(())
+}
 
 /// Where [`Observer::Record`] writes for the segment `name`.
 pub(crate) fn record_file(name: &str) -> std::path::PathBuf {
@@ -219,6 +249,9 @@ pub(crate) fn observer_cost(
         run.engine.pid(),
         run.client.as_ref().map_or(0, ChildProcess::pid),
     );
+    if observer == Observer::Compare {
+        write_compare_baseline(&run.name, secs)?;
+    }
     let mut sw = Switched::start(observer, &run.name)?;
     let (mut on_rates, mut off_rates, mut blocks) = (Vec::new(), Vec::new(), Vec::new());
     let mut cpu_on: Vec<(String, f64)> = Vec::new();
@@ -273,6 +306,9 @@ pub(crate) fn observer_cost(
         Observer::Window => {
             let _ = std::fs::remove_file(settings_file(&run.name));
         }
+        Observer::Compare => {
+            let _ = std::fs::remove_file(compare_baseline(&run.name));
+        }
         _ => {}
     }
     drop(run);
@@ -284,6 +320,7 @@ pub(crate) fn observer_cost(
         Observer::Serve => "serve",
         Observer::Events => "events",
         Observer::Episodes => "episodes",
+        Observer::Compare => "compare",
     };
     let mut cpu_on: Vec<(String, f64)> = cpu_on
         .into_iter()

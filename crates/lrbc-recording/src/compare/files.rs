@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -96,6 +98,19 @@ impl FilesCompared {
 pub(super) struct ReadFrame {
     pub(super) frame: RecFrame,
     pub(super) ended: Vec<Episode>,
+    /// Frames of the file before this one that the reader skipped undecoded (they were
+    /// behind what was wanted).
+    pub(super) skipped_before: u64,
+}
+
+/// What a reader does besides decoding the frames.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ReadWork {
+    /// Find the run's episodes.
+    pub(super) episodes: bool,
+    /// Skip, undecoded, the frames whose `frame_seq` is below this (the comparison is
+    /// past them).
+    pub(super) wanted_from: Option<Arc<AtomicU64>>,
 }
 
 /// What a reader found besides the frames.
@@ -128,8 +143,12 @@ pub fn compare_files(
     stop_at_first: bool,
     mut on_divergence: impl FnMut(&Divergence),
 ) -> Result<FilesCompared, CompareError> {
-    let reader_a = Reader::spawn(ComparedRun::A, a)?;
-    let reader_b = Reader::spawn(ComparedRun::B, b)?;
+    let work = ReadWork {
+        episodes: true,
+        wanted_from: None,
+    };
+    let reader_a = Reader::spawn(ComparedRun::A, a, work.clone())?;
+    let reader_b = Reader::spawn(ComparedRun::B, b, work)?;
     let (frames_a, spare_a) = (&reader_a.frames, &reader_a.spares);
     let (frames_b, spare_b) = (&reader_b.frames, &reader_b.spares);
     let mut comparer = Comparer::new(tolerance);
@@ -258,7 +277,11 @@ pub(super) fn recycle(spare: &Sender<Box<ReadFrame>>, frame: Option<Box<ReadFram
 }
 
 impl Reader {
-    pub(super) fn spawn(run: ComparedRun, path: &Path) -> Result<Self, CompareError> {
+    pub(super) fn spawn(
+        run: ComparedRun,
+        path: &Path,
+        work: ReadWork,
+    ) -> Result<Self, CompareError> {
         let file = File::open(path).map_err(|source| CompareError::Open {
             run,
             path: path.display().to_string(),
@@ -272,6 +295,7 @@ impl Reader {
                 let mut input = BufReader::new(file);
                 let mut names = BTreeMap::new();
                 let mut accountant: Option<RecordedEpisodes> = None;
+                let mut skipped = 0u64;
                 let read = read_recording(
                     &mut input,
                     |item| {
@@ -283,19 +307,31 @@ impl Reader {
                             }
                             _ => return Ok(()),
                         };
+                        if let Some(wanted) = &work.wanted_from {
+                            // Acquire: pairs with the comparison's Release store of the
+                            // place it has reached (a plain count, nothing behind it).
+                            let from = wanted.load(Ordering::Acquire);
+                            if RecFrame::frame_seq_of(data).is_some_and(|seq| seq < from) {
+                                skipped += 1;
+                                return Ok(());
+                            }
+                        }
                         let mut f = spare_rx.try_recv().unwrap_or_default();
                         f.frame.decode_into(log_ns, data).map_err(Stop::Frame)?;
                         f.ended.clear();
-                        let frame = &f.frame;
-                        accountant
-                            .get_or_insert_with(|| {
-                                RecordedEpisodes::of(
-                                    frame.rewards.len() as u32,
-                                    frame.obs_size as u32,
-                                    frame.act_size as u32,
-                                )
-                            })
-                            .frame(frame, &mut f.ended);
+                        f.skipped_before = std::mem::take(&mut skipped);
+                        if work.episodes {
+                            let frame = &f.frame;
+                            accountant
+                                .get_or_insert_with(|| {
+                                    RecordedEpisodes::of(
+                                        frame.rewards.len() as u32,
+                                        frame.obs_size as u32,
+                                        frame.act_size as u32,
+                                    )
+                                })
+                                .frame(frame, &mut f.ended);
+                        }
                         tx.send(f).map_err(|_| Stop::Unwanted)
                     },
                     |_| {},

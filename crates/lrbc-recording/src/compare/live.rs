@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use lrbc_live::follower::{FrameCopy, FrameSink, Tick, Wants};
 
-use super::files::{ReadFrame, Reader, recycle};
+use super::files::{ReadFrame, ReadWork, Reader, recycle};
 use super::{CompareError, ComparedRun, Comparer, Divergence, FilesCompared, Tolerance};
 use crate::format::RecFrame;
 
@@ -43,7 +43,7 @@ impl std::fmt::Debug for LiveFrames {
 }
 
 impl LiveFrames {
-    /// A sink wanting the rows of `num_envs` envs, keeping to `busy_budget_percent` of a
+    /// A sink wanting the rows of the first `num_envs` envs, keeping to `busy_budget_percent` of a
     /// core on a busy machine; the frames come out of the receiver, and the count of
     /// those dropped because the comparison was behind out of the counter.
     pub fn new(
@@ -88,8 +88,9 @@ impl FrameSink for LiveFrames {
     }
 }
 
-/// The follower's copy as a recorded frame (`obs_size` observations first in each row).
-pub fn rec_frame_of(copy: &FrameCopy, obs_size: usize, out: &mut RecFrame) {
+/// The follower's copy as a recorded frame (`obs_size` observations first in each row):
+/// the rows of its envs below `max_envs` (those the comparison can compare).
+pub fn rec_frame_of(copy: &FrameCopy, obs_size: usize, max_envs: usize, out: &mut RecFrame) {
     let hot = &copy.hot;
     out.log_ns = copy.sampled_ns;
     out.frame_seq = copy.frame_seq;
@@ -101,13 +102,15 @@ pub fn rec_frame_of(copy: &FrameCopy, obs_size: usize, out: &mut RecFrame) {
     out.dones.clone_from(&hot.dones);
     out.truncateds.clone_from(&hot.truncateds);
     out.resets.clone_from(&hot.resets);
-    out.envs.clone_from(&copy.envs);
+    let kept = copy.envs.partition_point(|&e| (e as usize) < max_envs);
+    out.envs.clear();
+    out.envs.extend_from_slice(&copy.envs[..kept]);
     let o = obs_size.min(copy.row_len);
     out.obs_size = o;
     out.act_size = copy.row_len - o;
     out.observations.clear();
     out.actions.clear();
-    for row in copy.rows.chunks_exact(copy.row_len.max(1)) {
+    for row in copy.rows.chunks_exact(copy.row_len.max(1)).take(kept) {
         let (obs, act) = row.split_at(o);
         out.observations.extend_from_slice(obs);
         out.actions.extend_from_slice(act);
@@ -118,6 +121,11 @@ pub fn rec_frame_of(copy: &FrameCopy, obs_size: usize, out: &mut RecFrame) {
 pub struct AgainstBaseline {
     comparer: Comparer,
     reader: Reader,
+    /// The first `frame_seq` of the recording still wanted: the reader skips those
+    /// before it undecoded.
+    wanted_from: Arc<AtomicU64>,
+    /// The recording's envs (its first frame's).
+    num_envs: usize,
     /// The recording's first `frame_seq`: its place 0.
     first: Option<u64>,
     next: Option<Box<ReadFrame>>,
@@ -136,22 +144,42 @@ impl std::fmt::Debug for AgainstBaseline {
 impl AgainstBaseline {
     /// Opens the recording `a` to compare live frames with, within `tolerance`.
     pub fn open(a: &Path, tolerance: Tolerance) -> Result<Self, CompareError> {
-        let reader = Reader::spawn(ComparedRun::A, a)?;
+        let wanted_from = Arc::new(AtomicU64::new(0));
+        let work = ReadWork {
+            episodes: false,
+            wanted_from: Some(Arc::clone(&wanted_from)),
+        };
+        let reader = Reader::spawn(ComparedRun::A, a, work)?;
         let mut this = Self {
             comparer: Comparer::new(tolerance),
             reader,
+            wanted_from,
+            num_envs: 0,
             first: None,
             next: None,
             ended: false,
         };
         this.advance();
+        this.num_envs = this.next.as_ref().map_or(0, |f| f.frame.rewards.len());
         Ok(this)
+    }
+
+    /// The recording's envs: a live frame's others are not compared (the follower need
+    /// not copy their values).
+    pub fn num_envs(&self) -> usize {
+        self.num_envs
     }
 
     fn advance(&mut self) {
         recycle(&self.reader.spares, self.next.take());
         self.next = self.reader.frames.recv().ok();
         self.ended = self.next.is_none();
+        if let Some(f) = &self.next {
+            // Frames the reader skipped were behind the live run: only in A.
+            for _ in 0..f.skipped_before {
+                self.comparer.only_a();
+            }
+        }
     }
 
     /// The place of the recording's next frame (None: it ended).
@@ -169,6 +197,12 @@ impl AgainstBaseline {
         let Some(place) = live.frame_seq.checked_sub(1) else {
             return Vec::new();
         };
+        if let Some(first) = self.first {
+            // Release: pairs with the reader's Acquire load; the frames before this
+            // place are not wanted any more.
+            self.wanted_from
+                .store(first.saturating_add(place), Ordering::Release);
+        }
         loop {
             match self.next_place() {
                 None => {

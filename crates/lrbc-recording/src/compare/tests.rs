@@ -685,4 +685,73 @@ mod files {
         let got: Vec<_> = r.divergences.iter().map(found).collect();
         assert!(got.contains(&expected(&plants[6])), "{got:?}");
     }
+
+    /// Every frame of the recording `path`, decoded.
+    fn frames_of(path: &std::path::Path) -> Vec<RecFrame> {
+        let mut out = Vec::new();
+        let mut input = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+        crate::replay::read_recording(
+            &mut input,
+            |item| {
+                if let crate::replay::StreamItem::Frame { log_ns, data } = item {
+                    out.push(RecFrame::decode(log_ns, data).unwrap());
+                }
+                Ok::<(), crate::replay::ReadError>(())
+            },
+            |_| {},
+        )
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_live_run_is_compared_at_its_places_and_what_it_skipped_counts_only_in_the_baseline() {
+        let a = File::write("live-a", 200, None);
+        let b = File::of(
+            "live-b",
+            &Spec {
+                plants: vec![SyntheticPlant {
+                    frame: 60,
+                    env: 2,
+                    value: PlantedValue::Obs {
+                        index: 1,
+                        delta: 0.5,
+                    },
+                }],
+                ..Spec::small(200, None)
+            },
+        );
+        let live = frames_of(&b.0);
+        let mut baseline = AgainstBaseline::open(&a.0, Tolerance::EXACT).unwrap();
+        assert_eq!(baseline.num_envs(), 6);
+        let mut found = Vec::new();
+        // Frames 1 and 2, then a jump to 50 (the follower fell behind), then on to 70.
+        for f in live
+            .iter()
+            .filter(|f| f.frame_seq <= 2 || (50..=70).contains(&f.frame_seq))
+        {
+            found.extend(baseline.frame(f));
+        }
+        assert!(!baseline.baseline_ended());
+        let r = baseline.finish().unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            (found[0].env, found[0].frame, found[0].origin),
+            (2, 59, DivergenceOrigin::Simulator)
+        );
+        assert_eq!(r.counts.frames_compared, 2 + 21);
+        assert_eq!(r.counts.frames_only_a, 47, "frames 3 to 49");
+        assert_eq!(r.counts.frames_only_b, 0);
+        // Past the baseline's end: only in B.
+        let mut baseline = AgainstBaseline::open(&a.0, Tolerance::EXACT).unwrap();
+        let mut longer = live[199].clone();
+        for f in &live {
+            baseline.frame(f);
+        }
+        assert!(baseline.baseline_ended());
+        longer.frame_seq = 201;
+        baseline.frame(&longer);
+        let r = baseline.finish().unwrap();
+        assert_eq!((r.counts.frames_compared, r.counts.frames_only_b), (200, 1));
+    }
 }

@@ -115,6 +115,12 @@ impl RecFrame {
     }
 
     /// Decodes `bytes` into `self`, reusing its buffers (a pass over many frames).
+    /// The `frame_seq` of the frame message `bytes`, without decoding its arrays (None:
+    /// not a frame).
+    pub fn frame_seq_of(bytes: &[u8]) -> Option<u64> {
+        fb::root_as_frame(bytes).ok().map(|f| f.frame_seq())
+    }
+
     pub fn decode_into(&mut self, log_ns: u64, bytes: &[u8]) -> Result<(), FrameError> {
         let f =
             fb::root_as_frame(bytes).map_err(|e| FrameError::Decode(lrbc::rpc::one_line(&e)))?;
