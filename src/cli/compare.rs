@@ -188,6 +188,9 @@ fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result
     let (sink, frames, dropped) = LiveFrames::new(max_envs as u32, budget);
     let subscription = lrbc_live::follower::subscribe(&attached, Box::new(sink))
         .map_err(|e| CliError::Other(format!("cannot follow the segment: {e}")))?;
+    // This thread and the comparison's run in the time the engine and trainer leave
+    // over; the follower, started above, keeps its own priority.
+    lrbc_platform::lower_thread_priority(lrbc_recording::compare::COMPARISON_NICE);
     eprintln!(
         "compare: {} against {}: each env's first divergence as the run reaches it (Ctrl-C to stop)",
         attached.label(),

@@ -111,6 +111,9 @@ pub(super) struct ReadWork {
     /// Skip, undecoded, the frames whose `frame_seq` is below this (the comparison is
     /// past them).
     pub(super) wanted_from: Option<Arc<AtomicU64>>,
+    /// Run at this nice value (a live run's comparison takes only the time the engine
+    /// and the trainer leave over).
+    pub(super) nice: Option<i32>,
 }
 
 /// What a reader found besides the frames.
@@ -145,7 +148,7 @@ pub fn compare_files(
 ) -> Result<FilesCompared, CompareError> {
     let work = ReadWork {
         episodes: true,
-        wanted_from: None,
+        ..ReadWork::default()
     };
     let reader_a = Reader::spawn(ComparedRun::A, a, work.clone())?;
     let reader_b = Reader::spawn(ComparedRun::B, b, work)?;
@@ -292,6 +295,9 @@ impl Reader {
         let thread = thread::Builder::new()
             .name(format!("lrbc-compare-{}", run.as_str()))
             .spawn(move || {
+                if let Some(nice) = work.nice {
+                    lrbc_platform::lower_thread_priority(nice);
+                }
                 let mut input = BufReader::new(file);
                 let mut names = BTreeMap::new();
                 let mut accountant: Option<RecordedEpisodes> = None;
