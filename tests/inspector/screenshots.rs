@@ -105,7 +105,8 @@ fn the_pictures_of_the_readme_are_drawn_from_a_simulated_run() {
         })
     });
     h.state_mut().traffic_view.selected = pick;
-    for pane in Pane::ALL {
+    // The Divergence panel's picture is of two recordings (below).
+    for pane in Pane::ALL.into_iter().filter(|p| *p != Pane::Divergence) {
         only_pane(h.state_mut(), pane);
         let name = format!("panel-{}.png", pane.title().to_lowercase());
         save(&mut h, egui::vec2(1200.0, 800.0), &out, &name);
@@ -149,5 +150,71 @@ fn the_pictures_of_the_readme_are_drawn_from_a_simulated_run() {
     drop(h);
     drop(serve);
     drop(sim);
+    divergence_picture(&scratch, &out);
     let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// The Divergence panel: a recording against its baseline (synthetic runs of 64 envs,
+/// identical but for values planted in three envs).
+fn divergence_picture(scratch: &Path, out: &Path) {
+    use lrbc_recording::export::synthetic::{self, PlantedValue, Spec, SyntheticPlant};
+    std::fs::create_dir_all(scratch).unwrap();
+    let write = |name: &str, plants: Vec<SyntheticPlant>| {
+        let path = scratch.join(name);
+        let spec = Spec {
+            plants,
+            episode_frames: 120,
+            ..Spec::of(64, 32, 8, 4000)
+        };
+        synthetic::write(
+            &spec,
+            std::io::BufWriter::new(std::fs::File::create(&path).unwrap()),
+        )
+        .unwrap();
+        path
+    };
+    let plant = |env, frame, value| SyntheticPlant { frame, env, value };
+    let baseline = write("baseline.mcap", Vec::new());
+    let run = write(
+        "run.mcap",
+        vec![
+            plant(
+                5,
+                1200,
+                PlantedValue::Obs {
+                    index: 2,
+                    delta: 0.01,
+                },
+            ),
+            plant(
+                17,
+                2100,
+                PlantedValue::Act {
+                    index: 1,
+                    delta: -0.5,
+                },
+            ),
+            plant(40, 2900, PlantedValue::Reward { delta: 1.0 }),
+            plant(52, 3300, PlantedValue::Done),
+        ],
+    );
+    let mut a = app(settings(scratch), None);
+    a.open_recording(&run);
+    a.set_baseline(&baseline);
+    let mut h = harness(a);
+    only_pane(h.state_mut(), Pane::Divergence);
+    step_until(&mut h, "the comparison", |a| {
+        a.baseline.as_ref().is_some_and(|b| {
+            matches!(
+                b.state(),
+                lrbc_inspector::ui::baseline::BaselineState::Done(_)
+            )
+        })
+    });
+    save(
+        &mut h,
+        egui::vec2(1200.0, 500.0),
+        out,
+        "panel-divergence.png",
+    );
 }
