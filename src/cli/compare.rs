@@ -164,20 +164,7 @@ fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result
     let obs_size = g.obs_size as usize;
     // The live run's names of its values, for the lines.
     let names = FilesCompared {
-        names: g
-            .names
-            .obs
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (format!("obs.{i}"), n.clone()))
-            .chain(
-                g.names
-                    .act
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| (format!("act.{i}"), n.clone())),
-            )
-            .collect(),
+        names: lrbc_recording::format::names_metadata(&g.names),
         ..FilesCompared::default()
     };
     let budget = (args.busy_budget > 0.0).then_some(args.busy_budget);

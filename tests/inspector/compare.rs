@@ -292,19 +292,25 @@ fn a_live_run_is_compared_with_a_recording_as_it_runs_and_fail_on_stops_at_the_f
         assert_eq!(code, 0, "sim client: {stderr}");
     };
 
-    let engine = SimEngine::start("live-b", &plants);
-    let (compare, _) = start_live_compare(&[
-        "compare",
-        a_,
-        "--shm",
-        &engine.name,
-        "--json",
-        "--busy-budget",
-        "0",
-    ]);
-    replay(&engine.name);
+    // A new engine with the plants, compared live while A's actions are replayed.
+    let live = |tag: &str, extra: &[&str]| {
+        let engine = SimEngine::start(tag, &plants);
+        let mut args = vec![
+            "compare",
+            a_,
+            "--shm",
+            &engine.name,
+            "--json",
+            "--busy-budget",
+            "0",
+        ];
+        args.extend(extra);
+        let (compare, _) = start_live_compare(&args);
+        replay(&engine.name);
+        compare.finish()
+    };
     // It ends by itself at the recording's last frame.
-    let out = compare.finish();
+    let out = live("live-b", &[]);
     assert_eq!(out.status.code(), Some(0));
     let (found, summary) = divergences_and_summary(&out.stdout);
     assert_eq!(
@@ -321,22 +327,8 @@ fn a_live_run_is_compared_with_a_recording_as_it_runs_and_fail_on_stops_at_the_f
         Value::Null,
         "a live run's are not whole"
     );
-    drop(engine);
 
-    let engine = SimEngine::start("live-c", &plants);
-    let (compare, _) = start_live_compare(&[
-        "compare",
-        a_,
-        "--shm",
-        &engine.name,
-        "--json",
-        "--busy-budget",
-        "0",
-        "--fail-on",
-        "diverged",
-    ]);
-    replay(&engine.name);
-    let out = compare.finish();
+    let out = live("live-c", &["--fail-on", "diverged"]);
     assert_eq!(out.status.code(), Some(3));
     let (found, summary) = divergences_and_summary(&out.stdout);
     assert_eq!(

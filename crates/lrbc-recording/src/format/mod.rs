@@ -101,6 +101,21 @@ pub const GEOMETRY_METADATA: &str = "lrbc.geometry";
 pub const NAMES_METADATA: &str = "lrbc.names";
 /// The metadata record of the program that recorded (`name`, `version`).
 pub const TOOL_METADATA: &str = "lrbc.tool";
+
+/// The names region's names as the [`NAMES_METADATA`] record holds them: `obs.N` and
+/// `act.N` to each name.
+pub fn names_metadata(names: &lrbc::layout::Names) -> std::collections::BTreeMap<String, String> {
+    let named = |prefix: &str, list: &[String]| {
+        list.iter()
+            .enumerate()
+            .map(|(i, n)| (format!("{prefix}.{i}"), n.clone()))
+            .collect::<Vec<_>>()
+    };
+    named("obs", &names.obs)
+        .into_iter()
+        .chain(named("act", &names.act))
+        .collect()
+}
 /// The metadata record holding the bytes of the segment that layout detection reads
 /// (header, names, ring headers): `size_bytes`, and `bytes@OFFSET` as lowercase hex.
 pub const SEGMENT_METADATA: &str = "lrbc.segment";

@@ -215,21 +215,10 @@ fn describe_run(prelude: &mut Prelude, attached: &Attached, envs: &[u32]) {
         );
     }
     prelude.metadata.push((GEOMETRY_METADATA.into(), geometry));
-    let names = strings(
-        g.names
-            .obs
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (format!("obs.{i}"), n.clone()))
-            .chain(
-                g.names
-                    .act
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| (format!("act.{i}"), n.clone())),
-            ),
-    );
-    prelude.metadata.push((NAMES_METADATA.into(), names));
+    prelude.metadata.push((
+        NAMES_METADATA.into(),
+        crate::format::names_metadata(&g.names),
+    ));
     let traced = lrbc::layout::Traced::new(&attached.segment);
     // The same bytes as at attach, bar the counters: the geometry is detected again
     // only to learn which bytes detection reads.
