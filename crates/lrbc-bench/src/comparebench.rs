@@ -2,7 +2,7 @@
 //! frames per second and peak resident memory, beside reading the same two files.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use crate::shared::{BenchError, mb};
@@ -143,34 +143,11 @@ fn read_both(a: &Path, b: &Path) -> Result<u64, BenchError> {
 /// envs it found diverged.
 fn compare_process(a: &Path, b: &Path) -> Result<(f64, u64, u64), BenchError> {
     let exe = lrbc_sim::children::inspector_exe().map_err(|e| BenchError::Other(e.0))?;
+    let mut command = Command::new(exe);
+    command.arg("compare").args([a, b]).arg("--json");
     let started = Instant::now();
-    let mut child = Command::new(exe)
-        .arg("compare")
-        .args([a, b])
-        .arg("--json")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| BenchError::Other(format!("cannot start compare: {e}")))?;
-    let mut out = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        use std::io::Read as _;
-        stdout
-            .read_to_string(&mut out)
-            .map_err(|e| BenchError::Other(format!("compare: {e}")))?;
-    }
-    let (code, usage) = lrbc_platform::wait_with_usage(&mut child)
-        .map_err(|e| BenchError::Other(format!("compare: {e}")))?;
+    let (summary, usage) = crate::pollerbench::run_to_end(command, "compare")?;
     let secs = started.elapsed().as_secs_f64();
-    if code != Some(0) {
-        return Err(BenchError::Other(format!("compare ended with {code:?}")));
-    }
-    let summary: serde_json::Value = out
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_default();
     let diverged = summary["summary"]["envs_diverged"].as_u64().unwrap_or(0);
     Ok((secs, usage.peak_resident_kib, diverged))
 }
