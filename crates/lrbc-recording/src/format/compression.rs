@@ -110,49 +110,99 @@ pub fn decompress_chunk<'a>(
     if compression.is_empty() {
         return Ok(Cow::Borrowed(data));
     }
-    if uncompressed_size > limit {
-        return Err(format!(
-            "the chunk at byte {offset} says it holds {uncompressed_size} bytes, over the {limit} read: the file is damaged there"
-        ));
+    let mut d = ChunkDecompressor::default();
+    d.records(offset, compression, uncompressed_size, data, limit)?;
+    Ok(Cow::Owned(d.buf))
+}
+
+/// [`decompress_chunk`] for a reader of many chunks: one buffer and one zstd context kept
+/// from chunk to chunk, so that a pass over a file allocates (and faults in) neither per
+/// chunk.
+#[derive(Default)]
+pub struct ChunkDecompressor {
+    buf: Vec<u8>,
+    #[cfg(feature = "compression")]
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+impl std::fmt::Debug for ChunkDecompressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkDecompressor")
+            .field("buf", &self.buf.capacity())
+            .finish_non_exhaustive()
     }
-    let size = usize::try_from(uncompressed_size).map_err(|e| e.to_string())?;
-    let out = match compression {
-        "zstd" | "lz4" => decompress(compression, size, data),
-        other => {
+}
+
+impl ChunkDecompressor {
+    /// The records of the chunk at byte `offset` (see [`decompress_chunk`]): `data` when
+    /// it is not compressed, else this decompressor's buffer.
+    pub fn records<'a>(
+        &'a mut self,
+        offset: u64,
+        compression: &str,
+        uncompressed_size: u64,
+        data: &'a [u8],
+        limit: u64,
+    ) -> Result<&'a [u8], String> {
+        if compression.is_empty() {
+            return Ok(data);
+        }
+        if uncompressed_size > limit {
             return Err(format!(
-                "the chunk at byte {offset} is compressed with {other:?}, which this tool does not read (zstd, lz4 and uncompressed chunks are read)"
+                "the chunk at byte {offset} says it holds {uncompressed_size} bytes, over the {limit} read: the file is damaged there"
             ));
         }
-    };
-    let out = out.map_err(|e| {
-        format!("the chunk at byte {offset} ({compression}) does not decompress: {e}: the file is damaged there")
-    })?;
-    if out.len() != size {
-        return Err(format!(
-            "the chunk at byte {offset} ({compression}) decompresses to {} bytes, not the {size} it gives: the file is damaged there",
-            out.len()
-        ));
+        let size = usize::try_from(uncompressed_size).map_err(|e| e.to_string())?;
+        let done = match compression {
+            "zstd" | "lz4" => self.decompress(compression, size, data),
+            other => {
+                return Err(format!(
+                    "the chunk at byte {offset} is compressed with {other:?}, which this tool does not read (zstd, lz4 and uncompressed chunks are read)"
+                ));
+            }
+        };
+        done.map_err(|e| {
+            format!("the chunk at byte {offset} ({compression}) does not decompress: {e}: the file is damaged there")
+        })?;
+        if self.buf.len() != size {
+            return Err(format!(
+                "the chunk at byte {offset} ({compression}) decompresses to {} bytes, not the {size} it gives: the file is damaged there",
+                self.buf.len()
+            ));
+        }
+        Ok(&self.buf)
     }
-    Ok(Cow::Owned(out))
-}
 
-#[cfg(feature = "compression")]
-fn decompress(compression: &str, size: usize, data: &[u8]) -> Result<Vec<u8>, String> {
-    use std::io::Read as _;
-    if compression == "zstd" {
-        return zstd::bulk::decompress(data, size).map_err(|e| e.to_string());
+    /// Decompresses `data` into the buffer, `size` bytes expected (more is an error).
+    #[cfg(feature = "compression")]
+    fn decompress(&mut self, compression: &str, size: usize, data: &[u8]) -> Result<(), String> {
+        use std::io::Read as _;
+        self.buf.clear();
+        if compression == "zstd" {
+            // Room for exactly what the chunk gives: zstd refuses to write more.
+            self.buf.reserve(size);
+            let zstd = match &mut self.zstd {
+                Some(z) => z,
+                None => self
+                    .zstd
+                    .insert(zstd::bulk::Decompressor::new().map_err(|e| e.to_string())?),
+            };
+            return zstd
+                .decompress_to_buffer(data, &mut self.buf)
+                .map(drop)
+                .map_err(|e| e.to_string());
+        }
+        // An LZ4 frame; a byte more than the chunk gives is read to see that it ends there.
+        lz4::Decoder::new(data)
+            .and_then(|d| d.take(size as u64 + 1).read_to_end(&mut self.buf))
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
-    // An LZ4 frame; a byte more than the chunk gives is read to see that it ends there.
-    let mut out = Vec::with_capacity(size);
-    lz4::Decoder::new(data)
-        .and_then(|d| d.take(size as u64 + 1).read_to_end(&mut out))
-        .map_err(|e| e.to_string())?;
-    Ok(out)
-}
 
-#[cfg(not(feature = "compression"))]
-fn decompress(_compression: &str, _size: usize, _data: &[u8]) -> Result<Vec<u8>, String> {
-    Err(NO_COMPRESSION.to_string())
+    #[cfg(not(feature = "compression"))]
+    fn decompress(&mut self, _compression: &str, _size: usize, _data: &[u8]) -> Result<(), String> {
+        Err(NO_COMPRESSION.to_string())
+    }
 }
 
 /// Compresses `data` as an MCAP writer would a chunk's records (for the readers' tests
@@ -220,6 +270,34 @@ mod tests {
         assert!(e.contains("byte 99") && e.contains("\"brotli\""), "{e}");
         let e = decompress_chunk(5, "zstd", 1 << 40, b"xx", 1 << 30).unwrap_err();
         assert!(e.contains("byte 5"), "{e}");
+    }
+
+    #[test]
+    fn one_decompressor_reads_chunk_after_chunk_and_a_roomy_buffer_hides_no_damage() {
+        let big = records();
+        let small: Vec<u8> = big[..1000].to_vec();
+        for c in [Compression::default(), Compression::Lz4] {
+            let mut d = ChunkDecompressor::default();
+            for data in [&big, &small, &big, &small] {
+                let packed = compress_chunk(c, data).unwrap();
+                let back = d
+                    .records(1, c.name(), data.len() as u64, &packed, 1 << 30)
+                    .unwrap_or_else(|e| panic!("{c:?}: {e}"));
+                assert_eq!(back, data.as_slice(), "{c:?}");
+            }
+            // After a big chunk the buffer has room to spare: a small chunk that says it
+            // holds less than it does is still refused.
+            let packed = compress_chunk(c, &big).unwrap();
+            d.records(2, c.name(), big.len() as u64, &packed, 1 << 30)
+                .unwrap();
+            let packed = compress_chunk(c, &small).unwrap();
+            let e = d
+                .records(3, c.name(), small.len() as u64 - 1, &packed, 1 << 30)
+                .unwrap_err();
+            assert!(e.contains("byte 3") && e.contains("damaged"), "{c:?}: {e}");
+            // And an uncompressed chunk is the data itself.
+            assert_eq!(d.records(4, "", 3, b"abc", 1 << 30).unwrap(), b"abc");
+        }
     }
 }
 

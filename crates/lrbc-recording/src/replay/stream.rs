@@ -13,7 +13,7 @@ use std::io::Read;
 use mcap::records::{Metadata, Record, op};
 use mcap::sans_io::linear_reader::{LinearReadEvent, LinearReader, LinearReaderOptions};
 
-use super::reader::{MAX_RECORD_BYTES, Records, check_profile, chunk_records, is_frame_channel};
+use super::reader::{MAX_RECORD_BYTES, Records, check_profile, is_frame_channel};
 
 /// Bytes asked of the file at a time.
 const BLOCK: usize = 1 << 20;
@@ -78,6 +78,8 @@ pub fn read_recording<E: From<ReadError>>(
     );
     let mut state = State::default();
     let mut end = End::default();
+    // One buffer and zstd context for every chunk of the file.
+    let mut chunks = crate::format::ChunkDecompressor::default();
     // Where the next record starts: after the magic, then record after record.
     let mut offset = MAGIC_BYTES;
     while let Some(event) = reader.next_event() {
@@ -97,8 +99,16 @@ pub fn read_recording<E: From<ReadError>>(
                 offset += RECORD_PREFIX + data.len() as u64;
                 let record = mcap::parse_record(opcode, data).map_err(damaged)?;
                 if let Record::Chunk { header, data } = record {
-                    let records = chunk_records(at, &header, &data).map_err(ReadError::Chunk)?;
-                    for inner in Records(&records) {
+                    let records = chunks
+                        .records(
+                            at,
+                            &header.compression,
+                            header.uncompressed_size,
+                            &data,
+                            MAX_RECORD_BYTES,
+                        )
+                        .map_err(ReadError::Chunk)?;
+                    for inner in Records(records) {
                         let (op, body) = inner.map_err(ReadError::Damaged)?;
                         let record = mcap::parse_record(op, body).map_err(damaged)?;
                         state.record(record, &mut on)?;
