@@ -20,7 +20,7 @@ use lrbc::control::{lease_holder, unavailable_reason};
 use lrbc::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
 use lrbc::sync::lock;
 use lrbc_live::controller::ControlWorker;
-use lrbc_live::detect::{EventKind, EventLog};
+use lrbc_live::detect::{DetectSettings, EventKind, EventLog};
 use lrbc_live::episodes::EpisodeBook;
 use lrbc_live::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
 use lrbc_live::traffic::{OnTraffic, TrafficLimits, TrafficStore, TrafficTap};
@@ -119,15 +119,23 @@ impl Frames {
         }
     }
 
-    /// New settings. Err: the detector's cannot be used on this segment (the rest are
-    /// taken).
-    pub fn set_settings(&self, settings: SamplerSettings) -> Result<(), String> {
+    /// New settings, all but the detector's (see [`Self::set_detect`]).
+    pub fn set_settings(&self, settings: SamplerSettings) {
         match self {
-            Self::Live(s) => return s.set_settings(settings),
+            Self::Live(s) => s.set_settings(settings),
             Self::Recording(p) => p.set_settings(settings),
             Self::Remote(v) => v.set_settings(settings),
         }
-        Ok(())
+    }
+
+    /// What the live detector looks for. Err: these settings cannot be used on this
+    /// segment (the detector keeps its own). A recording's and a served run's events
+    /// come with them: nothing to change.
+    pub fn set_detect(&self, detect: DetectSettings) -> Result<(), String> {
+        match self {
+            Self::Live(s) => s.set_detect(detect),
+            Self::Recording(_) | Self::Remote(_) => Ok(()),
+        }
     }
 
     /// Every env's episodes: the live accountant's, a recording's (none for a served
@@ -515,8 +523,7 @@ impl Session {
 
     /// Applies a new memory budget to the sampler's settings and the traffic tap.
     pub fn set_limits(&self, settings: SamplerSettings, limits: TrafficLimits) {
-        // Only the memory budget changed: nothing the detector checks.
-        let _ = self.sampler.set_settings(settings);
+        self.sampler.set_settings(settings);
         *lock(&self.traffic_limits) = limits;
         match &self.sampler {
             Frames::Recording(p) => p.set_limits(limits),

@@ -161,7 +161,7 @@ pub(super) fn headless_sampler(
     Sampler::start(
         attach(target, choice)?,
         SamplerSettings {
-            watched_envs: Vec::new(),
+            watched_envs: lrbc_live::sampler::WatchedEnvs::default(),
             history_frames: 1,
             detail_frames: 1,
             max_image_hz: 0.0,

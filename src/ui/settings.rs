@@ -104,7 +104,7 @@ pub struct Settings {
     pub theme: Theme,
     /// Most recent first.
     pub recent_targets: Vec<String>,
-    pub watched_envs: Vec<u32>,
+    pub watched_envs: lrbc_live::sampler::WatchedEnvs,
     pub history_frames: usize,
     pub detail_frames: usize,
     /// Seconds of history the env plots show (0: all).

@@ -136,7 +136,7 @@ fn the_divergence_panel_lists_where_a_run_departs_from_its_baseline_and_goes_the
             .and_then(|s| s.recording())
             .is_some_and(|(_, p)| p.state().seek_to.is_none() && p.state().frame_seq == Some(800))
     });
-    assert!(h.state().settings.watched_envs.contains(&7));
+    assert!(h.state().settings.watched_envs.contains(7));
     let said = h.state().status_message().unwrap_or_default().to_string();
     assert!(
         said.contains("env 7 diverged from the baseline at frame 799"),
@@ -166,7 +166,7 @@ fn the_envs_and_episodes_panels_draw_the_baseline_over_the_run() {
         0.25,
     );
     let settings = lrbc_inspector::ui::settings::Settings {
-        watched_envs: vec![0, 1],
+        watched_envs: lrbc_live::sampler::WatchedEnvs::new([0, 1]),
         plot_window_secs: 0.5,
         obs_channels: vec![0],
         act_channels: vec![0],
@@ -286,7 +286,7 @@ fn a_live_run_is_compared_with_its_baseline_as_it_goes_and_a_click_pauses_there(
         Some(d.frame_seq_b),
         "paused at the divergence's frame"
     );
-    assert!(h.state().settings.watched_envs.contains(&5));
+    assert!(h.state().settings.watched_envs.contains(5));
     drop(h);
     drop(sim);
     let _ = std::fs::remove_dir_all(&dir);

@@ -89,11 +89,11 @@ fn the_episodes_of_a_recording_sort_and_a_click_goes_to_an_env_or_an_episode() {
     assert_eq!(first_env, best.0, "the best mean return first: {shown:?}");
     // A click on an env watches it.
     let target = (0..b.num_envs)
-        .find(|e| !h.state().settings.watched_envs.contains(e))
+        .find(|e| !h.state().settings.watched_envs.contains(*e))
         .unwrap();
     h.get_by_label(&row_text(target)).click();
     h.run_steps(2);
-    assert!(h.state().settings.watched_envs.contains(&target));
+    assert!(h.state().settings.watched_envs.contains(target));
     // A recent episode: the timeline goes to its last frame, the plots show it whole.
     h.state_mut().episodes_view.section = Section::Recent;
     h.run_steps(3);
@@ -119,7 +119,7 @@ fn the_episodes_of_a_recording_sort_and_a_click_goes_to_an_env_or_an_episode() {
         window >= secs && window <= secs * 1.1 + 0.05,
         "{window} for {secs}"
     );
-    assert!(h.state().settings.watched_envs.contains(&e.env));
+    assert!(h.state().settings.watched_envs.contains(e.env));
     assert_eq!(
         h.state().episode_span,
         Some((e.env, e.first_ns, e.last_ns)),

@@ -233,7 +233,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
     // A click goes to the event: the view paused at its frame, its env watched, its
     // camera shown.
     assert!(h.state().session.as_ref().unwrap().paused.is_none());
-    assert!(!h.state().settings.watched_envs.contains(&2));
+    assert!(!h.state().settings.watched_envs.contains(2));
     let label = row_text(&h).unwrap();
     h.get_by_label(&label).click();
     h.run_steps(3);
@@ -241,7 +241,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
     let paused = app.session.as_ref().unwrap().paused.as_ref();
     let frame = paused.and_then(|f| f.frame()).map(|(seq, _)| seq);
     assert_eq!(frame, Some(40), "the paused view's frame");
-    assert!(app.settings.watched_envs.contains(&2), "env 2 is watched");
+    assert!(app.settings.watched_envs.contains(2), "env 2 is watched");
     assert_eq!(app.cameras_view.selected, 2, "env 2's camera is shown");
     drop(h);
     drop(run);
@@ -310,7 +310,7 @@ fn clicking_an_event_of_a_recording_moves_the_timeline_to_its_frame() {
     });
     assert_eq!(frame_seq(h.state()), Some(300), "the timeline's frame");
     assert!(
-        h.state().settings.watched_envs.contains(&2),
+        h.state().settings.watched_envs.contains(2),
         "env 2 is watched"
     );
     let _ = std::fs::remove_file(&path);

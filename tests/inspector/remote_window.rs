@@ -394,5 +394,5 @@ fn the_events_of_a_served_run_show_in_the_window_and_a_click_pauses_the_view_the
     let s = h.state().session.as_ref().unwrap();
     let paused = s.paused.as_ref().expect("the view paused at the event");
     assert_eq!(paused.frame().map(|(seq, _)| seq), Some(150));
-    assert!(h.state().settings.watched_envs.contains(&5));
+    assert!(h.state().settings.watched_envs.contains(5));
 }

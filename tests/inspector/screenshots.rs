@@ -52,7 +52,7 @@ fn settings(scratch: &Path) -> Settings {
         recordings_dir: scratch.join("recordings"),
         // No flight recording saved around the planted faults (its note would show).
         flight_on: Vec::new(),
-        watched_envs: vec![0, 1, 2],
+        watched_envs: lrbc_live::sampler::WatchedEnvs::new([0, 1, 2]),
         plot_window_secs: 10.0,
         // Every frame followed, a busy machine or not: each planted fault is found.
         busy_budget_percent: 0.0,

@@ -48,7 +48,7 @@ fn recording(file: &str, num_envs: u32, frames: u64, nan_at: u64) -> PathBuf {
 
 fn settings() -> Settings {
     Settings {
-        watched_envs: vec![0, 1, 2],
+        watched_envs: lrbc_live::sampler::WatchedEnvs::new([0, 1, 2]),
         plot_window_secs: 2.0,
         ..Settings::default()
     }

@@ -60,7 +60,7 @@ fn engine(name: &str, num_envs: u32) -> Engine {
 
 fn settings() -> Settings {
     let mut s = Settings {
-        watched_envs: vec![0, 1, 2],
+        watched_envs: lrbc_live::sampler::WatchedEnvs::new([0, 1, 2]),
         // Every frame followed, a busy machine or not.
         busy_budget_percent: 0.0,
         // No flight recording saved around the planted faults (nor its note shown).

@@ -144,7 +144,10 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
     h.get_by_label("Next >").click();
     h.step();
     let after = h.state().settings.watched_envs.clone();
-    assert_eq!(after, before.iter().map(|e| e + 1).collect::<Vec<_>>());
+    assert_eq!(
+        Vec::from(after.clone()),
+        before.iter().map(|e| e + 1).collect::<Vec<_>>()
+    );
     assert_eq!(
         h.state()
             .session
@@ -161,7 +164,7 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
         let d = s.sampler.lock();
         after
             .iter()
-            .all(|e| d.envs.get(e).is_some_and(|hist| hist.points.len() > 3))
+            .all(|e| d.envs.get(&e).is_some_and(|hist| hist.points.len() > 3))
     });
     // Traffic: the streams were subscribed before the window attached; their items are
     // counted as such, not as orphans.

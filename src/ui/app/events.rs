@@ -8,6 +8,7 @@
 use super::InspectorApp;
 use crate::ui::panels::episodes::EpisodesAction;
 use lrbc_live::detect::Event;
+use lrbc_live::sampler::Watched;
 
 impl InspectorApp {
     pub(super) fn go_to_event(&mut self, e: &Event) {
@@ -84,20 +85,20 @@ impl InspectorApp {
         self.say(note, false);
     }
 
-    /// Makes `env` a watched env (the oldest of 16 goes) and shows its camera: what to
-    /// add to the status line.
+    /// Makes `env` a watched env (at the cap, in place of the one watched longest) and
+    /// shows its camera: what to add to the status line.
     pub(super) fn watch_env(&mut self, env: u32, has_images: bool) -> String {
-        let mut note = String::new();
-        if !self.settings.watched_envs.contains(&env) {
-            self.settings.watched_envs.push(env);
-            if self.settings.watched_envs.len() > 16 {
-                self.settings.watched_envs.remove(0);
+        let note = match self.settings.watched_envs.watch(env) {
+            Watched::Already => String::new(),
+            Watched::Added => format!("; env {env} is watched from now on"),
+            Watched::Replacing(old) => {
+                format!("; env {env} is watched from now on, in place of env {old}")
             }
-            if let Some(s) = &self.session {
-                // Only the watched envs changed: nothing the detector checks.
-                let _ = s.sampler.set_settings(self.settings.sampler());
-            }
-            note = format!("; env {env} is watched from now on");
+        };
+        if !note.is_empty()
+            && let Some(s) = &self.session
+        {
+            s.sampler.set_settings(self.settings.sampler());
         }
         if has_images {
             self.cameras_view.selected = env;

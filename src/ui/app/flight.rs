@@ -149,13 +149,7 @@ impl InspectorApp {
         self.flight.state = state;
         if self.flight.flight.is_none() && !is_gone(state) {
             let num_envs = s.geometry().num_envs;
-            let mut envs: Vec<u32> = self
-                .settings
-                .watched_envs
-                .iter()
-                .copied()
-                .filter(|&e| e < num_envs)
-                .collect();
+            let mut envs = self.settings.watched_envs.within(num_envs);
             if envs.is_empty() {
                 envs = (0..num_envs.min(DEFAULT_ENVS)).collect();
             }

@@ -90,8 +90,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                             .inner
                     };
                     if actions.watched_changed {
-                        // Only the watched envs changed: nothing the detector checks.
-                        let _ = self.session.sampler.set_settings(self.settings.sampler());
+                        self.session.sampler.set_settings(self.settings.sampler());
                     }
                 }
                 Pane::Events => {

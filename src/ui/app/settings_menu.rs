@@ -158,7 +158,10 @@ impl InspectorApp {
         for s in self.session.iter().chain(&self.nodes) {
             if memory_changed {
                 s.set_limits(self.settings.sampler(), self.settings.traffic_limits());
-            } else if changed && let Err(e) = s.sampler.set_settings(self.settings.sampler()) {
+            } else if changed {
+                s.sampler.set_settings(self.settings.sampler());
+            }
+            if changed && let Err(e) = s.sampler.set_detect(self.settings.detect.clone()) {
                 refused = Some(e);
             }
         }

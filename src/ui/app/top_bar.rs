@@ -3,7 +3,6 @@
 
 use super::{InspectorApp, apply_theme};
 use crate::ui::panels::cameras::ShotRequest;
-use crate::ui::panels::envs;
 use crate::ui::screenshot::Shot;
 use crate::ui::settings::{Pane, Theme, default_tree};
 
@@ -36,9 +35,8 @@ impl InspectorApp {
             && let Some(s) = &self.session
         {
             let g = s.geometry().clone();
-            envs::shift_envs(&mut self.settings, &g, if next { 1 } else { -1 });
-            // Only the watched envs changed: nothing the detector checks.
-            let _ = s.sampler.set_settings(self.settings.sampler());
+            (self.settings.watched_envs).shift(if next { 1 } else { -1 }, g.num_envs);
+            s.sampler.set_settings(self.settings.sampler());
         }
         if theme {
             self.toggle_theme(ui.ctx());

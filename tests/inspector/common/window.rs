@@ -39,7 +39,7 @@ pub fn settings_in(dir: &Path) -> Settings {
         screenshot_dir: dir.to_path_buf(),
         busy_budget_percent: 0.0,
         flight_on: Vec::new(),
-        watched_envs: vec![0],
+        watched_envs: lrbc_live::sampler::WatchedEnvs::new([0]),
         ..Settings::default()
     }
 }

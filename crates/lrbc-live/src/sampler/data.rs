@@ -216,7 +216,7 @@ impl SamplerData {
 /// What the sampler should do; readers may change it at any time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplerSettings {
-    pub watched_envs: Vec<u32>,
+    pub watched_envs: super::WatchedEnvs,
     /// Frames of overview and reward history kept.
     pub history_frames: usize,
     /// Frames of observation/action history kept per watched env.
@@ -244,7 +244,7 @@ pub struct SamplerSettings {
 impl Default for SamplerSettings {
     fn default() -> Self {
         Self {
-            watched_envs: vec![0, 1, 2, 3],
+            watched_envs: super::WatchedEnvs::new(0..4),
             history_frames: 180_000,
             detail_frames: 30_000,
             history_bytes: crate::memory::MemoryBudget::default().histories(),

@@ -9,13 +9,13 @@
 //!
 //! One file per part: the shared data (`data`), bounded histories (`history`), the
 //! per-frame reductions (`reduce`), the live counters (`counters`), the follower's sink
-//! (`sink`), and the auxiliary thread (`auxiliary`: state, re-attachment, images). On a
+//! (`sink`), the watched envs and their rule (`watched`), and the auxiliary thread (`auxiliary`: state, re-attachment, images). On a
 //! busy machine the follower keeps to the budget of `crate::busy`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::detect::{Diagnosis, EventLog};
+use crate::detect::{DetectSettings, Diagnosis, EventLog};
 use crate::episodes::{EpisodeBook, EpisodeTracker};
 use crate::follower::Subscription;
 use crate::watch::AttachmentWatch;
@@ -29,6 +29,7 @@ mod data;
 mod history;
 mod reduce;
 mod sink;
+mod watched;
 
 pub use data::{
     BUSY_READER_WAKE_NS, Counters, DEFAULT_BUSY_BUDGET_PERCENT, EnvDetail, EnvHistory, EnvPoint,
@@ -36,6 +37,7 @@ pub use data::{
     SamplerStats, WINDOW_BUSY_BUDGET_PERCENT, history_capacities,
 };
 pub use history::Ring;
+pub use watched::{MAX_WATCHED_ENVS, Watched, WatchedEnvs};
 
 use crate::busy::CpuTimes;
 use auxiliary::AuxWorker;
@@ -189,21 +191,34 @@ impl Sampler {
         lock(&self.settings).clone()
     }
 
-    /// New settings; the detector's are checked against the segment first (Err: they
-    /// cannot be used, and the detector keeps its own; the rest are taken).
-    pub fn set_settings(&self, s: SamplerSettings) -> Result<(), String> {
-        let mut result = Ok(());
-        if let (Some(d), Some((detect, _))) = (&self.diagnosis, &s.detect) {
-            if *detect != d.settings() {
-                result = d.set_settings(detect.clone());
-            }
+    /// New settings, all but the detector's: those are checked against the segment
+    /// first, and change only through [`Self::set_detect`].
+    pub fn set_settings(&self, mut s: SamplerSettings) {
+        if let Some(d) = &self.diagnosis {
             d.set_busy_budget(s.busy_budget_percent);
         }
         if let Some(e) = &self.episodes {
             e.set_busy_budget(s.busy_budget_percent);
         }
-        *lock(&self.settings) = s;
-        result
+        let mut current = lock(&self.settings);
+        s.detect.clone_from(&current.detect);
+        *current = s;
+    }
+
+    /// What the detector looks for from its next frame. Err: these settings cannot be
+    /// used on this segment, and the detector keeps its own. No detector runs: nothing
+    /// to change.
+    pub fn set_detect(&self, detect: DetectSettings) -> Result<(), String> {
+        let Some(d) = &self.diagnosis else {
+            return Ok(());
+        };
+        if detect != d.settings() {
+            d.set_settings(detect.clone())?;
+        }
+        if let Some((kept, _)) = &mut lock(&self.settings).detect {
+            *kept = detect;
+        }
+        Ok(())
     }
 
     pub fn stats(&self) -> SamplerStats {

@@ -93,18 +93,14 @@ impl SamplerSink {
         d.yielding = tick.yielding;
         let settings = &self.current;
         let g = &tick.attached.geometry;
-        let watched = settings
-            .watched_envs
-            .iter()
-            .filter(|&&e| e < g.num_envs)
-            .count();
+        let watched = settings.watched_envs.within(g.num_envs).len();
         let values = (g.obs_size as usize).saturating_add(g.act_size as usize);
         let (frames_cap, detail_cap) = history_capacities(settings, watched, values);
         d.frames.set_capacity(frames_cap);
         for f in p.frames {
             d.frames.push(f);
         }
-        d.envs.retain(|e, _| settings.watched_envs.contains(e));
+        d.envs.retain(|&e, _| settings.watched_envs.contains(e));
         for h in d.envs.values_mut() {
             h.points.set_capacity(frames_cap);
             h.detail.set_capacity(detail_cap);
@@ -150,7 +146,7 @@ impl FrameSink for SamplerSink {
         self.pending
             .frames
             .push(aggregate(f, now, hot, c.latency_ns, &mut self.scratch));
-        for &e in &self.current.watched_envs {
+        for e in self.current.watched_envs.iter() {
             let i = e as usize;
             let Some(&reward) = hot.rewards.get(i) else {
                 continue;
@@ -206,7 +202,7 @@ impl FrameSink for SamplerSink {
         self.pending.counts.add(&tick.counts);
         self.flush(tick);
         Wants {
-            envs: self.current.watched_envs.clone(),
+            envs: self.current.watched_envs.iter().collect(),
             busy_budget_percent: self.current.busy_budget_percent,
             min_hold_ns: self.repaint_interval_ns,
             check: None,

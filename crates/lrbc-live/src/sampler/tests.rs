@@ -67,7 +67,7 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
     s.act_size = 1;
     let seg = TestSegment::create("sampler", &s);
     let settings = SamplerSettings {
-        watched_envs: vec![2, 7],
+        watched_envs: WatchedEnvs::new([2, 7]),
         busy_budget_percent: None,
         ..SamplerSettings::default()
     };

@@ -181,9 +181,7 @@ impl MessageFeed {
                 return Fed::Unread;
             };
             let frame_seq = f.frame_seq;
-            let watched: Vec<u32> = (settings.watched_envs.iter().copied())
-                .filter(|&e| e < self.geometry.num_envs)
-                .collect();
+            let watched = settings.watched_envs.within(self.geometry.num_envs);
             let new_rows = self.rows_seq.is_none_or(|s| frame_seq > s);
             let gap = if self.last_seq.is_some_and(|s| frame_seq <= s) {
                 // Its summary came first, with the all-env figures: the frame adds the
@@ -308,9 +306,7 @@ impl MessageFeed {
     /// together when an image came, and expires unanswered requests as of `now_ns`.
     pub fn flush(&mut self, settings: &SamplerSettings, limits: TrafficLimits, now_ns: u64) {
         let g = Arc::clone(&self.geometry);
-        let watched: Vec<u32> = (settings.watched_envs.iter().copied())
-            .filter(|&e| e < g.num_envs)
-            .collect();
+        let watched = settings.watched_envs.within(g.num_envs);
         let values = (g.obs_size as usize).saturating_add(g.act_size as usize);
         let (frames_cap, detail_cap) = history_capacities(settings, watched.len(), values);
         // The region is put together at most [`IMAGE_EVERY_NS`] apart: a camera image
@@ -423,7 +419,7 @@ mod tests {
         let g = geometry();
         // Env 1 has a row in the summary; env 3 is served whole but has none.
         let settings = SamplerSettings {
-            watched_envs: vec![1, 3],
+            watched_envs: lrbc_live::sampler::WatchedEnvs::new([1, 3]),
             ..SamplerSettings::default()
         };
         let limits = TrafficLimits::default();
@@ -464,7 +460,7 @@ mod tests {
         let g = geometry();
         let n = g.num_envs as usize;
         let settings = SamplerSettings {
-            watched_envs: vec![1],
+            watched_envs: lrbc_live::sampler::WatchedEnvs::new([1]),
             ..SamplerSettings::default()
         };
         let limits = TrafficLimits::default();

@@ -22,7 +22,8 @@ use lrbc::layout::Geometry;
 use lrbc_live::check::{Channel, ChannelKind};
 use lrbc_live::detect::{EventKind, EventLog, thousands};
 use lrbc_live::sampler::{
-    EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, Ring, SamplerData,
+    EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, MAX_WATCHED_ENVS, Ring, SamplerData,
+    Watched,
 };
 
 /// Events marked on the plots, at most (the newest in the window).
@@ -485,7 +486,7 @@ fn controls(ui: &mut egui::Ui, g: &Geometry, settings: &mut Settings, actions: &
     ui.horizontal_wrapped(|ui| {
         ui.label("Watched envs:");
         let mut remove = None;
-        for (i, &e) in settings.watched_envs.iter().enumerate() {
+        for (i, e) in settings.watched_envs.iter().enumerate() {
             if ui
                 .add(egui::Button::new(
                     egui::RichText::new(format!("env {e} x")).color(series_color(i)),
@@ -497,8 +498,7 @@ fn controls(ui: &mut egui::Ui, g: &Geometry, settings: &mut Settings, actions: &
             }
         }
         if let Some(e) = remove {
-            settings.watched_envs.retain(|&w| w != e);
-            actions.watched_changed = true;
+            actions.watched_changed |= settings.watched_envs.unwatch(e);
         }
         let id = ui.scope_id().with("add_env");
         let mut next: u32 = ui.data(|data| data.get_temp(id)).unwrap_or(0);
@@ -512,21 +512,20 @@ fn controls(ui: &mut egui::Ui, g: &Geometry, settings: &mut Settings, actions: &
         ui.data_mut(|data| data.insert_temp(id, next));
         if ui
             .button("Watch")
-            .on_hover_text("watch this env too (up to 16)")
+            .on_hover_text(format!(
+                "watch this env too (up to {MAX_WATCHED_ENVS}: then in place of the one watched longest)"
+            ))
             .clicked()
-            && !settings.watched_envs.contains(&next)
-            && settings.watched_envs.len() < 16
             && next < g.num_envs
         {
-            settings.watched_envs.push(next);
-            actions.watched_changed = true;
+            actions.watched_changed |= settings.watched_envs.watch(next) != Watched::Already;
         }
         if ui
             .button("< Previous")
             .on_hover_text("shift the watched envs down ( [ )")
             .clicked()
         {
-            shift_envs(settings, g, -1);
+            settings.watched_envs.shift(-1, g.num_envs);
             actions.watched_changed = true;
         }
         if ui
@@ -534,7 +533,7 @@ fn controls(ui: &mut egui::Ui, g: &Geometry, settings: &mut Settings, actions: &
             .on_hover_text("shift the watched envs up ( ] )")
             .clicked()
         {
-            shift_envs(settings, g, 1);
+            settings.watched_envs.shift(1, g.num_envs);
             actions.watched_changed = true;
         }
         ui.separator();
@@ -563,15 +562,6 @@ fn controls(ui: &mut egui::Ui, g: &Geometry, settings: &mut Settings, actions: &
         .labelled_by(window_label.id)
         .on_hover_text("seconds of history shown; 0 shows everything kept");
     });
-}
-
-/// Moves every watched env by `delta`, wrapping within the segment's envs.
-pub fn shift_envs(settings: &mut Settings, g: &Geometry, delta: i64) {
-    let n = i64::from(g.num_envs.max(1));
-    for e in &mut settings.watched_envs {
-        *e = (i64::from(*e) + delta).rem_euclid(n) as u32;
-    }
-    settings.watched_envs.dedup();
 }
 
 fn channel_menu(
@@ -670,10 +660,8 @@ fn values_report(
                     e.value_text()
                 ),
             );
-            if !settings.watched_envs.contains(&env) && ui.small_button("watch this env").clicked()
-            {
-                settings.watched_envs.push(env);
-                actions.watched_changed = true;
+            if !settings.watched_envs.contains(env) && ui.small_button("watch this env").clicked() {
+                actions.watched_changed |= settings.watched_envs.watch(env) != Watched::Already;
             }
         });
     }
