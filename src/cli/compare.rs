@@ -14,8 +14,8 @@ use lrbc_recording::compare::{AgainstBaseline, LiveFrames, rec_frame_of};
 use lrbc_recording::format::RecFrame;
 
 use lrbc_live::check::Channel;
-use lrbc_live::detect::thousands;
 use lrbc_live::stats::Interval;
+use lrbc_live::text::{plural, thousands};
 use lrbc_recording::compare::{
     CompareCounts, Difference, Divergence, DivergenceOrigin, EpisodeTally, EpisodesCompared,
     EventsCompared, FINISHED_ENDINGS, FilesCompared, ReturnVerdict, Tolerance, compare_files,
@@ -177,7 +177,7 @@ fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result
         .map_err(|e| CliError::Other(format!("cannot follow the segment: {e}")))?;
     // This thread and the comparison's run in the time the engine and trainer leave
     // over; the follower, started above, keeps its own priority.
-    lrbc_platform::lower_thread_priority(lrbc_recording::compare::COMPARISON_NICE);
+    lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
     eprintln!(
         "compare: {} against {}: each env's first divergence as the run reaches it (Ctrl-C to stop)",
         attached.label(),
@@ -245,10 +245,6 @@ fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result
         );
     }
     failed_on(args, &r)
-}
-
-fn plural(n: u64) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 /// The value's label: `obs[3] (knee_vel)`, `act[1]`, `reward`, `done`.

@@ -10,8 +10,10 @@ use super::{CliError, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
 use lrbc::sync::lock;
-use lrbc_live::detect::{format_value, thousands};
+use lrbc_live::detect::format_value;
 use lrbc_live::episodes::{Ending, Episode, EpisodeBook, RunTotals};
+use lrbc_live::text::plural;
+use lrbc_live::text::thousands;
 
 /// The options of `episodes`.
 #[derive(Debug, clap::Args)]
@@ -50,7 +52,7 @@ pub fn line(e: &Episode, t0_ns: u64) -> String {
         e.first_frame,
         e.last_frame,
         e.length(),
-        if e.length() == 1 { "" } else { "s" },
+        plural(e.length()),
         e.ending.as_str(),
     );
     if e.began_before {
@@ -59,7 +61,7 @@ pub fn line(e: &Episode, t0_ns: u64) -> String {
         line.push_str(&format!(
             " (incomplete: {} frame{} not taken)",
             thousands(e.lacking),
-            if e.lacking == 1 { "" } else { "s" },
+            plural(e.lacking),
         ));
     }
     if let Some(f) = e.nonfinite_frame {

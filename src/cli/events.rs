@@ -13,7 +13,8 @@ use lrbc::attach::{Target, attach};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::layout::LayoutChoice;
 use lrbc::sync::lock;
-use lrbc_live::detect::{DetectSettings, Event, EventKind, EventTotals, thousands};
+use lrbc_live::detect::{DetectSettings, Event, EventKind, EventTotals};
+use lrbc_live::text::thousands;
 use lrbc_live::traffic::{RingSelection, Traffic};
 
 /// The exit code when an event of a `--fail-on` kind was found.

@@ -8,6 +8,7 @@ use clap::Args;
 
 use super::CliError;
 use super::record::{EnvList, parse_envs};
+use lrbc_live::text::plural;
 use lrbc_recording::export::{self, ExportError, ExportFormat, ExportOptions, ExportSummary};
 
 #[derive(Debug, Clone, Args)]
@@ -167,7 +168,7 @@ fn run_lerobot(a: &ExportArgs, dir: &Path) -> Result<(), CliError> {
     } else {
         format!(
             "env{} {}",
-            if s.envs.len() == 1 { "" } else { "s" },
+            plural(s.envs.len()),
             s.envs
                 .iter()
                 .map(u32::to_string)

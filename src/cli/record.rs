@@ -146,7 +146,7 @@ pub fn run(target: &Target, choice: LayoutChoice, o: RecordOptions) -> Result<()
     // An observer: this thread (encoding) runs in the time the engine and trainer leave
     // over. The frame follower, started above, keeps its own priority: a follower niced
     // below them would be woken late and lose frames.
-    lrbc_platform::lower_thread_priority(19);
+    lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
     if o.images {
         capture = capture.with_images();
     }

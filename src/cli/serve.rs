@@ -365,7 +365,7 @@ pub fn run_until(
         .send_metadata(o.clock.now_ns(), serving.feed.capture().prelude());
     // An observer: this thread runs in the time the engine and trainer leave over; the
     // frame follower, started above, keeps its own priority.
-    lrbc_platform::lower_thread_priority(19);
+    lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
     let why = serving.serve_until_stopped(stop)?;
     serving.finish(why)
 }

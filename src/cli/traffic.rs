@@ -115,7 +115,7 @@ impl EngineCheck {
 pub fn run(target: &Target, choice: LayoutChoice, o: TrafficOptions) -> Result<(), CliError> {
     let stop = stop_flag();
     // An observer: it runs in the time the engine and trainer leave over.
-    lrbc_platform::lower_thread_priority(19);
+    lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
     let a = attach(target, choice)?;
     let mut traffic = Traffic::new(&a, o.rings);
     if traffic.rings().is_empty() {

@@ -227,7 +227,7 @@ impl Baseline {
         let obs_size = g.obs_size as usize;
         let (q, sh) = (Arc::clone(&quit), Arc::clone(&shared));
         let started = spawn("lrbc-baseline-live", move || {
-            lrbc_platform::lower_thread_priority(lrbc_recording::compare::COMPARISON_NICE);
+            lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
             follow_live(baseline, &frames, (obs_size, max_envs), &q, &sh, &*waker);
         });
         if let Err(e) = started {

@@ -22,16 +22,13 @@ use std::sync::atomic::AtomicBool;
 use lrbc::attach::Target;
 use lrbc::layout::LayoutChoice;
 
-/// The nice value of the window's thread (and of the threads the GL driver starts).
-const WINDOW_NICE: i32 = 15;
-
 /// Drawing yields to the engine, the trainer and the sampler: the calling thread (the
 /// window's, or the app's without a window) and every thread it starts from here on (a
 /// software rasteriser's among them) run niced, but for the frame followers, which keep
 /// the priority it had.
 pub fn yield_to_the_run() {
     lrbc_live::follower::keep_priority_for_followers();
-    lrbc_platform::lower_thread_priority(WINDOW_NICE);
+    lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Window);
 }
 
 /// Opens the window (blocks until it is closed, or Ctrl-C closes it).

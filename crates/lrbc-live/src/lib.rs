@@ -2,6 +2,7 @@
 //! segment and its consumers. No window, async runtime, TLS or file format.
 //!
 //! Modules, each using only those above it:
+//! - `text`: counts in words: thousands separators and plurals
 //! - `memory`: the window's memory budget and its shares
 //! - `stats`: quantiles, medians and geometric means: one convention for every figure
 //! - `busy`: yielding to a busy machine: a CPU budget for observers
@@ -27,5 +28,6 @@ pub mod memory;
 pub mod rhythm;
 pub mod sampler;
 pub mod stats;
+pub mod text;
 pub mod traffic;
 pub mod watch;

@@ -32,6 +32,47 @@ mod windows;
 #[cfg(windows)]
 pub use windows::*;
 
+/// What a thread of the inspector does, which says how far it yields to the engine and
+/// the trainer: the one table of the threads' priorities. On Unix each role is a nice
+/// value; on Windows, a thread priority level (see `lower_thread_priority`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadRole {
+    /// The frame follower (nice 0). It wakes about once a frame for a few microseconds,
+    /// and a frame stays readable only until the engine writes the next one: a follower
+    /// niced below the engine and the trainer is woken late whenever they keep both cores
+    /// busy, and loses frames. What keeps it from slowing the run is the busy-machine
+    /// budget, not its priority.
+    Follower,
+    /// The sampler's auxiliary thread: the attachment's state, re-attachment, camera
+    /// images (nice 10).
+    Sampler,
+    /// The window's thread and the threads its drawing starts (nice 15).
+    Window,
+    /// Work no frame waits for: writing and compressing recordings, decoding ring
+    /// traffic, serving, reading a baseline and comparing (nice 19). What it cannot do in
+    /// time is queued, dropped or counted by its owner.
+    Background,
+}
+
+impl ThreadRole {
+    /// The role's nice value (Unix).
+    pub const fn nice(self) -> i32 {
+        match self {
+            Self::Follower => 0,
+            Self::Sampler => 10,
+            Self::Window => 15,
+            Self::Background => 19,
+        }
+    }
+}
+
+/// Gives the calling thread the priority of its role, so that it runs in the time the
+/// engine and the trainer leave over (a thread's priority passes to the threads it
+/// starts).
+pub fn set_thread_role(role: ThreadRole) {
+    lower_thread_priority(role.nice());
+}
+
 /// What to ask of another process (`send_signal`).
 #[cfg(feature = "process")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,7 +163,7 @@ mod tests {
         let nice = std::thread::Builder::new()
             .name("slice-test".into())
             .spawn(|| {
-                lower_thread_priority(7);
+                set_thread_role(ThreadRole::Sampler);
                 let taken = request_short_slice(100_000);
                 // SAFETY: gettid has no preconditions; getpriority reads this thread's value.
                 let n =
@@ -132,6 +173,6 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
-        assert_eq!(nice.1, 7, "taken: {}", nice.0);
+        assert_eq!(nice.1, ThreadRole::Sampler.nice(), "taken: {}", nice.0);
     }
 }

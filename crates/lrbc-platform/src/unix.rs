@@ -117,7 +117,7 @@ pub fn set_env_at_startup(key: &str, value: &str) {
 
 /// Lowers the calling thread's scheduling priority (nice value), so that it runs in the
 /// time the engine and the trainer leave over and never delays them.
-pub fn lower_thread_priority(nice: i32) {
+pub(crate) fn lower_thread_priority(nice: i32) {
     #[cfg(not(target_os = "linux"))]
     let _ = nice;
     #[cfg(target_os = "linux")]

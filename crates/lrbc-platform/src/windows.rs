@@ -152,7 +152,7 @@ pub fn set_env_at_startup(key: &str, value: &str) {
 /// trainer leave over. Unix nice values map to Windows' coarser levels: 10 and more is
 /// "lowest", 1 to 9 "below normal", 0 and less "normal" (a thread that must not be
 /// niced, the frame follower, stays at the level threads start with).
-pub fn lower_thread_priority(nice: i32) {
+pub(crate) fn lower_thread_priority(nice: i32) {
     let level = if nice >= 10 {
         THREAD_PRIORITY_LOWEST
     } else if nice > 0 {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use lrbc_live::text::plural;
 use lrbc_live::watch::Report;
 use lrbc_recording::recorder::Counts;
 use lrbc_remote::server::{ClientCounts, PeerView, ServeCounts};
@@ -67,7 +68,7 @@ pub(super) fn progress(
         c.frames_skipped,
         c.frames_unreadable,
         clients.len(),
-        if clients.len() == 1 { "" } else { "s" },
+        plural(clients.len()),
     );
     let mut now_seen = BTreeMap::new();
     let mut sum = (0.0, 0.0, 0.0, 0.0, 0u64);

@@ -112,7 +112,7 @@ impl InspectorApp {
                     if let Some(log) = s.events() {
                         let t = lrbc::sync::lock(&log).totals();
                         let n = t.events();
-                        let text = format!("events {}", lrbc_live::detect::thousands(n));
+                        let text = format!("events {}", lrbc_live::text::thousands(n));
                         let r = if n > 0 {
                             ui.colored_label(WARN, text)
                         } else {

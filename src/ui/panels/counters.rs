@@ -8,6 +8,7 @@ use egui_plot::{Bar, BarChart, Line, Plot, PlotPoints};
 use super::super::widgets::{BAD, WARN, duration_ns, hz, state_color, state_text};
 use lrbc_live::rhythm::{LoopKind, PauseVerdict, RhythmSummary, Side};
 use lrbc_live::sampler::SamplerData;
+use lrbc_live::text::plural;
 
 /// The span of the rhythm's timeline, in seconds before its summary.
 const TIMELINE_SECS: f64 = 60.0;
@@ -398,7 +399,7 @@ fn step_latency(ui: &mut egui::Ui, d: &SamplerData, cache: &CountersCache) {
                 duration_ns(*p90),
                 duration_ns(*p99),
                 duration_ns(*max),
-                if *count == 1 { "" } else { "s" },
+                plural(*count),
             ));
             let width_us = (*p99).max(1) as f64 * 1.2 / counts.len() as f64 / 1e3;
             let bars: Vec<Bar> = counts

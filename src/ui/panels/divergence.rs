@@ -8,7 +8,7 @@
 use crate::ui::baseline::{Baseline, BaselineState};
 use crate::ui::widgets::{BAD, WARN, list_row};
 use lrbc_live::check::Channel;
-use lrbc_live::detect::thousands;
+use lrbc_live::text::thousands;
 use lrbc_recording::compare::{
     Difference, Divergence, DivergenceOrigin, FilesCompared, ReturnVerdict,
 };

@@ -10,9 +10,11 @@
 use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 
 use crate::ui::widgets::{BAD, GOOD, WARN, list_row};
-use lrbc_live::detect::{format_value, thousands};
+use lrbc_live::detect::format_value;
 use lrbc_live::episodes::{Ending, EnvTotals, Episode, EpisodeBook};
 use lrbc_live::rhythm::RhythmSummary;
+use lrbc_live::text::plural;
+use lrbc_live::text::thousands;
 
 /// Which view of the episodes is shown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -268,7 +270,7 @@ pub fn episode_text(e: &Episode, t0_ns: u64) -> String {
         format!(
             "{} frame{} lacking",
             thousands(e.lacking),
-            if e.lacking == 1 { "" } else { "s" }
+            plural(e.lacking)
         )
     } else {
         String::new()
@@ -445,7 +447,7 @@ pub fn ui(
                 format!(
                     "{} frame{} not taken of {}",
                     thousands(t.frames_lacking),
-                    if t.frames_lacking == 1 { "" } else { "s" },
+                    plural(t.frames_lacking),
                     thousands(t.frames_taken + t.frames_lacking)
                 ),
             );
@@ -454,7 +456,7 @@ pub fn ui(
             ui.weak(format!(
                 "{} oldest episode{} not kept in full",
                 thousands(book.dropped),
-                if book.dropped == 1 { "" } else { "s" }
+                plural(book.dropped)
             ));
         }
         if let Some(n) = &book.note {

@@ -5,7 +5,9 @@
 //! env is watched, its camera shown; on a recording, the timeline moves there.
 
 use crate::ui::widgets::{BAD, WARN, event_color, list_row};
-use lrbc_live::detect::{Event, EventKind, EventLog, Origin, thousands};
+use lrbc_live::detect::{Event, EventKind, EventLog, Origin};
+use lrbc_live::text::plural;
+use lrbc_live::text::thousands;
 
 /// The panel's state: its filters and the rows they let through.
 #[derive(Debug, Default)]
@@ -200,7 +202,7 @@ pub fn ui(
                 e.first_frame,
                 e.last_frame,
                 e.count,
-                if e.count == 1 { "" } else { "s" },
+                plural(e.count),
                 if e.ongoing { ", going on" } else { "" }
             ));
         }

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::check::ChannelKind;
+use crate::text::thousands;
 
 /// What kind of thing went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -377,17 +378,4 @@ impl EventTotals {
             thousands(self.frames_seen.max(self.frames_checked))
         )
     }
-}
-
-/// `19315` as `19,315`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

@@ -22,7 +22,7 @@ mod ring_fault;
 mod settings;
 
 pub use detector::{BURST_MIN_ENVS, Detector, REFRESH_NS, RING_MERGE_NS};
-pub use event::{Event, EventKind, EventTotals, Origin, format_value, thousands};
+pub use event::{Event, EventKind, EventTotals, Origin, format_value};
 pub use live::{DetectorFeed, Diagnosis};
 pub use log::{DEFAULT_EVENTS_KEPT, EventLog};
 pub use ring_fault::RingFault;

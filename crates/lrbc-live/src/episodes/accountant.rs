@@ -109,7 +109,7 @@ impl Episode {
         } else {
             format!(
                 "{v} ({} frames lacking)",
-                crate::detect::thousands(self.lacking)
+                crate::text::thousands(self.lacking)
             )
         }
     }

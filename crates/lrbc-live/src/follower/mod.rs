@@ -42,12 +42,6 @@ use lrbc::snapshot::HotData;
 
 pub use accounting::{Copied, FrameAccounting, FrameCounts, frames_ahead};
 
-/// The follower's nice value. It wakes about once a frame, for a few microseconds, and a
-/// frame stays readable only until the engine writes the next one: a follower niced
-/// below the engine and trainer is woken late whenever they keep both cores busy, and
-/// loses frames. What keeps observing from slowing the run is the busy-machine budget
-/// (`busy`): while the machine has no spare CPU the follower holds off between copies.
-pub const FOLLOWER_NICE: i32 = 0;
 /// How often the sinks are ticked: at the first look this long after the last tick (a
 /// tick costs no wake-up of its own while frames come), and at least every
 /// [`MAX_TICK_NS`].

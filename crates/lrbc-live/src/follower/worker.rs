@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::accounting::{Copied, FrameAccounting};
 use super::pace::Pace;
-use super::{FOLLOWER_NICE, FollowerShared, FrameCopy, MAX_TICK_NS, TICK_NS, Tick};
+use super::{FollowerShared, FrameCopy, MAX_TICK_NS, TICK_NS, Tick};
 use crate::busy::{CpuBudget, CpuTimes};
 use crate::check::{Checker, Coverage, Limits};
 use lrbc::attach::Attached;
@@ -193,7 +193,7 @@ impl FollowerThread {
         // A sleep of a few tens of microseconds must not turn into a hundred; and the
         // follower takes only the time the engine and trainer leave over.
         lrbc_platform::set_timer_slack_ns(1_000);
-        lrbc_platform::lower_thread_priority(FOLLOWER_NICE);
+        lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Follower);
         // It runs a few microseconds per look: with a short slice the scheduler gives it
         // the CPU as it wakes instead of after a busy thread's slice, which at 1 kHz is
         // longer than a frame lives.

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::pauses::{PauseVerdict, Side};
+use crate::text::plural;
 
 /// Pauses a summary keeps, the newest.
 pub const RECENT_PAUSES: usize = 64;
@@ -165,7 +166,6 @@ impl RhythmSummary {
     /// The endings in step, for every view: `3 time limits of envs in step (truncated
     /// together at 100 frames) · 1 reset of envs in step by the trainer`.
     pub fn endings_text(&self) -> String {
-        let plural = |n: u64| if n == 1 { "" } else { "s" };
         let mut parts = Vec::new();
         if self.time_limits > 0 {
             let at = self.time_limit_frames.map_or_else(String::new, |l| {

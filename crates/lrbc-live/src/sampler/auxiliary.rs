@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::data::{ImageFrame, SamplerData, SamplerSettings};
-use super::{SAMPLER_NICE, Waker, lock};
+use super::{Waker, lock};
 use crate::detect::DetectorFeed;
 use crate::watch::AttachmentWatch;
 use lrbc::clock::Clock;
@@ -41,7 +41,7 @@ pub(super) struct AuxWorker<C: Clock> {
 
 impl<C: Clock> AuxWorker<C> {
     pub(super) fn run(mut self) {
-        lrbc_platform::lower_thread_priority(SAMPLER_NICE);
+        lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Sampler);
         let mut settings = lock(&self.settings).clone();
         let (mut last_tick, mut last_wake, mut last_image) = (0u64, 0u64, 0u64);
         let mut last_image_seq = None;

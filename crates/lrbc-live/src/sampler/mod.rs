@@ -43,10 +43,6 @@ use crate::busy::CpuTimes;
 use auxiliary::AuxWorker;
 use sink::SamplerSink;
 
-/// The sampler's auxiliary thread runs at this nice value: observing must not slow the
-/// run.
-const SAMPLER_NICE: i32 = 10;
-
 /// Wakes the reader (the UI's `request_repaint`), at most at the given rate.
 pub type Waker = Box<dyn Fn() + Send>;
 

@@ -44,7 +44,7 @@ impl TrafficTap {
             .name("lrbc-traffic".into())
             .spawn(move || {
                 // An observer: it runs in the time the engine and trainer leave over.
-                lrbc_platform::lower_thread_priority(19);
+                lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
                 let a = match attach(&target, choice) {
                     Ok(a) => a,
                     Err(e) => {

@@ -111,9 +111,9 @@ pub(super) struct ReadWork {
     /// Skip, undecoded, the frames whose `frame_seq` is below this (the comparison is
     /// past them).
     pub(super) wanted_from: Option<Arc<AtomicU64>>,
-    /// Run at this nice value (a live run's comparison takes only the time the engine
+    /// Run in this role (a live run's comparison takes only the time the engine
     /// and the trainer leave over).
-    pub(super) nice: Option<i32>,
+    pub(super) role: Option<lrbc_platform::ThreadRole>,
 }
 
 /// What a reader found besides the frames.
@@ -295,8 +295,8 @@ impl Reader {
         let thread = thread::Builder::new()
             .name(format!("lrbc-compare-{}", run.as_str()))
             .spawn(move || {
-                if let Some(nice) = work.nice {
-                    lrbc_platform::lower_thread_priority(nice);
+                if let Some(role) = work.role {
+                    lrbc_platform::set_thread_role(role);
                 }
                 let mut input = BufReader::new(file);
                 let mut names = BTreeMap::new();

@@ -24,11 +24,6 @@ use crate::format::RecFrame;
 /// Frames waiting for the comparison, at most; more are dropped (and counted).
 const WAITING: usize = 16;
 
-/// The nice value of a live comparison's threads (the recording's reader, the
-/// comparison): they take only the time the engine and the trainer leave over, and what
-/// they cannot take in time is dropped and counted. The follower keeps its own.
-pub const COMPARISON_NICE: i32 = 19;
-
 /// The follower's sink: each frame's copy, every env's rows, to the comparison.
 pub struct LiveFrames {
     tx: Sender<Arc<FrameCopy>>,
@@ -153,7 +148,7 @@ impl AgainstBaseline {
         let work = ReadWork {
             episodes: false,
             wanted_from: Some(Arc::clone(&wanted_from)),
-            nice: Some(COMPARISON_NICE),
+            role: Some(lrbc_platform::ThreadRole::Background),
         };
         let reader = Reader::spawn(ComparedRun::A, a, work)?;
         let mut this = Self {

@@ -27,7 +27,7 @@ pub use episodes::{
     TalliesSideBySide,
 };
 pub use files::{CompareError, ComparedRun, FilesCompared, compare_files};
-pub use live::{AgainstBaseline, COMPARISON_NICE, LiveFrames, rec_frame_of};
+pub use live::{AgainstBaseline, LiveFrames, rec_frame_of};
 use lrbc_live::check::Channel;
 pub use table::{COMPARED_EPISODES_SCHEMA, write_compared_episodes};
 

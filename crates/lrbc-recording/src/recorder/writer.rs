@@ -130,7 +130,7 @@ fn run<W: Write + Seek>(
     shared: &WriterShared,
 ) -> Option<FileSink<W>> {
     // The writer is an observer too: it runs in the time the engine and trainer leave.
-    lrbc_platform::lower_thread_priority(19);
+    lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
     for work in rx {
         let result = match work {
             Work::Prelude(p) => file.sync(&p),

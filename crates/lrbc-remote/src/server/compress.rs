@@ -63,7 +63,7 @@ impl Compressor {
             .name("serve-compress".into())
             .spawn(move || {
                 // Spare time only: the engine, the trainer and the ring traffic first.
-                lrbc_platform::lower_thread_priority(19);
+                lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
                 let mut builder = flatbuffers::FlatBufferBuilder::new();
                 while let Some((channel, log_time, raw)) = next(&s) {
                     match lrbc_recording::format::compress_image(&raw, format, &mut builder) {

@@ -23,6 +23,7 @@ use super::peer::Peer;
 use crate::protocol::{self, ClientMessage, Stream};
 use lrbc::clock::monotonic_now_ns;
 use lrbc::sync::lock;
+use lrbc_live::text::plural;
 
 /// A client that answers nothing (no pong, no message) for this long is dropped.
 pub const SILENT: Duration = Duration::from_secs(15);
@@ -313,7 +314,7 @@ fn received(
                     format!(
                         "subscribe: {} unknown channel{} ({}{})",
                         unknown.len(),
-                        if unknown.len() == 1 { "" } else { "s" },
+                        plural(unknown.len()),
                         shown.join(", "),
                         if unknown.len() > 5 { ", …" } else { "" }
                     ),

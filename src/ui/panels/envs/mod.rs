@@ -20,11 +20,12 @@ use super::super::settings::Settings;
 use super::super::widgets::{BAD, WARN, series_color};
 use lrbc::layout::Geometry;
 use lrbc_live::check::{Channel, ChannelKind};
-use lrbc_live::detect::{EventKind, EventLog, thousands};
+use lrbc_live::detect::{EventKind, EventLog};
 use lrbc_live::sampler::{
     EnvPoint, FLAG_DONE, FLAG_RESET, FLAG_TRUNCATED, FrameAgg, MAX_WATCHED_ENVS, Ring, SamplerData,
     Watched,
 };
+use lrbc_live::text::thousands;
 
 /// Events marked on the plots, at most (the newest in the window).
 const MARKS: usize = 200;

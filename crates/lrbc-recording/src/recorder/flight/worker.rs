@@ -59,7 +59,7 @@ pub(super) enum EventSave {
 impl FlightThread {
     pub fn run(mut self) {
         // An observer: it runs in the time the engine and trainer leave over.
-        lrbc_platform::lower_thread_priority(19);
+        lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
         let mut messages: Vec<Message> = Vec::new();
         let mut last_status = 0u64;
         // Relaxed: see `Flight::drop`.

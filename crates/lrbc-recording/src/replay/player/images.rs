@@ -9,6 +9,7 @@ use crate::replay::LatestImages;
 use lrbc::layout::Geometry;
 use lrbc::sync::lock;
 use lrbc_live::sampler::{ImageFrame, SamplerSettings};
+use lrbc_live::text::plural;
 use lrbc_live::traffic::{StreamedImage, TrafficLimits};
 
 /// `record_index` of streamed frames taken from the index rather than from a traffic
@@ -259,8 +260,7 @@ fn describe_envs(envs: &[u32]) -> String {
             }
         })
         .collect();
-    let plural = envs.len() != 1;
-    format!("env{} {}", if plural { "s" } else { "" }, parts.join(", "))
+    format!("env{} {}", plural(envs.len()), parts.join(", "))
 }
 
 #[cfg(test)]
