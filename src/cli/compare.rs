@@ -475,8 +475,8 @@ fn episodes_json(e: &EpisodesCompared) -> serde_json::Value {
         "mean_length": interval_json(run.mean_length()),
         "shares": shares,
         "verdict": run.verdict().as_str(),
-        "envs_higher": e.envs.iter().filter(|t| t.verdict() == ReturnVerdict::Higher).count(),
-        "envs_lower": e.envs.iter().filter(|t| t.verdict() == ReturnVerdict::Lower).count(),
+        "envs_higher": e.envs_where(ReturnVerdict::Higher),
+        "envs_lower": e.envs_where(ReturnVerdict::Lower),
     })
 }
 
@@ -602,14 +602,8 @@ fn episodes_lines(e: &EpisodesCompared) -> Vec<String> {
         ),
     });
     let (higher, lower) = (
-        e.envs
-            .iter()
-            .filter(|t| t.verdict() == ReturnVerdict::Higher)
-            .count(),
-        e.envs
-            .iter()
-            .filter(|t| t.verdict() == ReturnVerdict::Lower)
-            .count(),
+        e.envs_where(ReturnVerdict::Higher),
+        e.envs_where(ReturnVerdict::Lower),
     );
     if higher + lower > 0 {
         lines.push(format!(

@@ -46,13 +46,11 @@ fn frame_seq(name: &str) -> u64 {
     .unwrap_or(0)
 }
 
+/// Quantile `q` of latencies in nanoseconds, in milliseconds ([`lrbc_live::stats`]'s
+/// nearest rank); NaN for none.
 fn percentile(v: &mut [u64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
     v.sort_unstable();
-    let i = ((v.len() - 1) as f64 * q).round() as usize;
-    v[i] as f64 / 1e6
+    lrbc_live::stats::quantile(v, q).map_or(f64::NAN, |n| n as f64 / 1e6)
 }
 
 /// Frames a viewer got of those published over `secs`, and their lateness.

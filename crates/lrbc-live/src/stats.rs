@@ -47,6 +47,10 @@ pub fn select_quantiles<const N: usize>(values: &mut [f32], qs: [f64; N]) -> Opt
     Some(out)
 }
 
+/// The standard normal's 97.5 % quantile: a two-sided 95 % interval's half-width in
+/// standard errors, wherever a normal approximation is used.
+pub const Z_975: f64 = 1.959_963_984_540_054;
+
 /// An estimate with its 95 % confidence interval.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Interval {
@@ -71,7 +75,7 @@ pub fn geometric_mean(ratios: &[f64]) -> Option<Interval> {
     let mean = logs.iter().sum::<f64>() / n;
     let half = if logs.len() > 1 {
         let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        1.96 * (var / n).sqrt()
+        Z_975 * (var / n).sqrt()
     } else {
         0.0
     };
@@ -144,7 +148,7 @@ pub fn t_975(df: f64) -> f64 {
     if df < 31.0 {
         return TABLE[(df.floor() as usize).clamp(1, 30) - 1];
     }
-    let z: f64 = 1.959_963_984_540_054;
+    let z = Z_975;
     let (z3, z5, z7) = (z.powi(3), z.powi(5), z.powi(7));
     z + (z3 + z) / (4.0 * df)
         + (5.0 * z5 + 16.0 * z3 + 3.0 * z) / (96.0 * df * df)
@@ -177,7 +181,7 @@ pub fn mean_difference(a: &Moments, b: &Moments) -> Option<Interval> {
 
 /// Wilson's 95 % score interval of the share `k` of `n`.
 fn wilson(k: u64, n: u64) -> (f64, f64) {
-    let z = 1.959_963_984_540_054_f64;
+    let z = Z_975;
     let (k, n) = (k as f64, n as f64);
     let p = k / n;
     let denom = 1.0 + z * z / n;
@@ -208,7 +212,7 @@ pub fn share_difference(ka: u64, na: u64, kb: u64, nb: u64) -> Option<Interval> 
 /// approximation: ± 1.96 √(a + b)).
 pub fn count_difference(a: u64, b: u64) -> Interval {
     let estimate = b as f64 - a as f64;
-    let half = 1.959_963_984_540_054 * ((a + b) as f64).sqrt();
+    let half = Z_975 * ((a + b) as f64).sqrt();
     Interval {
         estimate,
         low: estimate - half,

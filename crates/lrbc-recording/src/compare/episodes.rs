@@ -143,22 +143,42 @@ pub struct EpisodesCompared {
     pub run: TalliesSideBySide,
 }
 
+/// Which of the two runs: A, the baseline, or B.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ComparedRun {
+    A,
+    B,
+}
+
+impl ComparedRun {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::A => "A",
+            Self::B => "B",
+        }
+    }
+}
+
 impl EpisodesCompared {
-    /// Counts the episodes of run A (`b` false) or B that ended at a frame both runs hold.
-    pub fn ended(&mut self, b: bool, episodes: &[Episode]) {
+    /// Counts the episodes of `run` that ended at a frame both runs hold.
+    pub fn ended(&mut self, run: ComparedRun, episodes: &[Episode]) {
         for e in episodes {
             let env = e.env as usize;
             if self.envs.len() <= env {
                 self.envs.resize(env + 1, TalliesSideBySide::default());
             }
-            let (side, run) = if b {
-                (&mut self.envs[env].b, &mut self.run.b)
-            } else {
-                (&mut self.envs[env].a, &mut self.run.a)
+            let (per_env, whole) = match run {
+                ComparedRun::A => (&mut self.envs[env].a, &mut self.run.a),
+                ComparedRun::B => (&mut self.envs[env].b, &mut self.run.b),
             };
-            side.add(e);
-            run.add(e);
+            per_env.add(e);
+            whole.add(e);
         }
+    }
+
+    /// The envs where B's mean return compares with A's as `verdict` says.
+    pub fn envs_where(&self, verdict: ReturnVerdict) -> usize {
+        self.envs.iter().filter(|t| t.verdict() == verdict).count()
     }
 
     /// Each run's number of envs, so that an env without a finished episode has its row.
@@ -182,9 +202,12 @@ pub struct EventsCompared {
 }
 
 impl EventsCompared {
-    /// Counts `events` of run A (`b` false) or B first seen from `first_seq` to `last_seq`.
-    pub fn count(&mut self, b: bool, events: &[Event], first_seq: u64, last_seq: u64) {
-        let counts = if b { &mut self.b } else { &mut self.a };
+    /// Counts `events` of `run` first seen from `first_seq` to `last_seq`.
+    pub fn count(&mut self, run: ComparedRun, events: &[Event], first_seq: u64, last_seq: u64) {
+        let counts = match run {
+            ComparedRun::A => &mut self.a,
+            ComparedRun::B => &mut self.b,
+        };
         for e in events {
             if (first_seq..=last_seq).contains(&e.first_frame) {
                 counts[e.kind.position()] += 1;

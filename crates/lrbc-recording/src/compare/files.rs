@@ -17,28 +17,14 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 use lrbc_live::episodes::Episode;
 
-use super::{CompareCounts, Comparer, Divergence, EpisodesCompared, EventsCompared, Tolerance};
+use super::{
+    CompareCounts, ComparedRun, Comparer, Divergence, EpisodesCompared, EventsCompared, Tolerance,
+};
 use crate::format::{FrameError, NAMES_METADATA, RecFrame};
 use crate::replay::{End, ReadError, RecordedEpisodes, Recording, StreamItem, read_recording};
 
 /// Frames in flight from each file's reader.
 const IN_FLIGHT: usize = 4;
-
-/// Which of the two recordings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ComparedRun {
-    A,
-    B,
-}
-
-impl ComparedRun {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::A => "A",
-            Self::B => "B",
-        }
-    }
-}
 
 /// A comparison that could not be made, as one line.
 #[derive(Debug, thiserror::Error)]
@@ -189,8 +175,8 @@ pub fn compare_files(
                     let found = comparer.frame(k, &fa.frame, &fb.frame);
                     found.iter().for_each(&mut on_divergence);
                     stop = stop_at_first && !found.is_empty();
-                    episodes.ended(false, &fa.ended);
-                    episodes.ended(true, &fb.ended);
+                    episodes.ended(ComparedRun::A, &fa.ended);
+                    episodes.ended(ComparedRun::B, &fb.ended);
                     episodes.envs_at_least(fa.frame.rewards.len().max(fb.frame.rewards.len()));
                     last = Some((fa.frame.frame_seq, fb.frame.frame_seq));
                 }
@@ -231,10 +217,9 @@ pub fn compare_files(
                 .map_err(|e| e.to_string())
                 .and_then(|mut rec| rec.recorded_events())
                 .map_err(|message| CompareError::Events { run, message })?;
-            let is_b = run == ComparedRun::B;
             if let Some((found, _)) = found {
-                events.count(is_b, &found, span.0, span.1);
-                if is_b {
+                events.count(run, &found, span.0, span.1);
+                if run == ComparedRun::B {
                     events.recorded_b = true;
                 } else {
                     events.recorded_a = true;

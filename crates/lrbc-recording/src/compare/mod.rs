@@ -23,10 +23,10 @@ mod table;
 mod tests;
 
 pub use episodes::{
-    EpisodeTally, EpisodesCompared, EventsCompared, FINISHED_ENDINGS, ReturnVerdict,
+    ComparedRun, EpisodeTally, EpisodesCompared, EventsCompared, FINISHED_ENDINGS, ReturnVerdict,
     TalliesSideBySide,
 };
-pub use files::{CompareError, ComparedRun, FilesCompared, compare_files};
+pub use files::{CompareError, FilesCompared, compare_files};
 pub use live::{AgainstBaseline, LiveFrames, rec_frame_of};
 use lrbc_live::check::Channel;
 pub use table::{COMPARED_EPISODES_SCHEMA, write_compared_episodes};

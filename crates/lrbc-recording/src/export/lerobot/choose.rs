@@ -190,7 +190,7 @@ impl ChosenEpisodes {
     pub(super) fn fps(&self) -> u32 {
         let mut intervals = self.intervals.clone();
         intervals.sort_unstable();
-        let median = intervals.get(intervals.len() / 2).copied().unwrap_or(0);
+        let median = lrbc_live::stats::quantile(&intervals, 0.5).unwrap_or(0);
         let usual: Vec<u64> = intervals
             .iter()
             .copied()
