@@ -122,8 +122,9 @@ pub struct TypeModel {
     pub base: Base,
     /// Element type for vectors and arrays.
     pub element: Base,
-    /// Object index (tables, structs), or enum index (enums, unions); -1 if none.
-    pub index: i32,
+    /// Object index (tables, structs), or enum index (enums, unions, scalars of an
+    /// enum's type); None for a plain scalar, a string or a vector of them.
+    pub index: Option<u32>,
     /// Elements of a fixed-size array inside a struct.
     pub fixed_length: u16,
 }
@@ -159,23 +160,29 @@ pub struct ObjectModel {
 pub struct EnumModel {
     pub name: String,
     pub is_union: bool,
-    /// (value, name, object index of the member table for unions, else -1)
-    pub values: Vec<(i64, String, i32)>,
+    pub values: Vec<EnumValue>,
+}
+
+/// One value of an enum or a union.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnumValue {
+    pub value: i64,
+    pub name: String,
+    /// A union member's table (its object index); None for an enum's value and a
+    /// union's NONE.
+    pub table: Option<u32>,
 }
 
 impl EnumModel {
     pub fn name_of(&self, value: i64) -> Option<&str> {
         self.values
             .iter()
-            .find(|(v, _, _)| *v == value)
-            .map(|(_, n, _)| n.as_str())
+            .find(|v| v.value == value)
+            .map(|v| v.name.as_str())
     }
 
     pub fn value_of(&self, name: &str) -> Option<i64> {
-        self.values
-            .iter()
-            .find(|(_, n, _)| n == name)
-            .map(|(v, _, _)| *v)
+        self.values.iter().find(|v| v.name == name).map(|v| v.value)
     }
 }
 
@@ -210,29 +217,31 @@ impl SchemaModel {
                 values: e
                     .values()
                     .iter()
-                    .map(|v| {
-                        let obj = v
+                    .map(|v| EnumValue {
+                        value: v.value(),
+                        name: v.name().to_string(),
+                        table: v
                             .union_type()
                             .filter(|t| t.base_type() == RBase::Obj)
-                            .map_or(-1, |t| t.index());
-                        (v.value(), v.name().to_string(), obj)
+                            .and_then(|t| u32::try_from(t.index()).ok()),
                     })
                     .collect(),
             })
             .collect();
         let object_names: Vec<String> = schema.objects().iter().map(|o| short(o.name())).collect();
         let type_name = |t: &TypeModel| -> String {
-            let named = |base: Base, index: i32| -> String {
+            let named = |base: Base, index: Option<u32>| -> String {
+                let at = index.map(|i| i as usize);
                 match base {
-                    Base::Obj => object_names
-                        .get(index as usize)
+                    Base::Obj => at
+                        .and_then(|i| object_names.get(i))
                         .cloned()
                         .unwrap_or_else(|| "?".into()),
-                    Base::Union | Base::UType => enums
-                        .get(index as usize)
+                    Base::Union | Base::UType => at
+                        .and_then(|i| enums.get(i))
                         .map_or_else(|| "?".into(), |e| e.name.clone()),
-                    b if index >= 0 && b.is_scalar() => enums
-                        .get(index as usize)
+                    b if b.is_scalar() => at
+                        .and_then(|i| enums.get(i))
                         .map_or_else(|| b.scalar_name().into(), |e| e.name.clone()),
                     b => b.scalar_name().into(),
                 }
@@ -255,7 +264,7 @@ impl SchemaModel {
                         let ty = TypeModel {
                             base: Base::from_reflection(t.base_type()),
                             element: Base::from_reflection(t.element()),
-                            index: t.index(),
+                            index: u32::try_from(t.index()).ok(),
                             fixed_length: t.fixed_length(),
                         };
                         FieldModel {
@@ -343,7 +352,7 @@ mod tests {
             assert!(names.contains(&f), "Envelope lacks {f}");
         }
         let service = s.enum_named("ServiceId").unwrap();
-        let order: Vec<&str> = service.values.iter().map(|(_, n, _)| n.as_str()).collect();
+        let order: Vec<&str> = service.values.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(
             order,
             [
@@ -361,6 +370,7 @@ mod tests {
         assert!(method.value_of("GetServiceStatus").is_some());
         let payload = s.enum_named("Payload").unwrap();
         assert!(payload.is_union);
-        assert!(payload.values.iter().skip(1).all(|(_, _, obj)| *obj >= 0));
+        assert!(payload.values.iter().skip(1).all(|v| v.table.is_some()));
+        assert_eq!(payload.values[0].table, None, "NONE has no table");
     }
 }

@@ -32,10 +32,12 @@ fn sample(s: &'static SchemaModel, obj: usize, depth: usize) -> (Value, Value) {
             continue;
         }
         let n = i as i64 + 1;
-        let scalar = |base: Base, index: i32, k: i64| -> Value {
-            if index >= 0 && base != Base::Bool {
+        let scalar = |base: Base, index: Option<u32>, k: i64| -> Value {
+            if let Some(index) = index
+                && base != Base::Bool
+            {
                 let e = &s.enums[index as usize];
-                let (_, name, _) = &e.values[(k as usize) % e.values.len()];
+                let name = &e.values[(k as usize) % e.values.len()].name;
                 return json!(name);
             }
             match base {
@@ -55,20 +57,23 @@ fn sample(s: &'static SchemaModel, obj: usize, depth: usize) -> (Value, Value) {
                 json!(format!("s_{}", f.name)),
             ),
             Base::Obj => {
-                if !s.objects[f.ty.index as usize].is_struct && depth >= 2 {
+                let inner = f.ty.index.unwrap() as usize;
+                if !s.objects[inner].is_struct && depth >= 2 {
                     continue;
                 }
-                sample(s, f.ty.index as usize, depth + 1)
+                sample(s, inner, depth + 1)
             }
             Base::Vector => match f.ty.element {
-                Base::UByte | Base::Byte if f.ty.index < 0 => (json!([1, 2, 254]), json!("0102fe")),
+                Base::UByte | Base::Byte if f.ty.index.is_none() => {
+                    (json!([1, 2, 254]), json!("0102fe"))
+                }
                 b if b.is_scalar() => {
                     let v = json!([scalar(b, f.ty.index, 1), scalar(b, f.ty.index, 2)]);
                     (v.clone(), v)
                 }
                 Base::String => (json!(["a", "bé"]), json!(["a", "bé"])),
                 Base::Obj => {
-                    let inner = f.ty.index as usize;
+                    let inner = f.ty.index.unwrap() as usize;
                     if !s.objects[inner].is_struct && depth >= 2 {
                         continue;
                     }
@@ -81,9 +86,10 @@ fn sample(s: &'static SchemaModel, obj: usize, depth: usize) -> (Value, Value) {
                 if depth >= 2 {
                     continue;
                 }
-                let e = &s.enums[f.ty.index as usize];
-                let (_, member, member_obj) = &e.values[1];
-                let (t, u) = sample(s, *member_obj as usize, depth + 1);
+                let e = &s.enums[f.ty.index.unwrap() as usize];
+                let m = &e.values[1];
+                let member = &m.name;
+                let (t, u) = sample(s, m.table.unwrap() as usize, depth + 1);
                 theirs.insert(format!("{}_type", f.name), json!(member));
                 let mut m = Map::new();
                 m.insert(member.clone(), u);
@@ -105,8 +111,9 @@ fn every_payload_type_round_trips_through_flatc_and_the_generic_decoder() {
     let dir = std::env::temp_dir().join(format!("lrbc-rt-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut cases = Vec::new();
-    for (value, member, obj) in payload.values.iter().skip(1) {
-        let (theirs, ours) = sample(s, *obj as usize, 1);
+    for v in payload.values.iter().skip(1) {
+        let (value, member) = (v.value, &v.name);
+        let (theirs, ours) = sample(s, v.table.unwrap() as usize, 1);
         let envelope_theirs = json!({
             "correlation_id": 1000 + value,
             "method": "GetServiceStatus",
@@ -117,7 +124,7 @@ fn every_payload_type_round_trips_through_flatc_and_the_generic_decoder() {
         });
         let file = dir.join(format!("{member}.json"));
         std::fs::write(&file, envelope_theirs.to_string()).unwrap();
-        cases.push((member.clone(), file, ours, 1000 + *value as u64));
+        cases.push((member.clone(), file, ours, 1000 + value as u64));
     }
     let status = std::process::Command::new(flatc())
         .arg("-b")

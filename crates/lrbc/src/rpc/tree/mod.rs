@@ -47,7 +47,8 @@ pub enum NodeValue {
     /// `len` scalars at `start` in the buffer, not expanded.
     ScalarVector {
         base: Base,
-        enum_index: i32,
+        /// The enum the scalars are values of, if any.
+        enum_index: Option<u32>,
         start: u32,
         len: u32,
     },

@@ -97,7 +97,7 @@ pub fn scalar_json(buf: &[u8], v: NodeValue) -> Value {
         NodeValue::Str { start, len } => Value::from(str_at(buf, start, len)),
         NodeValue::ScalarVector {
             base: Base::UByte | Base::Byte,
-            enum_index: -1,
+            enum_index: None,
             start,
             len,
         } => Value::from(crate::layout::fields::hex_string(
@@ -128,7 +128,13 @@ fn str_at(buf: &[u8], start: u32, len: u32) -> &str {
 }
 
 /// Element `i` of a scalar vector (validated at decode time).
-pub fn vector_element(buf: &[u8], base: Base, enum_index: i32, start: u32, i: usize) -> NodeValue {
+pub fn vector_element(
+    buf: &[u8],
+    base: Base,
+    enum_index: Option<u32>,
+    start: u32,
+    i: usize,
+) -> NodeValue {
     let size = base.size();
     let at = start as usize + i * size;
     let Some(b) = buf.get(at..at + size) else {
@@ -147,7 +153,7 @@ pub fn vector_element(buf: &[u8], base: Base, enum_index: i32, start: u32, i: us
         Base::Double => NodeValue::Float(f64::from_bits(raw)),
         _ => NodeValue::UInt(raw),
     };
-    if enum_index >= 0 {
+    if let Some(enum_index) = enum_index {
         let value_i = match value {
             NodeValue::Int(i) => i,
             NodeValue::UInt(u) => u as i64,

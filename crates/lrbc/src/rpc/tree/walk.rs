@@ -83,7 +83,7 @@ impl Walker<'_> {
         self.nodes[idx].subtree = (self.nodes.len() - idx - 1) as u32;
     }
 
-    fn scalar(&self, at: usize, base: Base, enum_index: i32) -> R<NodeValue> {
+    fn scalar(&self, at: usize, base: Base, enum_index: Option<u32>) -> R<NodeValue> {
         let size = base.size();
         self.aligned(at, size, "scalar")?;
         let b = self.bytes(at, size, "scalar")?;
@@ -108,10 +108,10 @@ impl Walker<'_> {
         Ok(self.enumify(v, enum_index))
     }
 
-    fn enumify(&self, v: NodeValue, enum_index: i32) -> NodeValue {
-        if enum_index < 0 {
+    fn enumify(&self, v: NodeValue, enum_index: Option<u32>) -> NodeValue {
+        let Some(enum_index) = enum_index else {
             return v;
-        }
+        };
         let value = match v {
             NodeValue::Int(i) => i,
             NodeValue::UInt(u) => u as i64,
@@ -162,10 +162,9 @@ impl Walker<'_> {
         Ok(())
     }
 
-    fn object(&self, index: i32) -> R<&'static ObjectModel> {
-        self.schema
-            .objects
-            .get(usize::try_from(index).map_err(|_| DecodeError::Unsupported("an object"))?)
+    fn object(&self, index: Option<u32>) -> R<&'static ObjectModel> {
+        index
+            .and_then(|i| self.schema.objects.get(i as usize))
             .ok_or(DecodeError::Unsupported("an object"))
     }
 
@@ -351,13 +350,10 @@ impl Walker<'_> {
         let e = self
             .schema
             .enums
-            .get(f.ty.index as usize)
+            .get(f.ty.index.map_or(usize::MAX, |i| i as usize))
             .ok_or(DecodeError::Unsupported("a union"))?;
-        let member = e
-            .values
-            .iter()
-            .find(|(v, _, _)| *v == i64::from(type_value));
-        let Some((_, member_name, member_obj)) = member else {
+        let member = e.values.iter().find(|v| v.value == i64::from(type_value));
+        let Some(member) = member else {
             return Err(DecodeError::UnknownUnionType {
                 union: &e.name,
                 value: type_value,
@@ -373,12 +369,12 @@ impl Walker<'_> {
             n,
             tn,
             NodeValue::Union {
-                type_name: member_name,
+                type_name: &member.name,
             },
         )?;
-        let inner = self.object(*member_obj)?;
+        let inner = self.object(member.table)?;
         let target = self.offset_target(field_at, "union member")?;
-        self.table(target, inner, d + 1, member_name)?;
+        self.table(target, inner, d + 1, &member.name)?;
         self.close(u);
         Ok(true)
     }
