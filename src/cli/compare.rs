@@ -10,8 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lrbc::attach::{Target, attach};
-use lrbc_recording::compare::{AgainstBaseline, LiveFrames, rec_frame_of};
-use lrbc_recording::format::RecFrame;
+use lrbc_recording::compare::{AgainstBaseline, LiveFrames};
 
 use lrbc_live::check::Channel;
 use lrbc_live::stats::Interval;
@@ -146,9 +145,6 @@ fn failed_on(args: &CompareArgs, r: &FilesCompared) -> Result<(), CliError> {
     Ok(())
 }
 
-/// How often the comparison's thread looks whether it should stop.
-const LIVE_POLL: Duration = Duration::from_millis(100);
-
 /// A recording against a live run: each env's first divergence printed as the run
 /// reaches it, until the recording's last frame, `--fail-on diverged`'s first divergence,
 /// `--secs`, Ctrl-C or the engine gone.
@@ -191,26 +187,19 @@ fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result
         std::thread::Builder::new()
             .name("lrbc-compare-live".into())
             .spawn(move || {
-                let mut f = RecFrame::default();
-                // Relaxed: flags with no data behind them.
-                while !quit.load(Ordering::Relaxed) {
-                    let Ok(copy) = frames.recv_timeout(LIVE_POLL) else {
-                        continue;
-                    };
-                    rec_frame_of(&copy, obs_size, max_envs, &mut f);
-                    let found = baseline.frame(&f);
-                    for d in &found {
+                baseline.follow(&frames, obs_size, &quit, |found, _| {
+                    for d in found {
                         if json {
                             println!("{}", divergence_json(d, &names));
                         } else {
                             println!("{}", divergence_line(d, &names));
                         }
                     }
-                    if (first_only && !found.is_empty()) || baseline.baseline_ended() {
-                        done.store(true, Ordering::Relaxed);
-                        break;
-                    }
-                }
+                    // `--fail-on diverged` stops at the first divergence.
+                    !first_only || found.is_empty()
+                });
+                // Relaxed: a flag with no data behind it.
+                done.store(true, Ordering::Relaxed);
                 baseline
             })
             .map_err(|e| CliError::Other(format!("cannot start the comparison: {e}")))?

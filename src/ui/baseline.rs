@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use lrbc::attach::Attached;
@@ -22,10 +21,8 @@ use lrbc::sync::lock;
 use lrbc_live::episodes::{DEFAULT_EPISODES_KEPT, EpisodeBook};
 use lrbc_live::follower::Subscription;
 use lrbc_recording::compare::{
-    AgainstBaseline, CompareCounts, Divergence, FilesCompared, LiveFrames, Tolerance,
-    compare_files, rec_frame_of,
+    AgainstBaseline, CompareCounts, Divergence, FilesCompared, LiveFrames, Tolerance, compare_files,
 };
-use lrbc_recording::format::RecFrame;
 use lrbc_recording::replay::{Recording, recording_episodes};
 
 /// The most frames of the baseline read for one view of the plots.
@@ -228,7 +225,7 @@ impl Baseline {
         let (q, sh) = (Arc::clone(&quit), Arc::clone(&shared));
         let started = spawn("lrbc-baseline-live", move || {
             lrbc_platform::set_thread_role(lrbc_platform::ThreadRole::Background);
-            follow_live(baseline, &frames, (obs_size, max_envs), &q, &sh, &*waker);
+            follow_live(baseline, &frames, obs_size, &q, &sh, &*waker);
         });
         if let Err(e) = started {
             fail(format!("cannot start the comparison: {e}"));
@@ -306,43 +303,31 @@ fn compare(a: &Path, b: &Path, shared: &Mutex<Shared>, waker: &(dyn Fn() + Send 
     waker();
 }
 
-/// How often the live comparison looks whether it should stop.
-const LIVE_POLL: Duration = Duration::from_millis(100);
-
 /// Compares the live frames of `frames` with `baseline` until `quit` or the baseline's
-/// last frame.
+/// last frame, telling the window at each divergence and every 64 frames.
 fn follow_live(
     mut baseline: AgainstBaseline,
     frames: &Receiver<Arc<lrbc_live::follower::FrameCopy>>,
-    (obs_size, max_envs): (usize, usize),
+    obs_size: usize,
     quit: &AtomicBool,
     shared: &Mutex<Shared>,
     waker: &(dyn Fn() + Send + Sync),
 ) {
-    let mut f = RecFrame::default();
     let mut since_told = 0u32;
-    // Relaxed: a flag with no data behind it.
-    while !quit.load(Ordering::Relaxed) {
-        let Ok(copy) = frames.recv_timeout(LIVE_POLL) else {
-            continue;
-        };
-        rec_frame_of(&copy, obs_size, max_envs, &mut f);
-        let found = baseline.frame(&f);
+    baseline.follow(frames, obs_size, quit, |found, b| {
         since_told += 1;
-        if !found.is_empty() || since_told >= 64 || baseline.baseline_ended() {
+        if !found.is_empty() || since_told >= 64 || b.baseline_ended() {
             let mut s = lock(shared);
             if let BaselineState::Comparing(all) = &mut s.state {
-                all.extend(found);
+                all.extend_from_slice(found);
             }
-            s.live_counts = Some(baseline.counts());
+            s.live_counts = Some(b.counts());
             drop(s);
             since_told = 0;
             waker();
         }
-        if baseline.baseline_ended() {
-            break;
-        }
-    }
+        true
+    });
     let result = baseline.finish();
     let mut s = lock(shared);
     s.state = match result {

@@ -329,8 +329,35 @@ struct RowBounds {
     any_bounded: bool,
 }
 
+/// The bounds of one channel's values as the rules set them, before they are repeated
+/// over a block's rows.
+struct ValueBounds {
+    lo: Vec<f32>,
+    hi: Vec<f32>,
+    /// The value's bound is narrower than the finite range.
+    narrower: Vec<bool>,
+}
+
+impl ValueBounds {
+    /// `len` values, each bounded by the finite range only.
+    fn finite(len: usize) -> Self {
+        Self {
+            lo: vec![f32::MIN; len],
+            hi: vec![f32::MAX; len],
+            narrower: vec![false; len],
+        }
+    }
+
+    fn set(&mut self, i: usize, lo: f32, hi: f32, narrower: bool) {
+        self.lo[i] = lo;
+        self.hi[i] = hi;
+        self.narrower[i] = narrower;
+    }
+}
+
 impl RowBounds {
-    fn new(row_len: usize, lo: &[f32], hi: &[f32], bounded: Vec<bool>) -> Self {
+    fn new(row_len: usize, values: ValueBounds) -> Self {
+        let ValueBounds { lo, hi, narrower } = values;
         let rows_per_block = (BLOCK_VALUES / row_len.max(1)).max(1);
         let repeat = |v: &[f32]| {
             let mut out = Vec::with_capacity(rows_per_block * row_len);
@@ -342,10 +369,10 @@ impl RowBounds {
         Self {
             row_len,
             rows_per_block,
-            lo: repeat(lo),
-            hi: repeat(hi),
-            any_bounded: bounded.iter().any(|&b| b),
-            bounded,
+            lo: repeat(&lo),
+            hi: repeat(&hi),
+            any_bounded: narrower.iter().any(|&b| b),
+            bounded: narrower,
         }
     }
 
@@ -400,8 +427,8 @@ impl Checker {
         names: &Names,
     ) -> Result<Self, String> {
         let (o, a) = (obs_size as usize, act_size as usize);
-        let mut obs = (vec![f32::MIN; o], vec![f32::MAX; o], vec![false; o]);
-        let mut act = (vec![f32::MIN; a], vec![f32::MAX; a], vec![false; a]);
+        let mut obs = ValueBounds::finite(o);
+        let mut act = ValueBounds::finite(a);
         let mut reward = Bound {
             lo: f32::MIN,
             hi: f32::MAX,
@@ -443,17 +470,15 @@ impl Checker {
                 },
             };
             for i in indices {
-                target.0[i] = lo;
-                target.1[i] = hi;
-                target.2[i] = narrower;
+                target.set(i, lo, hi, narrower);
             }
         }
         let values = (num_envs as usize).saturating_mul(a);
         let saturation = limits.saturation.filter(|s| s.frames > 0 && a > 0);
         Ok(Self {
             num_envs,
-            obs: RowBounds::new(o, &obs.0, &obs.1, obs.2),
-            act: RowBounds::new(a, &act.0, &act.1, act.2),
+            obs: RowBounds::new(o, obs),
+            act: RowBounds::new(a, act),
             reward,
             reward_bounded,
             runs: if saturation.is_some() {
@@ -528,7 +553,7 @@ impl Checker {
 
     /// The observations of the envs from `first_env` on, whole rows.
     pub fn obs_rows(&mut self, first_env: u32, values: &[f32]) {
-        self.rows(first_env, values, false);
+        self.rows(first_env, values, ChannelKind::Observation);
     }
 
     /// The observation rows tested as one block: reading them a block at a time, a
@@ -546,10 +571,18 @@ impl Checker {
 
     /// The actions of the envs from `first_env` on, whole rows.
     pub fn act_rows(&mut self, first_env: u32, values: &[f32]) {
-        self.rows(first_env, values, true);
+        self.rows(first_env, values, ChannelKind::Action);
     }
 
-    fn rows(&mut self, first_env: u32, values: &[f32], act: bool) {
+    /// The rows of `kind`'s values (observations or actions) of the envs from
+    /// `first_env` on.
+    fn rows(&mut self, first_env: u32, values: &[f32], kind: ChannelKind) {
+        let act = match kind {
+            ChannelKind::Observation => false,
+            ChannelKind::Action => true,
+            // One value per env, checked by `rewards`.
+            ChannelKind::Reward => return,
+        };
         let bounds = if act { &self.act } else { &self.obs };
         let row_len = bounds.row_len;
         if row_len == 0 {

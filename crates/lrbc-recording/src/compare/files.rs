@@ -190,12 +190,12 @@ pub fn compare_files(
                 next_b = frames_b.recv().ok();
             }
             Take::A => {
-                comparer.only_a();
+                comparer.only_a(1);
                 recycle(spare_a, next_a.take());
                 next_a = frames_a.recv().ok();
             }
             Take::B => {
-                comparer.only_b();
+                comparer.only_b(1);
                 recycle(spare_b, next_b.take());
                 next_b = frames_b.recv().ok();
             }

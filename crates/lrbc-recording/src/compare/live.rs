@@ -12,7 +12,8 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use lrbc_live::follower::{FrameCopy, FrameSink, Tick, Wants};
@@ -23,6 +24,9 @@ use crate::format::RecFrame;
 
 /// Frames waiting for the comparison, at most; more are dropped (and counted).
 const WAITING: usize = 16;
+
+/// How often a comparison waiting for live frames looks whether it should stop.
+const QUIT_POLL: Duration = Duration::from_millis(100);
 
 /// The follower's sink: each frame's copy, every env's rows, to the comparison.
 pub struct LiveFrames {
@@ -177,9 +181,7 @@ impl AgainstBaseline {
         self.ended = self.next.is_none();
         if let Some(f) = &self.next {
             // Frames the reader skipped were behind the live run: only in A.
-            for _ in 0..f.skipped_before {
-                self.comparer.only_a();
-            }
+            self.comparer.only_a(f.skipped_before);
         }
     }
 
@@ -207,11 +209,11 @@ impl AgainstBaseline {
         loop {
             match self.next_place() {
                 None => {
-                    self.comparer.only_b();
+                    self.comparer.only_b(1);
                     return Vec::new();
                 }
                 Some(p) if p < place => {
-                    self.comparer.only_a();
+                    self.comparer.only_a(1);
                     self.advance();
                 }
                 Some(p) if p == place => {
@@ -223,9 +225,34 @@ impl AgainstBaseline {
                     return found;
                 }
                 Some(_) => {
-                    self.comparer.only_b();
+                    self.comparer.only_b(1);
                     return Vec::new();
                 }
+            }
+        }
+    }
+
+    /// Compares each live frame that comes out of `frames` ([`LiveFrames`]' receiver;
+    /// rows of `obs_size` observations, then the actions) until `quit`, the recording's
+    /// last frame, or `then` says to stop. `then` is told each frame's divergences (most
+    /// often none) and the comparison so far; true goes on.
+    pub fn follow(
+        &mut self,
+        frames: &Receiver<Arc<FrameCopy>>,
+        obs_size: usize,
+        quit: &AtomicBool,
+        mut then: impl FnMut(&[Divergence], &Self) -> bool,
+    ) {
+        let mut f = RecFrame::default();
+        // Relaxed: a flag with no data behind it.
+        while !quit.load(Ordering::Relaxed) {
+            let Ok(copy) = frames.recv_timeout(QUIT_POLL) else {
+                continue;
+            };
+            rec_frame_of(&copy, obs_size, self.num_envs, &mut f);
+            let found = self.frame(&f);
+            if !then(&found, self) || self.baseline_ended() {
+                break;
             }
         }
     }

@@ -288,13 +288,14 @@ impl Comparer {
         }
     }
 
-    /// A frame only A holds (B lacks it), or only B.
-    pub fn only_a(&mut self) {
-        self.frames_only_a += 1;
+    /// `frames` frames only run A holds (B lacks them).
+    pub fn only_a(&mut self, frames: u64) {
+        self.frames_only_a += frames;
     }
 
-    pub fn only_b(&mut self) {
-        self.frames_only_b += 1;
+    /// `frames` frames only run B holds.
+    pub fn only_b(&mut self, frames: u64) {
+        self.frames_only_b += frames;
     }
 
     /// The frames `a` and `b`, each `frame` frames from its run's start: the envs that

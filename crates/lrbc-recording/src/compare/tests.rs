@@ -265,9 +265,9 @@ fn a_tolerance_hides_differences_below_it_and_none_above() {
 fn envs_and_frames_one_run_lacks_are_not_compared() {
     let mut c = Comparer::new(Tolerance::EXACT);
     c.frame(0, &frame(1, 4), &frame(1, 6));
-    c.only_b();
-    c.only_b();
-    c.only_a();
+    c.only_b(1);
+    c.only_b(1);
+    c.only_a(1);
     let counts = c.counts();
     assert_eq!(counts.envs_identical, 4);
     assert_eq!(counts.envs_not_compared, 2, "B's envs 4 and 5");

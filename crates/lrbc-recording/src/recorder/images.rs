@@ -86,14 +86,23 @@ impl Images {
             .map_or(0, |i| i.bytes_per_env.saturating_mul(envs as u64))
     }
 
+    /// `pixels` as a `foxglove.RawImage` message on `channel`, stamped by the engine at
+    /// `stamp_ns` and seen at `log_time`.
     fn raw(
         &mut self,
         channel: usize,
-        (stamp_ns, log_time): (u64, u64),
+        stamp_ns: u64,
+        log_time: u64,
         frame_id: &str,
-        (width, height, encoding, step): (u32, u32, &str, u32),
-        data: &[u8],
+        pixels: Pixels<'_>,
     ) -> Message {
+        let Pixels {
+            width,
+            height,
+            encoding,
+            step,
+            data,
+        } = pixels;
         let b = &mut self.builder;
         b.reset();
         let frame_id = b.create_string(frame_id);
@@ -174,10 +183,16 @@ impl Images {
             }
             let m = self.raw(
                 channel,
-                (stamp_ns, now),
+                stamp_ns,
+                now,
                 &format!("env{env}"),
-                (img.width, img.height, encoding, step),
-                pixels,
+                Pixels {
+                    width: img.width,
+                    height: img.height,
+                    encoding,
+                    step,
+                    data: pixels,
+                },
             );
             out.push(m);
         }
@@ -265,12 +280,28 @@ impl Images {
         } else if let Some((encoding, step)) = raw {
             let m = self.raw(
                 channel,
-                (stamp_ns, seen_ns),
+                stamp_ns,
+                seen_ns,
                 &name,
-                (width, height, encoding, step),
-                data,
+                Pixels {
+                    width,
+                    height,
+                    encoding,
+                    step,
+                    data,
+                },
             );
             out.push(m);
         }
     }
+}
+
+/// One image's pixels as a `foxglove.RawImage` holds them: `height` rows of `step` bytes
+/// in `encoding`.
+struct Pixels<'a> {
+    width: u32,
+    height: u32,
+    encoding: &'a str,
+    step: u32,
+    data: &'a [u8],
 }
