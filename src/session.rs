@@ -207,8 +207,9 @@ pub struct Session {
     /// What the traffic tap may keep; changed with the memory budget.
     pub traffic_limits: Arc<Mutex<TrafficLimits>>,
     pub control: Option<ControlWorker>,
-    /// Why the control channel is unavailable, if it is.
-    pub control_unavailable: Option<String>,
+    /// Why the attached segment's control channel cannot be used, as found at attach
+    /// (see [`Self::control_unavailable`], which also answers for a served run).
+    control_refused: Option<String>,
     /// The sampler generation this session's mapping and taps belong to.
     pub generation: u64,
     /// The live view paused: the panels draw this copy of the history while the
@@ -275,7 +276,7 @@ impl Session {
             faults_to(&sampler),
         )
         .map_err(|e| e.to_string())?;
-        let control_unavailable = unavailable_reason(&attached);
+        let control_refused = unavailable_reason(&attached);
         Ok(Self {
             target,
             choice,
@@ -284,7 +285,7 @@ impl Session {
             traffic: Taps::Live(traffic),
             traffic_limits,
             control: None,
-            control_unavailable,
+            control_refused,
             generation: 0,
             paused: None,
             waker,
@@ -320,7 +321,7 @@ impl Session {
             traffic: Taps::Filled(store),
             traffic_limits: Arc::new(Mutex::new(limits)),
             control: None,
-            control_unavailable: Some(
+            control_refused: Some(
                 "a recording: control needs a live segment (attach to one)".into(),
             ),
             generation: 0,
@@ -353,7 +354,7 @@ impl Session {
             traffic: Taps::Filled(store),
             traffic_limits: Arc::new(Mutex::new(limits)),
             control: None,
-            control_unavailable: None,
+            control_refused: None,
             generation: 0,
             paused: None,
             waker,
@@ -555,7 +556,7 @@ impl Session {
                 l.addr
             )),
             Some(_) => None,
-            None => self.control_unavailable.clone(),
+            None => self.control_refused.clone(),
         }
     }
 
@@ -613,7 +614,7 @@ impl Session {
         }
         self.generation = generation;
         if let Ok(a) = attach(&self.target, self.choice) {
-            self.control_unavailable = unavailable_reason(&a);
+            self.control_refused = unavailable_reason(&a);
             self.source = Source::Live(a);
         }
         self.control = None;
