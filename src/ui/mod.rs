@@ -169,7 +169,7 @@ fn run_window_on(
                 }
                 Opening::Target(_) => {}
             }
-            app.software_rendering = app::software_rendering_likely()
+            app.pacing.software_rendering = app::software_rendering_likely()
                 || cc
                     .gl
                     .as_deref()

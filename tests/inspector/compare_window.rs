@@ -225,7 +225,7 @@ fn the_envs_and_episodes_panels_draw_the_baseline_over_the_run() {
     h.run_steps(3);
     let envs = h.try_snapshot("compare-envs");
     only_pane(h.state_mut(), Pane::Episodes);
-    h.state_mut().episodes_view.section =
+    h.state_mut().views.episodes.section =
         lrbc_inspector::ui::panels::episodes::Section::Distributions;
     h.run_steps(3);
     assert!(

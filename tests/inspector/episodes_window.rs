@@ -62,7 +62,7 @@ fn the_episodes_of_a_recording_sort_and_a_click_goes_to_an_env_or_an_episode() {
         .expect("the column's header");
     h.get_by_label(&header).click();
     h.run_steps(3);
-    let view = &h.state().episodes_view;
+    let view = &h.state().views.episodes;
     assert_eq!((view.sort, view.descending), (EnvColumn::MeanReturn, true));
     let best = (0..b.num_envs)
         .filter_map(|e| Some((e, b.envs[e as usize].mean_return()?)))
@@ -95,7 +95,7 @@ fn the_episodes_of_a_recording_sort_and_a_click_goes_to_an_env_or_an_episode() {
     h.run_steps(2);
     assert!(h.state().settings.watched_envs.contains(target));
     // A recent episode: the timeline goes to its last frame, the plots show it whole.
-    h.state_mut().episodes_view.section = Section::Recent;
+    h.state_mut().views.episodes.section = Section::Recent;
     h.run_steps(3);
     let e: Episode = *b.recent().back().expect("an episode");
     let row = labels_with(&h, &format!("{}–{}", e.first_frame, e.last_frame))
@@ -121,8 +121,12 @@ fn the_episodes_of_a_recording_sort_and_a_click_goes_to_an_env_or_an_episode() {
     );
     assert!(h.state().settings.watched_envs.contains(e.env));
     assert_eq!(
-        h.state().episode_span,
-        Some((e.env, e.first_ns, e.last_ns)),
+        h.state().timeline.episode,
+        Some(lrbc_inspector::ui::app::EpisodeSpan {
+            env: e.env,
+            first_ns: e.first_ns,
+            last_ns: e.last_ns
+        }),
         "the timeline marks the episode"
     );
     let _ = std::fs::remove_file(&path);

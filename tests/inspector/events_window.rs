@@ -213,7 +213,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
 
     // The kind filter: done bursts only, then every kind again.
     choose_kind(&mut h, "done_burst (1)");
-    assert_eq!(h.state().events_view.kind, Some(EventKind::DoneBurst));
+    assert_eq!(h.state().views.events.kind, Some(EventKind::DoneBurst));
     assert!(
         row_text(&h).is_none(),
         "the NaN's row shows under done_burst"
@@ -226,7 +226,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
     h.run_steps(2);
     h.get_by_label("Env").type_text("2");
     h.run_steps(3);
-    assert_eq!(h.state().events_view.env, "2");
+    assert_eq!(h.state().views.events.env, "2");
     assert!(row_text(&h).is_some());
     assert!(labels_with(&h, "done_burst").is_empty());
 
@@ -242,7 +242,7 @@ fn clicking_an_event_pauses_the_live_view_at_its_frame_and_watches_its_env() {
     let frame = paused.and_then(|f| f.frame()).map(|(seq, _)| seq);
     assert_eq!(frame, Some(40), "the paused view's frame");
     assert!(app.settings.watched_envs.contains(2), "env 2 is watched");
-    assert_eq!(app.cameras_view.selected, 2, "env 2's camera is shown");
+    assert_eq!(app.views.cameras.selected, 2, "env 2's camera is shown");
     drop(h);
     drop(run);
     let _ = std::fs::remove_dir_all(&dir);

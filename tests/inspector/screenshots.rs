@@ -104,7 +104,7 @@ fn the_pictures_of_the_readme_are_drawn_from_a_simulated_run() {
                 if r.method == "GetAgentSchema" || r.method == "ResetAgent")
         })
     });
-    h.state_mut().traffic_view.selected = pick;
+    h.state_mut().views.traffic.selected = pick;
     // The Divergence panel's picture is of two recordings (below).
     for pane in Pane::ALL.into_iter().filter(|p| *p != Pane::Divergence) {
         only_pane(h.state_mut(), pane);
@@ -113,7 +113,7 @@ fn the_pictures_of_the_readme_are_drawn_from_a_simulated_run() {
     }
     // The episodes' distributions, one colour per ending.
     only_pane(h.state_mut(), Pane::Episodes);
-    h.state_mut().episodes_view.section =
+    h.state_mut().views.episodes.section =
         lrbc_inspector::ui::panels::episodes::Section::Distributions;
     save(
         &mut h,

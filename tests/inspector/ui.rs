@@ -312,7 +312,7 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
     // Pause freezes the list while capture goes on.
     h.get_by_label("Pause").click();
     h.run_steps(2);
-    assert!(h.state().traffic_view.is_paused());
+    assert!(h.state().views.traffic.is_paused());
     assert!(h.query_by_label("Resume").is_some());
     let deadline = Instant::now() + DEADLINE;
     while h.query_by_label_contains("new rows").is_none() && Instant::now() < deadline {
@@ -325,7 +325,7 @@ fn panels_switch_envs_change_and_the_traffic_list_pauses() {
     );
     h.get_by_label("Resume").click();
     h.run_steps(2);
-    assert!(!h.state().traffic_view.is_paused());
+    assert!(!h.state().views.traffic.is_paused());
     // The history size is a setting the user can reach.
     h.get_by_label("Settings").click();
     h.run_steps(2);
@@ -429,7 +429,7 @@ fn quick_save_writes_the_selected_env_image_as_png() {
             .is_some_and(|s| s.sampler.lock().image.is_some())
     });
     h.step();
-    h.state_mut().cameras_view.selected = 5;
+    h.state_mut().views.cameras.selected = 5;
     h.get_by_label("Quick save env").click();
     // The PNG is written off the UI thread; the status bar says when it is done.
     step_until(&mut h, "env 5 saved", |a| {
@@ -451,7 +451,7 @@ fn quick_save_writes_the_selected_env_image_as_png() {
     let distinct: std::collections::HashSet<[u8; 4]> = png.pixels().map(|p| p.0).collect();
     assert!(distinct.len() > 5, "a cart-pole, not a blank image");
     // F12 saves the selected env too; the grid is one image of every env.
-    h.state_mut().cameras_view.selected = 6;
+    h.state_mut().views.cameras.selected = 6;
     h.key_press(egui::Key::F12);
     step_until(&mut h, "F12 saves env 6", |a| {
         a.status_message()

@@ -6,6 +6,7 @@
 //! is watched.
 
 use super::InspectorApp;
+use super::timeline::EpisodeSpan;
 use crate::ui::panels::episodes::EpisodesAction;
 use lrbc_live::detect::Event;
 use lrbc_live::sampler::Watched;
@@ -101,8 +102,8 @@ impl InspectorApp {
             s.sampler.set_settings(self.settings.sampler());
         }
         if has_images {
-            self.cameras_view.selected = env;
-            self.cameras_view.zoom = true;
+            self.views.cameras.selected = env;
+            self.views.cameras.zoom = true;
         }
         note
     }
@@ -135,7 +136,11 @@ impl InspectorApp {
                     });
                     let secs = (t1.saturating_sub(t0) as f64 / 1e9) as f32;
                     self.settings.plot_window_secs = (secs * 1.05).max(0.05);
-                    self.episode_span = Some((e.env, t0, t1));
+                    self.timeline.episode = Some(EpisodeSpan {
+                        env: e.env,
+                        first_ns: t0,
+                        last_ns: t1,
+                    });
                     note.push_str(&format!(
                         "; the timeline marks it and is at its last frame, the plots show its {secs:.2} s"
                     ));

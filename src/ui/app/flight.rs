@@ -209,7 +209,7 @@ impl InspectorApp {
     /// textures, the flight recorder's buffer.
     pub fn memory_in_use(&self) -> usize {
         self.session.as_ref().map_or(0, |s| s.memory().total())
-            + self.cameras_view.texture_bytes()
+            + self.views.cameras.texture_bytes()
             + usize::try_from(self.flight.status.rolling_bytes).unwrap_or(usize::MAX)
     }
 

@@ -16,15 +16,17 @@ mod status_bar;
 mod timeline;
 mod top_bar;
 
-pub use pacing::{BUSY_REDRAW_HZ, software_renderer, software_rendering_likely, throttled_waker};
+pub use pacing::{
+    BUSY_REDRAW_HZ, Pacing, software_renderer, software_rendering_likely, throttled_waker,
+};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::panels::attach::{self as attach_view, AttachForm, remembered};
 use super::panels::cameras::{CamerasView, ShotRequest};
-use super::panels::counters;
+
 use super::panels::traffic::TrafficView;
 use super::screenshot;
 use super::settings::{Pane, Settings, Theme, default_tree};
@@ -33,9 +35,11 @@ use crate::ui::discovery::Discovery;
 use lrbc::attach::Target;
 use lrbc::clock::{Clock, MonotonicClock, monotonic_now_ns};
 use lrbc::layout::LayoutChoice;
-use lrbc::procinfo::{ProcInfo, Processes};
-use panes::Panes;
+
+pub use panes::PanelViews;
+use panes::{Panes, SegmentProcesses};
 use save_dialog::{SaveDialogs, saved_text};
+pub use timeline::{EpisodeSpan, TimelineUi};
 
 /// A message in the status bar.
 #[derive(Clone, Debug)]
@@ -56,35 +60,19 @@ pub struct InspectorApp {
     pub choice: LayoutChoice,
     pub show_attach: bool,
     pub form: AttachForm,
-    pub traffic_view: TrafficView,
-    pub cameras_view: CamerasView,
-    plot_cache: super::decimate::SeriesCache,
-    counters_cache: counters::CountersCache,
+    /// The panels' own state: filters, selections, caches.
+    pub views: PanelViews,
     discovery: Discovery,
     message: Option<Message>,
     waker: Arc<dyn Fn() + Send + Sync>,
-    /// How often the background threads may wake the window.
-    repaint_interval_ns: Arc<AtomicU64>,
-    /// Set by the window when OpenGL is most likely a software rasteriser.
-    pub software_rendering: bool,
-    /// Start of the current second and redraws in it; the last full second's rate.
-    redraws: (u64, u32),
-    pub redraws_per_sec: f32,
-    /// What a redraw costs the window's thread.
-    pass_cost: pacing::PassCost,
-    processes: Processes,
-    processes_at_ns: u64,
-    client: ProcInfo,
-    server: ProcInfo,
+    /// How often the window redraws, and what a redraw costs.
+    pub pacing: Pacing,
+    /// The engine's and the client's processes.
+    processes: SegmentProcesses,
     save_dialogs: SaveDialogs,
-    open_dialog: timeline::OpenDialog,
-    /// When the paused live view last played on.
-    timeline_tick_ns: u64,
-    /// The kind of event the timeline's "next event" looks for (None: any).
-    timeline_kind: Option<lrbc_live::detect::EventKind>,
-    /// The episode clicked in the Episodes panel, marked on a recording's timeline: its
-    /// env, first and last frame's times.
-    pub episode_span: Option<(u32, u64, u64)>,
+    /// The timeline's state: its dialog, the kind "next event" looks for, the episode
+    /// marked.
+    pub timeline: TimelineUi,
     shown_title: String,
     /// The clock of the sessions this window starts (their frames' stamps) and of the
     /// time rows count from: the monotonic clock unless a test sets one.
@@ -94,12 +82,8 @@ pub struct InspectorApp {
     flight: flight::FlightUi,
     /// The detector's settings as the Settings menu edits them.
     detection_form: detection::DetectionForm,
-    /// The Events panel's filters and rows.
-    pub events_view: super::panels::events::EventsView,
-    pub episodes_view: super::panels::episodes::EpisodesView,
     /// The recording compared with the one shown, and the Divergence panel's state.
     pub baseline: Option<super::baseline::Baseline>,
-    pub divergence_view: super::panels::divergence::DivergenceView,
     /// The window closes itself when this is set.
     pub close_when: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// Start recording once the flight recorder runs on a live segment (`--record`).
@@ -114,16 +98,6 @@ impl std::fmt::Debug for InspectorApp {
     }
 }
 
-fn empty_proc() -> ProcInfo {
-    ProcInfo {
-        pid: 0,
-        name: None,
-        alive: false,
-        cpu_percent: 0.0,
-        memory_bytes: 0,
-    }
-}
-
 impl InspectorApp {
     /// A window on `ctx`; attaches to `target` when given.
     pub fn new(
@@ -133,8 +107,7 @@ impl InspectorApp {
         target: Option<Target>,
         choice: LayoutChoice,
     ) -> Self {
-        let repaint_interval_ns = Arc::new(AtomicU64::new(1_000_000_000 / 60));
-        let waker = throttled_waker(ctx, Arc::clone(&repaint_interval_ns));
+        let (pacing, waker) = Pacing::new(ctx);
         apply_theme(ctx, settings.theme);
         let mut app = Self {
             discovery: Discovery::start(Arc::clone(&waker)),
@@ -145,26 +118,13 @@ impl InspectorApp {
             choice,
             show_attach: true,
             form: AttachForm::default(),
-            traffic_view: TrafficView::default(),
-            cameras_view: CamerasView::default(),
-            plot_cache: super::decimate::SeriesCache::default(),
-            counters_cache: counters::CountersCache::default(),
+            views: PanelViews::default(),
             message: None,
             waker,
-            repaint_interval_ns,
-            software_rendering: false,
-            redraws: (0, 0),
-            redraws_per_sec: 0.0,
-            pass_cost: pacing::PassCost::default(),
-            processes: Processes::new(),
-            processes_at_ns: 0,
-            client: empty_proc(),
-            server: empty_proc(),
+            pacing,
+            processes: SegmentProcesses::new(),
             save_dialogs: SaveDialogs::default(),
-            open_dialog: timeline::OpenDialog::default(),
-            timeline_tick_ns: 0,
-            timeline_kind: None,
-            episode_span: None,
+            timeline: TimelineUi::default(),
             shown_title: String::new(),
             clock: Arc::new(MonotonicClock),
             t0_ns: monotonic_now_ns(),
@@ -172,10 +132,7 @@ impl InspectorApp {
             record_when_attached: false,
             flight: flight::FlightUi::default(),
             detection_form: detection::DetectionForm::default(),
-            events_view: super::panels::events::EventsView::default(),
-            episodes_view: super::panels::episodes::EpisodesView::default(),
             baseline: None,
-            divergence_view: super::panels::divergence::DivergenceView::default(),
         };
         if let Some(t) = target {
             app.attach(t);
@@ -213,9 +170,9 @@ impl InspectorApp {
     /// Opens a recording (its timeline at the start); on failure the attach view shows
     /// why.
     pub fn open_recording(&mut self, path: &std::path::Path) {
-        self.episode_span = None;
+        self.timeline.episode = None;
         self.baseline = None;
-        self.divergence_view = super::panels::divergence::DivergenceView::default();
+        self.views.divergence = super::panels::divergence::DivergenceView::default();
         self.park_session();
         match Session::open_recording(
             path,
@@ -267,7 +224,7 @@ impl InspectorApp {
             }
         };
         self.baseline = Some(baseline);
-        self.divergence_view = super::panels::divergence::DivergenceView::default();
+        self.views.divergence = super::panels::divergence::DivergenceView::default();
         self.say(
             format!("comparing with the baseline {}", path.display()),
             false,
@@ -290,8 +247,8 @@ impl InspectorApp {
         self.session = Some(s);
         self.show_attach = false;
         self.form.error = None;
-        self.traffic_view = TrafficView::default();
-        self.cameras_view = CamerasView::default();
+        self.views.traffic = TrafficView::default();
+        self.views.cameras = CamerasView::default();
         self.discovery.set_active(false);
     }
 
@@ -383,8 +340,8 @@ impl InspectorApp {
             n.adopt_replacement();
         }
         if let Some(n) = note {
-            self.cameras_view = CamerasView::default();
-            self.traffic_view = TrafficView::default();
+            self.views.cameras = CamerasView::default();
+            self.views.traffic = TrafficView::default();
             self.say(n, false);
         }
         if self
@@ -408,25 +365,15 @@ impl InspectorApp {
         self.open_dialog_results();
         self.timeline_logic(ctx);
         let now = monotonic_now_ns();
-        if now.saturating_sub(self.processes_at_ns) > 1_000_000_000
-            && let Some(a) = self.session.as_ref().and_then(Session::live)
-        {
-            self.processes_at_ns = now;
-            let c = a.geometry.counters;
-            let server = a.segment.load_u32(c.server_pid).unwrap_or(0);
-            let client = a.segment.load_u32(c.client_pid).unwrap_or(0);
-            self.processes.refresh(&[server, client]);
-            self.server = self.processes.info(server);
-            self.client = self.processes.info(client);
+        if let Some(a) = self.session.as_ref().and_then(Session::live) {
+            self.processes.refresh(a, now);
         }
         let title = self.title();
         if title != self.shown_title {
             ctx.send_viewport_cmd(egui::ViewportCommand::Title(title.clone()));
             self.shown_title = title;
         }
-        // Relaxed: a rate the waker reads; no data behind it.
-        self.repaint_interval_ns
-            .store(self.redraw_interval_ns(), Ordering::Relaxed);
+        self.pacing.set_interval(self.redraw_interval_ns());
         self.discovery
             .set_active(self.session.is_none() || self.show_attach);
     }
@@ -472,7 +419,7 @@ impl InspectorApp {
     /// The whole window: draws it and answers its input (eframe runs [`Self::logic`]
     /// first).
     pub fn ui(&mut self, ui: &mut egui::Ui) {
-        self.count_redraw();
+        self.pacing.count_redraw();
         self.shortcuts(ui);
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
         let timeline = self
@@ -505,17 +452,10 @@ impl InspectorApp {
                 tree,
                 session,
                 settings,
-                traffic_view,
-                cameras_view,
-                plot_cache,
-                counters_cache,
-                server,
-                client,
+                views,
+                processes,
                 t0_ns,
-                events_view,
-                episodes_view,
                 baseline,
-                divergence_view,
                 ..
             } = self;
             let Some(session) = session.as_mut() else {
@@ -540,20 +480,13 @@ impl InspectorApp {
             let mut behavior = Panes {
                 session,
                 settings,
-                traffic_view,
-                cameras_view,
-                plot_cache,
-                counters_cache,
-                server,
-                client,
+                views,
+                processes,
                 t0_ns,
                 shot: None,
-                events_view,
                 go: None,
-                episodes_view,
                 episode: None,
                 baseline: baseline.as_ref(),
-                divergence_view,
                 divergence: None,
             };
             tree.ui(&mut behavior, ui);

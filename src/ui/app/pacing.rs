@@ -132,6 +132,70 @@ fn redraw_rate(setting: u32, software: bool, busy: bool) -> u32 {
     }
 }
 
+/// How often the window redraws: the interval the waker keeps to, what a redraw costs,
+/// and the redraws of the last second.
+#[derive(Debug)]
+pub struct Pacing {
+    /// How often the background threads may wake the window (the waker reads it).
+    interval_ns: Arc<AtomicU64>,
+    /// OpenGL is most likely a software rasteriser (set by the window).
+    pub software_rendering: bool,
+    /// The start of the current second, and the redraws in it.
+    second_ns: u64,
+    redraws_in_second: u32,
+    /// The last full second's redraws.
+    pub redraws_per_sec: f32,
+    /// What a redraw costs the window's thread.
+    cost: PassCost,
+}
+
+impl Pacing {
+    /// Pacing at 60 redraws a second until told otherwise, and the waker of `ctx` that
+    /// keeps to it.
+    pub fn new(ctx: &egui::Context) -> (Self, Arc<dyn Fn() + Send + Sync>) {
+        let interval_ns = Arc::new(AtomicU64::new(1_000_000_000 / 60));
+        let waker = throttled_waker(ctx, Arc::clone(&interval_ns));
+        let pacing = Self {
+            interval_ns,
+            software_rendering: false,
+            second_ns: 0,
+            redraws_in_second: 0,
+            redraws_per_sec: 0.0,
+            cost: PassCost::default(),
+        };
+        (pacing, waker)
+    }
+
+    /// The time between the redraws that new data asks for, with the redraw rate
+    /// `setting` (0: automatic) while the machine is `busy` or not.
+    pub fn interval_for(&self, setting: u32, busy: bool) -> u64 {
+        redraw_interval_ns(setting, self.software_rendering, busy, self.cost.mean_ns())
+    }
+
+    /// The waker keeps to `interval_ns` from now on.
+    pub fn set_interval(&self, interval_ns: u64) {
+        // Relaxed: a rate the waker reads; no data behind it.
+        self.interval_ns.store(interval_ns, Ordering::Relaxed);
+    }
+
+    /// Counts a redraw (per second, shown in the Settings menu) and what the last one
+    /// cost.
+    pub fn count_redraw(&mut self) {
+        self.cost.started(lrbc_platform::thread_cpu_ns());
+        let now = monotonic_now_ns();
+        self.redraws_in_second += 1;
+        if now.saturating_sub(self.second_ns) >= 1_000_000_000 {
+            let secs = now.saturating_sub(self.second_ns) as f32 / 1e9;
+            self.redraws_per_sec = if self.second_ns == 0 {
+                0.0
+            } else {
+                self.redraws_in_second as f32 / secs
+            };
+            (self.second_ns, self.redraws_in_second) = (now, 0);
+        }
+    }
+}
+
 impl InspectorApp {
     /// The machine has no spare CPU: the sampler is yielding to it.
     pub(super) fn machine_busy(&self) -> bool {
@@ -142,28 +206,7 @@ impl InspectorApp {
 
     /// The time between the redraws that new data asks for, as things stand now.
     pub(super) fn redraw_interval_ns(&self) -> u64 {
-        redraw_interval_ns(
-            self.settings.max_fps,
-            self.software_rendering,
-            self.machine_busy(),
-            self.pass_cost.mean_ns(),
-        )
-    }
-
-    /// Counts redraws per second (shown in the Settings menu) and what they cost.
-    pub(super) fn count_redraw(&mut self) {
-        self.pass_cost.started(lrbc_platform::thread_cpu_ns());
-        let now = monotonic_now_ns();
-        self.redraws.1 += 1;
-        if now.saturating_sub(self.redraws.0) >= 1_000_000_000 {
-            let secs = now.saturating_sub(self.redraws.0) as f32 / 1e9;
-            self.redraws_per_sec = if self.redraws.0 == 0 {
-                0.0
-            } else {
-                self.redraws.1 as f32 / secs
-            };
-            self.redraws = (now, 0);
-        }
+        (self.pacing).interval_for(self.settings.max_fps, self.machine_busy())
     }
 }
 

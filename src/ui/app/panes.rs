@@ -11,28 +11,85 @@ use crate::ui::panels::traffic::TrafficView;
 use crate::ui::panels::{cameras, counters, envs, episodes, events, header, rpc, traffic};
 use crate::ui::settings::{Pane, Settings};
 use crate::ui::widgets::BAD;
-use lrbc::procinfo::ProcInfo;
+use lrbc::attach::Attached;
+use lrbc::procinfo::{ProcInfo, Processes};
+
+/// The panels' own state, kept from one pass to the next: filters, selections, caches.
+#[derive(Default)]
+pub struct PanelViews {
+    pub traffic: TrafficView,
+    pub cameras: CamerasView,
+    /// The Events panel's filters and rows.
+    pub events: EventsView,
+    pub episodes: EpisodesView,
+    /// The Divergence panel's rows.
+    pub divergence: DivergenceView,
+    plot_cache: crate::ui::decimate::SeriesCache,
+    counters_cache: counters::CountersCache,
+}
+
+impl std::fmt::Debug for PanelViews {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PanelViews").finish_non_exhaustive()
+    }
+}
+
+/// The engine's and the client's processes, as the segment names them (their pids),
+/// looked at once a second.
+#[derive(Debug)]
+pub(super) struct SegmentProcesses {
+    processes: Processes,
+    looked_ns: u64,
+    pub(super) engine: ProcInfo,
+    pub(super) client: ProcInfo,
+}
+
+impl SegmentProcesses {
+    pub(super) fn new() -> Self {
+        let none = || ProcInfo {
+            pid: 0,
+            name: None,
+            alive: false,
+            cpu_percent: 0.0,
+            memory_bytes: 0,
+        };
+        Self {
+            processes: Processes::new(),
+            looked_ns: 0,
+            engine: none(),
+            client: none(),
+        }
+    }
+
+    /// Looks at the processes the live segment `a` names, unless it looked within the
+    /// last second (`now_ns`).
+    pub(super) fn refresh(&mut self, a: &Attached, now_ns: u64) {
+        if now_ns.saturating_sub(self.looked_ns) <= 1_000_000_000 {
+            return;
+        }
+        self.looked_ns = now_ns;
+        let c = a.geometry.counters;
+        let engine = a.segment.load_u32(c.server_pid).unwrap_or(0);
+        let client = a.segment.load_u32(c.client_pid).unwrap_or(0);
+        self.processes.refresh(&[engine, client]);
+        self.engine = self.processes.info(engine);
+        self.client = self.processes.info(client);
+    }
+}
 
 /// Draws each pane with the state it needs.
 pub(super) struct Panes<'a> {
     pub(super) session: &'a mut Session,
     pub(super) settings: &'a mut Settings,
-    pub(super) traffic_view: &'a mut TrafficView,
-    pub(super) cameras_view: &'a mut CamerasView,
-    pub(super) plot_cache: &'a mut crate::ui::decimate::SeriesCache,
-    pub(super) counters_cache: &'a mut counters::CountersCache,
-    pub(super) server: &'a ProcInfo,
-    pub(super) client: &'a ProcInfo,
+    pub(super) views: &'a mut PanelViews,
+    pub(super) processes: &'a SegmentProcesses,
     pub(super) t0_ns: u64,
     pub(super) shot: Option<ShotRequest>,
-    pub(super) events_view: &'a mut EventsView,
     /// An event clicked in the Events panel: the window goes there after this pass.
     pub(super) go: Option<lrbc_live::detect::Event>,
-    pub(super) episodes_view: &'a mut EpisodesView,
     /// An env or an episode clicked in the Episodes panel.
     pub(super) episode: Option<EpisodesAction>,
     pub(super) baseline: Option<&'a Baseline>,
-    pub(super) divergence_view: &'a mut DivergenceView,
     /// A divergence clicked in the Divergence panel.
     pub(super) divergence: Option<DivergenceAction>,
 }
@@ -67,7 +124,13 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     egui::ScrollArea::vertical()
                         .id_salt("counters")
                         .show(ui, |ui| {
-                            counters::ui(ui, seqs, &d, rhythm.as_ref(), self.counters_cache);
+                            counters::ui(
+                                ui,
+                                seqs,
+                                &d,
+                                rhythm.as_ref(),
+                                &mut self.views.counters_cache,
+                            );
                         });
                 }
                 Pane::Envs => {
@@ -83,7 +146,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                                     &d,
                                     log.as_deref(),
                                     self.settings,
-                                    self.plot_cache,
+                                    &mut self.views.plot_cache,
                                     self.baseline,
                                 )
                             })
@@ -97,7 +160,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     let events = self.session.events();
                     let log = events.as_ref().map(|l| lrbc::sync::lock(l));
                     if let Some(EventsAction::Go(e)) =
-                        events::ui(ui, log.as_deref(), self.events_view, self.t0_ns)
+                        events::ui(ui, log.as_deref(), &mut self.views.events, self.t0_ns)
                     {
                         self.go = Some(e);
                     }
@@ -109,13 +172,13 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                         .and_then(|l| lrbc::sync::lock(&l).rhythm().cloned());
                     let book = self.session.episodes();
                     let book = book.as_ref().map(|b| lrbc::sync::lock(b));
-                    self.episodes_view.baseline = self.baseline.and_then(Baseline::book);
+                    self.views.episodes.baseline = self.baseline.and_then(Baseline::book);
                     let s = &mut *self.settings;
                     if let Some(a) = episodes::ui(
                         ui,
                         book.as_deref(),
                         rhythm.as_ref(),
-                        self.episodes_view,
+                        &mut self.views.episodes,
                         &mut s.episodes_last_n,
                         &mut s.stuck_factor,
                         self.t0_ns,
@@ -124,7 +187,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     }
                 }
                 Pane::Divergence => {
-                    if let Some(a) = divergence::ui(ui, self.baseline, self.divergence_view) {
+                    if let Some(a) = divergence::ui(ui, self.baseline, &mut self.views.divergence) {
                         self.divergence = Some(a);
                     }
                 }
@@ -133,7 +196,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     traffic::ui(
                         ui,
                         &store,
-                        self.traffic_view,
+                        &mut self.views.traffic,
                         &mut self.settings.traffic_filter,
                         self.t0_ns,
                     );
@@ -142,7 +205,7 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     // The traffic lock is held only to copy the newest frame per stream.
                     let streams = self.session.store().streams.clone();
                     let d = self.session.data();
-                    if let Some(r) = cameras::ui(ui, &d, &streams, self.cameras_view) {
+                    if let Some(r) = cameras::ui(ui, &d, &streams, &mut self.views.cameras) {
                         self.shot = Some(r);
                     }
                 }
@@ -158,8 +221,8 @@ impl egui_tiles::Behavior<Pane> for Panes<'_> {
                     let info = RpcInfo {
                         label: &label,
                         report: report.as_ref(),
-                        server: self.server,
-                        client: self.client,
+                        server: &self.processes.engine,
+                        client: &self.processes.client,
                         service_flags: flags,
                         unavailable: unavailable.as_deref(),
                         lease_holder: holder,

@@ -86,7 +86,7 @@ impl InspectorApp {
                     ui.weak(format!(
                         "at most {:.0}, drawing {:.0}/s",
                         1e9 / self.redraw_interval_ns().max(1) as f64,
-                        self.redraws_per_sec
+                        self.pacing.redraws_per_sec
                     ));
                 });
                 ui.end_row();
@@ -112,7 +112,7 @@ impl InspectorApp {
                 if let Some(s) = &self.session {
                     let b = self.settings.memory_budget();
                     let m = s.memory();
-                    let (tex, stream_tex) = self.cameras_view.texture_bytes_split();
+                    let (tex, stream_tex) = self.views.cameras.texture_bytes_split();
                     let rows = s.traffic.lock().rows.len();
                     for (label, used, share, extra) in [
                         ("  histories", m.histories, b.histories(), String::new()),

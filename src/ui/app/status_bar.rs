@@ -74,8 +74,8 @@ impl InspectorApp {
                             p => ui.label(format!("engine: pid {p} on the server's machine")),
                         };
                     } else {
-                        pid(ui, "engine", &self.server);
-                        pid(ui, "client", &self.client);
+                        pid(ui, "engine", &self.processes.engine);
+                        pid(ui, "client", &self.processes.client);
                     }
                     let st = d.stats;
                     ui.label(format!("sampled {}/{}", st.frames_sampled, st.frames_seen));

@@ -41,6 +41,26 @@ impl Default for OpenDialog {
     }
 }
 
+/// The timeline's own state, kept from one pass to the next.
+#[derive(Debug, Default)]
+pub struct TimelineUi {
+    open_dialog: OpenDialog,
+    /// When the paused live view last played on.
+    tick_ns: u64,
+    /// The kind of event "next event" looks for (None: any).
+    next_kind: Option<EventKind>,
+    /// The episode clicked in the Episodes panel, marked on a recording's timeline.
+    pub episode: Option<EpisodeSpan>,
+}
+
+/// An episode as the timeline marks it: its env, and its first and last frame's times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpisodeSpan {
+    pub env: u32,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
 /// Seconds from the start of the recording, as shown.
 fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
@@ -58,7 +78,7 @@ impl InspectorApp {
     }
 
     fn ask_for(&mut self, purpose: Picked, title: &'static str) {
-        let tx = self.open_dialog.tx.clone();
+        let tx = self.timeline.open_dialog.tx.clone();
         let spawned = std::thread::Builder::new()
             .name("lrbc-open-dialog".into())
             .spawn(move || {
@@ -75,7 +95,7 @@ impl InspectorApp {
 
     /// Opens what the open dialog chose, or compares with it.
     pub(super) fn open_dialog_results(&mut self) {
-        let picked: Vec<_> = self.open_dialog.rx.try_iter().collect();
+        let picked: Vec<_> = self.timeline.open_dialog.rx.try_iter().collect();
         for p in picked {
             match p {
                 (Picked::Open, Some(path)) => self.open_recording(&path),
@@ -121,8 +141,8 @@ impl InspectorApp {
                 marks,
                 events: next,
                 events_note,
-                next_kind: self.timeline_kind,
-                episode: self.episode_span,
+                next_kind: self.timeline.next_kind,
+                episode: self.timeline.episode,
             });
         }
         let f = s.paused.as_ref()?;
@@ -142,7 +162,7 @@ impl InspectorApp {
             marks,
             events: next,
             events_note,
-            next_kind: self.timeline_kind,
+            next_kind: self.timeline.next_kind,
             episode: None,
         })
     }
@@ -168,7 +188,7 @@ impl InspectorApp {
                 }),
                 TimelineAction::Seek(t) => player.request(|s| s.seek_to = Some(t)),
                 TimelineAction::Speed(x) => player.request(|s| s.speed = x.clamp(0.1, 10.0)),
-                TimelineAction::NextKind(k) => self.timeline_kind = k,
+                TimelineAction::NextKind(k) => self.timeline.next_kind = k,
             }
             return;
         }
@@ -183,7 +203,7 @@ impl InspectorApp {
                 {
                     f.seek(t);
                 }
-                self.timeline_tick_ns = monotonic_now_ns();
+                self.timeline.tick_ns = monotonic_now_ns();
             }
             TimelineAction::Step(n) => {
                 f.playing = false;
@@ -191,14 +211,14 @@ impl InspectorApp {
             }
             TimelineAction::Seek(t) => f.seek(t),
             TimelineAction::Speed(x) => f.speed = x.clamp(0.1, 10.0),
-            TimelineAction::NextKind(k) => self.timeline_kind = k,
+            TimelineAction::NextKind(k) => self.timeline.next_kind = k,
         }
     }
 
     /// Plays the paused live view (the recording's player plays on its own thread).
     pub(super) fn timeline_logic(&mut self, ctx: &egui::Context) {
         let now = monotonic_now_ns();
-        let last = std::mem::replace(&mut self.timeline_tick_ns, now);
+        let last = std::mem::replace(&mut self.timeline.tick_ns, now);
         if let Some(f) = self.session.as_mut().and_then(|s| s.paused.as_mut())
             && f.playing
         {
@@ -267,8 +287,8 @@ struct TimelineView {
     events_note: Option<String>,
     /// The kind "next event" looks for (None: any).
     next_kind: Option<EventKind>,
-    /// An episode marked on the slider: env, first and last frame's times.
-    episode: Option<(u32, u64, u64)>,
+    /// An episode marked on the slider.
+    episode: Option<EpisodeSpan>,
 }
 
 /// A move asked for on the timeline.
@@ -451,7 +471,12 @@ fn mark_states(ui: &egui::Ui, slider: &egui::Response, st: &TimelineView, width:
 /// The episode clicked in the Episodes panel: a band under the slider's rail from its
 /// first frame to its last, its env and span on hover.
 fn mark_episode(ui: &egui::Ui, slider: &egui::Response, st: &TimelineView, width: f32) {
-    let Some((env, first, last)) = st.episode else {
+    let Some(EpisodeSpan {
+        env,
+        first_ns: first,
+        last_ns: last,
+    }) = st.episode
+    else {
         return;
     };
     let (start, end) = st.range;

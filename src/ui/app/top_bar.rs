@@ -25,10 +25,10 @@ impl InspectorApp {
             // Space and the arrows move the timeline (a recording, or paused).
         } else if space && let Some(s) = &self.session {
             let store = s.traffic.lock();
-            self.traffic_view.toggle_pause(&store);
+            self.views.traffic.toggle_pause(&store);
         }
         if f12 {
-            let env = self.cameras_view.selected;
+            let env = self.views.cameras.selected;
             self.screenshot(ShotRequest::Quick(Shot::Env(env)));
         }
         if (next || prev)
