@@ -20,7 +20,7 @@ use lrbc::control::{lease_holder, unavailable_reason};
 use lrbc::layout::{FieldKind, FieldSpec, FieldValue, Geometry, LayoutChoice};
 use lrbc::sync::lock;
 use lrbc_live::controller::ControlWorker;
-use lrbc_live::detect::{DetectSettings, EventKind, EventLog};
+use lrbc_live::detect::{DetectSettings, EventKind, EventLog, SettingsError};
 use lrbc_live::episodes::EpisodeBook;
 use lrbc_live::sampler::{Sampler, SamplerData, SamplerSettings, SamplerStats};
 use lrbc_live::traffic::{OnTraffic, TrafficLimits, TrafficStore, TrafficTap};
@@ -131,7 +131,7 @@ impl Frames {
     /// What the live detector looks for. Err: these settings cannot be used on this
     /// segment (the detector keeps its own). A recording's and a served run's events
     /// come with them: nothing to change.
-    pub fn set_detect(&self, detect: DetectSettings) -> Result<(), String> {
+    pub fn set_detect(&self, detect: DetectSettings) -> Result<(), SettingsError> {
         match self {
             Self::Live(s) => s.set_detect(detect),
             Self::Recording(_) | Self::Remote(_) => Ok(()),

@@ -180,8 +180,7 @@ fn headless(
         MonotonicClock,
     );
     // The detector, told the rings' faults and the state as they are read here.
-    let diagnosis = Diagnosis::start(&a, DetectSettings::default(), None, DEFAULT_EVENTS_KEPT)
-        .map_err(CliError::Other)?;
+    let diagnosis = Diagnosis::start(&a, DetectSettings::default(), None, DEFAULT_EVENTS_KEPT)?;
     let feed = diagnosis.feed();
     let mut cursor = lock(diagnosis.log()).cursor_now();
     let mut forms = Vec::new();

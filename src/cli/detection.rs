@@ -118,8 +118,6 @@ impl DetectArgs {
 
     /// The defaults with these options.
     pub fn settings(&self) -> Result<DetectSettings, CliError> {
-        self.changes()
-            .applied_to(&DetectSettings::default())
-            .map_err(CliError::Usage)
+        Ok(self.changes().applied_to(&DetectSettings::default())?)
     }
 }

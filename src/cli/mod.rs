@@ -301,6 +301,12 @@ pub enum CliError {
     Attach(#[from] AttachError),
     #[error("{0}")]
     Usage(String),
+    /// The detector's options cannot be used (a usage error).
+    #[error(transparent)]
+    DetectOptions(#[from] lrbc_live::detect::SettingsError),
+    /// The detector could not start on the segment.
+    #[error(transparent)]
+    Detect(#[from] lrbc_live::detect::DiagnosisError),
     #[error("{0}")]
     Other(String),
     /// `events --fail-on` found an event of a kind it names: not a failure of the
@@ -313,7 +319,11 @@ impl CliError {
     pub fn detail(&self) -> Option<String> {
         match self {
             Self::Attach(e) => e.detail(),
-            Self::Usage(_) | Self::Other(_) | Self::Found(_) => None,
+            Self::Usage(_)
+            | Self::DetectOptions(_)
+            | Self::Detect(_)
+            | Self::Other(_)
+            | Self::Found(_) => None,
         }
     }
 
@@ -321,9 +331,9 @@ impl CliError {
     /// otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::Usage(_) => 2,
+            Self::Usage(_) | Self::DetectOptions(_) => 2,
             Self::Found(_) => events::FOUND_EXIT_CODE,
-            Self::Attach(_) | Self::Other(_) => 1,
+            Self::Attach(_) | Self::Detect(_) | Self::Other(_) => 1,
         }
     }
 }

@@ -46,15 +46,30 @@ pub struct ControlState {
     pub holding: bool,
 }
 
+/// Why a control call failed, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error(transparent)]
+    Attach(#[from] lrbc::attach::AttachError),
+    /// The lease could not be claimed, or the call went wrong on the rings.
+    #[error(transparent)]
+    Control(#[from] lrbc::control::ControlError),
+    #[error("{method}: the engine refused: {error}")]
+    Refused { method: String, error: String },
+    /// A served run's call, as its server or the link tells it.
+    #[error("{0}")]
+    Remote(String),
+}
+
 impl ControlState {
     /// A call's outcome: its line, or why it failed (the line before stays).
-    pub fn answered(&mut self, result: Result<String, String>) {
+    pub fn answered(&mut self, result: Result<String, CallError>) {
         match result {
             Ok(line) => {
                 self.last = Some(line);
                 self.last_error = None;
             }
-            Err(e) => self.last_error = Some(e),
+            Err(e) => self.last_error = Some(e.to_string()),
         }
     }
 }
@@ -90,28 +105,27 @@ impl ControlWorker {
                     };
                     lock(&st).busy = true;
                     waker();
-                    let result = (|| -> Result<String, String> {
-                        if attached.is_none() {
-                            attached = Some(attach(&target, choice).map_err(|e| e.to_string())?);
-                        }
-                        let a = attached.as_ref().ok_or("not attached")?;
-                        if lease.is_none() {
-                            lease = Some(Lease::claim(a).map_err(|e| e.to_string())?);
-                        }
-                        let l = lease.as_mut().ok_or("no lease")?;
+                    let result = (|| -> Result<String, CallError> {
+                        let a = match &mut attached {
+                            Some(a) => a,
+                            None => attached.insert(attach(&target, choice)?),
+                        };
+                        let l = match &mut lease {
+                            Some(l) => l,
+                            None => lease.insert(Lease::claim(a)?),
+                        };
                         let timeout = Duration::from_secs(3);
                         let (resp, bytes) = match req {
                             ControlRequest::SetEnabled { service, enabled } => {
                                 l.set_service_enabled(service, enabled, timeout, None)
                             }
                             ControlRequest::Status => l.service_status(timeout, None),
-                        }
-                        .map_err(|e| e.to_string())?;
+                        }?;
                         if let Some(e) = &resp.error {
-                            return Err(format!(
-                                "{}: the engine refused: {e}",
-                                resp.method_label()
-                            ));
+                            return Err(CallError::Refused {
+                                method: resp.method_label(),
+                                error: e.clone(),
+                            });
                         }
                         let fields = resp.tree.to_json(&bytes);
                         if let Some(rows) = statuses_of(&fields) {

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::busy::CpuTimes;
-use crate::follower::{FrameSink, Subscription};
+use crate::follower::{FollowError, FrameSink, Subscription};
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
 
@@ -66,9 +66,8 @@ impl SinkControl {
         sink: Box<dyn FrameSink>,
         read_load: fn() -> Option<CpuTimes>,
         busy_budget_percent: Arc<Mutex<Option<f32>>>,
-    ) -> Result<Self, String> {
-        let subscription = crate::follower::subscribe_with_load(attached, sink, read_load)
-            .map_err(|e| format!("cannot follow the segment: {e}"))?;
+    ) -> Result<Self, FollowError> {
+        let subscription = crate::follower::subscribe_with_load(attached, sink, read_load)?;
         Ok(Self {
             busy_budget_percent,
             subscription: Some(subscription),

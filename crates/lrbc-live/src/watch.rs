@@ -132,11 +132,9 @@ impl<C: Clock> AttachmentWatch<C> {
     }
 
     /// Tries to map the name again; on success the watch moves to the new segment.
-    fn try_reattach(&mut self, now: u64) -> Result<String, String> {
-        match self.attached.reopen() {
-            Ok(new) => Ok(self.accept(new, now)),
-            Err(e) => Err(e.to_string()),
-        }
+    fn try_reattach(&mut self, now: u64) -> Result<String, lrbc::attach::AttachError> {
+        let new = self.attached.reopen()?;
+        Ok(self.accept(new, now))
     }
 
     /// The segment under the name now, if a live engine serves it (else it is closed

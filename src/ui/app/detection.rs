@@ -51,15 +51,16 @@ impl DetectionForm {
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .map(BoundRule::parse)
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
         s.limits.saturation = match self.saturation.trim() {
             "" => None,
             text => Some(Saturation {
-                bound: Bound::parse(text)?,
+                bound: Bound::parse(text).map_err(|e| e.to_string())?,
                 frames: self.saturation_frames.max(1),
             }),
         };
-        s.check()?;
+        s.check().map_err(|e| e.to_string())?;
         Ok(s)
     }
 }

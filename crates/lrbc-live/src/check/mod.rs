@@ -93,23 +93,65 @@ pub struct Bound {
     pub hi: f32,
 }
 
+/// A bound or a bound's rule that does not read, as one line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BoundError {
+    #[error("{0:?} is not LO:HI (e.g. -1:1, or :10 for no lower bound)")]
+    NotLoHi(String),
+    #[error("{side:?} in {text:?} is not a number")]
+    NotANumber { side: String, text: String },
+    #[error("{0:?}: a bound cannot be NaN")]
+    NaN(String),
+    #[error("{0:?}: the low end is above the high end")]
+    Reversed(String),
+    #[error("{0:?} is not CHANNEL=LO:HI (e.g. obs=-10:10, act[2]=-1:1, obs.pole_angle=-0.5:0.5)")]
+    NotARule(String),
+    #[error("{0:?}: expected an index, as in act[2]")]
+    NoIndex(String),
+    #[error("{0:?}: a name is missing after the dot")]
+    NoName(String),
+    #[error("{what:?}: the channel is obs, act or reward, not {channel:?}")]
+    NoChannel { what: String, channel: String },
+    #[error("{0:?}: the reward has one value per env, no index")]
+    RewardIndexed(String),
+}
+
+/// A bound that names a value the segment does not have, as one line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LimitsError {
+    #[error("bound {rule}: {channel} has {len} values, no index {index}")]
+    NoSuchIndex {
+        rule: String,
+        channel: &'static str,
+        len: usize,
+        index: u32,
+    },
+    #[error("bound {rule}: no {channel} is named {name:?} in the names region")]
+    NoSuchName {
+        rule: String,
+        channel: &'static str,
+        name: String,
+    },
+}
+
 impl Bound {
     /// `LO:HI`, either side empty for no bound on that side (`:10`, `-1:`); `inf` and
     /// `-inf` allowed; no NaN; LO at most HI.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let (lo, hi) = text.split_once(':').ok_or_else(|| {
-            format!("{text:?} is not LO:HI (e.g. -1:1, or :10 for no lower bound)")
-        })?;
-        let side = |s: &str, default: f32| -> Result<f32, String> {
+    pub fn parse(text: &str) -> Result<Self, BoundError> {
+        let (lo, hi) = text
+            .split_once(':')
+            .ok_or_else(|| BoundError::NotLoHi(text.into()))?;
+        let side = |s: &str, default: f32| -> Result<f32, BoundError> {
             let s = s.trim();
             if s.is_empty() {
                 return Ok(default);
             }
-            let v: f32 = s
-                .parse()
-                .map_err(|_| format!("{s:?} in {text:?} is not a number"))?;
+            let v: f32 = s.parse().map_err(|_| BoundError::NotANumber {
+                side: s.into(),
+                text: text.into(),
+            })?;
             if v.is_nan() {
-                return Err(format!("{text:?}: a bound cannot be NaN"));
+                return Err(BoundError::NaN(text.into()));
             }
             Ok(v)
         };
@@ -118,7 +160,7 @@ impl Bound {
             hi: side(hi, f32::INFINITY)?,
         };
         if b.lo > b.hi {
-            return Err(format!("{text:?}: the low end is above the high end"));
+            return Err(BoundError::Reversed(text.into()));
         }
         Ok(b)
     }
@@ -161,33 +203,32 @@ pub struct BoundRule {
 
 impl BoundRule {
     /// `obs=LO:HI`, `act[3]=LO:HI`, `obs.pole_angle=LO:HI`, `reward=LO:HI`.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let (what, range) = text.split_once('=').ok_or_else(|| {
-            format!("{text:?} is not CHANNEL=LO:HI (e.g. obs=-10:10, act[2]=-1:1, obs.pole_angle=-0.5:0.5)")
-        })?;
+    pub fn parse(text: &str) -> Result<Self, BoundError> {
+        let (what, range) = text
+            .split_once('=')
+            .ok_or_else(|| BoundError::NotARule(text.into()))?;
         let what = what.trim();
         let bound = Bound::parse(range)?;
         let (channel, target) = if let Some((c, rest)) = what.split_once('[') {
             let index = rest
                 .strip_suffix(']')
                 .and_then(|i| i.trim().parse::<u32>().ok())
-                .ok_or_else(|| format!("{what:?}: expected an index, as in act[2]"))?;
+                .ok_or_else(|| BoundError::NoIndex(what.into()))?;
             (c, BoundTarget::Index(index))
         } else if let Some((c, name)) = what.split_once('.') {
             if name.is_empty() {
-                return Err(format!("{what:?}: a name is missing after the dot"));
+                return Err(BoundError::NoName(what.into()));
             }
             (c, BoundTarget::Name(name.to_string()))
         } else {
             (what, BoundTarget::All)
         };
-        let channel = ChannelKind::parse(channel.trim()).ok_or_else(|| {
-            format!("{what:?}: the channel is obs, act or reward, not {channel:?}")
+        let channel = ChannelKind::parse(channel.trim()).ok_or_else(|| BoundError::NoChannel {
+            what: what.into(),
+            channel: channel.into(),
         })?;
         if channel == ChannelKind::Reward && target != BoundTarget::All {
-            return Err(format!(
-                "{what:?}: the reward has one value per env, no index"
-            ));
+            return Err(BoundError::RewardIndexed(what.into()));
         }
         Ok(Self {
             channel,
@@ -425,7 +466,7 @@ impl Checker {
         obs_size: u32,
         act_size: u32,
         names: &Names,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, LimitsError> {
         let (o, a) = (obs_size as usize, act_size as usize);
         let mut obs = ValueBounds::finite(o);
         let mut act = ValueBounds::finite(a);
@@ -452,20 +493,21 @@ impl Checker {
                 BoundTarget::All => (0..len).collect(),
                 BoundTarget::Index(i) if (*i as usize) < len => vec![*i as usize],
                 BoundTarget::Index(i) => {
-                    return Err(format!(
-                        "bound {}: {} has {len} values, no index {i}",
-                        rule.display(),
-                        rule.channel.as_str()
-                    ));
+                    return Err(LimitsError::NoSuchIndex {
+                        rule: rule.display(),
+                        channel: rule.channel.as_str(),
+                        len,
+                        index: *i,
+                    });
                 }
                 BoundTarget::Name(n) => match names.iter().position(|x| x == n) {
                     Some(i) if i < len => vec![i],
                     _ => {
-                        return Err(format!(
-                            "bound {}: no {} is named {n:?} in the names region",
-                            rule.display(),
-                            rule.channel.as_str()
-                        ));
+                        return Err(LimitsError::NoSuchName {
+                            rule: rule.display(),
+                            channel: rule.channel.as_str(),
+                            name: n.clone(),
+                        });
                     }
                 },
             };

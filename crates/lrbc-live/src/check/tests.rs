@@ -139,7 +139,7 @@ fn bounds_that_name_nothing_or_are_not_bounds_are_refused_in_one_line() {
         ("obs[x]=-1:1", "index"),
         ("obs.=-1:1", "name is missing"),
     ] {
-        let e = BoundRule::parse(text).unwrap_err();
+        let e = BoundRule::parse(text).unwrap_err().to_string();
         assert!(e.contains(says), "{text}: {e}");
         assert!(!e.contains('\n'));
     }
@@ -152,7 +152,7 @@ fn bounds_that_name_nothing_or_are_not_bounds_are_refused_in_one_line() {
             bounds: vec![BoundRule::parse(text).unwrap()],
             saturation: None,
         };
-        let e = Checker::new(&limits, 1, 1, 1, &n).unwrap_err();
+        let e = Checker::new(&limits, 1, 1, 1, &n).unwrap_err().to_string();
         assert!(e.contains(says), "{text}: {e}");
     }
     for text in [

@@ -13,14 +13,24 @@ use super::detector::Detector;
 use super::event::Event;
 use super::log::EventLog;
 use super::ring_fault::RingFault;
-use super::settings::DetectSettings;
+use super::settings::{DetectSettings, SettingsError};
 use crate::check::{Checker, Limits};
-use crate::follower::{FrameCopy, FrameSink, Tick, Wants};
+use crate::follower::{FollowError, FrameCopy, FrameSink, Tick, Wants};
 use crate::live_sink::{Handoff, SinkControl};
 use crate::rhythm::{Flags, FrameTimes};
 use crate::watch::State;
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
+
+/// A detector that could not be started, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum DiagnosisError {
+    /// Its settings cannot be used on this segment.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Follow(#[from] FollowError),
+}
 
 /// Facts waiting for the detector, at most.
 const FACTS_QUEUED: usize = 4096;
@@ -101,7 +111,7 @@ impl Diagnosis {
         settings: DetectSettings,
         busy_budget_percent: Option<f32>,
         kept: usize,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, DiagnosisError> {
         Self::start_with_load(
             attached,
             settings,
@@ -118,7 +128,7 @@ impl Diagnosis {
         busy_budget_percent: Option<f32>,
         kept: usize,
         read_load: fn() -> Option<crate::busy::CpuTimes>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, DiagnosisError> {
         settings.check()?;
         let g = &attached.geometry;
         Checker::new(
@@ -127,7 +137,8 @@ impl Diagnosis {
             g.obs_size,
             g.act_size,
             &g.names,
-        )?;
+        )
+        .map_err(SettingsError::from)?;
         let log = Arc::new(Mutex::new(EventLog::new(kept)));
         let (tx, rx) = crossbeam_channel::bounded(FACTS_QUEUED);
         let feed = DetectorFeed {
@@ -172,7 +183,7 @@ impl Diagnosis {
 
     /// New settings, taken up at the follower's next tick. Err: they cannot be used on
     /// this segment (the old ones stay).
-    pub fn set_settings(&self, settings: DetectSettings) -> Result<(), String> {
+    pub fn set_settings(&self, settings: DetectSettings) -> Result<(), SettingsError> {
         settings.check()?;
         let (envs, obs, act, names) = &self.shape;
         Checker::new(&settings.limits, *envs, *obs, *act, names)?;

@@ -23,10 +23,10 @@ mod settings;
 
 pub use detector::{BURST_MIN_ENVS, Detector, REFRESH_NS, RING_MERGE_NS};
 pub use event::{Event, EventKind, EventTotals, Origin, format_value};
-pub use live::{DetectorFeed, Diagnosis};
+pub use live::{DetectorFeed, Diagnosis, DiagnosisError};
 pub use log::{DEFAULT_EVENTS_KEPT, EventLog};
 pub use ring_fault::RingFault;
-pub use settings::{DetectChanges, DetectSettings};
+pub use settings::{DetectChanges, DetectSettings, SettingsError};
 
 #[cfg(test)]
 mod tests;

@@ -42,37 +42,44 @@ impl Default for DetectSettings {
     }
 }
 
+/// Why the detector's settings cannot be used, as one line.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("the done-burst share must be above 0 and at most 1, not {0}")]
+    DoneBurstShare(f32),
+    #[error("the stall factor must be at least 2, not {0}")]
+    StallFactor(f32),
+    #[error("the shortest stall must be 0 to 3600 s, not {0}")]
+    StallMin(f32),
+    #[error("the update factor must be 1.5 to 1000, not {0}")]
+    UpdateFactor(f32),
+    #[error("saturation needs at least 1 frame")]
+    SaturationFrames,
+    /// A bound names a value the segment does not have.
+    #[error(transparent)]
+    Limits(#[from] crate::check::LimitsError),
+}
+
 impl DetectSettings {
-    /// Why these settings cannot be used, if they cannot (one line).
-    pub fn check(&self) -> Result<(), String> {
+    /// Why these settings cannot be used, if they cannot (on any segment).
+    pub fn check(&self) -> Result<(), SettingsError> {
         let share = self.done_burst_share;
         if !(share > 0.0 && share <= 1.0) {
-            return Err(format!(
-                "the done-burst share must be above 0 and at most 1, not {share}"
-            ));
+            return Err(SettingsError::DoneBurstShare(share));
         }
         if !(self.stall_factor.is_finite() && self.stall_factor >= 2.0) {
-            return Err(format!(
-                "the stall factor must be at least 2, not {}",
-                self.stall_factor
-            ));
+            return Err(SettingsError::StallFactor(self.stall_factor));
         }
         if !(self.stall_min_secs.is_finite() && (0.0..=3600.0).contains(&self.stall_min_secs)) {
-            return Err(format!(
-                "the shortest stall must be 0 to 3600 s, not {}",
-                self.stall_min_secs
-            ));
+            return Err(SettingsError::StallMin(self.stall_min_secs));
         }
         if !(self.update_factor.is_finite() && (1.5..=1000.0).contains(&self.update_factor)) {
-            return Err(format!(
-                "the update factor must be 1.5 to 1000, not {}",
-                self.update_factor
-            ));
+            return Err(SettingsError::UpdateFactor(self.update_factor));
         }
         if let Some(s) = self.limits.saturation
             && s.frames == 0
         {
-            return Err("saturation needs at least 1 frame".into());
+            return Err(SettingsError::SaturationFrames);
         }
         Ok(())
     }
@@ -107,8 +114,8 @@ impl DetectChanges {
         *self == Self::default()
     }
 
-    /// `settings` with these changes; Err: the result cannot be used (one line).
-    pub fn applied_to(&self, settings: &DetectSettings) -> Result<DetectSettings, String> {
+    /// `settings` with these changes; Err: the result cannot be used.
+    pub fn applied_to(&self, settings: &DetectSettings) -> Result<DetectSettings, SettingsError> {
         let mut s = settings.clone();
         if let Some(b) = &self.bounds {
             s.limits.bounds.clone_from(b);

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::accountant::{Accountant, Episode, FrameView};
 use super::book::EpisodeBook;
 use crate::check::{ChannelKind, Fault};
-use crate::follower::{FrameCopy, FrameSink, Tick, Wants};
+use crate::follower::{FollowError, FrameCopy, FrameSink, Tick, Wants};
 use crate::live_sink::{Handoff, SinkControl};
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
@@ -35,7 +35,7 @@ impl EpisodeTracker {
         attached: &Attached,
         kept: usize,
         busy_budget_percent: Option<f32>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, FollowError> {
         Self::start_with_load(
             attached,
             kept,
@@ -50,7 +50,7 @@ impl EpisodeTracker {
         kept: usize,
         busy_budget_percent: Option<f32>,
         read_load: fn() -> Option<crate::busy::CpuTimes>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, FollowError> {
         let num_envs = attached.geometry.num_envs;
         let book = Arc::new(Mutex::new(EpisodeBook::new(num_envs, kept)));
         let budget = Arc::new(Mutex::new(busy_budget_percent));

@@ -311,6 +311,11 @@ type Launch = (
     std::sync::mpsc::SyncSender<std::io::Result<std::thread::JoinHandle<()>>>,
 );
 
+/// A follower that could not be started (its thread), as one line.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot follow the segment: {0}")]
+pub struct FollowError(#[from] pub std::io::Error);
+
 /// The thread that starts followers, once [`keep_priority_for_followers`] made it.
 static LAUNCHER: std::sync::OnceLock<Mutex<std::sync::mpsc::SyncSender<Launch>>> =
     std::sync::OnceLock::new();

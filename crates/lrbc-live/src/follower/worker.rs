@@ -59,7 +59,7 @@ impl Checks {
         let make = |l: &Limits| Checker::new(l, g.num_envs, g.obs_size, g.act_size, &g.names);
         let (checker, note) = match make(&limits) {
             Ok(c) => (c, None),
-            Err(e) => (make(&Limits::default()).ok()?, Some(e)),
+            Err(e) => (make(&Limits::default()).ok()?, Some(e.to_string())),
         };
         Some(Self {
             limits,

@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::detect::{DetectSettings, Diagnosis, EventLog};
+use crate::detect::{DetectSettings, Diagnosis, EventLog, SettingsError};
 use crate::episodes::{EpisodeBook, EpisodeTracker};
 use crate::follower::Subscription;
 use crate::watch::AttachmentWatch;
@@ -204,7 +204,7 @@ impl Sampler {
     /// What the detector looks for from its next frame. Err: these settings cannot be
     /// used on this segment, and the detector keeps its own. No detector runs: nothing
     /// to change.
-    pub fn set_detect(&self, detect: DetectSettings) -> Result<(), String> {
+    pub fn set_detect(&self, detect: DetectSettings) -> Result<(), SettingsError> {
         let Some(d) = &self.diagnosis else {
             return Ok(());
         };

@@ -41,6 +41,15 @@ pub struct DecodedEntry {
     pub error: Option<String>,
 }
 
+/// Why a ring entry's payload does not decode, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum MalformedEntry {
+    #[error(transparent)]
+    Envelope(#[from] rpc::EnvelopeError),
+    #[error("payload is not JSON: {0}")]
+    NotJson(serde_json::Error),
+}
+
 /// Decodes an entry's payload as the traffic list shows it: an LRBC ring's FlatBuffers
 /// envelope, or a luckyrobots ring's JSON with its entry header. Without the header (a
 /// recording keeps only the payload), what the JSON says: the method of a request from
@@ -52,10 +61,10 @@ pub fn decode_entry(
     format: RingFormat,
     payload: &[u8],
     lucky: Option<LuckyEntryHeader>,
-) -> Result<DecodedEntry, String> {
+) -> Result<DecodedEntry, MalformedEntry> {
     match format {
         RingFormat::Lrbc => {
-            let d = rpc::decode_envelope(payload).map_err(|e| e.to_string())?;
+            let d = rpc::decode_envelope(payload)?;
             Ok(DecodedEntry {
                 correlation_id: d.correlation_id,
                 method_id: Some(d.method),
@@ -68,8 +77,7 @@ pub fn decode_entry(
             let value = if payload.is_empty() {
                 Value::Null
             } else {
-                serde_json::from_slice::<Value>(payload)
-                    .map_err(|e| format!("payload is not JSON: {e}"))?
+                serde_json::from_slice::<Value>(payload).map_err(MalformedEntry::NotJson)?
             };
             let error_field = || match value.get("error") {
                 None | Some(Value::Null) => None,
@@ -257,7 +265,7 @@ impl EntryDecoder {
                 self.malformed(
                     ring,
                     position,
-                    error,
+                    error.to_string(),
                     payload,
                     at_risk.then_some(ring_bytes),
                     out,

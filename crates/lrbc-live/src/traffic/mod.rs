@@ -16,7 +16,7 @@ mod reader;
 mod store;
 mod tap;
 
-pub use decode::{DecodedEntry, EntryDecoder, RingEntry, decode_entry};
+pub use decode::{DecodedEntry, EntryDecoder, MalformedEntry, RingEntry, decode_entry};
 pub use reader::Traffic;
 pub use store::{StreamedImage, TrafficLimits, TrafficRow, TrafficStore};
 pub use tap::{OnTraffic, TrafficTap};

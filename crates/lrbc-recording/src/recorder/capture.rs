@@ -20,7 +20,7 @@ use lrbc::clock::{Clock, MonotonicClock};
 use lrbc::layout::{Layout, RegionKind};
 use lrbc::rpc::RECORDING_BFBS;
 use lrbc_live::busy::CpuTimes;
-use lrbc_live::detect::{DetectSettings, Diagnosis, Event, EventKind};
+use lrbc_live::detect::{DetectSettings, Diagnosis, DiagnosisError, Event, EventKind};
 use lrbc_live::follower::{FrameCopy, Subscription};
 use lrbc_live::traffic::{RingSelection, Traffic, TrafficEvent};
 use lrbc_live::watch::{AttachmentWatch, State};
@@ -339,8 +339,7 @@ impl Capture {
             busy_budget,
             lrbc_live::detect::DEFAULT_EVENTS_KEPT,
             read_load,
-        )
-        .map_err(RecordError::Detect)?;
+        )?;
         self.events_cursor = lock(diagnosis.log()).cursor_now();
         self.diagnosis = Some(diagnosis);
         Ok(())
@@ -349,10 +348,10 @@ impl Capture {
     /// Finds events with `settings` (by default the detector's defaults). Err: they
     /// cannot be used on this segment (a bound names a value it does not have).
     pub fn detect_with(&mut self, settings: DetectSettings) -> Result<(), RecordError> {
-        settings.check().map_err(RecordError::Detect)?;
+        settings.check().map_err(DiagnosisError::from)?;
         if let Some(d) = &self.diagnosis {
             d.set_settings(settings.clone())
-                .map_err(RecordError::Detect)?;
+                .map_err(DiagnosisError::from)?;
         }
         self.detect = settings;
         Ok(())

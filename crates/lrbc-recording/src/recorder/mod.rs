@@ -44,9 +44,10 @@ pub enum RecordError {
     NoSuchEnv { env: u32, num_envs: u32 },
     #[error("{0}")]
     Unsupported(&'static str),
-    /// The detector's settings cannot be used on this segment.
-    #[error("{0}")]
-    Detect(String),
+    /// The detector could not be started, or its settings cannot be used on this
+    /// segment.
+    #[error(transparent)]
+    Detect(#[from] lrbc_live::detect::DiagnosisError),
 }
 
 impl RecordError {

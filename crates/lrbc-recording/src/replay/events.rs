@@ -92,7 +92,7 @@ pub fn find_again(
     settings: &DetectSettings,
     mut progress: impl FnMut(f64) -> bool,
 ) -> Result<RecordingEvents, String> {
-    settings.check()?;
+    settings.check().map_err(|e| e.to_string())?;
     let g = rec.geometry.clone();
     let mut checker = Checker::new(
         &settings.limits,
@@ -100,7 +100,8 @@ pub fn find_again(
         g.obs_size,
         g.act_size,
         &g.names,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let mut detector = Detector::new(settings.clone(), g.num_envs, g.names.clone());
     let mut out: Vec<Event> = Vec::new();
     let mut decoder = EntryDecoder::default();

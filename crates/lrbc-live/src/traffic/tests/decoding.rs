@@ -213,6 +213,7 @@ fn a_luckyrobots_payload_without_its_header_decodes_from_its_json_fields() {
     assert!(
         decode(RegionKind::CmdS2c, b"nope")
             .unwrap_err()
+            .to_string()
             .starts_with("payload is not JSON")
     );
 }

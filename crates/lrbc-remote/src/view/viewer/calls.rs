@@ -7,7 +7,7 @@ use crate::protocol::{SERVICE_STATUS, SET_SERVICE};
 use crate::view::Connection;
 use lrbc::rpc::tree::clip;
 use lrbc::sync::lock;
-use lrbc_live::controller::{ControlRequest, set_line, statuses_of};
+use lrbc_live::controller::{CallError, ControlRequest, set_line, statuses_of};
 
 impl ViewerThread {
     /// Sends a control request to the server's services.
@@ -43,9 +43,9 @@ impl ViewerThread {
 
     /// A service's answer into the RPC panel's state.
     pub(super) fn answered(&mut self, req: ControlRequest, answer: Result<Vec<u8>, String>) {
-        let result = answer.and_then(|bytes| {
+        let result = answer.map_err(CallError::Remote).and_then(|bytes| {
             let v: serde_json::Value = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("the server's answer is not JSON: {e}"))?;
+                .map_err(|e| CallError::Remote(format!("the server's answer is not JSON: {e}")))?;
             let fields = &v["fields"];
             if let Some(rows) = statuses_of(fields) {
                 lock(&self.control).statuses = rows;
