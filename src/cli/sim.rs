@@ -315,31 +315,55 @@ fn say(line: &str) {
 /// A recording's actions as the simulated client's source.
 struct Replayed(RecordedActions);
 
+/// Why a recording's actions cannot drive the segment.
+#[derive(Debug, thiserror::Error)]
+enum ReplayedError {
+    #[error(
+        "the recording has {envs} envs of {acts} actions; the segment {segment_envs} envs of {segment_acts}"
+    )]
+    Sizes {
+        envs: usize,
+        acts: usize,
+        segment_envs: usize,
+        segment_acts: usize,
+    },
+    #[error("frame_seq {frame_seq}: {recorded} actions recorded, {expected} expected")]
+    Step {
+        frame_seq: u64,
+        recorded: usize,
+        expected: usize,
+    },
+}
+
 impl client::ActionSource for Replayed {
-    fn fits(&self, num_envs: usize, act_size: usize) -> Result<(), String> {
-        let (n, a) = (self.0.num_envs, self.0.act_size);
-        if (n, a) == (num_envs, act_size) {
+    fn fits(&self, num_envs: usize, act_size: usize) -> Result<(), client::SourceError> {
+        let (envs, acts) = (self.0.num_envs, self.0.act_size);
+        if (envs, acts) == (num_envs, act_size) {
             Ok(())
         } else {
-            Err(format!(
-                "the recording has {n} envs of {a} actions; the segment {num_envs} envs of {act_size}"
-            ))
+            Err(ReplayedError::Sizes {
+                envs,
+                acts,
+                segment_envs: num_envs,
+                segment_acts: act_size,
+            }
+            .into())
         }
     }
 
-    fn next_actions(&mut self, actions: &mut [f32]) -> Result<bool, String> {
-        match self.0.next_step().map_err(|e| e.to_string())? {
+    fn next_actions(&mut self, actions: &mut [f32]) -> Result<bool, client::SourceError> {
+        match self.0.next_step()? {
             None => Ok(false),
             Some(step) if step.actions.len() == actions.len() => {
                 actions.copy_from_slice(&step.actions);
                 Ok(true)
             }
-            Some(step) => Err(format!(
-                "frame_seq {}: {} actions recorded, {} expected",
-                step.frame_seq,
-                step.actions.len(),
-                actions.len()
-            )),
+            Some(step) => Err(ReplayedError::Step {
+                frame_seq: step.frame_seq,
+                recorded: step.actions.len(),
+                expected: actions.len(),
+            }
+            .into()),
         }
     }
 }

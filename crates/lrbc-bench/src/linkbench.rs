@@ -50,7 +50,7 @@ fn rate_label(kbit: u64) -> String {
 
 /// The namespace of a link of `kbit` kbit/s (`lrbc_testkit::netns`).
 fn link(kbit: u64) -> Result<Netns, BenchError> {
-    Netns::create(kbit).map_err(BenchError::Other)
+    Ok(Netns::create(kbit)?)
 }
 
 /// Whether links can be made here, as one line saying why not (not Linux, not root, no

@@ -188,7 +188,7 @@ pub enum BenchCommand {
 /// Runs one producer rate for `secs`; returns (produced, seen, lost bytes, malformed).
 fn read_at(rate: f64, secs: f64) -> Result<(u64, u64, u64, u64), BenchError> {
     let name = format!("lrbc-bench-ring-{}-{}", std::process::id(), rate as u64);
-    let seg = RingSegment::create(&name, 512 * 1024).map_err(BenchError::Other)?;
+    let seg = RingSegment::create(&name, 512 * 1024)?;
     let rw = Arc::clone(&seg.rw);
     let attached = lrbc::attach::Attached::open_at(&seg.location, Some(name), LayoutChoice::Auto)?;
     let ring = *attached

@@ -71,7 +71,7 @@ fn fits(path: &Path, bytes: u64) -> bool {
 /// as `record --envs 0-7` does, until the file holds `bytes`.
 fn make(path: &Path, bytes: u64) -> Result<(), BenchError> {
     let part = path.with_extension("mcap.part");
-    let sim = SimRun::start(Preset::Train4096, None).map_err(BenchError::Other)?;
+    let sim = SimRun::start(Preset::Train4096, None)?;
     let a = attach(&Target::Shm(sim.name.clone()), LayoutChoice::Auto)?;
     let file =
         std::fs::File::create(&part).map_err(|e| fail(format!("{}: {e}", part.display())))?;

@@ -20,6 +20,14 @@ pub enum BenchError {
     /// Arguments that cannot be used together (exit code 2, as clap's).
     #[error("{0}")]
     Usage(String),
+    /// The simulated run or ring segment a benchmark needs could not be made.
+    #[error(transparent)]
+    SimRun(#[from] lrbc_sim::inprocess::SimRunError),
+    #[error(transparent)]
+    RingSegment(#[from] lrbc_sim::bench::RingSegmentError),
+    /// A slow link could not be made.
+    #[error(transparent)]
+    Link(#[from] lrbc_testkit::netns::NetnsError),
     #[error("{0}")]
     Other(String),
 }
@@ -29,7 +37,11 @@ impl BenchError {
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Usage(_) => 2,
-            Self::Attach(_) | Self::Other(_) => 1,
+            Self::Attach(_)
+            | Self::SimRun(_)
+            | Self::RingSegment(_)
+            | Self::Link(_)
+            | Self::Other(_) => 1,
         }
     }
 }

@@ -61,8 +61,17 @@ pub struct RingSegment {
     pub rw: Arc<SegmentRw>,
 }
 
+/// A ring segment that could not be made, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum RingSegmentError {
+    #[error(transparent)]
+    Plan(#[from] lrbc::layout::plan::PlanError),
+    #[error(transparent)]
+    Create(#[from] lrbc::segment::OpenError),
+}
+
 impl RingSegment {
-    pub fn create(name: &str, ring_bytes: u32) -> Result<Self, String> {
+    pub fn create(name: &str, ring_bytes: u32) -> Result<Self, RingSegmentError> {
         let spec = PlanSpec {
             layout: PlanLayout::Lrbc { ext: true },
             num_envs: 1,
@@ -76,10 +85,9 @@ impl RingSegment {
             server_pid: std::process::id(),
             max_size_bytes: u64::MAX,
         };
-        let plan = Plan::new(&spec).map_err(|e| e.to_string())?;
+        let plan = Plan::new(&spec)?;
         let location = Location::shm(name);
-        let rw =
-            SegmentRw::create_at(&location, plan.size_bytes, true).map_err(|e| e.to_string())?;
+        let rw = SegmentRw::create_at(&location, plan.size_bytes, true)?;
         rw.write_at(0, &plan.initial_bytes(&spec));
         Ok(Self {
             name: name.to_string(),

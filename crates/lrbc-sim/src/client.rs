@@ -125,9 +125,9 @@ pub enum ClientError {
     StepTimeout { action_seq: u64, secs: f64 },
     #[error("{0}")]
     Config(String),
-    /// The replayed actions: a file that cannot drive this segment, or cannot be read.
+    /// The replayed actions: a source that cannot drive this segment, or cannot be read.
     #[error("--replay: {0}")]
-    Replay(String),
+    Replay(SourceError),
 }
 
 enum CmdRings {
@@ -164,16 +164,20 @@ fn random_actions(actions: &mut [f32], state: &mut u64) {
     }
 }
 
+/// Why an action source cannot drive the client or give it a step: the source's own
+/// error (a recording's reader's, above this crate).
+pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Where a replaying client's actions come from: each step's in turn, instead of the
 /// policy's.
 pub trait ActionSource {
     /// Whether it can drive a segment of `num_envs` envs of `act_size` actions (Err: why
     /// not, one line).
-    fn fits(&self, num_envs: usize, act_size: usize) -> Result<(), String>;
+    fn fits(&self, num_envs: usize, act_size: usize) -> Result<(), SourceError>;
 
     /// Writes the next step's actions into `actions` (`num_envs × act_size`, env by
     /// env); Ok(false): no step is left.
-    fn next_actions(&mut self, actions: &mut [f32]) -> Result<bool, String>;
+    fn next_actions(&mut self, actions: &mut [f32]) -> Result<bool, SourceError>;
 }
 
 /// Runs the client until `stop`, `steps`, or an error.

@@ -8,6 +8,15 @@ use std::time::Duration;
 use crate::client::{self, ClientConfig, Policy};
 use crate::engine::{Engine, EngineConfig, Preset};
 
+/// A run that could not be started, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum SimRunError {
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    #[error("cannot start a thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
 /// A simulated engine and client running on threads of this process.
 pub struct SimRun {
     pub name: String,
@@ -30,7 +39,7 @@ impl SimRun {
     }
 
     /// Starts an engine with `preset` and a client paced at `hz` (commands on).
-    pub fn start(preset: Preset, hz: Option<f64>) -> Result<Self, String> {
+    pub fn start(preset: Preset, hz: Option<f64>) -> Result<Self, SimRunError> {
         Self::start_planted(preset, hz, Vec::new(), None)
     }
 
@@ -41,7 +50,7 @@ impl SimRun {
         hz: Option<f64>,
         plants: Vec<crate::engine::Plant>,
         rollout: Option<client::Rollout>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SimRunError> {
         let name = format!(
             "lrbc-sim-{}-{}",
             std::process::id(),
@@ -62,7 +71,7 @@ impl SimRun {
                 act_size,
             )
         };
-        let mut engine = Engine::create(cfg).map_err(|e| e.to_string())?;
+        let mut engine = Engine::create(cfg)?;
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         let s = Arc::clone(&stop);
@@ -71,8 +80,7 @@ impl SimRun {
                 .name("sim-engine".into())
                 .spawn(move || {
                     engine.run(&s);
-                })
-                .map_err(|e| e.to_string())?,
+                })?,
         );
         let s = Arc::clone(&stop);
         let client_cfg = ClientConfig {
@@ -89,9 +97,10 @@ impl SimRun {
             std::thread::Builder::new()
                 .name("sim-client".into())
                 .spawn(move || {
+                    // A client that stops early (the engine gone) leaves the run to its
+                    // engine: the tests and benchmarks that use it watch the frames.
                     let _ = client::run(&client_cfg, &s);
-                })
-                .map_err(|e| e.to_string())?,
+                })?,
         );
         Ok(Self {
             name,

@@ -8,6 +8,17 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Why a link could not be made, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    /// This machine cannot make one (not Linux, not root, no `ip` or `tc`).
+    #[error("{0}")]
+    Unavailable(&'static str),
+    /// A setup command failed: the command and why (its stderr).
+    #[error("{command}: {why}")]
+    Setup { command: String, why: String },
+}
+
 /// A namespace, deleted when dropped (on a failing test's panic too).
 #[derive(Debug)]
 pub struct Netns {
@@ -55,24 +66,25 @@ pub fn unavailable() -> Option<&'static str> {
 }
 
 /// Runs a setup command to completion; its stderr in the error.
-fn setup(c: &mut Command) -> Result<(), String> {
-    let what = format!("{c:?}").replace('"', "");
-    let out = c
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{what}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        Err(format!("{what}: {}", err.trim()))
+fn setup(c: &mut Command) -> Result<(), NetnsError> {
+    let command = format!("{c:?}").replace('"', "");
+    match c.stdin(Stdio::null()).output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(NetnsError::Setup {
+            command,
+            why: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        }),
+        Err(e) => Err(NetnsError::Setup {
+            command,
+            why: e.to_string(),
+        }),
     }
 }
 
 impl Netns {
     /// A namespace of a name of its own whose loopback carries `kbit` kbit/s.
-    pub fn create(kbit: u64) -> Result<Self, String> {
-        let (ip, tc) = tools()?;
+    pub fn create(kbit: u64) -> Result<Self, NetnsError> {
+        let (ip, tc) = tools().map_err(NetnsError::Unavailable)?;
         static N: AtomicUsize = AtomicUsize::new(0);
         // Relaxed: a counter for names, nothing behind it.
         let n = N.fetch_add(1, Ordering::Relaxed);

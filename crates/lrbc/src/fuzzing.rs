@@ -146,6 +146,20 @@ pub fn ring_watch(data: &[u8]) {
 pub mod corpus {
     use std::path::{Path, PathBuf};
 
+    /// Why a corpus did not pass, as one line.
+    #[derive(Debug, thiserror::Error)]
+    pub enum CorpusError {
+        #[error("{}: {source}", path.display())]
+        Read {
+            path: PathBuf,
+            source: std::io::Error,
+        },
+        #[error("{target}: only {inputs} inputs")]
+        TooFew { target: String, inputs: usize },
+        #[error("{target}: input {} fails", path.display())]
+        Fails { target: String, path: PathBuf },
+    }
+
     /// A fuzz target's body.
     pub type Body = fn(&[u8]);
 
@@ -170,21 +184,32 @@ pub mod corpus {
     /// Runs `body` over every input of `dir`, in the order of their names. An error says
     /// why: the folder or an input cannot be read, it holds fewer than [`MIN_INPUTS`], or
     /// an input made the body panic.
-    pub fn run(target: &str, dir: &Path, body: Body) -> Result<(), String> {
+    pub fn run(target: &str, dir: &Path, body: Body) -> Result<(), CorpusError> {
+        fn read(path: &Path) -> impl FnOnce(std::io::Error) -> CorpusError + '_ {
+            move |source| CorpusError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
         let mut files = Vec::new();
-        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for entry in entries {
-            let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
-            let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for entry in std::fs::read_dir(dir).map_err(read(dir))? {
+            let path = entry.map_err(read(dir))?.path();
+            let data = std::fs::read(&path).map_err(read(&path))?;
             files.push((path, data));
         }
         files.sort();
         if files.len() < MIN_INPUTS {
-            return Err(format!("{target}: only {} inputs", files.len()));
+            return Err(CorpusError::TooFew {
+                target: target.into(),
+                inputs: files.len(),
+            });
         }
         for (path, data) in &files {
             if std::panic::catch_unwind(|| body(data)).is_err() {
-                return Err(format!("{target}: input {} fails", path.display()));
+                return Err(CorpusError::Fails {
+                    target: target.into(),
+                    path: path.clone(),
+                });
             }
         }
         Ok(())

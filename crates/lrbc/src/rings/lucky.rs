@@ -112,6 +112,15 @@ pub struct LuckyConsumer {
     tail: u64,
 }
 
+/// Why the consumer stopped (a malformed entry skips to head).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LuckyPopError {
+    #[error("ring outside the mapping")]
+    OutOfRange,
+    #[error("payload length {0} is impossible")]
+    ImpossibleLength(u32),
+}
+
 impl LuckyConsumer {
     pub fn new(mem: &impl RingRead, ring: RingGeometry) -> Self {
         Self {
@@ -125,26 +134,23 @@ impl LuckyConsumer {
         &mut self,
         mem: &impl RingWrite,
         payload: &mut Vec<u8>,
-    ) -> Result<Option<LuckyEntryHeader>, String> {
+    ) -> Result<Option<LuckyEntryHeader>, LuckyPopError> {
         let cap = u64::from(self.ring.capacity_bytes);
         // Acquire: pairs with the producer's Release store of head.
         let head = mem
             .load_u64(self.ring.offset_bytes + HEAD)
-            .ok_or("ring outside the mapping")?;
+            .ok_or(LuckyPopError::OutOfRange)?;
         if head == self.tail {
             return Ok(None);
         }
         let mut h = [0u8; 16];
         let result = if !read_wrapping(mem, &self.ring, self.tail, &mut h) {
-            Err("ring outside the mapping".to_string())
+            Err(LuckyPopError::OutOfRange)
         } else {
             let header = parse_header(&h);
             let size = entry_size(u64::from(header.payload_length));
             if size > cap || size > head.wrapping_sub(self.tail) {
-                Err(format!(
-                    "payload length {} is impossible",
-                    header.payload_length
-                ))
+                Err(LuckyPopError::ImpossibleLength(header.payload_length))
             } else {
                 payload.resize(header.payload_length as usize, 0);
                 read_wrapping(mem, &self.ring, self.tail + ENTRY_HEADER_BYTES, payload);
