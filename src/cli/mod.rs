@@ -307,6 +307,9 @@ pub enum CliError {
     /// The detector could not start on the segment.
     #[error(transparent)]
     Detect(#[from] lrbc_live::detect::DiagnosisError),
+    /// `serve`'s certificate or key cannot be used.
+    #[error(transparent)]
+    Tls(#[from] lrbc_remote::protocol::TlsError),
     #[error("{0}")]
     Other(String),
     /// `events --fail-on` found an event of a kind it names: not a failure of the
@@ -322,6 +325,7 @@ impl CliError {
             Self::Usage(_)
             | Self::DetectOptions(_)
             | Self::Detect(_)
+            | Self::Tls(_)
             | Self::Other(_)
             | Self::Found(_) => None,
         }
@@ -333,7 +337,7 @@ impl CliError {
         match self {
             Self::Usage(_) | Self::DetectOptions(_) => 2,
             Self::Found(_) => events::FOUND_EXIT_CODE,
-            Self::Attach(_) | Self::Detect(_) | Self::Other(_) => 1,
+            Self::Attach(_) | Self::Detect(_) | Self::Tls(_) | Self::Other(_) => 1,
         }
     }
 }

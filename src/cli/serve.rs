@@ -396,7 +396,7 @@ fn read_tls(o: &ServeOptions) -> Result<Option<TlsPem>, CliError> {
         std::fs::read(p).map_err(|e| CliError::Other(format!("cannot read {}: {e}", p.display())))
     };
     let (cert, key) = (read(cert)?, read(key)?);
-    lrbc_remote::server::check_tls(&cert, &key).map_err(CliError::Other)?;
+    lrbc_remote::server::check_tls(&cert, &key)?;
     Ok(Some((cert, key)))
 }
 

@@ -17,6 +17,27 @@ pub const STATUS_TOPIC: &str = "/lrbc/serve/status";
 pub const CLOCK_METADATA: &str = "lrbc.clock";
 /// Why a build without the `tls` feature cannot speak TLS.
 pub const NO_TLS: &str = "this build has no TLS (built without the `tls` feature)";
+
+/// TLS settings that could not be made, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{NO_TLS}")]
+    NotBuilt,
+    #[error("--tls-cert: not a PEM certificate: {0}")]
+    NotCertificate(rustls::pki_types::pem::Error),
+    #[error("--tls-cert: no certificate in it")]
+    NoCertificate,
+    #[error("--tls-key: no PEM PKCS #8 private key (\"BEGIN PRIVATE KEY\"): {0}")]
+    NoKey(rustls::pki_types::pem::Error),
+    /// The certificate (chain), read when serving.
+    #[error("--tls-cert: {0}")]
+    Cert(rustls::pki_types::pem::Error),
+    /// The private key, read when serving.
+    #[error("--tls-key: {0}")]
+    Key(rustls::pki_types::pem::Error),
+    #[error(transparent)]
+    Rustls(#[from] rustls::Error),
+}
 /// `{"service": "camera", "enabled": true}`: toggles an engine service.
 pub const SET_SERVICE: &str = "/lrbc/control/set_service";
 /// `{}`: every engine service's status.
@@ -250,30 +271,57 @@ pub enum ClientMessage {
     Unsupported(String),
 }
 
-/// Parses a client's text message; the error says what is wrong in a few words.
-pub fn parse_client_text(text: &str) -> Result<ClientMessage, String> {
+/// What is wrong with a client's message, in a few words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadClientMessage {
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    #[error("a text message without \"op\"")]
+    NoOp,
+    #[error("{op} without {field}")]
+    Missing { op: String, field: &'static str },
+    /// A field of an operation that does not read.
+    #[error("{op}: {why}")]
+    Field { op: &'static str, why: String },
+    #[error("a service call of {0} bytes is too short")]
+    ShortCall(usize),
+    #[error("an empty binary message")]
+    Empty,
+}
+
+/// Parses a client's text message.
+pub fn parse_client_text(text: &str) -> Result<ClientMessage, BadClientMessage> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Sub {
         id: u32,
         channel_id: u64,
     }
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let op = v["op"].as_str().ok_or("a text message without \"op\"")?;
-    let field = |name: &str| {
-        v.get(name)
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| BadClientMessage::NotJson(e.to_string()))?;
+    let op = v["op"].as_str().ok_or(BadClientMessage::NoOp)?;
+    let field = |field: &'static str| {
+        v.get(field)
             .cloned()
-            .ok_or_else(|| format!("{op} without {name}"))
+            .ok_or_else(|| BadClientMessage::Missing {
+                op: op.into(),
+                field,
+            })
+    };
+    let bad = |op: &'static str| {
+        move |e: serde_json::Error| BadClientMessage::Field {
+            op,
+            why: e.to_string(),
+        }
     };
     Ok(match op {
         "subscribe" => {
-            let subs: Vec<Sub> = serde_json::from_value(field("subscriptions")?)
-                .map_err(|e| format!("subscribe: {e}"))?;
+            let subs: Vec<Sub> =
+                serde_json::from_value(field("subscriptions")?).map_err(bad("subscribe"))?;
             ClientMessage::Subscribe(subs.into_iter().map(|s| (s.id, s.channel_id)).collect())
         }
         "unsubscribe" => ClientMessage::Unsubscribe(
-            serde_json::from_value(field("subscriptionIds")?)
-                .map_err(|e| format!("unsubscribe: {e}"))?,
+            serde_json::from_value(field("subscriptionIds")?).map_err(bad("unsubscribe"))?,
         ),
         other => ClientMessage::Unsupported(other.chars().take(64).collect()),
     })
@@ -302,11 +350,11 @@ pub fn service_parts(b: &[u8]) -> Option<(u32, u32, &[u8], &[u8])> {
 }
 
 /// Parses a client's binary message.
-pub fn parse_client_binary(b: &[u8]) -> Result<ClientMessage, String> {
+pub fn parse_client_binary(b: &[u8]) -> Result<ClientMessage, BadClientMessage> {
     match b.first() {
         Some(&OP_SERVICE_CALL) => {
-            let (service, call_id, encoding, payload) = service_parts(b)
-                .ok_or_else(|| format!("a service call of {} bytes is too short", b.len()))?;
+            let (service, call_id, encoding, payload) =
+                service_parts(b).ok_or(BadClientMessage::ShortCall(b.len()))?;
             Ok(ClientMessage::ServiceCall {
                 service,
                 call_id,
@@ -315,7 +363,7 @@ pub fn parse_client_binary(b: &[u8]) -> Result<ClientMessage, String> {
             })
         }
         Some(op) => Ok(ClientMessage::Unsupported(format!("binary opcode {op}"))),
-        None => Err("an empty binary message".into()),
+        None => Err(BadClientMessage::Empty),
     }
 }
 
@@ -373,7 +421,10 @@ mod tests {
                 "subscribe:",
             ),
         ] {
-            let e = parse_client_text(bad).err().unwrap_or_default();
+            let e = parse_client_text(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.contains(says), "{bad}: {e}");
         }
         let call = service_bytes(OP_SERVICE_CALL, 5, 6, "json", b"{}");

@@ -73,16 +73,37 @@ pub fn run(hub: &Arc<Hub>, tcp: TcpStream, addr: SocketAddr) {
     ));
 }
 
+/// Why a client's WebSocket handshake did not happen.
+#[derive(Debug, thiserror::Error)]
+enum NoHandshake {
+    #[error("{0}")]
+    Socket(#[from] std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("it closed the connection before the handshake")]
+    ClosedEarly,
+    #[error("{0}")]
+    WebSocket(Box<WsError>),
+    #[error("the server stopped")]
+    Stopped,
+    #[error("no handshake within {} s", HANDSHAKE.as_secs())]
+    Late,
+}
+
+/// The client closed its connection: the end of its service.
+#[derive(Debug, thiserror::Error)]
+#[error("it closed the connection")]
+struct ClientClosed;
+
 /// The WebSocket handshake on a non-blocking socket, within [`HANDSHAKE`] and while the
 /// server runs.
-fn handshake(hub: &Hub, tcp: TcpStream) -> Result<WebSocket<ServerStream>, String> {
-    tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
+fn handshake(hub: &Hub, tcp: TcpStream) -> Result<WebSocket<ServerStream>, NoHandshake> {
+    tcp.set_nonblocking(true)?;
     // Small messages go at once, not after the client's delayed acknowledgement.
     let _ = tcp.set_nodelay(true);
     let stream = match &hub.tls {
         Some(config) => {
-            let conn = rustls::ServerConnection::new(Arc::clone(config))
-                .map_err(|e| format!("TLS: {e}"))?;
+            let conn = rustls::ServerConnection::new(Arc::clone(config))?;
             Stream::Tls(Box::new(rustls::StreamOwned::new(conn, tcp)))
         }
         None => Stream::Plain(tcp),
@@ -98,14 +119,14 @@ fn handshake(hub: &Hub, tcp: TcpStream) -> Result<WebSocket<ServerStream>, Strin
             Ok(ws) => return Ok(ws),
             Err(HandshakeError::Failure(WsError::Protocol(
                 tungstenite::error::ProtocolError::HandshakeIncomplete,
-            ))) => return Err("it closed the connection before the handshake".into()),
-            Err(HandshakeError::Failure(e)) => return Err(e.to_string()),
+            ))) => return Err(NoHandshake::ClosedEarly),
+            Err(HandshakeError::Failure(e)) => return Err(NoHandshake::WebSocket(Box::new(e))),
             Err(HandshakeError::Interrupted(mid)) => {
                 if hub.stopping() {
-                    return Err("the server stopped".into());
+                    return Err(NoHandshake::Stopped);
                 }
                 if Instant::now() >= deadline {
-                    return Err(format!("no handshake within {} s", HANDSHAKE.as_secs()));
+                    return Err(NoHandshake::Late);
                 }
                 std::thread::sleep(Duration::from_millis(5));
                 result = mid.handshake();
@@ -183,7 +204,7 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
                 Ok(m) => {
                     heard = Instant::now();
                     if let Err(why) = received(hub, peer, &mut repeats, m) {
-                        return why;
+                        return why.to_string();
                     }
                 }
                 Err(e) if would_block(&e) => break,
@@ -288,11 +309,11 @@ fn received(
     peer: &Arc<Peer>,
     repeats: &mut Repeats,
     m: WsMessage,
-) -> Result<(), String> {
+) -> Result<(), ClientClosed> {
     let parsed = match &m {
         WsMessage::Text(t) => protocol::parse_client_text(t.as_str()),
         WsMessage::Binary(b) => protocol::parse_client_binary(b),
-        WsMessage::Close(_) => return Err("it closed the connection".into()),
+        WsMessage::Close(_) => return Err(ClientClosed),
         // Pings are answered by tungstenite; a pong is an answer, already counted.
         _ => return Ok(()),
     };
@@ -339,7 +360,11 @@ fn received(
             payload,
         }) => {
             if let Err(why) = hub.call(peer, service, call_id, &encoding, payload) {
-                peer.push_text(protocol::service_call_failure(service, call_id, &why));
+                peer.push_text(protocol::service_call_failure(
+                    service,
+                    call_id,
+                    &why.to_string(),
+                ));
             }
         }
         Ok(ClientMessage::Unsupported(op)) => complain(

@@ -24,8 +24,26 @@ const CALLS_WAITING: usize = 16;
 /// (the connection's `run`).
 pub type Serve = fn(&Arc<Hub>, std::net::TcpStream, std::net::SocketAddr);
 
+/// Why a service call failed: the handler's own error, whose message the client gets.
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
+
 /// A service's handler: the request's JSON to the response's JSON, or why not.
-pub type Handler = Arc<dyn Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync>;
+pub type Handler = Arc<dyn Fn(&[u8]) -> Result<Vec<u8>, HandlerError> + Send + Sync>;
+
+/// Why a client's service call is not taken, as the line the client gets.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CallRefused {
+    #[error("this server does not support services (it serves control with --allow-control)")]
+    NoServices,
+    #[error("no service {0}")]
+    NoSuchService(u32),
+    #[error("requests are json, not {0:?}")]
+    Encoding(String),
+    #[error("the server is stopping")]
+    Stopping,
+    #[error("{CALLS_WAITING} calls wait already; call again later")]
+    Busy,
+}
 
 /// A service clients may call, with JSON requests and responses.
 #[derive(Clone)]
@@ -246,28 +264,25 @@ impl Hub {
         call_id: u32,
         encoding: &str,
         payload: Vec<u8>,
-    ) -> Result<(), String> {
+    ) -> Result<(), CallRefused> {
         if self.services.is_empty() {
-            return Err(
-                "this server does not support services (it serves control with --allow-control)"
-                    .into(),
-            );
+            return Err(CallRefused::NoServices);
         }
         if !self.services.iter().any(|s| s.0.id == service) {
-            return Err(format!("no service {service}"));
+            return Err(CallRefused::NoSuchService(service));
         }
         if encoding != "json" {
-            return Err(format!("requests are json, not {encoding:?}"));
+            return Err(CallRefused::Encoding(encoding.into()));
         }
         let calls = lock(&self.calls);
-        let tx = calls.as_ref().ok_or("the server is stopping")?;
+        let tx = calls.as_ref().ok_or(CallRefused::Stopping)?;
         tx.try_send(Call {
             peer: Arc::clone(peer),
             service,
             call_id,
             payload,
         })
-        .map_err(|_| format!("{CALLS_WAITING} calls wait already; call again later"))
+        .map_err(|_| CallRefused::Busy)
     }
 
     fn answer(&self, call: Call) {
@@ -291,7 +306,9 @@ impl Hub {
                 );
                 return;
             }
-            Err(why) => protocol::service_call_failure(call.service, call.call_id, &why),
+            Err(why) => {
+                protocol::service_call_failure(call.service, call.call_id, &why.to_string())
+            }
         };
         call.peer.push_text(text);
     }

@@ -36,13 +36,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use connection::SILENT;
-pub use hub::{Handler, MAX_CONNECTIONS, Service};
+pub use hub::{CallRefused, Handler, HandlerError, MAX_CONNECTIONS, Service};
 pub use log::{flush as flush_log, line as log_line};
 pub use outbox::{ClientCounts, Tally};
 pub use peer::PeerView;
 pub use services::control_services;
 
-use crate::protocol::{self, CLOCK_METADATA, ChannelAd, METADATA_TOPIC, NO_TLS, STATUS_TOPIC};
+use crate::protocol::{self, CLOCK_METADATA, ChannelAd, METADATA_TOPIC, STATUS_TOPIC, TlsError};
 use hub::Hub;
 use lrbc_recording::recorder::{Kind, Message, Prelude};
 use outbox::Class;
@@ -70,21 +70,19 @@ pub struct ServerSettings {
 
 /// Checks a PEM certificate chain and a PEM PKCS #8 private key before serving with
 /// them; the error says which file is wrong and why.
-pub fn check_tls(cert: &[u8], key: &[u8]) -> Result<(), String> {
+pub fn check_tls(cert: &[u8], key: &[u8]) -> Result<(), TlsError> {
     if cfg!(not(feature = "tls")) {
-        return Err(NO_TLS.to_string());
+        return Err(TlsError::NotBuilt);
     }
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
     let certs = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("--tls-cert: not a PEM certificate: {e}"))?;
+        .map_err(TlsError::NotCertificate)?;
     if certs.is_empty() {
-        return Err("--tls-cert: no certificate in it".into());
+        return Err(TlsError::NoCertificate);
     }
-    PrivatePkcs8KeyDer::from_pem_slice(key).map_err(|e| {
-        format!("--tls-key: no PEM PKCS #8 private key (\"BEGIN PRIVATE KEY\"): {e}")
-    })?;
+    PrivatePkcs8KeyDer::from_pem_slice(key).map_err(TlsError::NoKey)?;
     Ok(())
 }
 
@@ -120,26 +118,24 @@ pub struct ServeCounts {
 
 /// TLS settings of the server from a PEM certificate chain and a PEM PKCS #8 key.
 #[cfg(feature = "tls")]
-fn tls_config(cert: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, String> {
+fn tls_config(cert: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     let certs = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("--tls-cert: {e}"))?;
-    let key = PrivatePkcs8KeyDer::from_pem_slice(key).map_err(|e| format!("--tls-key: {e}"))?;
+        .map_err(TlsError::Cert)?;
+    let key = PrivatePkcs8KeyDer::from_pem_slice(key).map_err(TlsError::Key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .with_safe_default_protocol_versions()?
         .with_no_client_auth()
-        .with_single_cert(certs, PrivateKeyDer::Pkcs8(key))
-        .map_err(|e| e.to_string())?;
+        .with_single_cert(certs, PrivateKeyDer::Pkcs8(key))?;
     Ok(Arc::new(config))
 }
 
 #[cfg(not(feature = "tls"))]
-fn tls_config(_cert: &[u8], _key: &[u8]) -> Result<Arc<rustls::ServerConfig>, String> {
-    Err(NO_TLS.to_string())
+fn tls_config(_cert: &[u8], _key: &[u8]) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    Err(TlsError::NotBuilt)
 }
 
 /// A running server of one run.
@@ -213,7 +209,9 @@ impl Server {
             cause,
         };
         let tls = match &settings.tls {
-            Some((cert, key)) => Some(tls_config(cert, key).map_err(&listen_error)?),
+            Some((cert, key)) => {
+                Some(tls_config(cert, key).map_err(|e| listen_error(e.to_string()))?)
+            }
             None => None,
         };
         let listener = std::net::TcpListener::bind((settings.host.as_str(), settings.port))

@@ -19,18 +19,33 @@ fn schema(name: &str, text: &str) -> (String, String) {
     (name.to_string(), text.to_string())
 }
 
+/// Why a control service call failed, as the line its client gets.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlCallError {
+    #[error("the request is not JSON: {0}")]
+    NotJson(String),
+    #[error("the request needs \"service\": a service name")]
+    NoService,
+    #[error("unknown service {0:?}; one of: {choices}", choices = services::choices())]
+    UnknownService(String),
+    #[error("the request needs \"enabled\": true or false")]
+    NoEnabled,
+    #[error("no segment is served now")]
+    NotServed,
+    /// The lease could not be claimed, or the engine did not answer.
+    #[error(transparent)]
+    Control(#[from] lrbc::control::ControlError),
+    #[error("the engine refused: {0}")]
+    Refused(String),
+}
+
 /// Which service and what to do, from a request's JSON.
-fn parse_set(payload: &[u8]) -> Result<(u8, bool), String> {
+fn parse_set(payload: &[u8]) -> Result<(u8, bool), ControlCallError> {
     let v: serde_json::Value =
-        serde_json::from_slice(payload).map_err(|e| format!("the request is not JSON: {e}"))?;
-    let name = v["service"]
-        .as_str()
-        .ok_or("the request needs \"service\": a service name")?;
-    let id = services::id_of(name)
-        .ok_or_else(|| format!("unknown service {name:?}; one of: {}", services::choices()))?;
-    let enabled = v["enabled"]
-        .as_bool()
-        .ok_or("the request needs \"enabled\": true or false")?;
+        serde_json::from_slice(payload).map_err(|e| ControlCallError::NotJson(e.to_string()))?;
+    let name = v["service"].as_str().ok_or(ControlCallError::NoService)?;
+    let id = services::id_of(name).ok_or_else(|| ControlCallError::UnknownService(name.into()))?;
+    let enabled = v["enabled"].as_bool().ok_or(ControlCallError::NoEnabled)?;
     Ok((id, enabled))
 }
 
@@ -40,15 +55,15 @@ fn call(
     what: impl FnOnce(
         &mut Lease,
     ) -> Result<(lrbc::rpc::DecodedEnvelope, Vec<u8>), lrbc::control::ControlError>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, ControlCallError> {
     let guard = lock(attached);
-    let a = guard.as_ref().ok_or("no segment is served now")?;
-    let mut lease = Lease::claim(a).map_err(|e| e.to_string())?;
+    let a = guard.as_ref().ok_or(ControlCallError::NotServed)?;
+    let mut lease = Lease::claim(a)?;
     let result = what(&mut lease);
     lease.release();
-    let (resp, bytes) = result.map_err(|e| e.to_string())?;
+    let (resp, bytes) = result?;
     if let Some(err) = &resp.error {
-        return Err(format!("the engine refused: {err}"));
+        return Err(ControlCallError::Refused(err.clone()));
     }
     Ok(serde_json::json!({
         "method": resp.method_label(),
@@ -71,9 +86,9 @@ pub fn control_services(attached: Arc<Mutex<Option<Attached>>>, timeout: Duratio
             response: schema("lrbc.ServiceResponse", EMPTY_SCHEMA),
             handler: Arc::new(move |req: &[u8]| {
                 let (id, enabled) = parse_set(req)?;
-                call(&attached, |lease| {
+                Ok(call(&attached, |lease| {
                     lease.set_service_enabled(id, enabled, timeout, None)
-                })
+                })?)
             }),
         }
     };
@@ -83,7 +98,9 @@ pub fn control_services(attached: Arc<Mutex<Option<Attached>>>, timeout: Duratio
         request: schema("lrbc.Empty", EMPTY_SCHEMA),
         response: schema("lrbc.ServiceResponse", EMPTY_SCHEMA),
         handler: Arc::new(move |_req: &[u8]| {
-            call(&attached, |lease| lease.service_status(timeout, None))
+            Ok(call(&attached, |lease| {
+                lease.service_status(timeout, None)
+            })?)
         }),
     };
     vec![set, status]
@@ -97,8 +114,8 @@ mod tests {
     fn a_set_request_names_a_known_service_and_a_state() {
         let camera = services::id_of("camera").unwrap_or(0);
         assert_eq!(
-            parse_set(br#"{"service":"Camera","enabled":true}"#),
-            Ok((camera, true))
+            parse_set(br#"{"service":"Camera","enabled":true}"#).ok(),
+            Some((camera, true))
         );
         for (bad, says) in [
             (&b"{"[..], "not JSON"),
@@ -106,7 +123,10 @@ mod tests {
             (br#"{"service":"warp","enabled":true}"#, "unknown service"),
             (br#"{"service":"camera","enabled":"yes"}"#, "\"enabled\""),
         ] {
-            let err = parse_set(bad).err().unwrap_or_default();
+            let err = parse_set(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(err.contains(says), "{err}");
         }
     }

@@ -16,6 +16,7 @@ use tungstenite::protocol::WebSocket;
 use tungstenite::{Message as WsMessage, http::HeaderValue};
 
 use super::wire::{self, AdvertisedChannel, ServerMessage};
+use crate::protocol::TlsError;
 
 /// Why a connection failed or ended, as one line.
 #[derive(Debug, thiserror::Error)]
@@ -73,47 +74,56 @@ pub fn normalize(url: &str) -> Result<String, RemoteError> {
 /// Certificates trusted for `wss://` besides the system's (a server's self-signed one).
 static EXTRA_ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
 
+/// Why certificates to trust were not taken, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    #[error("not PEM certificates: {0}")]
+    NotPem(rustls::pki_types::pem::Error),
+    #[error("no certificate in it")]
+    NoCertificate,
+    #[error("certificates were given already")]
+    Again,
+}
+
 /// Trusts the certificates of a PEM file's bytes for `wss://` connections of this
 /// process (once; a second call is refused). Returns how many there were.
-pub fn trust_certificates(pem: &[u8]) -> Result<usize, String> {
+pub fn trust_certificates(pem: &[u8]) -> Result<usize, TrustError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("not PEM certificates: {e}"))?;
+        .map_err(TrustError::NotPem)?;
     if certs.is_empty() {
-        return Err("no certificate in it".into());
+        return Err(TrustError::NoCertificate);
     }
     let n = certs.len();
-    EXTRA_ROOTS
-        .set(certs)
-        .map_err(|_| "certificates were given already".to_string())?;
+    EXTRA_ROOTS.set(certs).map_err(|_| TrustError::Again)?;
     Ok(n)
 }
 
 /// The cryptography of TLS: ring's.
 #[cfg(feature = "tls")]
-fn provider() -> Result<Arc<rustls::crypto::CryptoProvider>, String> {
+fn provider() -> Result<Arc<rustls::crypto::CryptoProvider>, TlsError> {
     Ok(Arc::new(rustls::crypto::ring::default_provider()))
 }
 
 /// None in a build without the `tls` feature.
 #[cfg(not(feature = "tls"))]
-fn provider() -> Result<Arc<rustls::crypto::CryptoProvider>, String> {
-    Err(crate::protocol::NO_TLS.to_string())
+fn provider() -> Result<Arc<rustls::crypto::CryptoProvider>, TlsError> {
+    Err(TlsError::NotBuilt)
 }
 
 /// The TLS settings of a client: the system's roots and the extra ones.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls_native_certs::load_native_certs().certs {
+        // A system certificate rustls cannot use is left out, as a browser would.
         let _ = roots.add(c);
     }
     for c in EXTRA_ROOTS.get().into_iter().flatten() {
-        roots.add(c.clone()).map_err(|e| e.to_string())?;
+        roots.add(c.clone())?;
     }
     let provider = provider()?;
     let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
@@ -175,8 +185,11 @@ impl Connection {
             let host = host.trim_start_matches('[').trim_end_matches(']');
             let name =
                 ServerName::try_from(host.to_string()).map_err(|e| tls_err(e.to_string()))?;
-            let conn = rustls::ClientConnection::new(tls_config().map_err(tls_err)?, name)
-                .map_err(|e| tls_err(e.to_string()))?;
+            let conn = rustls::ClientConnection::new(
+                tls_config().map_err(|e| tls_err(e.to_string()))?,
+                name,
+            )
+            .map_err(|e| tls_err(e.to_string()))?;
             let mut s = rustls::StreamOwned::new(conn, stream);
             // The handshake now, so that a certificate refused is said as such.
             while s.conn.is_handshaking() {

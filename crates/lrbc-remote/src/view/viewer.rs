@@ -23,7 +23,7 @@ use super::{Connection, RemoteError};
 use crate::protocol::{METADATA_TOPIC, SET_SERVICE, STATUS_TOPIC};
 use lrbc::layout::{Geometry, LayoutChoice};
 use lrbc::sync::lock;
-use lrbc_live::controller::{ControlRequest, ControlState, ControlWorker};
+use lrbc_live::controller::{CallError, ControlRequest, ControlState, ControlWorker};
 use lrbc_live::sampler::{SamplerData, SamplerSettings};
 use lrbc_live::traffic::{TrafficLimits, TrafficStore};
 use lrbc_live::watch::{Report, State};
@@ -412,7 +412,7 @@ impl ViewerThread {
             }
             ServerMessage::ServiceCallFailure { call_id, message } => {
                 if let Some(req) = self.pending.remove(&call_id) {
-                    self.answered(req, Err(message));
+                    self.answered(req, Err(CallError::Remote(message)));
                 }
             }
             ServerMessage::Status { message, .. } => {

@@ -42,8 +42,8 @@ impl ViewerThread {
     }
 
     /// A service's answer into the RPC panel's state.
-    pub(super) fn answered(&mut self, req: ControlRequest, answer: Result<Vec<u8>, String>) {
-        let result = answer.map_err(CallError::Remote).and_then(|bytes| {
+    pub(super) fn answered(&mut self, req: ControlRequest, answer: Result<Vec<u8>, CallError>) {
+        let result = answer.and_then(|bytes| {
             let v: serde_json::Value = serde_json::from_slice(&bytes)
                 .map_err(|e| CallError::Remote(format!("the server's answer is not JSON: {e}")))?;
             let fields = &v["fields"];
