@@ -431,6 +431,7 @@ fn start_server(
         o.listen.host.clone()
     };
     println!("listening on {scheme}://{shown_host}:{}", server.port());
+    // A closed stdout is no reason to stop serving.
     let _ = std::io::stdout().flush();
     if !o.listen.is_loopback() {
         eprintln!(

@@ -309,6 +309,7 @@ fn run_engine(args: &EngineArgs) -> Result<(), CliError> {
 /// A status line on stderr; a closed stderr is not a reason to stop.
 fn say(line: &str) {
     use std::io::Write as _;
+    // A closed stderr is no reason to stop.
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 

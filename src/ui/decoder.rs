@@ -138,6 +138,7 @@ impl Drop for ImageDecoder {
         lock(&self.shared.state).stop = true;
         self.shared.changed.notify_all();
         if let Some(w) = self.worker.take() {
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = w.join();
         }
     }

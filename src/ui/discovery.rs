@@ -118,6 +118,7 @@ impl Drop for Discovery {
         self.stop.store(true, Ordering::Relaxed);
         self.wake();
         if let Some(t) = self.thread.take() {
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
     }

@@ -53,6 +53,7 @@ struct Files(Vec<PathBuf>);
 impl Drop for Files {
     fn drop(&mut self) {
         for f in &self.0 {
+            // Cleanup: there may be nothing to remove.
             let _ = std::fs::remove_file(f);
         }
     }

@@ -168,6 +168,7 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
         let mut times = Vec::new();
         let mut rows = 0;
         for _ in 0..args.export_rounds {
+            // Cleanup: there may be nothing to remove.
             let _ = std::fs::remove_dir_all(&out);
             let _ = std::fs::remove_file(&out);
             let started = Instant::now();
@@ -187,6 +188,7 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
             }
             times.push(started.elapsed().as_secs_f64());
         }
+        // Cleanup: there may be nothing to remove.
         let _ = std::fs::remove_dir_all(&out);
         let _ = std::fs::remove_file(&out);
         if failure.is_some() {
@@ -201,6 +203,7 @@ fn export_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
             reads * mb(in_bytes) / secs
         );
     }
+    // Cleanup: there may be nothing to remove.
     let _ = std::fs::remove_file(&input);
     failure.map_or(Ok(()), Err)
 }

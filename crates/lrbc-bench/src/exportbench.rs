@@ -99,6 +99,7 @@ pub fn bench(a: &ExportBenchArgs) -> Result<(), BenchError> {
             times.push(started.elapsed().as_secs_f64());
         }
         let out_bytes = std::fs::metadata(&out).map_or(0, |m| m.len());
+        // Cleanup: there may be nothing to remove.
         let _ = std::fs::remove_file(&out);
         if failure.is_some() {
             break;
@@ -112,6 +113,7 @@ pub fn bench(a: &ExportBenchArgs) -> Result<(), BenchError> {
             mb(in_bytes) / secs
         );
     }
+    // Cleanup: there may be nothing to remove.
     let _ = std::fs::remove_file(&input);
     failure.map_or(Ok(()), Err)
 }

@@ -89,6 +89,7 @@ fn spawn(
                 // nobody takes are dropped.
                 for line in BufReader::new(&mut out).lines() {
                     let Ok(line) = line else { break };
+                    // A full queue drops the line: nobody reads that many.
                     let _ = tx.try_send(line);
                 }
             })

@@ -301,12 +301,15 @@ pub(crate) fn observer_cost(
     drop(sw);
     match observer {
         Observer::Record => {
+            // Cleanup: there may be nothing to remove.
             let _ = std::fs::remove_file(record_file(&run.name));
         }
         Observer::Window => {
+            // Cleanup: there may be nothing to remove.
             let _ = std::fs::remove_file(settings_file(&run.name));
         }
         Observer::Compare => {
+            // Cleanup: there may be nothing to remove.
             let _ = std::fs::remove_file(compare_baseline(&run.name));
         }
         _ => {}

@@ -55,6 +55,7 @@ pub(crate) fn record_for(
     } else {
         Err(BenchError::Other(format!("record exited with {code}")))
     };
+    // Cleanup: there may be nothing to remove.
     let _ = std::fs::remove_file(&path);
     result
 }

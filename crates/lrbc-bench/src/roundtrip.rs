@@ -99,6 +99,7 @@ fn measure(args: &RoundtripArgs, v: &Variant, index: usize) -> Result<Value, Ben
     )?;
     let mut out = String::new();
     if let Some(stdout) = client.child.stdout.as_mut() {
+        // A read cut short leaves the report short, and parsing it says so.
         let _ = stdout.read_to_string(&mut out);
     }
     let code = client.stop(Duration::from_secs(60));

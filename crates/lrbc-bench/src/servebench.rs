@@ -57,6 +57,7 @@ fn percentile(v: &mut [u64], q: f64) -> f64 {
 fn share(name: &str, url: &str, secs: f64, label: &str) -> Result<(), BenchError> {
     let viewer = CountingViewer::start(url)?;
     std::thread::sleep(Duration::from_secs(1));
+    // What came before the measured span is left out.
     let _ = viewer.take();
     let f0 = frame_seq(name);
     std::thread::sleep(Duration::from_secs_f64(secs));
@@ -166,6 +167,7 @@ fn stalled(secs: f64) -> Result<(), BenchError> {
     let other = CountingViewer::start(&url)?;
     std::thread::sleep(Duration::from_secs(2));
     let window = Duration::from_secs_f64(secs.min(10.0));
+    // What came before the measured span is left out.
     let _ = other.take();
     let f0 = frame_seq(&run.name);
     std::thread::sleep(window);

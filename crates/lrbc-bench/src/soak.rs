@@ -91,6 +91,7 @@ pub fn run(args: &SoakArgs) -> Result<(), BenchError> {
     let data_samples = sample(&name, args, &stop, &mut observers, &app_data, &mut client)?;
     print_summary(&observers, &data_samples);
     drop(observers);
+    // Cleanup: there may be nothing to remove.
     let _ = std::fs::remove_file(crate::observers::settings_file(&name));
     client.stop(Duration::from_secs(5));
     engine.stop(Duration::from_secs(5));

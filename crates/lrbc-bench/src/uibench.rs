@@ -23,6 +23,7 @@ pub fn headless_pass(ctx: &egui::Context, size: egui::Vec2, app: &mut InspectorA
         ..Default::default()
     };
     let output = ctx.run_ui(input, |ui| app.run_frame(ui));
+    // The tessellation's time is measured, not its output.
     let _ = ctx.tessellate(output.shapes, output.pixels_per_point);
 }
 
@@ -152,6 +153,7 @@ pub fn headless_app(
     // A full channel already holds requests enough to repaint.
     let (tx, rx) = crossbeam_channel::bounded::<Duration>(64);
     ctx.set_request_repaint_callback(move |info| {
+        // A full queue drops the sample: the measure takes those it can.
         let _ = tx.try_send(info.delay);
     });
     let mut app = InspectorApp::new(

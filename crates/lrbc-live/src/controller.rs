@@ -214,6 +214,7 @@ impl Drop for ControlWorker {
         let (dead, _) = bounded(1);
         self.requests = dead;
         if let Some(t) = self.thread.take() {
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
     }

@@ -39,6 +39,7 @@ pub fn set_timer_slack_ns(slack_ns: u64) {
         libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0)
     };
     #[cfg(not(target_os = "linux"))]
+    // Not used on this platform.
     let _ = slack_ns;
 }
 
@@ -86,6 +87,7 @@ pub fn request_short_slice(slice_ns: u64) -> bool {
     }
     #[cfg(not(target_os = "linux"))]
     {
+        // Not used on this platform.
         let _ = slice_ns;
         false
     }
@@ -119,6 +121,7 @@ pub fn set_env_at_startup(key: &str, value: &str) {
 /// time the engine and the trainer leave over and never delays them.
 pub(crate) fn lower_thread_priority(nice: i32) {
     #[cfg(not(target_os = "linux"))]
+    // Not used on this platform.
     let _ = nice;
     #[cfg(target_os = "linux")]
     lower_linux_thread(nice);
@@ -410,6 +413,7 @@ pub fn tcp_link(stream: &std::net::TcpStream) -> Option<super::TcpLink> {
     }
     #[cfg(not(target_os = "linux"))]
     {
+        // Not used on this platform.
         let _ = stream;
         None
     }

@@ -91,6 +91,7 @@ impl ChildProcess {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        // It may have exited already.
         let _ = self.child.kill();
         self.child.wait().ok().map(|s| s.code().unwrap_or(-1))
     }

@@ -115,6 +115,7 @@ impl Drop for SimRun {
         // Relaxed: a flag with no data behind it.
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
     }

@@ -119,6 +119,7 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        // Best effort when dropped: a namespace left behind is named after this process.
         let _ = Command::new(&self.ip)
             .args(["netns", "delete", &self.name])
             .stdout(Stdio::null())

@@ -18,6 +18,7 @@ pub fn envelope_decode(data: &[u8]) {
         bytes[4..8].copy_from_slice(b"LRPC");
     }
     if let Ok(d) = crate::rpc::decode_envelope(&bytes) {
+        // Run for its panics; the value is not checked.
         let _ = d.tree.to_json(&bytes);
         let _ = d.tree.summary(&bytes, 0, 200);
         assert!(d.tree.nodes.len() <= crate::rpc::tree::MAX_NODES);

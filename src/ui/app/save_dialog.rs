@@ -66,6 +66,7 @@ impl SaveDialogs {
                         dir.display()
                     )),
                 };
+                // The receiver is gone: nobody waits for this any more.
                 let _ = tx.send(result);
             })
             .map(drop)

@@ -86,6 +86,7 @@ impl InspectorApp {
                     .set_title(title)
                     .add_filter("MCAP", &["mcap"])
                     .pick_file();
+                // The receiver is gone: nobody waits for this any more.
                 let _ = tx.send((purpose, picked));
             });
         if let Err(e) = spawned {

@@ -53,6 +53,7 @@ fn read_all(
         .name(thread.into())
         .spawn(move || {
             let mut text = String::new();
+            // A read cut short leaves the text short, and parsing it says so.
             let _ = pipe.read_to_string(&mut text);
             text
         })
@@ -143,7 +144,9 @@ impl EventsProcess {
 impl Drop for EventsProcess {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            // It may have exited already.
             let _ = child.kill();
+            // Reaped; its status does not matter here.
             let _ = child.wait();
         }
     }

@@ -176,6 +176,7 @@ impl Drop for Follower {
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             t.thread().unpark();
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
     }
@@ -330,6 +331,8 @@ pub fn keep_priority_for_followers() {
             .name("lrbc-follow-start".into())
             .spawn(move || {
                 while let Ok((launch, reply)) = rx.recv() {
+                    // The caller is gone: the follower started for it ends with its dropped
+                    // handle.
                     let _ = reply.send(launch());
                 }
             });

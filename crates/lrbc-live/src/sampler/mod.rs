@@ -253,6 +253,7 @@ impl Sampler {
         for t in self.threads.drain(..) {
             // A resting thread wakes now rather than at the end of its rest.
             t.thread().unpark();
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
         // The last holder of the subscription: the sink leaves the follower.

@@ -109,6 +109,7 @@ impl Drop for TrafficTap {
         // Relaxed: a flag with no data behind it.
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
     }

@@ -77,6 +77,7 @@ pub fn write_compared_episodes(
         ExportFormat::Csv => csv_table(episodes, file),
     };
     if written.is_err() {
+        // The partial output goes; the error that cut it short is the one reported.
         let _ = std::fs::remove_file(out);
     }
     written

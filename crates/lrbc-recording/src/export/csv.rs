@@ -25,6 +25,7 @@ pub fn push_list(line: &mut String, values: &[f32]) {
         if i > 0 {
             line.push(';');
         }
+        // Writing to a String cannot fail.
         let _ = write!(line, "{v}");
     }
 }
@@ -48,6 +49,7 @@ impl Sink for CsvSink {
             let line = &mut self.line;
             line.clear();
             let flag = |v: &[u8]| v.get(e).is_some_and(|&b| b != 0);
+            // Writing to a String cannot fail.
             let _ = write!(
                 line,
                 "{},{},{},{},{env},{},{},",
@@ -59,8 +61,10 @@ impl Sink for CsvSink {
                 flag(&f.dones),
             );
             if let Some(truncateds) = &f.truncateds {
+                // Writing to a String cannot fail.
                 let _ = write!(line, "{}", flag(truncateds));
             }
+            // Writing to a String cannot fail.
             let _ = write!(line, ",{},", flag(&f.resets));
             if let Some((obs, act)) = f.rows_of(env) {
                 push_list(line, obs);

@@ -262,6 +262,7 @@ pub fn export_episodes_file(
         progress,
     );
     if result.is_err() {
+        // The partial output goes; the error that cut it short is the one reported.
         let _ = std::fs::remove_file(out);
     }
     result

@@ -279,6 +279,7 @@ pub fn export_file(
     let created = std::fs::File::create(out).map_err(|e| ExportError::Output(e.to_string()))?;
     let result = sink(format, created).and_then(|s| export(&mut file, s, options, progress));
     if result.is_err() {
+        // The partial output goes; the error that cut it short is the one reported.
         let _ = std::fs::remove_file(out);
     }
     result

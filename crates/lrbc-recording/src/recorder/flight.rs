@@ -280,6 +280,7 @@ impl Drop for Flight {
         // Relaxed: a flag with no data behind it (paired with the load in `FlightThread::run`).
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
     }

@@ -93,6 +93,7 @@ impl<W: Write + Seek + Send + 'static> Writer<W> {
     fn send(&self, w: Work) {
         // A thread that stopped has its error in `failed`; the work is not needed.
         if let Some(tx) = &self.tx {
+            // The receiver is gone: nobody waits for this any more.
             let _ = tx.send(w);
         }
     }
@@ -119,6 +120,7 @@ impl<W: Write + Seek + Send + 'static> Drop for Writer<W> {
         // stops on an error leaves a file that reads up to its last whole chunk.
         self.tx = None;
         if let Some(t) = self.thread.take() {
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
     }

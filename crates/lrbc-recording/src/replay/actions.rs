@@ -151,6 +151,7 @@ impl RecordedActions {
                                     .into());
                                 }
                                 sizes = Some(here);
+                                // The receiver is gone: nobody waits for this any more.
                                 let _ = sizes_tx.send(here);
                             }
                             Some(s) if s != here || f.envs.len() != n => {
@@ -180,10 +181,12 @@ impl RecordedActions {
                 );
                 match read {
                     Ok(_) if sizes.is_none() => {
+                        // The receiver is gone: nobody waits for this any more.
                         let _ = tx.send(Err(ActionsError::Empty));
                     }
                     Ok(_) | Err(Stop::Unwanted) => {}
                     Err(Stop::Fail(e)) => {
+                        // The receiver is gone: nobody waits for this any more.
                         let _ = tx.send(Err(e));
                     }
                 }
@@ -229,6 +232,7 @@ impl Drop for RecordedActions {
         let (_, dropped) = bounded::<Item>(0);
         drop(std::mem::replace(&mut self.steps, dropped));
         if let Some(t) = self.thread.take() {
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
     }

@@ -99,6 +99,8 @@ impl Player {
         let range = rec.time_range().unwrap_or((0, 0));
         // The cursor starts at the first frame (a ring entry may come before it).
         let mut first_frame_ns = None;
+        // A recording whose frames cannot be read starts at its first record; playing it
+        // says why.
         let _ = rec.frames_between(range.0, range.1, |f| {
             first_frame_ns = Some(f.log_ns);
             false
@@ -215,6 +217,7 @@ impl Drop for Player {
             .into_iter()
             .flatten()
         {
+            // Only waits for the thread's end: a panic in it was printed when it happened.
             let _ = t.join();
         }
     }

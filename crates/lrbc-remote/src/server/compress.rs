@@ -133,6 +133,8 @@ impl Compressor {
                 std::thread::sleep(Duration::from_millis(2));
             }
             if t.is_finished() {
+                // Only waits for the thread's end: a panic in it was printed when it
+                // happened.
                 let _ = t.join();
             }
         }

@@ -195,6 +195,7 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
     let mut unflushed = false;
     loop {
         if hub.stopping() {
+            // The connection is ending: a goodbye that fails changes nothing.
             let _ = ws.close(None);
             return "the server stopped".into();
         }
@@ -218,9 +219,11 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
             }
         }
         if let Some(why) = lock(&peer.state).closing.clone() {
+            // The connection is ending: a goodbye that fails changes nothing.
             let _ = ws.write(WsMessage::Text(
                 protocol::status(protocol::ERROR, &format!("disconnected: {why}"), None).into(),
             ));
+            // The connection is ending: a goodbye that fails changes nothing.
             let _ = ws.close(None);
             return format!("disconnected: {why}");
         }
@@ -298,6 +301,7 @@ fn serve(hub: &Arc<Hub>, peer: &Arc<Peer>, ws: &mut WebSocket<ServerStream>) -> 
             drop(s);
             std::thread::sleep(HELD_WAIT);
         } else if !waiting && s.closing.is_none() && !hub.stopping() {
+            // Woken or timed out, the loop looks again.
             let _ = peer.wake.wait_timeout(s, IDLE_WAIT);
         }
     }

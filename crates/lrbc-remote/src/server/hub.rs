@@ -394,6 +394,8 @@ impl Hub {
                     std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
                 });
             }
+            // Wakes the acceptor's blocking accept; a connect that fails finds it gone
+            // already.
             let _ = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200));
         }
         lock(&self.calls).take();
@@ -407,6 +409,8 @@ impl Hub {
                 std::thread::sleep(Duration::from_millis(2));
             }
             if t.is_finished() {
+                // Only waits for the thread's end: a panic in it was printed when it
+                // happened.
                 let _ = t.join();
             }
         }

@@ -32,11 +32,13 @@ fn log() -> Option<&'static Log> {
             .spawn(move || {
                 for text in rx {
                     let mut err = std::io::stderr().lock();
+                    // A closed stderr is no reason to stop.
                     let _ = writeln!(err, "serve: {text}");
                     if let Some(l) = LOG.get().and_then(Option::as_ref) {
                         // Relaxed: counters read for a report, no data behind them.
                         let lost = l.dropped.swap(0, Ordering::Relaxed);
                         if lost > 0 {
+                            // A closed stderr is no reason to stop.
                             let _ = writeln!(
                                 err,
                                 "serve: {lost} log lines dropped (standard error was not read)"

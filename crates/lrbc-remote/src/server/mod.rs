@@ -543,6 +543,8 @@ impl Server {
                 std::thread::sleep(Duration::from_millis(2));
             }
             if a.is_finished() {
+                // Only waits for the thread's end: a panic in it was printed when it
+                // happened.
                 let _ = a.join();
             }
         }

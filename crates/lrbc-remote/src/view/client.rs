@@ -172,6 +172,7 @@ impl Connection {
             .ok_or_else(|| connect_err("the name has no address".into()))?;
         let stream =
             TcpStream::connect_timeout(&sock, timeout).map_err(|e| connect_err(e.to_string()))?;
+        // Without it small messages go a little later, no more.
         let _ = stream.set_nodelay(true);
         stream
             .set_read_timeout(Some(timeout))
@@ -248,6 +249,7 @@ impl Connection {
     /// The next message within `timeout` (None: none came), with the connection's
     /// tables (channels, services, server info) brought up to date.
     pub fn next(&mut self, timeout: Duration) -> Result<Option<ServerMessage>, RemoteError> {
+        // It fails only for a zero duration, which the max() rules out.
         let _ = self
             .ws
             .get_ref()
@@ -393,6 +395,7 @@ impl Connection {
 
     /// Closes the connection.
     pub fn close(mut self) {
+        // The connection is ending: a goodbye that fails changes nothing.
         let _ = self.ws.close(None);
         let _ = self.ws.flush();
     }

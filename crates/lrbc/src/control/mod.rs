@@ -282,6 +282,8 @@ pub fn serve_control_once(
     let mut buf = Vec::new();
     while let Ok(Some(_)) = c2s.try_pop(mem, &mut buf) {
         if let Some(resp) = respond(&buf) {
+            // A full response ring drops the response: the requester times out, as with a
+            // busy engine.
             let _ = s2c.try_push(mem, &resp);
         }
         served += 1;

@@ -60,6 +60,7 @@ impl Location {
     /// up their own segments with it). A named mapping goes with its last handle.
     pub fn remove_file(&self) {
         if let Self::File { path, .. } = self {
+            // Cleanup: there may be nothing to remove.
             let _ = std::fs::remove_file(path);
         }
     }

@@ -46,10 +46,12 @@ pub fn plots_csv(
         for (seq, (point, detail)) in rows {
             let t_ns = point.map_or_else(|| detail.map_or(0, |dt| dt.t_ns), |p| p.t_ns);
             let t_s = (i128::from(t_ns) - i128::from(newest_ns)) as f64 / 1e9;
+            // Writing to a String cannot fail.
             let _ = write!(out, "{env},{seq},{t_s}");
             match point {
                 Some(p) => {
                     let flag = |f: u8| p.flags & f != 0;
+                    // Writing to a String cannot fail.
                     let _ = write!(
                         out,
                         ",{},{},{},{}",
@@ -64,6 +66,7 @@ pub fn plots_csv(
             for i in 0..channels {
                 out.push(',');
                 if let Some(v) = detail.and_then(|dt| dt.values.get(i)) {
+                    // Writing to a String cannot fail.
                     let _ = write!(out, "{v}");
                 }
             }
@@ -138,6 +141,7 @@ pub(super) fn csv_export(
                             "no file chosen (the save dialog did not open or was cancelled)".into(),
                         ),
                     };
+                    // The receiver is gone: nobody waits for this any more.
                     let _ = tx.send(result);
                 });
             match spawned {

@@ -96,6 +96,7 @@ pub fn export_lerobot(
     }
     let result = write(input, dir, options, &mut progress);
     if result.is_err() {
+        // The partial output goes; the error that cut it short is the one reported.
         let _ = std::fs::remove_dir_all(dir);
     }
     result

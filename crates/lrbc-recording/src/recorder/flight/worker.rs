@@ -114,6 +114,7 @@ impl FlightThread {
     }
 
     fn note(&self, text: String, error: bool, path: Option<PathBuf>) {
+        // A full queue of notes drops this one: the window reads them at its redraws.
         let _ = self.config.notes.try_send(Note { text, error, path });
         (self.config.waker)();
     }
@@ -285,6 +286,8 @@ impl FlightThread {
                         path: None,
                     },
                 };
+                // A full queue of notes drops this one: the window reads them at its
+                // redraws.
                 let _ = notes.try_send(note);
                 waker();
             });
