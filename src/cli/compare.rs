@@ -110,8 +110,7 @@ pub fn run_args(args: &CompareArgs) -> Result<(), CliError> {
         None => None,
     };
     let mut seen = Vec::new();
-    let r = compare_files(&args.a, b, tolerance, false, |d| seen.push(*d))
-        .map_err(|e| CliError::Other(e.to_string()))?;
+    let r = compare_files(&args.a, b, tolerance, false, |d| seen.push(*d))?;
     for d in &seen {
         if args.json {
             println!("{}", divergence_json(d, &r));
@@ -150,8 +149,7 @@ fn failed_on(args: &CompareArgs, r: &FilesCompared) -> Result<(), CliError> {
 /// `--secs`, Ctrl-C or the engine gone.
 fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result<(), CliError> {
     let stop = stop_flag();
-    let mut baseline =
-        AgainstBaseline::open(&args.a, tolerance).map_err(|e| CliError::Other(e.to_string()))?;
+    let mut baseline = AgainstBaseline::open(&args.a, tolerance)?;
     let attached = attach(target, args.target.layout)?;
     for w in &attached.geometry.warnings {
         eprintln!("warning: {w}");
@@ -214,9 +212,7 @@ fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result
         .map_err(|_| CliError::Other("the comparison's thread stopped unexpectedly".into()))?;
     sampler.stop();
     looked?;
-    let r = baseline
-        .finish()
-        .map_err(|e| CliError::Other(e.to_string()))?;
+    let r = baseline.finish()?;
     if args.json {
         println!("{}", summary_json(&r, tolerance, false));
     } else {

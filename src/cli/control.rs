@@ -33,7 +33,7 @@ pub fn run(
     };
     let stop = stop_flag();
     let a = attach(target, choice)?;
-    let mut lease = Lease::claim(&a).map_err(|e| CliError::Other(e.to_string()))?;
+    let mut lease = Lease::claim(&a)?;
     if let Some(pid) = lease.took_over_from {
         eprintln!("note: took the control lease over from pid {pid}, which no longer exists");
     }
@@ -44,7 +44,7 @@ pub fn run(
         Action::Status => lease.service_status(timeout, Some(&stop)),
     };
     lease.release();
-    let (resp, bytes) = result.map_err(|e| CliError::Other(e.to_string()))?;
+    let (resp, bytes) = result?;
     if json {
         println!(
             "{}",

@@ -178,8 +178,7 @@ fn run_live(
 }
 
 fn run_file(path: &Path, json: bool) -> Result<(), CliError> {
-    let mut rec = lrbc_recording::replay::Recording::open(path)
-        .map_err(|e| CliError::Other(e.to_string()))?;
+    let mut rec = lrbc_recording::replay::Recording::open(path)?;
     if let Some(note) = rec.unfinished_note() {
         eprintln!("warning: {} {note}", path.display());
     }

@@ -325,8 +325,7 @@ pub fn run_live(target: &Target, choice: LayoutChoice, o: &EventsOptions) -> Res
 
 /// Prints the events of a recording: those its recorder wrote, else found again.
 pub fn run_file(path: &Path, o: &EventsOptions) -> Result<(), CliError> {
-    let mut rec = lrbc_recording::replay::Recording::open(path)
-        .map_err(|e| CliError::Other(e.to_string()))?;
+    let mut rec = lrbc_recording::replay::Recording::open(path)?;
     if let Some(note) = rec.unfinished_note() {
         eprintln!("warning: {} {note}", path.display());
     }

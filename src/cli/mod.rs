@@ -310,6 +310,19 @@ pub enum CliError {
     /// `serve`'s certificate or key cannot be used.
     #[error(transparent)]
     Tls(#[from] lrbc_remote::protocol::TlsError),
+    /// A library's error, already one line with its context.
+    #[error(transparent)]
+    Control(#[from] lrbc::control::ControlError),
+    #[error(transparent)]
+    Engine(#[from] lrbc_sim::engine::EngineError),
+    #[error(transparent)]
+    Client(#[from] lrbc_sim::client::ClientError),
+    #[error(transparent)]
+    Replay(#[from] lrbc_recording::replay::ReplayError),
+    #[error(transparent)]
+    Compare(#[from] lrbc_recording::compare::CompareError),
+    #[error(transparent)]
+    Serve(#[from] lrbc_remote::server::ServeError),
     #[error("{0}")]
     Other(String),
     /// `events --fail-on` found an event of a kind it names: not a failure of the
@@ -326,6 +339,12 @@ impl CliError {
             | Self::DetectOptions(_)
             | Self::Detect(_)
             | Self::Tls(_)
+            | Self::Control(_)
+            | Self::Engine(_)
+            | Self::Client(_)
+            | Self::Replay(_)
+            | Self::Compare(_)
+            | Self::Serve(_)
             | Self::Other(_)
             | Self::Found(_) => None,
         }
@@ -337,7 +356,16 @@ impl CliError {
         match self {
             Self::Usage(_) | Self::DetectOptions(_) => 2,
             Self::Found(_) => events::FOUND_EXIT_CODE,
-            Self::Attach(_) | Self::Detect(_) | Self::Tls(_) | Self::Other(_) => 1,
+            Self::Attach(_)
+            | Self::Detect(_)
+            | Self::Tls(_)
+            | Self::Control(_)
+            | Self::Engine(_)
+            | Self::Client(_)
+            | Self::Replay(_)
+            | Self::Compare(_)
+            | Self::Serve(_)
+            | Self::Other(_) => 1,
         }
     }
 }

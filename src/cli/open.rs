@@ -24,7 +24,7 @@ pub struct OpenArgs {
 }
 
 pub fn run(args: &OpenArgs, window: super::WindowArgs) -> Result<(), CliError> {
-    let mut rec = Recording::open(&args.file).map_err(|e| CliError::Other(e.to_string()))?;
+    let mut rec = Recording::open(&args.file)?;
     if let Some(b) = &args.baseline {
         // A baseline that is no recording is one line before any window.
         Recording::open(b).map_err(|e| CliError::Other(format!("--baseline: {e}")))?;

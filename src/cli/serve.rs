@@ -423,8 +423,7 @@ fn start_server(
         image_format: o.image_format,
         services,
         tls,
-    })
-    .map_err(|e| CliError::Other(e.to_string()))?;
+    })?;
     let shown_host = if o.listen.host.contains(':') {
         format!("[{}]", o.listen.host)
     } else {
@@ -475,9 +474,7 @@ struct Serving<'o> {
 impl Serving<'_> {
     /// Advertises the capture's channels not advertised yet.
     fn advertise(&mut self) -> Result<(), CliError> {
-        self.server
-            .advertise(self.feed.capture().prelude())
-            .map_err(|e| CliError::Other(e.to_string()))
+        Ok(self.server.advertise(self.feed.capture().prelude())?)
     }
 
     /// Serves until Ctrl-C or `--duration`: the capture's messages as they come, the
@@ -570,8 +567,7 @@ impl Serving<'_> {
         }
         let capture = self.feed.capture();
         self.server
-            .replace(self.o.clock.now_ns(), capture.prelude())
-            .map_err(|e| CliError::Other(e.to_string()))?;
+            .replace(self.o.clock.now_ns(), capture.prelude())?;
         self.server.tell_clients(
             "lrbc.attach",
             false,

@@ -273,7 +273,7 @@ pub fn run(cmd: SimCommand) -> Result<(), CliError> {
 fn run_engine(args: &EngineArgs) -> Result<(), CliError> {
     let stop = stop_flag();
     let cfg = args.config()?;
-    let mut engine = Engine::create(cfg.clone()).map_err(|e| CliError::Other(e.to_string()))?;
+    let mut engine = Engine::create(cfg.clone())?;
     let image = cfg
         .image
         .map_or(String::new(), |(w, h, c)| format!(", {w}×{h}×{c} images"));
@@ -398,8 +398,7 @@ fn run_client(args: &ClientArgs) -> Result<(), CliError> {
             })?);
             client::run_replaying(&cfg, &stop, &mut source)
         }
-    }
-    .map_err(|e| CliError::Other(e.to_string()))?;
+    }?;
     if args.json {
         stats.latencies_ns.sort_unstable();
         let l = &stats.latencies_ns;
