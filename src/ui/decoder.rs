@@ -194,7 +194,7 @@ fn decode(envelope: &[u8]) -> Outcome {
             format: img.format,
             frame_number: img.frame_number,
         }),
-        Some(Err(e)) => Err(e),
+        Some(Err(e)) => Err(e.to_string()),
         None => Err("not an image frame".into()),
     }
 }

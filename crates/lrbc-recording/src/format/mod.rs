@@ -44,7 +44,7 @@ pub use json::{
     lucky_header_json, lucky_header_of, ring_event_json, ring_event_of, segment_from_metadata,
     segment_metadata,
 };
-pub use pixels::{StreamImage, decode_compressed, image_of};
+pub use pixels::{PixelsError, StreamImage, decode_compressed, image_of};
 pub use rhythm::{RHYTHM_JSON_SCHEMA, rhythm_json, rhythm_of};
 pub use ring_entry::{
     RING_ENTRY_JSON_SCHEMA, RING_ENTRY_SCHEMA, ring_entry_json, ring_entry_payload,

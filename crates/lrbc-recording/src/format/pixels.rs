@@ -3,7 +3,7 @@
 //! the data of `foxglove.CompressedImage` (PNG or JPEG), each within a size limit.
 
 use lrbc::rpc::fb;
-use lrbc::rpc::image::encoded_image;
+use lrbc::rpc::image::{EncodedImage, encoded_image};
 
 /// One streamed image, decoded.
 #[derive(Clone, Debug)]
@@ -18,26 +18,59 @@ pub struct StreamImage {
 /// The largest image accepted (pixels): a bad width × height must not allocate gigabytes.
 const MAX_PIXELS: u64 = 64 << 20;
 
-/// The image in an envelope, if its payload is an image frame: `None` for any other
-/// payload (or bytes that are not an envelope), `Some(Err)` when the frame is unusable.
-pub fn image_of(envelope: &[u8]) -> Option<Result<StreamImage, String>> {
-    let f = encoded_image(envelope)?;
-    Some(decode(f.source, f.dims, f.format, f.frame_number, f.data))
+/// Why an image cannot be shown, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum PixelsError {
+    #[error("unknown image format {0}")]
+    UnknownFormat(u8),
+    #[error("images of format {0:?} are not read (jpeg and png are)")]
+    NotRead(String),
+    #[error("cannot decode the {format:?} data: {source}")]
+    Decode {
+        format: image::ImageFormat,
+        source: image::ImageError,
+    },
+    #[error("unusable size {width}×{height}")]
+    Size { width: u32, height: u32 },
+    #[error("too large")]
+    TooLarge,
+    #[error("raw image with {0} channels (1, 3 or 4 expected)")]
+    Channels(u32),
+    /// Fewer bytes than the size says: the kind ("raw 4×4×3", "gray16 4×4"), the bytes
+    /// needed and those the frame has.
+    #[error("{kind} needs {need} bytes, the frame has {has}")]
+    Short {
+        kind: String,
+        need: usize,
+        has: usize,
+    },
+    #[error("bad {0} image")]
+    Bad(&'static str),
 }
 
-fn decode(
-    source: String,
-    (width, height, channels): (u32, u32, u32),
-    format: fb::ImageFormat,
-    frame_number: u32,
-    data: &[u8],
-) -> Result<StreamImage, String> {
+/// The image in an envelope, if its payload is an image frame: `None` for any other
+/// payload (or bytes that are not an envelope), `Some(Err)` when the frame is unusable.
+pub fn image_of(envelope: &[u8]) -> Option<Result<StreamImage, PixelsError>> {
+    let f = encoded_image(envelope)?;
+    Some(decode(f))
+}
+
+fn decode(f: EncodedImage<'_>) -> Result<StreamImage, PixelsError> {
+    let EncodedImage {
+        source,
+        width,
+        height,
+        channels,
+        format,
+        frame_number,
+        data,
+    } = f;
     let (format_name, rgba) = match format {
         fb::ImageFormat::Jpeg => ("jpeg", encoded(data, image::ImageFormat::Jpeg)?),
         fb::ImageFormat::Png => ("png", encoded(data, image::ImageFormat::Png)?),
         fb::ImageFormat::Raw => ("raw", raw(width, height, channels, data)?),
         fb::ImageFormat::Gray16 => ("gray16", gray16(width, height, data)?),
-        other => return Err(format!("unknown image format {}", other.0)),
+        other => return Err(PixelsError::UnknownFormat(other.0)),
     };
     Ok(StreamImage {
         source,
@@ -47,7 +80,7 @@ fn decode(
     })
 }
 
-fn encoded(data: &[u8], format: image::ImageFormat) -> Result<image::RgbaImage, String> {
+fn encoded(data: &[u8], format: image::ImageFormat) -> Result<image::RgbaImage, PixelsError> {
     decode_in_limits(data, format).map(|i| i.to_rgba8())
 }
 
@@ -55,51 +88,49 @@ fn encoded(data: &[u8], format: image::ImageFormat) -> Result<image::RgbaImage, 
 fn decode_in_limits(
     data: &[u8],
     format: image::ImageFormat,
-) -> Result<image::DynamicImage, String> {
+) -> Result<image::DynamicImage, PixelsError> {
     let mut reader = image::ImageReader::with_format(std::io::Cursor::new(data), format);
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(MAX_PIXELS * 4);
     reader.limits(limits);
     reader
         .decode()
-        .map_err(|e| format!("cannot decode the {format:?} data: {e}"))
+        .map_err(|source| PixelsError::Decode { format, source })
 }
 
 /// The image of a `foxglove.CompressedImage`'s data whose format is `format` ("jpeg" or
 /// "png"; Foxglove's names, case as written by other tools too), within the size limit.
-pub fn decode_compressed(data: &[u8], format: &str) -> Result<image::DynamicImage, String> {
+pub fn decode_compressed(data: &[u8], format: &str) -> Result<image::DynamicImage, PixelsError> {
     let f = match format.to_ascii_lowercase().as_str() {
         "jpeg" | "jpg" => image::ImageFormat::Jpeg,
         "png" => image::ImageFormat::Png,
-        other => {
-            return Err(format!(
-                "images of format {other:?} are not read (jpeg and png are)"
-            ));
-        }
+        other => return Err(PixelsError::NotRead(other.into())),
     };
     decode_in_limits(data, f)
 }
 
-fn checked_len(width: u32, height: u32, bytes_per_pixel: u64) -> Result<usize, String> {
+fn checked_len(width: u32, height: u32, bytes_per_pixel: u64) -> Result<usize, PixelsError> {
     let pixels = u64::from(width) * u64::from(height);
     if pixels == 0 || pixels > MAX_PIXELS {
-        return Err(format!("unusable size {width}×{height}"));
+        return Err(PixelsError::Size { width, height });
     }
-    usize::try_from(pixels * bytes_per_pixel).map_err(|_| "too large".to_string())
+    usize::try_from(pixels * bytes_per_pixel).map_err(|_| PixelsError::TooLarge)
 }
 
-fn raw(width: u32, height: u32, channels: u32, data: &[u8]) -> Result<image::RgbaImage, String> {
+fn raw(
+    width: u32,
+    height: u32,
+    channels: u32,
+    data: &[u8],
+) -> Result<image::RgbaImage, PixelsError> {
     if !matches!(channels, 1 | 3 | 4) {
-        return Err(format!(
-            "raw image with {channels} channels (1, 3 or 4 expected)"
-        ));
+        return Err(PixelsError::Channels(channels));
     }
     let need = checked_len(width, height, u64::from(channels))?;
-    let px = data.get(..need).ok_or_else(|| {
-        format!(
-            "raw {width}×{height}×{channels} needs {need} bytes, the frame has {}",
-            data.len()
-        )
+    let px = data.get(..need).ok_or_else(|| PixelsError::Short {
+        kind: format!("raw {width}×{height}×{channels}"),
+        need,
+        has: data.len(),
     })?;
     let c = channels as usize;
     let mut out = Vec::with_capacity(need / c * 4);
@@ -110,17 +141,16 @@ fn raw(width: u32, height: u32, channels: u32, data: &[u8]) -> Result<image::Rgb
             _ => out.extend_from_slice(p),
         }
     }
-    image::RgbaImage::from_raw(width, height, out).ok_or_else(|| "bad raw image".to_string())
+    image::RgbaImage::from_raw(width, height, out).ok_or(PixelsError::Bad("raw"))
 }
 
 /// Depth as grey: the nearest code white, the farthest black, 0 (no reading) black.
-fn gray16(width: u32, height: u32, data: &[u8]) -> Result<image::RgbaImage, String> {
+fn gray16(width: u32, height: u32, data: &[u8]) -> Result<image::RgbaImage, PixelsError> {
     let need = checked_len(width, height, 2)?;
-    let px = data.get(..need).ok_or_else(|| {
-        format!(
-            "gray16 {width}×{height} needs {need} bytes, the frame has {}",
-            data.len()
-        )
+    let px = data.get(..need).ok_or_else(|| PixelsError::Short {
+        kind: format!("gray16 {width}×{height}"),
+        need,
+        has: data.len(),
     })?;
     let codes: Vec<u16> = px
         .chunks_exact(2)
@@ -140,7 +170,7 @@ fn gray16(width: u32, height: u32, data: &[u8]) -> Result<image::RgbaImage, Stri
         };
         out.extend_from_slice(&[v, v, v, 255]);
     }
-    image::RgbaImage::from_raw(width, height, out).ok_or_else(|| "bad depth image".to_string())
+    image::RgbaImage::from_raw(width, height, out).ok_or(PixelsError::Bad("depth"))
 }
 
 #[cfg(test)]
@@ -224,7 +254,7 @@ mod tests {
     #[test]
     fn bad_frames_are_explained_and_other_payloads_ignored() {
         let short = image_of(&camera_frame(8, 8, 3, fb::ImageFormat::Raw, &[0; 10])).unwrap();
-        assert!(short.unwrap_err().contains("needs 192 bytes"));
+        assert!(short.unwrap_err().to_string().contains("needs 192 bytes"));
         let huge = image_of(&camera_frame(
             u32::MAX,
             u32::MAX,
@@ -233,7 +263,7 @@ mod tests {
             &[],
         ))
         .unwrap();
-        assert!(huge.unwrap_err().contains("unusable size"));
+        assert!(huge.unwrap_err().to_string().contains("unusable size"));
         let not_png = image_of(&camera_frame(8, 8, 3, fb::ImageFormat::Png, b"nope")).unwrap();
         assert!(not_png.is_err());
         let other = lrbc::rpc::build_envelope(1, fb::MethodId::GetJointState, None, 1, |_| None);

@@ -11,7 +11,9 @@ pub struct EncodedImage<'a> {
     /// "camera front (env 3)" or "viewport main".
     pub source: String,
     /// Width, height and channels, as the frame says.
-    pub dims: (u32, u32, u32),
+    pub width: u32,
+    pub height: u32,
+    pub channels: u32,
     pub format: fb::ImageFormat,
     pub frame_number: u32,
     /// The pixels' bytes, in `format`.
@@ -29,7 +31,9 @@ pub fn encoded_image(envelope: &[u8]) -> Option<EncodedImage<'_>> {
         let name = f.camera_name().unwrap_or("camera");
         return Some(EncodedImage {
             source: format!("camera {name} (env {})", f.env_index()),
-            dims: (f.width(), f.height(), f.channels()),
+            width: f.width(),
+            height: f.height(),
+            channels: f.channels(),
             format: f.format(),
             frame_number: f.frame_number(),
             data: f.data().map(|d| d.bytes()).unwrap_or_default(),
@@ -38,7 +42,9 @@ pub fn encoded_image(envelope: &[u8]) -> Option<EncodedImage<'_>> {
     if let Some(f) = env.payload_as_viewport_image_frame() {
         return Some(EncodedImage {
             source: format!("viewport {}", f.viewport_name().unwrap_or("?")),
-            dims: (f.width(), f.height(), f.channels()),
+            width: f.width(),
+            height: f.height(),
+            channels: f.channels(),
             format: f.format(),
             frame_number: f.frame_number(),
             data: f.data().map(|d| d.bytes()).unwrap_or_default(),
