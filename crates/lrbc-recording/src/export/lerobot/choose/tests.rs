@@ -213,7 +213,7 @@ fn the_first_pass_leaves_out_each_episode_by_its_rule() {
     };
     let path =
         std::env::temp_dir().join(format!("lrbc-lerobot-choose-{}.mcap", std::process::id()));
-    let file = std::fs::File::create(&path).unwrap();
+    let file = File::create(&path).unwrap();
     synthetic::write(&spec, file).unwrap();
     let c = choose(&path, |_| {});
     let _ = std::fs::remove_file(&path);
