@@ -537,3 +537,184 @@ fn the_opening_sentence_ends_at_its_stop_or_its_paragraph() {
     assert_eq!(opening_sentence("// a comment\n//! late\n"), None);
     assert_eq!(opening_sentence("use x;\n"), None);
 }
+
+/// The homes of `unsafe`: each file that lifts the workspace's denial of `unsafe_code`,
+/// the module it lifts it for (None: the whole file or crate), and the words that name
+/// the home in ARCHITECTURE.md's rule.
+const UNSAFE_HOMES: &[(&str, Option<&str>, &str)] = &[
+    ("crates/lrbc-platform/src/lib.rs", None, "`lrbc-platform`"),
+    (
+        "crates/lrbc/src/lib.rs",
+        Some("segment"),
+        "`lrbc`'s `segment`",
+    ),
+    ("crates/lrbc/src/rpc/mod.rs", None, "`lrbc`'s `rpc`"),
+    ("src/ui/mod.rs", Some("renderer"), "`ui::renderer`"),
+    (
+        "tests/inspector/memory.rs",
+        None,
+        "`tests/inspector/memory.rs`",
+    ),
+    (
+        "tests/inspector/common/win32.rs",
+        None,
+        "`tests/inspector/common/win32.rs`",
+    ),
+    (
+        "tests/inspector/windows_console.rs",
+        None,
+        "`windows_console.rs`",
+    ),
+    ("tests/inspector/windows_gui.rs", None, "`windows_gui.rs`"),
+];
+
+/// Every `.rs` file of the workspace (build output left out), relative to its root.
+fn rust_files() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a folder of the workspace is readable") {
+            let path = entry.expect("a directory entry").path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if path.is_dir() {
+                if name != "target" && !name.starts_with('.') {
+                    dirs.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                let rel = path.strip_prefix(root()).unwrap_or(&path);
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The `allow` and `expect` attributes (inner or outer) that name `lint`: each one's
+/// first and last line.
+fn lint_lifts(lines: &[&str], lint: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim();
+        let lifts = ["#[allow(", "#![allow(", "#[expect(", "#![expect("]
+            .iter()
+            .any(|p| line.starts_with(p));
+        if !lifts {
+            i += 1;
+            continue;
+        }
+        let mut end = i;
+        while end + 1 < lines.len() && !lines[end].trim_end().ends_with(")]") {
+            end += 1;
+        }
+        let names = lines[i..=end].iter().any(|l| {
+            l.split("//")
+                .next()
+                .unwrap_or_default()
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| word == lint)
+        });
+        if names {
+            out.push((i, end));
+        }
+        i = end + 1;
+    }
+    out
+}
+
+/// The module declared by the first `mod` item after `line`, if any.
+fn next_module(lines: &[&str], line: usize) -> Option<String> {
+    lines.iter().skip(line + 1).find_map(|l| {
+        let l = l.trim();
+        let rest = l
+            .strip_prefix("pub mod ")
+            .or_else(|| l.strip_prefix("mod "))?;
+        Some(rest.trim_end_matches([';', '{', ' ']).to_string())
+    })
+}
+
+/// `unsafe` is denied for the whole workspace (`[workspace.lints]`); the files that lift
+/// the denial are exactly the homes ARCHITECTURE.md names, each lifting it only for the
+/// module it names.
+#[test]
+fn unsafe_code_is_allowed_only_in_the_homes_architecture_md_names() {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest.contains("unsafe_code = \"deny\""),
+        "the workspace denies unsafe_code"
+    );
+    let architecture =
+        std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let rule = architecture
+        .split("\n- ")
+        .find(|item| item.starts_with("`unsafe` only"))
+        .expect("ARCHITECTURE.md has the rule of `unsafe`");
+    let rule = rule.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut wrong = Vec::new();
+    let mut lifting = BTreeSet::new();
+    for file in rust_files() {
+        let text = std::fs::read_to_string(root().join(&file)).expect("a source file");
+        let lines: Vec<&str> = text.lines().collect();
+        for (start, end) in lint_lifts(&lines, "unsafe_code") {
+            lifting.insert(file.clone());
+            match UNSAFE_HOMES.iter().find(|(f, _, _)| *f == file) {
+                None => wrong.push(format!("{file}:{}: lifts unsafe_code", start + 1)),
+                Some((_, Some(module), _)) => {
+                    let found = next_module(&lines, end);
+                    if found.as_deref() != Some(*module) {
+                        wrong.push(format!(
+                            "{file}:{}: lifts unsafe_code for {found:?}, not `{module}`",
+                            start + 1
+                        ));
+                    }
+                }
+                Some((_, None, _)) => {}
+            }
+        }
+    }
+    for (file, _, named) in UNSAFE_HOMES {
+        if !lifting.contains(*file) {
+            wrong.push(format!(
+                "{file}: listed as a home of unsafe but lifts nothing"
+            ));
+        }
+        if !rule.contains(named) {
+            wrong.push(format!("ARCHITECTURE.md's rule does not name {named}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "unsafe outside the homes ARCHITECTURE.md names:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn lint_lifts_are_found_in_attributes_of_one_or_many_lines_only() {
+    let lines = [
+        "#![allow(unsafe_code, reason = \"x\")]",
+        "let s = \"unsafe_code\";",
+        "#[expect(",
+        "    clippy::foo,",
+        "    unsafe_code,",
+        "    reason = \"y\"",
+        ")]",
+        "mod m;",
+        "#[allow(unsafe_op_in_unsafe_fn)]",
+        "#[allow(dead_code)] // unsafe_code",
+    ];
+    assert_eq!(lint_lifts(&lines, "unsafe_code"), vec![(0, 0), (2, 6)]);
+    assert_eq!(next_module(&lines, 6).as_deref(), Some("m"));
+}
+
+#[test]
+fn the_module_after_an_attribute_is_found() {
+    let lines = ["#[expect(unsafe_code)]", "pub mod segment;", "mod other;"];
+    assert_eq!(next_module(&lines, 0).as_deref(), Some("segment"));
+    assert_eq!(next_module(&lines, 1).as_deref(), Some("other"));
+    assert_eq!(next_module(&lines, 2), None);
+}

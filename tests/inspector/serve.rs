@@ -684,7 +684,8 @@ fn two_hundred_clients_that_connect_and_drop_leave_serve_as_it_was() {
         grown < 16 * 1024,
         "serve grew by {grown} KiB over 200 clients"
     );
-    // One line for each client registered and each gone.
+    // One line for each client registered and each gone: the reader and the 200 each
+    // registered (a client's line comes before its going), the 200 gone.
     let mut registered = 0;
     let mut gone = 0;
     let deadline = Instant::now() + DEADLINE;
@@ -697,6 +698,7 @@ fn two_hundred_clients_that_connect_and_drop_leave_serve_as_it_was() {
         registered += usize::from(line.ends_with(" connected"));
         gone += usize::from(line.contains(" gone: "));
     }
+    assert_eq!((registered, gone), (201, 200));
     let _ = client.kill();
     let _ = client.wait();
 }

@@ -276,9 +276,29 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
+    /// What a reader saw while the engine wrote.
+    #[derive(Debug, Default)]
+    struct Hammered {
+        /// Guarded reads made.
+        reads: u64,
+        /// Reads whose copy was known whole.
+        consistent: u64,
+        /// Copies the guard threw away (summed over the reads).
+        torn_attempts: u64,
+        /// Copies that mixed two writes, kept or not: the engine wrote during them.
+        mixed_copies: u64,
+    }
+
+    /// Consistent copies a run of [`hammer`] makes at least.
+    const CONSISTENT: u64 = 2000;
+    /// Guarded reads a run of [`hammer`] makes at most before it gives up on the race.
+    const MAX_READS: u64 = 2_000_000;
+
     /// The engine writes the same value into every env's reward; a copy that mixes two
-    /// writes has unequal rewards. Consistent copies must never mix.
-    fn hammer(layout: PlanLayout, write_seq: bool) -> (u32, u32) {
+    /// writes has unequal rewards. Consistent copies must never mix. Reads go on until
+    /// the engine was seen writing during a copy (a copy mixed two writes and the guard
+    /// threw a copy away) and [`CONSISTENT`] copies were whole, or [`MAX_READS`].
+    fn hammer(layout: PlanLayout, write_seq: bool) -> Hammered {
         let mut s = spec(layout, 4096);
         s.obs_size = 1;
         s.act_size = 1;
@@ -311,36 +331,63 @@ mod tests {
                 })
                 .unwrap()
         };
-        let (mut consistent, mut mixed_but_flagged) = (0, 0);
-        for _ in 0..2000 {
+        // The engine's first frame, before the reads: they all race with its writes.
+        while a
+            .segment
+            .load_u64(a.geometry.counters.frame_seq)
+            .unwrap_or(0)
+            == 0
+        {
+            assert!(!writer.is_finished(), "the engine stopped");
+            std::thread::yield_now();
+        }
+        let whole = |h: &HotData| h.rewards.iter().all(|&r| r == h.rewards[0]);
+        let mut h = Hammered::default();
+        while h.reads < MAX_READS
+            && (h.consistent < CONSISTENT || h.mixed_copies == 0 || h.torn_attempts == 0)
+        {
+            let mut mixed = 0;
             let g = guarded_read(&a.segment, &a.geometry, 1000, |seg| {
-                copy_hot(seg, &a.geometry)
+                let copy = copy_hot(seg, &a.geometry);
+                mixed += u64::from(!whole(&copy));
+                copy
             });
-            let first = g.value.rewards[0];
-            let whole = g.value.rewards.iter().all(|&r| r == first);
+            h.reads += 1;
+            h.mixed_copies += mixed;
+            h.torn_attempts += u64::from(g.torn_attempts);
             if g.consistent {
-                assert!(whole, "a consistent snapshot mixed two writes");
-                consistent += 1;
-            } else if !whole {
-                mixed_but_flagged += 1;
+                assert!(whole(&g.value), "a consistent snapshot mixed two writes");
+                h.consistent += 1;
             }
         }
         // Relaxed: see above.
         stop.store(true, Ordering::Relaxed);
         writer.join().unwrap();
-        (consistent, mixed_but_flagged)
+        h
+    }
+
+    /// The race happened and the guard won it: copies mixed two writes, none was kept as
+    /// consistent (`hammer` asserts that), and whole copies were kept.
+    fn assert_the_race_was_run(h: &Hammered) {
+        assert!(
+            h.mixed_copies > 0,
+            "the engine never wrote during a copy in {MAX_READS} reads: {h:?}"
+        );
+        assert!(h.torn_attempts > 0, "the guard threw no copy away: {h:?}");
+        assert!(
+            h.consistent >= CONSISTENT,
+            "too few consistent snapshots: {h:?}"
+        );
     }
 
     #[test]
     fn write_seq_snapshots_are_never_torn() {
-        let (consistent, _) = hammer(PlanLayout::Lrbc { ext: true }, true);
-        assert!(consistent > 0, "no consistent snapshot in 2000 tries");
+        assert_the_race_was_run(&hammer(PlanLayout::Lrbc { ext: true }, true));
     }
 
     #[test]
     fn lock_step_snapshots_are_never_torn() {
-        let (consistent, _) = hammer(PlanLayout::Lrbc { ext: false }, false);
-        assert!(consistent > 0, "no consistent snapshot in 2000 tries");
+        assert_the_race_was_run(&hammer(PlanLayout::Lrbc { ext: false }, false));
     }
 
     #[test]

@@ -75,8 +75,11 @@ pub struct Detector {
     /// actions), and the same per env for frames that held some envs' values only.
     checked_all: Option<u64>,
     checked_env: HashMap<u32, u64>,
-    /// Envs with a non-finite or out-of-range value since the run began, a bit each
-    /// (for `envs_affected`).
+    /// Envs of the current segment that held a non-finite or out-of-range value (a
+    /// saturated action does not count), a bit each: set at the env's first such value
+    /// so that `envs_affected` counts it once, and never cleared while the segment
+    /// lasts. `restart` (a new segment) starts an empty set; `envs_affected` keeps its
+    /// count, so an env bad in two segments counts twice.
     bad_envs: Vec<u64>,
     /// The loop's steps and pauses, which judge a wait.
     rhythm: Rhythm,

@@ -179,6 +179,35 @@ impl Received {
         found
     }
 
+    /// The reports waiting now, without waiting for more: the counts summed, the rest
+    /// to `out`.
+    fn ready(&mut self, out: &mut Vec<Seen>) {
+        while let Ok(s) = self.rx.try_recv() {
+            self.keep(s, out);
+        }
+    }
+
+    /// The counts once they account for `frames` frames; every other report until then,
+    /// and those waiting then, to `out`.
+    fn reports_until_counts_of(&mut self, frames: u64, out: &mut Vec<Seen>) -> FrameCounts {
+        while self.counts.seen < frames {
+            let s = self
+                .rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the follower reports within 20 s");
+            self.keep(s, out);
+        }
+        self.ready(out);
+        self.counts
+    }
+
+    fn keep(&mut self, s: Seen, out: &mut Vec<Seen>) {
+        match s {
+            Seen::Counts(c) => self.counts.add(&c),
+            s => out.push(s),
+        }
+    }
+
     /// The counts once they account for `frames` frames.
     fn counts_of(&mut self, frames: u64) -> FrameCounts {
         while self.counts.seen < frames {
@@ -508,18 +537,34 @@ fn on_a_busy_machine_a_checking_sink_keeps_to_the_budget_and_the_frames_let_pass
     rx_check.joined();
     rx_plots.joined();
     rx_check.until(|s| matches!(s, Seen::Yielding));
-    // Frames one every 2 ms or more (a sleep's least on the platform), the NaN of frame
-    // 150 in an observation.
+    // Frames one every 2 ms or more (a sleep's least on the platform), at least 300, env
+    // 1's second observation NaN from frame 150 on: every sample from then holds it.
+    // Frames go on until a sample at or after 150 had every env's values checked, so that
+    // the NaN is seen there (the budget may let a sample's values pass, never for long).
     let started = std::time::Instant::now();
-    for frame in 1..=300u64 {
-        publish_values(&seg, frame, frame == 150, false);
+    let mut reports = Vec::new();
+    let nan_checked = |reports: &[Seen]| {
+        reports.iter().any(|s| {
+            matches!(s, Seen::Frame { frame_seq, sample: true, check: Some((_, true)), .. }
+                if *frame_seq >= 150)
+        })
+    };
+    let mut last = 0u64;
+    while last < 300 || !nan_checked(&reports) {
+        assert!(
+            last < 10_000,
+            "no sample of frames 150 to {last} had its values checked"
+        );
+        last += 1;
+        publish_values(&seg, last, last >= 150, false);
         std::thread::sleep(Duration::from_millis(2));
+        rx_check.ready(&mut reports);
     }
-    let c = rx_check.counts_of(300);
+    let c = rx_check.reports_until_counts_of(last, &mut reports);
     // Every frame is counted once: taken, let pass on purpose, or torn; none missed
     // (between two samples the follower holds off, and what passes then is skipped).
-    assert_eq!(c.seen, 300, "{c:?}");
-    assert_eq!(c.sampled + c.skipped + c.torn, 300, "{c:?}");
+    assert_eq!(c.seen, last, "{c:?}");
+    assert_eq!(c.sampled + c.skipped + c.torn, last, "{c:?}");
     assert_eq!(c.missed, 0, "{c:?}");
     assert!(c.skipped > 0, "{c:?}");
     // On a busy machine samples are at least the shortest hold apart, however many
@@ -527,7 +572,7 @@ fn on_a_busy_machine_a_checking_sink_keeps_to_the_budget_and_the_frames_let_pass
     let allowed = started.elapsed().as_nanos() / u128::from(crate::busy::MIN_HOLD_NS) + 2;
     assert!(
         u128::from(c.sampled) <= allowed,
-        "samples keep to the budget: {} of 300 in {:?} (at most {allowed})",
+        "samples keep to the budget: {} of {last} in {:?} (at most {allowed})",
         c.sampled,
         started.elapsed()
     );
@@ -541,8 +586,11 @@ fn on_a_busy_machine_a_checking_sink_keeps_to_the_budget_and_the_frames_let_pass
         c.values_checked >= 1 && c.values_checked <= c.sampled,
         "{c:?}"
     );
+    // A sample whose every env's values were checked holds the NaN exactly from frame
+    // 150 on; one checked in part finds no more than that.
+    let nan = vec![(1, crate::check::Channel::Obs(1))];
     let mut samples = 0;
-    while let Ok(s) = rx_check.rx.try_recv() {
+    for s in reports {
         if let Seen::Frame {
             frame_seq,
             sample: true,
@@ -551,8 +599,20 @@ fn on_a_busy_machine_a_checking_sink_keeps_to_the_budget_and_the_frames_let_pass
         } = s
         {
             samples += 1;
-            let (hits, _) = check.expect("a check");
-            assert!(hits.is_empty() || frame_seq == 150, "{frame_seq}: {hits:?}");
+            let (hits, all) = check.expect("a check");
+            let want = if frame_seq >= 150 {
+                nan.clone()
+            } else {
+                vec![]
+            };
+            if all {
+                assert_eq!(hits, want, "frame {frame_seq}");
+            } else {
+                assert!(
+                    hits.iter().all(|h| want.contains(h)),
+                    "{frame_seq}: {hits:?}"
+                );
+            }
         }
     }
     assert!(samples <= c.sampled, "{samples} samples, {c:?}");

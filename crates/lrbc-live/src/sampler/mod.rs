@@ -1,16 +1,17 @@
 //! The sampler: the window's and `watch`'s consumer of the frame follower
-//! (`crate::frames`), which copies every frame it can under the guard of spec 3.2. The
+//! ([`crate::follower`]), which copies every frame it can under the guard of spec 3.2. The
 //! sampler keeps an aggregate of each frame (rewards, dones, truncateds and resets of
 //! all envs), the observations and actions of the watched envs, and camera images when
-//! `image_seq` moves; and, when asked, it runs the detector (`crate::detect`) on the
+//! `image_seq` moves; and, when asked, it runs the detector ([`crate::detect`]) on the
 //! same follower, told the segment's state by the auxiliary thread, and counts every
-//! env's episodes (`crate::episodes`). History is bounded.
+//! env's episodes ([`crate::episodes`]). History is bounded.
 //! The UI thread only reads the shared data and never waits on the engine.
 //!
 //! One file per part: the shared data (`data`), bounded histories (`history`), the
 //! per-frame reductions (`reduce`), the live counters (`counters`), the follower's sink
-//! (`sink`), the watched envs and their rule (`watched`), and the auxiliary thread (`auxiliary`: state, re-attachment, images). On a
-//! busy machine the follower keeps to the budget of `crate::busy`.
+//! (`sink`), the watched envs and their rule (`watched`), and the auxiliary thread
+//! (`auxiliary`: state, re-attachment, images). On a busy machine the follower keeps to
+//! the budget of [`crate::busy`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

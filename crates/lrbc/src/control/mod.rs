@@ -77,11 +77,7 @@ impl Lease {
     /// Claims the lease for this process: compare-and-swap `owner_pid` from 0, or from
     /// the pid of a process that no longer exists.
     pub fn claim(a: &Attached) -> Result<Self, ControlError> {
-        Self::claim_as(a, std::process::id())
-    }
-
-    /// Claims as `pid` (tests claim on behalf of other pids).
-    pub fn claim_as(a: &Attached, pid: u32) -> Result<Self, ControlError> {
+        let pid = std::process::id();
         if let Some(reason) = unavailable_reason(a) {
             return Err(ControlError::Unavailable(reason));
         }

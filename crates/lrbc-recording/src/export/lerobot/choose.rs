@@ -139,9 +139,14 @@ pub(super) fn choose(
         c.summary.running += out.len() as u64;
     }
     c.summary.end = end;
-    // Images go in when the chosen envs have some, all of one size and a pixel format
-    // that is a colour or grey image; the episodes begun before their env's first image
-    // are then left out.
+    put_images(&mut c, &first_images);
+    Ok(c)
+}
+
+/// Images go in when the chosen envs have some (`first_images`: each env's first image),
+/// all of one size and a pixel format that is a colour or grey image; the episodes begun
+/// before their env's first image are then left out.
+fn put_images(c: &mut ChosenEpisodes, first_images: &BTreeMap<u32, (u32, u32, String)>) {
     let theirs: Vec<&(u32, u32, String)> =
         c.envs.iter().filter_map(|e| first_images.get(e)).collect();
     if let Some(&first) = theirs.first() {
@@ -161,7 +166,6 @@ pub(super) fn choose(
             c.envs = c.keys.iter().map(|k| k.0).collect();
         }
     }
-    Ok(c)
 }
 
 /// Counts `e` in or out (`imaged`: an image of its env came before its first frame).
@@ -204,3 +208,6 @@ impl ChosenEpisodes {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
