@@ -27,7 +27,7 @@ use lrbc_live::controller::{ControlRequest, ControlState, ControlWorker};
 use lrbc_live::sampler::{SamplerData, SamplerSettings};
 use lrbc_live::traffic::{TrafficLimits, TrafficStore};
 use lrbc_live::watch::{Report, State};
-use lrbc_recording::format::{SEGMENT_METADATA, segment_from_metadata};
+use lrbc_recording::format::{Counts, SEGMENT_METADATA, segment_from_metadata};
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -489,22 +489,27 @@ impl ViewerThread {
             d.counters.service_flags = v["service_flags"].as_u64().map(|f| f as u32);
             d.report = report;
         }
-        // The server's detector: its frames checked and bad values counted.
-        let c = &v["capture"];
-        let count = |k: &str| c[k].as_u64().unwrap_or(0);
-        {
-            let mut log = lock(&self.feed.events);
-            let figures = lrbc_live::detect::EventTotals {
-                frames_seen: count("frames_seen"),
-                frames_flags_checked: count("frames_flags_checked"),
-                frames_checked: count("frames_checked"),
-                nan_values: count("nan_values"),
-                inf_values: count("inf_values"),
-                out_of_range_values: count("out_of_range_values"),
-                envs_affected: log.envs_with_bad_values(),
-                ..lrbc_live::detect::EventTotals::default()
-            };
-            log.set_figures(&figures);
+        // The server's detector: its frames checked and bad values counted. Counts of a
+        // newer form than this build reads (or none) leave the figures as they were.
+        match Counts::from_json(&v["capture"]) {
+            Ok(c) => {
+                let mut log = lock(&self.feed.events);
+                let figures = lrbc_live::detect::EventTotals {
+                    frames_seen: c.frames_seen,
+                    frames_flags_checked: c.frames_flags_checked,
+                    frames_checked: c.frames_checked,
+                    nan_values: c.nan_values,
+                    inf_values: c.inf_values,
+                    out_of_range_values: c.out_of_range_values,
+                    envs_affected: log.envs_with_bad_values(),
+                    ..lrbc_live::detect::EventTotals::default()
+                };
+                log.set_figures(&figures);
+            }
+            Err(e) => {
+                lock(&self.shared.link).note =
+                    Some(format!("the server's counts are not readable: {e}"));
+            }
         }
         lock(&self.shared.link).served = Some(v);
     }
