@@ -494,16 +494,7 @@ impl ViewerThread {
         match Counts::from_json(&v["capture"]) {
             Ok(c) => {
                 let mut log = lock(&self.feed.events);
-                let figures = lrbc_live::detect::EventTotals {
-                    frames_seen: c.frames_seen,
-                    frames_flags_checked: c.frames_flags_checked,
-                    frames_checked: c.frames_checked,
-                    nan_values: c.nan_values,
-                    inf_values: c.inf_values,
-                    out_of_range_values: c.out_of_range_values,
-                    envs_affected: log.envs_with_bad_values(),
-                    ..lrbc_live::detect::EventTotals::default()
-                };
+                let figures = detector_figures(&c, log.envs_with_bad_values());
                 log.set_figures(&figures);
             }
             Err(e) => {
@@ -512,5 +503,45 @@ impl ViewerThread {
             }
         }
         lock(&self.shared.link).served = Some(v);
+    }
+}
+
+/// The figures of the server's detector beside its events, from its capture's counts:
+/// the frames the engine published while the capture followed it (those it saw, missed
+/// and let pass, as a recording's are read), those checked, and the bad values counted.
+fn detector_figures(c: &Counts, envs_affected: u32) -> lrbc_live::detect::EventTotals {
+    lrbc_live::detect::EventTotals {
+        frames_seen: c.frames_published(),
+        frames_flags_checked: c.frames_flags_checked,
+        frames_checked: c.frames_checked,
+        nan_values: c.nan_values,
+        inf_values: c.inf_values,
+        out_of_range_values: c.out_of_range_values,
+        envs_affected,
+        ..lrbc_live::detect::EventTotals::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_frames_a_server_let_pass_count_among_those_its_detector_did_not_check() {
+        // A busy server: its capture saw 60 frames and checked them, missed 10 and let
+        // 30 pass.
+        let c = Counts {
+            frames_seen: 60,
+            frames_missed: 10,
+            frames_skipped: 30,
+            frames_checked: 60,
+            frames_flags_checked: 60,
+            nan_values: 2,
+            ..Counts::default()
+        };
+        let t = detector_figures(&c, 1);
+        assert_eq!(t.frames_seen, 100);
+        assert_eq!(t.checked_text(), "checked 60 of 100 frames");
+        assert_eq!((t.nan_values, t.envs_affected), (2, 1));
     }
 }
