@@ -277,8 +277,9 @@ fn record_writes_from_now_until_pressed_again() {
     let counts = lrbc_recording::replay::Recording::open(&path)
         .unwrap()
         .counts()
+        .unwrap()
         .unwrap();
-    assert_eq!(counts["frames_recorded"], seqs.len() as u64);
+    assert_eq!(counts.frames_recorded, seqs.len() as u64);
     let bytes = std::fs::read(&path).unwrap();
     // A finished file: its summary is there.
     assert!(mcap::Summary::read(&bytes).unwrap().is_some());

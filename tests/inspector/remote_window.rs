@@ -238,8 +238,8 @@ fn record_on_a_served_run_writes_a_recording_that_opens_as_a_local_one() {
         lrbc_recording::format::region_pixels(image, (16, 16, 3)).is_some(),
         "a recorded PNG image reads back as the region's pixels"
     );
-    let counts = rec.counts().unwrap();
-    assert_eq!(counts["frames_recorded"], seqs.len() as u64);
+    let counts = rec.counts().unwrap().unwrap();
+    assert_eq!(counts.frames_recorded, seqs.len() as u64);
     // Save writes the last seconds too.
     h.state_mut().settings.recordings_dir = dir.join("saved");
     h.get_by_label_contains("Save last").click();

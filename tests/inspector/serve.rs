@@ -109,6 +109,13 @@ fn a_served_run_matches_a_recording_of_it_and_says_what_it_is() {
         serde_json::from_slice(&got["/lrbc/serve/status"][0].1).unwrap();
     assert_eq!(status["state"], "attached", "{status}");
     assert!(status["clients"].as_u64() >= Some(1), "{status}");
+    // The capture's counts are a recording's, in the same typed form.
+    let capture = lrbc_recording::format::Counts::from_json(&status["capture"]).unwrap();
+    assert_eq!(capture.version, lrbc_recording::format::COUNTS_VERSION);
+    assert!(
+        capture.frames_published() >= capture.frames_recorded,
+        "{status}"
+    );
 
     let mut by_seq = BTreeMap::new();
     let now_unix = std::time::SystemTime::now()
@@ -624,16 +631,10 @@ fn a_client_that_stops_reading_holds_up_neither_memory_nor_the_other_clients() {
         .collect();
     let status = messages(&mut other, "/lrbc/serve/status", 1);
     let status: serde_json::Value = serde_json::from_slice(&status[0].1).unwrap();
-    let c = &status["capture"];
-    let lost_by_capture: u64 = [
-        "frames_missed",
-        "frames_torn",
-        "frames_skipped",
-        "frames_unreadable",
-    ]
-    .iter()
-    .map(|k| c[k].as_u64().unwrap())
-    .sum();
+    // The capture's counts read back as the typed counts, of this build's form.
+    let c = lrbc_recording::format::Counts::from_json(&status["capture"]).unwrap();
+    assert_eq!(c.version, lrbc_recording::format::COUNTS_VERSION);
+    let lost_by_capture = c.frames_missed + c.frames_torn + c.frames_skipped + c.frames_unreadable;
     let mine = &status["client"]["counts"]["frames"];
     let conflated = mine["conflated"].as_u64().unwrap() + mine["dropped"].as_u64().unwrap();
     let span = seqs[seqs.len() - 1] - seqs[0] + 1;

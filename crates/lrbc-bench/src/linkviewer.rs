@@ -13,6 +13,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use crate::shared::BenchError;
+use lrbc_recording::format::Counts;
 use lrbc_remote::view::Connection;
 use lrbc_remote::view::wire::ServerMessage;
 
@@ -91,11 +92,12 @@ impl Tally {
     }
 }
 
-/// A status message: when it arrived, its log time and the capture's ring entries then.
+/// A status message: when it arrived, its log time and the capture's counts then (None
+/// when they are not readable).
 struct Status {
     arrived: Instant,
     log_time: u64,
-    ring_entries: Option<u64>,
+    capture: Option<Counts>,
     json: Value,
 }
 
@@ -193,7 +195,7 @@ impl StatusReader {
                         statuses.push(Status {
                             arrived: Instant::now(),
                             log_time,
-                            ring_entries: json["capture"]["ring_entries"].as_u64(),
+                            capture: Counts::from_json(&json["capture"]).ok(),
                             json,
                         });
                     }
@@ -305,7 +307,7 @@ fn share_bounds(
     window_start: Instant,
     newest_log_time: Option<u64>,
 ) -> Option<(&Status, &Status)> {
-    let counted = || statuses.iter().filter(|s| s.ring_entries.is_some());
+    let counted = || statuses.iter().filter(|s| s.capture.is_some());
     let first = (counted().rfind(|s| s.arrived < window_start)).or_else(|| counted().next())?;
     let newest = newest_log_time?;
     let last = counted().rfind(|s| s.log_time <= newest)?;
@@ -322,7 +324,8 @@ fn ring_share(ring_log_times: &[u64], bounds: Option<(&Status, &Status)>) -> Val
         return Value::Null;
     };
     let (t0, t1) = (a.log_time, b.log_time);
-    let (Some(n0), Some(n1)) = (a.ring_entries, b.ring_entries) else {
+    let entries = |s: &Status| s.capture.map(|c| c.ring_entries);
+    let (Some(n0), Some(n1)) = (entries(a), entries(b)) else {
         return Value::Null;
     };
     if n1 < n0 {
@@ -350,17 +353,17 @@ fn captured_per_sec(bounds: Option<(&Status, &Status)>) -> Value {
         return Value::Null;
     };
     let secs = b.log_time.saturating_sub(a.log_time) as f64 / 1e9;
-    let rate = |k: &str| {
-        let (n0, n1) = (a.json["capture"][k].as_u64(), b.json["capture"][k].as_u64());
+    let rate = |count: fn(&Counts) -> u64| {
         json!(
-            n0.zip(n1)
-                .map(|(n0, n1)| n1.saturating_sub(n0) as f64 / secs)
+            a.capture
+                .zip(b.capture)
+                .map(|(c0, c1)| count(&c1).saturating_sub(count(&c0)) as f64 / secs)
         )
     };
     json!({
-        "frames": rate("frames_recorded"),
-        "ring_entries": rate("ring_entries"),
-        "images": rate("images"),
+        "frames": rate(|c| c.frames_recorded),
+        "ring_entries": rate(|c| c.ring_entries),
+        "images": rate(|c| c.images),
     })
 }
 
@@ -409,7 +412,10 @@ mod tests {
         let status = |log_time: u64, n| Status {
             arrived: t + Duration::from_secs(log_time),
             log_time,
-            ring_entries: Some(n),
+            capture: Some(Counts {
+                ring_entries: n,
+                ..Counts::default()
+            }),
             json: Value::Null,
         };
         let statuses = [

@@ -2,7 +2,6 @@
 //! recording keeps, against an engine and a client in separate processes (figures in
 //! docs/benchmarks.md).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -10,15 +9,17 @@ use std::time::Duration;
 use crate::fixtures::start;
 use crate::observers::{Observer, WINDOW, observer_cost, print_cost, record_file};
 use crate::shared::BenchError;
+use lrbc_recording::format::Counts;
 use lrbc_sim::children::ChildProcess;
 use lrbc_sim::engine::Preset;
 
 /// The `lrbc.counts` metadata of a finished recording.
-fn counts(path: &Path) -> Result<BTreeMap<String, u64>, BenchError> {
+fn counts(path: &Path) -> Result<Counts, BenchError> {
     let fail = |what: String| BenchError::Other(format!("{}: {what}", path.display()));
     lrbc_recording::replay::Recording::open(path)
         .map_err(|e| fail(e.to_string()))?
         .counts()
+        .map_err(|e| fail(e.to_string()))?
         .ok_or_else(|| fail("no lrbc.counts".into()))
 }
 
@@ -28,7 +29,7 @@ pub(crate) fn record_for(
     name: &str,
     secs: f64,
     extra: &[&str],
-) -> Result<(BTreeMap<String, u64>, u64), BenchError> {
+) -> Result<(Counts, u64), BenchError> {
     let path = record_file(name);
     let mut args: Vec<String> = vec![
         "record".into(),
@@ -61,22 +62,17 @@ pub(crate) fn record_for(
 }
 
 /// One line of the share table.
-fn share_line(label: &str, secs: f64, c: &BTreeMap<String, u64>, size: u64) {
-    let get = |k: &str| c.get(k).copied().unwrap_or(0);
-    let published = get("frames_seen") + get("frames_missed") + get("frames_skipped");
-    let recorded = get("frames_recorded");
-    let share = if published > 0 {
-        100.0 * recorded as f64 / published as f64
-    } else {
-        0.0
-    };
+fn share_line(label: &str, secs: f64, c: &Counts, size: u64) {
+    let published = c.frames_published();
+    let recorded = c.frames_recorded;
+    let share = 100.0 * c.share_recorded().unwrap_or(0.0);
     println!(
         "  {label:<48} {:>9.0} {recorded:>10} {published:>10} {:>7} {:>6} {:>8} {:>7} {share:>8.2}% {:>8.1}",
         published as f64 / secs,
-        get("frames_missed"),
-        get("frames_torn"),
-        get("frames_skipped"),
-        get("images"),
+        c.frames_missed,
+        c.frames_torn,
+        c.frames_skipped,
+        c.images,
         size as f64 / 1e6 / secs,
     );
 }
@@ -175,16 +171,14 @@ fn compression(secs: f64) -> Result<(), BenchError> {
         let mut raw = None;
         for (name, extra) in COMPRESSIONS {
             let (c, size) = record_for(&run.name, secs, &[options, extra].concat())?;
-            let get = |k: &str| c.get(k).copied().unwrap_or(0);
-            let published = get("frames_seen") + get("frames_missed") + get("frames_skipped");
-            let share = 100.0 * get("frames_recorded") as f64 / published.max(1) as f64;
+            let share = 100.0 * c.share_recorded().unwrap_or(0.0);
             // Bytes a recorded frame, so that recordings of a few more or fewer frames
             // compare.
-            let per_frame = size as f64 / get("frames_recorded").max(1) as f64;
+            let per_frame = size as f64 / c.frames_recorded.max(1) as f64;
             let raw_per_frame = *raw.get_or_insert(per_frame);
             println!(
                 "  {label:<48} {name:<24} {share:>8.2}% {:>7} {:>9.1} {:>9.1} {:>8.2}",
-                get("images"),
+                c.images,
                 size as f64 / 1e6,
                 size as f64 / 1e6 / secs,
                 raw_per_frame / per_frame,

@@ -112,13 +112,12 @@ pub fn run(
         share(&run.name, &url, secs, "cams64 at 1 kHz, --images")?;
         // `record` at the same pace, side by side: the share of frames it keeps.
         let (c, size) = crate::recbench::record_for(&run.name, secs, &["--images"])?;
-        let get = |k: &str| c.get(k).copied().unwrap_or(0);
-        let published = get("frames_seen") + get("frames_missed") + get("frames_skipped");
         println!(
-            "  {:<54} {published:>9} {:>9} {:>8.2}% {:>8} {:>8} {:>8} {:>8} {:>8.2}",
+            "  {:<54} {:>9} {:>9} {:>8.2}% {:>8} {:>8} {:>8} {:>8} {:>8.2}",
             "(`record --images` to a file, for comparison)",
-            get("frames_recorded"),
-            100.0 * get("frames_recorded") as f64 / published.max(1) as f64,
+            c.frames_published(),
+            c.frames_recorded,
+            100.0 * c.share_recorded().unwrap_or(0.0),
             "–",
             "–",
             "–",

@@ -6,7 +6,8 @@
 //! (`json`), the streams' names of camera and viewport frames (`streams`), and the
 //! region's camera images read back whether raw or compressed (`camera`), images
 //! decoded to RGBA, from envelopes' image frames or compressed data (`pixels`); chunks are
-//! compressed with zstd unless asked otherwise (`compression`).
+//! compressed with zstd unless asked otherwise (`compression`). What the recorder saw,
+//! kept and lost is [`Counts`] (`counts`), read and written by every side in one form.
 //!
 //! A recording holds, on [`FRAME_TOPIC`], each consistent frame of the recorded envs;
 //! on `/lrbc/ring/<ring>` ([`ring_topic`]) each command or control ring entry, decoded
@@ -23,6 +24,7 @@
 
 mod camera;
 mod compression;
+mod counts;
 mod events;
 mod frame;
 mod json;
@@ -38,6 +40,7 @@ pub use compression::{
     ChunkDecompressor, Compression, DEFAULT_ZSTD_LEVEL, NO_COMPRESSION, decompress_chunk,
     write_options,
 };
+pub use counts::{COUNTS_VERSION, Counts, CountsError};
 pub use events::{EVENT_JSON_SCHEMA, LOG_JSON_SCHEMA, event_json, event_log_json, event_of};
 pub use frame::{FrameError, FrameRef, RecFrame};
 pub use json::{
@@ -120,7 +123,8 @@ pub fn names_metadata(names: &lrbc::layout::Names) -> std::collections::BTreeMap
 /// The metadata record holding the bytes of the segment that layout detection reads
 /// (header, names, ring headers): `size_bytes`, and `bytes@OFFSET` as lowercase hex.
 pub const SEGMENT_METADATA: &str = "lrbc.segment";
-/// The metadata record of the counts a recorder writes when it finishes.
+/// The metadata record of the counts a recorder writes when it finishes
+/// ([`Counts::to_metadata`]).
 pub const COUNTS_METADATA: &str = "lrbc.counts";
 
 /// The channel of the entries of `ring`: their payloads as written.

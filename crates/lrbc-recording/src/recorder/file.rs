@@ -173,18 +173,9 @@ impl<W: Write + Seek> FileSink<W> {
 
     /// Writes `lrbc.counts` and the summary, flushes, and gives back the output.
     pub fn finish(mut self, counts: &Counts) -> Result<W, RecordError> {
-        let json = serde_json::to_value(counts).unwrap_or_default();
-        let metadata = json
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.to_string()))
-                    .collect::<BTreeMap<_, _>>()
-            })
-            .unwrap_or_default();
         self.writer.write_metadata(&mcap::records::Metadata {
             name: COUNTS_METADATA.into(),
-            metadata,
+            metadata: counts.to_metadata(),
         })?;
         self.writer.finish()?;
         let mut out = self.writer.into_inner().inner;

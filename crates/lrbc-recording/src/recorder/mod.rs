@@ -21,6 +21,7 @@ mod message;
 mod rolling;
 mod writer;
 
+pub use crate::format::Counts;
 pub use capture::{Capture, ChannelDef, Kind, Message, Prelude, SchemaDef};
 pub use file::FileSink;
 pub use rolling::{Rolling, RollingCopy, RollingLimits};
@@ -57,83 +58,6 @@ impl RecordError {
         match self {
             Self::Mcap(mcap::McapError::Io(io)) | Self::Io(io) => io.to_string(),
             other => other.to_string(),
-        }
-    }
-}
-
-/// What the recorder saw, kept and lost.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Counts {
-    /// Frames whose `frame_seq` the recorder saw (copied, torn or not).
-    pub frames_seen: u64,
-    pub frames_recorded: u64,
-    /// Frames that came and went between two looks (`frame_seq` jumped by more than one).
-    pub frames_missed: u64,
-    /// Of the frames missed, those that passed while the machine did not run the
-    /// recorder's follower when it asked to be woken (part of `frames_missed`).
-    pub frames_missed_late: u64,
-    /// Frames copied while the engine wrote them, so not kept.
-    pub frames_torn: u64,
-    /// Frames let pass on purpose while the recorder held off, keeping to its budget on
-    /// a machine without spare CPU.
-    pub frames_skipped: u64,
-    /// Frames published while the segment's file was shorter than its layout (their data
-    /// read as zeros), so not kept.
-    pub frames_unreadable: u64,
-    /// Changes of the segment's state recorded on `/lrbc/state`.
-    pub state_changes: u64,
-    pub ring_entries: u64,
-    /// Ring losses and malformed ring entries recorded on `/lrbc/ring_events`.
-    pub ring_events: u64,
-    /// Ring bytes overwritten before the recorder read them.
-    pub ring_lost_bytes: u64,
-    /// Frames recorded and then dropped from the front of a rolling buffer (its seconds
-    /// or bytes were full); 0 in a file recorded from start to end.
-    pub frames_dropped: u64,
-    /// Ring entries dropped from the front of a rolling buffer.
-    pub ring_entries_dropped: u64,
-    /// Camera images recorded (image region and streamed frames), when asked for.
-    pub images: u64,
-    /// Events the detector found (`/lrbc/events`).
-    pub events_found: u64,
-    /// Frames whose rewards and done and truncated flags the detector checked.
-    pub frames_flags_checked: u64,
-    /// Frames whose every observation and action the detector checked too.
-    pub frames_checked: u64,
-    /// NaN, infinite and out-of-range values the detector counted.
-    pub nan_values: u64,
-    pub inf_values: u64,
-    pub out_of_range_values: u64,
-    /// Forms of events the capture read too late to write (it fell far behind).
-    pub events_missed: u64,
-}
-
-impl Counts {
-    /// What was counted since `earlier` (a file recorded from the middle of a capture).
-    pub fn since(&self, earlier: &Self) -> Self {
-        let d = |a: u64, b: u64| a.saturating_sub(b);
-        Self {
-            frames_seen: d(self.frames_seen, earlier.frames_seen),
-            frames_recorded: d(self.frames_recorded, earlier.frames_recorded),
-            frames_missed: d(self.frames_missed, earlier.frames_missed),
-            frames_missed_late: d(self.frames_missed_late, earlier.frames_missed_late),
-            frames_torn: d(self.frames_torn, earlier.frames_torn),
-            frames_skipped: d(self.frames_skipped, earlier.frames_skipped),
-            frames_unreadable: d(self.frames_unreadable, earlier.frames_unreadable),
-            state_changes: d(self.state_changes, earlier.state_changes),
-            ring_entries: d(self.ring_entries, earlier.ring_entries),
-            ring_events: d(self.ring_events, earlier.ring_events),
-            ring_lost_bytes: d(self.ring_lost_bytes, earlier.ring_lost_bytes),
-            frames_dropped: d(self.frames_dropped, earlier.frames_dropped),
-            ring_entries_dropped: d(self.ring_entries_dropped, earlier.ring_entries_dropped),
-            images: d(self.images, earlier.images),
-            events_found: d(self.events_found, earlier.events_found),
-            frames_flags_checked: d(self.frames_flags_checked, earlier.frames_flags_checked),
-            frames_checked: d(self.frames_checked, earlier.frames_checked),
-            nan_values: d(self.nan_values, earlier.nan_values),
-            inf_values: d(self.inf_values, earlier.inf_values),
-            out_of_range_values: d(self.out_of_range_values, earlier.out_of_range_values),
-            events_missed: d(self.events_missed, earlier.events_missed),
         }
     }
 }

@@ -263,25 +263,28 @@ fn newest_forms(forms: Vec<Event>) -> EventLog {
 
 impl Recording {
     /// The events its recorder wrote (the newest form of each, in the order found) and
-    /// their totals as far as the file tells them; None when the file has no
-    /// `/lrbc/events` (written before recorders had a detector).
+    /// their totals as far as the file tells them (0 frames checked in a file its
+    /// recorder did not finish); None when the file has no `/lrbc/events` (written
+    /// before recorders had a detector); an error when its counts are not readable
+    /// ([`Recording::counts`]).
     pub fn recorded_events(&mut self) -> Result<Option<(Vec<Event>, EventTotals)>, String> {
         let Some(messages) = self.events_messages()? else {
             return Ok(None);
         };
         let log = newest_forms(messages.iter().filter_map(|m| event_of(m)).collect());
         let mut totals = log.totals();
-        let counts = self.counts().unwrap_or_default();
-        let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+        let counts = self
+            .counts()
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
         // The frames the engine published while it recorded: those it copied (or found
         // torn), and those that passed between two looks or while it held off.
-        totals.frames_seen =
-            count("frames_seen") + count("frames_missed") + count("frames_skipped");
-        totals.frames_checked = count("frames_checked");
-        totals.frames_flags_checked = count("frames_flags_checked");
-        totals.nan_values = count("nan_values");
-        totals.inf_values = count("inf_values");
-        totals.out_of_range_values = count("out_of_range_values");
+        totals.frames_seen = counts.frames_published();
+        totals.frames_checked = counts.frames_checked;
+        totals.frames_flags_checked = counts.frames_flags_checked;
+        totals.nan_values = counts.nan_values;
+        totals.inf_values = counts.inf_values;
+        totals.out_of_range_values = counts.out_of_range_values;
         // The envs the events were in (a recording keeps no count of its own).
         totals.envs_affected = log.envs_with_bad_values();
         Ok(Some((log.events().iter().cloned().collect(), totals)))

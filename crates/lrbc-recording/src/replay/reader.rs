@@ -26,10 +26,10 @@ use std::sync::Arc;
 use mcap::records::{Record, op};
 
 use crate::format::{
-    COUNTS_METADATA, EVENTS_TOPIC, FRAME_SCHEMA, FRAME_TOPIC, RHYTHM_TOPIC, RING_ENTRY_SCHEMA,
-    RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA, STATE_TOPIC, camera_env_of_topic,
-    ring_entry_payload, ring_event_of, ring_of_header_topic, ring_of_topic, segment_from_metadata,
-    stream_of_topic,
+    COUNTS_METADATA, Counts, CountsError, EVENTS_TOPIC, FRAME_SCHEMA, FRAME_TOPIC, RHYTHM_TOPIC,
+    RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA, STATE_TOPIC,
+    camera_env_of_topic, ring_entry_payload, ring_event_of, ring_of_header_topic, ring_of_topic,
+    segment_from_metadata, stream_of_topic,
 };
 use index::{read_at, read_summary, record_at, walk};
 use lrbc::layout::{Geometry, LayoutChoice, RegionKind};
@@ -318,15 +318,14 @@ impl Recording {
     }
 
     /// The counts its recorder wrote at the end (`lrbc.counts`: frames recorded,
-    /// missed, torn, ...), those that are numbers; None when the file has none (its
-    /// recorder did not finish it).
-    pub fn counts(&self) -> Option<BTreeMap<String, u64>> {
-        let m = self.metadata.get(COUNTS_METADATA)?;
-        Some(
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
-                .collect(),
-        )
+    /// missed, torn, ...; a count an older recorder did not write is 0); None when the
+    /// file has none (its recorder did not finish it), an error when they are not
+    /// readable (a value that is no number, or a newer form than this build reads).
+    pub fn counts(&self) -> Result<Option<Counts>, CountsError> {
+        self.metadata
+            .get(COUNTS_METADATA)
+            .map(Counts::from_metadata)
+            .transpose()
     }
 
     /// Whether the recording has camera images of the image region (as far as read).

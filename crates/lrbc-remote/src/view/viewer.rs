@@ -27,7 +27,7 @@ use lrbc_live::controller::{CallError, ControlRequest, ControlState, ControlWork
 use lrbc_live::sampler::{SamplerData, SamplerSettings};
 use lrbc_live::traffic::{TrafficLimits, TrafficStore};
 use lrbc_live::watch::{Report, State};
-use lrbc_recording::format::{SEGMENT_METADATA, segment_from_metadata};
+use lrbc_recording::format::{Counts, SEGMENT_METADATA, segment_from_metadata};
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -489,23 +489,59 @@ impl ViewerThread {
             d.counters.service_flags = v["service_flags"].as_u64().map(|f| f as u32);
             d.report = report;
         }
-        // The server's detector: its frames checked and bad values counted.
-        let c = &v["capture"];
-        let count = |k: &str| c[k].as_u64().unwrap_or(0);
-        {
-            let mut log = lock(&self.feed.events);
-            let figures = lrbc_live::detect::EventTotals {
-                frames_seen: count("frames_seen"),
-                frames_flags_checked: count("frames_flags_checked"),
-                frames_checked: count("frames_checked"),
-                nan_values: count("nan_values"),
-                inf_values: count("inf_values"),
-                out_of_range_values: count("out_of_range_values"),
-                envs_affected: log.envs_with_bad_values(),
-                ..lrbc_live::detect::EventTotals::default()
-            };
-            log.set_figures(&figures);
+        // The server's detector: its frames checked and bad values counted. Counts of a
+        // newer form than this build reads (or none) leave the figures as they were.
+        match Counts::from_json(&v["capture"]) {
+            Ok(c) => {
+                let mut log = lock(&self.feed.events);
+                let figures = detector_figures(&c, log.envs_with_bad_values());
+                log.set_figures(&figures);
+            }
+            Err(e) => {
+                lock(&self.shared.link).note =
+                    Some(format!("the server's counts are not readable: {e}"));
+            }
         }
         lock(&self.shared.link).served = Some(v);
+    }
+}
+
+/// The figures of the server's detector beside its events, from its capture's counts:
+/// the frames the engine published while the capture followed it (those it saw, missed
+/// and let pass, as a recording's are read), those checked, and the bad values counted.
+fn detector_figures(c: &Counts, envs_affected: u32) -> lrbc_live::detect::EventTotals {
+    lrbc_live::detect::EventTotals {
+        frames_seen: c.frames_published(),
+        frames_flags_checked: c.frames_flags_checked,
+        frames_checked: c.frames_checked,
+        nan_values: c.nan_values,
+        inf_values: c.inf_values,
+        out_of_range_values: c.out_of_range_values,
+        envs_affected,
+        ..lrbc_live::detect::EventTotals::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_frames_a_server_let_pass_count_among_those_its_detector_did_not_check() {
+        // A busy server: its capture saw 60 frames and checked them, missed 10 and let
+        // 30 pass.
+        let c = Counts {
+            frames_seen: 60,
+            frames_missed: 10,
+            frames_skipped: 30,
+            frames_checked: 60,
+            frames_flags_checked: 60,
+            nan_values: 2,
+            ..Counts::default()
+        };
+        let t = detector_figures(&c, 1);
+        assert_eq!(t.frames_seen, 100);
+        assert_eq!(t.checked_text(), "checked 60 of 100 frames");
+        assert_eq!((t.nan_values, t.envs_affected), (2, 1));
     }
 }

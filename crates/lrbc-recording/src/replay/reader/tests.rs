@@ -23,6 +23,10 @@ fn a_finished_recording_opens_from_its_summary_with_every_frame() {
     assert_eq!(r.unfinished_at, None);
     assert_eq!(r.frame_count, Some(40));
     assert_eq!((r.geometry.num_envs, r.geometry.obs_size), (5, 3));
+    // Its counts, typed, of this build's form.
+    let counts = r.counts().unwrap().unwrap();
+    assert_eq!(counts.frames_recorded, 40);
+    assert_eq!(counts.version, crate::format::COUNTS_VERSION);
     let frames = all_frames(&mut r);
     assert_eq!(frames.iter().map(|f| f.frame_seq).collect::<Vec<_>>(), seqs);
     assert_eq!(frames[0].envs, [1, 3]);
@@ -128,8 +132,12 @@ fn a_truncation_recorded_is_read_back_as_a_state_change() {
         rec.wait(std::time::Duration::from_millis(5));
         rec.poll().unwrap();
     }
-    let bytes = rec.finish_into_inner().unwrap().1.into_inner();
+    let (counts, out) = rec.finish_into_inner().unwrap();
+    let bytes = out.into_inner();
     let mut r = Recording::open(&write(&bytes)).unwrap();
+    // The counts read back as the recorder had them, the state change among them.
+    assert_eq!(r.counts().unwrap(), Some(counts));
+    assert!(counts.state_changes > 0, "{counts:?}");
     let frames = all_frames(&mut r);
     assert_eq!(frames.len(), 1, "the good frame only");
     let states = r.state_changes().unwrap();
