@@ -42,52 +42,64 @@ fn strings(pairs: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String
 /// Follows one attachment: frames of the recorded envs and ring entries.
 pub struct Capture {
     attached: Attached,
-    traffic: Traffic,
     envs: Vec<u32>,
     prelude: Prelude,
-    ring_channels: HashMap<RegionKind, usize>,
-    /// The header channel of each luckyrobots ring.
-    header_channels: HashMap<RegionKind, usize>,
-    /// The channel of losses and malformed entries.
-    ring_events_channel: usize,
-    /// When the rings were last read.
-    traffic_now_ns: u64,
-    /// The channel of the segment's state changes.
-    state_channel: usize,
-    /// The segment's state, on a mapping of its own; None when it could not be mapped.
-    watcher: Option<AttachmentWatch<Arc<dyn Clock>>>,
+    /// The channels the messages go to.
+    channels: Channels,
     /// The clock of the follower's stamps, the state's reads and the messages' times.
     clock: Arc<dyn Clock>,
-    /// The state last recorded on `/lrbc/state`.
-    state: State,
-    state_read_ns: u64,
     /// Frames come from the process's follower of the segment through the inbox.
     inbox: Arc<Inbox>,
     subscription: Option<Subscription>,
     builder: flatbuffers::FlatBufferBuilder<'static>,
-    events: Vec<TrafficEvent>,
     counts: Counts,
-    /// The detector on the same follower (`lrbc_live::detect`), its settings, and the
-    /// channels its events go to.
+    rings: Rings,
+    state: StateWatch,
+    detection: Detection,
+    images: Option<Images>,
+    encoding: Encoding,
+}
+
+/// The command rings as the capture reads them.
+struct Rings {
+    traffic: Traffic,
+    /// When they were last read.
+    read_ns: u64,
+    /// What the last read found (kept for its room).
+    events: Vec<TrafficEvent>,
+}
+
+/// The segment's state as the capture records it.
+struct StateWatch {
+    /// The state, on a mapping of its own; None when it could not be mapped.
+    watcher: Option<AttachmentWatch<Arc<dyn Clock>>>,
+    /// The state last recorded on `/lrbc/state`.
+    last: State,
+    /// When it was last read.
+    read_ns: u64,
+}
+
+/// The detector on the same follower (`lrbc_live::detect`) and what of it was recorded.
+struct Detection {
     diagnosis: Option<Diagnosis>,
-    detect: DetectSettings,
-    events_channel: usize,
-    log_channel: usize,
-    rhythm_channel: usize,
+    settings: DetectSettings,
+    /// How far its events were read.
+    cursor: u64,
     /// When the loop's rhythm was last written and the pauses it had then; whether the
     /// next poll writes it whatever (the follower was left: the last one).
     rhythm_written: Option<(u64, u64)>,
     rhythm_final: bool,
-    /// How far the detector's events were read.
-    events_cursor: u64,
     /// The first event of each kind, in the form it was found.
     first_events: BTreeMap<EventKind, Event>,
-    event_forms: Vec<Event>,
-    images: Option<Images>,
-    /// Frames, and the image region's images, are encoded (a server with no subscriber
-    /// to them turns this off).
-    encode_frames: bool,
-    encode_region_images: bool,
+    /// The forms read at a poll (kept for their room).
+    forms: Vec<Event>,
+}
+
+/// What the capture encodes: frames, and the image region's images (a server with no
+/// subscriber to them turns them off).
+struct Encoding {
+    frames: bool,
+    region_images: bool,
 }
 
 /// The channels a capture writes to, by what they carry.
@@ -279,36 +291,38 @@ impl Capture {
             .map(|a| AttachmentWatch::new(a, Arc::clone(&clock)));
         let mut capture = Self {
             attached,
-            traffic,
             envs,
             prelude,
-            ring_channels: channels.rings,
-            header_channels: channels.ring_headers,
-            ring_events_channel: channels.ring_events,
-            traffic_now_ns: 0,
-            state_channel: channels.state,
-            watcher,
+            channels,
             clock,
-            state: State::Attached,
-            state_read_ns: 0,
             inbox: Arc::new(Inbox::default()),
             subscription: None,
             builder: flatbuffers::FlatBufferBuilder::new(),
-            events: Vec::new(),
             counts: Counts::default(),
-            diagnosis: None,
-            detect: DetectSettings::default(),
-            events_channel: channels.events,
-            log_channel: channels.log,
-            rhythm_channel: channels.rhythm,
-            rhythm_written: None,
-            rhythm_final: false,
-            events_cursor: 0,
-            first_events: BTreeMap::new(),
-            event_forms: Vec::new(),
+            rings: Rings {
+                traffic,
+                read_ns: 0,
+                events: Vec::new(),
+            },
+            state: StateWatch {
+                watcher,
+                last: State::Attached,
+                read_ns: 0,
+            },
+            detection: Detection {
+                diagnosis: None,
+                settings: DetectSettings::default(),
+                cursor: 0,
+                rhythm_written: None,
+                rhythm_final: false,
+                first_events: BTreeMap::new(),
+                forms: Vec::new(),
+            },
             images: None,
-            encode_frames: true,
-            encode_region_images: true,
+            encoding: Encoding {
+                frames: true,
+                region_images: true,
+            },
         };
         capture.follow(lrbc_live::busy::read_cpu_times)?;
         Ok(capture)
@@ -318,7 +332,7 @@ impl Capture {
     /// reads the machine's load with `read_load`), with the detector beside.
     fn follow(&mut self, read_load: fn() -> Option<CpuTimes>) -> Result<(), RecordError> {
         self.subscription = None;
-        self.diagnosis = None;
+        self.detection.diagnosis = None;
         let sink = CaptureSink {
             inbox: Arc::clone(&self.inbox),
             envs: self.envs.clone(),
@@ -335,13 +349,13 @@ impl Capture {
         let busy_budget = *lock(&self.inbox.busy_budget);
         let diagnosis = Diagnosis::start_with_load(
             &self.attached,
-            self.detect.clone(),
+            self.detection.settings.clone(),
             busy_budget,
             lrbc_live::detect::DEFAULT_EVENTS_KEPT,
             read_load,
         )?;
-        self.events_cursor = lock(diagnosis.log()).cursor_now();
-        self.diagnosis = Some(diagnosis);
+        self.detection.cursor = lock(diagnosis.log()).cursor_now();
+        self.detection.diagnosis = Some(diagnosis);
         Ok(())
     }
 
@@ -349,22 +363,22 @@ impl Capture {
     /// cannot be used on this segment (a bound names a value it does not have).
     pub fn detect_with(&mut self, settings: DetectSettings) -> Result<(), RecordError> {
         settings.check().map_err(DiagnosisError::from)?;
-        if let Some(d) = &self.diagnosis {
+        if let Some(d) = &self.detection.diagnosis {
             d.set_settings(settings.clone())
                 .map_err(DiagnosisError::from)?;
         }
-        self.detect = settings;
+        self.detection.settings = settings;
         Ok(())
     }
 
     /// The first event found of each kind, in the form it was found.
     pub fn first_events(&self) -> &BTreeMap<EventKind, Event> {
-        &self.first_events
+        &self.detection.first_events
     }
 
     /// The detector's events so far, when it runs (lock briefly).
     pub fn events(&self) -> Option<&Arc<std::sync::Mutex<lrbc_live::detect::EventLog>>> {
-        self.diagnosis.as_ref().map(Diagnosis::log)
+        self.detection.diagnosis.as_ref().map(Diagnosis::log)
     }
 
     /// On a machine without spare CPU, keeps the follower's CPU time within
@@ -373,7 +387,7 @@ impl Capture {
     /// the largest budget of its consumers, and to none if one of them sets none.
     pub fn set_busy_budget(&mut self, percent_of_a_core: Option<f32>) {
         *lock(&self.inbox.busy_budget) = percent_of_a_core;
-        if let Some(d) = &self.diagnosis {
+        if let Some(d) = &self.detection.diagnosis {
             d.set_busy_budget(percent_of_a_core);
         }
     }
@@ -392,10 +406,10 @@ impl Capture {
     /// [`Capture::poll`] takes them).
     pub fn stop_following(&mut self) {
         self.subscription = None;
-        if let Some(d) = &mut self.diagnosis {
+        if let Some(d) = &mut self.detection.diagnosis {
             d.stop();
         }
-        self.rhythm_final = true;
+        self.detection.rhythm_final = true;
     }
 
     /// Waits up to `timeout` for a frame (at once if one is waiting): the caller's loop
@@ -453,8 +467,8 @@ impl Capture {
     /// Frames not encoded are counted as seen, not recorded; streamed frames are always
     /// read, since they make the channels a client subscribes to.
     pub fn set_encoding(&mut self, frames: bool, region_images: bool) {
-        self.encode_frames = frames;
-        self.encode_region_images = region_images;
+        self.encoding.frames = frames;
+        self.encoding.region_images = region_images;
     }
 
     pub fn prelude(&self) -> &Prelude {
@@ -470,7 +484,7 @@ impl Capture {
     pub fn poll(&mut self, out: &mut Vec<Message>) {
         self.poll_frame(out);
         self.poll_state(self.clock.now_ns(), out);
-        if let Some(images) = self.images.as_mut().filter(|_| self.encode_region_images) {
+        if let Some(images) = self.images.as_mut().filter(|_| self.encoding.region_images) {
             let (seg, g) = (&self.attached.segment, &self.attached.geometry);
             let now = self.clock.now_ns();
             let frame_time_ns = g
@@ -491,22 +505,25 @@ impl Capture {
     /// The detector's events found, going on and ended since the last call: each form on
     /// `/lrbc/events`, and as a log message on `/lrbc/log` when found and when it ends.
     fn poll_events(&mut self, out: &mut Vec<Message>) {
-        let Some(d) = &self.diagnosis else {
+        let Some(d) = &self.detection.diagnosis else {
             return;
         };
-        self.event_forms.clear();
+        self.detection.forms.clear();
         let (next, missed, totals, rhythm) = {
             let log = lock(d.log());
-            let (next, missed) = log.updates_since(self.events_cursor, &mut self.event_forms);
+            let (next, missed) =
+                log.updates_since(self.detection.cursor, &mut self.detection.forms);
             let now = self.clock.now_ns();
-            let rhythm = log.rhythm().filter(|r| match self.rhythm_written {
-                None => true,
-                Some((at, pauses)) => {
-                    self.rhythm_final
-                        || r.pauses != pauses
-                        || now.saturating_sub(at) >= RHYTHM_EVERY_NS
-                }
-            });
+            let rhythm = log
+                .rhythm()
+                .filter(|r| match self.detection.rhythm_written {
+                    None => true,
+                    Some((at, pauses)) => {
+                        self.detection.rhythm_final
+                            || r.pauses != pauses
+                            || now.saturating_sub(at) >= RHYTHM_EVERY_NS
+                    }
+                });
             (next, missed, log.totals(), rhythm.cloned())
         };
         self.counts.frames_checked = totals.frames_checked;
@@ -514,20 +531,23 @@ impl Capture {
         self.counts.nan_values = totals.nan_values;
         self.counts.inf_values = totals.inf_values;
         self.counts.out_of_range_values = totals.out_of_range_values;
-        self.events_cursor = next;
+        self.detection.cursor = next;
         self.counts.events_missed += missed;
         // Written when read (their log times keep the file in order); the time each
         // event began is in its JSON.
         let now = self.clock.now_ns();
-        for e in self.event_forms.drain(..) {
+        for e in self.detection.forms.drain(..) {
             // Ids go up by one as events are found: a form of a new id is its first.
             let first_form = e.id > self.counts.events_found;
             if first_form {
                 self.counts.events_found = e.id;
-                self.first_events.entry(e.kind).or_insert_with(|| e.clone());
+                self.detection
+                    .first_events
+                    .entry(e.kind)
+                    .or_insert_with(|| e.clone());
             }
             out.push(Message {
-                channel: self.events_channel,
+                channel: self.channels.events,
                 kind: Kind::Event,
                 log_time: now,
                 publish_time: now,
@@ -536,7 +556,7 @@ impl Capture {
             let stamp = if first_form { e.time_ns } else { e.end_time_ns };
             if let Some(log) = event_log_json(&e, stamp, first_form) {
                 out.push(Message {
-                    channel: self.log_channel,
+                    channel: self.channels.log,
                     kind: Kind::Event,
                     log_time: now,
                     publish_time: now,
@@ -545,10 +565,10 @@ impl Capture {
             }
         }
         if let Some(r) = rhythm {
-            self.rhythm_written = Some((now, r.pauses));
-            self.rhythm_final = false;
+            self.detection.rhythm_written = Some((now, r.pauses));
+            self.detection.rhythm_final = false;
             out.push(Message {
-                channel: self.rhythm_channel,
+                channel: self.channels.rhythm,
                 kind: Kind::Event,
                 log_time: now,
                 publish_time: now,
@@ -578,7 +598,7 @@ impl Capture {
         c.frames_unreadable += counts.unreadable;
         for f in &frames {
             self.counts.frames_seen += 1;
-            if self.encode_frames {
+            if self.encoding.frames {
                 self.emit(f, out);
             }
         }
@@ -587,34 +607,34 @@ impl Capture {
     /// Reads the segment's state now, whenever it was read last: a save asked for because
     /// the segment went keeps the message that says how.
     pub fn poll_state_now(&mut self, out: &mut Vec<Message>) {
-        self.state_read_ns = 0;
+        self.state.read_ns = 0;
         self.poll_state(self.clock.now_ns(), out);
     }
 
     /// Reads the segment's state every [`STATE_EVERY_NS`]; a change is a message on
     /// [`STATE_TOPIC`] (`{"state": …, "note": …, "frame_seq": …}`).
     fn poll_state(&mut self, now: u64, out: &mut Vec<Message>) {
-        if now.saturating_sub(self.state_read_ns) < STATE_EVERY_NS {
+        if now.saturating_sub(self.state.read_ns) < STATE_EVERY_NS {
             return;
         }
-        self.state_read_ns = now;
+        self.state.read_ns = now;
         let moved_on = lock(&self.inbox.delivered).moved_on;
-        let Some(w) = &mut self.watcher else {
+        let Some(w) = &mut self.state.watcher else {
             return;
         };
         let report = w.tick();
         // Once replaced, this recording's segment is gone for good, whatever the watcher
         // attached to since.
-        let state = if moved_on || self.state == State::Replaced {
+        let state = if moved_on || self.state.last == State::Replaced {
             State::Replaced
         } else {
             report.state
         };
-        if self.state == state {
+        if self.state.last == state {
             return;
         }
-        self.state = state;
-        if let Some(d) = &self.diagnosis {
+        self.state.last = state;
+        if let Some(d) = &self.detection.diagnosis {
             d.feed().state(state, report.note.as_deref(), now);
         }
         let json = serde_json::json!({
@@ -623,7 +643,7 @@ impl Capture {
             "frame_seq": report.frame_seq,
         });
         out.push(Message {
-            channel: self.state_channel,
+            channel: self.channels.state,
             kind: Kind::State,
             log_time: now,
             publish_time: now,
@@ -637,12 +657,7 @@ impl Capture {
     fn emit(&mut self, copy: &FrameCopy, out: &mut Vec<Message>) {
         let (g, envs) = (&self.attached.geometry, &self.envs);
         let hot = &copy.hot;
-        let stamp = (
-            copy.frame_seq,
-            copy.frame_time_ns.unwrap_or(0),
-            copy.action_seq,
-            copy.sampled_ns,
-        );
+        let frame_time_ns = copy.frame_time_ns.unwrap_or(0);
         let (o, a) = (g.obs_size as usize, g.act_size as usize);
         let mut observations = Vec::with_capacity(envs.len() * o);
         let mut actions = Vec::with_capacity(envs.len() * a);
@@ -653,11 +668,11 @@ impl Capture {
             actions.extend_from_slice(act);
         }
         let frame = FrameRef {
-            frame_seq: stamp.0,
-            frame_time_ns: stamp.1,
-            action_seq: stamp.2,
+            frame_seq: copy.frame_seq,
+            frame_time_ns,
+            action_seq: copy.action_seq,
             action_time_ns: copy.action_time_ns().unwrap_or(0),
-            sampled_ns: stamp.3,
+            sampled_ns: copy.sampled_ns,
             rewards: &hot.rewards,
             dones: &hot.dones,
             truncateds: hot.truncateds.as_deref(),
@@ -669,38 +684,42 @@ impl Capture {
         out.push(Message {
             channel: FRAME_CHANNEL,
             kind: Kind::Frame,
-            log_time: stamp.3,
-            publish_time: if stamp.1 != 0 { stamp.1 } else { stamp.3 },
+            log_time: copy.sampled_ns,
+            publish_time: if frame_time_ns != 0 {
+                frame_time_ns
+            } else {
+                copy.sampled_ns
+            },
             data: Arc::from(frame.encode(&mut self.builder)),
         });
         self.counts.frames_recorded += 1;
     }
 
     fn poll_rings(&mut self, out: &mut Vec<Message>) {
-        self.events.clear();
-        self.traffic_now_ns = self.clock.now_ns();
-        self.traffic.poll(
+        self.rings.events.clear();
+        self.rings.read_ns = self.clock.now_ns();
+        self.rings.traffic.poll(
             &self.attached.segment,
-            self.traffic_now_ns,
+            self.rings.read_ns,
             4096,
-            &mut self.events,
+            &mut self.rings.events,
         );
-        if let Some(d) = &self.diagnosis {
+        if let Some(d) = &self.detection.diagnosis {
             let feed = d.feed();
-            for e in &self.events {
-                feed.traffic(e, self.traffic_now_ns);
+            for e in &self.rings.events {
+                feed.traffic(e, self.rings.read_ns);
             }
         }
-        for e in self.events.drain(..) {
+        for e in self.rings.events.drain(..) {
             let r = match e {
                 TrafficEvent::Record(r) => r,
                 TrafficEvent::Lost { .. } | TrafficEvent::Malformed { .. } => {
                     if let Some(json) = ring_event_json(&e) {
                         out.push(Message {
-                            channel: self.ring_events_channel,
+                            channel: self.channels.ring_events,
                             kind: Kind::RingEvent,
-                            log_time: self.traffic_now_ns,
-                            publish_time: self.traffic_now_ns,
+                            log_time: self.rings.read_ns,
+                            publish_time: self.rings.read_ns,
                             data: Arc::from(json.into_bytes()),
                         });
                         self.counts.ring_events += 1;
@@ -709,13 +728,15 @@ impl Capture {
                 }
                 _ => continue,
             };
-            let Some(&channel) = self.ring_channels.get(&r.ring) else {
+            let Some(&channel) = self.channels.rings.get(&r.ring) else {
                 continue;
             };
             if let Some(images) = &mut self.images {
                 images.poll_entry(&r.payload, r.seen_ns, &mut self.prelude, out);
             }
-            if let (Some(h), Some(&header_channel)) = (r.lucky, self.header_channels.get(&r.ring)) {
+            if let (Some(h), Some(&header_channel)) =
+                (r.lucky, self.channels.ring_headers.get(&r.ring))
+            {
                 out.push(Message {
                     channel: header_channel,
                     kind: Kind::RingHeader,
@@ -734,6 +755,7 @@ impl Capture {
             self.counts.ring_entries += 1;
         }
         self.counts.ring_lost_bytes = self
+            .rings
             .traffic
             .totals()
             .iter()
