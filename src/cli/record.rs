@@ -71,7 +71,7 @@ impl CompressionArgs {
             CompressionArg::Lz4 => "lz4",
             CompressionArg::None => "none",
         });
-        Compression::asked(kind, self.compression_level).map_err(CliError::Usage)
+        Compression::asked(kind, self.compression_level).map_err(|e| CliError::Usage(e.to_string()))
     }
 }
 

@@ -53,7 +53,7 @@ pub fn bench(a: &ExportBenchArgs) -> Result<(), BenchError> {
     let probe = synthetic::Spec {
         recorded,
         compression: Compression::asked(a.compression.as_deref(), a.compression_level)
-            .map_err(BenchError::Usage)?,
+            .map_err(|e| BenchError::Usage(e.to_string()))?,
         ..synthetic::Spec::of(a.envs, a.obs, a.act, 1)
     };
     let (_, frame_bytes) = synthetic::write(&probe, std::io::Cursor::new(Vec::new()))

@@ -35,8 +35,8 @@ pub enum ExportError {
     #[error("the recording is damaged: {0}")]
     Damaged(String),
     /// A chunk that cannot be read (its compression, or its data), named by its offset.
-    #[error("{0}")]
-    Chunk(String),
+    #[error(transparent)]
+    Chunk(crate::format::ChunkError),
     #[error("env {env} does not exist (the recording has {num_envs} envs)")]
     NoSuchEnv { env: u32, num_envs: usize },
     #[error("writing: {0}")]

@@ -42,19 +42,15 @@ impl Compression {
     /// What `--compression KIND --compression-level N` ask for: KIND `zstd` (when not
     /// given), `lz4` or `none`; the level, zstd's only, [`DEFAULT_ZSTD_LEVEL`] when not
     /// given. The error says what is wrong, for a usage error of one line.
-    pub fn asked(kind: Option<&str>, level: Option<u8>) -> Result<Self, String> {
+    pub fn asked(kind: Option<&str>, level: Option<u8>) -> Result<Self, CompressionAsked> {
         match (kind.unwrap_or("zstd"), level) {
             ("zstd", level) => Ok(Self::Zstd {
                 level: level.unwrap_or(DEFAULT_ZSTD_LEVEL),
             }),
-            (other @ ("lz4" | "none"), Some(_)) => Err(format!(
-                "--compression-level is zstd's; --compression {other} has none"
-            )),
+            (other @ ("lz4" | "none"), Some(_)) => Err(CompressionAsked::LevelOf(other.into())),
             ("lz4", None) => Ok(Self::Lz4),
             ("none", None) => Ok(Self::None),
-            (other, _) => Err(format!(
-                "--compression {other}: not a compression (zstd, lz4 or none)"
-            )),
+            (other, _) => Err(CompressionAsked::Unknown(other.into())),
         }
     }
 
@@ -106,13 +102,53 @@ pub fn decompress_chunk<'a>(
     uncompressed_size: u64,
     data: &'a [u8],
     limit: u64,
-) -> Result<Cow<'a, [u8]>, String> {
+) -> Result<Cow<'a, [u8]>, ChunkError> {
     if compression.is_empty() {
         return Ok(Cow::Borrowed(data));
     }
     let mut d = ChunkDecompressor::default();
     d.records(offset, compression, uncompressed_size, data, limit)?;
     Ok(Cow::Owned(d.buf))
+}
+
+/// A compression asked for that cannot be used, as one line (a usage error).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompressionAsked {
+    #[error("--compression-level is zstd's; --compression {0} has none")]
+    LevelOf(String),
+    #[error("--compression {0}: not a compression (zstd, lz4 or none)")]
+    Unknown(String),
+}
+
+/// A chunk that cannot be read, as one line naming its offset.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChunkError {
+    #[error(
+        "the chunk at byte {offset} says it holds {size} bytes, over the {limit} read: the file is damaged there"
+    )]
+    Oversized { offset: u64, size: u64, limit: u64 },
+    #[error(
+        "the chunk at byte {offset} is compressed with {compression:?}, which this tool does not read (zstd, lz4 and uncompressed chunks are read)"
+    )]
+    Unknown { offset: u64, compression: String },
+    #[error(
+        "the chunk at byte {offset} ({compression}) does not decompress: {cause}: the file is damaged there"
+    )]
+    Damaged {
+        offset: u64,
+        compression: String,
+        /// The decompressor's words.
+        cause: String,
+    },
+    #[error(
+        "the chunk at byte {offset} ({compression}) decompresses to {got} bytes, not the {size} it gives: the file is damaged there"
+    )]
+    WrongSize {
+        offset: u64,
+        compression: String,
+        got: usize,
+        size: usize,
+    },
 }
 
 /// [`decompress_chunk`] for a reader of many chunks: one buffer and one zstd context kept
@@ -143,39 +179,52 @@ impl ChunkDecompressor {
         uncompressed_size: u64,
         data: &'a [u8],
         limit: u64,
-    ) -> Result<&'a [u8], String> {
+    ) -> Result<&'a [u8], ChunkError> {
         if compression.is_empty() {
             return Ok(data);
         }
+        let oversized = ChunkError::Oversized {
+            offset,
+            size: uncompressed_size,
+            limit,
+        };
         if uncompressed_size > limit {
-            return Err(format!(
-                "the chunk at byte {offset} says it holds {uncompressed_size} bytes, over the {limit} read: the file is damaged there"
-            ));
+            return Err(oversized);
         }
-        let size = usize::try_from(uncompressed_size).map_err(|e| e.to_string())?;
+        let size = usize::try_from(uncompressed_size).map_err(|_| oversized)?;
         let done = match compression {
             "zstd" | "lz4" => self.decompress(compression, size, data),
             other => {
-                return Err(format!(
-                    "the chunk at byte {offset} is compressed with {other:?}, which this tool does not read (zstd, lz4 and uncompressed chunks are read)"
-                ));
+                return Err(ChunkError::Unknown {
+                    offset,
+                    compression: other.into(),
+                });
             }
         };
-        done.map_err(|e| {
-            format!("the chunk at byte {offset} ({compression}) does not decompress: {e}: the file is damaged there")
+        done.map_err(|e| ChunkError::Damaged {
+            offset,
+            compression: compression.into(),
+            cause: e.to_string(),
         })?;
         if self.buf.len() != size {
-            return Err(format!(
-                "the chunk at byte {offset} ({compression}) decompresses to {} bytes, not the {size} it gives: the file is damaged there",
-                self.buf.len()
-            ));
+            return Err(ChunkError::WrongSize {
+                offset,
+                compression: compression.into(),
+                got: self.buf.len(),
+                size,
+            });
         }
         Ok(&self.buf)
     }
 
     /// Decompresses `data` into the buffer, `size` bytes expected (more is an error).
     #[cfg(feature = "compression")]
-    fn decompress(&mut self, compression: &str, size: usize, data: &[u8]) -> Result<(), String> {
+    fn decompress(
+        &mut self,
+        compression: &str,
+        size: usize,
+        data: &[u8],
+    ) -> Result<(), std::io::Error> {
         use std::io::Read as _;
         self.buf.clear();
         if compression == "zstd" {
@@ -183,45 +232,40 @@ impl ChunkDecompressor {
             self.buf.reserve(size);
             let zstd = match &mut self.zstd {
                 Some(z) => z,
-                None => self
-                    .zstd
-                    .insert(zstd::bulk::Decompressor::new().map_err(|e| e.to_string())?),
+                None => self.zstd.insert(zstd::bulk::Decompressor::new()?),
             };
-            return zstd
-                .decompress_to_buffer(data, &mut self.buf)
-                .map(drop)
-                .map_err(|e| e.to_string());
+            return zstd.decompress_to_buffer(data, &mut self.buf).map(drop);
         }
         // An LZ4 frame; a byte more than the chunk gives is read to see that it ends there.
         lz4::Decoder::new(data)
             .and_then(|d| d.take(size as u64 + 1).read_to_end(&mut self.buf))
             .map(drop)
-            .map_err(|e| e.to_string())
     }
 
     #[cfg(not(feature = "compression"))]
-    fn decompress(&mut self, _compression: &str, _size: usize, _data: &[u8]) -> Result<(), String> {
-        Err(NO_COMPRESSION.to_string())
+    fn decompress(
+        &mut self,
+        _compression: &str,
+        _size: usize,
+        _data: &[u8],
+    ) -> Result<(), std::io::Error> {
+        Err(std::io::Error::other(NO_COMPRESSION))
     }
 }
 
 /// Compresses `data` as an MCAP writer would a chunk's records (for the readers' tests
 /// and the benchmarks' files written by other means).
 #[cfg(feature = "compression")]
-pub fn compress_chunk(compression: Compression, data: &[u8]) -> Result<Vec<u8>, String> {
+pub fn compress_chunk(compression: Compression, data: &[u8]) -> std::io::Result<Vec<u8>> {
     use std::io::Write as _;
     match compression {
         Compression::None => Ok(data.to_vec()),
-        Compression::Zstd { level } => {
-            zstd::bulk::compress(data, i32::from(level)).map_err(|e| e.to_string())
-        }
+        Compression::Zstd { level } => zstd::bulk::compress(data, i32::from(level)),
         Compression::Lz4 => {
-            let mut e = lz4::EncoderBuilder::new()
-                .build(Vec::new())
-                .map_err(|e| e.to_string())?;
-            e.write_all(data).map_err(|e| e.to_string())?;
+            let mut e = lz4::EncoderBuilder::new().build(Vec::new())?;
+            e.write_all(data)?;
             let (out, result) = e.finish();
-            result.map(|()| out).map_err(|e| e.to_string())
+            result.map(|()| out)
         }
     }
 }
@@ -256,19 +300,26 @@ mod tests {
         for c in [Compression::default(), Compression::Lz4] {
             let packed = compress_chunk(c, &data).unwrap();
             let cut = &packed[..packed.len() / 2];
-            let e = decompress_chunk(4242, c.name(), data.len() as u64, cut, 1 << 30).unwrap_err();
+            let e = decompress_chunk(4242, c.name(), data.len() as u64, cut, 1 << 30)
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("byte 4242") && e.contains("damaged"),
                 "{c:?}: {e}"
             );
             // A size that is not the chunk's.
-            let e =
-                decompress_chunk(7, c.name(), data.len() as u64 - 1, &packed, 1 << 30).unwrap_err();
+            let e = decompress_chunk(7, c.name(), data.len() as u64 - 1, &packed, 1 << 30)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("byte 7"), "{c:?}: {e}");
         }
-        let e = decompress_chunk(99, "brotli", 10, b"xx", 1 << 30).unwrap_err();
+        let e = decompress_chunk(99, "brotli", 10, b"xx", 1 << 30)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("byte 99") && e.contains("\"brotli\""), "{e}");
-        let e = decompress_chunk(5, "zstd", 1 << 40, b"xx", 1 << 30).unwrap_err();
+        let e = decompress_chunk(5, "zstd", 1 << 40, b"xx", 1 << 30)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("byte 5"), "{e}");
     }
 
@@ -293,7 +344,8 @@ mod tests {
             let packed = compress_chunk(c, &small).unwrap();
             let e = d
                 .records(3, c.name(), small.len() as u64 - 1, &packed, 1 << 30)
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("byte 3") && e.contains("damaged"), "{c:?}: {e}");
             // And an uncompressed chunk is the data itself.
             assert_eq!(d.records(4, "", 3, b"abc", 1 << 30).unwrap(), b"abc");
@@ -323,8 +375,10 @@ mod asked_tests {
             Ok(Compression::None)
         );
         assert_eq!(
-            Compression::asked(Some("lz4"), Some(3)),
-            Err("--compression-level is zstd's; --compression lz4 has none".to_string())
+            Compression::asked(Some("lz4"), Some(3))
+                .unwrap_err()
+                .to_string(),
+            "--compression-level is zstd's; --compression lz4 has none"
         );
         assert!(Compression::asked(Some("gzip"), None).is_err());
     }

@@ -37,8 +37,8 @@ pub use camera::{ImageEncoding, Rows, compress as compress_image, raw_encoding, 
 #[cfg(feature = "compression")]
 pub use compression::compress_chunk;
 pub use compression::{
-    ChunkDecompressor, Compression, DEFAULT_ZSTD_LEVEL, NO_COMPRESSION, decompress_chunk,
-    write_options,
+    ChunkDecompressor, ChunkError, Compression, CompressionAsked, DEFAULT_ZSTD_LEVEL,
+    NO_COMPRESSION, decompress_chunk, write_options,
 };
 pub use counts::{COUNTS_VERSION, Counts, CountsError};
 pub use events::{EVENT_JSON_SCHEMA, LOG_JSON_SCHEMA, event_json, event_log_json, event_of};

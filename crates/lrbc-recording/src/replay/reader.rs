@@ -396,7 +396,7 @@ impl Recording {
         else {
             return Err("not a chunk".into());
         };
-        let records = chunk_records(c.offset, &header, &data)?;
+        let records = chunk_records(c.offset, &header, &data).map_err(|e| e.to_string())?;
         let mut msgs = Vec::new();
         for (opcode, body) in Records(&records).map_while(Result::ok) {
             match mcap::read::parse_record(opcode, body) {

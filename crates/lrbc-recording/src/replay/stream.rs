@@ -31,8 +31,8 @@ pub enum ReadError {
     Damaged(String),
     /// A chunk that cannot be read: its compression is unknown here, or it does not
     /// decompress (the message names its offset and says which).
-    #[error("{0}")]
-    Chunk(String),
+    #[error(transparent)]
+    Chunk(#[from] crate::format::ChunkError),
 }
 
 /// What the reader hands over, in file order.

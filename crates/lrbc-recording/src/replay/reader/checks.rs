@@ -47,7 +47,7 @@ pub(in crate::replay) fn chunk_records<'a>(
     offset: u64,
     header: &mcap::records::ChunkHeader,
     data: &'a [u8],
-) -> Result<std::borrow::Cow<'a, [u8]>, String> {
+) -> Result<std::borrow::Cow<'a, [u8]>, crate::format::ChunkError> {
     crate::format::decompress_chunk(
         offset,
         &header.compression,

@@ -153,7 +153,8 @@ pub(super) fn walk(file: &mut File, len: u64) -> Result<Index, String> {
                     if let Ok(Record::Chunk { header, data }) =
                         mcap::read::parse_record(op::CHUNK, &body)
                     {
-                        let records = chunk_records(at, &header, &data)?;
+                        let records =
+                            chunk_records(at, &header, &data).map_err(|e| e.to_string())?;
                         for (o, b) in Records(&records).map_while(Result::ok) {
                             if let Ok(r) = mcap::read::parse_record(o, b) {
                                 add(&mut index, r);
