@@ -13,7 +13,7 @@ use super::InspectorApp;
 use crate::ui::widgets::BAD;
 use lrbc::clock::monotonic_now_ns;
 use lrbc_live::watch::State;
-use lrbc_recording::recorder::flight::{Flight, FlightConfig, FlightStatus, Note};
+use lrbc_recording::recorder::flight::{Flight, FlightConfig, FlightError, FlightStatus, Note};
 
 /// Envs whose observations and actions the flight recorder keeps when none are watched.
 const DEFAULT_ENVS: u32 = 4;
@@ -125,14 +125,14 @@ impl InspectorApp {
             (d.report.as_ref().map(|r| r.state), d.generation)
         };
         let dir = self.settings.recordings_dir.clone();
-        let mut errors = Vec::new();
+        let mut errors: Vec<String> = Vec::new();
         if let Some(f) = &self.flight.flight {
             if generation != self.flight.generation {
                 // After the engine went (saved then), nothing new came from the old segment.
                 if !is_gone(self.flight.state)
                     && let Err(e) = f.save(&dir, "the segment was replaced")
                 {
-                    errors.push(e);
+                    errors.push(e.to_string());
                 }
                 // Dropping it stops its thread after the save is under way.
                 self.flight.flight = None;
@@ -141,7 +141,7 @@ impl InspectorApp {
                     && !is_gone(self.flight.state)
                     && let Err(e) = f.save(&dir, gone_reason(state))
                 {
-                    errors.push(e);
+                    errors.push(e.to_string());
                 }
                 self.flight.status = f.status();
             }
@@ -167,7 +167,7 @@ impl InspectorApp {
                 (None, Some((_, viewer))) => {
                     Flight::start_from(Box::new(viewer.tap()), s.label(), limits, config)
                 }
-                (None, None) => Err("nothing to record".into()),
+                (None, None) => Err(FlightError::NothingToRecord),
             };
             match started {
                 Ok(f) => {
@@ -225,10 +225,10 @@ impl InspectorApp {
     pub fn flight_save(&mut self) {
         let r = match &self.flight.flight {
             Some(f) => f.save(&self.settings.recordings_dir, "saved on request"),
-            None => Err("the flight recorder is not running".into()),
+            None => Err(FlightError::NotRunning),
         };
         if let Err(e) = r {
-            self.say(e, true);
+            self.say(e.to_string(), true);
         }
     }
 
@@ -241,10 +241,10 @@ impl InspectorApp {
                 f.stop_recording()
             }
             Some(f) => f.start_recording(&self.settings.recordings_dir),
-            None => Err("the flight recorder is not running".into()),
+            None => Err(FlightError::NotRunning),
         };
         if let Err(e) = r {
-            self.say(e, true);
+            self.say(e.to_string(), true);
         }
     }
 
@@ -375,7 +375,7 @@ impl InspectorApp {
             && let Some(f) = &self.flight.flight
             && let Err(e) = f.set_limits(self.settings.flight_limits())
         {
-            self.say(e, true);
+            self.say(e.to_string(), true);
         }
     }
 }

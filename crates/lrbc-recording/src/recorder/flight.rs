@@ -7,7 +7,7 @@
 mod files;
 mod worker;
 
-pub use files::{new_file_path, utc_stamp};
+pub use files::{FlightFileError, new_file_path, utc_stamp};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -140,6 +140,26 @@ pub fn create_file(path: &Path) -> std::io::Result<Box<dyn Output>> {
     Ok(Box::new(std::fs::File::create(path)?))
 }
 
+/// Why the flight recorder could not start or take a command, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum FlightError {
+    #[error(transparent)]
+    Attach(#[from] lrbc::attach::AttachError),
+    #[error(transparent)]
+    Capture(#[from] super::RecordError),
+    #[error("cannot start the flight recorder's thread: {0}")]
+    Thread(std::io::Error),
+    #[error("the flight recorder is busy; try again")]
+    Busy,
+    #[error("the flight recorder has stopped")]
+    Stopped,
+    #[error("the flight recorder is not running")]
+    NotRunning,
+    /// Neither a live segment nor a served run to record.
+    #[error("nothing to record")]
+    NothingToRecord,
+}
+
 /// The flight recorder of one attachment.
 pub struct Flight {
     commands: Sender<Command>,
@@ -183,14 +203,14 @@ impl Flight {
         envs: Vec<u32>,
         limits: RollingLimits,
         config: FlightConfig,
-    ) -> Result<Self, String> {
-        let mapped = attached.reopen().map_err(|e| e.to_string())?;
+    ) -> Result<Self, FlightError> {
+        let mapped = attached.reopen()?;
         let label = attached.label();
         // Images when at least a hundred copies of the recorded envs' images fit their
         // quarter of the budget.
         let images = Capture::image_region_bytes(&mapped, envs.len()).saturating_mul(400)
             <= limits.max_bytes;
-        let mut capture = Capture::new(mapped, envs).map_err(|e| e.to_string())?;
+        let mut capture = Capture::new(mapped, envs)?;
         if images {
             capture = capture.with_images();
         }
@@ -204,7 +224,7 @@ impl Flight {
         label: String,
         limits: RollingLimits,
         config: FlightConfig,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, FlightError> {
         let (commands, rx) = crossbeam_channel::bounded(16);
         let status = Arc::new(Mutex::new(FlightStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -222,7 +242,7 @@ impl Flight {
         let thread = std::thread::Builder::new()
             .name("lrbc-flight".into())
             .spawn(move || worker.run())
-            .map_err(|e| e.to_string())?;
+            .map_err(FlightError::Thread)?;
         Ok(Self {
             commands,
             status,
@@ -236,27 +256,27 @@ impl Flight {
         lock(&self.status).clone()
     }
 
-    fn send(&self, c: Command) -> Result<(), String> {
+    fn send(&self, c: Command) -> Result<(), FlightError> {
         self.commands.try_send(c).map_err(|e| match e {
-            TrySendError::Full(_) => "the flight recorder is busy; try again".to_string(),
-            TrySendError::Disconnected(_) => "the flight recorder has stopped".to_string(),
+            TrySendError::Full(_) => FlightError::Busy,
+            TrySendError::Disconnected(_) => FlightError::Stopped,
         })
     }
 
-    pub fn set_limits(&self, limits: RollingLimits) -> Result<(), String> {
+    pub fn set_limits(&self, limits: RollingLimits) -> Result<(), FlightError> {
         self.send(Command::Limits(limits))
     }
 
     /// While the machine has no spare CPU, the flight recorder keeps its CPU time within
     /// this percent of one core and lets frames pass (counted as skipped); None (the
     /// default): it follows every frame it can.
-    pub fn set_busy_budget(&self, percent_of_a_core: Option<f32>) -> Result<(), String> {
+    pub fn set_busy_budget(&self, percent_of_a_core: Option<f32>) -> Result<(), FlightError> {
         self.send(Command::BusyBudget(percent_of_a_core))
     }
 
     /// Writes the rolling buffer into a new file in `dir` (on a thread of its own); a
     /// [`Note`] tells where it went.
-    pub fn save(&self, dir: &Path, reason: &str) -> Result<(), String> {
+    pub fn save(&self, dir: &Path, reason: &str) -> Result<(), FlightError> {
         self.send(Command::Save {
             dir: dir.to_path_buf(),
             reason: reason.to_string(),
@@ -264,13 +284,13 @@ impl Flight {
     }
 
     /// Starts recording from now into a new file in `dir`.
-    pub fn start_recording(&self, dir: &Path) -> Result<(), String> {
+    pub fn start_recording(&self, dir: &Path) -> Result<(), FlightError> {
         self.send(Command::StartRecording {
             dir: dir.to_path_buf(),
         })
     }
 
-    pub fn stop_recording(&self) -> Result<(), String> {
+    pub fn stop_recording(&self) -> Result<(), FlightError> {
         self.send(Command::StopRecording)
     }
 }

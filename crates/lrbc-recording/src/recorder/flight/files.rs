@@ -2,10 +2,30 @@
 
 use std::path::{Path, PathBuf};
 
+/// A flight recording's file that could not be made or written, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum FlightFileError {
+    /// The folder or the file could not be created.
+    #[error("{}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("writing {}: {cause}", path.display())]
+    Write { path: PathBuf, cause: String },
+}
+
 /// `DIR/lrbc-<segment>-<UTC time>.mcap` (`…-<tag>.mcap` with a tag: the event a save
 /// is for), creating `DIR`; a number is added when the name is taken.
-pub fn new_file_path(dir: &Path, label: &str, tag: Option<&str>) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn new_file_path(
+    dir: &Path,
+    label: &str,
+    tag: Option<&str>,
+) -> Result<PathBuf, FlightFileError> {
+    std::fs::create_dir_all(dir).map_err(|source| FlightFileError::Create {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let segment: String = label
         .rsplit(['/', '\\'])
         .next()

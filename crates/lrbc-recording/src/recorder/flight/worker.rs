@@ -10,8 +10,8 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 use super::{
-    Command, CreateFile, FlightConfig, FlightSource, FlightStatus, Note, Output, RecordingStatus,
-    new_file_path,
+    Command, CreateFile, FlightConfig, FlightFileError, FlightSource, FlightStatus, Note, Output,
+    RecordingStatus, new_file_path,
 };
 use crate::recorder::{FileSink, Message, Prelude, RecordError, Rolling, RollingCopy, lock};
 use lrbc_live::detect::{Event, EventKind};
@@ -147,11 +147,18 @@ impl FlightThread {
         }
     }
 
-    fn open_recording(&self, dir: &Path) -> Result<FileBeingRecorded, String> {
+    fn open_recording(&self, dir: &Path) -> Result<FileBeingRecorded, FlightFileError> {
         let path = new_file_path(dir, &self.label, None)?;
-        let file = (self.config.create)(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let file = FileSink::new(BufWriter::new(file), self.capture.prelude())
-            .map_err(|e| format!("writing {}: {}", path.display(), e.cause()))?;
+        let file = (self.config.create)(&path).map_err(|source| FlightFileError::Create {
+            path: path.clone(),
+            source,
+        })?;
+        let file = FileSink::new(BufWriter::new(file), self.capture.prelude()).map_err(|e| {
+            FlightFileError::Write {
+                path: path.clone(),
+                cause: e.cause(),
+            }
+        })?;
         Ok(FileBeingRecorded {
             file,
             path,
@@ -311,11 +318,18 @@ fn write_copy(
     copy: &RollingCopy,
     prelude: &Prelude,
     create: CreateFile,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, FlightFileError> {
     let path = new_file_path(dir, label, tag)?;
-    let file = create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    copy.write(prelude, BufWriter::new(file))
-        .map_err(|e| format!("writing {}: {}", path.display(), e.cause()))?;
+    let file = create(&path).map_err(|source| FlightFileError::Create {
+        path: path.clone(),
+        source,
+    })?;
+    if let Err(e) = copy.write(prelude, BufWriter::new(file)) {
+        return Err(FlightFileError::Write {
+            path,
+            cause: e.cause(),
+        });
+    }
     Ok(path)
 }
 
