@@ -556,3 +556,6 @@ fn bad_secs(value: String) -> PlantError {
         expected: "a number of seconds, more than 0 and at most 3600",
     }
 }
+
+#[cfg(test)]
+mod tests;
