@@ -84,9 +84,28 @@ fn files_of(src: &Path, module: &str) -> Vec<(PathBuf, bool)> {
     if file.is_file() {
         out.push((file, true));
     }
-    let mut dirs = vec![src.join(module)];
+    let dir = src.join(module);
+    for path in rs_files_under(&dir, |name| name != "tests") {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name != "tests.rs" && !name.contains("generated") {
+            let own = name == "mod.rs" && path.parent() == Some(dir.as_path());
+            out.push((path, own));
+        }
+    }
+    out
+}
+
+/// The `.rs` files under `dir` (none when it does not exist), going into the folders
+/// whose name `enter` takes.
+fn rs_files_under(dir: &Path, enter: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
+            assert!(!dir.exists(), "{} is not readable", dir.display());
             continue;
         };
         for entry in entries {
@@ -96,12 +115,11 @@ fn files_of(src: &Path, module: &str) -> Vec<(PathBuf, bool)> {
                 .and_then(|n| n.to_str())
                 .unwrap_or_default();
             if path.is_dir() {
-                if name != "tests" {
+                if enter(name) {
                     dirs.push(path);
                 }
-            } else if name.ends_with(".rs") && name != "tests.rs" && !name.contains("generated") {
-                let own = name == "mod.rs" && dir == src.join(module);
-                out.push((path, own));
+            } else if name.ends_with(".rs") {
+                out.push(path);
             }
         }
     }
@@ -570,27 +588,14 @@ const UNSAFE_HOMES: &[(&str, Option<&str>, &str)] = &[
 
 /// Every `.rs` file of the workspace (build output left out), relative to its root.
 fn rust_files() -> Vec<String> {
-    let mut out = Vec::new();
-    let mut dirs = vec![root()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).expect("a folder of the workspace is readable") {
-            let path = entry.expect("a directory entry").path();
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            if path.is_dir() {
-                if name != "target" && !name.starts_with('.') {
-                    dirs.push(path);
-                }
-            } else if name.ends_with(".rs") {
-                let rel = path.strip_prefix(root()).unwrap_or(&path);
-                out.push(rel.to_string_lossy().replace('\\', "/"));
-            }
-        }
-    }
-    out.sort();
-    out
+    let root = root();
+    rs_files_under(&root, |name| name != "target" && !name.starts_with('.'))
+        .into_iter()
+        .map(|path| {
+            let rel = path.strip_prefix(&root).unwrap_or(&path);
+            rel.to_string_lossy().replace('\\', "/")
+        })
+        .collect()
 }
 
 /// The `allow` and `expect` attributes (inner or outer) that name `lint`: each one's
