@@ -335,18 +335,8 @@ impl CliError {
     pub fn detail(&self) -> Option<String> {
         match self {
             Self::Attach(e) => e.detail(),
-            Self::Usage(_)
-            | Self::DetectOptions(_)
-            | Self::Detect(_)
-            | Self::Tls(_)
-            | Self::Control(_)
-            | Self::Engine(_)
-            | Self::Client(_)
-            | Self::Replay(_)
-            | Self::Compare(_)
-            | Self::Serve(_)
-            | Self::Other(_)
-            | Self::Found(_) => None,
+            // Only an attach has details beyond its line.
+            _ => None,
         }
     }
 
@@ -356,16 +346,7 @@ impl CliError {
         match self {
             Self::Usage(_) | Self::DetectOptions(_) => 2,
             Self::Found(_) => events::FOUND_EXIT_CODE,
-            Self::Attach(_)
-            | Self::Detect(_)
-            | Self::Tls(_)
-            | Self::Control(_)
-            | Self::Engine(_)
-            | Self::Client(_)
-            | Self::Replay(_)
-            | Self::Compare(_)
-            | Self::Serve(_)
-            | Self::Other(_) => 1,
+            _ => 1,
         }
     }
 }
