@@ -149,7 +149,7 @@ impl InspectorApp {
         self.flight.state = state;
         if self.flight.flight.is_none() && !is_gone(state) {
             let num_envs = s.geometry().num_envs;
-            let mut envs = self.settings.watched_envs.within(num_envs);
+            let mut envs: Vec<u32> = self.settings.watched_envs.within(num_envs).collect();
             if envs.is_empty() {
                 envs = (0..num_envs.min(DEFAULT_ENVS)).collect();
             }

@@ -93,7 +93,7 @@ impl SamplerSink {
         d.yielding = tick.yielding;
         let settings = &self.current;
         let g = &tick.attached.geometry;
-        let watched = settings.watched_envs.within(g.num_envs).len();
+        let watched = settings.watched_envs.within(g.num_envs).count();
         let values = (g.obs_size as usize).saturating_add(g.act_size as usize);
         let (frames_cap, detail_cap) = history_capacities(settings, watched, values);
         d.frames.set_capacity(frames_cap);

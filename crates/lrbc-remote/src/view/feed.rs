@@ -181,7 +181,10 @@ impl MessageFeed {
                 return Fed::Unread;
             };
             let frame_seq = f.frame_seq;
-            let watched = settings.watched_envs.within(self.geometry.num_envs);
+            let watched: Vec<u32> = settings
+                .watched_envs
+                .within(self.geometry.num_envs)
+                .collect();
             let new_rows = self.rows_seq.is_none_or(|s| frame_seq > s);
             let gap = if self.last_seq.is_some_and(|s| frame_seq <= s) {
                 // Its summary came first, with the all-env figures: the frame adds the
@@ -306,7 +309,7 @@ impl MessageFeed {
     /// together when an image came, and expires unanswered requests as of `now_ns`.
     pub fn flush(&mut self, settings: &SamplerSettings, limits: TrafficLimits, now_ns: u64) {
         let g = Arc::clone(&self.geometry);
-        let watched = settings.watched_envs.within(g.num_envs);
+        let watched: Vec<u32> = settings.watched_envs.within(g.num_envs).collect();
         let values = (g.obs_size as usize).saturating_add(g.act_size as usize);
         let (frames_cap, detail_cap) = history_capacities(settings, watched.len(), values);
         // The region is put together at most [`IMAGE_EVERY_NS`] apart: a camera image

@@ -155,7 +155,7 @@ impl PlayerThread {
             None => false,
         };
         let g = self.rec.geometry.clone();
-        let watched = settings.watched_envs.within(g.num_envs);
+        let watched: Vec<u32> = settings.watched_envs.within(g.num_envs).collect();
         let from = if incremental {
             self.shown.unwrap_or(cursor).saturating_add(1)
         } else {
