@@ -17,7 +17,7 @@ pub mod serve;
 mod sim;
 mod traffic;
 pub mod values;
-mod watch;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,11 +1,18 @@
 //! `watch`: one line per interval until Ctrl-C or `--count`.
 
+mod line;
+
+pub use line::{
+    EpisodesByEnding, EventsByKind, WatchDetector, WatchEpisodes, WatchFrames, WatchLine,
+    WatchLineError,
+};
+
 use super::{CliError, sleep_unless_stopped, stop_flag};
 use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
 use lrbc_live::detect::{EventKind, EventTotals};
-use lrbc_live::episodes::{Ending, RunTotals};
+use lrbc_live::episodes::RunTotals;
 use lrbc_live::rhythm::{LoopKind, RhythmSummary};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_live::watch::{AttachmentWatch, Report};
@@ -58,29 +65,6 @@ fn rhythm_words(r: &RhythmSummary) -> String {
         w.push_str(&format!(" resets_in_step={}", r.resets_in_step));
     }
     w
-}
-
-/// The loop's rhythm in `watch --json`: the summary without its list of pauses, with
-/// the shares of wall time and the newest pause.
-fn rhythm_json(r: &RhythmSummary) -> serde_json::Value {
-    let mut v = r.to_json();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("recent");
-        m.insert(
-            "shares".into(),
-            serde_json::json!({
-                "stepping": r.share(r.stepping_secs),
-                "trainer": r.share(r.trainer_secs),
-                "engine": r.share(r.engine_secs),
-                "unknown": r.share(r.unknown_secs),
-            }),
-        );
-        m.insert(
-            "last_pause".into(),
-            serde_json::to_value(r.recent.last()).unwrap_or_default(),
-        );
-    }
-    v
 }
 
 fn line(
@@ -233,53 +217,17 @@ pub fn run(target: &Target, choice: LayoutChoice, o: WatchOptions) -> Result<(),
         });
         let episodes = sampler.episodes().map(|b| lrbc::sync::lock(b).totals);
         if as_json {
-            let mut v = serde_json::to_value(&report)
+            let json_line = WatchLine::new(
+                report,
+                &stats,
+                yielding,
+                events.as_ref(),
+                rhythm.as_ref(),
+                episodes.as_ref(),
+            );
+            let text = serde_json::to_string(&json_line)
                 .map_err(|e| CliError::Other(format!("cannot encode a report: {e}")))?;
-            if let Some(m) = v.as_object_mut() {
-                m.insert("frames_seen".into(), stats.frames_seen.into());
-                m.insert("frames_sampled".into(), stats.frames_sampled.into());
-                m.insert("frames_missed".into(), stats.frames_missed.into());
-                m.insert("frames_missed_late".into(), stats.frames_missed_late.into());
-                m.insert("frames_torn".into(), stats.frames_torn.into());
-                m.insert("frames_skipped".into(), stats.frames_skipped.into());
-                m.insert("frames_unreadable".into(), stats.frames_unreadable.into());
-                m.insert("sampler_yielding".into(), yielding.into());
-                if let Some(events) = &events {
-                    m.insert("events".into(), events.events().into());
-                    let by_kind: serde_json::Map<String, serde_json::Value> = EventKind::ALL
-                        .iter()
-                        .map(|&k| (k.as_str().to_string(), events.of(k).into()))
-                        .collect();
-                    m.insert("events_by_kind".into(), by_kind.into());
-                    m.insert("frames_checked".into(), events.frames_checked.into());
-                    m.insert(
-                        "frames_flags_checked".into(),
-                        events.frames_flags_checked.into(),
-                    );
-                }
-                if let Some(r) = &rhythm {
-                    m.insert("rhythm".into(), rhythm_json(r));
-                }
-            }
-            if let (Some(m), Some(t)) = (v.as_object_mut(), &episodes) {
-                let by_ending: serde_json::Map<String, serde_json::Value> = Ending::ALL
-                    .iter()
-                    .filter(|e| e.finished())
-                    .map(|e| (e.as_str().to_string(), t.by_ending[e.position()].into()))
-                    .collect();
-                m.insert(
-                    "episodes".into(),
-                    serde_json::json!({
-                        "ended": t.finished(),
-                        "by_ending": by_ending,
-                        "complete": t.complete,
-                        "incomplete": t.incomplete,
-                        "mean_return": t.mean_return(),
-                        "mean_length": t.mean_length(),
-                    }),
-                );
-            }
-            println!("{v}");
+            println!("{text}");
         } else {
             println!(
                 "{}",

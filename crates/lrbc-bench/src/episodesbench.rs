@@ -13,6 +13,7 @@ use crate::observers::{Observer, observer_cost, print_cost};
 use crate::rounds::{RunArgs, cpu_of_rounds, in_rounds, run_together};
 use crate::shared::BenchError;
 use crate::shared::{export_error, mb};
+use lrbc_inspector::cli::watch::WatchLine;
 use lrbc_recording::export::{self, ExportFormat, LeRobotOptions, synthetic};
 use lrbc_sim::children::inspector_exe;
 use lrbc_sim::engine::Preset;
@@ -88,10 +89,14 @@ fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
                 .into_iter()
                 .collect::<Result<Vec<_>, BenchError>>()?;
             for (k, (v, usage)) in results.iter().enumerate() {
+                let line = WatchLine::from_json(v)?;
                 cpu[k].push(usage.cpu_secs / args.run.secs);
-                seen[k] += v["frames_seen"].as_u64().unwrap_or(0);
-                episodes[k] += v["episodes"]["ended"].as_u64().unwrap_or(0);
-                incomplete[k] += v["episodes"]["incomplete"].as_u64().unwrap_or(0);
+                seen[k] += line.frames.frames_seen;
+                // `--no-episodes`: no episodes counted.
+                if let Some(e) = line.episodes {
+                    episodes[k] += e.ended;
+                    incomplete[k] += e.incomplete;
+                }
             }
             Ok(())
         },

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::shared::BenchError;
+use lrbc_inspector::cli::watch::WatchLine;
 use lrbc_platform::ProcessUsage;
 use lrbc_sim::engine::Preset;
 
@@ -225,17 +226,15 @@ fn turn(observer: PollerObserver, name: &str, secs: f64) -> Result<Turn, BenchEr
                 c.args(["--no-events", "--no-episodes"]);
             }
             let (v, usage) = run_to_end(c, "watch")?;
-            let seen = get(&v, "frames_seen");
+            let line = WatchLine::from_json(&v)?;
             Ok(Turn {
-                seen,
-                lost: get(&v, "frames_missed")
-                    + get(&v, "frames_torn")
-                    + get(&v, "frames_unreadable"),
-                late: get(&v, "frames_missed_late"),
-                torn: get(&v, "frames_torn"),
-                skipped: get(&v, "frames_skipped"),
-                unchecked: (observer == PollerObserver::Watch)
-                    .then(|| seen.saturating_sub(get(&v, "frames_checked"))),
+                seen: line.frames.frames_seen,
+                lost: line.frames.frames_lost(),
+                late: line.frames.frames_missed_late,
+                torn: line.frames.frames_torn,
+                skipped: line.frames.frames_skipped,
+                // `follow` runs without the detector: its line has no frames checked.
+                unchecked: line.frames_unchecked(),
                 // The whole process, its start and attach included.
                 cpu_share: usage.cpu_secs / secs,
                 wakeups_per_s: usage.context_switches as f64 / secs,

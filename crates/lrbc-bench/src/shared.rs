@@ -64,6 +64,13 @@ impl From<lrbc_inspector::cli::CliError> for BenchError {
     }
 }
 
+/// A `watch --json` line that a benchmark could not read.
+impl From<lrbc_inspector::cli::watch::WatchLineError> for BenchError {
+    fn from(e: lrbc_inspector::cli::watch::WatchLineError) -> Self {
+        Self::Other(e.to_string())
+    }
+}
+
 /// The longest duration any argument accepts: 30 days.
 const MAX_SECONDS: f64 = 30.0 * 86_400.0;
 /// The highest rate any argument accepts.

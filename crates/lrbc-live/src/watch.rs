@@ -12,7 +12,7 @@ use lrbc::segment::{Health, Location};
 pub const STALE_AFTER_NS: u64 = 2_000_000_000;
 
 /// The state of the attachment, as shown everywhere in the tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     Attached,
@@ -56,8 +56,8 @@ impl State {
     }
 }
 
-/// One observation of the segment.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+/// One observation of the segment (read back from `watch --json` lines).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     /// Seconds since the watch started.
     pub t_secs: f64,

@@ -9,6 +9,7 @@ use super::events::EventsProcess;
 use crate::pollerbench::{python_path, run_to_end};
 use crate::rounds::{cpu_of_rounds, in_rounds, run_together};
 use crate::shared::BenchError;
+use lrbc_inspector::cli::watch::WatchLine;
 use lrbc_sim::children::inspector_exe;
 use lrbc_sim::engine::Preset;
 
@@ -95,7 +96,7 @@ fn round(name: &str, secs: f64, anchor: &Path, turns: &mut [Turns; 4]) -> Result
     turns[0].events += events.events.len() as u64;
     turns[1].add(
         watch_usage.cpu_secs / secs,
-        watch["frames_seen"].as_u64().unwrap_or(0),
+        WatchLine::from_json(&watch)?.frames.frames_seen,
         None,
     );
     let (cpu, seen, checked) = anchor_figures(&numpy);
