@@ -100,12 +100,12 @@ impl DivergenceOrigin {
     }
 }
 
-/// One of an env's per-frame flags.
+/// One of an env's per-frame flags that the comparison reads (the trainer's reset flags
+/// are not among them: see `first_difference`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Flag {
     Done,
     Truncated,
-    Reset,
 }
 
 impl Flag {
@@ -113,7 +113,6 @@ impl Flag {
         match self {
             Self::Done => "done",
             Self::Truncated => "truncated",
-            Self::Reset => "reset",
         }
     }
 }
@@ -428,7 +427,10 @@ fn first_difference(
         };
         return Some((origin, d));
     }
-    // A flag is set or clear: any byte but 0 counts as set.
+    // A flag is set or clear: any byte but 0 counts as set. The trainer's reset flags
+    // are not compared: the engine clears each as it reads it, so whether a copy of the
+    // frame holds one depends on when the copy was made. A reset that took effect
+    // shows in the env's next observations.
     let flag = |flag: Flag, x: Option<&Vec<u8>>, y: Option<&Vec<u8>>| {
         let (fa, fb) = (x?.get(env).copied()?, y?.get(env).copied()?);
         ((fa != 0) != (fb != 0)).then_some(Difference::Flag { flag, a: fa, b: fb })
@@ -441,6 +443,5 @@ fn first_difference(
                 b.truncateds.as_ref(),
             )
         })
-        .or_else(|| flag(Flag::Reset, Some(&a.resets), Some(&b.resets)))
         .map(|d| (origin, d))
 }

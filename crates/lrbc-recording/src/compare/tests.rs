@@ -181,6 +181,30 @@ fn actions_caught_with_the_frame_before_are_the_ones_compared() {
     );
 }
 
+/// The engine clears a reset flag as it reads it: a copy of the frame made before that
+/// holds it and one made after does not, in the same run. A reset flag alone is no
+/// divergence; the reset's effect, the env's next observations, is compared.
+#[test]
+fn a_reset_flag_one_copy_caught_and_the_other_did_not_is_no_divergence() {
+    let mut c = Comparer::new(Tolerance::EXACT);
+    let a = frame(1, 3);
+    let mut b = frame(1, 3);
+    b.resets = vec![0, 1, 1];
+    assert!(
+        c.frame(0, &a, &b).is_empty(),
+        "a reset flag only: no divergence"
+    );
+    let mut b = frame(2, 3);
+    b.resets = vec![0, 1, 0];
+    b.observations[3] = 0.0;
+    let found = c.frame(1, &frame(2, 3), &b);
+    assert_eq!(
+        found.iter().map(|d| (d.env, d.origin)).collect::<Vec<_>>(),
+        vec![(1, DivergenceOrigin::Simulator)],
+        "the reset that took effect, by its observations"
+    );
+}
+
 #[test]
 fn a_flag_set_with_another_byte_is_the_same_flag() {
     let mut c = Comparer::new(Tolerance::EXACT);
