@@ -319,6 +319,9 @@ pub enum CliError {
     Client(#[from] lrbc_sim::client::ClientError),
     #[error(transparent)]
     Replay(#[from] lrbc_recording::replay::ReplayError),
+    /// A recording damaged beyond where it opened.
+    #[error(transparent)]
+    Damage(#[from] lrbc_recording::replay::Damage),
     #[error(transparent)]
     Compare(#[from] lrbc_recording::compare::CompareError),
     #[error(transparent)]

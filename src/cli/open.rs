@@ -72,16 +72,12 @@ pub fn run(args: &OpenArgs, window: super::WindowArgs) -> Result<(), CliError> {
     match rec.time_range() {
         Some((t0, t1)) => {
             println!("duration: {:.3} s", t1.saturating_sub(t0) as f64 / 1e9);
-            let last = rec
-                .frame_at(t1)
-                .map_err(CliError::Other)?
-                .map(|f| f.frame_seq);
+            let last = rec.frame_at(t1)?.map(|f| f.frame_seq);
             let mut start = None;
             rec.frames_between(t0, t1, |f| {
                 start = Some(f.frame_seq);
                 false
-            })
-            .map_err(CliError::Other)?;
+            })?;
             if let (Some(a), Some(b)) = (start, last) {
                 println!("frame_seq: {a} to {b}");
             }

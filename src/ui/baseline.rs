@@ -147,7 +147,10 @@ impl Baseline {
         let book = spawn("lrbc-baseline-episodes", move || {
             let book = Recording::open(&a)
                 .map_err(|e| e.to_string())
-                .and_then(|mut rec| recording_episodes(&mut rec, DEFAULT_EPISODES_KEPT, |_| true));
+                .and_then(|mut rec| {
+                    recording_episodes(&mut rec, DEFAULT_EPISODES_KEPT, |_| true)
+                        .map_err(|e| e.to_string())
+                });
             if let Ok(book) = book {
                 lock(&sh).book = Some(Arc::new(book));
                 wake();
@@ -348,7 +351,8 @@ fn first_frame(rec: &mut Recording) -> Result<(u64, (u64, u64)), String> {
     rec.frames_between(range.0, range.1, |f| {
         first = Some(f.frame_seq);
         false
-    })?;
+    })
+    .map_err(|e| e.to_string())?;
     Ok((first.ok_or("the recording holds no frame")?, range))
 }
 
@@ -358,7 +362,10 @@ fn time_of(rec: &mut Recording, frame_seq: u64, range: (u64, u64)) -> Result<u64
     let (mut lo, mut hi) = range;
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        let seq = rec.frame_at(mid)?.map_or(0, |f| f.frame_seq);
+        let seq = rec
+            .frame_at(mid)
+            .map_err(|e| e.to_string())?
+            .map_or(0, |f| f.frame_seq);
         if seq < frame_seq {
             lo = mid + 1;
         } else {
@@ -436,7 +443,8 @@ fn serve_series(
                     });
                 }
                 true
-            })?;
+            })
+            .map_err(|e| e.to_string())?;
             Ok::<_, String>(envs)
         })();
         let mut s = lock(shared);

@@ -15,7 +15,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::{python, record_nan_run, run_inspector, temp_file};
-use lrbc_recording::replay::{ReadError, RecFrame, Recording, StreamItem, read_recording};
+use lrbc_recording::replay::{Damage, ReadError, RecFrame, Recording, StreamItem, read_recording};
 
 fn target_file(tag: &str, ext: &str) -> PathBuf {
     temp_file(&format!("export-{tag}"), ext)
@@ -335,6 +335,8 @@ fn a_damaged_or_unknown_chunk_compression_is_one_error_naming_the_chunk() {
         let e = r
             .ring_between(chunk.message_start_time, chunk.message_end_time, 10)
             .unwrap_err();
+        assert!(matches!(e, Damage::Chunk(_)), "{e}");
+        let e = e.to_string();
         assert!(
             e.contains(&format!("the chunk at byte {at}")) && e.contains(expected),
             "{e}"

@@ -21,7 +21,10 @@ use super::{
     CompareCounts, ComparedRun, Comparer, Divergence, EpisodesCompared, EventsCompared, Tolerance,
 };
 use crate::format::{FrameError, NAMES_METADATA, RecFrame};
-use crate::replay::{End, ReadError, RecordedEpisodes, Recording, StreamItem, read_recording};
+use crate::replay::{
+    End, EventsError, ReadError, RecordedEpisodes, Recording, ReplayError, StreamItem,
+    read_recording,
+};
 
 /// Frames in flight from each file's reader.
 const IN_FLIGHT: usize = 4;
@@ -44,8 +47,17 @@ pub enum CompareError {
     },
     #[error("{}: the reading thread stopped unexpectedly", run.as_str())]
     Reader { run: ComparedRun },
-    #[error("{}: its events: {message}", run.as_str())]
-    Events { run: ComparedRun, message: String },
+    /// The file could not be opened again to read its events.
+    #[error("{}: its events: {source}", run.as_str())]
+    EventsOpen {
+        run: ComparedRun,
+        source: ReplayError,
+    },
+    #[error("{}: its events: {source}", run.as_str())]
+    Events {
+        run: ComparedRun,
+        source: EventsError,
+    },
 }
 
 /// What a whole comparison found.
@@ -214,9 +226,9 @@ pub fn compare_files(
         ] {
             // Those its recorder wrote (finding them again would read the file again).
             let found = Recording::open(path)
-                .map_err(|e| e.to_string())
-                .and_then(|mut rec| rec.recorded_events())
-                .map_err(|message| CompareError::Events { run, message })?;
+                .map_err(|source| CompareError::EventsOpen { run, source })?
+                .recorded_events()
+                .map_err(|source| CompareError::Events { run, source })?;
             if let Some((found, _)) = found {
                 events.count(run, &found, span.0, span.1);
                 if run == ComparedRun::B {

@@ -31,7 +31,7 @@ pub enum ExportError {
     #[error("not an MCAP file")]
     NotMcap,
     #[error("not an lrbc recording: {0}")]
-    NotLrbc(String),
+    NotLrbc(replay::NotLrbc),
     #[error("the recording is damaged: {0}")]
     Damaged(String),
     /// A chunk that cannot be read (its compression, or its data), named by its offset.

@@ -26,6 +26,35 @@ impl ImageEncoding {
     }
 }
 
+/// Why a raw image was not compressed, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum CompressImageError {
+    /// The bytes are not a `foxglove.RawImage`.
+    #[error("not a RawImage: {}", lrbc::rpc::one_line(.0))]
+    NotRaw(flatbuffers::InvalidFlatbuffer),
+    /// A pixel encoding other than `mono8`, `rgb8`, `rgba8` and `16UC1`.
+    #[error("raw images of encoding {0:?} are not compressed")]
+    Encoding(String),
+    /// No pixel, or rows `step` bytes apart shorter than a row.
+    #[error("unusable raw image {width}×{height}, step {step}")]
+    Unusable {
+        width: u32,
+        height: u32,
+        step: usize,
+    },
+    /// Fewer bytes than its rows.
+    #[error("raw image {width}×{height} {encoding} is cut short")]
+    CutShort {
+        width: u32,
+        height: u32,
+        encoding: String,
+    },
+    #[error("JPEG: {0}")]
+    Jpeg(#[source] image::ImageError),
+    #[error("PNG: {0}")]
+    Png(#[source] image::ImageError),
+}
+
 /// One camera image's rows: `step` bytes apart, each at least a row of the region.
 #[derive(Debug)]
 pub struct Rows<'a> {
@@ -94,10 +123,9 @@ pub fn compress(
     raw_bytes: &[u8],
     format: ImageEncoding,
     builder: &mut flatbuffers::FlatBufferBuilder<'static>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, CompressImageError> {
     use image::{ExtendedColorType, ImageEncoder};
-    let raw = fox::root_as_raw_image(raw_bytes)
-        .map_err(|e| format!("not a RawImage: {}", lrbc::rpc::one_line(&e)))?;
+    let raw = fox::root_as_raw_image(raw_bytes).map_err(CompressImageError::NotRaw)?;
     let (w, h) = (raw.width(), raw.height());
     let encoding = raw.encoding().unwrap_or_default();
     let (color, bytes_per_pixel) = match encoding {
@@ -105,23 +133,27 @@ pub fn compress(
         "rgb8" => (ExtendedColorType::Rgb8, 3),
         "rgba8" => (ExtendedColorType::Rgba8, 4),
         "16UC1" => (ExtendedColorType::L16, 2),
-        other => {
-            return Err(format!(
-                "raw images of encoding {other:?} are not compressed"
-            ));
-        }
+        other => return Err(CompressImageError::Encoding(other.to_string())),
     };
     let row = w as usize * bytes_per_pixel;
     let step = raw.step() as usize;
     let data = raw.data().map(|d| d.bytes()).unwrap_or_default();
     if row == 0 || h == 0 || step < row {
-        return Err(format!("unusable raw image {w}×{h}, step {step}"));
+        return Err(CompressImageError::Unusable {
+            width: w,
+            height: h,
+            step,
+        });
     }
     let mut packed = Vec::with_capacity(row * h as usize);
     for y in 0..h as usize {
-        let line = data
-            .get(y * step..y * step + row)
-            .ok_or_else(|| format!("raw image {w}×{h} {encoding} is cut short"))?;
+        let line =
+            data.get(y * step..y * step + row)
+                .ok_or_else(|| CompressImageError::CutShort {
+                    width: w,
+                    height: h,
+                    encoding: encoding.to_string(),
+                })?;
         packed.extend_from_slice(line);
     }
     if color == ExtendedColorType::L16 {
@@ -144,7 +176,7 @@ pub fn compress(
             };
             image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality.clamp(1, 100))
                 .write_image(&pixels, w, h, color)
-                .map_err(|e| format!("JPEG: {e}"))?;
+                .map_err(CompressImageError::Jpeg)?;
             "jpeg"
         }
         _ => {
@@ -154,7 +186,7 @@ pub fn compress(
                 image::codecs::png::FilterType::Adaptive,
             )
             .write_image(&packed, w, h, color)
-            .map_err(|e| format!("PNG: {e}"))?;
+            .map_err(CompressImageError::Png)?;
             "png"
         }
     };
@@ -309,5 +341,35 @@ mod tests {
         let v = img.into_luma16();
         // Little-endian 1 << 8 | (x + y).
         assert_eq!(v.get_pixel(3, 2).0[0], 256 + 5);
+    }
+
+    #[test]
+    fn images_that_are_not_compressed_say_why_in_the_lines_of_before() {
+        let mut b = flatbuffers::FlatBufferBuilder::new();
+        // No pixel in a row.
+        let e = compress(
+            &raw_image(0, 10, 3, 60, gradient),
+            ImageEncoding::Png,
+            &mut b,
+        )
+        .unwrap_err();
+        assert!(matches!(e, CompressImageError::Unusable { .. }), "{e}");
+        assert_eq!(e.to_string(), "unusable raw image 0×10, step 60");
+        let short = raw_image(20, 10, 3, 60, gradient);
+        let e = compress(&short[..short.len() - 100], ImageEncoding::Png, &mut b).unwrap_err();
+        assert!(e.to_string().starts_with("not a RawImage: "), "{e}");
+        assert_eq!(
+            CompressImageError::Encoding("bgr8".into()).to_string(),
+            "raw images of encoding \"bgr8\" are not compressed"
+        );
+        assert_eq!(
+            CompressImageError::CutShort {
+                width: 4,
+                height: 2,
+                encoding: "rgb8".into()
+            }
+            .to_string(),
+            "raw image 4×2 rgb8 is cut short"
+        );
     }
 }

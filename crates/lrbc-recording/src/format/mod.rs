@@ -33,7 +33,10 @@ mod rhythm;
 mod ring_entry;
 mod streams;
 
-pub use camera::{ImageEncoding, Rows, compress as compress_image, raw_encoding, region_pixels};
+pub use camera::{
+    CompressImageError, ImageEncoding, Rows, compress as compress_image, raw_encoding,
+    region_pixels,
+};
 #[cfg(feature = "compression")]
 pub use compression::compress_chunk;
 pub use compression::{

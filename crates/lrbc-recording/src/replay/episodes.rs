@@ -9,8 +9,19 @@ use lrbc_live::check::{ChannelKind, Checker, Fault, Limits};
 use lrbc_live::episodes::{Accountant, Episode, EpisodeBook, FrameView};
 
 use super::events::check_frame;
-use super::reader::Recording;
+use super::reader::{Damage, Recording};
 use crate::format::RecFrame;
+
+/// Why a recording's episodes were not counted, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum EpisodesError {
+    /// The file is damaged where the frames are.
+    #[error(transparent)]
+    Damage(#[from] Damage),
+    /// Its progress said to stop before the end of the file.
+    #[error("stopped")]
+    Stopped,
+}
 
 /// The accountant over recorded frames, in file order.
 pub struct RecordedEpisodes {
@@ -91,12 +102,12 @@ impl RecordedEpisodes {
 
 /// Every episode of `rec`, kept in a book of `kept` recent ones (its episodes going on at
 /// the end of the file as running). `progress` is told the share read so far and stops
-/// the pass when it returns false (Err "stopped").
+/// the pass when it returns false ([`EpisodesError::Stopped`]).
 pub fn recording_episodes(
     rec: &mut Recording,
     kept: usize,
     mut progress: impl FnMut(f64) -> bool,
-) -> Result<EpisodeBook, String> {
+) -> Result<EpisodeBook, EpisodesError> {
     let g = rec.geometry.clone();
     let mut book = EpisodeBook::new(g.num_envs, kept);
     let mut acc = RecordedEpisodes::new(&g);
@@ -118,7 +129,7 @@ pub fn recording_episodes(
         true
     })?;
     if stopped {
-        return Err("stopped".into());
+        return Err(EpisodesError::Stopped);
     }
     if let Some(a) = acc.accountant() {
         book.progress(a, last_ns);

@@ -6,15 +6,37 @@
 //! while it copied), and the side a pause waited on comes from the frames' stamps (the
 //! engine's and the trainer's times), or is not known in a layout without them.
 
-use lrbc_live::check::{Checker, Coverage, FrameCheck};
-use lrbc_live::detect::{DetectSettings, Detector, Event, EventLog, EventTotals, RingFault};
+use lrbc_live::check::{Checker, Coverage, FrameCheck, LimitsError};
+use lrbc_live::detect::{
+    DetectSettings, Detector, Event, EventLog, EventTotals, RingFault, SettingsError,
+};
 use lrbc_live::rhythm::{Flags, FrameTimes, RhythmSummary};
 use lrbc_live::traffic::{EntryDecoder, RingEntry, TrafficEvent};
 use lrbc_live::watch::State;
 
 use super::player::traffic::ring_format;
-use super::reader::{Recording, Topic};
-use crate::format::{RecFrame, event_of, lucky_header_of, ring_event_of};
+use super::reader::{Damage, Recording, Topic};
+use crate::format::{CountsError, RecFrame, event_of, lucky_header_of, ring_event_of};
+
+/// Why a recording's events were neither read nor found again, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    /// The file is damaged where the events, the state changes or the frames are.
+    #[error(transparent)]
+    Damage(#[from] Damage),
+    /// The counts its recorder wrote do not read ([`Recording::counts`]).
+    #[error(transparent)]
+    Counts(#[from] CountsError),
+    /// The detector's settings cannot be used.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// A bound of the settings names a value the recorded segment does not have.
+    #[error(transparent)]
+    Limits(#[from] LimitsError),
+    /// Its progress said to stop before the end of the file.
+    #[error("stopped")]
+    Stopped,
+}
 
 /// The events of a recording.
 #[derive(Clone, Debug)]
@@ -69,12 +91,12 @@ pub fn check_frame<'a>(checker: &'a mut Checker, f: &RecFrame) -> &'a FrameCheck
 
 /// The events of `rec`: those its recorder wrote, else found again with `settings`.
 /// `progress` is told the share of the file read so far while finding them again, and
-/// stops the pass when it returns false (Err "stopped").
+/// stops the pass when it returns false ([`EventsError::Stopped`]).
 pub fn recording_events(
     rec: &mut Recording,
     settings: &DetectSettings,
     progress: impl FnMut(f64) -> bool,
-) -> Result<RecordingEvents, String> {
+) -> Result<RecordingEvents, EventsError> {
     match rec.recorded_events()? {
         Some((events, totals)) => Ok(RecordingEvents {
             events,
@@ -91,8 +113,8 @@ pub fn find_again(
     rec: &mut Recording,
     settings: &DetectSettings,
     mut progress: impl FnMut(f64) -> bool,
-) -> Result<RecordingEvents, String> {
-    settings.check().map_err(|e| e.to_string())?;
+) -> Result<RecordingEvents, EventsError> {
+    settings.check()?;
     let g = rec.geometry.clone();
     let mut checker = Checker::new(
         &settings.limits,
@@ -100,8 +122,7 @@ pub fn find_again(
         g.obs_size,
         g.act_size,
         &g.names,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let mut detector = Detector::new(settings.clone(), g.num_envs, g.names.clone());
     let mut out: Vec<Event> = Vec::new();
     let mut decoder = EntryDecoder::default();
@@ -198,7 +219,7 @@ pub fn find_again(
         true
     })?;
     if stopped {
-        return Err("stopped".into());
+        return Err(EventsError::Stopped);
     }
     for s in states {
         if let Some(state) = State::parse(&s.state) {
@@ -267,16 +288,13 @@ impl Recording {
     /// recorder did not finish); None when the file has no `/lrbc/events` (written
     /// before recorders had a detector); an error when its counts are not readable
     /// ([`Recording::counts`]).
-    pub fn recorded_events(&mut self) -> Result<Option<(Vec<Event>, EventTotals)>, String> {
+    pub fn recorded_events(&mut self) -> Result<Option<(Vec<Event>, EventTotals)>, EventsError> {
         let Some(messages) = self.events_messages()? else {
             return Ok(None);
         };
         let log = newest_forms(messages.iter().filter_map(|m| event_of(m)).collect());
         let mut totals = log.totals();
-        let counts = self
-            .counts()
-            .map_err(|e| e.to_string())?
-            .unwrap_or_default();
+        let counts = self.counts()?.unwrap_or_default();
         // The frames the engine published while it recorded: those it copied (or found
         // torn), and those that passed between two looks or while it held off.
         totals.frames_seen = counts.frames_published();

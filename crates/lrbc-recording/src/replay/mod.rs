@@ -18,11 +18,12 @@ pub mod stream;
 
 pub use crate::format::{FrameError, RecFrame};
 pub use actions::{ActionsError, RecordedActions, StepActions};
-pub use episodes::{RecordedEpisodes, recording_episodes};
-pub use events::{RecordingEvents, check_frame, find_again, recording_events};
+pub use episodes::{EpisodesError, RecordedEpisodes, recording_episodes};
+pub use events::{EventsError, RecordingEvents, check_frame, find_again, recording_events};
 pub use player::{PlayState, Player};
 pub use reader::{
-    ChunkInfo, LatestImages, Packing, Recording, ReplayError, RingMessage, StateChange, Topic,
+    ChunkInfo, Damage, LatestImages, NotLrbc, Packing, Recording, ReplayError, RingMessage,
+    StateChange, Topic,
 };
 pub use stream::{End, ReadError, StreamItem, read_recording};
 

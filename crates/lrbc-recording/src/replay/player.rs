@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::reader::Recording;
+use super::reader::{Damage, Recording};
 use lrbc::sync::lock;
 use lrbc_live::detect::{DetectSettings, EventLog};
 use lrbc_live::episodes::EpisodeBook;
@@ -393,7 +393,7 @@ impl PlayerThread {
                     s.playing = false;
                 }
                 if let Some(n) = error {
-                    s.note = Some(n);
+                    s.note = Some(n.to_string());
                 } else if seek.is_some() || step != 0 {
                     s.note = None;
                 }
@@ -428,7 +428,7 @@ impl PlayerThread {
     }
 
     /// The log time of the frame `step` frames after (or before) `cursor`.
-    fn stepped(&mut self, cursor: u64, step: i64, range: (u64, u64)) -> Result<u64, String> {
+    fn stepped(&mut self, cursor: u64, step: i64, range: (u64, u64)) -> Result<u64, Damage> {
         let mut t = cursor;
         if step > 0 {
             let mut left = step;

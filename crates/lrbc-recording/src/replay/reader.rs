@@ -4,9 +4,10 @@
 //! time with positioned reads; a few decoded chunks are kept. The camera images at a
 //! time come from the newest chunks whose message indexes list an image channel
 //! (`images`). The index is read or built in `index`; `checks` holds what the
-//! whole-file pass (`stream`) checks the same way.
+//! whole-file pass (`stream`) checks the same way; `damage` names what is found wrong.
 
 mod checks;
+mod damage;
 mod images;
 mod index;
 mod states;
@@ -14,6 +15,7 @@ mod states;
 pub(super) use checks::{
     MAX_RECORD_BYTES, Records, check_profile, chunk_records, is_frame_channel,
 };
+pub use damage::{Damage, NotLrbc};
 pub use images::LatestImages;
 pub use states::StateChange;
 
@@ -26,10 +28,10 @@ use std::sync::Arc;
 use mcap::records::{Record, op};
 
 use crate::format::{
-    COUNTS_METADATA, Counts, CountsError, EVENTS_TOPIC, FRAME_SCHEMA, FRAME_TOPIC, RHYTHM_TOPIC,
-    RING_ENTRY_SCHEMA, RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA, STATE_TOPIC,
-    camera_env_of_topic, ring_entry_payload, ring_event_of, ring_of_header_topic, ring_of_topic,
-    segment_from_metadata, stream_of_topic,
+    COUNTS_METADATA, Counts, CountsError, EVENTS_TOPIC, RHYTHM_TOPIC, RING_ENTRY_SCHEMA,
+    RING_EVENTS_TOPIC, RecFrame, SEGMENT_METADATA, STATE_TOPIC, camera_env_of_topic,
+    ring_entry_payload, ring_event_of, ring_of_header_topic, ring_of_topic, segment_from_metadata,
+    stream_of_topic,
 };
 use index::{read_at, read_summary, record_at, walk};
 use lrbc::layout::{Geometry, LayoutChoice, RegionKind};
@@ -40,9 +42,9 @@ pub enum ReplayError {
     #[error("{path}: not an MCAP file")]
     NotMcap { path: String },
     #[error("{path}: an MCAP file, but not an lrbc recording ({why})")]
-    NotRecording { path: String, why: String },
+    NotRecording { path: String, why: NotLrbc },
     #[error("{path}: unreadable recording: {why}")]
-    Corrupt { path: String, why: String },
+    Corrupt { path: String, why: Damage },
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -208,7 +210,7 @@ impl Recording {
         if file_len < 8 || file.read_exact(&mut magic).is_err() || magic != mcap::MAGIC {
             return Err(ReplayError::NotMcap { path: shown });
         }
-        let not_recording = |why: String| ReplayError::NotRecording {
+        let not_recording = |why: NotLrbc| ReplayError::NotRecording {
             path: shown.clone(),
             why,
         };
@@ -218,7 +220,7 @@ impl Recording {
         {
             check_profile(&h.profile).map_err(not_recording)?;
         }
-        let corrupt = |why: String| ReplayError::Corrupt {
+        let corrupt = |why: Damage| ReplayError::Corrupt {
             path: shown.clone(),
             why,
         };
@@ -234,11 +236,7 @@ impl Recording {
                 break;
             }
         }
-        let frame_channel = frame_channel.ok_or_else(|| {
-            not_recording(format!(
-                "no {FRAME_TOPIC} channel with schema {FRAME_SCHEMA}"
-            ))
-        })?;
+        let frame_channel = frame_channel.ok_or_else(|| not_recording(NotLrbc::NoFrameChannel))?;
         let rings = index
             .channels
             .iter()
@@ -248,12 +246,9 @@ impl Recording {
             .metadata
             .get(SEGMENT_METADATA)
             .and_then(segment_from_metadata)
-            .ok_or_else(|| ReplayError::NotRecording {
-                path: shown.clone(),
-                why: format!("no valid {SEGMENT_METADATA} metadata"),
-            })?;
+            .ok_or_else(|| not_recording(NotLrbc::NoSegment))?;
         let geometry = lrbc::layout::inspect(&segment, LayoutChoice::Auto)
-            .map_err(|e| corrupt(format!("the recorded segment: {e}")))?;
+            .map_err(|e| corrupt(Damage::Segment(e)))?;
         index
             .chunks
             .retain(|c| c.start_ns <= c.end_ns && c.end_ns > 0);
@@ -376,27 +371,26 @@ impl Recording {
     }
 
     /// The messages of chunk `i`, from the cache or the file.
-    fn chunk(&mut self, i: usize) -> Result<Arc<Vec<Msg>>, String> {
-        if let Some(pos) = self.cache.iter().position(|(j, _)| *j == i) {
-            let hit = self.cache.remove(pos).ok_or("cache")?;
+    fn chunk(&mut self, i: usize) -> Result<Arc<Vec<Msg>>, Damage> {
+        if let Some(pos) = self.cache.iter().position(|(j, _)| *j == i)
+            && let Some(hit) = self.cache.remove(pos)
+        {
             let msgs = Arc::clone(&hit.1);
             self.cache.push_front(hit);
             return Ok(msgs);
         }
-        let c = *self.chunks.get(i).ok_or("no such chunk")?;
+        let c = *self.chunks.get(i).ok_or(Damage::NoSuchChunk { index: i })?;
         if c.length < 9 || c.offset.saturating_add(c.length) > self.file_len {
-            return Err(format!(
-                "a chunk at byte {} of {} bytes runs past the end of the file",
-                c.offset, c.length
-            ));
+            return Err(Damage::ChunkPastEnd {
+                offset: c.offset,
+                length: c.length,
+            });
         }
         let body = read_at(&mut self.file, c.offset + 9, c.length.saturating_sub(9))?;
-        let Record::Chunk { header, data } =
-            mcap::read::parse_record(op::CHUNK, &body).map_err(|e| e.to_string())?
-        else {
-            return Err("not a chunk".into());
+        let Record::Chunk { header, data } = mcap::read::parse_record(op::CHUNK, &body)? else {
+            return Err(Damage::NotAChunk { offset: c.offset });
         };
-        let records = chunk_records(c.offset, &header, &data).map_err(|e| e.to_string())?;
+        let records = chunk_records(c.offset, &header, &data)?;
         let mut msgs = Vec::new();
         for (opcode, body) in Records(&records).map_while(Result::ok) {
             match mcap::read::parse_record(opcode, body) {
@@ -447,7 +441,7 @@ impl Recording {
     }
 
     /// The frame at `t` or the last one before it; None before the first frame.
-    pub fn frame_at(&mut self, t: u64) -> Result<Option<RecFrame>, String> {
+    pub fn frame_at(&mut self, t: u64) -> Result<Option<RecFrame>, Damage> {
         let mut i = self.chunks.partition_point(|c| c.start_ns <= t);
         while i > 0 {
             i -= 1;
@@ -471,7 +465,7 @@ impl Recording {
         t0: u64,
         t1: u64,
         mut each: impl FnMut(Topic, u64, &Arc<[u8]>) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Damage> {
         let mut i = self.first_chunk_from(t0);
         while i < self.chunks.len() && self.chunks[i].start_ns <= t1 {
             let msgs = self.chunk(i)?;
@@ -505,7 +499,7 @@ impl Recording {
         t0: u64,
         t1: u64,
         mut each: impl FnMut(RecFrame) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Damage> {
         self.each_message(t0, t1, |kind, log_ns, data| {
             if kind != Topic::Frame {
                 return true;
@@ -521,7 +515,7 @@ impl Recording {
         t0: u64,
         t1: u64,
         max: usize,
-    ) -> Result<Vec<RingMessage>, String> {
+    ) -> Result<Vec<RingMessage>, Damage> {
         let mut out = VecDeque::new();
         self.each_message(t0, t1, |kind, log_ns, data| {
             let m = match kind {

@@ -13,7 +13,7 @@ use std::io::Read;
 use mcap::records::{Metadata, Record, op};
 use mcap::sans_io::linear_reader::{LinearReadEvent, LinearReader, LinearReaderOptions};
 
-use super::reader::{MAX_RECORD_BYTES, Records, check_profile, is_frame_channel};
+use super::reader::{MAX_RECORD_BYTES, NotLrbc, Records, check_profile, is_frame_channel};
 
 /// Bytes asked of the file at a time.
 const BLOCK: usize = 1 << 20;
@@ -26,7 +26,7 @@ pub enum ReadError {
     #[error("not an MCAP file")]
     NotMcap,
     #[error("not an lrbc recording: {0}")]
-    NotRecording(String),
+    NotRecording(NotLrbc),
     #[error("the recording is damaged: {0}")]
     Damaged(String),
     /// A chunk that cannot be read: its compression is unknown here, or it does not
@@ -109,7 +109,7 @@ pub fn read_recording<E: From<ReadError>>(
                         )
                         .map_err(ReadError::Chunk)?;
                     for inner in Records(records) {
-                        let (op, body) = inner.map_err(ReadError::Damaged)?;
+                        let (op, body) = inner.map_err(|e| ReadError::Damaged(e.to_string()))?;
                         let record = mcap::parse_record(op, body).map_err(damaged)?;
                         state.record(record, &mut on)?;
                     }

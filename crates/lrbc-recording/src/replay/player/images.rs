@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::PlayerThread;
-use crate::replay::LatestImages;
+use crate::replay::{Damage, LatestImages};
 use lrbc::layout::Geometry;
 use lrbc::sync::lock;
 use lrbc_live::sampler::{ImageFrame, SamplerSettings};
@@ -24,7 +24,7 @@ impl PlayerThread {
         cursor: u64,
         settings: &SamplerSettings,
         limits: TrafficLimits,
-    ) -> Result<(), String> {
+    ) -> Result<(), Damage> {
         let LatestImages { cameras, streams } = self.rec.images_at(cursor)?;
         let key = (
             cameras

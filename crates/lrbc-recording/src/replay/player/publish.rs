@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::{HISTORY_WINDOW_NS, PlayerThread};
 use crate::format::RecFrame;
+use crate::replay::Damage;
 use lrbc::layout::Geometry;
 use lrbc::sync::lock;
 use lrbc_live::sampler::{
@@ -144,7 +145,7 @@ impl PlayerThread {
         seek: bool,
         settings: &SamplerSettings,
         limits: TrafficLimits,
-    ) -> Result<(), String> {
+    ) -> Result<(), Damage> {
         let incremental = match self.shown {
             Some(_) if seek => false,
             Some(shown) => {

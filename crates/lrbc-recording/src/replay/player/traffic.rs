@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::PlayerThread;
 use crate::format::lucky_header_of;
-use crate::replay::RingMessage;
+use crate::replay::{Damage, RingMessage};
 use lrbc::layout::{Geometry, Layout, RegionKind, RingFormat};
 use lrbc::sync::lock;
 use lrbc_live::traffic::{RingEntry, TrafficLimits};
@@ -21,7 +21,7 @@ impl PlayerThread {
         from: u64,
         cursor: u64,
         limits: TrafficLimits,
-    ) -> Result<(), String> {
+    ) -> Result<(), Damage> {
         let entries = self.rec.ring_between(from, cursor, limits.max_rows)?;
         let mut store = lock(&self.store);
         // A luckyrobots entry's header, recorded just before its payload.

@@ -3,17 +3,20 @@
 //! The profile, the frame channel, a chunk's records (decompressed), and the records of a
 //! run of bytes are checked the same way by the reader and the whole-file pass (`stream`).
 
+use super::{Damage, NotLrbc};
 use crate::format::{FRAME_SCHEMA, FRAME_TOPIC, PROFILE};
 
 /// Records longer than this are not read (a corrupt length).
 pub(in crate::replay) const MAX_RECORD_BYTES: u64 = 1 << 30;
 
 /// Whether an MCAP header's profile is a recording's; else why not.
-pub(in crate::replay) fn check_profile(profile: &str) -> Result<(), String> {
+pub(in crate::replay) fn check_profile(profile: &str) -> Result<(), NotLrbc> {
     if profile == PROFILE {
         Ok(())
     } else {
-        Err(format!("its MCAP profile is {profile:?}, not {PROFILE:?}"))
+        Err(NotLrbc::Profile {
+            found: profile.to_string(),
+        })
     }
 }
 
@@ -22,21 +25,19 @@ pub(in crate::replay) fn check_profile(profile: &str) -> Result<(), String> {
 pub(in crate::replay) fn is_frame_channel(
     c: &mcap::records::Channel,
     schema: Option<&str>,
-) -> Result<bool, String> {
+) -> Result<bool, NotLrbc> {
     if c.topic != FRAME_TOPIC {
         return Ok(false);
     }
     if c.message_encoding != "flatbuffer" {
-        return Err(format!(
-            "{FRAME_TOPIC} is encoded as {:?}",
-            c.message_encoding
-        ));
+        return Err(NotLrbc::FrameEncoding {
+            encoding: c.message_encoding.clone(),
+        });
     }
     if schema != Some(FRAME_SCHEMA) {
-        return Err(format!(
-            "{FRAME_TOPIC} has the schema {:?}, not {FRAME_SCHEMA}",
-            schema.unwrap_or("")
-        ));
+        return Err(NotLrbc::FrameSchema {
+            schema: schema.unwrap_or("").to_string(),
+        });
     }
     Ok(true)
 }
@@ -62,7 +63,7 @@ pub(in crate::replay) fn chunk_records<'a>(
 pub(in crate::replay) struct Records<'a>(pub &'a [u8]);
 
 impl<'a> Iterator for Records<'a> {
-    type Item = Result<(u8, &'a [u8]), String>;
+    type Item = Result<(u8, &'a [u8]), Damage>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.0.is_empty() {
@@ -76,7 +77,7 @@ impl<'a> Iterator for Records<'a> {
             }),
         ) else {
             self.0 = &[];
-            return Some(Err("a record runs past the end of its chunk".into()));
+            return Some(Err(Damage::RecordPastEnd));
         };
         self.0 = &self.0[9 + body.len()..];
         Some(Ok((op, body)))

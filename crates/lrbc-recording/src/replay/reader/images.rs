@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use super::{Msg, Recording};
+use super::{Damage, Msg, Recording};
 use crate::format::stream_name_of;
 
 /// The newest camera images at or before a time: the foxglove messages as recorded.
@@ -21,7 +21,7 @@ impl Recording {
     /// The newest camera image of every recorded env and the newest frame of every
     /// stream at or before `t`. Chunks are read newest first, only those whose message
     /// indexes list an image channel not found yet (or a channel not known yet).
-    pub fn images_at(&mut self, t: u64) -> Result<LatestImages, String> {
+    pub fn images_at(&mut self, t: u64) -> Result<LatestImages, Damage> {
         self.learn_channels()?;
         let mut out = LatestImages::default();
         let mut found: HashSet<u16> = HashSet::new();

@@ -8,7 +8,7 @@ use std::io::{Read, Seek, SeekFrom};
 use mcap::records::{Record, op};
 
 use super::checks::{MAX_RECORD_BYTES, Records, chunk_records};
-use super::{ChunkInfo, Packing};
+use super::{ChunkInfo, Damage, Packing};
 use crate::format::FRAME_TOPIC;
 
 /// What the index walk collects.
@@ -25,22 +25,29 @@ pub(super) struct Index {
 }
 
 /// Reads `len` bytes at `offset`.
-pub(super) fn read_at(file: &mut File, offset: u64, len: u64) -> Result<Vec<u8>, String> {
+pub(super) fn read_at(file: &mut File, offset: u64, len: u64) -> Result<Vec<u8>, Damage> {
     if len > MAX_RECORD_BYTES {
-        return Err(format!("a record of {len} bytes at {offset}"));
+        return Err(Damage::RecordTooLong { offset, len });
     }
     file.seek(SeekFrom::Start(offset))
-        .map_err(|e| e.to_string())?;
-    let mut buf = vec![0u8; usize::try_from(len).map_err(|_| "length")?];
-    file.read_exact(&mut buf)
-        .map_err(|e| format!("reading {len} bytes at {offset}: {e}"))?;
+        .map_err(|source| Damage::Seek { offset, source })?;
+    let mut buf = vec![0u8; usize::try_from(len).map_err(|_| Damage::Length { offset })?];
+    file.read_exact(&mut buf).map_err(|source| Damage::Read {
+        offset,
+        len,
+        source,
+    })?;
     Ok(buf)
 }
 
 /// Reads one record at `offset`: (opcode, body).
-pub(super) fn record_at(file: &mut File, offset: u64) -> Result<(u8, Vec<u8>), String> {
+pub(super) fn record_at(file: &mut File, offset: u64) -> Result<(u8, Vec<u8>), Damage> {
     let head = read_at(file, offset, 9)?;
-    let len = u64::from_le_bytes(head[1..9].try_into().map_err(|_| "length")?);
+    let len = u64::from_le_bytes(
+        head[1..9]
+            .try_into()
+            .map_err(|_| Damage::Length { offset })?,
+    );
     Ok((head[0], read_at(file, offset + 9, len)?))
 }
 
@@ -61,7 +68,7 @@ fn add(index: &mut Index, record: Record<'_>) {
 
 /// The index from the summary section; None when the file has none (not finished, or
 /// written without one).
-pub(super) fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, String> {
+pub(super) fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, Damage> {
     // Footer record (9 + 20 bytes) then the closing magic.
     if len < 8 + 29 + 8 {
         return Ok(None);
@@ -81,7 +88,7 @@ pub(super) fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, S
     let mut metadata_at = Vec::new();
     for record in Records(&summary) {
         let (opcode, body) = record?;
-        match mcap::read::parse_record(opcode, body).map_err(|e| e.to_string())? {
+        match mcap::read::parse_record(opcode, body)? {
             Record::ChunkIndex(c) => {
                 index.chunk_channels.insert(
                     c.chunk_start_offset,
@@ -103,7 +110,7 @@ pub(super) fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, S
     }
     for offset in metadata_at {
         let (opcode, body) = record_at(file, offset)?;
-        let r = mcap::read::parse_record(opcode, &body).map_err(|e| e.to_string())?;
+        let r = mcap::read::parse_record(opcode, &body)?;
         add(&mut index, r);
     }
     Ok(Some(index))
@@ -111,7 +118,7 @@ pub(super) fn read_summary(file: &mut File, len: u64) -> Result<Option<Index>, S
 
 /// The index built by walking the records: a chunk's body is skipped, bar the chunks
 /// before the first metadata record (where the recorder writes its channels).
-pub(super) fn walk(file: &mut File, len: u64) -> Result<Index, String> {
+pub(super) fn walk(file: &mut File, len: u64) -> Result<Index, Damage> {
     let mut index = Index::default();
     let mut at = 8u64;
     let mut before_metadata = true;
@@ -120,7 +127,11 @@ pub(super) fn walk(file: &mut File, len: u64) -> Result<Index, String> {
     while at + 9 <= len {
         let head = read_at(file, at, 9)?;
         let opcode = head[0];
-        let n = u64::from_le_bytes(head[1..9].try_into().map_err(|_| "length")?);
+        let n = u64::from_le_bytes(
+            head[1..9]
+                .try_into()
+                .map_err(|_| Damage::Length { offset: at })?,
+        );
         let end = at.saturating_add(9).saturating_add(n);
         if end > len {
             break;
@@ -153,8 +164,7 @@ pub(super) fn walk(file: &mut File, len: u64) -> Result<Index, String> {
                     if let Ok(Record::Chunk { header, data }) =
                         mcap::read::parse_record(op::CHUNK, &body)
                     {
-                        let records =
-                            chunk_records(at, &header, &data).map_err(|e| e.to_string())?;
+                        let records = chunk_records(at, &header, &data)?;
                         for (o, b) in Records(&records).map_while(Result::ok) {
                             if let Ok(r) = mcap::read::parse_record(o, b) {
                                 add(&mut index, r);
@@ -206,7 +216,7 @@ pub(super) fn walk(file: &mut File, len: u64) -> Result<Index, String> {
         at = end;
     }
     if index.channels.is_empty() && index.chunks.is_empty() {
-        return Err("no complete record after the magic".into());
+        return Err(Damage::NoRecord);
     }
     // The message indexes follow their chunk: the last chunk's may be missing.
     index.frame_count = (frames > 0).then_some(frames);

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::Recording;
+use super::{Damage, Recording};
 use lrbc_live::rhythm::RhythmSummary;
 
 /// A message's log time and bytes.
@@ -59,7 +59,7 @@ impl Recording {
     /// indexes list the state channel are read (every chunk when a chunk has no index,
     /// as the last one of an unfinished file may not). A message that does not read is
     /// left out.
-    pub fn state_changes(&mut self) -> Result<Vec<StateChange>, String> {
+    pub fn state_changes(&mut self) -> Result<Vec<StateChange>, Damage> {
         self.learn_channels()?;
         let Some(channel) = self.state else {
             return Ok(Vec::new());
@@ -75,7 +75,7 @@ impl Recording {
 
     /// The messages of `/lrbc/events` in the order written; None when the file has no
     /// such channel.
-    pub(in crate::replay) fn events_messages(&mut self) -> Result<Option<Vec<Arc<[u8]>>>, String> {
+    pub(in crate::replay) fn events_messages(&mut self) -> Result<Option<Vec<Arc<[u8]>>>, Damage> {
         self.learn_channels()?;
         let Some(channel) = self.events else {
             return Ok(None);
@@ -90,7 +90,7 @@ impl Recording {
 
     /// The newest summary of the loop's rhythm its recorder wrote on `/lrbc/rhythm`; None
     /// when the file has none (written before recorders had one, or without a detector).
-    pub fn recorded_rhythm(&mut self) -> Result<Option<RhythmSummary>, String> {
+    pub fn recorded_rhythm(&mut self) -> Result<Option<RhythmSummary>, Damage> {
         self.learn_channels()?;
         let Some(channel) = self.rhythm else {
             return Ok(None);
@@ -105,7 +105,7 @@ impl Recording {
     /// Every message of `channel` with its log time, in the order of the file. Only the
     /// chunks whose message indexes list it are read (every chunk when a chunk has no
     /// index, as the last one of an unfinished file may not).
-    fn messages_of(&mut self, channel: u16) -> Result<Vec<Timed>, String> {
+    fn messages_of(&mut self, channel: u16) -> Result<Vec<Timed>, Damage> {
         let mut out = Vec::new();
         for i in 0..self.chunks.len() {
             let listed = self
@@ -128,7 +128,7 @@ impl Recording {
     /// Reads the chunk of each channel's first message whose channel record has not been
     /// read yet (a channel's record is in the chunk of its first message), so that every
     /// channel listed in the message indexes is known.
-    pub(super) fn learn_channels(&mut self) -> Result<(), String> {
+    pub(super) fn learn_channels(&mut self) -> Result<(), Damage> {
         let unknown: Vec<u16> = self
             .indexed
             .iter()
