@@ -57,14 +57,18 @@ fn bench_path() -> &'static std::path::Path {
     static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        // The workspace's features, as this test's own build: only lrbc-bench's code is
-        // compiled.
+        // The binary that lrbc-bench's own tests run, built by the workspace's test build
+        // with the features of this test's build: after `cargo test --workspace` nothing
+        // is compiled.
         let status = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "--locked", "--workspace"])
-            .args(["--bin", "lrbc-bench"])
+            .args(["test", "--no-run", "--quiet", "--locked", "--workspace"])
+            .args(["--test", "commands"])
             .status()
-            .expect("run cargo build --bin lrbc-bench");
-        assert!(status.success(), "cargo build --bin lrbc-bench: {status}");
+            .expect("run cargo test --no-run --test commands");
+        assert!(
+            status.success(),
+            "cargo test --no-run --test commands: {status}"
+        );
         let path = std::path::Path::new(inspector_path())
             .with_file_name(format!("lrbc-bench{}", std::env::consts::EXE_SUFFIX));
         assert!(path.is_file(), "{} after its build", path.display());
