@@ -43,7 +43,8 @@ fn recorded_run_of(tag: &str, plants: &[&str], client: &[&str]) -> PathBuf {
     argv.extend(client);
     let (code, _, stderr) = run_inspector(&argv);
     assert_eq!(code, 0, "sim client: {stderr}");
-    record.stop();
+    // Every run here is of 300 steps (a replay of one too).
+    record.stop_once_recorded(300);
     drop(engine);
     file
 }

@@ -449,6 +449,27 @@ pub fn start_record(name: &str, record_args: &[&str], file: &Path) -> RecordRun 
 }
 
 impl RecordRun {
+    /// Waits until a progress line (one a second) says that `frames` frames are recorded,
+    /// or `DEADLINE`, then [`stop`](Self::stop)s: a stop just after the run's last step
+    /// can come before the recorder, which looks at the engine's pace, has taken the last
+    /// frame.
+    pub fn stop_once_recorded(self, frames: u64) {
+        let deadline = Instant::now() + DEADLINE;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let Ok(line) = self.stderr.recv_timeout(left) else {
+                break;
+            };
+            let recorded = line
+                .strip_prefix("record: ")
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|n| n.parse::<u64>().ok());
+            if recorded.is_some_and(|n| n >= frames) {
+                break;
+            }
+        }
+        self.stop();
+    }
+
     /// Ctrl-C (SIGINT); checks that it exits 0 (its stderr in the failure's message).
     pub fn stop(mut self) {
         interrupt(self.child.child().id());
