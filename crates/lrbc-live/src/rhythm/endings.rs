@@ -24,35 +24,93 @@ pub enum FlagEnding {
 
 impl Flags<'_> {
     /// The envs of the first `num_envs` with a flag set, ascending, and how each ended
-    /// (an array shorter than `num_envs` leaves the rest clear). Envs with no flag set
-    /// (nearly all, most frames) are passed over a block at a time.
+    /// (an array shorter than `num_envs` leaves the rest clear). The flags are read eight
+    /// envs to a word: a word with no flag set in any array (most, most frames) is passed
+    /// over at once, and in the others only the envs with a flag are looked at.
     pub fn endings(&self, num_envs: usize) -> impl Iterator<Item = (usize, FlagEnding)> + '_ {
-        const BLOCK: usize = 32;
-        let quiet = |a: &[u8], start: usize| {
-            let end = (start + BLOCK).min(a.len());
-            a[start.min(end)..end].iter().fold(0u8, |x, &v| x | v) == 0
-        };
-        let flag = |a: &[u8], e: usize| a.get(e).is_some_and(|&v| v != 0);
-        (0..num_envs)
-            .step_by(BLOCK)
-            .filter(move |&start| {
-                !(quiet(self.dones, start)
-                    && self.truncateds.is_none_or(|t| quiet(t, start))
-                    && quiet(self.resets, start))
-            })
-            .flat_map(move |start| start..(start + BLOCK).min(num_envs))
-            .filter_map(move |e| {
-                let ending = if flag(self.dones, e) {
-                    FlagEnding::Done
-                } else if self.truncateds.is_some_and(|t| flag(t, e)) {
-                    FlagEnding::Truncated
-                } else if flag(self.resets, e) {
-                    FlagEnding::Reset
-                } else {
-                    return None;
-                };
-                Some((e, ending))
-            })
+        SetFlags {
+            flags: *self,
+            num_envs,
+            next: 0,
+            base: 0,
+            set: 0,
+        }
+    }
+
+    /// How env `e` ended, by its flags; None with none set.
+    fn ending_of(&self, e: usize) -> Option<FlagEnding> {
+        let flag = |a: &[u8]| a.get(e).is_some_and(|&v| v != 0);
+        if flag(self.dones) {
+            Some(FlagEnding::Done)
+        } else if self.truncateds.is_some_and(flag) {
+            Some(FlagEnding::Truncated)
+        } else if flag(self.resets) {
+            Some(FlagEnding::Reset)
+        } else {
+            None
+        }
+    }
+}
+
+/// [`Flags::endings`]: the envs with a flag set, a word of eight envs at a time.
+struct SetFlags<'a> {
+    flags: Flags<'a>,
+    num_envs: usize,
+    /// The first env of the next word to read.
+    next: usize,
+    /// The first env of the word read last.
+    base: usize,
+    /// In the word read last, bit 7 of each byte whose env has a flag set and is not yet
+    /// handed out.
+    set: u64,
+}
+
+impl SetFlags<'_> {
+    /// Envs `start..start + 8` of `a` as a little-endian word, 0 for envs past the end of
+    /// `a` or at or beyond `num_envs`.
+    fn word(a: &[u8], start: usize, num_envs: usize) -> u64 {
+        let end = (start + 8).min(a.len()).min(num_envs);
+        match a.get(start..end) {
+            Some(bytes) if bytes.len() == 8 => {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(bytes);
+                u64::from_le_bytes(w)
+            }
+            Some(bytes) => bytes
+                .iter()
+                .enumerate()
+                .fold(0, |w, (i, &b)| w | (u64::from(b) << (8 * i))),
+            None => 0,
+        }
+    }
+}
+
+impl Iterator for SetFlags<'_> {
+    type Item = (usize, FlagEnding);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+        loop {
+            while self.set != 0 {
+                let e = self.base + (self.set.trailing_zeros() / 8) as usize;
+                self.set &= self.set - 1;
+                if let Some(ending) = self.flags.ending_of(e) {
+                    return Some((e, ending));
+                }
+            }
+            if self.next >= self.num_envs {
+                return None;
+            }
+            let (start, n, f) = (self.next, self.num_envs, &self.flags);
+            self.next += 8;
+            let any = Self::word(f.dones, start, n)
+                | f.truncateds.map_or(0, |t| Self::word(t, start, n))
+                | Self::word(f.resets, start, n);
+            self.base = start;
+            // Bit 7 of each byte that is not 0: its low seven bits plus 0x7f carry into
+            // bit 7 unless they are all 0, and bit 7 itself comes from `any`.
+            self.set = (((any & LOW7) + LOW7) | any) & !LOW7;
+        }
     }
 }
 

@@ -470,6 +470,38 @@ fn truncations_of_envs_in_step_share_one_length_and_terminations_do_not() {
 }
 
 proptest::proptest! {
+    /// The envs a frame's flags end are those a plain loop over every env finds, in order,
+    /// whatever the arrays' lengths against the envs' count (a word of eight envs cut by
+    /// either), with and without truncation flags.
+    #[test]
+    fn the_endings_are_those_a_plain_loop_over_every_env_finds(
+        n in 0usize..80,
+        dones in proptest::collection::vec(proptest::prop_oneof![8 => proptest::strategy::Just(0u8), 1 => 1u8..=255], 0..90),
+        truncs in proptest::option::of(proptest::collection::vec(proptest::prop_oneof![8 => proptest::strategy::Just(0u8), 1 => 1u8..=255], 0..90)),
+        resets in proptest::collection::vec(proptest::prop_oneof![8 => proptest::strategy::Just(0u8), 1 => 1u8..=255], 0..90),
+    ) {
+        let flags = Flags { dones: &dones, truncateds: truncs.as_deref(), resets: &resets };
+        let got: Vec<(usize, FlagEnding)> = flags.endings(n).collect();
+        let on = |a: &[u8], e: usize| a.get(e).is_some_and(|&v| v != 0);
+        let want: Vec<(usize, FlagEnding)> = (0..n)
+            .filter_map(|e| {
+                let ending = if on(&dones, e) {
+                    FlagEnding::Done
+                } else if truncs.as_deref().is_some_and(|t| on(t, e)) {
+                    FlagEnding::Truncated
+                } else if on(&resets, e) {
+                    FlagEnding::Reset
+                } else {
+                    return None;
+                };
+                Some((e, ending))
+            })
+            .collect();
+        proptest::prop_assert_eq!(got, want);
+    }
+}
+
+proptest::proptest! {
     /// Over many envs (several blocks of them) and flag arrays of every length, a frame's
     /// endings are those a plain loop over every env counts, episode lengths included.
     #[test]
