@@ -2,7 +2,7 @@
 //! command, the UI benchmark and the window's tests inspect.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::client::{self, ClientConfig, Policy};
@@ -51,9 +51,15 @@ impl SimRun {
         plants: Vec<crate::engine::Plant>,
         rollout: Option<client::Rollout>,
     ) -> Result<Self, SimRunError> {
+        // The count keeps two runs of one process apart (a clock read twice in one tick,
+        // as Windows' can be, gives one value); the time keeps this process's runs apart
+        // from a segment a dead process of the same id left behind. Relaxed: a counter
+        // with nothing published behind it, paired with no other access.
+        static RUNS: AtomicU32 = AtomicU32::new(0);
         let name = format!(
-            "lrbc-sim-{}-{}",
+            "lrbc-sim-{}-{}-{}",
             std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed),
             lrbc::clock::monotonic_now_ns() % 1_000_000
         );
         let (num_envs, obs_size, act_size, image) = preset.sizes();
