@@ -3,8 +3,7 @@
 mod line;
 
 pub use line::{
-    EpisodesByEnding, EventsByKind, WatchDetector, WatchEpisodes, WatchFrames, WatchLine,
-    WatchLineError,
+    EpisodesByEnding, EventsByKind, WatchDetector, WatchEpisodes, WatchLine, WatchLineError,
 };
 
 use super::{CliError, sleep_unless_stopped, stop_flag};
@@ -84,19 +83,19 @@ fn line(
         hz(r.frame_hz),
         hz(r.action_hz),
         r.lag,
-        s.frames_sampled,
-        s.frames_seen,
-        s.frames_missed,
-        late_note(s.frames_missed_late),
-        s.frames_torn,
-        s.frames_skipped,
-        s.frames_unreadable
+        s.frames.sampled,
+        s.frames.seen,
+        s.frames.missed,
+        late_note(s.frames.missed_late),
+        s.frames.torn,
+        s.frames.skipped,
+        s.frames.unreadable
     );
     if let Some(events) = events {
         line.push_str(&format!(
             " checked={}/{} events={}",
             events.frames_checked,
-            s.frames_seen,
+            s.frames.seen,
             events.events()
         ));
         for k in EventKind::ALL {

@@ -424,11 +424,11 @@ fn a_truncated_segment_keeps_no_zero_frame_and_its_saved_file_says_truncated() {
         ticks += 1;
     }
     step_until(&mut h, "frames sampled", |a| {
-        stats(a).is_some_and(|s| s.frames_sampled >= 1)
+        stats(a).is_some_and(|s| s.frames.sampled >= 1)
     });
     // The writer starts at frame_seq 41: each tick publishes the next, the last good one.
     let last_good = 41 + ticks;
-    let seen = |a: &InspectorApp| stats(a).map_or(0, |s| s.frames_seen);
+    let seen = |a: &InspectorApp| stats(a).map_or(0, |s| s.frames.seen);
     step_until(&mut h, "the last good frame seen", |a| {
         a.session.as_ref().is_some_and(|s| {
             s.sampler
@@ -438,7 +438,7 @@ fn a_truncated_segment_keeps_no_zero_frame_and_its_saved_file_says_truncated() {
                 .is_some_and(|r| r.frame_seq == last_good)
         })
     });
-    let sampled = stats(h.state()).unwrap().frames_sampled;
+    let sampled = stats(h.state()).unwrap().frames.sampled;
     assert_eq!(w.send("shrink 4096"), "ok");
     for _ in 0..5 {
         assert_eq!(w.send("tick"), "ok");
@@ -447,11 +447,11 @@ fn a_truncated_segment_keeps_no_zero_frame_and_its_saved_file_says_truncated() {
         seen(a) >= 10 && a.flight_last_file().is_some()
     });
     let s = stats(h.state()).unwrap();
-    assert_eq!(s.frames_sampled, sampled, "nothing sampled after it: {s:?}");
-    assert!(s.frames_unreadable >= 1, "{s:?}");
+    assert_eq!(s.frames.sampled, sampled, "nothing sampled after it: {s:?}");
+    assert!(s.frames.unreadable >= 1, "{s:?}");
     assert_eq!(
-        s.frames_unreadable + s.frames_missed + s.frames_torn + s.frames_skipped + s.frames_sampled,
-        s.frames_seen,
+        s.frames.unreadable + s.frames.missed + s.frames.torn + s.frames.skipped + s.frames.sampled,
+        s.frames.seen,
         "every frame seen is accounted for: {s:?}"
     );
     let note = h.state().flight_note().unwrap_or_default().to_string();

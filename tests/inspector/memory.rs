@@ -146,7 +146,7 @@ fn a_session_in_a_process_of_its_own() {
     // than a small part of what the parts hold.
     let early = peak_over(Duration::from_secs(2));
     let m_early = session.memory();
-    let sampled = || session.sampler.lock().stats.frames_sampled;
+    let sampled = || session.sampler.lock().stats.frames.sampled;
     let (frames_before, rows_before) = (sampled(), session.traffic.lock().total_rows());
     // Then 8,000 frames more (4 s of the run at 2 kHz, however long this machine takes),
     // with traffic rows among them: what would grow the heap if anything held on.

@@ -38,7 +38,7 @@ fn free_port() -> u16 {
 fn frames(a: &InspectorApp) -> u64 {
     a.session
         .as_ref()
-        .map_or(0, |s| s.sampler.stats().frames_sampled)
+        .map_or(0, |s| s.sampler.stats().frames.sampled)
 }
 
 fn described(a: &InspectorApp) -> u64 {
@@ -298,7 +298,7 @@ fn several_servers_each_have_a_row_and_choosing_one_shows_it_while_the_others_go
         a.nodes
             .iter()
             .find(|n| n.label() == addr)
-            .map_or(0, |n| n.sampler.stats().frames_sampled)
+            .map_or(0, |n| n.sampler.stats().frames.sampled)
     };
     // The one not shown goes on.
     let before = background(h.state(), &addrs[0]);

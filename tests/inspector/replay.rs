@@ -370,7 +370,7 @@ fn the_live_view_pauses_and_scrubs_back_through_its_history() {
     step_until(&mut h, "sampled frames", |a| {
         a.session
             .as_ref()
-            .is_some_and(|s| s.sampler.stats().frames_sampled > 30)
+            .is_some_and(|s| s.sampler.stats().frames.sampled > 30)
     });
     h.get_by_label("Pause live view").click();
     step_until(&mut h, "the pause", |a| {

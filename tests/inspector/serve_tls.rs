@@ -113,7 +113,7 @@ fn tls_serves_wss_and_lets_control_off_loopback() {
         std::sync::Arc::new(|| {}),
     )
     .unwrap();
-    while viewer.data.lock().unwrap().stats.frames_sampled < 10 || viewer.geometry().0 == 0 {
+    while viewer.data.lock().unwrap().stats.frames.sampled < 10 || viewer.geometry().0 == 0 {
         assert!(Instant::now() < deadline, "{}", viewer.link().summary());
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -87,7 +87,7 @@ fn attaching_by_typed_name_opens_the_panels_and_names_the_target() {
     step_until(&mut h, "sampled frames", |a| {
         a.session
             .as_ref()
-            .is_some_and(|s| s.sampler.stats().frames_sampled > 10)
+            .is_some_and(|s| s.sampler.stats().frames.sampled > 10)
     });
     // The status bar names the target and its state.
     h.step();
@@ -502,7 +502,7 @@ fn engine_death_and_replacement_never_freeze_the_window() {
     step_until(&mut h, "frames", |a| {
         a.session
             .as_ref()
-            .is_some_and(|s| s.sampler.stats().frames_sampled > 5)
+            .is_some_and(|s| s.sampler.stats().frames.sampled > 5)
     });
     // The simulated run stops and removes its segment; the window keeps drawing.
     drop(sim);

@@ -91,7 +91,7 @@ fn cpu_table(args: &EpisodesBenchArgs) -> Result<(), BenchError> {
             for (k, (v, usage)) in results.iter().enumerate() {
                 let line = WatchLine::from_json(v)?;
                 cpu[k].push(usage.cpu_secs / args.run.secs);
-                seen[k] += line.frames.frames_seen;
+                seen[k] += line.frames.seen;
                 // `--no-episodes`: no episodes counted.
                 if let Some(e) = line.episodes {
                     episodes[k] += e.ended;

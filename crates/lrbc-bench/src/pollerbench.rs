@@ -228,11 +228,11 @@ fn turn(observer: PollerObserver, name: &str, secs: f64) -> Result<Turn, BenchEr
             let (v, usage) = run_to_end(c, "watch")?;
             let line = WatchLine::from_json(&v)?;
             Ok(Turn {
-                seen: line.frames.frames_seen,
-                lost: line.frames.frames_lost(),
-                late: line.frames.frames_missed_late,
-                torn: line.frames.frames_torn,
-                skipped: line.frames.frames_skipped,
+                seen: line.frames.seen,
+                lost: line.frames.lost(),
+                late: line.frames.missed_late,
+                torn: line.frames.torn,
+                skipped: line.frames.skipped,
                 // `follow` runs without the detector: its line has no frames checked.
                 unchecked: line.frames_unchecked(),
                 // The whole process, its start and attach included.

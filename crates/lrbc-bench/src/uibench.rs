@@ -12,6 +12,7 @@ use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
 use lrbc_inspector::ui::InspectorApp;
 use lrbc_inspector::ui::settings::{Settings, grid_tree};
+use lrbc_live::follower::FrameCounts;
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_sim::engine::Preset;
 
@@ -237,14 +238,14 @@ fn share_table(secs: f64) -> Result<(), BenchError> {
             None,
         ];
         for (i, hz) in paces.into_iter().enumerate() {
-            let SamplerStats {
-                frames_seen: seen,
-                frames_sampled: sampled,
-                frames_missed: missed,
-                frames_torn: torn,
-                frames_skipped: skipped,
+            let FrameCounts {
+                seen,
+                sampled,
+                missed,
+                torn,
+                skipped,
                 ..
-            } = sampler_share(preset, hz, secs, &format!("s{i}"))?;
+            } = sampler_share(preset, hz, secs, &format!("s{i}"))?.frames;
             let share = if seen > 0 {
                 100.0 * sampled as f64 / seen as f64
             } else {

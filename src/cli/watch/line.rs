@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use lrbc_live::detect::{EventKind, EventTotals};
 use lrbc_live::episodes::{Ending, RunTotals};
+use lrbc_live::follower::FrameCounts;
 use lrbc_live::rhythm::RhythmSummary;
 use lrbc_live::sampler::SamplerStats;
 use lrbc_live::watch::Report;
@@ -36,8 +37,10 @@ pub struct WatchLineError(#[from] serde_json::Error);
 pub struct WatchLine {
     #[serde(flatten)]
     pub report: Report,
+    /// The sampler's frames since it attached, their balance (`frames_*` keys; the
+    /// frames checked are the detector's).
     #[serde(flatten)]
-    pub frames: WatchFrames,
+    pub frames: FrameCounts,
     /// The machine is busy and the sampler keeps within its budget.
     pub sampler_yielding: bool,
     /// The detector's counts (None: no detector).
@@ -50,27 +53,6 @@ pub struct WatchLine {
     /// The episodes of every env (None: not counted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub episodes: Option<WatchEpisodes>,
-}
-
-/// The sampler's counts of frames since it attached (those of [`SamplerStats`] a line
-/// carries).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WatchFrames {
-    /// Frames the engine produced while the sampler was attached.
-    pub frames_seen: u64,
-    /// Frames with a consistent snapshot kept.
-    pub frames_sampled: u64,
-    /// Frames that passed between two looks.
-    pub frames_missed: u64,
-    /// Of the frames missed, those that passed while the machine did not run the
-    /// follower when it asked to be woken (part of `frames_missed`).
-    pub frames_missed_late: u64,
-    /// Frames whose every copy was torn.
-    pub frames_torn: u64,
-    /// Frames let pass on purpose while the machine was busy.
-    pub frames_skipped: u64,
-    /// Frames not readable (a segment shorter than its geometry).
-    pub frames_unreadable: u64,
 }
 
 /// The detector's counts in a line.
@@ -91,7 +73,7 @@ struct LineForm {
     #[serde(flatten)]
     report: Report,
     #[serde(flatten)]
-    frames: WatchFrames,
+    frames: FrameCounts,
     sampler_yielding: bool,
     events: Option<u64>,
     events_by_kind: Option<EventsByKind>,
@@ -180,7 +162,7 @@ impl WatchLine {
     ) -> Self {
         Self {
             report,
-            frames: WatchFrames::from(stats),
+            frames: stats.frames.balance(),
             sampler_yielding: yielding,
             detector: events.map(WatchDetector::from),
             rhythm: rhythm.map(rhythm_json),
@@ -196,30 +178,7 @@ impl WatchLine {
     /// Frames seen that the detector did not check whole (None: no detector).
     pub fn frames_unchecked(&self) -> Option<u64> {
         self.detector
-            .map(|d| self.frames.frames_seen.saturating_sub(d.frames_checked))
-    }
-}
-
-impl WatchFrames {
-    /// Frames the sampler lost: missed between two looks, torn, or not readable.
-    pub fn frames_lost(&self) -> u64 {
-        self.frames_missed
-            .saturating_add(self.frames_torn)
-            .saturating_add(self.frames_unreadable)
-    }
-}
-
-impl From<&SamplerStats> for WatchFrames {
-    fn from(s: &SamplerStats) -> Self {
-        Self {
-            frames_seen: s.frames_seen,
-            frames_sampled: s.frames_sampled,
-            frames_missed: s.frames_missed,
-            frames_missed_late: s.frames_missed_late,
-            frames_torn: s.frames_torn,
-            frames_skipped: s.frames_skipped,
-            frames_unreadable: s.frames_unreadable,
-        }
+            .map(|d| self.frames.seen.saturating_sub(d.frames_checked))
     }
 }
 
@@ -362,13 +321,17 @@ mod tests {
 
     fn stats() -> SamplerStats {
         SamplerStats {
-            frames_seen: 750,
-            frames_sampled: 700,
-            frames_missed: 30,
-            frames_missed_late: 4,
-            frames_torn: 12,
-            frames_skipped: 6,
-            frames_unreadable: 2,
+            frames: FrameCounts {
+                seen: 750,
+                sampled: 700,
+                missed: 30,
+                missed_late: 4,
+                torn: 12,
+                skipped: 6,
+                unreadable: 2,
+                checked: 745,
+                values_checked: 740,
+            },
             images_captured: 9,
             images_torn: 1,
         }
@@ -473,7 +436,7 @@ mod tests {
         let text = serde_json::to_string(&full).unwrap();
         let back = WatchLine::from_json(&serde_json::from_str(&text).unwrap()).unwrap();
         assert_eq!(back, full);
-        assert_eq!(back.frames.frames_lost(), 30 + 12 + 2);
+        assert_eq!(back.frames.lost(), 30 + 12 + 2);
         assert_eq!(back.frames_unchecked(), Some(10));
         let detector = back.detector.unwrap();
         assert_eq!(detector.events_by_kind.of(EventKind::Nonfinite), 3);

@@ -78,24 +78,24 @@ impl InspectorApp {
                         pid(ui, "client", &self.processes.client);
                     }
                     let st = d.stats;
-                    ui.label(format!("sampled {}/{}", st.frames_sampled, st.frames_seen));
-                    if st.frames_torn > 0 || st.frames_missed > 0 {
+                    ui.label(format!("sampled {}/{}", st.frames.sampled, st.frames.seen));
+                    if st.frames.torn > 0 || st.frames.missed > 0 {
                         ui.colored_label(
                             WARN,
-                            format!("missed {} torn {}", st.frames_missed, st.frames_torn),
+                            format!("missed {} torn {}", st.frames.missed, st.frames.torn),
                         )
                         .on_hover_text(format!(
                             "{} of the frames missed passed while the machine did not run the follower when it asked to be woken",
-                            st.frames_missed_late
+                            st.frames.missed_late
                         ));
                     }
-                    if st.frames_unreadable > 0 {
-                        ui.colored_label(BAD, format!("unreadable {}", st.frames_unreadable))
+                    if st.frames.unreadable > 0 {
+                        ui.colored_label(BAD, format!("unreadable {}", st.frames.unreadable))
                             .on_hover_text("frames published while the segment's file was shorter than its layout: the data read as zeros, so they were not kept");
                     }
-                    if st.frames_skipped > 0 {
+                    if st.frames.skipped > 0 {
                         let busy = if d.yielding { " (machine busy)" } else { "" };
-                        ui.label(format!("skipped {}{busy}", st.frames_skipped))
+                        ui.label(format!("skipped {}{busy}", st.frames.skipped))
                             .on_hover_text("frames let pass on purpose while the machine had no spare CPU, so as not to slow the run (Settings: 'Sampler on a busy machine')");
                     }
                     drop(d);

@@ -172,26 +172,25 @@ fn sampler_line(ui: &mut egui::Ui, d: &SamplerData) {
     ui.horizontal(|ui| {
         ui.label(format!(
             "sampler: {} of {} frames sampled, {} missed{}, {} torn, {} skipped, {} unreadable",
-            s.frames_sampled,
-            s.frames_seen,
-            s.frames_missed,
-            if s.frames_missed_late > 0 {
+            s.frames.sampled,
+            s.frames.seen,
+            s.frames.missed,
+            if s.frames.missed_late > 0 {
                 format!(
                     " ({} while the follower was woken late)",
-                    s.frames_missed_late
+                    s.frames.missed_late
                 )
             } else {
                 String::new()
             },
-            s.frames_torn,
-            s.frames_skipped,
-            s.frames_unreadable
+            s.frames.torn,
+            s.frames.skipped,
+            s.frames.unreadable
         ));
-        if s.frames_seen > 0 && s.frames_sampled < s.frames_seen {
-            let share = 100.0 * s.frames_sampled as f64 / s.frames_seen as f64;
+        if s.frames.seen > 0 && s.frames.sampled < s.frames.seen {
+            let share = 100.0 * s.frames.sampled as f64 / s.frames.seen as f64;
             // Frames skipped on purpose are no fault; lost ones are.
-            let lost = 100.0 * (s.frames_missed + s.frames_torn + s.frames_unreadable) as f64
-                / s.frames_seen as f64;
+            let lost = 100.0 * s.frames.lost() as f64 / s.frames.seen as f64;
             ui.colored_label(
                 if lost > 1.0 {
                     WARN

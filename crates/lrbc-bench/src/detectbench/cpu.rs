@@ -96,7 +96,7 @@ fn round(name: &str, secs: f64, anchor: &Path, turns: &mut [Turns; 4]) -> Result
     turns[0].events += events.events.len() as u64;
     turns[1].add(
         watch_usage.cpu_secs / secs,
-        WatchLine::from_json(&watch)?.frames.frames_seen,
+        WatchLine::from_json(&watch)?.frames.seen,
         None,
     );
     let (cpu, seen, checked) = anchor_figures(&numpy);

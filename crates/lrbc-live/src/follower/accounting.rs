@@ -10,31 +10,46 @@ pub fn frames_ahead(newer: u64, older: u64) -> Option<u64> {
     (delta > 0 && delta < 1 << 40).then_some(delta)
 }
 
-/// Frames counted since the counts were last taken.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Frames counted since the counts were last taken, or since the follower attached when
+/// added up (the sampler's [`crate::sampler::SamplerStats`], `watch --json`).
+///
+/// Its JSON form is the balance under the names `frames_seen`, `frames_sampled`,
+/// `frames_missed`, `frames_missed_late`, `frames_torn`, `frames_skipped` and
+/// `frames_unreadable`, in that order; the checks' counts are left out (the detector
+/// reports the frames it checked), and every count of the balance must be there to read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FrameCounts {
     /// Frames the engine published.
+    #[serde(rename = "frames_seen")]
     pub seen: u64,
     /// Frames with a consistent copy kept.
+    #[serde(rename = "frames_sampled")]
     pub sampled: u64,
     /// Frames that passed between two looks.
+    #[serde(rename = "frames_missed")]
     pub missed: u64,
     /// Of the frames missed, those that passed while the follower was woken later than
     /// it asked to be (the machine ran something else, or not this program at all): the
     /// machine's loss, not the pace's. Part of `missed`, not of the balance.
+    #[serde(rename = "frames_missed_late")]
     pub missed_late: u64,
     /// Frames whose copy was torn.
+    #[serde(rename = "frames_torn")]
     pub torn: u64,
     /// Frames let pass on purpose while holding off on a busy machine.
+    #[serde(rename = "frames_skipped")]
     pub skipped: u64,
     /// Frames whose copy was served, in whole or in part, by the guard against a file
     /// that shrank (zeros where the data was), or that were published while the segment
     /// was shorter than its geometry: not a frame, never kept.
+    #[serde(rename = "frames_unreadable")]
     pub unreadable: u64,
     /// Frames whose rewards and flags were checked (when a sink asked for checks): the
     /// samples and the check-only copies. Not part of the balance above.
+    #[serde(skip)]
     pub checked: u64,
     /// Frames whose every observation and action was checked too.
+    #[serde(skip)]
     pub values_checked: u64,
 }
 
@@ -50,6 +65,23 @@ impl FrameCounts {
         self.unreadable += other.unreadable;
         self.checked += other.checked;
         self.values_checked += other.values_checked;
+    }
+
+    /// These counts without the checks' (what their JSON form holds).
+    pub fn balance(&self) -> Self {
+        Self {
+            checked: 0,
+            values_checked: 0,
+            ..*self
+        }
+    }
+
+    /// Frames lost: missed between two looks, torn, or not readable (those let pass on
+    /// purpose are not lost: they were the budget's choice).
+    pub fn lost(&self) -> u64 {
+        self.missed
+            .saturating_add(self.torn)
+            .saturating_add(self.unreadable)
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::history::Ring;
+use crate::follower::FrameCounts;
 use crate::watch::Report;
 use lrbc::attach::Attached;
 use lrbc::layout::Geometry;
@@ -96,23 +97,11 @@ pub struct Counters {
 /// Cumulative since attach.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SamplerStats {
-    /// Frames the engine produced while the sampler was attached.
-    pub frames_seen: u64,
-    /// Frames with a consistent snapshot kept.
-    pub frames_sampled: u64,
-    /// Frames that passed between two looks.
-    pub frames_missed: u64,
-    /// Of the frames missed, those that passed while the machine did not run the
-    /// follower when it asked to be woken (part of `frames_missed`).
-    pub frames_missed_late: u64,
-    /// Frames whose every copy was torn (discarded).
-    pub frames_torn: u64,
-    /// Frames let pass on purpose while the machine was busy (see
-    /// [`SamplerSettings::busy_budget_percent`]).
-    pub frames_skipped: u64,
-    /// Frames not readable: a copy the guard against a shrunk file served in part, or a
-    /// frame published while the segment was shorter than its geometry (never kept).
-    pub frames_unreadable: u64,
+    /// The follower's frames while the sampler was attached, added up; in JSON, their
+    /// `frames_*` keys. Those let pass on purpose (`skipped`) are the budget's on a busy
+    /// machine (see [`SamplerSettings::busy_budget_percent`]).
+    #[serde(flatten)]
+    pub frames: FrameCounts,
     pub images_captured: u64,
     pub images_torn: u64,
 }

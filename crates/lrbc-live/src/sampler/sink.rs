@@ -83,13 +83,7 @@ impl SamplerSink {
         }
         let p = std::mem::take(&mut self.pending);
         let s = &mut d.stats;
-        s.frames_seen += p.counts.seen;
-        s.frames_sampled += p.counts.sampled;
-        s.frames_missed += p.counts.missed;
-        s.frames_missed_late += p.counts.missed_late;
-        s.frames_torn += p.counts.torn;
-        s.frames_skipped += p.counts.skipped;
-        s.frames_unreadable += p.counts.unreadable;
+        s.frames.add(&p.counts);
         d.yielding = tick.yielding;
         let settings = &self.current;
         let g = &tick.attached.geometry;

@@ -91,16 +91,16 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
             &format!("frame {frame} to be sampled ({:?})", sampler.stats()),
             || {
                 let d = sampler.lock();
-                d.stats.frames_sampled + d.stats.frames_missed + d.stats.frames_torn >= frame
+                d.stats.frames.sampled + d.stats.frames.missed + d.stats.frames.torn >= frame
             },
         );
     }
     sampler.stop();
     let d = sampler.lock();
-    assert_eq!(d.stats.frames_seen, 200);
-    assert_eq!(d.stats.frames_sampled, 200, "{:?}", d.stats);
-    assert_eq!(d.stats.frames_missed, 0);
-    assert_eq!(d.stats.frames_torn, 0);
+    assert_eq!(d.stats.frames.seen, 200);
+    assert_eq!(d.stats.frames.sampled, 200, "{:?}", d.stats);
+    assert_eq!(d.stats.frames.missed, 0);
+    assert_eq!(d.stats.frames.torn, 0);
     let last = d.frames.back().unwrap();
     assert_eq!(last.frame_seq, 200);
     assert_eq!(last.reward_min, 200.0);
@@ -132,11 +132,11 @@ fn frames_that_pass_unseen_are_counted_missed() {
     // Ten frames published at once: the sampler sees only the last one.
     seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, 10);
     seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, 10);
-    wait_until("the sampler", || sampler.stats().frames_seen == 10);
+    wait_until("the sampler", || sampler.stats().frames.seen == 10);
     sampler.stop();
     let s = sampler.stats();
-    assert_eq!(s.frames_sampled, 1);
-    assert_eq!(s.frames_missed, 9);
+    assert_eq!(s.frames.sampled, 1);
+    assert_eq!(s.frames.missed, 9);
 }
 
 /// A machine whose every core is busy: no idle tick between two readings.
@@ -195,28 +195,28 @@ fn on_a_busy_machine_the_sampler_keeps_to_its_budget_and_counts_the_frames_it_sk
         if d.yielding && at_yield.is_none() {
             at_yield = Some(d.stats);
         }
-        at_yield.is_some_and(|s0| d.stats.frames_skipped >= s0.frames_skipped + 1_000)
+        at_yield.is_some_and(|s0| d.stats.frames.skipped >= s0.frames.skipped + 1_000)
     });
     wait_for_count("every frame to be accounted for", published, || {
-        sampler.stats().frames_seen
+        sampler.stats().frames.seen
     });
     sampler.stop();
     let d = sampler.lock();
     let s = d.stats;
     assert!(d.yielding);
     assert_eq!(
-        s.frames_sampled + s.frames_missed + s.frames_torn + s.frames_skipped,
-        s.frames_seen,
+        s.frames.sampled + s.frames.missed + s.frames.torn + s.frames.skipped,
+        s.frames.seen,
         "{s:?}"
     );
-    assert!(s.frames_sampled >= 1, "{s:?}");
+    assert!(s.frames.sampled >= 1, "{s:?}");
     let s0 = at_yield.unwrap_or_default();
     assert!(
-        s.frames_skipped - s0.frames_skipped > 10 * (s.frames_missed - s0.frames_missed),
+        s.frames.skipped - s0.frames.skipped > 10 * (s.frames.missed - s0.frames.missed),
         "frames that pass while holding off are skipped, not missed: {s0:?} then {s:?}"
     );
     assert!(
-        s.frames_sampled - s0.frames_sampled < s.frames_skipped - s0.frames_skipped,
+        s.frames.sampled - s0.frames.sampled < s.frames.skipped - s0.frames.skipped,
         "while yielding, most frames pass: {s0:?} then {s:?}"
     );
 }
@@ -242,13 +242,13 @@ fn with_spare_cpu_or_without_a_budget_no_frame_is_skipped() {
         let until = Instant::now() + Duration::from_millis(700);
         let published = publish_until(&seg, || Instant::now() >= until);
         wait_for_count("every frame to be accounted for", published, || {
-            sampler.stats().frames_seen
+            sampler.stats().frames.seen
         });
         sampler.stop();
         let d = sampler.lock();
         assert!(!d.yielding);
-        assert_eq!(d.stats.frames_skipped, 0, "{:?}", d.stats);
-        assert!(d.stats.frames_sampled >= 1);
+        assert_eq!(d.stats.frames.skipped, 0, "{:?}", d.stats);
+        assert!(d.stats.frames.sampled >= 1);
     }
 }
 
@@ -299,10 +299,10 @@ fn torn_frames_are_discarded_and_counted() {
     seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
     seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, 1);
     seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, 1);
-    wait_until("the torn frame", || sampler.stats().frames_torn == 1);
+    wait_until("the torn frame", || sampler.stats().frames.torn == 1);
     sampler.stop();
     let d = sampler.lock();
-    assert_eq!(d.stats.frames_sampled, 0);
+    assert_eq!(d.stats.frames.sampled, 0);
     assert!(d.latest.is_none(), "a torn snapshot is never shown");
 }
 

@@ -345,8 +345,8 @@ impl MessageFeed {
             }
             // Frames that never arrived: missed by the server's capture, held back by
             // its limits, or dropped from this client's queue.
-            d.stats.frames_seen += self.gaps;
-            d.stats.frames_missed += std::mem::take(&mut self.gaps);
+            d.stats.frames.seen += self.gaps;
+            d.stats.frames.missed += std::mem::take(&mut self.gaps);
             for b in self.batch.drain(..) {
                 match b {
                     Batched::New(r) => publish::push(&mut d, r),
@@ -446,7 +446,7 @@ mod tests {
         }
         feed.flush(&settings, limits, 20);
         let d = lock(&feed.data);
-        assert_eq!((d.frames.len(), d.stats.frames_seen), (1, 1), "one frame");
+        assert_eq!((d.frames.len(), d.stats.frames.seen), (1, 1), "one frame");
         for env in [1, 3] {
             let h = d.envs.get(&env).unwrap();
             assert_eq!(
@@ -494,7 +494,7 @@ mod tests {
         {
             let d = lock(&feed.data);
             assert_eq!(d.frames.len(), 2);
-            assert_eq!((d.stats.frames_seen, d.stats.frames_missed), (4, 2));
+            assert_eq!((d.stats.frames.seen, d.stats.frames.missed), (4, 2));
             assert_eq!(d.envs.get(&1).map(|h| h.points.len()), Some(2));
             assert_eq!(d.envs.get(&1).map(|h| h.detail.len()), Some(2));
             assert_eq!(d.latest.as_ref().map(|(s, _)| *s), Some(4));
@@ -508,7 +508,7 @@ mod tests {
         feed.restart(g, "node:1".into());
         let d = lock(&feed.data);
         assert_eq!(
-            (d.generation, d.frames.len(), d.stats.frames_seen),
+            (d.generation, d.frames.len(), d.stats.frames.seen),
             (1, 0, 0)
         );
     }

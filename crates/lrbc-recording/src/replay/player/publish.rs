@@ -115,8 +115,8 @@ pub fn rows(f: &RecFrame, envs: &[u32], g: &Geometry) -> Vec<(u32, EnvDetail)> {
 /// A reduced frame into the histories (of the watched envs that have one).
 pub fn push(d: &mut SamplerData, r: Reduced) {
     d.frames.push(r.agg);
-    d.stats.frames_seen += 1;
-    d.stats.frames_sampled += 1;
+    d.stats.frames.seen += 1;
+    d.stats.frames.sampled += 1;
     push_envs(d, r.points, r.rows);
 }
 
