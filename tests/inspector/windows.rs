@@ -476,7 +476,7 @@ fn serve_is_read_by_the_tool_s_client_and_toggles_a_service_when_allowed() {
     window::step_until(&mut h, "frames and traffic from the server", |a| {
         a.session.as_ref().is_some_and(|s| {
             s.geometry().num_envs == 4
-                && s.sampler.stats().frames_sampled > 10
+                && s.sampler.stats().frames.sampled > 10
                 && !s.store().rows.is_empty()
         })
     });
