@@ -56,11 +56,10 @@ fn inspector_path() -> &'static str {
 fn bench_path() -> &'static std::path::Path {
     static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         // The binary that lrbc-bench's own tests run, built by the workspace's test build
         // with the features of this test's build: after `cargo test --workspace` nothing
         // is compiled.
-        let status = std::process::Command::new(cargo)
+        let status = lrbc_testkit::cargo::cargo()
             .args(["test", "--no-run", "--quiet", "--locked", "--workspace"])
             .args(["--test", "commands"])
             .status()

@@ -337,10 +337,10 @@ fn main() {
 /// Under `cargo run`, builds the lrbc-inspector binary that the benchmarks run, with this
 /// program's profile, beside this one; run directly, the binary must be there.
 fn build_inspector() -> Result<(), BenchError> {
-    let Some(cargo) = std::env::var_os("CARGO") else {
+    if std::env::var_os("CARGO").is_none() {
         return Ok(());
-    };
-    let mut command = std::process::Command::new(cargo);
+    }
+    let mut command = lrbc_testkit::cargo::cargo();
     command.args([
         "build",
         "--quiet",
