@@ -163,7 +163,7 @@ fn run_live(args: &CompareArgs, target: &Target, tolerance: Tolerance) -> Result
     };
     let budget = (args.busy_budget > 0.0).then_some(args.busy_budget);
     let mut sampler =
-        super::watch::headless_sampler(target, args.target.layout, budget, None, false)?;
+        super::watch::headless_sampler(target, args.target.layout, budget, None, None)?;
     // Only the envs both runs have are compared: the others' values need no copy.
     let max_envs = baseline.num_envs().min(g.num_envs as usize);
     let (sink, frames, dropped) = LiveFrames::new(max_envs as u32, budget);

@@ -11,7 +11,7 @@ use lrbc::attach::{Target, attach};
 use lrbc::layout::LayoutChoice;
 use lrbc::sync::lock;
 use lrbc_live::detect::format_value;
-use lrbc_live::episodes::{Ending, Episode, EpisodeBook, RunTotals};
+use lrbc_live::episodes::{BookDetail, Ending, Episode, EpisodeBook, RunTotals};
 use lrbc_live::text::plural;
 use lrbc_live::text::thousands;
 
@@ -132,7 +132,15 @@ fn run_live(
     for w in &attached.geometry.warnings {
         eprintln!("warning: {w}");
     }
-    let mut sampler = super::watch::headless_sampler(target, choice, busy_budget, None, true)?;
+    let mut sampler = super::watch::headless_sampler(
+        target,
+        choice,
+        busy_budget,
+        None,
+        Some(BookDetail::Full {
+            recent: lrbc_live::episodes::DEFAULT_EPISODES_KEPT,
+        }),
+    )?;
     let Some(book) = sampler.episodes().cloned() else {
         return Err(CliError::Other(
             "the episodes' accountant did not start".into(),

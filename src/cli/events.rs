@@ -270,7 +270,7 @@ pub fn run_live(target: &Target, choice: LayoutChoice, o: &EventsOptions) -> Res
         choice,
         o.busy_budget,
         Some(o.detect.clone()),
-        false,
+        None,
     )?;
     let (Some(log), Some(diagnosis)) = (sampler.events().cloned(), sampler.diagnosis()) else {
         return Err(CliError::Other("the detector did not start".into()));

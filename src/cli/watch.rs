@@ -11,7 +11,7 @@ use lrbc::attach::{Target, attach};
 use lrbc::clock::MonotonicClock;
 use lrbc::layout::LayoutChoice;
 use lrbc_live::detect::{EventKind, EventTotals};
-use lrbc_live::episodes::RunTotals;
+use lrbc_live::episodes::{BookDetail, RunTotals};
 use lrbc_live::rhythm::{LoopKind, RhythmSummary};
 use lrbc_live::sampler::{Sampler, SamplerSettings, SamplerStats};
 use lrbc_live::watch::{AttachmentWatch, Report};
@@ -133,24 +133,24 @@ fn line(
 
 /// A sampler for a command's lines (`watch`, `events`, `episodes`): no env watched, no
 /// history, no images (nothing shows them), the detector when `detect` is given, every
-/// env's episodes when `episodes`.
+/// env's episodes kept as `episodes` says when it is given.
 pub(super) fn headless_sampler(
     target: &Target,
     choice: LayoutChoice,
     busy_budget_percent: Option<f32>,
     detect: Option<lrbc_live::detect::DetectSettings>,
-    episodes: bool,
+    episodes: Option<BookDetail>,
 ) -> Result<Sampler, CliError> {
     Sampler::start(
         attach(target, choice)?,
         SamplerSettings {
             watched_envs: lrbc_live::sampler::WatchedEnvs::default(),
-            history_frames: 1,
+            history_frames: 0,
             detail_frames: 1,
             max_image_hz: 0.0,
             busy_budget_percent,
             detect: detect.map(|d| (d, lrbc_live::detect::DEFAULT_EVENTS_KEPT)),
-            episodes: episodes.then_some(lrbc_live::episodes::DEFAULT_EPISODES_KEPT),
+            episodes,
             ..SamplerSettings::default()
         },
         MonotonicClock,
@@ -191,6 +191,8 @@ pub fn run(target: &Target, choice: LayoutChoice, o: WatchOptions) -> Result<(),
     }
     // The sampler follows every frame on its own mapping, the detector beside it; their
     // figures join each line.
+    // The lines print the run's totals of the episodes: nothing more is kept.
+    let episodes = episodes.then_some(BookDetail::Totals);
     let sampler = headless_sampler(target, choice, busy_budget_percent, detect, episodes)?;
     let mut watcher = AttachmentWatch::new(attached, MonotonicClock);
     let mut printed = 0u64;

@@ -240,9 +240,9 @@ impl Settings {
             history_frames: self.history_frames.clamp(1_000, 10_000_000),
             detail_frames: self.detail_frames.clamp(100, 1_000_000),
             detect: Some((self.detect.clone(), lrbc_live::detect::DEFAULT_EVENTS_KEPT)),
-            episodes: Some(lrbc_live::episodes::EpisodeBook::kept_for_bytes(
-                budget.episodes(),
-            )),
+            episodes: Some(lrbc_live::episodes::BookDetail::Full {
+                recent: lrbc_live::episodes::EpisodeBook::kept_for_bytes(budget.episodes()),
+            }),
             busy_budget_percent: (self.busy_budget_percent.is_finite()
                 && self.busy_budget_percent > 0.0)
                 .then(|| self.busy_budget_percent.min(100.0)),

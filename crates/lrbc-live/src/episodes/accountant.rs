@@ -187,7 +187,9 @@ impl Open {
 #[derive(Clone, Debug)]
 struct Sums {
     ret: Vec<f64>,
-    /// The smallest and largest finite rewards (NaN while there is none).
+    /// The smallest and largest finite rewards: +inf and -inf while there is none (no
+    /// finite reward is either), so that plain comparisons keep them, which vectorise
+    /// where `f32::min` and `max` (NaN treated apart) do not.
     min: Vec<f32>,
     max: Vec<f32>,
 }
@@ -196,8 +198,8 @@ impl Sums {
     fn new(num_envs: usize) -> Self {
         Self {
             ret: vec![0.0; num_envs],
-            min: vec![f32::NAN; num_envs],
-            max: vec![f32::NAN; num_envs],
+            min: vec![f32::INFINITY; num_envs],
+            max: vec![f32::NEG_INFINITY; num_envs],
         }
     }
 
@@ -207,7 +209,7 @@ impl Sums {
             self.min.get_mut(env),
             self.max.get_mut(env),
         ) {
-            (*r, *lo, *hi) = (0.0, f32::NAN, f32::NAN);
+            (*r, *lo, *hi) = (0.0, f32::INFINITY, f32::NEG_INFINITY);
         }
     }
 
@@ -225,12 +227,23 @@ impl Sums {
             .zip(&rewards[..n]);
         for (((ret, lo), hi), &r) in rows {
             *ret += f64::from(r);
-            // `f32::min` and `max` keep the other operand when one is NaN: a NaN minimum
-            // takes the first finite reward, and a non-finite reward changes nothing.
-            let finite = if r.is_finite() { r } else { f32::NAN };
-            *lo = lo.min(finite);
-            *hi = hi.max(finite);
+            // A non-finite reward changes neither.
+            let finite = r.is_finite();
+            let low = if finite { r } else { f32::INFINITY };
+            let high = if finite { r } else { f32::NEG_INFINITY };
+            *lo = if low < *lo { low } else { *lo };
+            *hi = if high > *hi { high } else { *hi };
         }
+    }
+
+    /// Env `env`'s smallest and largest finite rewards (NaN when it had none).
+    fn range(&self, env: usize) -> (f32, f32) {
+        let none_as_nan =
+            |v: Option<&f32>| v.copied().filter(|v| v.is_finite()).unwrap_or(f32::NAN);
+        (
+            none_as_nan(self.min.get(env)),
+            none_as_nan(self.max.get(env)),
+        )
     }
 }
 
@@ -378,6 +391,7 @@ impl Accountant {
         } else {
             ending
         };
+        let (min_reward, max_reward) = self.sums.range(env);
         Episode {
             env: env as u32,
             first_frame: o.first_frame,
@@ -385,8 +399,8 @@ impl Accountant {
             first_ns: o.first_ns,
             last_ns: self.last_ns,
             ret: self.sums.ret.get(env).copied().unwrap_or(0.0),
-            min_reward: self.sums.min.get(env).copied().unwrap_or(f32::NAN),
-            max_reward: self.sums.max.get(env).copied().unwrap_or(f32::NAN),
+            min_reward,
+            max_reward,
             ending,
             lacking: self.frames_lacking - o.lacking_from,
             began_before: o.began_before,

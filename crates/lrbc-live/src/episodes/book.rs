@@ -13,6 +13,18 @@ pub const FIRST_BIN_NS: u64 = 1_000_000_000;
 /// Recent episodes kept when nothing else is set.
 pub const DEFAULT_EPISODES_KEPT: usize = 50_000;
 
+/// What an [`EpisodeBook`] keeps beside the run's totals and frame counts, which it
+/// always keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BookDetail {
+    /// Nothing more: what a line of figures prints (`watch`). Each episode that ends
+    /// costs a few additions, and the episodes going on are not gathered.
+    Totals,
+    /// Every env's totals and episode going on, the time bins, and at most this many
+    /// recent episodes in full.
+    Full { recent: usize },
+}
+
 /// What is kept of one env's episodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EnvTotals {
@@ -108,6 +120,9 @@ pub struct EpisodeBook {
     /// The episodes that ended, newest last, at most `kept`.
     recent: VecDeque<Episode>,
     kept: usize,
+    /// False: the run's totals and frame counts alone ([`BookDetail::Totals`]); `envs`,
+    /// `running`, `recent` and the bins stay empty.
+    detailed: bool,
     /// Episodes dropped from `recent` (every total still counts them).
     pub dropped: u64,
     pub totals: RunTotals,
@@ -133,13 +148,25 @@ impl Default for EpisodeBook {
 }
 
 impl EpisodeBook {
+    /// A book that keeps everything, with at most `kept` recent episodes in full.
     pub fn new(num_envs: u32, kept: usize) -> Self {
+        Self::with_detail(num_envs, BookDetail::Full { recent: kept })
+    }
+
+    /// A book that keeps what `detail` says.
+    pub fn with_detail(num_envs: u32, detail: BookDetail) -> Self {
+        let (kept, detailed) = match detail {
+            BookDetail::Totals => (1, false),
+            BookDetail::Full { recent } => (recent.max(1), true),
+        };
+        let per_env = if detailed { num_envs as usize } else { 0 };
         Self {
             num_envs,
-            envs: vec![EnvTotals::default(); num_envs as usize],
-            running: vec![None; num_envs as usize],
+            envs: vec![EnvTotals::default(); per_env],
+            running: vec![None; per_env],
             recent: VecDeque::new(),
-            kept: kept.max(1),
+            kept,
+            detailed,
             dropped: 0,
             totals: RunTotals::default(),
             bins: Vec::new(),
@@ -186,6 +213,9 @@ impl EpisodeBook {
             t.exact += 1;
             t.sum_return += r;
             t.sum_length += e.length();
+        }
+        if !self.detailed {
+            return;
         }
         if let Some(env) = self.envs.get_mut(e.env as usize) {
             env.finished += 1;
@@ -252,13 +282,15 @@ impl EpisodeBook {
 
     /// Takes the accountant's episodes going on and its frame counts.
     pub fn progress(&mut self, a: &Accountant, last_ns: u64) {
-        if self.running.len() != a.num_envs() as usize {
-            self.running = vec![None; a.num_envs() as usize];
-        }
-        self.running.fill(None);
-        for e in a.running() {
-            if let Some(slot) = self.running.get_mut(e.env as usize) {
-                *slot = Some(e);
+        if self.detailed {
+            if self.running.len() != a.num_envs() as usize {
+                self.running = vec![None; a.num_envs() as usize];
+            }
+            self.running.fill(None);
+            for e in a.running() {
+                if let Some(slot) = self.running.get_mut(e.env as usize) {
+                    *slot = Some(e);
+                }
             }
         }
         let (taken, lacking) = a.frames();

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::accountant::{Accountant, Episode, FrameView};
-use super::book::EpisodeBook;
+use super::book::{BookDetail, EpisodeBook};
 use crate::check::{ChannelKind, Fault};
 use crate::follower::{FollowError, FrameCopy, FrameSink, Tick, Wants};
 use crate::live_sink::{Handoff, SinkControl};
@@ -27,18 +27,18 @@ impl std::fmt::Debug for EpisodeTracker {
 }
 
 impl EpisodeTracker {
-    /// Starts the accounting on the follower of `attached`'s segment, keeping `kept`
-    /// recent episodes in full. The follower looks at every frame whatever the load (the
+    /// Starts the accounting on the follower of `attached`'s segment, into a book that
+    /// keeps what `detail` says. The follower looks at every frame whatever the load (the
     /// rewards and flags alone while it holds off on a busy machine), and keeps to
     /// `busy_budget_percent` for its whole copies.
     pub fn start(
         attached: &Attached,
-        kept: usize,
+        detail: BookDetail,
         busy_budget_percent: Option<f32>,
     ) -> Result<Self, FollowError> {
         Self::start_with_load(
             attached,
-            kept,
+            detail,
             busy_budget_percent,
             crate::busy::read_cpu_times,
         )
@@ -47,17 +47,17 @@ impl EpisodeTracker {
     /// [`EpisodeTracker::start`] with the machine's load read by `read_load` (tests).
     pub fn start_with_load(
         attached: &Attached,
-        kept: usize,
+        detail: BookDetail,
         busy_budget_percent: Option<f32>,
         read_load: fn() -> Option<crate::busy::CpuTimes>,
     ) -> Result<Self, FollowError> {
         let num_envs = attached.geometry.num_envs;
-        let book = Arc::new(Mutex::new(EpisodeBook::new(num_envs, kept)));
+        let book = Arc::new(Mutex::new(EpisodeBook::with_detail(num_envs, detail)));
         let budget = Arc::new(Mutex::new(busy_budget_percent));
         let sink = AccountantSink {
             accountant: None,
             num_envs,
-            kept,
+            detail,
             generation: None,
             handoff: Handoff::new(Arc::clone(&book)),
             last_ns: 0,
@@ -104,7 +104,7 @@ struct AccountantSink {
     /// Made at the first frame or tick (and again for a new segment).
     accountant: Option<Accountant>,
     num_envs: u32,
-    kept: usize,
+    detail: BookDetail,
     generation: Option<u64>,
     /// Episodes that ended (or were cut), on their way to the book.
     handoff: Handoff<Episode, EpisodeBook>,
@@ -120,7 +120,7 @@ impl AccountantSink {
             return;
         };
         if guard.num_envs != self.num_envs {
-            *guard = EpisodeBook::new(self.num_envs, self.kept);
+            *guard = EpisodeBook::with_detail(self.num_envs, self.detail);
         }
         for e in pending {
             guard.apply(&e);

@@ -16,7 +16,8 @@ mod live;
 
 pub use accountant::{Accountant, Ending, Episode, FrameView};
 pub use book::{
-    Bin, DEFAULT_EPISODES_KEPT, EnvTotals, EpisodeBook, FIRST_BIN_NS, MAX_BINS, RunTotals,
+    Bin, BookDetail, DEFAULT_EPISODES_KEPT, EnvTotals, EpisodeBook, FIRST_BIN_NS, MAX_BINS,
+    RunTotals,
 };
 pub use live::{EpisodeTracker, nonfinite_envs};
 

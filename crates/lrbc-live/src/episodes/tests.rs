@@ -264,6 +264,53 @@ fn the_book_keeps_totals_of_every_episode_and_the_recent_ones_within_its_bound()
 }
 
 #[test]
+fn a_book_of_totals_counts_what_a_full_book_counts_and_keeps_nothing_more() {
+    let mut full = EpisodeBook::new(2, 10);
+    let mut totals = EpisodeBook::with_detail(2, BookDetail::Totals);
+    let mut lacking = ep(1, 1, 40, 100.0, Ending::Done);
+    lacking.lacking = 3;
+    let episodes = [
+        ep(0, 1, 10, 5.0, Ending::Done),
+        ep(0, 11, 30, 7.0, Ending::Truncated),
+        lacking,
+        ep(1, 41, 41, f64::NAN, Ending::NonFinite),
+        ep(1, 42, 50, 1.0, Ending::Running),
+    ];
+    let mut a = Accountant::new(2, 0);
+    let mut out = Vec::new();
+    for f in 1..=7u64 {
+        let view = FrameView {
+            frame_seq: if f == 7 { 9 } else { f },
+            time_ns: f,
+            rewards: &[1.0, 2.0],
+            dones: &[u8::from(f == 3), 0],
+            truncateds: None,
+            resets: &[0; 2],
+        };
+        a.frame(&view, [], &mut out);
+    }
+    for b in [&mut full, &mut totals] {
+        for e in &episodes {
+            b.apply(e);
+        }
+        b.progress(&a, 99);
+    }
+    assert_eq!(totals.totals, full.totals);
+    assert_eq!(
+        (totals.totals.frames_taken, totals.totals.frames_lacking),
+        (7, 2)
+    );
+    assert_eq!(
+        (totals.last_frame, totals.last_ns),
+        (full.last_frame, full.last_ns)
+    );
+    assert_eq!(full.recent().len(), 4);
+    assert!(full.running.iter().all(Option::is_some));
+    assert!(totals.recent().is_empty() && totals.bins().0.is_empty());
+    assert!(totals.envs.is_empty() && totals.running.is_empty());
+}
+
+#[test]
 fn time_bins_stay_bounded_over_a_long_run_and_keep_every_episode() {
     let mut b = EpisodeBook::new(1, 10);
     let n = 3 * MAX_BINS as u64;
@@ -351,7 +398,13 @@ mod live {
     #[test]
     fn the_tracker_finds_a_live_segments_episodes_frame_by_frame() {
         let seg = TestSegment::create("episodes-live", &spec(PlanLayout::Lrbc { ext: true }, 2));
-        let mut t = EpisodeTracker::start_with_load(&seg.attach(), 100, None, idle).unwrap();
+        let mut t = EpisodeTracker::start_with_load(
+            &seg.attach(),
+            BookDetail::Full { recent: 100 },
+            None,
+            idle,
+        )
+        .unwrap();
         for f in 1..=22u64 {
             publish(&seg, f);
             // The next frame once this one is taken: none is missed, however slow the

@@ -24,92 +24,119 @@ pub enum FlagEnding {
 
 impl Flags<'_> {
     /// The envs of the first `num_envs` with a flag set, ascending, and how each ended
-    /// (an array shorter than `num_envs` leaves the rest clear). The flags are read eight
-    /// envs to a word: a word with no flag set in any array (most, most frames) is passed
-    /// over at once, and in the others only the envs with a flag are looked at.
+    /// (an array shorter than `num_envs` leaves the rest clear). The flags are read a
+    /// block of 64 envs at a time, eight to a word, into a bit per env and array: a block
+    /// with no flag set (most, most frames) is passed over at once, and in the others
+    /// each env with a flag is found and told apart by its bits alone.
     pub fn endings(&self, num_envs: usize) -> impl Iterator<Item = (usize, FlagEnding)> + '_ {
         SetFlags {
             flags: *self,
             num_envs,
             next: 0,
             base: 0,
-            set: 0,
-        }
-    }
-
-    /// How env `e` ended, by its flags; None with none set.
-    fn ending_of(&self, e: usize) -> Option<FlagEnding> {
-        let flag = |a: &[u8]| a.get(e).is_some_and(|&v| v != 0);
-        if flag(self.dones) {
-            Some(FlagEnding::Done)
-        } else if self.truncateds.is_some_and(flag) {
-            Some(FlagEnding::Truncated)
-        } else if flag(self.resets) {
-            Some(FlagEnding::Reset)
-        } else {
-            None
+            block: Block::default(),
         }
     }
 }
 
-/// [`Flags::endings`]: the envs with a flag set, a word of eight envs at a time.
+/// One block of 64 envs' flags, a bit per env (bit `i`: env `base + i`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Block {
+    dones: u64,
+    truncateds: u64,
+    resets: u64,
+}
+
+impl Block {
+    /// Envs `start..start + 64` of the first `num_envs`.
+    fn read(f: &Flags<'_>, start: usize, num_envs: usize) -> Self {
+        let end = (start + 64).min(num_envs);
+        Self {
+            dones: nonzero_bits(f.dones, start, end),
+            truncateds: f.truncateds.map_or(0, |t| nonzero_bits(t, start, end)),
+            resets: nonzero_bits(f.resets, start, end),
+        }
+    }
+
+    /// The envs not yet handed out with a flag set.
+    fn any(&self) -> u64 {
+        self.dones | self.truncateds | self.resets
+    }
+}
+
+/// A bit per byte of `a[start..end]` that is not 0 (bit `i`: byte `start + i`; bytes
+/// past `a`'s end are 0). `end - start` is at most 64.
+fn nonzero_bits(a: &[u8], start: usize, end: usize) -> u64 {
+    let Some(bytes) = a.get(start..end.min(a.len())) else {
+        return 0;
+    };
+    let words = bytes.chunks_exact(8);
+    let rest = words.remainder();
+    let mut bits = 0u64;
+    let mut at = 0;
+    for w in words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        bits |= u64::from(nonzero_bytes(u64::from_le_bytes(b))) << at;
+        at += 8;
+    }
+    for &b in rest {
+        bits |= u64::from(b != 0) << at;
+        at += 1;
+    }
+    bits
+}
+
+/// A bit per byte of `w` (little-endian) that is not 0.
+fn nonzero_bytes(w: u64) -> u8 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    // Bit 7 of each byte that is not 0: its low seven bits plus 0x7f carry into bit 7
+    // unless they are all 0, and bit 7 itself comes from `w`.
+    let high = (((w & LOW7) + LOW7) | w) & !LOW7;
+    // Byte k's bit (at 8k once shifted down) lands at bit 56 + k: the multiplier holds
+    // bits 56 - 7k, and no two products share a bit, so nothing carries.
+    ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+}
+
+/// [`Flags::endings`]: the envs with a flag set, a block of 64 envs at a time.
 struct SetFlags<'a> {
     flags: Flags<'a>,
     num_envs: usize,
-    /// The first env of the next word to read.
+    /// The first env of the next block to read.
     next: usize,
-    /// The first env of the word read last.
+    /// The first env of the block read last.
     base: usize,
-    /// In the word read last, bit 7 of each byte whose env has a flag set and is not yet
-    /// handed out.
-    set: u64,
-}
-
-impl SetFlags<'_> {
-    /// Envs `start..start + 8` of `a` as a little-endian word, 0 for envs past the end of
-    /// `a` or at or beyond `num_envs`.
-    fn word(a: &[u8], start: usize, num_envs: usize) -> u64 {
-        let end = (start + 8).min(a.len()).min(num_envs);
-        match a.get(start..end) {
-            Some(bytes) if bytes.len() == 8 => {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(bytes);
-                u64::from_le_bytes(w)
-            }
-            Some(bytes) => bytes
-                .iter()
-                .enumerate()
-                .fold(0, |w, (i, &b)| w | (u64::from(b) << (8 * i))),
-            None => 0,
-        }
-    }
+    /// The block read last, the envs already handed out cleared.
+    block: Block,
 }
 
 impl Iterator for SetFlags<'_> {
     type Item = (usize, FlagEnding);
 
     fn next(&mut self) -> Option<Self::Item> {
-        const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
         loop {
-            while self.set != 0 {
-                let e = self.base + (self.set.trailing_zeros() / 8) as usize;
-                self.set &= self.set - 1;
-                if let Some(ending) = self.flags.ending_of(e) {
-                    return Some((e, ending));
-                }
+            let any = self.block.any();
+            if any != 0 {
+                let bit = any & any.wrapping_neg();
+                let b = &mut self.block;
+                let ending = if b.dones & bit != 0 {
+                    FlagEnding::Done
+                } else if b.truncateds & bit != 0 {
+                    FlagEnding::Truncated
+                } else {
+                    FlagEnding::Reset
+                };
+                b.dones &= !bit;
+                b.truncateds &= !bit;
+                b.resets &= !bit;
+                return Some((self.base + bit.trailing_zeros() as usize, ending));
             }
             if self.next >= self.num_envs {
                 return None;
             }
-            let (start, n, f) = (self.next, self.num_envs, &self.flags);
-            self.next += 8;
-            let any = Self::word(f.dones, start, n)
-                | f.truncateds.map_or(0, |t| Self::word(t, start, n))
-                | Self::word(f.resets, start, n);
-            self.base = start;
-            // Bit 7 of each byte that is not 0: its low seven bits plus 0x7f carry into
-            // bit 7 unless they are all 0, and bit 7 itself comes from `any`.
-            self.set = (((any & LOW7) + LOW7) | any) & !LOW7;
+            self.base = self.next;
+            self.block = Block::read(&self.flags, self.next, self.num_envs);
+            self.next += 64;
         }
     }
 }
@@ -198,15 +225,6 @@ impl EndingsInStep {
             return out;
         }
         self.last_frame = Some(frame_seq);
-        let any = |a: &[u8]| a.iter().any(|&v| v != 0);
-        let truncs = flags.truncateds.filter(|t| any(t));
-        if !any(flags.dones) && truncs.is_none() && !any(flags.resets) {
-            return out;
-        }
-        let flags = Flags {
-            truncateds: truncs,
-            ..flags
-        };
         let mut lengths_differ = false;
         for (e, ending) in flags.endings(n) {
             match ending {

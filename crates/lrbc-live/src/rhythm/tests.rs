@@ -471,14 +471,14 @@ fn truncations_of_envs_in_step_share_one_length_and_terminations_do_not() {
 
 proptest::proptest! {
     /// The envs a frame's flags end are those a plain loop over every env finds, in order,
-    /// whatever the arrays' lengths against the envs' count (a word of eight envs cut by
-    /// either), with and without truncation flags.
+    /// whatever the arrays' lengths against the envs' count (a word of eight envs, or a
+    /// block of 64, cut by either), with and without truncation flags.
     #[test]
     fn the_endings_are_those_a_plain_loop_over_every_env_finds(
-        n in 0usize..80,
-        dones in proptest::collection::vec(proptest::prop_oneof![8 => proptest::strategy::Just(0u8), 1 => 1u8..=255], 0..90),
-        truncs in proptest::option::of(proptest::collection::vec(proptest::prop_oneof![8 => proptest::strategy::Just(0u8), 1 => 1u8..=255], 0..90)),
-        resets in proptest::collection::vec(proptest::prop_oneof![8 => proptest::strategy::Just(0u8), 1 => 1u8..=255], 0..90),
+        n in 0usize..200,
+        dones in proptest::collection::vec(proptest::prop_oneof![8 => proptest::strategy::Just(0u8), 1 => 1u8..=255], 0..210),
+        truncs in proptest::option::of(proptest::collection::vec(proptest::prop_oneof![8 => proptest::strategy::Just(0u8), 1 => 1u8..=255], 0..210)),
+        resets in proptest::collection::vec(proptest::prop_oneof![8 => proptest::strategy::Just(0u8), 1 => 1u8..=255], 0..210),
     ) {
         let flags = Flags { dones: &dones, truncateds: truncs.as_deref(), resets: &resets };
         let got: Vec<(usize, FlagEnding)> = flags.endings(n).collect();

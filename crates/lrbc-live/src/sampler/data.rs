@@ -206,7 +206,8 @@ impl SamplerData {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplerSettings {
     pub watched_envs: super::WatchedEnvs,
-    /// Frames of overview and reward history kept.
+    /// Frames of overview and reward history kept; 0 keeps none, and no frame's overview
+    /// figures are worked out (a command that prints lines shows none).
     pub history_frames: usize,
     /// Frames of observation/action history kept per watched env.
     pub detail_frames: usize,
@@ -221,9 +222,9 @@ pub struct SamplerSettings {
     /// Run the detector (`crate::detect`) over every frame, with these settings; the
     /// events it finds are kept within this many.
     pub detect: Option<(crate::detect::DetectSettings, usize)>,
-    /// Count every env's episodes (`crate::episodes`) over every frame, keeping this many
-    /// recent ones in full.
-    pub episodes: Option<usize>,
+    /// Count every env's episodes (`crate::episodes`) over every frame, keeping what
+    /// this says of them.
+    pub episodes: Option<crate::episodes::BookDetail>,
     /// While the machine has no spare CPU, the frame thread uses at most this share of
     /// one core (percent), skipping frames to stay within it; None (or 0) follows every
     /// frame whatever it costs the run.

@@ -102,7 +102,7 @@ impl Sampler {
         let data = Arc::new(Mutex::new(SamplerData::new(&attached, &settings)));
         let repaint_interval_ns = (1e9 / repaint_hz.max(1.0)) as u64;
         let detect = settings.detect.clone();
-        let episodes_kept = settings.episodes;
+        let episodes_detail = settings.episodes;
         let busy_budget_percent = settings.busy_budget_percent;
         let settings = Arc::new(Mutex::new(settings));
         let stop = Arc::new(AtomicBool::new(false));
@@ -128,9 +128,9 @@ impl Sampler {
             ),
             None => None,
         };
-        let episodes = match episodes_kept {
-            Some(kept) => Some(
-                EpisodeTracker::start_with_load(&attached, kept, busy_budget_percent, read_load)
+        let episodes = match episodes_detail {
+            Some(detail) => Some(
+                EpisodeTracker::start_with_load(&attached, detail, busy_budget_percent, read_load)
                     .map_err(std::io::Error::other)?,
             ),
             None => None,

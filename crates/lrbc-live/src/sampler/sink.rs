@@ -137,9 +137,11 @@ impl FrameSink for SamplerSink {
             return;
         }
         let (f, now, hot) = (c.frame_seq, c.sampled_ns, &c.hot);
-        self.pending
-            .frames
-            .push(aggregate(f, now, hot, c.latency_ns, &mut self.scratch));
+        if self.current.history_frames > 0 {
+            self.pending
+                .frames
+                .push(aggregate(f, now, hot, c.latency_ns, &mut self.scratch));
+        }
         for e in self.current.watched_envs.iter() {
             let i = e as usize;
             let Some(&reward) = hot.rewards.get(i) else {

@@ -126,6 +126,36 @@ fn every_frame_of_a_paced_engine_is_sampled_with_its_rewards() {
 }
 
 #[test]
+fn with_no_overview_kept_the_frames_are_counted_and_no_overview_is_worked_out() {
+    let seg = TestSegment::create("no-overview", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let settings = SamplerSettings {
+        watched_envs: WatchedEnvs::new([1]),
+        history_frames: 0,
+        busy_budget_percent: None,
+        ..SamplerSettings::default()
+    };
+    let mut sampler = start_sampler(&seg, settings);
+    for frame in 1..=20u64 {
+        seg.rw.seqlock_begin(LrbcHeader::WRITE_SEQ_OFFSET);
+        seg.rw
+            .write_f32s(seg.plan.rewards_offset, &[0.0, frame as f32]);
+        seg.rw.fetch_add_u64(LrbcHeader::WRITE_SEQ_OFFSET, 1);
+        seg.rw.store_u64(LrbcHeader::ACTION_SEQ_OFFSET, frame);
+        seg.rw.store_u64(LrbcHeader::FRAME_SEQ_OFFSET, frame);
+        wait_until(&format!("frame {frame} to be sampled"), || {
+            let d = sampler.lock();
+            d.stats.frames.sampled + d.stats.frames.missed + d.stats.frames.torn >= frame
+        });
+    }
+    sampler.stop();
+    let d = sampler.lock();
+    assert_eq!(d.stats.frames.sampled, 20, "{:?}", d.stats);
+    assert!(d.frames.is_empty(), "no overview kept");
+    let newest = d.envs[&1].points.back().map(|p| (p.frame_seq, p.reward));
+    assert_eq!(newest, Some((20, 20.0)), "the watched env's points go on");
+}
+
+#[test]
 fn frames_that_pass_unseen_are_counted_missed() {
     let seg = TestSegment::create("missed", &spec(PlanLayout::Lrbc { ext: true }, 2));
     let mut sampler = start_sampler(&seg, SamplerSettings::default());

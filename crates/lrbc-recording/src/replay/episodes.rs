@@ -6,7 +6,7 @@
 
 use lrbc::layout::Geometry;
 use lrbc_live::check::{ChannelKind, Checker, Fault, Limits};
-use lrbc_live::episodes::{Accountant, Episode, EpisodeBook, FrameView};
+use lrbc_live::episodes::{Accountant, BookDetail, Episode, EpisodeBook, FrameView};
 
 use super::events::check_frame;
 use super::reader::{Damage, Recording};
@@ -100,16 +100,16 @@ impl RecordedEpisodes {
     }
 }
 
-/// Every episode of `rec`, kept in a book of `kept` recent ones (its episodes going on at
-/// the end of the file as running). `progress` is told the share read so far and stops
+/// Every episode of `rec`, in a book that keeps what `detail` says (its episodes going on
+/// at the end of the file as running). `progress` is told the share read so far and stops
 /// the pass when it returns false ([`EpisodesError::Stopped`]).
 pub fn recording_episodes(
     rec: &mut Recording,
-    kept: usize,
+    detail: BookDetail,
     mut progress: impl FnMut(f64) -> bool,
 ) -> Result<EpisodeBook, EpisodesError> {
     let g = rec.geometry.clone();
-    let mut book = EpisodeBook::new(g.num_envs, kept);
+    let mut book = EpisodeBook::with_detail(g.num_envs, detail);
     let mut acc = RecordedEpisodes::new(&g);
     let mut out = Vec::new();
     let (t0, t1) = rec.time_range().unwrap_or((0, 0));

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use super::reader::{Damage, Recording};
 use lrbc::sync::lock;
 use lrbc_live::detect::{DetectSettings, EventLog};
-use lrbc_live::episodes::EpisodeBook;
+use lrbc_live::episodes::{BookDetail, EpisodeBook};
 use lrbc_live::sampler::{SamplerData, SamplerSettings};
 use lrbc_live::traffic::{EntryDecoder, TrafficEvent, TrafficLimits, TrafficStore};
 
@@ -107,9 +107,9 @@ impl Player {
         });
         let start_ns = first_frame_ns.unwrap_or(range.0);
         let events = Arc::new(Mutex::new(EventLog::new(usize::MAX)));
-        let kept = settings
-            .episodes
-            .unwrap_or(lrbc_live::episodes::DEFAULT_EPISODES_KEPT);
+        let detail = settings.episodes.unwrap_or(BookDetail::Full {
+            recent: lrbc_live::episodes::DEFAULT_EPISODES_KEPT,
+        });
         let episodes = Arc::new(Mutex::new(EpisodeBook::new(rec.geometry.num_envs, 1)));
         lock(&episodes).note = Some("counting the episodes: waiting for the events".into());
         let events_stop = Arc::new(AtomicBool::new(false));
@@ -125,7 +125,7 @@ impl Player {
                 .name("lrbc-player-events".into())
                 .spawn(move || {
                     load_events(&path, &detect, &events, &stop, &*waker);
-                    load_episodes(&path, kept, &episodes, &stop, &*waker);
+                    load_episodes(&path, detail, &episodes, &stop, &*waker);
                 })?
         };
         let data = Arc::new(Mutex::new(SamplerData::empty(
@@ -278,7 +278,7 @@ fn load_events(
 /// (the note tells how far), unless `stop` is set first.
 fn load_episodes(
     path: &std::path::Path,
-    kept: usize,
+    detail: BookDetail,
     episodes: &Mutex<EpisodeBook>,
     stop: &AtomicBool,
     waker: &(dyn Fn() + Send + Sync),
@@ -304,7 +304,7 @@ fn load_episodes(
         // Relaxed: a flag with no data behind it.
         !stop.load(Ordering::Relaxed)
     };
-    match super::episodes::recording_episodes(&mut rec, kept, progress) {
+    match super::episodes::recording_episodes(&mut rec, detail, progress) {
         Ok(book) => {
             *lock(episodes) = book;
             waker();
