@@ -243,6 +243,55 @@ fn turn(observer: PollerObserver, name: &str, secs: f64) -> Result<Turn, BenchEr
     }
 }
 
+/// `watch` against the NaN checker over one preset and pace: its CPU and its unchecked
+/// frames minus the checker's, each a mean over the rounds with its 95 % interval
+/// (Welch's) and what the interval says. The rounds are the samples, not the frames:
+/// frames are lost in bursts (one stall of the machine takes several), so a count of them
+/// varies far more from round to round than a Poisson count would.
+fn side_by_side(watch: &[Turn], checker: &[Turn]) -> String {
+    use lrbc_live::stats::{Moments, mean_difference};
+    let moments = |turns: &[Turn], of: fn(&Turn) -> Option<f64>| {
+        let mut m = Moments::default();
+        for v in turns.iter().filter_map(of) {
+            m.push(v);
+        }
+        m
+    };
+    let line =
+        |what: &str, of: fn(&Turn) -> Option<f64>, below: &str, above: &str| match mean_difference(
+            &moments(checker, of),
+            &moments(watch, of),
+        ) {
+            Some(i) => format!(
+                "{what} {:+.1} a round (95 % CI {:+.1} to {:+.1}): {}",
+                i.estimate,
+                i.low,
+                i.high,
+                match i.sign() {
+                    Some(false) => below,
+                    Some(true) => above,
+                    None => "within noise",
+                }
+            ),
+            None => format!("{what}: too few rounds for an interval"),
+        };
+    format!(
+        "  watch against the NaN checker: {}; {}",
+        line(
+            "CPU (points of a core)",
+            |t| Some(100.0 * t.cpu_share),
+            "below the checker's",
+            "above the checker's"
+        ),
+        line(
+            "unchecked frames",
+            |t| t.unchecked.map(|u| u as f64),
+            "fewer than the checker's",
+            "more than the checker's"
+        )
+    )
+}
+
 pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
     let presets = match args.preset.as_deref() {
         None => vec![Preset::Cams64, Preset::Train4096],
@@ -366,6 +415,11 @@ pub fn run(args: &PollerBenchArgs) -> Result<(), BenchError> {
                         format!("; unchecked {}", unchecked.join(", "))
                     }
                 );
+            }
+            let at = |o: PollerObserver| observers.iter().position(|&x| x == o);
+            if let (Some(w), Some(c)) = (at(PollerObserver::Watch), at(PollerObserver::NanChecker))
+            {
+                println!("{}", side_by_side(&rounds[w], &rounds[c]));
             }
         }
     }
