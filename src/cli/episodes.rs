@@ -137,9 +137,7 @@ fn run_live(
         choice,
         busy_budget,
         None,
-        Some(BookDetail::Full {
-            recent: lrbc_live::episodes::DEFAULT_EPISODES_KEPT,
-        }),
+        Some(BookDetail::default()),
     )?;
     let Some(book) = sampler.episodes().cloned() else {
         return Err(CliError::Other(

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use lrbc::attach::Attached;
 use lrbc::sync::lock;
-use lrbc_live::episodes::{BookDetail, DEFAULT_EPISODES_KEPT, EpisodeBook};
+use lrbc_live::episodes::{BookDetail, EpisodeBook};
 use lrbc_live::follower::Subscription;
 use lrbc_recording::compare::{
     AgainstBaseline, CompareCounts, Divergence, FilesCompared, LiveFrames, Tolerance, compare_files,
@@ -148,14 +148,8 @@ impl Baseline {
             let book = Recording::open(&a)
                 .map_err(|e| e.to_string())
                 .and_then(|mut rec| {
-                    recording_episodes(
-                        &mut rec,
-                        BookDetail::Full {
-                            recent: DEFAULT_EPISODES_KEPT,
-                        },
-                        |_| true,
-                    )
-                    .map_err(|e| e.to_string())
+                    recording_episodes(&mut rec, BookDetail::default(), |_| true)
+                        .map_err(|e| e.to_string())
                 });
             if let Ok(book) = book {
                 lock(&sh).book = Some(Arc::new(book));

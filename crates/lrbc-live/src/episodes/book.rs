@@ -25,6 +25,15 @@ pub enum BookDetail {
     Full { recent: usize },
 }
 
+impl Default for BookDetail {
+    /// Everything, with [`DEFAULT_EPISODES_KEPT`] recent episodes in full.
+    fn default() -> Self {
+        Self::Full {
+            recent: DEFAULT_EPISODES_KEPT,
+        }
+    }
+}
+
 /// What is kept of one env's episodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EnvTotals {

@@ -107,9 +107,7 @@ impl Player {
         });
         let start_ns = first_frame_ns.unwrap_or(range.0);
         let events = Arc::new(Mutex::new(EventLog::new(usize::MAX)));
-        let detail = settings.episodes.unwrap_or(BookDetail::Full {
-            recent: lrbc_live::episodes::DEFAULT_EPISODES_KEPT,
-        });
+        let detail = settings.episodes.unwrap_or_default();
         let episodes = Arc::new(Mutex::new(EpisodeBook::new(rec.geometry.num_envs, 1)));
         lock(&episodes).note = Some("counting the episodes: waiting for the events".into());
         let events_stop = Arc::new(AtomicBool::new(false));
