@@ -48,6 +48,9 @@ pub use accounting::{Copied, FrameAccounting, FrameCounts, frames_ahead};
 pub const TICK_NS: u64 = 5_000_000;
 pub const MAX_TICK_NS: u64 = 50_000_000;
 
+/// How long [`Subscription::leave`] waits for the follower's last look at most.
+pub const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// One consistent copy of a frame: the hot arrays of every env and the observation and
 /// action rows of the envs the sinks want.
 #[derive(Clone, Debug, Default)]
@@ -160,6 +163,11 @@ struct FollowerShared {
     joined: AtomicBool,
     /// The segment was re-attached: the new mapping.
     retarget: Mutex<Option<Attached>>,
+    /// Subscriptions leaving after a last look ([`Subscription::leave`]): their ids, and
+    /// where to say it is done.
+    leaving: Mutex<Vec<(u64, std::sync::mpsc::SyncSender<()>)>>,
+    /// A subscription asked to leave after a last look.
+    leave_asked: AtomicBool,
     stop: AtomicBool,
     next_id: AtomicU64,
 }
@@ -217,6 +225,29 @@ impl Subscription {
         *lrbc::sync::lock(&self.follower.shared.retarget) = Some(attached);
         if let Some(t) = &self.follower.thread {
             t.thread().unpark();
+        }
+    }
+
+    /// Leaves the follower after its last look at the segment: a frame published before
+    /// this call reaches the sink (unless the engine already overwrote it), with the
+    /// counts up to it, whatever the follower's budget on a busy machine; then the sink is
+    /// dropped. Waits for the follower's thread at most [`LEAVE_WAIT`]. Dropping a
+    /// subscription instead leaves at once: frames published since the follower's last
+    /// look do not reach it.
+    pub fn leave(self) {
+        let shared = &self.follower.shared;
+        let (done, finished) = std::sync::mpsc::sync_channel(1);
+        lrbc::sync::lock(&shared.leaving).push((self.id, done));
+        // Release: pairs with the follower's Acquire swap, after which it takes the
+        // requests' lock (the request is pushed before this store).
+        shared.leave_asked.store(true, Ordering::Release);
+        if let Some(t) = &self.follower.thread {
+            t.thread().unpark();
+            if !t.is_finished() {
+                // A follower that does not answer in time (or ended) leaves the sink to
+                // this subscription's drop, at once.
+                let _ = finished.recv_timeout(LEAVE_WAIT);
+            }
         }
     }
 
@@ -376,6 +407,8 @@ fn start(
         sinks: Mutex::new(Vec::new()),
         joined: AtomicBool::new(false),
         retarget: Mutex::new(None),
+        leaving: Mutex::new(Vec::new()),
+        leave_asked: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         next_id: AtomicU64::new(0),
     });

@@ -34,6 +34,7 @@ struct Probe {
     ticked: bool,
     check: Option<Arc<Limits>>,
     budget: Option<f32>,
+    min_hold_ns: u64,
     every_frame: bool,
 }
 
@@ -72,7 +73,7 @@ impl FrameSink for Probe {
         Wants {
             envs: self.envs.clone(),
             busy_budget_percent: self.budget,
-            min_hold_ns: 0,
+            min_hold_ns: self.min_hold_ns,
             check: self.check.clone(),
             every_frame: self.every_frame,
         }
@@ -94,6 +95,7 @@ fn probe(envs: Vec<u32>) -> (Box<Probe>, Received) {
             ticked: false,
             check: None,
             budget: None,
+            min_hold_ns: 0,
             every_frame: false,
         }),
         rx,
@@ -326,6 +328,35 @@ fn frames_of_the_follower_stop_when_the_last_consumer_leaves() {
     let (b, _rx) = probe(vec![]);
     let sub = subscribe_with_load(&seg.attach(), b, idle_machine).unwrap();
     assert!(!sub.thread_ended());
+}
+
+/// A frame published just before a sink leaves reaches it when it leaves after the
+/// follower's last look, even while the follower holds off on a busy machine.
+#[test]
+fn a_sink_that_leaves_after_a_last_look_gets_the_frame_published_before_it_left() {
+    let seg = TestSegment::create("follow-leave", &spec(PlanLayout::Lrbc { ext: true }, 2));
+    let (mut sink, mut rx) = probe(vec![]);
+    // On a busy machine, samples at least 100 ms apart: a frame published just after one
+    // would wait that long for the next.
+    sink.budget = Some(1.0);
+    sink.min_hold_ns = 100_000_000;
+    let sub = subscribe_with_load(&seg.attach(), sink, busy_machine).unwrap();
+    rx.joined();
+    rx.until(|s| matches!(s, Seen::Yielding));
+    publish(&seg, 1);
+    rx.frame(1);
+    publish(&seg, 2);
+    sub.leave();
+    rx.frame(2);
+    // The counts up to the last look came with it, and nothing after.
+    let mut rest = Vec::new();
+    rx.ready(&mut rest);
+    assert_eq!(rx.counts.seen, 2, "{:?}", rx.counts);
+    assert_eq!(rx.counts.sampled, 2, "{:?}", rx.counts);
+    assert!(
+        matches!(rx.rx.try_recv(), Err(mpsc::TryRecvError::Disconnected)),
+        "the sink was dropped"
+    );
 }
 
 /// A segment truncated under the follower: the engine goes on publishing frame_seq in

@@ -210,6 +210,12 @@ impl FollowerThread {
                 last_tick = now;
                 self.tick(now);
             }
+            // Acquire: pairs with `Subscription::leave`'s Release store, made after it
+            // pushed its request.
+            if self.shared.leave_asked.swap(false, Ordering::Acquire) {
+                last_tick = now;
+                self.last_look(now, &mut pace);
+            }
             // On a busy machine, no look before the budget allows one, whatever the sinks
             // want: every wake-up is paid for by the run. The frames let pass are counted
             // (skipped); following every frame at any cost is the sinks' choice of no
@@ -427,6 +433,33 @@ impl FollowerThread {
         }
         self.pool.push(copy);
         true
+    }
+
+    /// The subscriptions that asked to leave after a last look: one look now, whatever
+    /// the budget on a busy machine, and a tick (the counts up to it), then their sinks
+    /// are dropped (they flush what they hold) and told.
+    fn last_look(&mut self, now: u64, pace: &mut Pace) {
+        let leaving = std::mem::take(&mut *lrbc::sync::lock(&self.shared.leaving));
+        if leaving.is_empty() {
+            return;
+        }
+        // Asked for, not a wake-up: frames missed before it are not the machine's.
+        self.accounting.looking(false);
+        self.look(now, pace);
+        self.tick(monotonic_now_ns());
+        let gone: Vec<_> = {
+            let mut sinks = lrbc::sync::lock(&self.shared.sinks);
+            let (gone, kept) = std::mem::take(&mut *sinks)
+                .into_iter()
+                .partition(|e| leaving.iter().any(|(id, _)| *id == e.id));
+            *sinks = kept;
+            gone
+        };
+        drop(gone);
+        for (_, done) in leaving {
+            // The subscription may have stopped waiting.
+            let _ = done.try_send(());
+        }
     }
 
     /// A whole copy of frame `f` tore: copies its rewards and flags alone (a few bytes

@@ -402,10 +402,13 @@ impl Capture {
         Ok(self)
     }
 
-    /// Leaves the follower: no frame comes after those already delivered (the next
+    /// Leaves the follower after its last look: a frame published before this call comes
+    /// too (unless the engine already overwrote it), and none after (the next
     /// [`Capture::poll`] takes them).
     pub fn stop_following(&mut self) {
-        self.subscription = None;
+        if let Some(s) = self.subscription.take() {
+            s.leave();
+        }
         if let Some(d) = &mut self.detection.diagnosis {
             d.stop();
         }

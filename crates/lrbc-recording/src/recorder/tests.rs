@@ -68,6 +68,21 @@ fn each_new_frame_is_recorded_once_and_every_frame_published_is_counted() {
 }
 
 #[test]
+fn a_frame_published_just_before_the_recorder_finishes_is_recorded() {
+    let mut e = engine();
+    let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
+    let mut rec = Recorder::new(a, vec![1], Cursor::new(Vec::new())).unwrap();
+    e.step_once(Some(1));
+    rec.poll_until_recorded(1);
+    // The run's last step, and at once the end of the recording (a Ctrl-C): the
+    // follower, asleep until a frame is due, has not looked yet; its last look takes it.
+    e.step_once(Some(2));
+    let (counts, out) = rec.finish_into_inner().unwrap();
+    assert_eq!(frames(&out.into_inner()), vec![1, 2]);
+    assert_eq!(counts.frames_recorded, 2, "{counts:?}");
+}
+
+#[test]
 fn an_env_the_segment_does_not_have_is_refused_in_one_line() {
     let e = engine();
     let a = attach(&Target::Shm(e.name().to_string()), LayoutChoice::Auto).unwrap();
